@@ -1,1 +1,54 @@
-//! placeholder
+//! How psikit's parties talk: versioned, length-limited frames over TCP,
+//! TLS, or in-memory pipes.
+//!
+//! * [`wire`]: bounded big-endian encoding/decoding of message payloads.
+//! * [`frame`]: the frame layout, wire version and the shared error message.
+//! * [`channel`]: a framed channel with size limits, timeouts and byte counts.
+//! * [`net`]: TCP listener/connector with optional (mutual) TLS via rustls.
+//!
+//! Protocols define their own message kinds on top of [`frame::Frame`]; this
+//! crate knows nothing about PSI.
+
+pub mod channel;
+pub mod frame;
+pub mod net;
+pub mod wire;
+
+pub use channel::{Channel, Limits};
+pub use frame::{ErrorCode, ErrorMessage, Frame};
+pub use wire::{DecodeError, Reader, Writer};
+
+use thiserror::Error;
+
+/// Everything that can go wrong moving messages.
+#[derive(Debug, Error)]
+pub enum TransportError {
+    #[error("network error: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("cannot listen on {0}: {1}")]
+    Bind(String, std::io::Error),
+    #[error("cannot connect to {0}: {1}")]
+    Connect(String, std::io::Error),
+    #[error("timed out {0}")]
+    Timeout(&'static str),
+    #[error("connection closed by peer")]
+    Closed,
+    #[error("peer sent a {len}-byte message; the limit is {max} bytes")]
+    FrameTooLarge { len: u64, max: u32 },
+    #[error("peer announced a {len}-byte transfer; the limit is {max} bytes")]
+    TransferTooLarge { len: u64, max: u64 },
+    #[error("peer speaks wire version {got}; this build speaks version {want}")]
+    Version { got: u8, want: u8 },
+    #[error("malformed message: {0}")]
+    Malformed(&'static str),
+    #[error("unexpected message (protocol {protocol}, kind {kind})")]
+    Unexpected { protocol: u8, kind: u8 },
+    #[error("malformed message: {0}")]
+    Decode(#[from] DecodeError),
+    #[error("peer reported an error ({:?}): {}", .0.code, .0.text)]
+    Peer(ErrorMessage),
+    #[error("TLS configuration: {0}")]
+    TlsConfig(String),
+    #[error("TLS: {0}")]
+    Tls(String),
+}

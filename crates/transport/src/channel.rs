@@ -1,0 +1,317 @@
+//! A framed, byte-counting, time-limited message channel over any async
+//! byte stream (TCP, TLS, or an in-memory pipe for tests).
+
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+use crate::frame::{ErrorMessage, Frame, HEADER_LEN, WIRE_VERSION};
+use crate::TransportError;
+
+/// Limits applied to everything a channel receives.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Largest frame accepted (header included). Larger transfers use
+    /// [`Channel::send_chunked`], which splits them into frames below this.
+    pub max_frame_bytes: u32,
+    /// How long to wait for the next frame before giving up.
+    pub read_timeout: Duration,
+    /// How long a single frame may take to write.
+    pub write_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_frame_bytes: 16 << 20,
+            read_timeout: Duration::from_secs(60),
+            write_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Payload size of each chunk of a chunked transfer.
+pub const CHUNK_BYTES: usize = 1 << 20;
+
+/// Any bidirectional async byte stream.
+pub trait Stream: AsyncRead + AsyncWrite + Unpin + Send {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> Stream for T {}
+
+/// A message channel: sends and receives [`Frame`]s, enforces [`Limits`],
+/// and counts the bytes each way (for benchmarks and user reports).
+pub struct Channel {
+    io: Box<dyn Stream>,
+    limits: Limits,
+    bytes_sent: u64,
+    bytes_received: u64,
+}
+
+impl Channel {
+    pub fn new(io: impl Stream + 'static, limits: Limits) -> Self {
+        Self {
+            io: Box::new(io),
+            limits,
+            bytes_sent: 0,
+            bytes_received: 0,
+        }
+    }
+
+    /// Two connected channels in memory, for tests and single-process demos.
+    pub fn memory_pair(limits: Limits) -> (Self, Self) {
+        let (a, b) = tokio::io::duplex(1 << 20);
+        (Self::new(a, limits), Self::new(b, limits))
+    }
+
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    pub fn bytes_sent(&self) -> u64 {
+        self.bytes_sent
+    }
+
+    pub fn bytes_received(&self) -> u64 {
+        self.bytes_received
+    }
+
+    /// Sends one frame and flushes it.
+    pub async fn send(&mut self, frame: &Frame) -> Result<(), TransportError> {
+        let write = async {
+            self.io.write_all(&frame.header()).await?;
+            self.io.write_all(&frame.payload).await?;
+            self.io.flush().await
+        };
+        tokio::time::timeout(self.limits.write_timeout, write)
+            .await
+            .map_err(|_| TransportError::Timeout("sending a message"))??;
+        self.bytes_sent += frame.wire_len();
+        Ok(())
+    }
+
+    /// Sends an error frame to the peer; failures to deliver it are ignored
+    /// because the connection is being abandoned anyway.
+    pub async fn send_error(&mut self, protocol: u8, err: &ErrorMessage) {
+        let _ = self.send(&err.to_frame(protocol)).await;
+    }
+
+    /// Receives one frame. Returns `Ok(None)` if the peer closed the
+    /// connection cleanly between frames.
+    pub async fn recv_or_eof(&mut self) -> Result<Option<Frame>, TransportError> {
+        let read = tokio::time::timeout(self.limits.read_timeout, self.read_frame());
+        read.await
+            .map_err(|_| TransportError::Timeout("waiting for a message"))?
+    }
+
+    /// Receives one frame; a closed connection is an error. A peer's error
+    /// frame is turned into [`TransportError::Peer`].
+    pub async fn recv(&mut self) -> Result<Frame, TransportError> {
+        let frame = self.recv_or_eof().await?.ok_or(TransportError::Closed)?;
+        if frame.is_error() {
+            let msg = ErrorMessage::decode(&frame.payload)?;
+            return Err(TransportError::Peer(msg));
+        }
+        Ok(frame)
+    }
+
+    async fn read_frame(&mut self) -> Result<Option<Frame>, TransportError> {
+        let mut len_buf = [0u8; 4];
+        match self.io.read_exact(&mut len_buf).await {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+            Err(e) => return Err(e.into()),
+        }
+        let len = u32::from_be_bytes(len_buf);
+        let max = self.limits.max_frame_bytes;
+        if u64::from(len) + 4 > u64::from(max) {
+            return Err(TransportError::FrameTooLarge {
+                len: u64::from(len) + 4,
+                max,
+            });
+        }
+        if len < 3 {
+            return Err(TransportError::Malformed("frame shorter than its header"));
+        }
+        let mut body = vec![0u8; len as usize];
+        self.io
+            .read_exact(&mut body)
+            .await
+            .map_err(eof_is_truncation)?;
+        self.bytes_received += u64::from(len) + 4;
+        if body[0] != WIRE_VERSION {
+            return Err(TransportError::Version {
+                got: body[0],
+                want: WIRE_VERSION,
+            });
+        }
+        let (protocol, kind) = (body[1], body[2]);
+        body.drain(..3);
+        debug_assert_eq!(HEADER_LEN, 7);
+        Ok(Some(Frame::new(protocol, kind, body)))
+    }
+
+    /// Sends a large byte string as a run of frames of `kind`, each carrying
+    /// at most [`CHUNK_BYTES`]; the receiver learns the total first.
+    pub async fn send_chunked(
+        &mut self,
+        protocol: u8,
+        kind: u8,
+        data: &[u8],
+    ) -> Result<(), TransportError> {
+        let total = (data.len() as u64).to_be_bytes();
+        self.send(&Frame::new(protocol, kind, total.to_vec()))
+            .await?;
+        for chunk in data.chunks(CHUNK_BYTES) {
+            self.send(&Frame::new(protocol, kind, chunk.to_vec()))
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Receives what [`Channel::send_chunked`] sent, refusing totals above
+    /// `max_total`. Memory grows with bytes actually received, never with
+    /// the size the peer announced.
+    pub async fn recv_chunked(
+        &mut self,
+        protocol: u8,
+        kind: u8,
+        max_total: u64,
+    ) -> Result<Vec<u8>, TransportError> {
+        let head = self.recv_expect(protocol, kind).await?;
+        let total: [u8; 8] = head
+            .payload
+            .as_slice()
+            .try_into()
+            .map_err(|_| TransportError::Malformed("chunked transfer header"))?;
+        let total = u64::from_be_bytes(total);
+        if total > max_total {
+            return Err(TransportError::TransferTooLarge {
+                len: total,
+                max: max_total,
+            });
+        }
+        let mut data = Vec::with_capacity(total.min(CHUNK_BYTES as u64) as usize);
+        while (data.len() as u64) < total {
+            let chunk = self.recv_expect(protocol, kind).await?;
+            let left = total - data.len() as u64;
+            if chunk.payload.is_empty() || chunk.payload.len() as u64 > left.min(CHUNK_BYTES as u64)
+            {
+                return Err(TransportError::Malformed("chunk size"));
+            }
+            data.extend_from_slice(&chunk.payload);
+        }
+        Ok(data)
+    }
+
+    /// Receives a frame and checks it is of the expected protocol and kind.
+    pub async fn recv_expect(&mut self, protocol: u8, kind: u8) -> Result<Frame, TransportError> {
+        let frame = self.recv().await?;
+        if frame.protocol != protocol || frame.kind != kind {
+            return Err(TransportError::Unexpected {
+                protocol: frame.protocol,
+                kind: frame.kind,
+            });
+        }
+        Ok(frame)
+    }
+}
+
+fn eof_is_truncation(e: std::io::Error) -> TransportError {
+    if e.kind() == std::io::ErrorKind::UnexpectedEof {
+        TransportError::Malformed("connection closed in the middle of a message")
+    } else {
+        e.into()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::frame::ErrorCode;
+
+    fn small_limits() -> Limits {
+        Limits {
+            max_frame_bytes: 1024,
+            read_timeout: Duration::from_millis(500),
+            write_timeout: Duration::from_millis(500),
+        }
+    }
+
+    #[tokio::test]
+    async fn frames_round_trip_and_are_counted() {
+        let (mut a, mut b) = Channel::memory_pair(small_limits());
+        let f = Frame::new(1, 2, b"hello".to_vec());
+        a.send(&f).await.unwrap();
+        assert_eq!(b.recv().await.unwrap(), f);
+        assert_eq!(a.bytes_sent(), 12);
+        assert_eq!(b.bytes_received(), 12);
+    }
+
+    #[tokio::test]
+    async fn oversized_frame_is_rejected_without_reading_it() {
+        let (mut a, mut b) = Channel::memory_pair(small_limits());
+        let raw = tokio::spawn(async move {
+            a.io.write_all(&(1u32 << 30).to_be_bytes()).await.unwrap();
+            a
+        });
+        let err = b.recv().await.unwrap_err();
+        assert!(matches!(err, TransportError::FrameTooLarge { .. }), "{err}");
+        drop(raw.await);
+    }
+
+    #[tokio::test]
+    async fn wrong_version_truncation_and_timeout_are_errors() {
+        let (mut a, mut b) = Channel::memory_pair(small_limits());
+        a.io.write_all(&[0, 0, 0, 3, 99, 1, 1]).await.unwrap();
+        assert!(matches!(
+            b.recv().await.unwrap_err(),
+            TransportError::Version { got: 99, .. }
+        ));
+        a.io.write_all(&[0, 0, 0, 10, WIRE_VERSION]).await.unwrap();
+        drop(a);
+        assert!(matches!(
+            b.recv().await.unwrap_err(),
+            TransportError::Malformed(_)
+        ));
+
+        let (_a, mut b) = Channel::memory_pair(small_limits());
+        assert!(matches!(
+            b.recv().await.unwrap_err(),
+            TransportError::Timeout(_)
+        ));
+    }
+
+    #[tokio::test]
+    async fn peer_errors_surface_as_peer_variant() {
+        let (mut a, mut b) = Channel::memory_pair(small_limits());
+        a.send_error(4, &ErrorMessage::new(ErrorCode::Stale, "update"))
+            .await;
+        match b.recv().await.unwrap_err() {
+            TransportError::Peer(m) => assert_eq!(m.code, ErrorCode::Stale),
+            other => panic!("unexpected {other}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn chunked_transfer_round_trip_and_limit() {
+        let limits = Limits {
+            max_frame_bytes: 2 << 20,
+            ..small_limits()
+        };
+        let (mut a, mut b) = Channel::memory_pair(limits);
+        let data: Vec<u8> = (0..(CHUNK_BYTES * 2 + 17)).map(|i| i as u8).collect();
+        let sent = data.clone();
+        let t = tokio::spawn(async move {
+            a.send_chunked(1, 5, &sent).await.unwrap();
+            // A header announcing far more than the receiver accepts.
+            let huge = (1u64 << 40).to_be_bytes().to_vec();
+            a.send(&Frame::new(1, 5, huge)).await.unwrap();
+            a
+        });
+        assert_eq!(b.recv_chunked(1, 5, 1 << 30).await.unwrap(), data);
+        assert!(matches!(
+            b.recv_chunked(1, 5, 1 << 30).await.unwrap_err(),
+            TransportError::TransferTooLarge { .. }
+        ));
+        t.await.unwrap();
+    }
+}
