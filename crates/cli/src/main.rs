@@ -1,1 +1,54 @@
-fn main() {}
+//! `psikit`: the command-line front end. It only calls the library crates'
+//! public APIs; every protocol step lives in `psikit-protocols`.
+
+mod args;
+mod bench;
+mod demo;
+mod filter_cmd;
+mod report;
+mod serve;
+
+use clap::{Parser, Subcommand};
+
+/// psikit: private set intersection you can deploy.
+#[derive(Parser)]
+#[command(name = "psikit", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the protocols end to end on generated data and check the results.
+    Demo(demo::DemoArgs),
+    /// Unbalanced PSI with a DH OPRF and an updatable cuckoo filter.
+    #[command(subcommand)]
+    Filter(filter_cmd::FilterCommand),
+    /// Run the long-running PSI server.
+    Serve(serve::ServeArgs),
+    /// Measure performance and print the figures.
+    Bench(bench::BenchArgs),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Demo(a) => demo::run(a),
+        Command::Filter(c) => filter_cmd::run(c),
+        Command::Serve(a) => serve::run(a),
+        Command::Bench(a) => bench::run(a),
+    };
+    if let Err(e) = result {
+        eprintln!("psikit: error: {}", one_line(&e));
+        std::process::exit(1);
+    }
+}
+
+/// The error and its causes on one line.
+fn one_line(e: &anyhow::Error) -> String {
+    e.chain()
+        .map(|c| c.to_string())
+        .collect::<Vec<_>>()
+        .join(": ")
+}

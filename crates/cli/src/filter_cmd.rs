@@ -1,0 +1,374 @@
+//! `psikit filter ...`: set-up, updates, sync and queries of the filter
+//! protocol.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
+use psikit_io::{read_rows, KeyReader, MatchWriter, Table};
+use psikit_primitives::oprf::ServerKey;
+use psikit_protocols::filter_psi::{
+    tags_from_reader, ClientCache, FilterConfig, QueryOutcome, ServerState, SyncKind, SyncOutcome,
+};
+use psikit_transport::net::connect;
+
+use crate::args::{runtime, ClientTlsArgs, CsvArgs, NetArgs};
+use crate::report;
+
+#[derive(Subcommand)]
+pub enum FilterCommand {
+    /// Server: build the filter state from a CSV file.
+    Setup(SetupArgs),
+    /// Server: add and/or remove items, producing a new epoch.
+    Update(UpdateArgs),
+    /// Server: print what a state directory holds.
+    Info(InfoArgs),
+    /// Client: download the filter, or only what changed since the cache.
+    Sync(SyncArgs),
+    /// Client: find which rows of a CSV file are in the server's set.
+    Query(QueryArgs),
+}
+
+#[derive(Args)]
+pub struct SetupArgs {
+    /// Server's CSV file.
+    #[arg(long, short)]
+    pub input: PathBuf,
+    #[command(flatten)]
+    pub csv: CsvArgs,
+    /// Directory for the server state (key and filter).
+    #[arg(long)]
+    pub state: PathBuf,
+    /// False-positive probability per client item: 2^-BITS.
+    #[arg(long, default_value_t = 30)]
+    pub fpr_bits: u32,
+    /// Fingerprints per bucket.
+    #[arg(long, default_value_t = 4)]
+    pub bucket_size: u32,
+    /// Load factor to build at (room left for insertions before a rebuild).
+    #[arg(long, default_value_t = 0.90)]
+    pub load: f64,
+    /// Replace an existing state in the directory (new key; all clients
+    /// must download the new filter).
+    #[arg(long)]
+    pub force: bool,
+}
+
+#[derive(Args)]
+pub struct UpdateArgs {
+    #[arg(long)]
+    pub state: PathBuf,
+    /// CSV of items to add.
+    #[arg(long)]
+    pub add: Option<PathBuf>,
+    /// CSV of items to remove.
+    #[arg(long)]
+    pub remove: Option<PathBuf>,
+    #[command(flatten)]
+    pub csv: CsvArgs,
+}
+
+#[derive(Args)]
+pub struct InfoArgs {
+    #[arg(long)]
+    pub state: PathBuf,
+}
+
+#[derive(Args)]
+pub struct ClientArgs {
+    /// Server address, host:port.
+    #[arg(long, short)]
+    pub server: String,
+    /// File caching the server's filter between runs.
+    #[arg(long, default_value = "psikit-filter.cache")]
+    pub cache: PathBuf,
+    /// Refuse filters larger than this many MiB.
+    #[arg(long, default_value_t = 4096)]
+    pub max_filter_mib: u64,
+    #[command(flatten)]
+    pub tls: ClientTlsArgs,
+    #[command(flatten)]
+    pub net: NetArgs,
+}
+
+#[derive(Args)]
+pub struct SyncArgs {
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+#[derive(Args)]
+pub struct QueryArgs {
+    #[command(flatten)]
+    pub client: ClientArgs,
+    /// Client's CSV file.
+    #[arg(long, short)]
+    pub input: PathBuf,
+    #[command(flatten)]
+    pub csv: CsvArgs,
+    /// Where to write the matched rows (the client's own rows).
+    #[arg(long, short)]
+    pub output: PathBuf,
+}
+
+pub fn run(cmd: FilterCommand) -> Result<()> {
+    match cmd {
+        FilterCommand::Setup(a) => setup(&a),
+        FilterCommand::Update(a) => update(&a),
+        FilterCommand::Info(a) => info(&a),
+        FilterCommand::Sync(a) => sync(&a),
+        FilterCommand::Query(a) => query(&a),
+    }
+}
+
+fn progress_bar(what: &str) -> ProgressBar {
+    let bar = ProgressBar::new_spinner();
+    let style = ProgressStyle::with_template("{spinner} {msg}: {human_pos} rows, {per_sec}")
+        .unwrap_or_else(|_| ProgressStyle::default_spinner());
+    bar.set_style(style);
+    bar.set_message(what.to_string());
+    bar
+}
+
+fn setup(a: &SetupArgs) -> Result<()> {
+    let config = FilterConfig {
+        fpr_log2: a.fpr_bits,
+        bucket_size: a.bucket_size,
+        build_load: a.load,
+        rebuild_load: FilterConfig::default().rebuild_load.max(a.load),
+        ..FilterConfig::default()
+    };
+    config.validate()?;
+    prepare_state_dir(&a.state, a.force)?;
+    let spec = a.csv.spec()?;
+    let mut reader = KeyReader::open(&a.input, &spec)?;
+    let bar = progress_bar("computing OPRF");
+    let t = Instant::now();
+    let key = ServerKey::generate(&mut rand::rngs::OsRng);
+    let tags = tags_from_reader(&key, &mut reader, &mut |rows| bar.set_position(rows))?;
+    bar.finish_and_clear();
+    let prf_time = t.elapsed();
+    let t = Instant::now();
+    let (state, duplicates) = ServerState::build(key, tags, config)?;
+    let build_time = t.elapsed();
+    state.save(&a.state)?;
+    let stats = reader.stats();
+    println!("read {} rows from {}", stats.rows_read, a.input.display());
+    if stats.rows_skipped > 0 {
+        println!("skipped {} rows with an empty key", stats.rows_skipped);
+    }
+    println!("removed {duplicates} duplicate items");
+    println!(
+        "OPRF: {} items in {} ({:.0} items/s)",
+        stats.items(),
+        report::secs(prf_time),
+        stats.items() as f64 / prf_time.as_secs_f64()
+    );
+    println!("filter built in {}", report::secs(build_time));
+    print_state(&state);
+    println!("state saved to {}", a.state.display());
+    Ok(())
+}
+
+/// Refuses to overwrite an existing state unless forced.
+fn prepare_state_dir(dir: &Path, force: bool) -> Result<()> {
+    if !dir.exists() {
+        return Ok(());
+    }
+    let populated = std::fs::read_dir(dir)
+        .with_context(|| format!("cannot read {}", dir.display()))?
+        .next()
+        .is_some();
+    if populated && !force {
+        bail!(
+            "{} already holds a state; use `psikit filter update` to change it, or --force to start over",
+            dir.display()
+        );
+    }
+    if populated {
+        std::fs::remove_dir_all(dir).with_context(|| format!("cannot clear {}", dir.display()))?;
+    }
+    Ok(())
+}
+
+fn print_state(state: &ServerState) {
+    let f = state.filter();
+    let p = f.params();
+    let v = state.version();
+    println!(
+        "filter: {} items, {} buckets x {} slots, {}-bit fingerprints, load {:.3}",
+        state.len(),
+        p.num_buckets,
+        p.bucket_size,
+        p.fingerprint_bits,
+        f.load_factor()
+    );
+    println!(
+        "filter size: {} ({:.2} bits per item)",
+        report::bytes(f.size_bytes()),
+        f.bits_per_item()
+    );
+    let fpr = f.estimated_fpr();
+    println!(
+        "false-positive rate per client item: {} (at most {}); expected false positives in a 1024-item query: {:.2e}",
+        report::prob(fpr),
+        report::prob(p.fpr_upper_bound()),
+        fpr * 1024.0
+    );
+    println!("epoch {}", v.epoch);
+}
+
+fn update(a: &UpdateArgs) -> Result<()> {
+    if a.add.is_none() && a.remove.is_none() {
+        bail!("nothing to do: give --add FILE and/or --remove FILE");
+    }
+    let mut state = ServerState::load(&a.state)?;
+    let spec = a.csv.spec()?;
+    let read = |path: &Option<PathBuf>| -> Result<Vec<[u8; 16]>> {
+        let Some(path) = path else {
+            return Ok(Vec::new());
+        };
+        let mut reader = KeyReader::open(path, &spec)?;
+        Ok(tags_from_reader(state.key(), &mut reader, &mut |_| {})?)
+    };
+    let (add, remove) = (read(&a.add)?, read(&a.remove)?);
+    let report = state.update(add, remove)?;
+    state.save(&a.state)?;
+    println!(
+        "epoch {}: added {} ({} already present), removed {} ({} not found)",
+        report.epoch, report.added, report.already_present, report.removed, report.not_found
+    );
+    if report.rebuilt {
+        println!("the filter was rebuilt larger; clients will download it in full");
+    } else {
+        println!("{} buckets changed", report.changed_buckets);
+    }
+    print_state(&state);
+    Ok(())
+}
+
+fn info(a: &InfoArgs) -> Result<()> {
+    print_state(&ServerState::load(&a.state)?);
+    Ok(())
+}
+
+/// Connects, loads the cache and syncs it; returns the open channel.
+async fn connect_and_sync(
+    c: &ClientArgs,
+) -> Result<(psikit_transport::Channel, ClientCache, SyncOutcome)> {
+    let mut ch = connect(&c.server, c.tls.files().as_ref(), c.net.limits()?).await?;
+    let mut cache = ClientCache::load(&c.cache)?;
+    let outcome = ClientCache::sync(&mut cache, &mut ch, c.max_filter_mib << 20).await?;
+    let cache = cache.context("server sent no filter")?;
+    if outcome.kind != SyncKind::UpToDate {
+        cache.save(&c.cache)?;
+    }
+    Ok((ch, cache, outcome))
+}
+
+fn print_sync(o: &SyncOutcome) {
+    match o.kind {
+        SyncKind::UpToDate => println!("filter up to date (epoch {})", o.epoch),
+        SyncKind::Full => println!(
+            "downloaded the full filter: {} (epoch {})",
+            report::bytes(o.body_bytes),
+            o.epoch
+        ),
+        SyncKind::Delta => println!(
+            "applied a delta of {} (now epoch {})",
+            report::bytes(o.body_bytes),
+            o.epoch
+        ),
+    }
+}
+
+fn sync(a: &SyncArgs) -> Result<()> {
+    runtime()?.block_on(async {
+        let (_, _, outcome) = connect_and_sync(&a.client).await?;
+        print_sync(&outcome);
+        Ok(())
+    })
+}
+
+/// Unique keys of a table and, for each, the rows that carry it.
+pub fn unique_keys(table: &Table) -> (Vec<Vec<u8>>, Vec<Vec<usize>>) {
+    let mut index: HashMap<&[u8], usize> = HashMap::new();
+    let (mut keys, mut rows) = (Vec::new(), Vec::<Vec<usize>>::new());
+    for (i, row) in table.rows.iter().enumerate() {
+        let slot = *index.entry(row.key.as_slice()).or_insert_with(|| {
+            keys.push(row.key.clone());
+            rows.push(Vec::new());
+            keys.len() - 1
+        });
+        rows[slot].push(i);
+    }
+    (keys, rows)
+}
+
+/// Writes the rows of `table` whose key matched; returns how many.
+pub fn write_matches(
+    path: &Path,
+    table: &Table,
+    rows_of_key: &[Vec<usize>],
+    matches: &[bool],
+) -> Result<u64> {
+    let mut out = MatchWriter::create(path, table.headers.as_ref(), &[])?;
+    let mut selected: Vec<usize> = rows_of_key
+        .iter()
+        .zip(matches)
+        .filter(|(_, m)| **m)
+        .flat_map(|(rows, _)| rows.iter().copied())
+        .collect();
+    selected.sort_unstable();
+    for &i in &selected {
+        out.write_row::<&[u8]>(&table.rows[i].record, &[])?;
+    }
+    out.finish()?;
+    Ok(selected.len() as u64)
+}
+
+pub fn print_query(o: &QueryOutcome) {
+    println!(
+        "query: {} items; blind {}, round trip {}, finalize {}; sent {}, received {}",
+        o.matches.len(),
+        report::secs(o.blind_time),
+        report::secs(o.round_trip_time),
+        report::secs(o.finalize_time),
+        report::bytes(o.bytes_sent),
+        report::bytes(o.bytes_received)
+    );
+}
+
+fn query(a: &QueryArgs) -> Result<()> {
+    let table = read_rows(&a.input, &a.csv.spec()?)?;
+    let (keys, rows_of_key) = unique_keys(&table);
+    runtime()?.block_on(async {
+        let (mut ch, mut cache, outcome) = connect_and_sync(&a.client).await?;
+        print_sync(&outcome);
+        let result = match cache.query(&mut ch, &keys).await {
+            // The server updated between our sync and the query: sync, retry.
+            Err(e) if e.is_stale() => {
+                let mut c = Some(cache);
+                let outcome =
+                    ClientCache::sync(&mut c, &mut ch, a.client.max_filter_mib << 20).await?;
+                print_sync(&outcome);
+                cache = c.context("server sent no filter")?;
+                cache.save(&a.client.cache)?;
+                cache.query(&mut ch, &keys).await?
+            }
+            other => other?,
+        };
+        print_query(&result);
+        let n = write_matches(&a.output, &table, &rows_of_key, &result.matches)?;
+        let found = result.matches.iter().filter(|m| **m).count();
+        println!(
+            "{found} of {} distinct items matched; {n} rows written to {}",
+            keys.len(),
+            a.output.display()
+        );
+        Ok(())
+    })
+}

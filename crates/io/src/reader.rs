@@ -1,0 +1,179 @@
+//! Streaming key reader for large inputs.
+//!
+//! A server file can hold hundreds of millions of rows, so [`KeyReader`]
+//! never holds more than one CSV record plus the batch the caller asks for.
+
+use std::fs::File;
+use std::io;
+use std::path::Path;
+
+use csv::ByteRecord;
+
+use crate::error::{Error, Result};
+use crate::spec::{KeyPlan, KeySpec};
+
+/// Read buffer size: large enough to amortise syscalls on multi-GB files.
+const READ_BUFFER: usize = 256 * 1024;
+
+/// One set item: the encoded key and where it came from.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Item {
+    /// The normalised, encoded key bytes (see [the crate docs](crate#item-encoding)).
+    pub key: Vec<u8>,
+    /// 1-based data row number (the header row is not counted).
+    pub row: u64,
+}
+
+/// Counters describing what a reader has consumed so far.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReadStats {
+    /// Data rows read, including skipped ones.
+    pub rows_read: u64,
+    /// Rows skipped because a key field was empty after normalisation.
+    pub rows_skipped: u64,
+}
+
+impl ReadStats {
+    /// Rows that produced an item.
+    pub fn items(&self) -> u64 {
+        self.rows_read - self.rows_skipped
+    }
+}
+
+/// Reads items from a CSV source in caller-sized batches.
+///
+/// ```no_run
+/// # fn main() -> psikit_io::Result<()> {
+/// use psikit_io::{Column, KeyReader, KeySpec};
+/// let spec = KeySpec::new(vec![Column::parse("email")?]);
+/// let mut reader = KeyReader::open("server.csv", &spec)?;
+/// let mut batch = Vec::new();
+/// while reader.next_batch(65_536, &mut batch)? > 0 {
+///     // hash / encrypt `batch` here
+/// }
+/// let _stats = reader.stats();
+/// # Ok(()) }
+/// ```
+pub struct KeyReader<R> {
+    csv: csv::Reader<R>,
+    plan: KeyPlan,
+    headers: Option<ByteRecord>,
+    record: ByteRecord,
+    stats: ReadStats,
+    input: String,
+}
+
+impl KeyReader<File> {
+    /// Opens `path` and resolves the key columns against its header.
+    pub fn open(path: impl AsRef<Path>, spec: &KeySpec) -> Result<Self> {
+        let path = path.as_ref();
+        let file = File::open(path).map_err(|source| Error::Open {
+            path: path.to_owned(),
+            source,
+        })?;
+        Self::with_name(file, spec, path.display().to_string())
+    }
+}
+
+impl<R: io::Read> KeyReader<R> {
+    /// Reads from any byte source (e.g. stdin); errors call it `<input>`.
+    pub fn from_reader(reader: R, spec: &KeySpec) -> Result<Self> {
+        Self::with_name(reader, spec, "<input>".to_owned())
+    }
+
+    /// Shared constructor: reads the header once and builds the key plan.
+    fn with_name(reader: R, spec: &KeySpec, input: String) -> Result<Self> {
+        let mut csv = csv_reader(reader, spec);
+        let headers = read_headers(&mut csv, spec, &input)?;
+        let plan = KeyPlan::resolve(spec, headers.as_ref(), &input)?;
+        Ok(KeyReader {
+            csv,
+            plan,
+            headers,
+            record: ByteRecord::new(),
+            stats: ReadStats::default(),
+            input,
+        })
+    }
+
+    /// Replaces the contents of `out` with up to `max` items (a `max` of 0
+    /// is treated as 1) and returns how many were produced; 0 means the
+    /// input is exhausted. Rows with an empty key are skipped and counted.
+    pub fn next_batch(&mut self, max: usize, out: &mut Vec<Item>) -> Result<usize> {
+        out.clear();
+        let max = max.max(1);
+        while out.len() < max {
+            match self.next_item()? {
+                Some(item) => out.push(item),
+                None => break,
+            }
+        }
+        Ok(out.len())
+    }
+
+    /// Reads rows until one yields an item or the input ends.
+    fn next_item(&mut self) -> Result<Option<Item>> {
+        while read_record(&mut self.csv, &mut self.record, &self.input)? {
+            self.stats.rows_read += 1;
+            let row = self.stats.rows_read;
+            match self.plan.key(&self.record, row)? {
+                Some(key) => return Ok(Some(Item { key, row })),
+                None => self.stats.rows_skipped += 1,
+            }
+        }
+        Ok(None)
+    }
+
+    /// Counters so far (final once [`next_batch`](Self::next_batch) returned 0).
+    pub fn stats(&self) -> ReadStats {
+        self.stats
+    }
+
+    /// The header row, if the spec says the file has one.
+    pub fn headers(&self) -> Option<&ByteRecord> {
+        self.headers.as_ref()
+    }
+}
+
+/// A CSV reader configured from the spec. Flexible, because rows with a
+/// different field count are fine as long as the key columns are present
+/// (checked per row by the key plan).
+pub(crate) fn csv_reader<R: io::Read>(reader: R, spec: &KeySpec) -> csv::Reader<R> {
+    csv::ReaderBuilder::new()
+        .has_headers(spec.has_headers)
+        .delimiter(spec.delimiter)
+        .flexible(true)
+        .buffer_capacity(READ_BUFFER)
+        .from_reader(reader)
+}
+
+/// Reads the header row when the spec declares one (a UTF-8 BOM is
+/// stripped by the csv crate).
+pub(crate) fn read_headers<R: io::Read>(
+    csv: &mut csv::Reader<R>,
+    spec: &KeySpec,
+    input: &str,
+) -> Result<Option<ByteRecord>> {
+    if !spec.has_headers {
+        return Ok(None);
+    }
+    let headers = csv.byte_headers().map_err(|e| csv_error(input, e))?;
+    Ok(Some(headers.clone()))
+}
+
+/// Reads the next data record into `record`; `false` at end of input.
+pub(crate) fn read_record<R: io::Read>(
+    csv: &mut csv::Reader<R>,
+    record: &mut ByteRecord,
+    input: &str,
+) -> Result<bool> {
+    csv.read_byte_record(record)
+        .map_err(|e| csv_error(input, e))
+}
+
+pub(crate) fn csv_error(input: &str, source: csv::Error) -> Error {
+    Error::Csv {
+        file: input.to_owned(),
+        source,
+    }
+}

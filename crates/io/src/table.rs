@@ -1,0 +1,88 @@
+//! In-memory reading of small inputs (the client side), keeping every row.
+//!
+//! The client needs its original rows after the protocol to write the
+//! matches, so unlike [`KeyReader`](crate::KeyReader) this keeps them all.
+//! Intended for files of up to a few million rows.
+
+use std::fs::File;
+use std::io;
+use std::path::Path;
+
+use csv::ByteRecord;
+
+use crate::error::{Error, Result};
+use crate::reader::{csv_reader, read_headers, read_record, ReadStats};
+use crate::spec::{KeyPlan, KeySpec};
+
+/// One data row with a key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TableRow {
+    /// 1-based data row number (the header row is not counted).
+    pub row: u64,
+    /// The encoded item, identical to what [`KeyReader`](crate::KeyReader)
+    /// would produce for this row.
+    pub key: Vec<u8>,
+    /// The row's original fields, untouched by normalisation.
+    pub record: ByteRecord,
+}
+
+/// A whole CSV file: header plus the rows that produced a key.
+///
+/// Rows skipped for an empty key are not kept (they cannot match), but are
+/// counted in [`Table::stats`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Table {
+    /// The header row, if the spec says the file has one.
+    pub headers: Option<ByteRecord>,
+    /// Rows in file order.
+    pub rows: Vec<TableRow>,
+    /// Rows read and skipped.
+    pub stats: ReadStats,
+}
+
+impl Table {
+    /// The keys in row order, e.g. to feed a protocol.
+    pub fn keys(&self) -> impl ExactSizeIterator<Item = &[u8]> + '_ {
+        self.rows.iter().map(|r| r.key.as_slice())
+    }
+}
+
+/// Reads the whole file at `path` into a [`Table`].
+pub fn read_rows(path: impl AsRef<Path>, spec: &KeySpec) -> Result<Table> {
+    let path = path.as_ref();
+    let file = File::open(path).map_err(|source| Error::Open {
+        path: path.to_owned(),
+        source,
+    })?;
+    read_table(file, spec, &path.display().to_string())
+}
+
+/// Like [`read_rows`] for any byte source; errors call it `<input>`.
+pub fn read_rows_from(reader: impl io::Read, spec: &KeySpec) -> Result<Table> {
+    read_table(reader, spec, "<input>")
+}
+
+/// Shared body of [`read_rows`] and [`read_rows_from`].
+fn read_table(reader: impl io::Read, spec: &KeySpec, input: &str) -> Result<Table> {
+    let mut csv = csv_reader(reader, spec);
+    let headers = read_headers(&mut csv, spec, input)?;
+    let mut plan = KeyPlan::resolve(spec, headers.as_ref(), input)?;
+    let mut table = Table {
+        headers,
+        ..Table::default()
+    };
+    let mut record = ByteRecord::new();
+    while read_record(&mut csv, &mut record, input)? {
+        table.stats.rows_read += 1;
+        let row = table.stats.rows_read;
+        match plan.key(&record, row)? {
+            Some(key) => table.rows.push(TableRow {
+                row,
+                key,
+                record: record.clone(),
+            }),
+            None => table.stats.rows_skipped += 1,
+        }
+    }
+    Ok(table)
+}

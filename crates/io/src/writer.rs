@@ -1,0 +1,124 @@
+//! CSV output of matched rows.
+//!
+//! The output has the client's own columns followed by any extra columns a
+//! protocol supplies (e.g. a `label` from the server), so it can be opened
+//! next to the input and read back with the same [`KeySpec`](crate::KeySpec).
+
+use std::fs::File;
+use std::io;
+use std::path::Path;
+
+use csv::ByteRecord;
+
+use crate::error::{Error, Result};
+
+/// Writes matched rows as comma-separated, RFC 4180 quoted CSV.
+///
+/// ```no_run
+/// # fn main() -> psikit_io::Result<()> {
+/// use psikit_io::{read_rows, Column, KeySpec, MatchWriter};
+/// let spec = KeySpec::new(vec![Column::parse("email")?]);
+/// let table = read_rows("client.csv", &spec)?;
+/// let mut out = MatchWriter::create("matches.csv", table.headers.as_ref(), &["label"])?;
+/// for row in &table.rows[..1] {
+///     out.write_row(&row.record, &["gold"])?;
+/// }
+/// out.finish()?;
+/// # Ok(()) }
+/// ```
+pub struct MatchWriter<W: io::Write> {
+    csv: csv::Writer<W>,
+    /// Width of the input header, to pad short rows so extras line up.
+    width: usize,
+    extras: usize,
+    output: String,
+    record: ByteRecord,
+}
+
+impl MatchWriter<File> {
+    /// Creates (or truncates) `path` and writes the header, see
+    /// [`from_writer`](Self::from_writer).
+    pub fn create(
+        path: impl AsRef<Path>,
+        header: Option<&ByteRecord>,
+        extra_columns: &[&str],
+    ) -> Result<Self> {
+        let path = path.as_ref();
+        let file = File::create(path).map_err(|source| Error::Create {
+            path: path.to_owned(),
+            source,
+        })?;
+        Self::with_name(file, header, extra_columns, path.display().to_string())
+    }
+}
+
+impl<W: io::Write> MatchWriter<W> {
+    /// Wraps any writer. With an input `header`, the output header is that
+    /// header followed by `extra_columns`. Without one (a headerless input),
+    /// no header is written, so the output has the same shape as the input.
+    pub fn from_writer(
+        writer: W,
+        header: Option<&ByteRecord>,
+        extra_columns: &[&str],
+    ) -> Result<Self> {
+        Self::with_name(writer, header, extra_columns, "<output>".to_owned())
+    }
+
+    /// Shared constructor; writes the header immediately.
+    fn with_name(
+        writer: W,
+        header: Option<&ByteRecord>,
+        extra_columns: &[&str],
+        output: String,
+    ) -> Result<Self> {
+        let csv = csv::WriterBuilder::new().flexible(true).from_writer(writer);
+        let mut this = MatchWriter {
+            csv,
+            width: header.map_or(0, ByteRecord::len),
+            extras: extra_columns.len(),
+            output,
+            record: ByteRecord::new(),
+        };
+        if let Some(header) = header {
+            let extras: Vec<&[u8]> = extra_columns.iter().map(|c| c.as_bytes()).collect();
+            this.write_row(header, &extras)?;
+        }
+        Ok(this)
+    }
+
+    /// Writes one matched row: the original `record` followed by `extras`,
+    /// one value per extra column declared at creation. A row shorter than
+    /// the header is padded with empty fields so the extras stay aligned.
+    pub fn write_row<E: AsRef<[u8]>>(&mut self, record: &ByteRecord, extras: &[E]) -> Result<()> {
+        if extras.len() != self.extras {
+            return Err(Error::ExtraCount {
+                expected: self.extras,
+                got: extras.len(),
+            });
+        }
+        self.record.clear();
+        self.record.extend(record);
+        for _ in record.len()..self.width {
+            self.record.push_field(b"");
+        }
+        for extra in extras {
+            self.record.push_field(extra.as_ref());
+        }
+        self.csv
+            .write_byte_record(&self.record)
+            .map_err(|source| Error::Csv {
+                file: self.output.clone(),
+                source,
+            })
+    }
+
+    /// Flushes everything and returns the inner writer. Call this rather than
+    /// dropping the writer, which would silently ignore a failed flush.
+    pub fn finish(self) -> Result<W> {
+        let file = self.output;
+        self.csv.into_inner().map_err(|e| Error::Io {
+            file,
+            source: e.into_error(),
+        })
+    }
+}

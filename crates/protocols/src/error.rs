@@ -1,0 +1,68 @@
+//! The protocols' error type.
+
+use std::path::{Path, PathBuf};
+
+use psikit_transport::{DecodeError, ErrorCode, ErrorMessage, TransportError};
+use thiserror::Error;
+
+/// Everything that can go wrong running a protocol. Messages never contain
+/// set items.
+#[derive(Debug, Error)]
+pub enum Error {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    #[error("input: {0}")]
+    Input(#[from] psikit_io::Error),
+    #[error("state file {0}")]
+    StateFile(String),
+    #[error("{0}")]
+    Transport(#[from] TransportError),
+    #[error("malformed message: {0}")]
+    Decode(#[from] DecodeError),
+    #[error("OPRF: {0}")]
+    Oprf(#[from] psikit_primitives::oprf::OprfError),
+    #[error("filter: {0}")]
+    Filter(#[from] psikit_structures::FilterError),
+    #[error("protocol error: {0}")]
+    Protocol(String),
+    #[error(
+        "the client's filter is at epoch {have} but the server is at epoch {current}: sync first"
+    )]
+    StaleFilter { have: u64, current: u64 },
+    #[error("filter digest mismatch: the local copy differs from the server's")]
+    DigestMismatch,
+}
+
+impl Error {
+    pub(crate) fn io(path: &Path, source: std::io::Error) -> Self {
+        Self::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+
+    /// Whether the server told us our filter is stale.
+    pub fn is_stale(&self) -> bool {
+        matches!(self, Error::StaleFilter { .. })
+            || matches!(self, Error::Transport(TransportError::Peer(m)) if m.code == ErrorCode::Stale)
+    }
+
+    /// The message a server sends its client for this error, if any. Local
+    /// I/O failures are reported as internal errors without detail.
+    pub(crate) fn to_peer_message(&self) -> Option<ErrorMessage> {
+        let (code, text) = match self {
+            Error::Decode(e) => (ErrorCode::BadRequest, e.to_string()),
+            Error::Oprf(e) => (ErrorCode::BadRequest, e.to_string()),
+            Error::Protocol(t) => (ErrorCode::BadRequest, t.clone()),
+            Error::StaleFilter { .. } => (ErrorCode::Stale, self.to_string()),
+            Error::Transport(_) => return None,
+            _ => (ErrorCode::Internal, "internal server error".to_string()),
+        };
+        Some(ErrorMessage::new(code, text))
+    }
+}

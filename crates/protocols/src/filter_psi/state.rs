@@ -1,0 +1,548 @@
+//! The server's long-lived state: OPRF key, the set of tags, the filter and
+//! the recent change history that deltas are cut from.
+//!
+//! On disk a state directory holds two files:
+//! * `oprf.key`: the secret OPRF key, created with mode 0600 and refused if
+//!   others can read it;
+//! * `filter.state`: everything else, versioned, replaced atomically
+//!   (write to a temporary file, fsync, rename) so a running server never
+//!   reads a half-written state.
+
+use std::collections::VecDeque;
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use psikit_io::{Item, KeyReader};
+use psikit_primitives::oprf::ServerKey;
+use psikit_structures::{CuckooFilter, CuckooFilterParams, FilterError};
+use psikit_transport::{Reader, Writer};
+use rand::RngCore;
+use sha2::{Digest, Sha256};
+
+use super::config::FilterConfig;
+use super::messages::FilterVersion;
+use super::{tag_from_output, Tag};
+use crate::{keyfile, Error};
+
+const STATE_FILE: &str = "filter.state";
+const KEY_FILE: &str = "oprf.key";
+const STATE_MAGIC: &[u8; 8] = b"PSIKFLT\0";
+const STATE_VERSION: u8 = 1;
+
+/// Rows read from CSV per OPRF batch: large enough to keep both cores busy,
+/// small enough that memory stays bounded by the tags, not the file.
+const SETUP_BATCH: usize = 1 << 16;
+
+/// What an update did.
+#[derive(Debug, Clone, Default)]
+pub struct UpdateReport {
+    pub added: u64,
+    pub already_present: u64,
+    pub removed: u64,
+    pub not_found: u64,
+    pub changed_buckets: u64,
+    /// Whether the update rebuilt the filter (clients will fetch it whole).
+    pub rebuilt: bool,
+    pub epoch: u64,
+}
+
+/// Computes the filter tags of a batch of items (both cores, via rayon).
+pub fn tags_for_items(key: &ServerKey, items: &[Item]) -> Result<Vec<Tag>, Error> {
+    let inputs: Vec<&[u8]> = items.iter().map(|i| i.key.as_slice()).collect();
+    let outputs = key.evaluate_batch(&inputs)?;
+    Ok(outputs.iter().map(tag_from_output).collect())
+}
+
+/// Streams a CSV through the OPRF; `progress` is called with the number of
+/// rows read so far after every batch.
+pub fn tags_from_reader<R: std::io::Read>(
+    key: &ServerKey,
+    reader: &mut KeyReader<R>,
+    progress: &mut dyn FnMut(u64),
+) -> Result<Vec<Tag>, Error> {
+    let mut tags = Vec::new();
+    let mut batch = Vec::with_capacity(SETUP_BATCH);
+    loop {
+        batch.clear();
+        if reader.next_batch(SETUP_BATCH, &mut batch)? == 0 {
+            break;
+        }
+        tags.extend(tags_for_items(key, &batch)?);
+        progress(reader.stats().rows_read);
+    }
+    Ok(tags)
+}
+
+/// Sorts and deduplicates tags, returning how many duplicates were dropped.
+/// Equal items have equal tags; distinct items collide with probability
+/// about n^2 / 2^129, which is negligible.
+fn sort_unique(tags: &mut Vec<Tag>) -> u64 {
+    let before = tags.len();
+    tags.sort_unstable();
+    tags.dedup();
+    (before - tags.len()) as u64
+}
+
+/// The server's state for the filter protocol.
+pub struct ServerState {
+    key: ServerKey,
+    config: FilterConfig,
+    version: FilterVersion,
+    /// Sorted, unique tags of every item in the set. Needed to rebuild a
+    /// larger filter and to refuse deleting items that are not present
+    /// (which would corrupt another item's fingerprint).
+    tags: Vec<Tag>,
+    filter: CuckooFilter,
+    /// (epoch, buckets changed by the update that produced it), oldest
+    /// first, covering a contiguous run of epochs ending at the current one.
+    history: VecDeque<(u64, Vec<u64>)>,
+}
+
+impl ServerState {
+    /// Builds a fresh state (epoch 0, new filter id) from the set's tags.
+    pub fn build(
+        key: ServerKey,
+        mut tags: Vec<Tag>,
+        config: FilterConfig,
+    ) -> Result<(Self, u64), Error> {
+        config.validate()?;
+        let duplicates = sort_unique(&mut tags);
+        let filter = build_filter(&tags, &config)?;
+        let state = Self {
+            key,
+            config,
+            version: FilterVersion {
+                filter_id: random_id(),
+                epoch: 0,
+            },
+            tags,
+            filter,
+            history: VecDeque::new(),
+        };
+        Ok((state, duplicates))
+    }
+
+    pub fn key(&self) -> &ServerKey {
+        &self.key
+    }
+
+    pub fn config(&self) -> &FilterConfig {
+        &self.config
+    }
+
+    pub fn version(&self) -> FilterVersion {
+        self.version
+    }
+
+    pub fn filter(&self) -> &CuckooFilter {
+        &self.filter
+    }
+
+    pub fn len(&self) -> usize {
+        self.tags.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tags.is_empty()
+    }
+
+    /// Applies removals, then insertions, as one new epoch. Rebuilds a
+    /// larger filter (new filter id) if an insertion fails or the load
+    /// passes `rebuild_load`.
+    pub fn update(
+        &mut self,
+        mut add: Vec<Tag>,
+        mut remove: Vec<Tag>,
+    ) -> Result<UpdateReport, Error> {
+        sort_unique(&mut add);
+        sort_unique(&mut remove);
+        let mut report = UpdateReport::default();
+        self.filter.set_track_changes(true);
+
+        let (present, absent) = partition_by_membership(&remove, &self.tags);
+        report.removed = present.len() as u64;
+        report.not_found = absent as u64;
+        for tag in &present {
+            self.filter.delete(tag);
+        }
+        self.tags = sorted_difference(&self.tags, &present);
+
+        let (already, _) = partition_by_membership(&add, &self.tags);
+        let fresh = sorted_difference(&add, &already);
+        report.already_present = already.len() as u64;
+        report.added = fresh.len() as u64;
+        let mut needs_rebuild = false;
+        for tag in &fresh {
+            if let Err(FilterError::Full) = self.filter.insert(tag) {
+                needs_rebuild = true;
+                break;
+            }
+        }
+        self.tags = sorted_union(&self.tags, &fresh);
+        needs_rebuild |= self.filter.load_factor() > self.config.rebuild_load;
+
+        self.version.epoch += 1;
+        report.epoch = self.version.epoch;
+        if needs_rebuild {
+            self.rebuild()?;
+            report.rebuilt = true;
+        } else {
+            let changed = self.filter.take_changed_buckets();
+            report.changed_buckets = changed.len() as u64;
+            self.history.push_back((self.version.epoch, changed));
+            while self.history.len() > self.config.history_epochs as usize {
+                self.history.pop_front();
+            }
+        }
+        self.filter.set_track_changes(false);
+        Ok(report)
+    }
+
+    /// Builds a new filter sized for the current set under a new filter id.
+    fn rebuild(&mut self) -> Result<(), Error> {
+        self.filter = build_filter(&self.tags, &self.config)?;
+        self.version.filter_id = random_id();
+        self.history.clear();
+        Ok(())
+    }
+
+    /// Buckets changed since `epoch`, if the history reaches back that far
+    /// for the current filter; `None` means the client needs the full
+    /// filter.
+    pub fn changed_since(&self, have: FilterVersion) -> Option<Vec<u64>> {
+        if have.filter_id != self.version.filter_id || have.epoch > self.version.epoch {
+            return None;
+        }
+        if have.epoch == self.version.epoch {
+            return Some(Vec::new());
+        }
+        let oldest = self.history.front()?.0;
+        if have.epoch + 1 < oldest {
+            return None;
+        }
+        let mut buckets: Vec<u64> = self
+            .history
+            .iter()
+            .filter(|(e, _)| *e > have.epoch)
+            .flat_map(|(_, b)| b.iter().copied())
+            .collect();
+        buckets.sort_unstable();
+        buckets.dedup();
+        Some(buckets)
+    }
+
+    /// Saves the key (only if the directory has none yet) and the state.
+    pub fn save(&self, dir: &Path) -> Result<(), Error> {
+        fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        let key_path = dir.join(KEY_FILE);
+        if !key_path.exists() {
+            keyfile::write_secret(&key_path, &self.key.to_bytes())?;
+        }
+        write_atomically(&dir.join(STATE_FILE), &self.encode())
+    }
+
+    /// Loads a state directory written by [`ServerState::save`].
+    pub fn load(dir: &Path) -> Result<Self, Error> {
+        let key_bytes = keyfile::read_secret(&dir.join(KEY_FILE))?;
+        let key = ServerKey::from_bytes(&key_bytes)?;
+        let path = state_path(dir);
+        let bytes = fs::read(&path).map_err(|e| Error::io(&path, e))?;
+        Self::decode(key, &bytes).map_err(|e| Error::StateFile(format!("{}: {e}", path.display())))
+    }
+
+    fn encode(&self) -> Vec<u8> {
+        let filter = self.filter.to_bytes();
+        let mut w = Writer::with_capacity(filter.len() + 16 * self.tags.len() + 256);
+        w.bytes(STATE_MAGIC).u8(STATE_VERSION);
+        let c = &self.config;
+        w.u32(c.fpr_log2)
+            .u32(c.bucket_size)
+            .u64(c.build_load.to_bits())
+            .u64(c.rebuild_load.to_bits())
+            .u32(c.history_epochs);
+        w.bytes(&self.version.filter_id).u64(self.version.epoch);
+        w.count(self.history.len());
+        for (epoch, buckets) in &self.history {
+            w.u64(*epoch).count(buckets.len());
+            for b in buckets {
+                w.u64(*b);
+            }
+        }
+        w.u64(self.tags.len() as u64);
+        for t in &self.tags {
+            w.bytes(t);
+        }
+        w.u64(filter.len() as u64).bytes(&filter);
+        w.into_bytes()
+    }
+
+    fn decode(key: ServerKey, bytes: &[u8]) -> Result<Self, Error> {
+        let mut r = Reader::new(bytes);
+        if r.bytes(8, "magic")? != STATE_MAGIC {
+            return Err(Error::StateFile("not a psikit filter state".into()));
+        }
+        let version = r.u8("version")?;
+        if version != STATE_VERSION {
+            return Err(Error::StateFile(format!(
+                "state format version {version}; this build reads version {STATE_VERSION}"
+            )));
+        }
+        let config = FilterConfig {
+            fpr_log2: r.u32("fpr")?,
+            bucket_size: r.u32("bucket size")?,
+            build_load: f64::from_bits(r.u64("build load")?),
+            rebuild_load: f64::from_bits(r.u64("rebuild load")?),
+            history_epochs: r.u32("history")?,
+        };
+        config.validate()?;
+        let version = FilterVersion {
+            filter_id: r.array("filter id")?,
+            epoch: r.u64("epoch")?,
+        };
+        let entries = r.count(u64::from(config.history_epochs), 12, "history")?;
+        let mut history = VecDeque::with_capacity(entries);
+        for _ in 0..entries {
+            let epoch = r.u64("history epoch")?;
+            let n = r.count(u64::MAX, 8, "history buckets")?;
+            let buckets = (0..n).map(|_| r.u64("bucket")).collect::<Result<_, _>>()?;
+            history.push_back((epoch, buckets));
+        }
+        let n_tags = r.u64("tag count")?;
+        let tag_bytes = n_tags
+            .checked_mul(16)
+            .and_then(|n| usize::try_from(n).ok())
+            .ok_or_else(|| Error::StateFile("tag count overflows".into()))?;
+        let raw_tags = r.bytes(tag_bytes, "tags")?;
+        let tags = raw_tags
+            .chunks_exact(16)
+            .map(|c| c.try_into().expect("chunks of 16"))
+            .collect();
+        let filter_len = usize::try_from(r.u64("filter length")?)
+            .map_err(|_| Error::StateFile("filter length overflows".into()))?;
+        let filter = CuckooFilter::from_bytes(r.bytes(filter_len, "filter")?, filter_len)?;
+        r.finish()?;
+        Ok(Self {
+            key,
+            config,
+            version,
+            tags,
+            filter,
+            history,
+        })
+    }
+}
+
+/// Path of the state file inside a state directory (the service watches
+/// it to pick up updates).
+pub fn state_path(dir: &Path) -> PathBuf {
+    dir.join(STATE_FILE)
+}
+
+/// SHA-256 of a serialized filter: what client and server compare after a
+/// sync.
+pub fn filter_digest(serialized: &[u8]) -> [u8; 32] {
+    Sha256::digest(serialized).into()
+}
+
+fn random_id() -> [u8; 16] {
+    let mut id = [0u8; 16];
+    rand::rngs::OsRng.fill_bytes(&mut id);
+    id
+}
+
+/// Builds a filter for `tags` at the configured load. Cuckoo insertion can
+/// fail near capacity with tiny probability; then retry slightly larger.
+fn build_filter(tags: &[Tag], config: &FilterConfig) -> Result<CuckooFilter, Error> {
+    let mut load = config.build_load;
+    for _ in 0..8 {
+        let params = CuckooFilterParams::for_capacity(
+            tags.len() as u64,
+            config.fpr_log2,
+            config.bucket_size,
+            load,
+        )?;
+        let mut filter = CuckooFilter::new(params, rand::rngs::OsRng.next_u64())?;
+        if tags.iter().all(|t| filter.insert(t).is_ok()) {
+            return Ok(filter);
+        }
+        load *= 0.97;
+    }
+    Err(Error::Config(
+        "could not build the filter; lower the build load".into(),
+    ))
+}
+
+/// Splits `wanted` (sorted) into those present in `set` (sorted) and the
+/// count of those absent.
+fn partition_by_membership(wanted: &[Tag], set: &[Tag]) -> (Vec<Tag>, usize) {
+    let present: Vec<Tag> = wanted
+        .iter()
+        .filter(|t| set.binary_search(t).is_ok())
+        .copied()
+        .collect();
+    let absent = wanted.len() - present.len();
+    (present, absent)
+}
+
+/// `a \ b` for sorted, unique slices.
+fn sorted_difference(a: &[Tag], b: &[Tag]) -> Vec<Tag> {
+    a.iter()
+        .filter(|t| b.binary_search(t).is_err())
+        .copied()
+        .collect()
+}
+
+/// `a ∪ b` for sorted, unique, disjoint slices.
+fn sorted_union(a: &[Tag], b: &[Tag]) -> Vec<Tag> {
+    let mut out = Vec::with_capacity(a.len() + b.len());
+    out.extend_from_slice(a);
+    out.extend_from_slice(b);
+    out.sort_unstable();
+    out
+}
+
+fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), Error> {
+    let tmp = path.with_extension("tmp");
+    let mut f = fs::File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
+    f.write_all(bytes).map_err(|e| Error::io(&tmp, e))?;
+    f.sync_all().map_err(|e| Error::io(&tmp, e))?;
+    fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn random_tags(n: usize) -> Vec<Tag> {
+        (0..n)
+            .map(|_| {
+                let mut t = [0u8; 16];
+                rand::rngs::OsRng.fill_bytes(&mut t);
+                t
+            })
+            .collect()
+    }
+
+    fn key() -> ServerKey {
+        ServerKey::generate(&mut rand::rngs::OsRng)
+    }
+
+    #[test]
+    fn build_dedups_and_contains_everything() {
+        let mut tags = random_tags(5000);
+        tags.extend_from_slice(&tags[..100].to_vec());
+        let (state, dups) =
+            ServerState::build(key(), tags.clone(), FilterConfig::default()).unwrap();
+        assert_eq!(dups, 100);
+        assert_eq!(state.len(), 5000);
+        assert!(tags.iter().all(|t| state.filter().contains(t)));
+    }
+
+    #[test]
+    fn update_tracks_history_and_replays_as_delta() {
+        let tags = random_tags(20_000);
+        let (mut state, _) =
+            ServerState::build(key(), tags.clone(), FilterConfig::default()).unwrap();
+        let v0 = state.version();
+        let client_copy = state.filter().to_bytes();
+
+        let add = random_tags(100);
+        let remove = tags[..100].to_vec();
+        let mut bogus = random_tags(5);
+        bogus.extend_from_slice(&remove);
+        let report = state.update(add.clone(), bogus).unwrap();
+        assert_eq!(
+            (report.added, report.removed, report.not_found),
+            (100, 100, 5)
+        );
+        assert!(!report.rebuilt);
+        assert_eq!(state.version().epoch, 1);
+        assert!(add.iter().all(|t| state.filter().contains(t)));
+        assert!(tags[100..].iter().all(|t| state.filter().contains(t)));
+
+        // Re-adding present items is reported, not duplicated.
+        let report = state.update(add[..10].to_vec(), vec![]).unwrap();
+        assert_eq!((report.added, report.already_present), (0, 10));
+
+        let changed = state.changed_since(v0).unwrap();
+        assert!(
+            !changed.is_empty() && changed.len() < 400,
+            "{}",
+            changed.len()
+        );
+        let mut client = CuckooFilter::from_bytes(&client_copy, usize::MAX).unwrap();
+        let packed = state.filter().export_buckets(&changed);
+        client.import_buckets(&changed, &packed).unwrap();
+        assert_eq!(client.to_bytes(), state.filter().to_bytes());
+        assert_eq!(state.changed_since(state.version()), Some(vec![]));
+    }
+
+    #[test]
+    fn growth_past_rebuild_load_rebuilds_with_new_id() {
+        let (mut state, _) =
+            ServerState::build(key(), random_tags(10_000), FilterConfig::default()).unwrap();
+        let v0 = state.version();
+        let report = state.update(random_tags(2_000), vec![]).unwrap();
+        assert!(report.rebuilt);
+        assert_ne!(state.version().filter_id, v0.filter_id);
+        assert!(state.filter().load_factor() <= state.config().build_load + 0.01);
+        assert_eq!(state.changed_since(v0), None);
+        assert_eq!(state.len(), 12_000);
+    }
+
+    #[test]
+    fn history_is_bounded() {
+        let config = FilterConfig {
+            history_epochs: 3,
+            ..FilterConfig::default()
+        };
+        let (mut state, _) = ServerState::build(key(), random_tags(1000), config).unwrap();
+        let v0 = state.version();
+        for _ in 0..5 {
+            state.update(vec![], random_tags(1)).unwrap();
+        }
+        assert_eq!(state.changed_since(v0), None);
+        let recent = FilterVersion {
+            epoch: 2,
+            ..state.version()
+        };
+        assert!(state.changed_since(recent).is_some());
+    }
+
+    #[test]
+    fn save_load_round_trip_and_corruption_detected() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut state, _) =
+            ServerState::build(key(), random_tags(3000), FilterConfig::default()).unwrap();
+        state.update(random_tags(10), vec![]).unwrap();
+        state.save(dir.path()).unwrap();
+        let loaded = ServerState::load(dir.path()).unwrap();
+        assert_eq!(loaded.version(), state.version());
+        assert_eq!(loaded.filter().to_bytes(), state.filter().to_bytes());
+        assert_eq!(loaded.key().to_bytes(), state.key().to_bytes());
+        assert_eq!(
+            loaded.changed_since(FilterVersion {
+                epoch: 0,
+                ..state.version()
+            }),
+            state.changed_since(FilterVersion {
+                epoch: 0,
+                ..state.version()
+            })
+        );
+
+        let path = state_path(dir.path());
+        let bytes = fs::read(&path).unwrap();
+        fs::write(&path, &bytes[..bytes.len() - 1]).unwrap();
+        assert!(matches!(
+            ServerState::load(dir.path()),
+            Err(Error::StateFile(_))
+        ));
+        fs::write(&path, b"garbage").unwrap();
+        assert!(matches!(
+            ServerState::load(dir.path()),
+            Err(Error::StateFile(_))
+        ));
+    }
+}

@@ -1,0 +1,78 @@
+//! Secret key files: created readable by the owner only, and refused when
+//! anyone else can read them (as ssh does for private keys).
+
+use std::fs;
+use std::io::Write;
+use std::path::Path;
+
+use zeroize::Zeroizing;
+
+use crate::Error;
+
+const MAGIC: &[u8; 8] = b"PSIKKEY1";
+
+/// Writes `secret` to a new file at `path` with mode 0600. Fails if the file
+/// exists, so a key is never silently replaced.
+pub fn write_secret(path: &Path, secret: &[u8]) -> Result<(), Error> {
+    let mut opts = fs::OpenOptions::new();
+    opts.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.mode(0o600);
+    }
+    let mut f = opts.open(path).map_err(|e| Error::io(path, e))?;
+    f.write_all(MAGIC).map_err(|e| Error::io(path, e))?;
+    f.write_all(secret).map_err(|e| Error::io(path, e))?;
+    f.sync_all().map_err(|e| Error::io(path, e))
+}
+
+/// Reads a key written by [`write_secret`], refusing files that group or
+/// others may read.
+pub fn read_secret(path: &Path) -> Result<Zeroizing<Vec<u8>>, Error> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = fs::metadata(path)
+            .map_err(|e| Error::io(path, e))?
+            .permissions()
+            .mode();
+        if mode & 0o077 != 0 {
+            return Err(Error::StateFile(format!(
+                "{} is accessible by other users (mode {:o}); run: chmod 600 {}",
+                path.display(),
+                mode & 0o777,
+                path.display()
+            )));
+        }
+    }
+    let bytes = Zeroizing::new(fs::read(path).map_err(|e| Error::io(path, e))?);
+    match bytes.strip_prefix(MAGIC.as_slice()) {
+        Some(secret) => Ok(Zeroizing::new(secret.to_vec())),
+        None => Err(Error::StateFile(format!(
+            "{} is not a psikit key file",
+            path.display()
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_file_round_trip_permissions_and_no_overwrite() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("k");
+        write_secret(&p, &[7; 32]).unwrap();
+        assert_eq!(read_secret(&p).unwrap().as_slice(), &[7; 32]);
+        assert!(write_secret(&p, &[8; 32]).is_err());
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            fs::set_permissions(&p, fs::Permissions::from_mode(0o644)).unwrap();
+            let err = read_secret(&p).unwrap_err().to_string();
+            assert!(err.contains("chmod 600"), "{err}");
+        }
+    }
+}

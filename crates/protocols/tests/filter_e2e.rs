@@ -1,0 +1,400 @@
+//! End-to-end tests of the filter protocol over TCP on loopback, checked
+//! against the plaintext intersection, plus hostile and stale clients.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use psikit_io::Item;
+use psikit_primitives::oprf::ServerKey;
+use psikit_protocols::filter_psi::{
+    tags_for_items, ClientCache, FilterConfig, FilterService, ServerLimits, ServerState, SyncKind,
+    PROTOCOL_ID,
+};
+use psikit_protocols::service::{self, Services};
+use psikit_transport::frame::KIND_ERROR;
+use psikit_transport::net::{connect, Listener};
+use psikit_transport::{Channel, ErrorCode, Frame, Limits, TransportError};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+
+fn limits() -> Limits {
+    Limits {
+        max_frame_bytes: 4 << 20,
+        read_timeout: Duration::from_secs(10),
+        write_timeout: Duration::from_secs(10),
+    }
+}
+
+fn items(keys: &[Vec<u8>]) -> Vec<Item> {
+    keys.iter()
+        .enumerate()
+        .map(|(i, k)| Item {
+            key: k.clone(),
+            row: i as u64 + 1,
+        })
+        .collect()
+}
+
+fn state_for(keys: &[Vec<u8>]) -> ServerState {
+    let key = ServerKey::generate(&mut rand::rngs::OsRng);
+    let tags = tags_for_items(&key, &items(keys)).unwrap();
+    ServerState::build(key, tags, FilterConfig::default())
+        .unwrap()
+        .0
+}
+
+struct TestServer {
+    addr: String,
+    service: Arc<FilterService>,
+    task: tokio::task::JoinHandle<Result<(), psikit_protocols::Error>>,
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn start(state: ServerState, server_limits: ServerLimits) -> TestServer {
+    let service = Arc::new(FilterService::new(state, server_limits));
+    let listener = Listener::bind("127.0.0.1:0", None, limits()).await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let services = Arc::new(Services {
+        filter: Some(service.clone()),
+    });
+    let task = tokio::spawn(service::run(listener, services, 16));
+    TestServer {
+        addr,
+        service,
+        task,
+    }
+}
+
+async fn client(addr: &str) -> (Channel, ClientCache) {
+    let mut ch = connect(addr, None, limits()).await.unwrap();
+    let mut cache = None;
+    let sync = ClientCache::sync(&mut cache, &mut ch, 1 << 30)
+        .await
+        .unwrap();
+    assert_eq!(sync.kind, SyncKind::Full);
+    (ch, cache.unwrap())
+}
+
+/// Random sets with a known overlap; returns (server, client, truth mask).
+fn random_sets(
+    rng: &mut StdRng,
+    n_server: usize,
+    n_client: usize,
+    overlap: usize,
+) -> (Vec<Vec<u8>>, Vec<Vec<u8>>, Vec<bool>) {
+    let mut fresh =
+        |tag: &str| -> Vec<u8> { format!("{tag}-{:032x}", rng.gen::<u128>()).into_bytes() };
+    let server: Vec<Vec<u8>> = (0..n_server).map(|_| fresh("s")).collect();
+    let mut client: Vec<(Vec<u8>, bool)> = server[..overlap]
+        .iter()
+        .map(|k| (k.clone(), true))
+        .collect();
+    client.extend((overlap..n_client).map(|_| (fresh("c"), false)));
+    // Interleave so matches are not all at the front.
+    client.sort_by(|a, b| a.0.cmp(&b.0));
+    let (keys, truth) = client.into_iter().unzip();
+    (server, keys, truth)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn matches_plaintext_intersection_for_varied_sizes() {
+    let mut rng = StdRng::seed_from_u64(1);
+    for (n_server, n_client, overlap) in [
+        (0, 5, 0),
+        (1000, 0, 0),
+        (1, 1, 1),
+        (5000, 700, 300),
+        (3000, 3000, 3000),
+        (20_000, 1500, 1),
+    ] {
+        let (server_set, client_set, truth) = random_sets(&mut rng, n_server, n_client, overlap);
+        let srv = start(state_for(&server_set), ServerLimits::default()).await;
+        let (mut ch, cache) = client(&srv.addr).await;
+        let out = cache.query(&mut ch, &client_set).await.unwrap();
+        assert_eq!(out.matches, truth, "sizes {n_server}/{n_client}/{overlap}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_set_equal_to_server_set_and_unicode_keys() {
+    let keys: Vec<Vec<u8>> = [
+        "émile@exämple.com",
+        "李雷@例子.中国",
+        "😀",
+        "plain",
+        "Ωμέγα",
+        "a\u{0301}",
+        "\u{00e1}",
+    ]
+    .iter()
+    .map(|s| s.as_bytes().to_vec())
+    .collect();
+    let srv = start(state_for(&keys), ServerLimits::default()).await;
+    let (mut ch, cache) = client(&srv.addr).await;
+    let out = cache.query(&mut ch, &keys).await.unwrap();
+    assert!(out.matches.iter().all(|m| *m));
+    // Different byte strings (NFD vs NFC, case) are different items.
+    let others: Vec<Vec<u8>> = ["ÉMILE@exämple.com", "a"]
+        .iter()
+        .map(|s| s.as_bytes().to_vec())
+        .collect();
+    let out = cache.query(&mut ch, &others).await.unwrap();
+    assert_eq!(out.matches, vec![false, false]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queries_larger_than_the_server_limit_are_split() {
+    let mut rng = StdRng::seed_from_u64(2);
+    let (server_set, client_set, truth) = random_sets(&mut rng, 2000, 1000, 400);
+    let srv = start(
+        state_for(&server_set),
+        ServerLimits {
+            max_query_items: 128,
+        },
+    )
+    .await;
+    let (mut ch, cache) = client(&srv.addr).await;
+    let out = cache.query(&mut ch, &client_set).await.unwrap();
+    assert_eq!(out.matches, truth);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn updates_are_reloaded_live_stale_clients_are_told_then_get_a_delta() {
+    let mut rng = StdRng::seed_from_u64(3);
+    let (server_set, client_set, mut truth) = random_sets(&mut rng, 10_000, 500, 200);
+    let dir = tempfile::tempdir().unwrap();
+    state_for(&server_set).save(dir.path()).unwrap();
+    let srv = start(
+        ServerState::load(dir.path()).unwrap(),
+        ServerLimits::default(),
+    )
+    .await;
+    let watcher = tokio::spawn(
+        srv.service
+            .clone()
+            .watch(dir.path().to_path_buf(), Duration::from_millis(50)),
+    );
+    let (mut ch, cache) = client(&srv.addr).await;
+    assert_eq!(
+        cache.query(&mut ch, &client_set).await.unwrap().matches,
+        truth
+    );
+
+    // As `psikit filter update` does: load, remove 50 of the client's
+    // matches, add 20 client-only items, save. The server reloads it.
+    let matched: Vec<usize> = (0..client_set.len()).filter(|&i| truth[i]).collect();
+    let unmatched: Vec<usize> = (0..client_set.len()).filter(|&i| !truth[i]).collect();
+    let pick =
+        |idx: &[usize]| -> Vec<Vec<u8>> { idx.iter().map(|&i| client_set[i].clone()).collect() };
+    let mut state = ServerState::load(dir.path()).unwrap();
+    let add = tags_for_items(state.key(), &items(&pick(&unmatched[..20]))).unwrap();
+    let remove = tags_for_items(state.key(), &items(&pick(&matched[..50]))).unwrap();
+    let report = state.update(add, remove).unwrap();
+    assert_eq!(
+        (report.added, report.removed, report.rebuilt),
+        (20, 50, false)
+    );
+    state.save(dir.path()).unwrap();
+    for &i in &matched[..50] {
+        truth[i] = false;
+    }
+    for &i in &unmatched[..20] {
+        truth[i] = true;
+    }
+    let reloaded = async {
+        while srv.service.snapshot().state.version().epoch != 1 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), reloaded)
+        .await
+        .expect("server did not reload");
+    watcher.abort();
+
+    let err = cache.query(&mut ch, &client_set).await.err().unwrap();
+    assert!(err.is_stale(), "{err}");
+    let mut c = Some(cache);
+    let sync = ClientCache::sync(&mut c, &mut ch, 1 << 30).await.unwrap();
+    assert_eq!(sync.kind, SyncKind::Delta);
+    let full = srv.service.snapshot().full_filter_bytes() as u64;
+    assert!(
+        sync.body_bytes * 10 < full,
+        "delta {} vs full {full}",
+        sync.body_bytes
+    );
+    let cache = c.unwrap();
+    assert_eq!(cache.epoch(), 1);
+    let out = cache.query(&mut ch, &client_set).await.unwrap();
+    assert_eq!(out.matches, truth);
+
+    // A second sync is a no-op.
+    let mut c = Some(cache);
+    let sync = ClientCache::sync(&mut c, &mut ch, 1 << 30).await.unwrap();
+    assert_eq!(sync.kind, SyncKind::UpToDate);
+}
+
+/// Sends raw bytes on a fresh TCP connection and returns what the server
+/// answered (an error frame is expected) or that it closed.
+async fn raw_exchange(addr: &str, bytes: &[u8]) -> Result<Frame, TransportError> {
+    let mut tcp = TcpStream::connect(addr).await.unwrap();
+    // The server may hang up before reading everything; what it answered
+    // (if anything) is what we check.
+    let _ = tcp.write_all(bytes).await;
+    // Half-close, as a crashed client would: a cut-short frame then ends in
+    // EOF instead of waiting for the server's read timeout.
+    let _ = tcp.shutdown().await;
+    let mut ch = Channel::new(tcp, limits());
+    ch.recv_or_eof().await?.ok_or(TransportError::Closed)
+}
+
+fn frame_bytes(f: &Frame) -> Vec<u8> {
+    let mut v = f.header().to_vec();
+    v.extend_from_slice(&f.payload);
+    v
+}
+
+fn expect_error_frame(reply: Result<Frame, TransportError>, code: ErrorCode) {
+    let f = reply.expect("server should answer with an error frame");
+    assert_eq!(f.kind, KIND_ERROR);
+    let msg = psikit_transport::ErrorMessage::decode(&f.payload).unwrap();
+    assert_eq!(msg.code, code, "{}", msg.text);
+    assert!(!msg.text.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_messages_get_clear_errors_and_server_keeps_serving() {
+    let mut rng = StdRng::seed_from_u64(4);
+    let (server_set, client_set, truth) = random_sets(&mut rng, 3000, 200, 50);
+    let srv = start(
+        state_for(&server_set),
+        ServerLimits {
+            max_query_items: 100,
+        },
+    )
+    .await;
+    let (mut good_ch, cache) = client(&srv.addr).await;
+
+    // Truncated query: claims 5 elements, carries 1.
+    let mut payload = vec![0u8; 24];
+    payload.extend_from_slice(&5u32.to_be_bytes());
+    payload.extend_from_slice(&[1u8; 32]);
+    let f = Frame::new(PROTOCOL_ID, 4, payload);
+    expect_error_frame(
+        raw_exchange(&srv.addr, &frame_bytes(&f)).await,
+        ErrorCode::BadRequest,
+    );
+
+    // Too many items for the server's limit.
+    let mut payload = vec![0u8; 24];
+    payload.extend_from_slice(&101u32.to_be_bytes());
+    payload.extend_from_slice(&vec![0u8; 32 * 101]);
+    let f = Frame::new(PROTOCOL_ID, 4, payload);
+    expect_error_frame(
+        raw_exchange(&srv.addr, &frame_bytes(&f)).await,
+        ErrorCode::BadRequest,
+    );
+
+    // Invalid group elements.
+    let mut payload = vec![0u8; 24];
+    payload.extend_from_slice(&1u32.to_be_bytes());
+    payload.extend_from_slice(&[0xffu8; 32]);
+    let f = Frame::new(PROTOCOL_ID, 4, payload);
+    expect_error_frame(
+        raw_exchange(&srv.addr, &frame_bytes(&f)).await,
+        ErrorCode::BadRequest,
+    );
+
+    // Unknown message kind and unknown protocol.
+    let f = Frame::new(PROTOCOL_ID, 77, vec![]);
+    expect_error_frame(
+        raw_exchange(&srv.addr, &frame_bytes(&f)).await,
+        ErrorCode::BadRequest,
+    );
+    let f = Frame::new(99, 1, vec![]);
+    expect_error_frame(
+        raw_exchange(&srv.addr, &frame_bytes(&f)).await,
+        ErrorCode::Unsupported,
+    );
+
+    // Oversized frame header: the server drops the connection unread.
+    let huge = (1u32 << 31).to_be_bytes();
+    assert!(raw_exchange(&srv.addr, &huge).await.is_err());
+    // Wrong wire version, garbage, and a frame cut short.
+    assert!(raw_exchange(&srv.addr, &[0, 0, 0, 3, 42, 1, 1])
+        .await
+        .is_err());
+    assert!(raw_exchange(&srv.addr, b"GET / HTTP/1.1\r\n\r\n")
+        .await
+        .is_err());
+    assert!(raw_exchange(&srv.addr, &[0, 0, 1, 0, 1, 1]).await.is_err());
+
+    // The well-behaved client, connected all along, is still served.
+    let out = cache.query(&mut good_ch, &client_set).await.unwrap();
+    assert_eq!(out.matches, truth);
+    // And new clients too.
+    let (mut ch2, cache2) = client(&srv.addr).await;
+    assert_eq!(
+        cache2.query(&mut ch2, &client_set).await.unwrap().matches,
+        truth
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_concurrent_clients() {
+    let mut rng = StdRng::seed_from_u64(5);
+    let (server_set, client_set, truth) = random_sets(&mut rng, 5000, 100, 30);
+    let srv = start(state_for(&server_set), ServerLimits::default()).await;
+    let client_set = Arc::new(client_set);
+    let mut tasks = Vec::new();
+    for _ in 0..12 {
+        let (addr, set) = (srv.addr.clone(), client_set.clone());
+        tasks.push(tokio::spawn(async move {
+            let (mut ch, cache) = client(&addr).await;
+            cache.query(&mut ch, &set).await.unwrap().matches
+        }));
+    }
+    for t in tasks {
+        assert_eq!(t.await.unwrap(), truth);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cache_survives_save_and_load() {
+    let mut rng = StdRng::seed_from_u64(6);
+    let (server_set, client_set, truth) = random_sets(&mut rng, 2000, 100, 10);
+    let srv = start(state_for(&server_set), ServerLimits::default()).await;
+    let (mut ch, cache) = client(&srv.addr).await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("filter.cache");
+    cache.save(&path).unwrap();
+    let mut loaded = ClientCache::load(&path).unwrap();
+    let sync = ClientCache::sync(&mut loaded, &mut ch, 1 << 30)
+        .await
+        .unwrap();
+    assert_eq!(sync.kind, SyncKind::UpToDate);
+    assert_eq!(
+        loaded
+            .unwrap()
+            .query(&mut ch, &client_set)
+            .await
+            .unwrap()
+            .matches,
+        truth
+    );
+    // A corrupted cache is detected.
+    let mut bytes = std::fs::read(&path).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 1;
+    std::fs::write(&path, &bytes).unwrap();
+    assert!(ClientCache::load(&path).is_err());
+    assert!(ClientCache::load(&dir.path().join("missing"))
+        .unwrap()
+        .is_none());
+}
