@@ -177,11 +177,11 @@ fn filter_demo(a: &DemoArgs, dir: &Path) -> Result<()> {
         state.save(&state_dir)?;
         service.publish(state);
         println!(
-            "server update: +{} -{} items in {}, {} buckets changed, epoch {}",
+            "server update: +{} -{} items in {}, {} filter slots changed, epoch {}",
             upd.added,
             upd.removed,
             report::secs(t.elapsed()),
-            upd.changed_buckets,
+            upd.changed_slots,
             upd.epoch
         );
 

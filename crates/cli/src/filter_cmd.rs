@@ -244,7 +244,7 @@ fn update(a: &UpdateArgs) -> Result<()> {
     if report.rebuilt {
         println!("the filter was rebuilt larger; clients will download it in full");
     } else {
-        println!("{} buckets changed", report.changed_buckets);
+        println!("{} filter slots changed", report.changed_slots);
     }
     print_state(&state);
     Ok(())

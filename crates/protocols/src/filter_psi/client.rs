@@ -150,8 +150,8 @@ impl ClientCache {
     }
 
     fn apply_delta(&mut self, body: &[u8], header: &SyncHeader) -> Result<(), Error> {
-        let delta = DeltaBody::decode(body, self.filter.params().num_buckets)?;
-        self.filter.import_buckets(&delta.buckets, &delta.packed)?;
+        let delta = DeltaBody::decode(body, self.filter.capacity_slots())?;
+        self.filter.import_slots(&delta.slots, &delta.packed)?;
         if filter_digest(&self.filter.to_bytes()) != header.digest {
             return Err(Error::DigestMismatch);
         }

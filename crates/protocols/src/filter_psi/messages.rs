@@ -84,7 +84,7 @@ impl SyncRequest {
 pub enum SyncMode {
     UpToDate = 0,
     Full = 1,
-    /// Changed buckets since `from_epoch`.
+    /// Changed slots since `from_epoch`.
     Delta = 2,
 }
 
@@ -133,23 +133,23 @@ impl SyncHeader {
     }
 }
 
-/// Body of a delta: indices of changed buckets and their new contents.
+/// Body of a delta: indices of changed slots and their new fingerprints.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeltaBody {
-    /// Strictly increasing bucket indices.
-    pub buckets: Vec<u64>,
-    /// Contents of those buckets, bit-packed by the filter.
+    /// Strictly increasing global slot indices.
+    pub slots: Vec<u64>,
+    /// Fingerprints in those slots, bit-packed by the filter.
     pub packed: Vec<u8>,
 }
 
 impl DeltaBody {
     /// Indices are sent as LEB128 gaps: a 1% update costs ~1-2 bytes per
-    /// changed bucket for the index plus the bucket's bits.
+    /// changed slot for the index plus the fingerprint's bits.
     pub fn encode(&self) -> Vec<u8> {
-        let mut w = Writer::with_capacity(self.packed.len() + 2 * self.buckets.len() + 16);
-        w.count(self.buckets.len());
+        let mut w = Writer::with_capacity(self.packed.len() + 2 * self.slots.len() + 16);
+        w.count(self.slots.len());
         let mut prev = 0u64;
-        for (i, &b) in self.buckets.iter().enumerate() {
+        for (i, &b) in self.slots.iter().enumerate() {
             w.varint(if i == 0 { b } else { b - prev });
             prev = b;
         }
@@ -157,26 +157,26 @@ impl DeltaBody {
         w.into_bytes()
     }
 
-    pub fn decode(payload: &[u8], num_buckets: u64) -> Result<Self, DecodeError> {
+    pub fn decode(payload: &[u8], num_slots: u64) -> Result<Self, DecodeError> {
         let mut r = Reader::new(payload);
-        let count = r.count(num_buckets, 1, "changed bucket count")?;
-        let mut buckets = Vec::with_capacity(count);
+        let count = r.count(num_slots, 1, "changed slot count")?;
+        let mut slots = Vec::with_capacity(count);
         let mut prev = 0u64;
         for i in 0..count {
-            let gap = r.varint("bucket index")?;
+            let gap = r.varint("slot index")?;
             if i > 0 && gap == 0 {
-                return Err(invalid("bucket index", "not increasing"));
+                return Err(invalid("slot index", "not increasing"));
             }
             let b = prev
                 .checked_add(gap)
-                .filter(|&b| b < num_buckets)
-                .ok_or_else(|| invalid("bucket index", "out of range"))?;
-            buckets.push(b);
+                .filter(|&b| b < num_slots)
+                .ok_or_else(|| invalid("slot index", "out of range"))?;
+            slots.push(b);
             prev = b;
         }
-        let packed = r.var_bytes(u64::MAX, "bucket contents")?.to_vec();
+        let packed = r.var_bytes(u64::MAX, "slot contents")?.to_vec();
         r.finish()?;
-        Ok(Self { buckets, packed })
+        Ok(Self { slots, packed })
     }
 }
 
@@ -293,7 +293,7 @@ mod tests {
     #[test]
     fn delta_body_round_trip_and_validation() {
         let d = DeltaBody {
-            buckets: vec![0, 5, 6, 1000, 99_999],
+            slots: vec![0, 5, 6, 1000, 99_999],
             packed: vec![1, 2, 3],
         };
         let enc = d.encode();
@@ -302,7 +302,7 @@ mod tests {
         assert!(DeltaBody::decode(&enc, 99_999).is_err());
         // Repeated index.
         let dup = DeltaBody {
-            buckets: vec![4, 4],
+            slots: vec![4, 4],
             packed: vec![],
         };
         assert!(DeltaBody::decode(&dup.encode(), 10).is_err());

@@ -9,7 +9,7 @@
 //!
 //! *Updates.* Insertions and deletions advance the server's *epoch*. A client
 //! holding epoch `e` asks for what changed since `e` and receives only the
-//! buckets that changed (their current contents), after which its filter is
+//! filter slots that changed (their current fingerprints), after which its filter is
 //! byte-identical to the server's (checked with a SHA-256 digest). When the
 //! load factor passes the rebuild threshold (0.95 by default) the server
 //! builds a larger filter under a new filter id and clients download it in

@@ -113,17 +113,17 @@ impl FilterService {
             max_query_items: self.limits.max_query_items,
         };
         let delta = req.have.and_then(|have| {
-            let buckets = snap.state.changed_since(have)?;
-            Some((have.epoch, buckets))
+            let slots = snap.state.changed_since(have)?;
+            Some((have.epoch, slots))
         });
         match delta {
-            Some((from, buckets)) if buckets.is_empty() && from == header.version.epoch => {
+            Some((from, slots)) if slots.is_empty() && from == header.version.epoch => {
                 header.mode = SyncMode::UpToDate;
                 ch.send(&header.to_frame()).await?;
             }
-            Some((from, buckets)) => {
-                let packed = snap.state.filter().export_buckets(&buckets);
-                let body = DeltaBody { buckets, packed }.encode();
+            Some((from, slots)) => {
+                let packed = snap.state.filter().export_slots(&slots);
+                let body = DeltaBody { slots, packed }.encode();
                 if body.len() < snap.full.len() / 2 {
                     header.mode = SyncMode::Delta;
                     header.from_epoch = from;

@@ -41,7 +41,7 @@ pub struct UpdateReport {
     pub already_present: u64,
     pub removed: u64,
     pub not_found: u64,
-    pub changed_buckets: u64,
+    pub changed_slots: u64,
     /// Whether the update rebuilt the filter (clients will fetch it whole).
     pub rebuilt: bool,
     pub epoch: u64,
@@ -94,7 +94,7 @@ pub struct ServerState {
     /// (which would corrupt another item's fingerprint).
     tags: Vec<Tag>,
     filter: CuckooFilter,
-    /// (epoch, buckets changed by the update that produced it), oldest
+    /// (epoch, slots changed by the update that produced it), oldest
     /// first, covering a contiguous run of epochs ending at the current one.
     history: VecDeque<(u64, Vec<u64>)>,
 }
@@ -188,8 +188,8 @@ impl ServerState {
             self.rebuild()?;
             report.rebuilt = true;
         } else {
-            let changed = self.filter.take_changed_buckets();
-            report.changed_buckets = changed.len() as u64;
+            let changed = self.filter.take_changed_slots();
+            report.changed_slots = changed.len() as u64;
             self.history.push_back((self.version.epoch, changed));
             while self.history.len() > self.config.history_epochs as usize {
                 self.history.pop_front();
@@ -207,7 +207,7 @@ impl ServerState {
         Ok(())
     }
 
-    /// Buckets changed since `epoch`, if the history reaches back that far
+    /// Filter slots changed since `epoch`, if the history reaches back that far
     /// for the current filter; `None` means the client needs the full
     /// filter.
     pub fn changed_since(&self, have: FilterVersion) -> Option<Vec<u64>> {
@@ -221,15 +221,15 @@ impl ServerState {
         if have.epoch + 1 < oldest {
             return None;
         }
-        let mut buckets: Vec<u64> = self
+        let mut slots: Vec<u64> = self
             .history
             .iter()
             .filter(|(e, _)| *e > have.epoch)
             .flat_map(|(_, b)| b.iter().copied())
             .collect();
-        buckets.sort_unstable();
-        buckets.dedup();
-        Some(buckets)
+        slots.sort_unstable();
+        slots.dedup();
+        Some(slots)
     }
 
     /// Saves the key (only if the directory has none yet) and the state.
@@ -263,9 +263,9 @@ impl ServerState {
             .u32(c.history_epochs);
         w.bytes(&self.version.filter_id).u64(self.version.epoch);
         w.count(self.history.len());
-        for (epoch, buckets) in &self.history {
-            w.u64(*epoch).count(buckets.len());
-            for b in buckets {
+        for (epoch, slots) in &self.history {
+            w.u64(*epoch).count(slots.len());
+            for b in slots {
                 w.u64(*b);
             }
         }
@@ -304,9 +304,9 @@ impl ServerState {
         let mut history = VecDeque::with_capacity(entries);
         for _ in 0..entries {
             let epoch = r.u64("history epoch")?;
-            let n = r.count(u64::MAX, 8, "history buckets")?;
-            let buckets = (0..n).map(|_| r.u64("bucket")).collect::<Result<_, _>>()?;
-            history.push_back((epoch, buckets));
+            let n = r.count(u64::MAX, 8, "history slots")?;
+            let slots = (0..n).map(|_| r.u64("slot")).collect::<Result<_, _>>()?;
+            history.push_back((epoch, slots));
         }
         let n_tags = r.u64("tag count")?;
         let tag_bytes = n_tags
@@ -472,8 +472,8 @@ mod tests {
             changed.len()
         );
         let mut client = CuckooFilter::from_bytes(&client_copy, usize::MAX).unwrap();
-        let packed = state.filter().export_buckets(&changed);
-        client.import_buckets(&changed, &packed).unwrap();
+        let packed = state.filter().export_slots(&changed);
+        client.import_slots(&changed, &packed).unwrap();
         assert_eq!(client.to_bytes(), state.filter().to_bytes());
         assert_eq!(state.changed_since(state.version()), Some(vec![]));
     }
