@@ -1,0 +1,241 @@
+//! Drives the `psikit` binary as a user would: CSV files in, a running
+//! server, matched rows out.
+
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn psikit() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_psikit"))
+}
+
+fn run_ok(cmd: &mut Command) -> String {
+    let out = cmd.output().expect("run psikit");
+    assert!(
+        out.status.success(),
+        "psikit failed: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn write(path: &Path, text: &str) {
+    std::fs::write(path, text).unwrap();
+}
+
+/// A running `psikit serve`, killed on drop.
+struct Server {
+    child: Child,
+    addr: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn serve(state: &Path) -> Server {
+    let mut child = psikit()
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--reload-secs",
+            "1",
+            "--filter-state",
+        ])
+        .arg(state)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    // "psikit: serving the filter protocol on 127.0.0.1:PORT (...)"
+    let addr = line
+        .split_whitespace()
+        .find(|w| w.starts_with("127.0.0.1:"))
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .to_string();
+    Server { child, addr }
+}
+
+fn query(addr: &str, dir: &Path, input: &str) -> (String, BTreeSet<String>) {
+    let out = dir.join("matches.csv");
+    let stdout = run_ok(
+        psikit()
+            .args([
+                "filter",
+                "query",
+                "--server",
+                addr,
+                "--key",
+                "email",
+                "--normalize",
+                "trim,lower",
+            ])
+            .arg("--input")
+            .arg(dir.join(input))
+            .arg("--cache")
+            .arg(dir.join("client.cache"))
+            .arg("--output")
+            .arg(&out),
+    );
+    let text = std::fs::read_to_string(&out).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(lines.next(), Some("id,email"));
+    (stdout, lines.map(str::to_string).collect())
+}
+
+#[test]
+fn setup_serve_query_update_requery() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write(
+        &d.join("server.csv"),
+        "email,name\nAlice@Example.com ,A\nbob@example.com,B\ncarol@example.com,C\nbob@example.com,B2\n émile@exämple.com,E\n",
+    );
+    write(
+        &d.join("client.csv"),
+        "id,email\n1,alice@example.com\n2,dave@example.com\n3,ÉMILE@EXÄMPLE.COM\n4,carol@example.com\n5,alice@example.com\n",
+    );
+    write(&d.join("add.csv"), "email\ndave@example.com\n");
+    write(
+        &d.join("remove.csv"),
+        "email\ncarol@example.com\nnobody@example.com\n",
+    );
+    let state = d.join("state");
+
+    let setup = run_ok(
+        psikit()
+            .args([
+                "filter",
+                "setup",
+                "--key",
+                "email",
+                "--normalize",
+                "trim,lower",
+                "--input",
+            ])
+            .arg(d.join("server.csv"))
+            .arg("--state")
+            .arg(&state),
+    );
+    assert!(setup.contains("removed 1 duplicate items"), "{setup}");
+    assert!(setup.contains("filter: 4 items"), "{setup}");
+
+    let server = serve(&state);
+    let (stdout, rows) = query(&server.addr, d, "client.csv");
+    assert!(stdout.contains("downloaded the full filter"), "{stdout}");
+    let expected: BTreeSet<String> = [
+        "1,alice@example.com",
+        "3,ÉMILE@EXÄMPLE.COM",
+        "4,carol@example.com",
+        "5,alice@example.com",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    assert_eq!(rows, expected);
+
+    let update = run_ok(
+        psikit()
+            .args([
+                "filter",
+                "update",
+                "--key",
+                "email",
+                "--normalize",
+                "trim,lower",
+                "--state",
+            ])
+            .arg(&state)
+            .arg("--add")
+            .arg(d.join("add.csv"))
+            .arg("--remove")
+            .arg(d.join("remove.csv")),
+    );
+    assert!(
+        update.contains("added 1 (0 already present), removed 1 (1 not found)"),
+        "{update}"
+    );
+
+    // The server reloads the new epoch within its reload interval.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (stdout, rows) = query(&server.addr, d, "client.csv");
+        if stdout.contains("epoch 1") {
+            assert!(stdout.contains("applied a delta"), "{stdout}");
+            let expected: BTreeSet<String> = [
+                "1,alice@example.com",
+                "2,dave@example.com",
+                "3,ÉMILE@EXÄMPLE.COM",
+                "5,alice@example.com",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+            assert_eq!(rows, expected);
+            break;
+        }
+        assert!(Instant::now() < deadline, "server never reloaded: {stdout}");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
+fn run_err(cmd: &mut Command) -> Output {
+    let out = cmd.output().expect("run psikit");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "one clear line expected: {err}");
+    assert!(err.starts_with("psikit: error: "), "{err}");
+    out
+}
+
+#[test]
+fn errors_are_one_clear_line_and_exit_nonzero() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let out = run_err(
+        psikit()
+            .args([
+                "filter",
+                "setup",
+                "--key",
+                "email",
+                "--input",
+                "/nonexistent.csv",
+                "--state",
+            ])
+            .arg(d.join("s")),
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent.csv"));
+
+    write(&d.join("x.csv"), "mail\na@b\n");
+    let out = run_err(
+        psikit()
+            .args(["filter", "setup", "--key", "email", "--input"])
+            .arg(d.join("x.csv"))
+            .arg("--state")
+            .arg(d.join("s")),
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("mail"),
+        "lists available columns"
+    );
+
+    // Nobody listens on this port.
+    let out = run_err(
+        psikit()
+            .args(["filter", "sync", "--server", "127.0.0.1:1", "--cache"])
+            .arg(d.join("c")),
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("127.0.0.1:1"));
+}
