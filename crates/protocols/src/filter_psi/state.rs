@@ -431,7 +431,8 @@ mod tests {
     #[test]
     fn build_dedups_and_contains_everything() {
         let mut tags = random_tags(5000);
-        tags.extend_from_slice(&tags[..100].to_vec());
+        let repeated = tags[..100].to_vec();
+        tags.extend(repeated);
         let (state, dups) =
             ServerState::build(key(), tags.clone(), FilterConfig::default()).unwrap();
         assert_eq!(dups, 100);
