@@ -1,0 +1,1 @@
+//! Oblivious transfer (placeholder until written).
