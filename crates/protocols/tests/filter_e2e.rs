@@ -398,3 +398,95 @@ async fn cache_survives_save_and_load() {
         .unwrap()
         .is_none());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_over_an_in_memory_channel() {
+    let mut rng = StdRng::seed_from_u64(7);
+    let (server_set, client_set, truth) = random_sets(&mut rng, 4000, 300, 120);
+    let services = Services {
+        filter: Some(Arc::new(FilterService::new(
+            state_for(&server_set),
+            ServerLimits::default(),
+        ))),
+    };
+    let (mut client_ch, server_ch) = Channel::memory_pair(limits());
+    let server = tokio::spawn(async move { service::serve_connection(&services, server_ch).await });
+    let mut cache = None;
+    ClientCache::sync(&mut cache, &mut client_ch, 1 << 30)
+        .await
+        .unwrap();
+    let out = cache
+        .unwrap()
+        .query(&mut client_ch, &client_set)
+        .await
+        .unwrap();
+    assert_eq!(out.matches, truth);
+    // Requests and responses are 32 bytes per item plus framing.
+    assert!(out.bytes_sent >= 32 * 300 && out.bytes_sent < 32 * 300 + 100);
+    assert!(out.bytes_received >= 32 * 300 && out.bytes_received < 32 * 300 + 100);
+    drop(client_ch);
+    server.await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_over_mutual_tls() {
+    use psikit_transport::net::{ClientTlsFiles, ServerTlsFiles};
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
+
+    let dir = tempfile::tempdir().unwrap();
+    let put = |name: &str, pem: String| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, pem).unwrap();
+        p
+    };
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let issue = |name: &str| {
+        let key = KeyPair::generate().unwrap();
+        let cert = CertificateParams::new(vec![name.to_string()])
+            .unwrap()
+            .signed_by(&key, &ca, &ca_key)
+            .unwrap();
+        (
+            put(&format!("{name}.pem"), cert.pem()),
+            put(&format!("{name}.key"), key.serialize_pem()),
+        )
+    };
+    let (server_cert, server_key) = issue("localhost");
+    let client_cert = issue("client");
+    let ca_path = put("ca.pem", ca.pem());
+
+    let mut rng = StdRng::seed_from_u64(8);
+    let (server_set, client_set, truth) = random_sets(&mut rng, 2000, 100, 40);
+    let services = Arc::new(Services {
+        filter: Some(Arc::new(FilterService::new(
+            state_for(&server_set),
+            ServerLimits::default(),
+        ))),
+    });
+    let tls = ServerTlsFiles {
+        cert_chain: server_cert,
+        private_key: server_key,
+        client_ca: Some(ca_path.clone()),
+    };
+    let listener = Listener::bind("127.0.0.1:0", Some(&tls), limits())
+        .await
+        .unwrap();
+    let addr = format!("localhost:{}", listener.local_addr().unwrap().port());
+    let task = tokio::spawn(service::run(listener, services, 4));
+    let client_tls = ClientTlsFiles {
+        server_ca: ca_path,
+        server_name: None,
+        client_cert: Some(client_cert),
+    };
+    let mut ch = connect(&addr, Some(&client_tls), limits()).await.unwrap();
+    let mut cache = None;
+    ClientCache::sync(&mut cache, &mut ch, 1 << 30)
+        .await
+        .unwrap();
+    let out = cache.unwrap().query(&mut ch, &client_set).await.unwrap();
+    assert_eq!(out.matches, truth);
+    task.abort();
+}
