@@ -37,6 +37,11 @@
 use crate::Error;
 
 /// Parameters of one protocol run.
+///
+/// The OTs run in `chunks` chunks of `ots_per_chunk` OTs; chunk `t` serves
+/// Bloom filter positions `[t S, (t+1) S)` with `S = bf_per_chunk`, and an
+/// honest receiver sets exactly `ones_per_chunk` choice bits in each chunk
+/// (see `docs/rr16-design.md`). With one chunk these are the paper's values.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Rr16Params {
     /// Receiver set size the filter is built for.
@@ -45,14 +50,18 @@ pub struct Rr16Params {
     pub k: u32,
     /// Probability that each OT is opened in the cut-and-choose.
     pub p_chk: f64,
-    /// Total random OTs.
+    /// Total random OTs (`chunks * ots_per_chunk`).
     pub n_ot: u64,
-    /// Bloom filter bits.
+    /// Bloom filter bits (`chunks * bf_per_chunk`).
     pub n_bf: u64,
     /// Fraction of choice bits an honest receiver sets to one.
     pub alpha: f64,
-    /// Most opened choice-bit-1 OTs the sender accepts.
+    /// Most opened choice-bit-1 OTs the sender accepts, over all chunks.
     pub n_maxones: u64,
+    pub chunks: u64,
+    pub ots_per_chunk: u64,
+    pub bf_per_chunk: u64,
+    pub ones_per_chunk: u64,
 }
 
 /// Security levels and search ranges. The defaults are the paper's.
@@ -63,6 +72,8 @@ pub struct Search {
     pub k_range: (u32, u32),
     /// `p_chk` is searched in steps of 0.001 over this range.
     pub p_range: (f64, f64),
+    /// Largest chunk, in OTs (bounds memory: 16 bytes per OT per party).
+    pub max_chunk_ots: u64,
 }
 
 impl Default for Search {
@@ -72,6 +83,7 @@ impl Default for Search {
             lambda: 40.0,
             k_range: (80, 100),
             p_range: (0.001, 0.1),
+            max_chunk_ots: 1 << 21,
         }
     }
 }
@@ -81,43 +93,61 @@ fn upper_delta(lambda: f64, mu: f64) -> f64 {
     (lambda + (lambda * lambda + 8.0 * lambda * mu).sqrt()) / (2.0 * mu)
 }
 
-/// Evaluates one `(k, p_chk)` candidate.
-fn evaluate(n: u64, k: u32, p: f64, s: &Search) -> Rr16Params {
-    let nk = n as f64 * f64::from(k);
-    // Honest ones: m = nk + (1 + delta(m p)) m p.
-    let mut m1_h = nk / (1.0 - p);
-    for _ in 0..100 {
-        let next = nk + (1.0 + upper_delta(s.lambda, m1_h * p)) * m1_h * p;
-        if (next - m1_h).abs() < 1e-6 {
+/// Solves `x = base + (1 + delta(lambda, x p)) x p`: the count that still
+/// leaves `base` after the check opens its share (upper tail).
+fn survive(base: f64, p: f64, lambda: f64) -> f64 {
+    let mut x = base / (1.0 - p);
+    for _ in 0..200 {
+        let next = base + (1.0 + upper_delta(lambda, x * p)) * x * p;
+        if (next - x).abs() < 1e-6 {
             break;
         }
-        m1_h = next;
+        x = next;
     }
+    x
+}
+
+/// Evaluates one `(k, p_chk)` candidate split into `chunks` chunks.
+fn evaluate(n: u64, k: u32, p: f64, chunks: u64, s: &Search) -> Rr16Params {
+    let c = chunks as f64;
+    let nk = n as f64 * f64::from(k);
+    // Per-chunk failures are union-bounded: lambda' = lambda + ln c.
+    let lambda_c = s.lambda + c.ln();
+    // Honest ones a segment needs: all n k with one chunk, else an upper
+    // tail of Binomial(n k, 1/c).
+    let need = if chunks == 1 {
+        nk
+    } else {
+        let mu = nk / c;
+        (1.0 + upper_delta(lambda_c, mu)) * mu
+    };
+    let ones_per_chunk = survive(need, p, lambda_c).ceil();
+    let m1_h = c * ones_per_chunk;
     let n_maxones = ((1.0 + upper_delta(s.lambda, m1_h * p)) * m1_h * p).floor();
     // Malicious ones: N_maxones = u^2 - sqrt(2 lambda) u with u = sqrt(p m1_a).
     let r = (2.0 * s.lambda).sqrt();
     let u = (r + (r * r + 4.0 * n_maxones).sqrt()) / 2.0;
     let m1_a = u * u / p;
     let n1 = (1.0 - p) * m1_a + (2.0 * s.lambda * p * m1_a).sqrt();
-    let n_bf = (n1 * 2f64.powf(s.kappa / f64::from(k))).ceil();
-    // Total: N_ot = N_bf + (1 + delta(N_ot p)) N_ot p.
-    let mut n_ot = n_bf / (1.0 - p);
-    for _ in 0..100 {
-        let next = n_bf / (1.0 - p * (1.0 + upper_delta(s.lambda, n_ot * p)));
-        if (next - n_ot).abs() < 1e-6 {
-            break;
-        }
-        n_ot = next;
-    }
-    let n_ot = n_ot.ceil();
+    let n_bf_min = n1 * 2f64.powf(s.kappa / f64::from(k));
+    let bf_per_chunk = (n_bf_min / c).ceil();
+    // OTs per chunk: enough stay unopened for the segment.
+    let ots_per_chunk = (bf_per_chunk
+        / (1.0 - p * (1.0 + upper_delta(lambda_c, survive(bf_per_chunk, p, lambda_c) * p))))
+    .ceil();
+    let n_ot = c * ots_per_chunk;
     Rr16Params {
         n,
         k,
         p_chk: p,
         n_ot: n_ot as u64,
-        n_bf: n_bf as u64,
-        alpha: (nk + n_maxones) / n_ot,
+        n_bf: (c * bf_per_chunk) as u64,
+        alpha: ones_per_chunk / ots_per_chunk,
         n_maxones: n_maxones as u64,
+        chunks,
+        ots_per_chunk: ots_per_chunk as u64,
+        bf_per_chunk: bf_per_chunk as u64,
+        ones_per_chunk: ones_per_chunk as u64,
     }
 }
 
@@ -127,31 +157,42 @@ impl Rr16Params {
         Self::search(n, &Search::default())
     }
 
-    /// Parameters for a given `k` and `p_chk` (no search).
+    /// Parameters for a given `k` and `p_chk` in a single chunk (no
+    /// search): the paper's Figure 5 values.
     pub fn with_choice(n: u64, k: u32, p_chk: f64) -> Result<Self, Error> {
         if n == 0 || !(1..=256).contains(&k) || !(0.0..0.5).contains(&p_chk) || p_chk == 0.0 {
             return Err(Error::Config(format!(
                 "unusable parameters n={n}, k={k}, p_chk={p_chk}"
             )));
         }
-        Ok(evaluate(n, k, p_chk, &Search::default()))
+        Ok(evaluate(n, k, p_chk, 1, &Search::default()))
     }
 
-    /// Searches `(k, p_chk)` as in section 5.2 / Figure 5.
+    /// Searches `(k, p_chk)` as in section 5.2 / Figure 5, with as many
+    /// chunks as `max_chunk_ots` requires.
     pub fn search(n: u64, s: &Search) -> Result<Self, Error> {
-        if n == 0 || n > 1 << 32 {
+        if n == 0 || n > 1 << 28 {
             return Err(Error::Config(format!(
-                "set size must be between 1 and 2^32, got {n}"
+                "set size must be between 1 and 2^28, got {n}"
             )));
         }
+        let single = Self::search_with_chunks(n, 1, s)?;
+        let chunks = single.n_ot.div_ceil(s.max_chunk_ots.max(1));
+        if chunks == 1 {
+            return Ok(single);
+        }
+        Self::search_with_chunks(n, chunks, s)
+    }
+
+    fn search_with_chunks(n: u64, chunks: u64, s: &Search) -> Result<Self, Error> {
         let (p_lo, p_hi) = (
             (s.p_range.0 * 1000.0).round() as u32,
             (s.p_range.1 * 1000.0).round() as u32,
         );
         (s.k_range.0..=s.k_range.1)
             .flat_map(|k| (p_lo..=p_hi).map(move |p| (k, f64::from(p) / 1000.0)))
-            .map(|(k, p)| evaluate(n, k, p, s))
-            .filter(|c| c.p_chk * (c.n_ot as f64) < c.n_ot as f64 - c.n_bf as f64)
+            .map(|(k, p)| evaluate(n, k, p, chunks, s))
+            .filter(|c| c.ones_per_chunk < c.ots_per_chunk && c.bf_per_chunk < c.ots_per_chunk)
             .min_by_key(|c| c.n_ot)
             .ok_or_else(|| Error::Config("no parameters satisfy the constraints".into()))
     }
@@ -202,19 +243,32 @@ mod tests {
                 got.alpha
             );
 
-            let best = Rr16Params::for_set_size(n).unwrap();
+            let unchunked = Search {
+                max_chunk_ots: u64::MAX,
+                ..Search::default()
+            };
+            let best = Rr16Params::search(n, &unchunked).unwrap();
             assert!(
                 best.n_ot <= got.n_ot,
                 "n={n}: search {best:?} worse than the paper's choice"
             );
             assert!(best.k.abs_diff(k) <= 6, "n={n}: {best:?}");
+            // Chunking to bound memory costs at most a few percent more OTs.
+            let chunked = Rr16Params::for_set_size(n).unwrap();
+            assert!(
+                chunked.ots_per_chunk <= (1 << 21) + (1 << 16),
+                "{chunked:?}"
+            );
+            assert!(
+                (chunked.n_ot as f64) < 1.03 * got.n_ot as f64,
+                "{chunked:?}"
+            );
         }
     }
 
     #[test]
     fn security_inequalities_hold() {
         for n in [1u64, 100, 1 << 10, 1 << 14] {
-            let s = Search::default();
             let c = Rr16Params::for_set_size(n).unwrap();
             // Honest receiver keeps >= nk ones after the worst honest check.
             let ones = c.alpha * c.n_ot as f64;
@@ -223,7 +277,6 @@ mod tests {
             assert!(c.n_ot as f64 * (1.0 - c.p_chk) > c.n_bf as f64);
             // (N_1 / N_bf)^k <= 2^-kappa is implied by the N_bf formula.
             assert!(c.n_bf as f64 > (n * u64::from(c.k)) as f64);
-            assert!(s.kappa > 0.0);
         }
         assert!(Rr16Params::for_set_size(0).is_err());
     }
