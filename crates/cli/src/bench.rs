@@ -28,6 +28,7 @@
 //! Set items are never printed.
 
 use std::collections::BTreeMap;
+use std::ffi::OsString;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -81,6 +82,8 @@ const MAX_FILTER_BYTES: u64 = 1 << 34;
 const PING_ROUNDS: usize = 50;
 /// Ids with this remainder mod 100 are removed by the 1% update.
 const REMOVED_RESIDUE: u64 = 37;
+/// Clock ticks per second of /proc CPU times (Linux USER_HZ).
+const CLOCK_TICKS: f64 = 100.0;
 
 // ---------------------------------------------------------------------------
 // Command line
@@ -128,6 +131,11 @@ struct FilterBenchArgs {
     /// [default: 27; --quick: 20].
     #[arg(long)]
     fp_lookups_log2: Option<u32>,
+    /// Before each timed measurement, wait up to this many seconds for a
+    /// second in which other processes use less than a quarter core (for
+    /// shared machines; 0 = never wait).
+    #[arg(long, default_value_t = 0.0)]
+    quiet_wait_secs: f64,
     /// Small smoke run (server 2^12, clients 1 and 256) taking seconds.
     #[arg(long)]
     quick: bool,
@@ -151,6 +159,8 @@ struct WorkerArgs {
     budget_secs: f64,
     #[arg(long)]
     fp_lookups_log2: u32,
+    #[arg(long)]
+    quiet_wait_secs: f64,
     /// Also measure the thread-independent figures and cache the tags.
     #[arg(long)]
     primary: bool,
@@ -177,7 +187,7 @@ impl WorkerArgs {
     }
 
     /// The command line that starts this worker.
-    fn to_argv(&self) -> Vec<String> {
+    fn to_argv(&self) -> Vec<OsString> {
         let sizes: Vec<String> = self.client_sizes.iter().map(u64::to_string).collect();
         let mut argv: Vec<String> = vec![
             "bench".into(),
@@ -194,14 +204,17 @@ impl WorkerArgs {
             self.budget_secs.to_string(),
             "--fp-lookups-log2".into(),
             self.fp_lookups_log2.to_string(),
+            "--quiet-wait-secs".into(),
+            self.quiet_wait_secs.to_string(),
             "--seed".into(),
             self.seed.to_string(),
         ];
-        argv.extend(["--work-dir".into(), self.work_dir.display().to_string()]);
-        argv.extend(["--out".into(), self.out.display().to_string()]);
         if self.primary {
             argv.push("--primary".into());
         }
+        let mut argv: Vec<OsString> = argv.into_iter().map(OsString::from).collect();
+        argv.extend(["--work-dir".into(), self.work_dir.clone().into_os_string()]);
+        argv.extend(["--out".into(), self.out.clone().into_os_string()]);
         argv
     }
 }
@@ -215,6 +228,7 @@ struct Plan {
     repeats: usize,
     budget_secs: f64,
     fp_lookups_log2: u32,
+    quiet_wait_secs: f64,
 }
 
 impl FilterBenchArgs {
@@ -232,11 +246,13 @@ impl FilterBenchArgs {
             repeats: self.repeats,
             budget_secs: self.budget_secs,
             fp_lookups_log2: self.fp_lookups_log2.unwrap_or(lookups),
+            quiet_wait_secs: self.quiet_wait_secs,
         };
         plan.server_log2.sort_unstable();
         plan.server_log2.dedup();
         plan.threads.sort_unstable();
         plan.threads.dedup();
+        plan.client_sizes.sort_unstable();
         plan.client_sizes.dedup();
         plan.validate()?;
         Ok(plan)
@@ -272,6 +288,10 @@ impl Plan {
         ensure!(
             (10..=34).contains(&self.fp_lookups_log2),
             "--fp-lookups-log2 must be between 10 and 34"
+        );
+        ensure!(
+            (0.0..=3600.0).contains(&self.quiet_wait_secs),
+            "--quiet-wait-secs must be between 0 and 3600"
         );
         Ok(())
     }
@@ -363,6 +383,7 @@ fn run_filter(args: &FilterBenchArgs) -> Result<()> {
                 repeats: plan.repeats,
                 budget_secs: plan.budget_secs,
                 fp_lookups_log2: plan.fp_lookups_log2,
+                quiet_wait_secs: plan.quiet_wait_secs,
                 primary: i == 0,
                 seed,
                 work_dir: work.path().to_path_buf(),
@@ -422,6 +443,12 @@ fn print_header(plan: &Plan) {
         "figures are medians of up to {} runs; a measurement whose first run exceeds {:.0} s / {} runs once (see the runs columns)",
         plan.repeats, plan.budget_secs, plan.repeats
     );
+    if plan.quiet_wait_secs > 0.0 {
+        println!(
+            "before each measurement, waited up to {:.0} s for other processes to use < {QUIET_CORES} cores",
+            plan.quiet_wait_secs
+        );
+    }
     println!();
 }
 
@@ -437,9 +464,9 @@ fn print_footer(runs: &[RunResult], elapsed: Duration) {
     if let Some((threads, rate)) = best {
         let setup = (1u64 << 24) as f64 / rate;
         println!(
-            "  (its setup alone takes about {} at the {threads}-thread rate measured here; \
+            "  (its setup alone takes about {:.0} min at the {threads}-thread rate measured here; \
              memory grows about linearly with the set)",
-            report::secs(Duration::from_secs_f64(setup))
+            setup / 60.0
         );
     }
 }
@@ -450,7 +477,10 @@ fn render_all(plan: &Plan, runs: &[RunResult]) -> String {
     let sections = [
         ("1. Server setup", setup_table(runs)),
         ("2. Filter size", filter_table(&primaries)),
-        ("3. Sync transfer: full filter and 1% deltas", sync_table(&primaries)),
+        (
+            "3. Sync transfer: full filter and 1% deltas",
+            sync_table(&primaries),
+        ),
         (
             "4. False positives: random 16-byte tags looked up in the filter",
             fp_table(&primaries),
@@ -463,7 +493,10 @@ fn render_all(plan: &Plan, runs: &[RunResult]) -> String {
             "6. Server CPU per query item (ServerKey::blind_evaluate_batch)",
             eval_table(runs),
         ),
-        ("7. Peak memory (VmHWM of the worker process)", memory_table(runs)),
+        (
+            "7. Peak memory (VmHWM of the worker process)",
+            memory_table(runs),
+        ),
     ];
     let mut out = String::new();
     for (title, body) in sections {
@@ -570,7 +603,19 @@ fn verdict(ok: Option<bool>) -> String {
 
 /// OPRF items per second of a run (all its threads together).
 fn oprf_rate(m: &Metrics) -> Option<f64> {
-    Some(m.get("oprf.sample_items")? / m.get("oprf.sample_secs")?)
+    Some(m.get("oprf.sample_items")? / m.get("oprf.sample.secs")?)
+}
+
+/// OPRF items per CPU-second of this process (item generation included,
+/// under 1% of it).
+fn oprf_cpu_rate(m: &Metrics) -> Option<f64> {
+    let items = m.get("oprf.sample_items")? * m.get("oprf.runs")?;
+    Some(items / m.get("oprf.cpu_secs")?)
+}
+
+/// Average cores other processes used during a measurement, as a cell.
+fn others(v: Option<f64>) -> String {
+    num(v, 2)
 }
 
 /// Table 1: OPRF and filter build time, throughput per core.
@@ -582,6 +627,8 @@ fn setup_table(runs: &[RunResult]) -> String {
         "OPRF items/s",
         "items/s/core",
         "target ≥ 15,000/core",
+        "items per CPU-s",
+        "others (cores)",
         "runs",
         "filter build",
         "runs",
@@ -601,12 +648,21 @@ fn setup_table(runs: &[RunResult]) -> String {
             count(rate),
             count(per_core),
             verdict(per_core.map(|v| v >= TARGET_OPRF_PER_CORE)),
+            count(oprf_cpu_rate(&r.m)),
+            others(r.m.get("oprf.other_cores")),
             count(r.m.get("oprf.runs")),
             time(r.m.get("build.secs")),
             count(r.m.get("build.runs")),
         ]);
     }
-    t.render()
+    let mut out = t.render();
+    out.push_str(
+        "\nitems/s/core = wall-clock rate / threads; items per CPU-s = items / CPU time of the \
+         process, which other processes cannot inflate; others = average cores busy with other \
+         processes of this machine during the OPRF timing (2 cores in all). Filter build is \
+         single-threaded (dedup + cuckoo inserts).\n",
+    );
+    out
 }
 
 /// Table 2: filter size against the cuckoo-filter formula.
@@ -727,17 +783,13 @@ fn fp_table(runs: &[&RunResult]) -> String {
         "expected FP",
         "measured rate",
         "expected rate",
-        "z",
+        "consistency",
         "time",
     ]);
     for r in runs {
         for which in ["default", "weak"] {
             let g = |k: &str| r.m.get(&format!("fp.{which}.{k}"));
             let (lookups, measured, expected) = (g("lookups"), g("measured"), g("expected"));
-            let z = measured
-                .zip(expected)
-                .filter(|(_, e)| *e > 0.0)
-                .map(|(x, e)| (x - e) / e.sqrt());
             t.row(vec![
                 format!("2^{}", r.server_log2),
                 format!("2^-{}", num(g("fpr_log2"), 0)),
@@ -747,7 +799,7 @@ fn fp_table(runs: &[&RunResult]) -> String {
                 small_num(expected),
                 rate_pow2(measured.zip(lookups).map(|(x, l)| x / l)),
                 rate_pow2(expected.zip(lookups).map(|(x, l)| x / l)),
-                num(z, 2),
+                consistency(measured, expected),
                 time(g("secs")),
             ]);
         }
@@ -755,8 +807,9 @@ fn fp_table(runs: &[&RunResult]) -> String {
     let mut out = t.render();
     out.push_str(
         "\nexpected = lookups x estimated_fpr() = lookups x (1 - (1 - 2^-f)^(2 b load)); \
-         z = (measured - expected) / sqrt(expected), |z| < 2 is consistent; \
-         random tags are exactly what OPRF outputs of non-members look like.\n",
+         consistency: z = (measured - expected) / sqrt(expected) when at least 5 are expected \
+         (|z| < 2 is consistent), else the Poisson probability of a count at least (or at most) \
+         the measured one; random tags are exactly what OPRF outputs of non-members look like.\n",
     );
     out
 }
@@ -768,6 +821,34 @@ fn small_num(v: Option<f64>) -> String {
         Some(x) if x > 0.0 && x < 0.01 => format!("{x:.1e}"),
         other => num(other, 2),
     }
+}
+
+/// How well a measured count fits a Poisson expectation: a z-score when
+/// the expectation is large enough for the normal approximation, else
+/// the probability of a count at least as large.
+fn consistency(measured: Option<f64>, expected: Option<f64>) -> String {
+    match (measured, expected) {
+        (Some(x), Some(e)) if e >= 5.0 => format!("z = {:.2}", (x - e) / e.sqrt()),
+        (Some(x), Some(e)) if x >= e => {
+            format!("P(≥{x:.0}) = {:.0}%", 100.0 * poisson_tail(x, e))
+        }
+        (Some(x), Some(e)) => {
+            let at_most = 1.0 - poisson_tail(x + 1.0, e);
+            format!("P(≤{x:.0}) = {:.0}%", 100.0 * at_most)
+        }
+        _ => "-".into(),
+    }
+}
+
+/// P(X ≥ k) for X ~ Poisson(lambda), for small k.
+fn poisson_tail(k: f64, lambda: f64) -> f64 {
+    let mut term = (-lambda).exp();
+    let mut below = 0.0;
+    for i in 0..k.max(0.0) as u64 {
+        below += term;
+        term *= lambda / (i + 1) as f64;
+    }
+    (1.0 - below).max(0.0)
 }
 
 /// A probability as a power of two ("0" when zero).
@@ -793,11 +874,13 @@ fn query_table(plan: &Plan, runs: &[RunResult]) -> String {
         "sent",
         "received",
         "runs",
+        "others (cores)",
     ]);
     for r in runs {
         for &y in &plan.client_sizes {
             let g = |k: &str| r.m.get(&format!("query.{y}.{k}"));
-            let target = (y == TARGET_QUERY_ITEMS).then(|| g("total").map(|s| s < TARGET_QUERY_SECS));
+            let target =
+                (y == TARGET_QUERY_ITEMS).then(|| g("total").map(|s| s < TARGET_QUERY_SECS));
             t.row(vec![
                 format!("2^{}", r.server_log2),
                 r.threads.to_string(),
@@ -810,6 +893,7 @@ fn query_table(plan: &Plan, runs: &[RunResult]) -> String {
                 size(g("sent")),
                 size(g("received")),
                 count(g("runs")),
+                others(g("other_cores")),
             ]);
         }
     }
@@ -876,6 +960,7 @@ fn memory_table(runs: &[RunResult]) -> String {
         "server",
         "threads",
         "after setup",
+        "after client sync",
         "after queries",
         "at the end",
     ]);
@@ -889,6 +974,7 @@ fn memory_table(runs: &[RunResult]) -> String {
             format!("2^{}", r.server_log2),
             r.threads.to_string(),
             size(r.m.get("mem.after_setup")),
+            size(r.m.get("mem.after_sync")),
             size(r.m.get("mem.after_queries")),
             end,
         ]);
@@ -920,14 +1006,26 @@ fn targets_summary(runs: &[RunResult]) -> String {
         .filter_map(|r| {
             let s = r.m.get(&key)?;
             let ok = verdict(Some(s < TARGET_QUERY_SECS));
-            Some(format!("2^{} x {}t: {} {ok}", r.server_log2, r.threads, time(Some(s))))
+            Some(format!(
+                "2^{} x {}t: {} {ok}",
+                r.server_log2,
+                r.threads,
+                time(Some(s))
+            ))
         })
         .collect();
+    let worst_cpu = runs
+        .iter()
+        .filter_map(|r| oprf_cpu_rate(&r.m))
+        .min_by(f64::total_cmp);
     let _ = writeln!(
         out,
-        "- OPRF ≥ 15,000 items/s per core: lowest {} items/s/core, {}",
+        "- OPRF ≥ 15,000 items/s per core: lowest {} items/s/core on the wall clock, {}; \
+         lowest {} items per CPU-second, {}",
         count(worst_rate),
-        verdict(worst_rate.map(|v| v >= TARGET_OPRF_PER_CORE))
+        verdict(worst_rate.map(|v| v >= TARGET_OPRF_PER_CORE)),
+        count(worst_cpu),
+        verdict(worst_cpu.map(|v| v >= TARGET_OPRF_PER_CORE))
     );
     let _ = writeln!(
         out,
@@ -941,6 +1039,22 @@ fn targets_summary(runs: &[RunResult]) -> String {
         query.join("; ")
     };
     let _ = writeln!(out, "- 1024-item query over loopback < 150 ms: {shown}\n");
+    let load: Vec<String> = runs
+        .iter()
+        .map(|r| {
+            let cores = r.m.get("worker.other_cores");
+            let mut cell = format!("2^{} x {}t: {}", r.server_log2, r.threads, others(cores));
+            if let Some(w) = r.m.get("worker.quiet_wait_secs").filter(|w| *w >= 1.0) {
+                let _ = write!(cell, " (waited {w:.0} s for quiet)");
+            }
+            cell
+        })
+        .collect();
+    let _ = writeln!(
+        out,
+        "average cores used by other processes during each worker: {}\n",
+        load.join("; ")
+    );
     out
 }
 
@@ -969,7 +1083,11 @@ fn json_report(plan: &Plan, runs: &[RunResult], elapsed: Duration) -> String {
     let _ = writeln!(s, "  \"repeats\": {},", plan.repeats);
     let _ = writeln!(s, "  \"budget_secs\": {},", json_number(plan.budget_secs));
     let _ = writeln!(s, "  \"fp_lookups_log2\": {},", plan.fp_lookups_log2);
-    let _ = writeln!(s, "  \"total_secs\": {},", json_number(elapsed.as_secs_f64()));
+    let _ = writeln!(
+        s,
+        "  \"total_secs\": {},",
+        json_number(elapsed.as_secs_f64())
+    );
     let bodies: Vec<String> = runs.iter().map(json_run).collect();
     let _ = writeln!(s, "  \"runs\": [\n{}\n  ]\n}}", bodies.join(",\n"));
     s
@@ -1079,6 +1197,118 @@ fn check_matches(what: &str, got: &[bool], truth: &[bool]) -> Result<()> {
 }
 
 // ---------------------------------------------------------------------------
+// CPU accounting: own CPU time, and what other processes used meanwhile
+// ---------------------------------------------------------------------------
+
+/// CPU seconds used so far by this process (all threads) and by the whole
+/// machine, from /proc. The machine shares its two cores with other work,
+/// so every timing is reported with how much of the CPU others took.
+#[derive(Clone, Copy)]
+struct CpuSnapshot {
+    own: f64,
+    busy: f64,
+    steal: f64,
+    at: Instant,
+}
+
+/// CPU use between two snapshots.
+#[derive(Clone, Copy, Default)]
+struct CpuUse {
+    /// CPU seconds of this process.
+    own: f64,
+    /// Average cores busy with other processes of this machine; `None` for
+    /// windows too short for /proc's 10 ms ticks to tell.
+    others: Option<f64>,
+    /// Average cores taken by the hypervisor (steal time).
+    steal: Option<f64>,
+}
+
+/// Shortest window whose load from other processes is reported.
+const MIN_LOAD_WINDOW_SECS: f64 = 1.0;
+
+impl CpuSnapshot {
+    /// Reads /proc; `None` where it is not available.
+    fn now() -> Option<Self> {
+        let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+        // Fields after the parenthesised command name; utime and stime are
+        // fields 14 and 15 of the line, i.e. 12th and 13th after it.
+        let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+        let ticks = |i: usize| fields.get(i)?.parse::<f64>().ok();
+        let own = (ticks(11)? + ticks(12)?) / CLOCK_TICKS;
+        let all = std::fs::read_to_string("/proc/stat").ok()?;
+        let cpu: Vec<f64> = all
+            .lines()
+            .next()?
+            .split_whitespace()
+            .skip(1)
+            .map(|x| x.parse().ok())
+            .collect::<Option<_>>()?;
+        // user nice system idle iowait irq softirq steal ...
+        let busy = [0, 1, 2, 5, 6]
+            .iter()
+            .filter_map(|&i| cpu.get(i))
+            .sum::<f64>();
+        Some(Self {
+            own,
+            busy: busy / CLOCK_TICKS,
+            steal: cpu.get(7).copied().unwrap_or(0.0) / CLOCK_TICKS,
+            at: Instant::now(),
+        })
+    }
+
+    /// CPU use since this snapshot (zeros if /proc is unavailable).
+    fn since(&self) -> CpuUse {
+        let Some(now) = Self::now() else {
+            return CpuUse::default();
+        };
+        let wall = now.at.duration_since(self.at).as_secs_f64();
+        let own = now.own - self.own;
+        let long = wall >= MIN_LOAD_WINDOW_SECS;
+        CpuUse {
+            own,
+            others: long.then(|| ((now.busy - self.busy - own) / wall).max(0.0)),
+            steal: long.then(|| (now.steal - self.steal) / wall),
+        }
+    }
+}
+
+/// Records CPU use since `start` under `<prefix>.cpu_secs`,
+/// `<prefix>.other_cores` and `<prefix>.steal_cores`.
+fn record_cpu(m: &mut Metrics, prefix: &str, start: Option<CpuSnapshot>) {
+    let Some(start) = start else { return };
+    let used = start.since();
+    m.set(format!("{prefix}.cpu_secs"), used.own);
+    if let (Some(others), Some(steal)) = (used.others, used.steal) {
+        m.set(format!("{prefix}.other_cores"), others);
+        m.set(format!("{prefix}.steal_cores"), steal);
+    }
+}
+
+/// Load from other processes below which the machine counts as quiet.
+const QUIET_CORES: f64 = 0.25;
+
+/// Waits (up to `--quiet-wait-secs`) for a one-second window in which
+/// other processes use less than [`QUIET_CORES`]; adds the time waited to
+/// `worker.quiet_wait_secs`.
+fn wait_for_quiet(a: &WorkerArgs, m: &mut Metrics) {
+    let started = Instant::now();
+    while started.elapsed().as_secs_f64() < a.quiet_wait_secs {
+        let Some(window) = CpuSnapshot::now() else {
+            return;
+        };
+        std::thread::sleep(Duration::from_secs(1));
+        if window.since().others.is_some_and(|c| c < QUIET_CORES) {
+            break;
+        }
+    }
+    let waited = m.get("worker.quiet_wait_secs").unwrap_or(0.0);
+    m.set(
+        "worker.quiet_wait_secs",
+        waited + started.elapsed().as_secs_f64(),
+    );
+}
+
+// ---------------------------------------------------------------------------
 // Worker
 // ---------------------------------------------------------------------------
 
@@ -1087,6 +1317,7 @@ fn check_matches(what: &str, got: &[bool], truth: &[bool]) -> Result<()> {
 fn run_worker(a: &WorkerArgs) -> Result<()> {
     check_thread_env(a.threads)?;
     let mut m = Metrics::default();
+    let start = CpuSnapshot::now();
     let key = bench_key(a.seed)?;
     let tags = server_tags(&key, a, &mut m)?;
     let state = timed_build(a, tags, &mut m)?;
@@ -1095,6 +1326,7 @@ fn run_worker(a: &WorkerArgs) -> Result<()> {
     eval_cost(&key, a, &mut m)?;
     online(a, state, &mut m)?;
     m.set_peak_memory("mem.final");
+    record_cpu(&mut m, "worker", start);
     std::fs::write(&a.out, m.encode()).with_context(|| format!("cannot write {}", a.out.display()))
 }
 
@@ -1134,12 +1366,28 @@ fn another_run(done: &[Duration], a: &WorkerArgs) -> bool {
 }
 
 /// Runs a timed measurement as often as [`another_run`] allows.
-fn repeat_timed(a: &WorkerArgs, mut run: impl FnMut() -> Result<Duration>) -> Result<Vec<Duration>> {
+fn repeat_timed(
+    a: &WorkerArgs,
+    mut run: impl FnMut() -> Result<Duration>,
+) -> Result<Vec<Duration>> {
     let mut done = Vec::new();
     while another_run(&done, a) {
         done.push(run()?);
     }
     Ok(done)
+}
+
+/// Records the median of timed runs under `<prefix>.secs`, with their
+/// count and spread (min and max go to the JSON only).
+fn record_runs(m: &mut Metrics, prefix: &str, runs: &[Duration]) {
+    let secs = runs.iter().map(Duration::as_secs_f64);
+    m.set(format!("{prefix}.secs"), median(runs));
+    m.set(format!("{prefix}.runs"), runs.len() as f64);
+    m.set(
+        format!("{prefix}.min_secs"),
+        secs.clone().fold(f64::INFINITY, f64::min),
+    );
+    m.set(format!("{prefix}.max_secs"), secs.fold(0.0, f64::max));
 }
 
 /// Median of the durations (mean of the middle two for an even count).
@@ -1183,23 +1431,27 @@ fn server_tags(key: &ServerKey, a: &WorkerArgs, m: &mut Metrics) -> Result<Vec<T
         let tags = load_tags(&cache, n, key)?;
         let sample = OPRF_SAMPLE.min(n);
         progress(a, &format!("OPRF throughput on a sample of {sample} items"));
+        wait_for_quiet(a, m);
+        let cpu = CpuSnapshot::now();
         let runs = repeat_timed(a, || Ok(oprf_tags(key, 0..sample)?.0))?;
-        let secs = median(&runs);
-        record_oprf(m, sample, secs, runs.len());
-        m.set("oprf.secs", secs * n as f64 / sample as f64);
+        record_cpu(m, "oprf", cpu);
+        record_oprf(m, sample, &runs);
+        m.set("oprf.secs", median(&runs) * n as f64 / sample as f64);
         m.set("oprf.extrapolated", 1.0);
         return Ok(tags);
     }
     progress(a, &format!("OPRF of all {n} server items"));
     let mut tags = None;
+    wait_for_quiet(a, m);
+    let cpu = CpuSnapshot::now();
     let runs = repeat_timed(a, || {
         let (spent, computed) = oprf_tags(key, 0..n)?;
         tags.get_or_insert(computed);
         Ok(spent)
     })?;
-    let secs = median(&runs);
-    record_oprf(m, n, secs, runs.len());
-    m.set("oprf.secs", secs);
+    record_cpu(m, "oprf", cpu);
+    record_oprf(m, n, &runs);
+    m.set("oprf.secs", median(&runs));
     let tags = tags.context("no OPRF run")?;
     if a.primary {
         save_tags(&cache, &tags)?;
@@ -1207,11 +1459,12 @@ fn server_tags(key: &ServerKey, a: &WorkerArgs, m: &mut Metrics) -> Result<Vec<T
     Ok(tags)
 }
 
-/// Records an OPRF timing of `items` items.
-fn record_oprf(m: &mut Metrics, items: u64, secs: f64, runs: usize) {
+/// Records OPRF timings of `items` items (`oprf.sample_*`); the caller
+/// sets `oprf.secs` for the whole set.
+fn record_oprf(m: &mut Metrics, items: u64, runs: &[Duration]) {
+    record_runs(m, "oprf.sample", runs);
     m.set("oprf.sample_items", items as f64);
-    m.set("oprf.sample_secs", secs);
-    m.set("oprf.runs", runs as f64);
+    m.set("oprf.runs", runs.len() as f64);
 }
 
 /// Writes tags for the other workers of this size.
@@ -1243,6 +1496,7 @@ fn load_tags(path: &Path, n: u64, key: &ServerKey) -> Result<Vec<Tag>> {
 /// allows, keeping the last one.
 fn timed_build(a: &WorkerArgs, tags: Vec<Tag>, m: &mut Metrics) -> Result<ServerState> {
     progress(a, "building the filter");
+    wait_for_quiet(a, m);
     let mut state = None;
     let runs = repeat_timed(a, || {
         state = None;
@@ -1255,8 +1509,7 @@ fn timed_build(a: &WorkerArgs, tags: Vec<Tag>, m: &mut Metrics) -> Result<Server
         state = Some(built);
         Ok(spent)
     })?;
-    m.set("build.secs", median(&runs));
-    m.set("build.runs", runs.len() as f64);
+    record_runs(m, "build", &runs);
     state.context("no build run")
 }
 
@@ -1286,6 +1539,7 @@ fn eval_cost(key: &ServerKey, a: &WorkerArgs, m: &mut Metrics) -> Result<()> {
     progress(a, "timing blind_evaluate_batch");
     let items: Vec<Vec<u8>> = (0..EVAL_ITEMS).map(|i| item(a.n() + i)).collect();
     let (_, blinded) = oprf::blind_batch(&items, &mut OsRng)?;
+    wait_for_quiet(a, m);
     let runs = repeat_timed(a, || {
         let t = Instant::now();
         let evaluated = key.blind_evaluate_batch(&blinded);
@@ -1293,8 +1547,8 @@ fn eval_cost(key: &ServerKey, a: &WorkerArgs, m: &mut Metrics) -> Result<()> {
         ensure!(evaluated.len() == blinded.len(), "missing evaluations");
         Ok(spent)
     })?;
+    record_runs(m, "eval", &runs);
     m.set("eval.secs_per_item", median(&runs) / EVAL_ITEMS as f64);
-    m.set("eval.runs", runs.len() as f64);
     Ok(())
 }
 
@@ -1353,6 +1607,7 @@ fn online(a: &WorkerArgs, state: ServerState, m: &mut Metrics) -> Result<()> {
     let rt = runtime()?;
     let addr = rt.block_on(start_server(service.clone()))?;
     let mut client = rt.block_on(full_sync(&addr, a, m))?;
+    m.set_peak_memory("mem.after_sync");
     rt.block_on(loopback_baseline(m))?;
     for &size in &a.client_sizes {
         rt.block_on(query_figures(&mut client, size, a, m))?;
@@ -1371,7 +1626,10 @@ async fn full_sync(addr: &str, a: &WorkerArgs, m: &mut Metrics) -> Result<BenchC
     progress(a, "client downloads the filter");
     let mut client = BenchClient::connect(addr).await?;
     let (out, wire, secs) = client.sync().await?;
-    ensure!(out.kind == SyncKind::Full, "first sync must be a full download");
+    ensure!(
+        out.kind == SyncKind::Full,
+        "first sync must be a full download"
+    );
     m.set("sync.full_body", out.body_bytes as f64);
     m.set("sync.full_wire", wire as f64);
     m.set("sync.full_secs", secs.as_secs_f64());
@@ -1416,12 +1674,15 @@ async fn query_figures(
     let (items, truth) = client_set(a.n(), size);
     let mut walls = Vec::new();
     let mut outcomes = Vec::new();
+    wait_for_quiet(a, m);
+    let cpu = CpuSnapshot::now();
     while another_run(&walls, a) {
         let (out, wall) = client.query(&items).await?;
         check_matches(&format!("query of {size} items"), &out.matches, &truth)?;
         walls.push(wall);
         outcomes.push(out);
     }
+    record_cpu(m, &format!("query.{size}"), cpu);
     let mut order: Vec<usize> = (0..walls.len()).collect();
     order.sort_by_key(|&i| walls[i]);
     let mid = order[(order.len() - 1) / 2];
@@ -1446,7 +1707,11 @@ async fn query_figures(
 /// the same items, against the expected counts.
 fn fp_figures(state: &ServerState, a: &WorkerArgs, m: &mut Metrics) -> Result<()> {
     let lookups = 1u64 << a.fp_lookups_log2;
-    progress(a, &format!("2^{} random lookups in the filter", a.fp_lookups_log2));
+    progress(
+        a,
+        &format!("2^{} random lookups in the filter", a.fp_lookups_log2),
+    );
+    wait_for_quiet(a, m);
     record_fp(state, "default", lookups, a.threads, m)?;
     let key = bench_key(a.seed)?;
     let tags = load_tags(&tag_cache(a), a.n(), &key)?;
@@ -1455,7 +1720,13 @@ fn fp_figures(state: &ServerState, a: &WorkerArgs, m: &mut Metrics) -> Result<()
         ..FilterConfig::default()
     };
     let (weak, _) = ServerState::build(key, tags, config)?;
-    progress(a, &format!("2^{} random lookups in a 2^-{WEAK_FPR_LOG2} filter", a.fp_lookups_log2));
+    progress(
+        a,
+        &format!(
+            "2^{} random lookups in a 2^-{WEAK_FPR_LOG2} filter",
+            a.fp_lookups_log2
+        ),
+    );
     record_fp(&weak, "weak", lookups, a.threads, m)
 }
 
@@ -1625,6 +1896,10 @@ mod tests {
         assert_eq!(back.0, m.0);
         assert!(Metrics::decode("novalue").is_err());
         assert_eq!(count(Some(1234567.0)), "1,234,567");
+        assert!((poisson_tail(1.0, 0.11) - (1.0 - (-0.11f64).exp())).abs() < 1e-12);
+        assert_eq!(poisson_tail(0.0, 3.0), 1.0);
+        assert_eq!(consistency(Some(110.0), Some(100.0)), "z = 1.00");
+        assert_eq!(consistency(Some(0.0), Some(0.11)), "P(≤0) = 90%");
         let mut t = TextTable::new(&["x", "long header"]);
         t.row(vec!["1".into(), "2".into()]);
         assert_eq!(t.render().lines().count(), 3);

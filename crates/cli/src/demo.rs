@@ -16,18 +16,23 @@ use psikit_primitives::oprf::ServerKey;
 use psikit_protocols::filter_psi::{
     tags_from_reader, ClientCache, FilterConfig, FilterService, ServerLimits, ServerState, SyncKind,
 };
+use psikit_protocols::rr16::{run_receiver, run_sender, Rr16Config};
 use psikit_protocols::service::{self, Services};
 use psikit_transport::net::{connect, Listener};
 use psikit_transport::{Channel, Limits};
 
 use crate::args::runtime;
-use crate::filter_cmd::{print_query, unique_keys};
+use crate::filter_cmd::print_query;
+use crate::matches::unique_keys;
 use crate::report;
+use crate::rr16_cmd::print_run;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Protocol {
     /// Unbalanced PSI: DH OPRF + updatable cuckoo filter.
     Filter,
+    /// Malicious-secure PSI: OT extension + garbled Bloom filter (RR16).
+    Rr16,
 }
 
 #[derive(Args)]
@@ -58,6 +63,9 @@ pub fn run(a: DemoArgs) -> Result<()> {
     let all = a.protocol.is_none();
     if all || a.protocol == Some(Protocol::Filter) {
         filter_demo(&a, &dir.join("filter"))?;
+    }
+    if all || a.protocol == Some(Protocol::Rr16) {
+        rr16_demo(&a, &dir.join("rr16"))?;
     }
     println!("\ndemo passed: every result matched the plaintext intersection");
     Ok(())
@@ -253,7 +261,67 @@ fn check(what: &str, got: &BTreeSet<u64>, expected: &BTreeSet<u64>) -> Result<()
     Ok(())
 }
 
-/// Used by `bench`: a loopback TCP channel pair.
+/// Both RR16 modes over loopback TCP on two generated files of the
+/// client's size, the receiver's result checked and revealed to the sender.
+fn rr16_demo(a: &DemoArgs, dir: &Path) -> Result<()> {
+    println!("\n== rr16: malicious-secure PSI, OT extension + garbled Bloom filter ==");
+    std::fs::create_dir_all(dir)?;
+    let (sender_csv, receiver_csv) = (dir.join("sender.csv"), dir.join("receiver.csv"));
+    let n = a.client_items.max(1);
+    let overlap = a.overlap.min(n);
+    let plan = write_overlapping_pair(&sender_csv, &receiver_csv, n, n, overlap, a.seed)?;
+    println!("generated two files of {n} rows with {overlap} in common");
+    let spec = email_spec();
+    let sender_table = read_rows(&sender_csv, &spec)?;
+    let receiver_table = read_rows(&receiver_csv, &spec)?;
+    let (sender_keys, _) = unique_keys(&sender_table);
+    let (receiver_keys, receiver_rows) = unique_keys(&receiver_table);
+    let expected: BTreeSet<u64> = plan.common_ids.iter().copied().collect();
+    for malicious in [true, false] {
+        let cfg = Rr16Config {
+            malicious,
+            reveal_to_sender: true,
+            ..Rr16Config::default()
+        };
+        let t = Instant::now();
+        let (sender_out, receiver_out) = runtime()?.block_on(async {
+            let (mut to_sender, mut to_receiver) = loopback_pair(Limits::default()).await?;
+            let keys = sender_keys.clone();
+            let cfg2 = cfg.clone();
+            let sender =
+                tokio::spawn(async move { run_sender(&mut to_receiver, &keys, &cfg2).await });
+            let receiver = run_receiver(&mut to_sender, &receiver_keys, &cfg).await?;
+            anyhow::Ok((sender.await??, receiver))
+        })?;
+        let mode = if malicious {
+            "malicious"
+        } else {
+            "semi-honest"
+        };
+        println!("{mode}: done in {}", report::secs(t.elapsed()));
+        let r = &receiver_out;
+        print_run(
+            "  receiver",
+            &r.params,
+            &r.phases,
+            r.bytes_sent,
+            r.bytes_received,
+        );
+        check(
+            &format!("{mode} receiver"),
+            &matched_ids(&receiver_table, &receiver_rows, &r.matches)?,
+            &expected,
+        )?;
+        let revealed = sender_out.revealed.as_ref().map_or(0, Vec::len);
+        ensure!(
+            revealed == expected.len(),
+            "the sender was told {revealed} matches"
+        );
+    }
+    Ok(())
+}
+
+/// A loopback TCP channel pair (client side, server side).
 pub async fn loopback_pair(limits: Limits) -> Result<(Channel, Channel)> {
     let listener = Listener::bind("127.0.0.1:0", None, limits).await?;
     let addr = listener.local_addr()?.to_string();

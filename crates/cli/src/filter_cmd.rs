@@ -1,14 +1,13 @@
 //! `psikit filter ...`: set-up, updates, sync and queries of the filter
 //! protocol.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
-use psikit_io::{read_rows, KeyReader, MatchWriter, Table};
+use psikit_io::{read_rows, KeyReader};
 use psikit_primitives::oprf::ServerKey;
 use psikit_protocols::filter_psi::{
     tags_from_reader, ClientCache, FilterConfig, QueryOutcome, ServerState, SyncKind, SyncOutcome,
@@ -16,6 +15,7 @@ use psikit_protocols::filter_psi::{
 use psikit_transport::net::connect;
 
 use crate::args::{runtime, ClientTlsArgs, CsvArgs, NetArgs};
+use crate::matches::{unique_keys, write_matches};
 use crate::report;
 
 #[derive(Subcommand)]
@@ -291,43 +291,6 @@ fn sync(a: &SyncArgs) -> Result<()> {
         print_sync(&outcome);
         Ok(())
     })
-}
-
-/// Unique keys of a table and, for each, the rows that carry it.
-pub fn unique_keys(table: &Table) -> (Vec<Vec<u8>>, Vec<Vec<usize>>) {
-    let mut index: HashMap<&[u8], usize> = HashMap::new();
-    let (mut keys, mut rows) = (Vec::new(), Vec::<Vec<usize>>::new());
-    for (i, row) in table.rows.iter().enumerate() {
-        let slot = *index.entry(row.key.as_slice()).or_insert_with(|| {
-            keys.push(row.key.clone());
-            rows.push(Vec::new());
-            keys.len() - 1
-        });
-        rows[slot].push(i);
-    }
-    (keys, rows)
-}
-
-/// Writes the rows of `table` whose key matched; returns how many.
-pub fn write_matches(
-    path: &Path,
-    table: &Table,
-    rows_of_key: &[Vec<usize>],
-    matches: &[bool],
-) -> Result<u64> {
-    let mut out = MatchWriter::create(path, table.headers.as_ref(), &[])?;
-    let mut selected: Vec<usize> = rows_of_key
-        .iter()
-        .zip(matches)
-        .filter(|(_, m)| **m)
-        .flat_map(|(rows, _)| rows.iter().copied())
-        .collect();
-    selected.sort_unstable();
-    for &i in &selected {
-        out.write_row::<&[u8]>(&table.rows[i].record, &[])?;
-    }
-    out.finish()?;
-    Ok(selected.len() as u64)
 }
 
 pub fn print_query(o: &QueryOutcome) {

@@ -5,7 +5,9 @@ mod args;
 mod bench;
 mod demo;
 mod filter_cmd;
+mod matches;
 mod report;
+mod rr16_cmd;
 mod serve;
 
 use clap::{Parser, Subcommand};
@@ -25,6 +27,10 @@ enum Command {
     /// Unbalanced PSI with a DH OPRF and an updatable cuckoo filter.
     #[command(subcommand)]
     Filter(filter_cmd::FilterCommand),
+    /// Two-party malicious-secure PSI from OT extension and garbled Bloom
+    /// filters (Rindal-Rosulek).
+    #[command(subcommand)]
+    Rr16(rr16_cmd::Rr16Command),
     /// Run the long-running PSI server.
     Serve(serve::ServeArgs),
     /// Measure performance and print the figures.
@@ -36,6 +42,7 @@ fn main() {
     let result = match cli.command {
         Command::Demo(a) => demo::run(a),
         Command::Filter(c) => filter_cmd::run(c),
+        Command::Rr16(c) => rr16_cmd::run(c),
         Command::Serve(a) => serve::run(a),
         Command::Bench(a) => bench::run(a),
     };

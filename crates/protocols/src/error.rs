@@ -28,6 +28,10 @@ pub enum Error {
     Oprf(#[from] psikit_primitives::oprf::OprfError),
     #[error("filter: {0}")]
     Filter(#[from] psikit_structures::FilterError),
+    #[error("oblivious transfer: {0}")]
+    Ot(#[from] psikit_ot::OtError),
+    #[error("protocol aborted: {0}")]
+    Aborted(String),
     #[error("protocol error: {0}")]
     Protocol(String),
     #[error(
@@ -60,6 +64,7 @@ impl Error {
             Error::Oprf(e) => (ErrorCode::BadRequest, e.to_string()),
             Error::Protocol(t) => (ErrorCode::BadRequest, t.clone()),
             Error::StaleFilter { .. } => (ErrorCode::Stale, self.to_string()),
+            Error::Aborted(t) => (ErrorCode::Aborted, t.clone()),
             Error::Transport(_) => return None,
             _ => (ErrorCode::Internal, "internal server error".to_string()),
         };

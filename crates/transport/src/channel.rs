@@ -202,6 +202,23 @@ impl Channel {
         Ok(data)
     }
 
+    /// Replaces a broken-connection error with the reason the peer gave, if
+    /// it sent an error frame before hanging up (e.g. it aborted while we
+    /// were still writing). Other errors are returned unchanged.
+    pub async fn explain(&mut self, err: TransportError) -> TransportError {
+        if !matches!(err, TransportError::Io(_) | TransportError::Closed) {
+            return err;
+        }
+        let pending = tokio::time::timeout(Duration::from_millis(200), self.read_frame()).await;
+        match pending {
+            Ok(Ok(Some(frame))) if frame.is_error() => match ErrorMessage::decode(&frame.payload) {
+                Ok(msg) => TransportError::Peer(msg),
+                Err(_) => err,
+            },
+            _ => err,
+        }
+    }
+
     /// Receives a frame and checks it is of the expected protocol and kind.
     pub async fn recv_expect(&mut self, protocol: u8, kind: u8) -> Result<Frame, TransportError> {
         let frame = self.recv().await?;
@@ -289,6 +306,18 @@ mod tests {
             TransportError::Peer(m) => assert_eq!(m.code, ErrorCode::Stale),
             other => panic!("unexpected {other}"),
         }
+    }
+
+    #[tokio::test]
+    async fn explain_finds_the_peers_last_error() {
+        let (mut a, mut b) = Channel::memory_pair(small_limits());
+        a.send_error(1, &ErrorMessage::new(ErrorCode::Aborted, "cheater"))
+            .await;
+        drop(a);
+        let err = b.explain(TransportError::Closed).await;
+        assert!(matches!(err, TransportError::Peer(m) if m.text == "cheater"));
+        let err = b.explain(TransportError::Timeout("x")).await;
+        assert!(matches!(err, TransportError::Timeout(_)));
     }
 
     #[tokio::test]

@@ -168,6 +168,35 @@ impl Rr16Params {
         Ok(evaluate(n, k, p_chk, 1, &Search::default()))
     }
 
+    /// Semi-honest variant: the receiver's filter bits are the choice bits,
+    /// so no cut-and-choose. `k = kappa` hash functions at half load make
+    /// any given non-member look present with probability `2^-kappa`, which
+    /// also bounds an honest-but-curious receiver's offline guessing.
+    pub fn semi_honest(n: u64, s: &Search) -> Result<Self, Error> {
+        if n == 0 || n > 1 << 28 {
+            return Err(Error::Config(format!(
+                "set size must be between 1 and 2^28, got {n}"
+            )));
+        }
+        let k = s.kappa.ceil() as u32;
+        let n_bf = (n as f64 * f64::from(k) / std::f64::consts::LN_2).ceil() as u64;
+        let chunks = n_bf.div_ceil(s.max_chunk_ots.max(1));
+        let per_chunk = n_bf.div_ceil(chunks);
+        Ok(Self {
+            n,
+            k,
+            p_chk: 0.0,
+            n_ot: chunks * per_chunk,
+            n_bf: chunks * per_chunk,
+            alpha: 0.5,
+            n_maxones: 0,
+            chunks,
+            ots_per_chunk: per_chunk,
+            bf_per_chunk: per_chunk,
+            ones_per_chunk: 0,
+        })
+    }
+
     /// Searches `(k, p_chk)` as in section 5.2 / Figure 5, with as many
     /// chunks as `max_chunk_ots` requires.
     pub fn search(n: u64, s: &Search) -> Result<Self, Error> {

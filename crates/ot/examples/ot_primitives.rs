@@ -1,0 +1,108 @@
+//! Single-thread cost of the building blocks of OT extension, per OT
+//! (128-bit row) or per AES block: where the time of `ot_bench` goes.
+//!
+//! ```sh
+//! cargo run --release -p psikit-ot --example ot_primitives
+//! ```
+
+use std::hint::black_box;
+use std::time::Instant;
+
+use psikit_ot::aes_hash::{cr_many, permute_many, tccr_many, Prg};
+use psikit_ot::gf128;
+use psikit_ot::transpose::{best_path, transpose_128xn, transpose_128xn_with, Path};
+
+/// Median over 5 runs of the nanoseconds per item of `f` over `items` items.
+fn time(items: usize, mut f: impl FnMut()) -> f64 {
+    let mut v: Vec<f64> = (0..5)
+        .map(|_| {
+            let t = Instant::now();
+            f();
+            t.elapsed().as_nanos() as f64 / items as f64
+        })
+        .collect();
+    v.sort_by(|a, b| a.partial_cmp(b).expect("no NaN"));
+    v[2]
+}
+
+fn main() {
+    let n = 1 << 20;
+    let mut buf: Vec<u128> = (0..n as u128).collect();
+    println!("# ns per item, one thread, n = {n}");
+    println!(
+        "aes fixed-key permute      {:6.2} ns/block",
+        time(n, || permute_many(black_box(&mut buf)))
+    );
+    println!(
+        "cr hash                    {:6.2} ns/block",
+        time(n, || cr_many(black_box(&mut buf)))
+    );
+    println!(
+        "tccr hash                  {:6.2} ns/block",
+        time(n, || tccr_many(black_box(&mut buf), |k| k as u128))
+    );
+    let prg = Prg::new(7);
+    println!(
+        "prg fill (bulk)            {:6.2} ns/block",
+        time(n, || prg.fill(0, black_box(&mut buf)))
+    );
+    let prgs: Vec<Prg> = (0..128u128).map(Prg::new).collect();
+    let per_col = 8;
+    println!(
+        "prg fill (8-block columns) {:6.2} ns/block",
+        time(n, || {
+            for (k, chunk) in buf.chunks_mut(per_col).enumerate() {
+                prgs[k % 128].fill(k as u64, chunk);
+            }
+        })
+    );
+    println!(
+        "aes permute, 64-block calls {:5.2} ns/block",
+        time(n, || {
+            for c in buf.chunks_mut(64) {
+                permute_many(black_box(c));
+            }
+        })
+    );
+    let mut rows = vec![0u128; n];
+    println!(
+        "transpose in 1024-row sub-batches {:6.2} ns/row",
+        time(n, || {
+            for (c, r) in buf.chunks(1024).zip(rows.chunks_mut(1024)) {
+                transpose_128xn(black_box(c), r);
+            }
+        })
+    );
+    for path in [Path::Portable, Path::Sse2, Path::Avx2] {
+        println!(
+            "  {path:?}, 1024-row sub-batches  {:6.2} ns/row",
+            time(n, || {
+                for (c, r) in buf.chunks(1024).zip(rows.chunks_mut(1024)) {
+                    transpose_128xn_with(path, black_box(c), r);
+                }
+            })
+        );
+    }
+    println!(
+        "transpose 128xn whole ({:?}) {:6.2} ns/row",
+        best_path(),
+        time(n, || transpose_128xn(black_box(&buf), &mut rows))
+    );
+    let chis: Vec<u128> = (0..n as u128).map(|x| x * 3 + 1).collect();
+    println!(
+        "gf128 inner product        {:6.2} ns/term (clmul={})",
+        time(n, || {
+            black_box(gf128::inner_product(black_box(&chis), &buf));
+        }),
+        gf128::has_clmul()
+    );
+    println!(
+        "gf128 inner product port.  {:6.2} ns/term",
+        time(n / 16, || {
+            black_box(gf128::inner_product_portable(
+                &chis[..n / 16],
+                &buf[..n / 16],
+            ));
+        })
+    );
+}

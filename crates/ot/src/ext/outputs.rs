@@ -1,0 +1,376 @@
+//! The outputs of a 1-out-of-2 extension: correlated rows, and random-OT
+//! messages hashed on demand, or all random-OT messages hashed during the
+//! extension.
+
+use std::sync::OnceLock;
+
+use rayon::prelude::*;
+use zeroize::Zeroize;
+
+use crate::aes_hash::{cr, cr_many, tccr, tccr_many};
+use crate::base::{BaseReceiverOutput, BaseSenderOutput};
+use crate::matrix::SUB_BATCH;
+use crate::ChoiceBits;
+
+/// Which hash turns a correlated row into a random-OT message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RowHash {
+    Cr,
+    Tccr,
+}
+
+impl RowHash {
+    pub(crate) fn one(self, tweak: u64, x: u128) -> u128 {
+        match self {
+            RowHash::Cr => cr(x),
+            RowHash::Tccr => tccr(u128::from(tweak), x),
+        }
+    }
+
+    /// Hashes `xs` in place; block `k` has tweak `tweak(k)`.
+    pub(crate) fn many(self, xs: &mut [u128], tweak: impl Fn(usize) -> u64) {
+        match self {
+            RowHash::Cr => cr_many(xs),
+            RowHash::Tccr => tccr_many(xs, |k| u128::from(tweak(k))),
+        }
+    }
+}
+
+/// `xs[i] ← H(row0 + i, xs[i])`: hashes rows in place (a receiver's `t_i`
+/// into its messages, a sender's `q_i` into `m_{i,0}`). Parallel over
+/// sub-batches.
+pub(super) fn hash_in_place(hash: RowHash, row0: u64, xs: &mut [u128]) {
+    xs.par_chunks_mut(SUB_BATCH)
+        .enumerate()
+        .for_each(|(c, xs)| {
+            let base = row0 + (c * SUB_BATCH) as u64;
+            hash.many(xs, |k| base + k as u64);
+        });
+}
+
+/// `out[i] ← H(row0 + i, q_i ⊕ Δ)`: the sender's bit-1 messages. Parallel
+/// over sub-batches.
+pub(super) fn hash_flipped(hash: RowHash, delta: u128, row0: u64, q: &[u128], out: &mut [u128]) {
+    out.par_chunks_mut(SUB_BATCH)
+        .zip(q.par_chunks(SUB_BATCH))
+        .enumerate()
+        .for_each(|(c, (o, q))| {
+            for (o, q) in o.iter_mut().zip(q) {
+                *o = q ^ delta;
+            }
+            let base = row0 + (c * SUB_BATCH) as u64;
+            hash.many(o, |k| base + k as u64);
+        });
+}
+
+/// The sender's side of extended OTs: correlated rows `q_i` and `Δ`.
+///
+/// As correlated OT: messages `q_i` and `q_i ⊕ Δ`. As random OT: messages
+/// `H(i, q_i)` and `H(i, q_i ⊕ Δ)`, hashed when asked for.
+pub struct SenderOts {
+    rows: Vec<u128>,
+    delta: u128,
+    first_row: u64,
+    pub(crate) hash: RowHash,
+    hashed: OnceLock<Vec<[u128; 2]>>,
+}
+
+impl std::fmt::Debug for SenderOts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "SenderOts({} OTs from row {}, hidden)",
+            self.rows.len(),
+            self.first_row
+        )
+    }
+}
+
+impl Drop for SenderOts {
+    fn drop(&mut self) {
+        self.rows.zeroize();
+        self.delta.zeroize();
+        if let Some(mut h) = self.hashed.take() {
+            bytemuck::cast_slice_mut::<[u128; 2], u128>(&mut h).zeroize();
+        }
+    }
+}
+
+impl SenderOts {
+    pub(super) fn new(rows: Vec<u128>, delta: u128, first_row: u64, hash: RowHash) -> Self {
+        Self {
+            rows,
+            delta,
+            first_row,
+            hash,
+            hashed: OnceLock::new(),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    /// The global correlation `Δ` (secret).
+    pub fn delta(&self) -> u128 {
+        self.delta
+    }
+
+    /// Correlated-OT messages for bit 0: `q_i` (bit-1 messages are `q_i ⊕ Δ`).
+    pub fn q(&self) -> &[u128] {
+        &self.rows
+    }
+
+    /// Correlated-OT pair `(q_i, q_i ⊕ Δ)`.
+    pub fn correlated(&self, i: usize) -> [u128; 2] {
+        [self.rows[i], self.rows[i] ^ self.delta]
+    }
+
+    /// The tweak (global row index) OT `i` is hashed with.
+    pub fn tweak(&self, i: usize) -> u64 {
+        self.first_row + i as u64
+    }
+
+    /// Random-OT message `m_{i,bit}`: hashed now, unless an earlier
+    /// [`SenderOts::messages`] already hashed everything.
+    pub fn message(&self, i: usize, bit: bool) -> u128 {
+        if let Some(h) = self.hashed.get() {
+            return h[i][usize::from(bit)];
+        }
+        let x = self.rows[i] ^ (self.delta & u128::from(bit).wrapping_neg());
+        self.hash.one(self.tweak(i), x)
+    }
+
+    /// Both random-OT messages of every OT; hashed in parallel on first use
+    /// and kept. (If only these are needed, [`super::OtExtSender::extend_random`]
+    /// is cheaper.)
+    pub fn messages(&self) -> &[[u128; 2]] {
+        self.hashed.get_or_init(|| {
+            let mut m0 = self.rows.clone();
+            let mut m1 = vec![0u128; m0.len()];
+            hash_flipped(self.hash, self.delta, self.first_row, &m0, &mut m1);
+            hash_in_place(self.hash, self.first_row, &mut m0);
+            let pairs = m0.iter().zip(&m1).map(|(a, b)| [*a, *b]).collect();
+            m0.zeroize();
+            m1.zeroize();
+            pairs
+        })
+    }
+
+    /// The random-OT messages `m_{i,bit}` of every OT for one `bit` (e.g.
+    /// RR16's sender needs only the bit-1 messages), hashed in parallel.
+    pub fn messages_for(&self, bit: bool) -> Vec<u128> {
+        let d = self.delta & u128::from(bit).wrapping_neg();
+        let mut out: Vec<u128> = self.rows.iter().map(|q| q ^ d).collect();
+        hash_in_place(self.hash, self.first_row, &mut out);
+        out
+    }
+
+    /// Random-OT messages of `range` as base-OT sender outputs, e.g. to seed
+    /// another extension (KK13) without public-key operations.
+    pub fn to_base_sender(&self, range: std::ops::Range<usize>) -> BaseSenderOutput {
+        BaseSenderOutput::from_keys(
+            range
+                .map(|i| [self.message(i, false), self.message(i, true)])
+                .collect(),
+        )
+    }
+}
+
+/// The receiver's side of extended OTs: rows `t_i = q_i ⊕ b_i·Δ` and the
+/// choice bits `b_i`.
+pub struct ReceiverOts {
+    rows: Vec<u128>,
+    choices: ChoiceBits,
+    first_row: u64,
+    pub(crate) hash: RowHash,
+    hashed: OnceLock<Vec<u128>>,
+}
+
+impl std::fmt::Debug for ReceiverOts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "ReceiverOts({} OTs from row {}, hidden)",
+            self.rows.len(),
+            self.first_row
+        )
+    }
+}
+
+impl Drop for ReceiverOts {
+    fn drop(&mut self) {
+        self.rows.zeroize();
+        if let Some(mut h) = self.hashed.take() {
+            h.zeroize();
+        }
+    }
+}
+
+impl ReceiverOts {
+    pub(super) fn new(rows: Vec<u128>, choices: ChoiceBits, first_row: u64, hash: RowHash) -> Self {
+        Self {
+            rows,
+            choices,
+            first_row,
+            hash,
+            hashed: OnceLock::new(),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    pub fn choices(&self) -> &ChoiceBits {
+        &self.choices
+    }
+
+    pub fn choice(&self, i: usize) -> bool {
+        self.choices.get(i)
+    }
+
+    /// Correlated-OT messages `t_i = q_i ⊕ b_i·Δ`.
+    pub fn t(&self) -> &[u128] {
+        &self.rows
+    }
+
+    /// The tweak (global row index) OT `i` is hashed with.
+    pub fn tweak(&self, i: usize) -> u64 {
+        self.first_row + i as u64
+    }
+
+    /// Random-OT message `m_{i,b_i}`: hashed now, unless an earlier
+    /// [`ReceiverOts::messages`] already hashed everything.
+    pub fn message(&self, i: usize) -> u128 {
+        if let Some(h) = self.hashed.get() {
+            return h[i];
+        }
+        self.hash.one(self.tweak(i), self.rows[i])
+    }
+
+    /// Every random-OT message; hashed in parallel on first use and kept.
+    pub fn messages(&self) -> &[u128] {
+        self.hashed.get_or_init(|| {
+            let mut out = self.rows.clone();
+            hash_in_place(self.hash, self.first_row, &mut out);
+            out
+        })
+    }
+
+    /// Random-OT messages of `range` as base-OT receiver outputs.
+    pub fn to_base_receiver(&self, range: std::ops::Range<usize>) -> BaseReceiverOutput {
+        let bits: Vec<bool> = range.clone().map(|i| self.choice(i)).collect();
+        let keys = range.map(|i| self.message(i)).collect();
+        BaseReceiverOutput::from_keys(ChoiceBits::from_bools(&bits), keys)
+            .expect("one key per choice bit")
+    }
+}
+
+/// All random-OT messages of the sender, hashed during the extension
+/// ([`super::OtExtSender::extend_random`]); the correlated rows are not kept.
+pub struct RandomSenderOts {
+    m0: Vec<u128>,
+    m1: Vec<u128>,
+}
+
+impl std::fmt::Debug for RandomSenderOts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "RandomSenderOts({} OTs, hidden)", self.m0.len())
+    }
+}
+
+impl Drop for RandomSenderOts {
+    fn drop(&mut self) {
+        self.m0.zeroize();
+        self.m1.zeroize();
+    }
+}
+
+impl RandomSenderOts {
+    pub(super) fn new(m0: Vec<u128>, m1: Vec<u128>) -> Self {
+        debug_assert_eq!(m0.len(), m1.len());
+        Self { m0, m1 }
+    }
+
+    pub fn len(&self) -> usize {
+        self.m0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.m0.is_empty()
+    }
+
+    /// Message `m_{i,bit}`.
+    pub fn message(&self, i: usize, bit: bool) -> u128 {
+        if bit {
+            self.m1[i]
+        } else {
+            self.m0[i]
+        }
+    }
+
+    /// The messages `m_{i,bit}` of every OT for one `bit`.
+    pub fn messages_for(&self, bit: bool) -> &[u128] {
+        if bit {
+            &self.m1
+        } else {
+            &self.m0
+        }
+    }
+}
+
+/// All random-OT messages of the receiver, hashed during the extension
+/// ([`super::OtExtReceiver::extend_random`]), with its choice bits.
+pub struct RandomReceiverOts {
+    messages: Vec<u128>,
+    choices: ChoiceBits,
+}
+
+impl std::fmt::Debug for RandomReceiverOts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "RandomReceiverOts({} OTs, hidden)", self.messages.len())
+    }
+}
+
+impl Drop for RandomReceiverOts {
+    fn drop(&mut self) {
+        self.messages.zeroize();
+    }
+}
+
+impl RandomReceiverOts {
+    pub(super) fn new(messages: Vec<u128>, choices: ChoiceBits) -> Self {
+        Self { messages, choices }
+    }
+
+    pub fn len(&self) -> usize {
+        self.messages.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.messages.is_empty()
+    }
+
+    pub fn choices(&self) -> &ChoiceBits {
+        &self.choices
+    }
+
+    /// Message `m_{i,b_i}`.
+    pub fn message(&self, i: usize) -> u128 {
+        self.messages[i]
+    }
+
+    /// Every message `m_{i,b_i}`.
+    pub fn messages(&self) -> &[u128] {
+        &self.messages
+    }
+}

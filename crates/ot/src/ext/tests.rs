@@ -1,0 +1,407 @@
+use super::*;
+use psikit_transport::{ErrorCode, Limits, TransportError};
+use rand::SeedableRng;
+
+fn rng(seed: u64) -> StdRng {
+    StdRng::seed_from_u64(seed)
+}
+
+fn sid() -> SessionId {
+    SessionId::new(b"ext-tests")
+}
+
+/// Both parties set up over an in-memory channel, the sender in its own
+/// task; returns the two parties and their channels.
+async fn setup_pair(
+    security: Security,
+    cfg: ExtConfig,
+    delta: Option<u128>,
+) -> (OtExtSender, Channel, OtExtReceiver, Channel) {
+    let (mut cs, mut cr) = Channel::memory_pair(Limits::default());
+    let scfg = cfg.clone();
+    let sender = tokio::spawn(async move {
+        let mut rng = rng(1);
+        let s = match delta {
+            Some(d) => {
+                OtExtSender::setup_with_delta(&mut cs, &sid(), security, scfg, d, &mut rng).await
+            }
+            None => OtExtSender::setup(&mut cs, &sid(), security, scfg, &mut rng).await,
+        };
+        (s.unwrap(), cs)
+    });
+    let r = OtExtReceiver::setup(&mut cr, &sid(), security, cfg, &mut rng(2))
+        .await
+        .unwrap();
+    let (s, cs) = sender.await.unwrap();
+    (s, cs, r, cr)
+}
+
+/// One extension with the sender in its own task.
+async fn extend_pair(
+    mut s: OtExtSender,
+    mut cs: Channel,
+    r: &mut OtExtReceiver,
+    cr: &mut Channel,
+    choices: &ChoiceBits,
+) -> (
+    Result<SenderOts, OtError>,
+    Result<ReceiverOts, OtError>,
+    OtExtSender,
+    Channel,
+) {
+    let n = choices.len();
+    let task = tokio::spawn(async move {
+        let out = s.extend(&mut cs, n).await;
+        (out, s, cs)
+    });
+    let rout = r.extend(cr, choices).await;
+    let (sout, s, cs) = task.await.unwrap();
+    (sout, rout, s, cs)
+}
+
+/// Checks the COT correlation and the random-OT outputs.
+fn assert_outputs(s: &SenderOts, r: &ReceiverOts, choices: &ChoiceBits) {
+    assert_eq!(s.len(), choices.len());
+    assert_eq!(r.len(), choices.len());
+    assert_eq!(r.choices(), choices);
+    let delta = s.delta();
+    let sm = s.messages();
+    let rm = r.messages();
+    for i in 0..choices.len() {
+        let b = choices.get(i);
+        assert_eq!(
+            s.q()[i] ^ r.t()[i],
+            if b { delta } else { 0 },
+            "COT row {i}"
+        );
+        assert_eq!(s.correlated(i)[usize::from(b)], r.t()[i]);
+        assert_eq!(rm[i], sm[i][usize::from(b)], "ROT {i}");
+        assert_ne!(rm[i], sm[i][usize::from(!b)], "ROT {i} other message");
+        assert_eq!(rm[i], r.message(i));
+        assert_eq!(sm[i], [s.message(i, false), s.message(i, true)]);
+    }
+    assert_eq!(
+        s.messages_for(true),
+        sm.iter().map(|p| p[1]).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        s.messages_for(false),
+        sm.iter().map(|p| p[0]).collect::<Vec<_>>()
+    );
+}
+
+async fn random_ots_work(security: Security, cfg: ExtConfig) {
+    let (s, cs, mut r, mut cr) = setup_pair(security, cfg, None).await;
+    // 10% ones, a count that is not a multiple of 128, then a second
+    // extension on the same base OTs.
+    let c1 = ChoiceBits::random_with_ones(70_001, 7_000, &mut rng(3));
+    let (so, ro, s, cs) = extend_pair(s, cs, &mut r, &mut cr, &c1).await;
+    assert_outputs(&so.unwrap(), &ro.unwrap(), &c1);
+    let c2 = ChoiceBits::random(3_000, &mut rng(4));
+    let (so, ro, s, _) = extend_pair(s, cs, &mut r, &mut cr, &c2).await;
+    let (so, ro) = (so.unwrap(), ro.unwrap());
+    assert_outputs(&so, &ro, &c2);
+    // The second batch continues the PRG streams and tweaks.
+    assert!(so.tweak(0) >= 70_001);
+    assert_ne!(s.delta(), 0);
+}
+
+#[tokio::test]
+async fn iknp_random_ots() {
+    random_ots_work(Security::SemiHonest, ExtConfig::default()).await;
+}
+
+#[tokio::test]
+async fn kos_random_ots() {
+    random_ots_work(Security::Malicious, ExtConfig::default()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_thread_pools_small_frames_and_extend_random() {
+    let mut cfg = ExtConfig::with_threads(1).unwrap();
+    cfg.frame_rows = 1024; // many frames, the last one partial
+    random_ots_work(Security::Malicious, cfg.clone()).await;
+    random_ots_work(Security::SemiHonest, cfg.clone()).await;
+    extend_random_work(Security::Malicious, cfg.clone()).await;
+    extend_random_work(Security::SemiHonest, cfg).await;
+}
+
+/// `extend_random` on one side interoperates with `extend` on the other,
+/// and gives the same messages as lazy hashing.
+async fn extend_random_work(security: Security, cfg: ExtConfig) {
+    let (mut s, mut cs, mut r, mut cr) = setup_pair(security, cfg, None).await;
+    let choices = ChoiceBits::random_with_ones(5_000, 500, &mut rng(21));
+    let n = choices.len();
+    let task = tokio::spawn(async move {
+        let random = s.extend_random(&mut cs, n).await.unwrap();
+        let lazy = s.extend(&mut cs, n).await.unwrap();
+        (random, lazy)
+    });
+    let lazy = r.extend(&mut cr, &choices).await.unwrap();
+    let random = r.extend_random(&mut cr, &choices).await.unwrap();
+    let (s_random, s_lazy) = task.await.unwrap();
+    assert_eq!(random.choices(), &choices);
+    assert_eq!((s_random.len(), random.len()), (n, n));
+    for i in 0..n {
+        let b = choices.get(i);
+        assert_eq!(s_random.message(i, b), lazy.message(i));
+        assert_ne!(s_random.message(i, !b), lazy.message(i));
+        assert_eq!(s_random.messages_for(b)[i], lazy.message(i));
+        assert_eq!(s_lazy.message(i, b), random.message(i));
+        assert_eq!(random.messages()[i], random.message(i));
+    }
+}
+
+#[tokio::test]
+async fn chosen_delta_and_all_ones_or_zeros() {
+    let delta = 0x0123_4567_89ab_cdef_0011_2233_4455_6677 | 1;
+    let (s, cs, mut r, mut cr) =
+        setup_pair(Security::Malicious, ExtConfig::default(), Some(delta)).await;
+    assert_eq!(s.delta(), delta);
+    let ones = ChoiceBits::from_bools(&[true; 300]);
+    let (so, ro, s, cs) = extend_pair(s, cs, &mut r, &mut cr, &ones).await;
+    assert_outputs(&so.unwrap(), &ro.unwrap(), &ones);
+    let zeros = ChoiceBits::zeros(5);
+    let (so, ro, _, _) = extend_pair(s, cs, &mut r, &mut cr, &zeros).await;
+    assert_outputs(&so.unwrap(), &ro.unwrap(), &zeros);
+}
+
+/// Runs a KOS extension whose receiver cheats as `cheat` says; returns the
+/// sender's and receiver's results.
+async fn cheating_run(
+    delta: Option<u128>,
+    cheat: Cheat,
+) -> (
+    Result<SenderOts, OtError>,
+    Result<ReceiverOts, OtError>,
+    u128,
+) {
+    let (s, cs, mut r, mut cr) = setup_pair(Security::Malicious, ExtConfig::default(), delta).await;
+    let d = s.delta();
+    r.cheat = Some(cheat);
+    let choices = ChoiceBits::random(10_000, &mut rng(8));
+    let (so, ro, _, _) = extend_pair(s, cs, &mut r, &mut cr, &choices).await;
+    (so, ro, d)
+}
+
+fn assert_caught(so: Result<SenderOts, OtError>, ro: Result<ReceiverOts, OtError>) {
+    assert!(matches!(so, Err(OtError::ConsistencyCheck)), "{so:?}");
+    match ro {
+        Err(OtError::Transport(TransportError::Peer(m))) => assert_eq!(m.code, ErrorCode::Aborted),
+        other => panic!("receiver should see the abort, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn kos_catches_inconsistent_columns() {
+    // Column j uses choice vector r with bit (37 * j) flipped: the matrix is
+    // consistent with no single r. Each cheated column passes with
+    // probability 1/2, all 128 with probability 2^-128.
+    let flips = (0..128).map(|j| (j, (37 * j) % 10_000)).collect();
+    for compensate in [false, true] {
+        let (so, ro, _) = cheating_run(
+            None,
+            Cheat {
+                flips: Flips::clone(&flips),
+                compensate,
+            },
+        )
+        .await;
+        assert_caught(so, ro);
+    }
+    // A receiver using a completely different random choice vector in half
+    // of the columns.
+    let mut other = rng(99);
+    let flips = (0..128)
+        .step_by(2)
+        .flat_map(|j| {
+            let bits: Vec<usize> = (0..10_000).filter(|_| other.gen::<bool>()).collect();
+            bits.into_iter().map(move |i| (j, i))
+        })
+        .collect();
+    let (so, ro, _) = cheating_run(
+        None,
+        Cheat {
+            flips,
+            compensate: false,
+        },
+    )
+    .await;
+    assert_caught(so, ro);
+}
+
+type Flips = Vec<(usize, usize)>;
+
+#[tokio::test]
+async fn kos_check_leaks_only_a_guessed_bit() {
+    // The inherent KOS leakage: cheating in one column passes exactly when
+    // the cheater's guess of that bit of Δ is right (uncompensated flips
+    // pass iff Δ_j = 0, compensated ones iff Δ_j = 1), and is caught otherwise.
+    let delta: u128 = 0b10; // Δ_0 = 0, Δ_1 = 1
+    for (col, compensate, passes) in [
+        (0, false, true),
+        (1, false, false),
+        (0, true, false),
+        (1, true, true),
+    ] {
+        let cheat = Cheat {
+            flips: vec![(col, 4242)],
+            compensate,
+        };
+        let (so, ro, _) = cheating_run(Some(delta), cheat).await;
+        if passes {
+            assert!(so.is_ok() && ro.is_ok());
+        } else {
+            assert_caught(so, ro);
+        }
+    }
+}
+
+#[tokio::test]
+async fn malformed_messages_are_errors() {
+    // Wrong-sized matrix frame.
+    let (mut s, mut cs, _r, mut cr) =
+        setup_pair(Security::SemiHonest, ExtConfig::default(), None).await;
+    let task = tokio::spawn(async move { (s.extend(&mut cs, 1000).await, s, cs) });
+    let h = ExtHeader {
+        mode: Mode::Iknp,
+        param: 0,
+        first_row: 0,
+        n: 1000,
+        frame_rows: 1024,
+    };
+    cr.send(&h.to_frame()).await.unwrap();
+    cr.send(&Frame::new(PROTOCOL_ID, kind::EXT_MATRIX, vec![0; 100]))
+        .await
+        .unwrap();
+    let (out, mut s, mut cs) = task.await.unwrap();
+    assert!(matches!(out, Err(OtError::Malformed(_))), "{out:?}");
+    assert!(matches!(cr.recv().await, Err(TransportError::Peer(_))));
+    // The failed instance refuses further use.
+    assert!(matches!(
+        s.extend(&mut cs, 10).await,
+        Err(OtError::Poisoned)
+    ));
+
+    // Header disagreeing on the count, the mode, the row, or the frame size.
+    for h in [
+        ExtHeader { n: 999, ..h },
+        ExtHeader {
+            mode: Mode::Kos,
+            ..h
+        },
+        ExtHeader { param: 4, ..h },
+        ExtHeader {
+            first_row: 128,
+            ..h
+        },
+        ExtHeader {
+            frame_rows: 1000,
+            ..h
+        },
+        ExtHeader {
+            frame_rows: 1 << 30,
+            ..h
+        },
+    ] {
+        let (mut s, mut cs, _r, mut cr) =
+            setup_pair(Security::SemiHonest, ExtConfig::default(), None).await;
+        let task = tokio::spawn(async move { s.extend(&mut cs, 1000).await });
+        cr.send(&h.to_frame()).await.unwrap();
+        let out = task.await.unwrap();
+        assert!(
+            matches!(out, Err(OtError::Mismatch(_) | OtError::Malformed(_))),
+            "{h:?}: {out:?}"
+        );
+    }
+
+    // Truncated header.
+    let (mut s, mut cs, _r, mut cr) =
+        setup_pair(Security::SemiHonest, ExtConfig::default(), None).await;
+    let task = tokio::spawn(async move { s.extend(&mut cs, 1000).await });
+    cr.send(&Frame::new(PROTOCOL_ID, kind::EXT_HEADER, vec![1, 0, 0]))
+        .await
+        .unwrap();
+    assert!(matches!(task.await.unwrap(), Err(OtError::Malformed(_))));
+
+    // A short KOS seed and a short KOS check answer.
+    let (_s, mut cs, mut r, mut cr) =
+        setup_pair(Security::Malicious, ExtConfig::default(), None).await;
+    let task = tokio::spawn(async move {
+        let choices = ChoiceBits::random(200, &mut rng(5));
+        r.extend(&mut cr, &choices).await
+    });
+    let _header = cs.recv_expect(PROTOCOL_ID, kind::EXT_HEADER).await.unwrap();
+    let _matrix = cs.recv_expect(PROTOCOL_ID, kind::EXT_MATRIX).await.unwrap();
+    cs.send(&Frame::new(PROTOCOL_ID, kind::KOS_SEED, vec![7; 15]))
+        .await
+        .unwrap();
+    assert!(matches!(task.await.unwrap(), Err(OtError::Malformed(_))));
+
+    let (mut s, mut cs, _r, mut cr) =
+        setup_pair(Security::Malicious, ExtConfig::default(), None).await;
+    let task = tokio::spawn(async move { s.extend(&mut cs, 100).await });
+    let h = ExtHeader {
+        mode: Mode::Kos,
+        param: 0,
+        first_row: 0,
+        n: 100,
+        frame_rows: 1024,
+    };
+    cr.send(&h.to_frame()).await.unwrap();
+    cr.send(&Frame::new(
+        PROTOCOL_ID,
+        kind::EXT_MATRIX,
+        vec![0; 256 * 16],
+    ))
+    .await
+    .unwrap();
+    let _seed = cr.recv_expect(PROTOCOL_ID, kind::KOS_SEED).await.unwrap();
+    cr.send(&Frame::new(PROTOCOL_ID, kind::KOS_CHECK, vec![0; 128 * 16]))
+        .await
+        .unwrap();
+    assert!(matches!(task.await.unwrap(), Err(OtError::Malformed(_))));
+}
+
+#[tokio::test]
+async fn bootstrap_from_extension_outputs() {
+    // 128 random OTs from one extension seed a second, independent
+    // extension in the same direction without public-key operations.
+    let (s, cs, mut r, mut cr) = setup_pair(Security::Malicious, ExtConfig::default(), None).await;
+    let choices = ChoiceBits::random(128, &mut rng(11));
+    let (so, ro, _, _) = extend_pair(s, cs, &mut r, &mut cr, &choices).await;
+    let (so, ro) = (so.unwrap(), ro.unwrap());
+    // The extension receiver becomes the new sender (it holds one key per OT).
+    let sid2 = sid().derive("second");
+    let s2 = OtExtSender::from_base_ots(
+        &ro.to_base_receiver(0..128),
+        &sid2,
+        Security::SemiHonest,
+        ExtConfig::default(),
+        &mut rng(12),
+    )
+    .unwrap();
+    let mut r2 = OtExtReceiver::from_base_ots(
+        &so.to_base_sender(0..128),
+        &sid2,
+        Security::SemiHonest,
+        ExtConfig::default(),
+        &mut rng(13),
+    )
+    .unwrap();
+    let (mut a, mut b) = Channel::memory_pair(Limits::default());
+    let c2 = ChoiceBits::random(1000, &mut rng(14));
+    let mut s2 = s2;
+    let task = tokio::spawn(async move { s2.extend(&mut a, 1000).await });
+    let ro2 = r2.extend(&mut b, &c2).await.unwrap();
+    let so2 = task.await.unwrap().unwrap();
+    assert_outputs(&so2, &ro2, &c2);
+    assert!(OtExtSender::from_base_ots(
+        &ro.to_base_receiver(0..100),
+        &sid2,
+        Security::SemiHonest,
+        ExtConfig::default(),
+        &mut rng(1)
+    )
+    .is_err());
+}

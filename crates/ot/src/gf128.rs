@@ -1,0 +1,168 @@
+//! Arithmetic in GF(2^128) for the KOS15 consistency check.
+//!
+//! An element is a `u128` whose bit `k` is the coefficient of `X^k`; the
+//! field is GF(2)\[X\] / (X^128 + X^7 + X^2 + X + 1). Products are first formed
+//! as unreduced 256-bit carry-less products `(lo, hi)`, so that long sums of
+//! products (the check's inner products) need a single reduction at the end.
+//!
+//! On x86_64 the carry-less multiply uses `PCLMULQDQ` when the CPU has it
+//! (checked at run time); otherwise a constant-time portable version runs.
+//! Tests check that both agree.
+
+/// An unreduced carry-less product: `lo + hi·X^128`.
+pub type Wide = (u128, u128);
+
+/// Carry-less 64×64 → 128-bit product, portable and constant time (no
+/// branches or table look-ups on the operands).
+fn clmul64_portable(a: u64, b: u64) -> u128 {
+    let a = u128::from(a);
+    let mut acc = 0u128;
+    for i in 0..64 {
+        let bit = u128::from((b >> i) & 1);
+        acc ^= (a & bit.wrapping_neg()) << i;
+    }
+    acc
+}
+
+/// Carry-less 128×128 → 256-bit product, portable.
+pub fn clmul_portable(a: u128, b: u128) -> Wide {
+    let (a0, a1) = (a as u64, (a >> 64) as u64);
+    let (b0, b1) = (b as u64, (b >> 64) as u64);
+    let lo = clmul64_portable(a0, b0);
+    let hi = clmul64_portable(a1, b1);
+    let mid = clmul64_portable(a0, b1) ^ clmul64_portable(a1, b0);
+    (lo ^ (mid << 64), hi ^ (mid >> 64))
+}
+
+/// Reduces `lo + hi·X^128` modulo X^128 + X^7 + X^2 + X + 1.
+pub fn reduce((lo, hi): Wide) -> u128 {
+    // X^128 ≡ X^7 + X^2 + X + 1, so hi·X^128 ≡ hi·(X^7+X^2+X+1). The bits of
+    // that product above X^127 (at most 7 of them) are folded once more.
+    let spill = (hi >> 127) ^ (hi >> 126) ^ (hi >> 121);
+    let fold = |v: u128| v ^ (v << 1) ^ (v << 2) ^ (v << 7);
+    lo ^ fold(hi) ^ fold(spill)
+}
+
+/// Whether the CPU can run the `PCLMULQDQ` fast path.
+pub fn has_clmul() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        is_x86_feature_detected!("pclmulqdq") && is_x86_feature_detected!("sse2")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// Carry-less 128×128 → 256-bit product (fast path when available).
+pub fn clmul(a: u128, b: u128) -> Wide {
+    inner_product(&[a], &[b])
+}
+
+/// Field multiplication.
+pub fn mul(a: u128, b: u128) -> u128 {
+    reduce(clmul(a, b))
+}
+
+/// `Σ a_k·b_k`, unreduced. The slices must have equal length.
+pub fn inner_product(a: &[u128], b: &[u128]) -> Wide {
+    assert_eq!(a.len(), b.len(), "inner product of unequal lengths");
+    #[cfg(target_arch = "x86_64")]
+    if has_clmul() {
+        // SAFETY: `has_clmul` just confirmed at run time that the CPU
+        // supports PCLMULQDQ and SSE2, the only features the function uses.
+        return unsafe { x86::inner_product(a, b) };
+    }
+    inner_product_portable(a, b)
+}
+
+/// Portable [`inner_product`], public for tests and benchmarks.
+pub fn inner_product_portable(a: &[u128], b: &[u128]) -> Wide {
+    assert_eq!(a.len(), b.len(), "inner product of unequal lengths");
+    a.iter().zip(b).fold((0, 0), |(l, h), (x, y)| {
+        let (pl, ph) = clmul_portable(*x, *y);
+        (l ^ pl, h ^ ph)
+    })
+}
+
+/// XOR of two unreduced values (sums in the field are XORs).
+pub fn add_wide(a: Wide, b: Wide) -> Wide {
+    (a.0 ^ b.0, a.1 ^ b.1)
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use core::arch::x86_64::{__m128i, _mm_clmulepi64_si128, _mm_setzero_si128, _mm_xor_si128};
+
+    use super::Wide;
+
+    /// PCLMULQDQ inner product: four 64×64 products per term (schoolbook),
+    /// accumulated unreduced so the loop has no dependency on a reduction.
+    ///
+    /// # Safety
+    /// The CPU must support `pclmulqdq` and `sse2`.
+    #[target_feature(enable = "pclmulqdq,sse2")]
+    pub(super) unsafe fn inner_product(a: &[u128], b: &[u128]) -> Wide {
+        let (mut lo, mut hi, mut mid) = (
+            _mm_setzero_si128(),
+            _mm_setzero_si128(),
+            _mm_setzero_si128(),
+        );
+        for (x, y) in a.iter().zip(b) {
+            let x: __m128i = bytemuck::cast(*x);
+            let y: __m128i = bytemuck::cast(*y);
+            lo = _mm_xor_si128(lo, _mm_clmulepi64_si128::<0x00>(x, y));
+            hi = _mm_xor_si128(hi, _mm_clmulepi64_si128::<0x11>(x, y));
+            mid = _mm_xor_si128(mid, _mm_clmulepi64_si128::<0x01>(x, y));
+            mid = _mm_xor_si128(mid, _mm_clmulepi64_si128::<0x10>(x, y));
+        }
+        let (lo, hi, mid): (u128, u128, u128) =
+            (bytemuck::cast(lo), bytemuck::cast(hi), bytemuck::cast(mid));
+        (lo ^ (mid << 64), hi ^ (mid >> 64))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+
+    #[test]
+    fn clmul_fast_path_equals_portable() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(1);
+        for len in [0usize, 1, 2, 7, 64, 129] {
+            let a: Vec<u128> = (0..len).map(|_| rng.gen()).collect();
+            let b: Vec<u128> = (0..len).map(|_| rng.gen()).collect();
+            assert_eq!(inner_product(&a, &b), inner_product_portable(&a, &b));
+        }
+        for _ in 0..200 {
+            let (a, b): (u128, u128) = (rng.gen(), rng.gen());
+            assert_eq!(clmul(a, b), clmul_portable(a, b));
+        }
+        assert_eq!(clmul_portable(u128::MAX, u128::MAX).1 >> 126, 1);
+    }
+
+    #[test]
+    fn field_laws() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(2);
+        // X^127 · X = X^128 ≡ X^7 + X^2 + X + 1.
+        assert_eq!(mul(1 << 127, 2), 0x87);
+        for _ in 0..100 {
+            let (a, b, c): (u128, u128, u128) = (rng.gen(), rng.gen(), rng.gen());
+            assert_eq!(mul(a, 1), a);
+            assert_eq!(mul(a, b), mul(b, a));
+            assert_eq!(mul(mul(a, b), c), mul(a, mul(b, c)));
+            assert_eq!(mul(a, b ^ c), mul(a, b) ^ mul(a, c));
+        }
+        // A nonzero element has an inverse: a^(2^128 - 2).
+        let a: u128 = rng.gen::<u128>() | 1;
+        let mut inv = 1u128;
+        let mut base = a;
+        for _ in 1..128 {
+            base = mul(base, base);
+            inv = mul(inv, base);
+        }
+        assert_eq!(mul(a, inv), 1);
+    }
+}

@@ -1,0 +1,244 @@
+//! The receiver (Bob): OT receiver with biased choice bits, proves them in
+//! the cut-and-choose, maps its Bloom filter onto unopened OTs, and learns
+//! the intersection.
+
+use std::collections::HashSet;
+use std::time::Instant;
+
+use psikit_ot::{ChoiceBits, OtExtReceiver, ReceiverOts};
+use psikit_transport::Channel;
+use rand::rngs::{OsRng, StdRng};
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use rayon::prelude::*;
+
+use super::messages::{self as msg, Response, PROTOCOL_ID};
+use super::params::Rr16Params;
+use super::sender::abort;
+use super::session::{establish, fold, Phases};
+use super::Rr16Config;
+use crate::Error;
+
+/// What the receiver learned and what it cost.
+#[derive(Debug, Clone)]
+pub struct ReceiverOutcome {
+    /// `matches[i]`: whether item `i` is in the sender's set.
+    pub matches: Vec<bool>,
+    pub params: Rr16Params,
+    pub phases: Phases,
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+}
+
+/// Runs RR16 as the receiver on `items` (distinct byte strings).
+pub async fn run_receiver(
+    ch: &mut Channel,
+    items: &[Vec<u8>],
+    cfg: &Rr16Config,
+) -> Result<ReceiverOutcome, Error> {
+    receive(ch, items, cfg, &Behaviour::default()).await
+}
+
+/// Deviations from the protocol, used by tests to check that the sender
+/// catches a cheating receiver. All off for [`run_receiver`].
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Behaviour {
+    /// Extra choice-bit-1 OTs per chunk beyond the honest count.
+    pub extra_ones: u64,
+    /// Claim every challenged OT used choice bit 0.
+    pub claim_all_zero: bool,
+    /// Map two filter positions to the same OT.
+    pub repeat_in_permutation: bool,
+}
+
+pub(super) async fn receive(
+    ch: &mut Channel,
+    items: &[Vec<u8>],
+    cfg: &Rr16Config,
+    behaviour: &Behaviour,
+) -> Result<ReceiverOutcome, Error> {
+    match receive_steps(ch, items, cfg, behaviour).await {
+        Err(Error::Transport(e)) => Err(Error::Transport(ch.explain(e).await)),
+        other => other,
+    }
+}
+
+async fn receive_steps(
+    ch: &mut Channel,
+    items: &[Vec<u8>],
+    cfg: &Rr16Config,
+    behaviour: &Behaviour,
+) -> Result<ReceiverOutcome, Error> {
+    let (sent0, recv0) = (ch.bytes_sent(), ch.bytes_received());
+    let mut phases = Phases::default();
+    let t = Instant::now();
+    let session = establish(ch, cfg, items.len() as u64, false).await?;
+    let p = session.params;
+    let mut ot = OtExtReceiver::setup(
+        ch,
+        &session.sid,
+        cfg.security(),
+        cfg.ext_config()?,
+        &mut OsRng,
+    )
+    .await?;
+    phases.offline += t.elapsed();
+
+    let t = Instant::now();
+    let buckets = session.buckets(items);
+    let mut acc = vec![0u128; items.len()];
+    phases.online += t.elapsed();
+    let mut rng = StdRng::from_rng(OsRng).map_err(|e| Error::Protocol(e.to_string()))?;
+    for bucket in &buckets {
+        let segment = segment_bits(bucket, p.bf_per_chunk);
+        let t = Instant::now();
+        let (ots, opened) = match cfg.malicious {
+            true => {
+                let ones = (p.ones_per_chunk + behaviour.extra_ones).min(p.ots_per_chunk);
+                let bits =
+                    ChoiceBits::random_with_ones(p.ots_per_chunk as usize, ones as usize, &mut rng);
+                let ots = ot.extend(ch, &bits).await?;
+                let opened = answer_challenge(ch, &ots, &p, behaviour).await?;
+                (ots, Some(opened))
+            }
+            false => (
+                ot.extend(ch, &ChoiceBits::from_bools(&segment)).await?,
+                None,
+            ),
+        };
+        phases.offline += t.elapsed();
+
+        let t = Instant::now();
+        let pi = match opened {
+            Some(opened) => {
+                let mut pi = match permutation(&ots, &opened, &segment, &mut rng) {
+                    Some(pi) => pi,
+                    None => {
+                        return Err(abort(
+                            ch,
+                            "not enough unopened OTs for the Bloom filter segment",
+                        )
+                        .await)
+                    }
+                };
+                if behaviour.repeat_in_permutation && pi.len() > 1 {
+                    pi[1] = pi[0];
+                }
+                let width = msg::index_width(p.ots_per_chunk);
+                ch.send_chunked(
+                    PROTOCOL_ID,
+                    msg::KIND_PERMUTATION,
+                    &msg::pack_indices(&pi, width),
+                )
+                .await?;
+                pi
+            }
+            None => (0..p.bf_per_chunk as u32).collect(),
+        };
+        fold(&mut acc, bucket, &pi, |i| ots.message(i));
+        phases.online += t.elapsed();
+    }
+
+    let t = Instant::now();
+    let max = session.peer_set_size * session.summary_len as u64;
+    let bytes = ch
+        .recv_chunked(PROTOCOL_ID, msg::KIND_SUMMARIES, max)
+        .await?;
+    let theirs: HashSet<&[u8]> =
+        msg::split_values(&bytes, session.summary_len, session.peer_set_size)?
+            .into_iter()
+            .collect();
+    let mine: Vec<Vec<u8>> = items
+        .par_iter()
+        .zip(acc.par_iter())
+        .map(|(y, a)| session.summary(y, *a))
+        .collect();
+    let matches: Vec<bool> = mine.iter().map(|s| theirs.contains(s.as_slice())).collect();
+    if cfg.reveal_to_sender {
+        let found: Vec<u8> = mine
+            .iter()
+            .zip(&matches)
+            .filter(|(_, m)| **m)
+            .flat_map(|(s, _)| s.iter().copied())
+            .collect();
+        ch.send_chunked(PROTOCOL_ID, msg::KIND_REVEAL, &found)
+            .await?;
+    }
+    phases.online += t.elapsed();
+    Ok(ReceiverOutcome {
+        matches,
+        params: p,
+        phases,
+        bytes_sent: ch.bytes_sent() - sent0,
+        bytes_received: ch.bytes_received() - recv0,
+    })
+}
+
+/// The Bloom filter bits of one segment (ones where some item hashes).
+fn segment_bits(bucket: &[u64], len: u64) -> Vec<bool> {
+    let mut bits = vec![false; len as usize];
+    for &e in bucket {
+        bits[(e >> 32) as usize] = true;
+    }
+    bits
+}
+
+/// Steps 3-4 for one chunk: check the challenge, prove the zero choice bits.
+async fn answer_challenge(
+    ch: &mut Channel,
+    ots: &ReceiverOts,
+    p: &Rr16Params,
+    behaviour: &Behaviour,
+) -> Result<Vec<bool>, Error> {
+    let frame = ch.recv_expect(PROTOCOL_ID, msg::KIND_CHALLENGE).await?;
+    let challenge = msg::decode_challenge(&frame.payload, p.ots_per_chunk as u32)?;
+    if challenge.len() as u64 > p.ots_per_chunk - p.bf_per_chunk {
+        return Err(abort(
+            ch,
+            "the sender opened too many OTs to leave room for the Bloom filter",
+        )
+        .await);
+    }
+    let zero_bits: Vec<bool> = challenge
+        .iter()
+        .map(|&i| behaviour.claim_all_zero || !ots.choice(i as usize))
+        .collect();
+    let proof = challenge
+        .iter()
+        .zip(&zero_bits)
+        .filter(|(_, z)| **z)
+        .fold(0u128, |x, (&i, _)| x ^ ots.message(i as usize));
+    ch.send(&Response { zero_bits, proof }.to_frame()).await?;
+    let mut opened = vec![false; p.ots_per_chunk as usize];
+    for &i in &challenge {
+        opened[i as usize] = true;
+    }
+    Ok(opened)
+}
+
+/// Step 5 for one chunk: a uniformly random injection from the segment
+/// into the unopened OTs with `BF'[j] = b_{π(j)}`, where `BF'` is the
+/// segment with zeros turned into ones when zero-OTs run out. `None` if the
+/// chunk lacks one-OTs (negligible for honest parameters).
+fn permutation(
+    ots: &ReceiverOts,
+    opened: &[bool],
+    segment: &[bool],
+    rng: &mut StdRng,
+) -> Option<Vec<u32>> {
+    let (mut ones, mut zeros): (Vec<u32>, Vec<u32>) = (0..opened.len() as u32)
+        .filter(|&i| !opened[i as usize])
+        .partition(|&i| ots.choice(i as usize));
+    ones.shuffle(rng);
+    zeros.shuffle(rng);
+    segment
+        .iter()
+        .map(|&bit| {
+            if bit {
+                ones.pop()
+            } else {
+                zeros.pop().or_else(|| ones.pop())
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,219 @@
+//! The sender (Alice): OT sender, checks the receiver's choice bits, sends
+//! summary values of its items.
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use psikit_ot::{OtExtSender, SenderOts};
+use psikit_transport::{Channel, ErrorCode, ErrorMessage};
+use rand::rngs::{OsRng, StdRng};
+use rand::{Rng, SeedableRng};
+use rayon::prelude::*;
+use subtle::ConstantTimeEq;
+
+use super::messages::{self as msg, Response, PROTOCOL_ID};
+use super::params::Rr16Params;
+use super::session::{establish, fold, Phases};
+use super::Rr16Config;
+use crate::Error;
+
+/// What the sender learned and what it cost.
+#[derive(Debug, Clone)]
+pub struct SenderOutcome {
+    /// Indices of the sender's items in the intersection, if the receiver
+    /// revealed it (see [`Rr16Config::reveal_to_sender`]).
+    pub revealed: Option<Vec<usize>>,
+    pub params: Rr16Params,
+    pub phases: Phases,
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+}
+
+/// Tells the peer why we stop, then returns the error.
+pub(super) async fn abort(ch: &mut Channel, why: impl Into<String>) -> Error {
+    let why = why.into();
+    ch.send_error(
+        PROTOCOL_ID,
+        &ErrorMessage::new(ErrorCode::Aborted, why.clone()),
+    )
+    .await;
+    Error::Aborted(why)
+}
+
+/// Runs RR16 as the sender on `items` (distinct byte strings).
+pub async fn run_sender(
+    ch: &mut Channel,
+    items: &[Vec<u8>],
+    cfg: &Rr16Config,
+) -> Result<SenderOutcome, Error> {
+    match send_steps(ch, items, cfg).await {
+        Err(Error::Transport(e)) => Err(Error::Transport(ch.explain(e).await)),
+        other => other,
+    }
+}
+
+async fn send_steps(
+    ch: &mut Channel,
+    items: &[Vec<u8>],
+    cfg: &Rr16Config,
+) -> Result<SenderOutcome, Error> {
+    let (sent0, recv0) = (ch.bytes_sent(), ch.bytes_received());
+    let mut phases = Phases::default();
+    let t = Instant::now();
+    let session = establish(ch, cfg, items.len() as u64, true).await?;
+    let p = session.params;
+    let mut ot = OtExtSender::setup(
+        ch,
+        &session.sid,
+        cfg.security(),
+        cfg.ext_config()?,
+        &mut OsRng,
+    )
+    .await?;
+    phases.offline += t.elapsed();
+
+    let t = Instant::now();
+    let buckets = session.buckets(items);
+    let mut acc = vec![0u128; items.len()];
+    phases.online += t.elapsed();
+    let mut opened_ones = 0u64;
+    for bucket in &buckets {
+        let t = Instant::now();
+        let ots = ot.extend(ch, p.ots_per_chunk as usize).await?;
+        let opened = match cfg.malicious {
+            true => Some(cut_and_choose(ch, &ots, &p, &mut opened_ones).await?),
+            false => None,
+        };
+        phases.offline += t.elapsed();
+
+        let t = Instant::now();
+        let pi = match &opened {
+            Some(opened) => receive_permutation(ch, &p, opened).await?,
+            None => (0..p.bf_per_chunk as u32).collect(),
+        };
+        fold(&mut acc, bucket, &pi, |i| ots.message(i, true));
+        phases.online += t.elapsed();
+    }
+
+    let t = Instant::now();
+    let summaries: Vec<Vec<u8>> = items
+        .par_iter()
+        .zip(acc.par_iter())
+        .map(|(x, a)| session.summary(x, *a))
+        .collect();
+    // Sorting hides which summary belongs to which item.
+    let mut sorted = summaries.clone();
+    sorted.sort_unstable();
+    ch.send_chunked(PROTOCOL_ID, msg::KIND_SUMMARIES, &sorted.concat())
+        .await?;
+    drop(sorted);
+    let revealed = match cfg.reveal_to_sender {
+        true => Some(receive_revealed(ch, &summaries, session.summary_len).await?),
+        false => None,
+    };
+    phases.online += t.elapsed();
+    Ok(SenderOutcome {
+        revealed,
+        params: p,
+        phases,
+        bytes_sent: ch.bytes_sent() - sent0,
+        bytes_received: ch.bytes_received() - recv0,
+    })
+}
+
+/// Draws `C_t` (each OT with probability `p_chk`) from a CSPRNG.
+fn sample_challenge(ots: u64, p_chk: f64) -> Vec<u32> {
+    let mut rng = StdRng::from_rng(OsRng).expect("OS randomness");
+    let threshold = (p_chk * 2f64.powi(32)) as u64;
+    (0..ots as u32)
+        .filter(|_| u64::from(rng.gen::<u32>()) < threshold)
+        .collect()
+}
+
+/// Steps 3-4 of Figure 4 for one chunk. Returns the opened-OT bitmap.
+async fn cut_and_choose(
+    ch: &mut Channel,
+    ots: &SenderOts,
+    p: &Rr16Params,
+    opened_ones: &mut u64,
+) -> Result<Vec<bool>, Error> {
+    let challenge = sample_challenge(p.ots_per_chunk, p.p_chk);
+    ch.send(&msg::challenge_frame(&challenge)).await?;
+    let reply = ch.recv_expect(PROTOCOL_ID, msg::KIND_RESPONSE).await?;
+    let response = Response::decode(&reply.payload, challenge.len())?;
+    let zeros = response.zero_bits.iter().filter(|z| **z).count();
+    *opened_ones += (challenge.len() - zeros) as u64;
+    if *opened_ones > p.n_maxones {
+        return Err(abort(ch, format!(
+            "the receiver used choice bit 1 in {} opened OTs, more than the {} an honest receiver would",
+            opened_ones, p.n_maxones
+        ))
+        .await);
+    }
+    let expected = challenge
+        .iter()
+        .zip(&response.zero_bits)
+        .filter(|(_, zero)| **zero)
+        .fold(0u128, |x, (&i, _)| x ^ ots.message(i as usize, false));
+    if !bool::from(expected.to_le_bytes().ct_eq(&response.proof.to_le_bytes())) {
+        return Err(abort(ch, "the receiver's proof of its choice bits is wrong").await);
+    }
+    let mut opened = vec![false; p.ots_per_chunk as usize];
+    for &i in &challenge {
+        opened[i as usize] = true;
+    }
+    Ok(opened)
+}
+
+/// Step 5 for one chunk: `π_t` must map the segment injectively into the
+/// unopened OTs.
+async fn receive_permutation(
+    ch: &mut Channel,
+    p: &Rr16Params,
+    opened: &[bool],
+) -> Result<Vec<u32>, Error> {
+    let width = msg::index_width(p.ots_per_chunk);
+    let expected = (p.bf_per_chunk * u64::from(width)).div_ceil(8);
+    let bytes = ch
+        .recv_chunked(PROTOCOL_ID, msg::KIND_PERMUTATION, expected)
+        .await?;
+    let pi = msg::unpack_indices(&bytes, p.bf_per_chunk as usize, width)?;
+    let mut used = vec![false; p.ots_per_chunk as usize];
+    for &i in &pi {
+        let i = i as usize;
+        if i >= used.len() || opened[i] || used[i] {
+            return Err(abort(
+                ch,
+                "the receiver's permutation is not an injection into the unopened OTs",
+            )
+            .await);
+        }
+        used[i] = true;
+    }
+    Ok(pi)
+}
+
+/// The receiver's claimed intersection, as indices of our items. A
+/// malicious receiver can omit items or name any of ours (it holds all our
+/// summary values): this output is only as honest as the receiver.
+async fn receive_revealed(
+    ch: &mut Channel,
+    summaries: &[Vec<u8>],
+    len: usize,
+) -> Result<Vec<usize>, Error> {
+    let max = (summaries.len() * len) as u64;
+    let bytes = ch.recv_chunked(PROTOCOL_ID, msg::KIND_REVEAL, max).await?;
+    let values = msg::split_values(&bytes, len, summaries.len() as u64)?;
+    let index: HashMap<&[u8], usize> = summaries
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.as_slice(), i))
+        .collect();
+    let mut out: Vec<usize> = values
+        .iter()
+        .filter_map(|v| index.get(v).copied())
+        .collect();
+    out.sort_unstable();
+    out.dedup();
+    Ok(out)
+}

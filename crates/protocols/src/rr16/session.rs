@@ -1,0 +1,231 @@
+//! What both RR16 parties do the same way: hello, coin toss, parameters,
+//! Bloom filter buckets and summary values.
+
+use std::time::Duration;
+
+use psikit_ot::SessionId;
+use psikit_transport::Channel;
+use rand::RngCore;
+use rayon::prelude::*;
+use sha2::{Digest, Sha256};
+
+use super::bloom::BloomHasher;
+use super::messages::{self as msg, Hello};
+use super::params::Rr16Params;
+use super::Rr16Config;
+use crate::Error;
+
+/// What the hello and coin toss established.
+pub struct Session {
+    pub params: Rr16Params,
+    pub peer_set_size: u64,
+    pub hasher: BloomHasher,
+    pub sid: SessionId,
+    /// Bytes of each summary value.
+    pub summary_len: usize,
+}
+
+/// Exchanges hellos and checks that both parties run the same mode.
+/// Returns the peer's set size.
+pub async fn hello(ch: &mut Channel, cfg: &Rr16Config, own_size: u64) -> Result<u64, Error> {
+    let mine = Hello {
+        malicious: cfg.malicious,
+        reveal: cfg.reveal_to_sender,
+        set_size: own_size,
+    };
+    ch.send(&mine.to_frame()).await?;
+    let peer = Hello::decode(
+        &ch.recv_expect(msg::PROTOCOL_ID, msg::KIND_HELLO)
+            .await?
+            .payload,
+    )?;
+    if peer.malicious != mine.malicious || peer.reveal != mine.reveal {
+        return Err(Error::Protocol(format!(
+            "the peer runs {} security{} but we run {} security{}",
+            mode_name(peer.malicious),
+            reveal_name(peer.reveal),
+            mode_name(mine.malicious),
+            reveal_name(mine.reveal)
+        )));
+    }
+    if peer.set_size > cfg.max_set_size {
+        return Err(Error::Protocol(format!(
+            "the peer's set has {} items, above the limit of {}",
+            peer.set_size, cfg.max_set_size
+        )));
+    }
+    Ok(peer.set_size)
+}
+
+fn mode_name(malicious: bool) -> &'static str {
+    if malicious {
+        "malicious"
+    } else {
+        "semi-honest"
+    }
+}
+
+fn reveal_name(reveal: bool) -> &'static str {
+    if reveal {
+        " with the result revealed to the sender"
+    } else {
+        ""
+    }
+}
+
+/// Commit-then-open coin toss for the Bloom filter seed: the sender
+/// commits first, so neither side can bias the seed after seeing the
+/// other's share.
+pub async fn coin_toss(ch: &mut Channel, is_sender: bool) -> Result<[u8; 32], Error> {
+    let mut share = [0u8; 32];
+    rand::rngs::OsRng.fill_bytes(&mut share);
+    let (sender_share, receiver_share) = if is_sender {
+        ch.send(&msg::bytes32_frame(msg::KIND_COMMIT, &commit(&share)))
+            .await?;
+        let theirs = recv32(ch, msg::KIND_NONCE).await?;
+        ch.send(&msg::bytes32_frame(msg::KIND_OPEN, &share)).await?;
+        (share, theirs)
+    } else {
+        let commitment = recv32(ch, msg::KIND_COMMIT).await?;
+        ch.send(&msg::bytes32_frame(msg::KIND_NONCE, &share))
+            .await?;
+        let theirs = recv32(ch, msg::KIND_OPEN).await?;
+        if commit(&theirs) != commitment {
+            return Err(Error::Aborted(
+                "the sender's coin-toss opening does not match its commitment".into(),
+            ));
+        }
+        (theirs, share)
+    };
+    Ok(Sha256::new()
+        .chain_update(b"psikit-rr16-seed-v1")
+        .chain_update(sender_share)
+        .chain_update(receiver_share)
+        .finalize()
+        .into())
+}
+
+fn commit(share: &[u8; 32]) -> [u8; 32] {
+    Sha256::new()
+        .chain_update(b"psikit-rr16-commit-v1")
+        .chain_update(share)
+        .finalize()
+        .into()
+}
+
+async fn recv32(ch: &mut Channel, kind: u8) -> Result<[u8; 32], Error> {
+    Ok(msg::decode_bytes32(
+        &ch.recv_expect(msg::PROTOCOL_ID, kind).await?.payload,
+    )?)
+}
+
+/// Runs hello and coin toss and derives everything both sides need.
+pub async fn establish(
+    ch: &mut Channel,
+    cfg: &Rr16Config,
+    own_size: u64,
+    is_sender: bool,
+) -> Result<Session, Error> {
+    let peer_set_size = hello(ch, cfg, own_size).await?;
+    let receiver_size = if is_sender { peer_set_size } else { own_size };
+    let sender_size = if is_sender { own_size } else { peer_set_size };
+    let params = cfg.params_for(receiver_size)?;
+    let seed = coin_toss(ch, is_sender).await?;
+    let sid = SessionId::new(
+        &[
+            &seed[..],
+            &sender_size.to_be_bytes(),
+            &receiver_size.to_be_bytes(),
+        ]
+        .concat(),
+    );
+    Ok(Session {
+        hasher: BloomHasher::new(seed, params.k, params.n_bf),
+        params,
+        peer_set_size,
+        sid,
+        summary_len: summary_len(sender_size, receiver_size),
+    })
+}
+
+/// Summary values need `lambda + log2(n_s) + log2(n_r)` bits for a 2^-40
+/// chance of any false match.
+fn summary_len(sender: u64, receiver: u64) -> usize {
+    let bits = 40 + 64 - sender.max(1).leading_zeros() + 64 - receiver.max(1).leading_zeros();
+    bits.div_ceil(8) as usize
+}
+
+impl Session {
+    /// For each chunk, the (position in segment, item) pairs of every
+    /// item's `h*` positions, packed as `pos << 32 | item`. Items are in
+    /// order within a chunk, so folding touches accumulators sequentially.
+    pub fn buckets(&self, items: &[Vec<u8>]) -> Vec<Vec<u64>> {
+        let p = &self.params;
+        let segment = p.bf_per_chunk;
+        let expected = (items.len() as u64 * u64::from(p.k)) / p.chunks + 64;
+        let mut buckets: Vec<Vec<u64>> = (0..p.chunks)
+            .map(|_| Vec::with_capacity(expected as usize))
+            .collect();
+        // Hash in parallel blocks, distribute sequentially (keeps order).
+        for (block_no, block) in items.chunks(1 << 14).enumerate() {
+            let positions: Vec<Vec<u64>> = block
+                .par_iter()
+                .map(|x| {
+                    let mut out = Vec::with_capacity(self.params.k as usize);
+                    self.hasher.positions(x, &mut out);
+                    out
+                })
+                .collect();
+            for (offset, pos) in positions.iter().enumerate() {
+                let item = (block_no * (1 << 14) + offset) as u64;
+                for &j in pos {
+                    buckets[(j / segment) as usize].push(((j % segment) << 32) | item);
+                }
+            }
+        }
+        buckets
+    }
+
+    /// `H(x || acc)` truncated to the summary length.
+    pub fn summary(&self, item: &[u8], acc: u128) -> Vec<u8> {
+        let digest = Sha256::new()
+            .chain_update(b"psikit-rr16-summary-v1")
+            .chain_update((item.len() as u64).to_le_bytes())
+            .chain_update(item)
+            .chain_update(acc.to_le_bytes())
+            .finalize();
+        digest[..self.summary_len].to_vec()
+    }
+}
+
+/// XORs `message(pi[j])` into `acc[item]` for every bucket entry.
+/// Messages are hashed in parallel, then folded in order.
+pub fn fold(acc: &mut [u128], bucket: &[u64], pi: &[u32], message: impl Fn(usize) -> u128 + Sync) {
+    let messages: Vec<u128> = bucket
+        .par_iter()
+        .map(|&e| message(pi[(e >> 32) as usize] as usize))
+        .collect();
+    for (&e, m) in bucket.iter().zip(messages) {
+        acc[(e & 0xffff_ffff) as usize] ^= m;
+    }
+}
+
+/// Time spent in input-independent work (OTs, cut-and-choose) and in the
+/// rest, summed over chunks.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Phases {
+    pub offline: Duration,
+    pub online: Duration,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summary_length_covers_lambda_and_set_sizes() {
+        assert_eq!(summary_len(1, 1), 6);
+        assert_eq!(summary_len(1 << 20, 1 << 20), 11);
+        assert_eq!(summary_len(0, 0), 6);
+    }
+}
