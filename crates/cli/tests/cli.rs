@@ -239,3 +239,90 @@ fn errors_are_one_clear_line_and_exit_nonzero() {
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains("127.0.0.1:1"));
 }
+
+/// RR16 as two processes over TCP: the receiver listens, the sender
+/// connects, the result is revealed to the sender.
+#[test]
+fn rr16_two_processes_over_tcp() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write(
+        &d.join("a.csv"),
+        "email\nalice@x.org\nbob@x.org\ncarol@x.org\n",
+    );
+    write(
+        &d.join("b.csv"),
+        "id,email\n1,BOB@x.org\n2,dave@x.org\n3,carol@x.org \n",
+    );
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let receiver = psikit()
+        .args([
+            "rr16",
+            "receive",
+            "--reveal",
+            "--key",
+            "email",
+            "--normalize",
+            "trim,lower",
+            "--listen",
+            &addr,
+        ])
+        .arg("--input")
+        .arg(d.join("b.csv"))
+        .arg("--output")
+        .arg(d.join("b-out.csv"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Retry until the receiver listens.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let out = psikit()
+            .args([
+                "rr16",
+                "send",
+                "--reveal",
+                "--key",
+                "email",
+                "--normalize",
+                "trim,lower",
+                "--connect",
+                &addr,
+            ])
+            .arg("--input")
+            .arg(d.join("a.csv"))
+            .arg("--output")
+            .arg(d.join("a-out.csv"))
+            .output()
+            .unwrap();
+        if out.status.success() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let out = receiver.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(d.join("b-out.csv")).unwrap(),
+        "id,email\n1,BOB@x.org\n3,carol@x.org \n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(d.join("a-out.csv")).unwrap(),
+        "email\nbob@x.org\ncarol@x.org\n"
+    );
+}
