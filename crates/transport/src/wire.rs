@@ -26,6 +26,16 @@ pub enum DecodeError {
     Invalid { field: &'static str, reason: String },
 }
 
+impl DecodeError {
+    /// A field whose value is out of range or inconsistent.
+    pub fn invalid(field: &'static str, reason: impl std::fmt::Display) -> Self {
+        Self::Invalid {
+            field,
+            reason: reason.to_string(),
+        }
+    }
+}
+
 /// A cursor over a received payload.
 pub struct Reader<'a> {
     buf: &'a [u8],

@@ -72,7 +72,7 @@ impl SyncRequest {
         let have = match r.u8("cache flag")? {
             0 => None,
             1 => Some(FilterVersion::read(&mut r)?),
-            other => return Err(invalid("cache flag", other)),
+            other => return Err(DecodeError::invalid("cache flag", other)),
         };
         r.finish()?;
         Ok(Self { have })
@@ -119,7 +119,7 @@ impl SyncHeader {
             0 => SyncMode::UpToDate,
             1 => SyncMode::Full,
             2 => SyncMode::Delta,
-            other => return Err(invalid("sync mode", other)),
+            other => return Err(DecodeError::invalid("sync mode", other)),
         };
         let header = Self {
             mode,
@@ -165,12 +165,12 @@ impl DeltaBody {
         for i in 0..count {
             let gap = r.varint("slot index")?;
             if i > 0 && gap == 0 {
-                return Err(invalid("slot index", "not increasing"));
+                return Err(DecodeError::invalid("slot index", "not increasing"));
             }
             let b = prev
                 .checked_add(gap)
                 .filter(|&b| b < num_slots)
-                .ok_or_else(|| invalid("slot index", "out of range"))?;
+                .ok_or_else(|| DecodeError::invalid("slot index", "out of range"))?;
             slots.push(b);
             prev = b;
         }
@@ -206,8 +206,10 @@ impl QueryRequest {
         let mut blinded = Vec::with_capacity(n);
         for _ in 0..n {
             let raw = r.bytes(ELEMENT_BYTES, "blinded element")?;
-            blinded
-                .push(BlindedElement::from_bytes(raw).map_err(|e| invalid("blinded element", e))?);
+            blinded.push(
+                BlindedElement::from_bytes(raw)
+                    .map_err(|e| DecodeError::invalid("blinded element", e))?,
+            );
         }
         r.finish()?;
         Ok(Self { version, blinded })
@@ -235,7 +237,7 @@ impl QueryResponse {
         let mut r = Reader::new(payload);
         let n = r.count(expected as u64, ELEMENT_BYTES, "evaluated items")?;
         if n != expected {
-            return Err(invalid(
+            return Err(DecodeError::invalid(
                 "evaluated items",
                 format!("{n}, expected {expected}"),
             ));
@@ -244,18 +246,12 @@ impl QueryResponse {
         for _ in 0..n {
             let raw = r.bytes(ELEMENT_BYTES, "evaluated element")?;
             evaluated.push(
-                EvaluatedElement::from_bytes(raw).map_err(|e| invalid("evaluated element", e))?,
+                EvaluatedElement::from_bytes(raw)
+                    .map_err(|e| DecodeError::invalid("evaluated element", e))?,
             );
         }
         r.finish()?;
         Ok(Self { evaluated })
-    }
-}
-
-fn invalid(field: &'static str, reason: impl std::fmt::Display) -> DecodeError {
-    DecodeError::Invalid {
-        field,
-        reason: reason.to_string(),
     }
 }
 

@@ -60,7 +60,7 @@ fn flag(r: &mut Reader, field: &'static str) -> Result<bool, DecodeError> {
     match r.u8(field)? {
         0 => Ok(false),
         1 => Ok(true),
-        other => Err(invalid(field, format!("{other}"))),
+        other => Err(DecodeError::invalid(field, format!("{other}"))),
     }
 }
 
@@ -97,7 +97,7 @@ pub fn decode_challenge(payload: &[u8], chunk_ots: u32) -> Result<Vec<u32>, Deco
     for i in 0..n {
         let gap = r.varint("challenge index")?;
         if i > 0 && gap == 0 {
-            return Err(invalid("challenge index", "not increasing"));
+            return Err(DecodeError::invalid("challenge index", "not increasing"));
         }
         let x = if i == 0 {
             gap
@@ -105,7 +105,7 @@ pub fn decode_challenge(payload: &[u8], chunk_ots: u32) -> Result<Vec<u32>, Deco
             prev.saturating_add(gap)
         };
         if x >= u64::from(chunk_ots) {
-            return Err(invalid("challenge index", "out of range"));
+            return Err(DecodeError::invalid("challenge index", "out of range"));
         }
         out.push(x as u32);
         prev = x;
@@ -151,7 +151,7 @@ fn pack_bools(bits: &[bool]) -> Vec<u8> {
 fn unpack_bools(bytes: &[u8], n: usize) -> Result<Vec<bool>, DecodeError> {
     let bits: Vec<bool> = (0..n).map(|i| bytes[i / 8] >> (i % 8) & 1 == 1).collect();
     if n % 8 != 0 && bytes[n / 8] >> (n % 8) != 0 {
-        return Err(invalid("response bits", "non-zero padding"));
+        return Err(DecodeError::invalid("response bits", "non-zero padding"));
     }
     Ok(bits)
 }
@@ -181,7 +181,7 @@ pub fn pack_indices(values: &[u32], width: u32) -> Vec<u8> {
 pub fn unpack_indices(bytes: &[u8], count: usize, width: u32) -> Result<Vec<u32>, DecodeError> {
     let total = count as u64 * u64::from(width);
     if bytes.len() as u64 != total.div_ceil(8) || width == 0 || width > 32 {
-        return Err(invalid("permutation", "wrong length"));
+        return Err(DecodeError::invalid("permutation", "wrong length"));
     }
     let mask = (1u64 << width) - 1;
     let mut padded = bytes.to_vec();
@@ -199,7 +199,7 @@ pub fn unpack_indices(bytes: &[u8], count: usize, width: u32) -> Result<Vec<u32>
 /// Splits a received run of fixed-size summary values.
 pub fn split_values(bytes: &[u8], len: usize, max_count: u64) -> Result<Vec<&[u8]>, DecodeError> {
     if len == 0 || bytes.len() % len != 0 {
-        return Err(invalid(
+        return Err(DecodeError::invalid(
             "summary values",
             "length is not a multiple of the value size",
         ));
@@ -213,13 +213,6 @@ pub fn split_values(bytes: &[u8], len: usize, max_count: u64) -> Result<Vec<&[u8
         });
     }
     Ok(bytes.chunks_exact(len).collect())
-}
-
-fn invalid(field: &'static str, reason: impl std::fmt::Display) -> DecodeError {
-    DecodeError::Invalid {
-        field,
-        reason: reason.to_string(),
-    }
 }
 
 #[cfg(test)]
