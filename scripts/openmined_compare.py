@@ -91,8 +91,27 @@ class CpuWatch:
         if busy is None or self.busy is None:
             return None
         own = time.process_time() - self.own
-        wall = max(time.perf_counter() - self.wall, 1e-9)
+        wall = time.perf_counter() - self.wall
+        if wall < 1.0:  # /proc/stat ticks are 10 ms: shorter windows are noise
+            return None
         return max(0.0, (busy - self.busy - own) / wall)
+
+
+QUIET_CORES = 0.25
+
+
+def wait_for_quiet(max_secs):
+    """Waits up to max_secs for a one-second window in which other processes
+    use fewer than QUIET_CORES cores (like `psikit bench --quiet-wait-secs`).
+    Returns the seconds waited."""
+    start = time.perf_counter()
+    while time.perf_counter() - start < max_secs:
+        watch = CpuWatch()
+        time.sleep(1.05)
+        others = watch.others()
+        if others is None or others < QUIET_CORES:
+            break
+    return time.perf_counter() - start
 
 
 def repeat(fn, repeats, budget):
@@ -157,6 +176,7 @@ def bench_size(log2, clients, args):
     ds = data_structure(args.data_structure)
     max_clients = max(clients)
     print(f"2^{log2}: CreateSetupMessage over {n} items ...", file=sys.stderr)
+    waited = wait_for_quiet(args.quiet_wait_secs)
     watch = CpuWatch()
     runs = repeat(
         lambda: time_setup(server, items, max_clients, ds), args.repeats, args.budget_secs
@@ -179,6 +199,7 @@ def bench_size(log2, clients, args):
     for size in clients:
         print(f"2^{log2}: queries of {size} items ...", file=sys.stderr)
         citems, members = client_set(n, size)
+        waited += wait_for_quiet(args.quiet_wait_secs)
         watch = CpuWatch()
         runs = repeat(
             lambda: time_query(server, setup, citems, members),
@@ -191,6 +212,7 @@ def bench_size(log2, clients, args):
             phases, total_secs=total, runs=len(runs), other_cores=others
         )
     result["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    result["quiet_wait_secs"] = waited
     return result
 
 
@@ -273,6 +295,9 @@ def parse_args():
     p.add_argument("--max-setup-secs", type=float, default=300.0,
                    help="skip server sizes whose estimated setup exceeds this")
     p.add_argument("--data-structure", choices=["gcs", "bloom"], default="gcs")
+    p.add_argument("--quiet-wait-secs", type=float, default=0.0,
+                   help="before each measurement, wait up to this long for other "
+                        "processes to use < 0.25 cores (shared machines)")
     p.add_argument("--json", help="also write the figures to this file")
     return p.parse_args()
 

@@ -991,55 +991,72 @@ fn memory_table(runs: &[RunResult]) -> String {
 
 /// One line per target: worst measured value and whether it is met.
 fn targets_summary(runs: &[RunResult]) -> String {
-    let mut out = String::from("## Targets\n\n");
+    format!(
+        "## Targets\n\n{}\n{}\n{}\n\naverage cores used by other processes during each worker: {}\n\n",
+        oprf_target_line(runs),
+        filter_target_line(runs),
+        query_target_line(runs),
+        load_summary(runs)
+    )
+}
+
+/// The OPRF target against the slowest run, on the wall clock and per
+/// CPU-second.
+fn oprf_target_line(runs: &[RunResult]) -> String {
     let worst_rate = runs
         .iter()
         .filter_map(|r| Some(oprf_rate(&r.m)? / r.threads as f64))
         .min_by(f64::total_cmp);
-    let worst_ratio = runs
-        .iter()
-        .filter_map(|r| Some(r.m.get("filter.bits_per_item")? / r.m.get("filter.formula_095")?))
-        .max_by(f64::total_cmp);
-    let key = format!("query.{TARGET_QUERY_ITEMS}.total");
-    let query: Vec<String> = runs
-        .iter()
-        .filter_map(|r| {
-            let s = r.m.get(&key)?;
-            let ok = verdict(Some(s < TARGET_QUERY_SECS));
-            Some(format!(
-                "2^{} x {}t: {} {ok}",
-                r.server_log2,
-                r.threads,
-                time(Some(s))
-            ))
-        })
-        .collect();
     let worst_cpu = runs
         .iter()
         .filter_map(|r| oprf_cpu_rate(&r.m))
         .min_by(f64::total_cmp);
-    let _ = writeln!(
-        out,
+    format!(
         "- OPRF ≥ 15,000 items/s per core: lowest {} items/s/core on the wall clock, {}; \
          lowest {} items per CPU-second, {}",
         count(worst_rate),
         verdict(worst_rate.map(|v| v >= TARGET_OPRF_PER_CORE)),
         count(worst_cpu),
         verdict(worst_cpu.map(|v| v >= TARGET_OPRF_PER_CORE))
-    );
-    let _ = writeln!(
-        out,
+    )
+}
+
+/// The filter-size target against the largest ratio measured.
+fn filter_target_line(runs: &[RunResult]) -> String {
+    let worst_ratio = runs
+        .iter()
+        .filter_map(|r| Some(r.m.get("filter.bits_per_item")? / r.m.get("filter.formula_095")?))
+        .max_by(f64::total_cmp);
+    format!(
         "- filter within 10% of the formula at load 0.95: highest ratio {}, {}",
         num(worst_ratio, 3),
         verdict(worst_ratio.map(|v| v <= TARGET_FILTER_RATIO))
-    );
+    )
+}
+
+/// The query-latency target for every run that measured 1024 items.
+fn query_target_line(runs: &[RunResult]) -> String {
+    let key = format!("query.{TARGET_QUERY_ITEMS}.total");
+    let query: Vec<String> = runs
+        .iter()
+        .filter_map(|r| {
+            let s = r.m.get(&key)?;
+            let ok = verdict(Some(s < TARGET_QUERY_SECS));
+            let (k, t) = (r.server_log2, r.threads);
+            Some(format!("2^{k} x {t}t: {} {ok}", time(Some(s))))
+        })
+        .collect();
     let shown = if query.is_empty() {
         "not measured (no 1024-item client set)".to_string()
     } else {
         query.join("; ")
     };
-    let _ = writeln!(out, "- 1024-item query over loopback < 150 ms: {shown}\n");
-    let load: Vec<String> = runs
+    format!("- 1024-item query over loopback < 150 ms: {shown}")
+}
+
+/// Load from other processes during each worker, and any quiet waits.
+fn load_summary(runs: &[RunResult]) -> String {
+    let cells: Vec<String> = runs
         .iter()
         .map(|r| {
             let cores = r.m.get("worker.other_cores");
@@ -1050,12 +1067,7 @@ fn targets_summary(runs: &[RunResult]) -> String {
             cell
         })
         .collect();
-    let _ = writeln!(
-        out,
-        "average cores used by other processes during each worker: {}\n",
-        load.join("; ")
-    );
-    out
+    cells.join("; ")
 }
 
 /// The figures as JSON: the plan plus every run's named figures.
