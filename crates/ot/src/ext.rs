@@ -209,27 +209,28 @@ fn chi_weights(sid: &SessionId, first_row: u64, seed: &[u8; 16], blocks: usize) 
 /// less than keeping a second copy of the matrix until the weights are known.
 fn column_sums(rows: &[u128], chis: &[u128]) -> Vec<u128> {
     let zero = || vec![(0u128, 0u128); BASE_OTS];
+    let add = |mut acc: Vec<Wide>, sums: &[Wide]| {
+        for (a, s) in acc.iter_mut().zip(sums) {
+            *a = gf128::add_wide(*a, *s);
+        }
+        acc
+    };
     let wide: Vec<Wide> = rows
         .par_chunks(SUB_BATCH)
         .enumerate()
-        .map(|(c, chunk)| {
+        .fold(zero, |acc, (c, chunk)| {
             let mut cols = vec![0u128; chunk.len()];
             transpose_nx128(chunk, &mut cols);
             let bpc = chunk.len() / BASE_OTS;
             let w = &chis[c * (SUB_BATCH / 128)..][..bpc];
-            let sums = cols
+            let sums: Vec<Wide> = cols
                 .chunks_exact(bpc)
                 .map(|col| gf128::inner_product(w, col))
-                .collect::<Vec<Wide>>();
+                .collect();
             cols.zeroize();
-            sums
+            add(acc, &sums)
         })
-        .reduce(zero, |a, b| {
-            a.iter()
-                .zip(&b)
-                .map(|(x, y)| gf128::add_wide(*x, *y))
-                .collect()
-        });
+        .reduce(zero, |a, b| add(a, &b));
     wide.into_iter().map(gf128::reduce).collect()
 }
 

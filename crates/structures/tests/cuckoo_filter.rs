@@ -112,7 +112,7 @@ proptest! {
         for tag in random_tags(&mut rng, 30) {
             let _ = cf.insert(&tag);
         }
-        prop_assert!(cf.len() > 0);
+        prop_assert!(!cf.is_empty());
         let mut bytes = cf.to_bytes();
         let pos = pos % bytes.len();
         bytes[pos] ^= byte | 1;

@@ -88,6 +88,20 @@ fn assert_outputs(s: &SenderOts, r: &ReceiverOts, choices: &ChoiceBits) {
         s.messages_for(false),
         sm.iter().map(|p| p[0]).collect::<Vec<_>>()
     );
+    // Batched lookups at scattered, repeated indices, past one hash batch.
+    let n = choices.len() as u32;
+    let indices: Vec<u32> = (0..300u32).map(|j| (j * 7919 + j / 3) % n).collect();
+    let mut batch = vec![0u128; indices.len()];
+    for bit in [false, true] {
+        s.messages_at(&indices, bit, &mut batch);
+        for (&i, m) in indices.iter().zip(&batch) {
+            assert_eq!(*m, sm[i as usize][usize::from(bit)], "sender batch {i}");
+        }
+    }
+    r.messages_at(&indices, &mut batch);
+    for (&i, m) in indices.iter().zip(&batch) {
+        assert_eq!(*m, rm[i as usize], "receiver batch {i}");
+    }
 }
 
 async fn random_ots_work(security: Security, cfg: ExtConfig) {

@@ -161,39 +161,55 @@ pub fn index_width(bound: u64) -> u32 {
     64 - bound.saturating_sub(1).leading_zeros()
 }
 
-/// Packs values of `width` bits each, little-endian bit order.
+/// Packs values of `width` bits each, little-endian bit order. (Values
+/// must fit in `width` bits.)
 pub fn pack_indices(values: &[u32], width: u32) -> Vec<u8> {
     let total = values.len() as u64 * u64::from(width);
-    let mut out = vec![0u8; total.div_ceil(8) as usize + 8];
-    for (i, &v) in values.iter().enumerate() {
-        let bit = i as u64 * u64::from(width);
-        let byte = (bit / 8) as usize;
-        let word = u64::from(v) << (bit % 8);
-        let mut cur = u64::from_le_bytes(out[byte..byte + 8].try_into().expect("8 bytes"));
-        cur |= word;
-        out[byte..byte + 8].copy_from_slice(&cur.to_le_bytes());
+    let mut out = Vec::with_capacity(total.div_ceil(8) as usize + 4);
+    let (mut acc, mut bits) = (0u64, 0u32);
+    for &v in values {
+        debug_assert!(
+            width == 32 || v >> width == 0,
+            "index wider than {width} bits"
+        );
+        acc |= u64::from(v) << bits;
+        bits += width;
+        if bits >= 32 {
+            out.extend_from_slice(&(acc as u32).to_le_bytes());
+            acc >>= 32;
+            bits -= 32;
+        }
     }
-    out.truncate(total.div_ceil(8) as usize);
+    out.extend_from_slice(&acc.to_le_bytes()[..bits.div_ceil(8) as usize]);
     out
 }
 
-/// Reverses [`pack_indices`], checking the exact length.
+/// Reverses [`pack_indices`], checking the exact length and that the
+/// padding bits are zero.
 pub fn unpack_indices(bytes: &[u8], count: usize, width: u32) -> Result<Vec<u32>, DecodeError> {
     let total = count as u64 * u64::from(width);
     if bytes.len() as u64 != total.div_ceil(8) || width == 0 || width > 32 {
         return Err(DecodeError::invalid("permutation", "wrong length"));
     }
     let mask = (1u64 << width) - 1;
-    let mut padded = bytes.to_vec();
-    padded.extend_from_slice(&[0u8; 8]);
-    Ok((0..count)
-        .map(|i| {
-            let bit = i as u64 * u64::from(width);
-            let byte = (bit / 8) as usize;
-            let cur = u64::from_le_bytes(padded[byte..byte + 8].try_into().expect("8 bytes"));
-            ((cur >> (bit % 8)) & mask) as u32
-        })
-        .collect())
+    let mut out = Vec::with_capacity(count);
+    let (mut acc, mut bits) = (0u64, 0u32);
+    let mut input = bytes.iter();
+    for _ in 0..count {
+        while bits < width {
+            // The length check above guarantees enough bytes.
+            let byte = input.next().copied().unwrap_or(0);
+            acc |= u64::from(byte) << bits;
+            bits += 8;
+        }
+        out.push((acc & mask) as u32);
+        acc >>= width;
+        bits -= width;
+    }
+    if acc != 0 {
+        return Err(DecodeError::invalid("permutation", "non-zero padding"));
+    }
+    Ok(out)
 }
 
 /// Splits a received run of fixed-size summary values.
@@ -260,6 +276,11 @@ mod tests {
             assert_eq!(unpack_indices(&packed, v.len(), width).unwrap(), v);
             assert!(unpack_indices(&packed[1..], v.len(), width).is_err());
         }
+        // 3 values of 7 bits leave 3 padding bits, which must be zero.
+        let mut packed = pack_indices(&[127, 0, 127], 7);
+        assert_eq!(unpack_indices(&packed, 3, 7).unwrap(), vec![127, 0, 127]);
+        packed[2] |= 0x80;
+        assert!(unpack_indices(&packed, 3, 7).is_err());
         assert_eq!(index_width(1 << 20), 20);
         assert_eq!(index_width((1 << 20) + 1), 21);
         assert!(split_values(&[0u8; 30], 10, 2).is_err());

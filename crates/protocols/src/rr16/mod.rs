@@ -49,6 +49,7 @@ pub mod params;
 mod receiver;
 mod sender;
 mod session;
+mod shuffle;
 
 pub use params::{Rr16Params, Search};
 pub use receiver::{run_receiver, ReceiverOutcome};

@@ -8,14 +8,14 @@ use std::time::Instant;
 use psikit_ot::{ChoiceBits, OtExtReceiver, ReceiverOts};
 use psikit_transport::Channel;
 use rand::rngs::{OsRng, StdRng};
-use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use rayon::prelude::*;
 
 use super::messages::{self as msg, Response, PROTOCOL_ID};
 use super::params::Rr16Params;
 use super::sender::abort;
-use super::session::{establish, fold, Phases};
+use super::session::{establish, fold, OtSet, Phases};
+use super::shuffle::random_permutation;
 use super::Rr16Config;
 use crate::Error;
 
@@ -95,11 +95,10 @@ async fn receive_steps(
         let (ots, opened) = match cfg.malicious {
             true => {
                 let ones = (p.ones_per_chunk + behaviour.extra_ones).min(p.ots_per_chunk);
-                let bits =
-                    ChoiceBits::random_with_ones(p.ots_per_chunk as usize, ones as usize, &mut rng);
-                let ots = ot.extend(ch, &bits).await?;
+                let choices = ChunkChoices::new(p.ots_per_chunk as usize, ones as usize, &mut rng);
+                let ots = ot.extend(ch, &choices.bits()).await?;
                 let opened = answer_challenge(ch, &ots, &p, behaviour).await?;
-                (ots, Some(opened))
+                (ots, Some((choices, opened)))
             }
             false => (
                 ot.extend(ch, &ChoiceBits::from_bools(&segment)).await?,
@@ -110,8 +109,8 @@ async fn receive_steps(
 
         let t = Instant::now();
         let pi = match opened {
-            Some(opened) => {
-                let mut pi = match permutation(&ots, &opened, &segment, &mut rng) {
+            Some((choices, opened)) => {
+                let mut pi = match choices.permutation(&opened, &segment) {
                     Some(pi) => pi,
                     None => {
                         return Err(abort(
@@ -135,11 +134,17 @@ async fn receive_steps(
             }
             None => (0..p.bf_per_chunk as u32).collect(),
         };
-        fold(&mut acc, bucket, &pi, |i| ots.message(i));
+        fold(&mut acc, bucket, &pi, |idx, out| ots.messages_at(idx, out));
         phases.online += t.elapsed();
     }
 
     let t = Instant::now();
+    // Our summaries first: the sender is computing its own meanwhile.
+    let mine: Vec<Vec<u8>> = items
+        .par_iter()
+        .zip(acc.par_iter())
+        .map(|(y, a)| session.summary(y, *a))
+        .collect();
     let max = session.peer_set_size * session.summary_len as u64;
     let bytes = ch
         .recv_chunked(PROTOCOL_ID, msg::KIND_SUMMARIES, max)
@@ -148,11 +153,6 @@ async fn receive_steps(
         msg::split_values(&bytes, session.summary_len, session.peer_set_size)?
             .into_iter()
             .collect();
-    let mine: Vec<Vec<u8>> = items
-        .par_iter()
-        .zip(acc.par_iter())
-        .map(|(y, a)| session.summary(y, *a))
-        .collect();
     let matches: Vec<bool> = mine.iter().map(|s| theirs.contains(s.as_slice())).collect();
     if cfg.reveal_to_sender {
         let found: Vec<u8> = mine
@@ -189,7 +189,7 @@ async fn answer_challenge(
     ots: &ReceiverOts,
     p: &Rr16Params,
     behaviour: &Behaviour,
-) -> Result<Vec<bool>, Error> {
+) -> Result<OtSet, Error> {
     let frame = ch.recv_expect(PROTOCOL_ID, msg::KIND_CHALLENGE).await?;
     let challenge = msg::decode_challenge(&frame.payload, p.ots_per_chunk as u32)?;
     if challenge.len() as u64 > p.ots_per_chunk - p.bf_per_chunk {
@@ -209,36 +209,54 @@ async fn answer_challenge(
         .filter(|(_, z)| **z)
         .fold(0u128, |x, (&i, _)| x ^ ots.message(i as usize));
     ch.send(&Response { zero_bits, proof }.to_frame()).await?;
-    let mut opened = vec![false; p.ots_per_chunk as usize];
-    for &i in &challenge {
-        opened[i as usize] = true;
-    }
-    Ok(opened)
+    Ok(OtSet::from_indices(p.ots_per_chunk as usize, &challenge))
 }
 
-/// Step 5 for one chunk: a uniformly random injection from the segment
-/// into the unopened OTs with `BF'[j] = b_{π(j)}`, where `BF'` is the
-/// segment with zeros turned into ones when zero-OTs run out. `None` if the
-/// chunk lacks one-OTs (negligible for honest parameters).
-fn permutation(
-    ots: &ReceiverOts,
-    opened: &[bool],
-    segment: &[bool],
-    rng: &mut StdRng,
-) -> Option<Vec<u32>> {
-    let (mut ones, mut zeros): (Vec<u32>, Vec<u32>) = (0..opened.len() as u32)
-        .filter(|&i| !opened[i as usize])
-        .partition(|&i| ots.choice(i as usize));
-    ones.shuffle(rng);
-    zeros.shuffle(rng);
-    segment
-        .iter()
-        .map(|&bit| {
-            if bit {
-                ones.pop()
-            } else {
-                zeros.pop().or_else(|| ones.pop())
-            }
-        })
-        .collect()
+/// The choice bits of one chunk, drawn so that step 5 is cheap: `order`
+/// is a uniformly random permutation of the chunk's OTs and the first
+/// `ones` of them have choice bit 1. So the ones sit at a uniformly random
+/// `ones`-subset, and reading `order` gives the one-OTs and the zero-OTs
+/// each in uniformly random order, which is all π needs.
+struct ChunkChoices {
+    order: Vec<u32>,
+    ones: usize,
+}
+
+impl ChunkChoices {
+    fn new(len: usize, ones: usize, rng: &mut StdRng) -> Self {
+        Self {
+            order: random_permutation(len, rng),
+            ones: ones.min(len),
+        }
+    }
+
+    fn bits(&self) -> ChoiceBits {
+        let mut bits = ChoiceBits::zeros(self.order.len());
+        for &i in &self.order[..self.ones] {
+            bits.set(i as usize, true);
+        }
+        bits
+    }
+
+    /// Step 5: a uniformly random injection from the segment into the
+    /// unopened OTs with `BF'[j] = b_{π(j)}`, where `BF'` is the segment
+    /// with zeros turned into ones when zero-OTs run out. `None` if the
+    /// chunk lacks one-OTs (negligible for honest parameters).
+    fn permutation(&self, opened: &OtSet, segment: &[bool]) -> Option<Vec<u32>> {
+        let mut one_ots = self.order[..self.ones]
+            .iter()
+            .filter(|&&i| !opened.contains(i));
+        let mut zero_ots = self.order[self.ones..]
+            .iter()
+            .filter(|&&i| !opened.contains(i));
+        let mut pi = Vec::with_capacity(segment.len());
+        for &bit in segment {
+            let ot = match bit {
+                true => one_ots.next(),
+                false => zero_ots.next().or_else(|| one_ots.next()),
+            };
+            pi.push(*ot?);
+        }
+        Some(pi)
+    }
 }

@@ -13,7 +13,7 @@ use subtle::ConstantTimeEq;
 
 use super::messages::{self as msg, Response, PROTOCOL_ID};
 use super::params::Rr16Params;
-use super::session::{establish, fold, Phases};
+use super::session::{establish, fold, OtSet, Phases};
 use super::Rr16Config;
 use crate::Error;
 
@@ -91,7 +91,9 @@ async fn send_steps(
             Some(opened) => receive_permutation(ch, &p, opened).await?,
             None => (0..p.bf_per_chunk as u32).collect(),
         };
-        fold(&mut acc, bucket, &pi, |i| ots.message(i, true));
+        fold(&mut acc, bucket, &pi, |idx, out| {
+            ots.messages_at(idx, true, out)
+        });
         phases.online += t.elapsed();
     }
 
@@ -130,13 +132,13 @@ fn sample_challenge(ots: u64, p_chk: f64) -> Vec<u32> {
         .collect()
 }
 
-/// Steps 3-4 of Figure 4 for one chunk. Returns the opened-OT bitmap.
+/// Steps 3-4 of Figure 4 for one chunk. Returns the opened OTs.
 async fn cut_and_choose(
     ch: &mut Channel,
     ots: &SenderOts,
     p: &Rr16Params,
     opened_ones: &mut u64,
-) -> Result<Vec<bool>, Error> {
+) -> Result<OtSet, Error> {
     let challenge = sample_challenge(p.ots_per_chunk, p.p_chk);
     ch.send(&msg::challenge_frame(&challenge)).await?;
     let reply = ch.recv_expect(PROTOCOL_ID, msg::KIND_RESPONSE).await?;
@@ -158,11 +160,7 @@ async fn cut_and_choose(
     if !bool::from(expected.to_le_bytes().ct_eq(&response.proof.to_le_bytes())) {
         return Err(abort(ch, "the receiver's proof of its choice bits is wrong").await);
     }
-    let mut opened = vec![false; p.ots_per_chunk as usize];
-    for &i in &challenge {
-        opened[i as usize] = true;
-    }
-    Ok(opened)
+    Ok(OtSet::from_indices(p.ots_per_chunk as usize, &challenge))
 }
 
 /// Step 5 for one chunk: `π_t` must map the segment injectively into the
@@ -170,7 +168,7 @@ async fn cut_and_choose(
 async fn receive_permutation(
     ch: &mut Channel,
     p: &Rr16Params,
-    opened: &[bool],
+    opened: &OtSet,
 ) -> Result<Vec<u32>, Error> {
     let width = msg::index_width(p.ots_per_chunk);
     let expected = (p.bf_per_chunk * u64::from(width)).div_ceil(8);
@@ -178,17 +176,15 @@ async fn receive_permutation(
         .recv_chunked(PROTOCOL_ID, msg::KIND_PERMUTATION, expected)
         .await?;
     let pi = msg::unpack_indices(&bytes, p.bf_per_chunk as usize, width)?;
-    let mut used = vec![false; p.ots_per_chunk as usize];
+    let mut used = OtSet::new(p.ots_per_chunk as usize);
     for &i in &pi {
-        let i = i as usize;
-        if i >= used.len() || opened[i] || used[i] {
+        if u64::from(i) >= p.ots_per_chunk || opened.contains(i) || !used.insert(i) {
             return Err(abort(
                 ch,
                 "the receiver's permutation is not an injection into the unopened OTs",
             )
             .await);
         }
-        used[i] = true;
     }
     Ok(pi)
 }

@@ -8,6 +8,7 @@ use psikit_transport::Channel;
 use rand::RngCore;
 use rayon::prelude::*;
 use sha2::{Digest, Sha256};
+use zeroize::Zeroize;
 
 use super::bloom::BloomHasher;
 use super::messages::{self as msg, Hello};
@@ -162,7 +163,11 @@ impl Session {
     pub fn buckets(&self, items: &[Vec<u8>]) -> Vec<Vec<u64>> {
         let p = &self.params;
         let segment = p.bf_per_chunk;
-        let expected = (items.len() as u64 * u64::from(p.k)) / p.chunks + 64;
+        // A bucket's size is binomial around `expected`; ten standard
+        // deviations of headroom avoid a reallocation (which would copy the
+        // bucket and double its memory) in all but negligible cases.
+        let mean = (items.len() as u64 * u64::from(p.k)) / p.chunks;
+        let expected = mean + 10 * (mean as f64).sqrt() as u64 + 64;
         let mut buckets: Vec<Vec<u64>> = (0..p.chunks)
             .map(|_| Vec::with_capacity(expected as usize))
             .collect();
@@ -198,15 +203,70 @@ impl Session {
     }
 }
 
-/// XORs `message(pi[j])` into `acc[item]` for every bucket entry.
-/// Messages are hashed in parallel, then folded in order.
-pub fn fold(acc: &mut [u128], bucket: &[u64], pi: &[u32], message: impl Fn(usize) -> u128 + Sync) {
-    let messages: Vec<u128> = bucket
-        .par_iter()
-        .map(|&e| message(pi[(e >> 32) as usize] as usize))
-        .collect();
-    for (&e, m) in bucket.iter().zip(messages) {
-        acc[(e & 0xffff_ffff) as usize] ^= m;
+/// Bucket entries hashed per batch: enough for AES pipelining and rayon
+/// work units, small enough to stay in cache.
+const FOLD_BATCH: usize = 2048;
+/// Batches hashed (in parallel) before they are folded in order.
+const FOLD_ROUND: usize = 32 * FOLD_BATCH;
+
+/// XORs the random-OT message of OT `pi[pos]` into `acc[item]` for every
+/// bucket entry `(pos, item)`. `messages(indices, out)` fills `out` with the
+/// messages of `indices` (a batched, on-demand hash). Batches are hashed in
+/// parallel a round at a time, then folded in order into `acc`.
+pub fn fold(
+    acc: &mut [u128],
+    bucket: &[u64],
+    pi: &[u32],
+    messages: impl Fn(&[u32], &mut [u128]) + Sync,
+) {
+    let mut hashed = vec![0u128; FOLD_ROUND.min(bucket.len())];
+    for round in bucket.chunks(FOLD_ROUND) {
+        let hashed = &mut hashed[..round.len()];
+        hashed
+            .par_chunks_mut(FOLD_BATCH)
+            .zip(round.par_chunks(FOLD_BATCH))
+            .for_each(|(out, entries)| {
+                let indices: Vec<u32> = entries.iter().map(|&e| pi[(e >> 32) as usize]).collect();
+                messages(&indices, out);
+            });
+        for (&e, m) in round.iter().zip(hashed.iter()) {
+            acc[(e & 0xffff_ffff) as usize] ^= m;
+        }
+    }
+    hashed.zeroize();
+}
+
+/// A set of OT indices within one chunk (the opened OTs, or those π has
+/// used), as a bitset: probed at random positions, it stays in cache where
+/// a `Vec<bool>` would not.
+pub struct OtSet(Vec<u64>);
+
+impl OtSet {
+    pub fn new(len: usize) -> Self {
+        Self(vec![0; len.div_ceil(64)])
+    }
+
+    /// The set of `indices`, all below `len`.
+    pub fn from_indices(len: usize, indices: &[u32]) -> Self {
+        let mut set = Self::new(len);
+        for &i in indices {
+            set.insert(i);
+        }
+        set
+    }
+
+    /// Adds `i`; returns whether it was absent. Panics if `i` is out of range.
+    pub fn insert(&mut self, i: u32) -> bool {
+        let (word, bit) = ((i / 64) as usize, 1u64 << (i % 64));
+        let absent = self.0[word] & bit == 0;
+        self.0[word] |= bit;
+        absent
+    }
+
+    pub fn contains(&self, i: u32) -> bool {
+        self.0
+            .get((i / 64) as usize)
+            .is_some_and(|w| w >> (i % 64) & 1 == 1)
     }
 }
 
