@@ -1,5 +1,6 @@
 //! `psikit bench`: performance figures of the filter protocol (DH OPRF +
-//! cuckoo filter), checked against the targets of the issue.
+//! cuckoo filter), checked against the targets of the issue; `psikit bench
+//! rr16` (in [`rr16`]) measures the RR16 protocol.
 //!
 //! # How a run is organised
 //! The parent process (`psikit bench filter`) runs one *worker* process of
@@ -51,6 +52,8 @@ use rand::{Rng, RngCore, SeedableRng};
 use crate::args::runtime;
 use crate::demo::loopback_pair;
 use crate::report;
+
+mod rr16;
 
 /// Issue target: server OPRF throughput per core.
 const TARGET_OPRF_PER_CORE: f64 = 15_000.0;
@@ -106,6 +109,11 @@ enum BenchProtocol {
     /// Internal: one (server size, threads) measurement in its own process.
     #[command(hide = true)]
     FilterWorker(WorkerArgs),
+    /// Malicious-secure PSI (RR16) and its semi-honest variant.
+    Rr16(rr16::Rr16BenchArgs),
+    /// Internal: one party of one RR16 run in its own process.
+    #[command(hide = true)]
+    Rr16Worker(rr16::Rr16WorkerArgs),
 }
 
 /// Options of `psikit bench filter`.
@@ -303,6 +311,8 @@ pub fn run(a: BenchArgs) -> Result<()> {
         None => run_filter(&a.filter),
         Some(BenchProtocol::Filter(f)) => run_filter(&f),
         Some(BenchProtocol::FilterWorker(w)) => run_worker(&w),
+        Some(BenchProtocol::Rr16(a)) => rr16::run(&a),
+        Some(BenchProtocol::Rr16Worker(w)) => rr16::worker(&w),
     }
 }
 

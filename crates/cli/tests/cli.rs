@@ -326,3 +326,22 @@ fn rr16_two_processes_over_tcp() {
         "email\nbob@x.org\ncarol@x.org\n"
     );
 }
+
+/// The RR16 benchmark runs both parties as worker processes and checks
+/// every run against the known intersection (a wrong result fails it).
+#[test]
+fn bench_rr16_runs_two_worker_processes() {
+    let out = run_ok(psikit().args([
+        "bench",
+        "rr16",
+        "--log2",
+        "6",
+        "--threads",
+        "1",
+        "--runs",
+        "1",
+    ]));
+    assert!(out.contains("| malicious   | 2^6"), "{out}");
+    assert!(out.contains("| semi-honest | 2^6"), "{out}");
+    assert!(out.contains("targets need --log2 20"), "{out}");
+}
