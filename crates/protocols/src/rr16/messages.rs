@@ -193,20 +193,25 @@ pub fn unpack_indices(bytes: &[u8], count: usize, width: u32) -> Result<Vec<u32>
     }
     let mask = (1u64 << width) - 1;
     let mut out = Vec::with_capacity(count);
-    let (mut acc, mut bits) = (0u64, 0u32);
-    let mut input = bytes.iter();
+    let (mut acc, mut bits, mut pos) = (0u64, 0u32, 0usize);
     for _ in 0..count {
-        while bits < width {
-            // The length check above guarantees enough bytes.
-            let byte = input.next().copied().unwrap_or(0);
-            acc |= u64::from(byte) << bits;
-            bits += 8;
+        if bits < width {
+            // Refill 32 bits at a time (fewer at the end of the input).
+            let take = (bytes.len() - pos).min(4);
+            let mut word = [0u8; 4];
+            word[..take].copy_from_slice(&bytes[pos..pos + take]);
+            acc |= u64::from(u32::from_le_bytes(word)) << bits;
+            bits += 8 * take as u32;
+            pos += take;
+            if bits < width {
+                return Err(DecodeError::invalid("permutation", "truncated"));
+            }
         }
         out.push((acc & mask) as u32);
         acc >>= width;
         bits -= width;
     }
-    if acc != 0 {
+    if acc != 0 || pos != bytes.len() {
         return Err(DecodeError::invalid("permutation", "non-zero padding"));
     }
     Ok(out)

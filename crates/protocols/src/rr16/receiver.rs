@@ -243,20 +243,35 @@ impl ChunkChoices {
     /// with zeros turned into ones when zero-OTs run out. `None` if the
     /// chunk lacks one-OTs (negligible for honest parameters).
     fn permutation(&self, opened: &OtSet, segment: &[bool]) -> Option<Vec<u32>> {
-        let mut one_ots = self.order[..self.ones]
-            .iter()
-            .filter(|&&i| !opened.contains(i));
-        let mut zero_ots = self.order[self.ones..]
-            .iter()
-            .filter(|&&i| !opened.contains(i));
-        let mut pi = Vec::with_capacity(segment.len());
-        for &bit in segment {
-            let ot = match bit {
-                true => one_ots.next(),
-                false => zero_ots.next().or_else(|| one_ots.next()),
-            };
-            pi.push(*ot?);
+        let unopened = |part: &[u32]| -> Vec<u32> {
+            part.iter()
+                .copied()
+                .filter(|&i| !opened.contains(i))
+                .collect()
+        };
+        let mut ones = unopened(&self.order[..self.ones]);
+        let mut zeros = unopened(&self.order[self.ones..]);
+        let needed = segment.iter().filter(|&&b| b).count();
+        if needed > ones.len() || segment.len() > ones.len() + zeros.len() {
+            return None;
         }
+        // Zero positions past the zero-OTs take the one-OTs left over; a
+        // sentinel at each end lets the loop read both lists without a
+        // branch on the (secret) filter bit.
+        zeros.extend_from_slice(&ones[needed..]);
+        ones.truncate(needed);
+        ones.push(0);
+        zeros.push(0);
+        let (mut a, mut b) = (0usize, 0usize);
+        let pi = segment
+            .iter()
+            .map(|&bit| {
+                let ot = if bit { ones[a] } else { zeros[b] };
+                a += usize::from(bit);
+                b += usize::from(!bit);
+                ot
+            })
+            .collect();
         Some(pi)
     }
 }

@@ -176,15 +176,17 @@ async fn receive_permutation(
         .recv_chunked(PROTOCOL_ID, msg::KIND_PERMUTATION, expected)
         .await?;
     let pi = msg::unpack_indices(&bytes, p.bf_per_chunk as usize, width)?;
-    let mut used = OtSet::new(p.ots_per_chunk as usize);
-    for &i in &pi {
-        if u64::from(i) >= p.ots_per_chunk || opened.contains(i) || !used.insert(i) {
-            return Err(abort(
-                ch,
-                "the receiver's permutation is not an injection into the unopened OTs",
-            )
-            .await);
-        }
+    // Every index must be new to the set of opened and already used OTs.
+    let mut taken = opened.clone();
+    let injective = pi
+        .iter()
+        .all(|&i| u64::from(i) < p.ots_per_chunk && taken.insert(i));
+    if !injective {
+        return Err(abort(
+            ch,
+            "the receiver's permutation is not an injection into the unopened OTs",
+        )
+        .await);
     }
     Ok(pi)
 }

@@ -156,13 +156,48 @@ fn summary_len(sender: u64, receiver: u64) -> usize {
     bits.div_ceil(8) as usize
 }
 
+/// Division by a fixed divisor without a hardware divide (64-bit `div`
+/// costs tens of cycles, and bucketing does one per Bloom filter position):
+/// Lemire, Kaser and Kurz, "Faster remainder by direct computation" (2019),
+/// exact for 32-bit dividends. Larger dividends use plain division.
+struct Divisor {
+    d: u64,
+    /// `floor((2^64 - 1) / d) + 1`, or 0 when `d` is 1 or exceeds 32 bits.
+    m: u64,
+}
+
+impl Divisor {
+    fn new(d: u64) -> Self {
+        assert!(d > 0, "division by zero");
+        let m = match d <= u64::from(u32::MAX) {
+            // d = 1 overflows: 0 selects plain division there too.
+            true => (u64::MAX / d).checked_add(1).unwrap_or(0),
+            false => 0,
+        };
+        Self { d, m }
+    }
+
+    /// `(n / d, n % d)`.
+    fn div_rem(&self, n: u64) -> (u64, u64) {
+        if self.m == 0 || n > u64::from(u32::MAX) {
+            return (n / self.d, n % self.d);
+        }
+        let q = ((u128::from(self.m) * u128::from(n)) >> 64) as u64;
+        let low = self.m.wrapping_mul(n);
+        let r = ((u128::from(low) * u128::from(self.d)) >> 64) as u64;
+        (q, r)
+    }
+}
+
 impl Session {
     /// For each chunk, the (position in segment, item) pairs of every
     /// item's `h*` positions, packed as `pos << 32 | item`. Items are in
     /// order within a chunk, so folding touches accumulators sequentially.
     pub fn buckets(&self, items: &[Vec<u8>]) -> Vec<Vec<u64>> {
+        const BLOCK: usize = 1 << 14;
         let p = &self.params;
-        let segment = p.bf_per_chunk;
+        let k = p.k as usize;
+        let segment = Divisor::new(p.bf_per_chunk);
         // A bucket's size is binomial around `expected`; ten standard
         // deviations of headroom avoid a reallocation (which would copy the
         // bucket and double its memory) in all but negligible cases.
@@ -171,20 +206,26 @@ impl Session {
         let mut buckets: Vec<Vec<u64>> = (0..p.chunks)
             .map(|_| Vec::with_capacity(expected as usize))
             .collect();
-        // Hash in parallel blocks, distribute sequentially (keeps order).
-        for (block_no, block) in items.chunks(1 << 14).enumerate() {
-            let positions: Vec<Vec<u64>> = block
-                .par_iter()
-                .map(|x| {
-                    let mut out = Vec::with_capacity(self.params.k as usize);
-                    self.hasher.positions(x, &mut out);
-                    out
-                })
-                .collect();
-            for (offset, pos) in positions.iter().enumerate() {
-                let item = (block_no * (1 << 14) + offset) as u64;
-                for &j in pos {
-                    buckets[(j / segment) as usize].push(((j % segment) << 32) | item);
+        // Hash a block in parallel into `k` slots per item, then distribute
+        // sequentially (keeps items in order within each bucket).
+        let mut slots = vec![0u64; BLOCK.min(items.len()) * k];
+        let mut counts = vec![0usize; BLOCK.min(items.len())];
+        for (block_no, block) in items.chunks(BLOCK).enumerate() {
+            let (slots, counts) = (&mut slots[..block.len() * k], &mut counts[..block.len()]);
+            slots
+                .par_chunks_mut(k)
+                .zip(counts.par_iter_mut())
+                .zip(block.par_iter())
+                .for_each_init(Vec::new, |scratch, ((slot, count), x)| {
+                    self.hasher.positions(x, scratch);
+                    slot[..scratch.len()].copy_from_slice(scratch);
+                    *count = scratch.len();
+                });
+            for (offset, (slot, &count)) in slots.chunks(k).zip(counts.iter()).enumerate() {
+                let item = (block_no * BLOCK + offset) as u64;
+                for &j in &slot[..count] {
+                    let (chunk, pos) = segment.div_rem(j);
+                    buckets[chunk as usize].push((pos << 32) | item);
                 }
             }
         }
@@ -239,6 +280,7 @@ pub fn fold(
 /// A set of OT indices within one chunk (the opened OTs, or those π has
 /// used), as a bitset: probed at random positions, it stays in cache where
 /// a `Vec<bool>` would not.
+#[derive(Clone)]
 pub struct OtSet(Vec<u64>);
 
 impl OtSet {
@@ -281,6 +323,44 @@ pub struct Phases {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn divisor_matches_hardware_division() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for d in [
+            1u64,
+            2,
+            3,
+            7,
+            1000,
+            1 << 20,
+            (1 << 20) + 1,
+            1_048_573,
+            u64::from(u32::MAX),
+            1 << 33,
+        ] {
+            let div = Divisor::new(d);
+            for n in [
+                0u64,
+                1,
+                d - 1,
+                d,
+                d + 1,
+                u64::from(u32::MAX),
+                u64::from(u32::MAX) + 1,
+                u64::MAX,
+            ] {
+                assert_eq!(div.div_rem(n), (n / d, n % d), "{n} / {d}");
+            }
+            for _ in 0..10_000 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let n = x >> 32;
+                assert_eq!(div.div_rem(n), (n / d, n % d), "{n} / {d}");
+            }
+        }
+    }
 
     #[test]
     fn summary_length_covers_lambda_and_set_sizes() {
