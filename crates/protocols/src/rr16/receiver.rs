@@ -2,7 +2,6 @@
 //! the cut-and-choose, maps its Bloom filter onto unopened OTs, and learns
 //! the intersection.
 
-use std::collections::HashSet;
 use std::time::Instant;
 
 use psikit_ot::{ChoiceBits, OtExtReceiver, ReceiverOts};
@@ -14,7 +13,7 @@ use rayon::prelude::*;
 use super::messages::{self as msg, Response, PROTOCOL_ID};
 use super::params::Rr16Params;
 use super::sender::abort;
-use super::session::{establish, fold, OtSet, Phases};
+use super::session::{establish, fold, OtSet, Phases, Summary};
 use super::shuffle::random_permutation;
 use super::Rr16Config;
 use crate::Error;
@@ -140,7 +139,7 @@ async fn receive_steps(
 
     let t = Instant::now();
     // Our summaries first: the sender is computing its own meanwhile.
-    let mine: Vec<Vec<u8>> = items
+    let mine: Vec<Summary> = items
         .par_iter()
         .zip(acc.par_iter())
         .map(|(y, a)| session.summary(y, *a))
@@ -149,20 +148,26 @@ async fn receive_steps(
     let bytes = ch
         .recv_chunked(PROTOCOL_ID, msg::KIND_SUMMARIES, max)
         .await?;
-    let theirs: HashSet<&[u8]> =
-        msg::split_values(&bytes, session.summary_len, session.peer_set_size)?
-            .into_iter()
-            .collect();
-    let matches: Vec<bool> = mine.iter().map(|s| theirs.contains(s.as_slice())).collect();
+    // Sorted and binary-searched: no hashing of values the peer chose.
+    let mut theirs = session.decode_summaries(&bytes, session.peer_set_size)?;
+    drop(bytes);
+    theirs.par_sort_unstable();
+    let matches: Vec<bool> = mine
+        .par_iter()
+        .map(|s| theirs.binary_search(s).is_ok())
+        .collect();
     if cfg.reveal_to_sender {
-        let found: Vec<u8> = mine
+        let found = mine
             .iter()
             .zip(&matches)
             .filter(|(_, m)| **m)
-            .flat_map(|(s, _)| s.iter().copied())
-            .collect();
-        ch.send_chunked(PROTOCOL_ID, msg::KIND_REVEAL, &found)
-            .await?;
+            .map(|(s, _)| s);
+        ch.send_chunked(
+            PROTOCOL_ID,
+            msg::KIND_REVEAL,
+            &session.encode_summaries(found),
+        )
+        .await?;
     }
     phases.online += t.elapsed();
     Ok(ReceiverOutcome {

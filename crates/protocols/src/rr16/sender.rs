@@ -13,7 +13,7 @@ use subtle::ConstantTimeEq;
 
 use super::messages::{self as msg, Response, PROTOCOL_ID};
 use super::params::Rr16Params;
-use super::session::{establish, fold, OtSet, Phases};
+use super::session::{establish, fold, OtSet, Phases, Session, Summary};
 use super::Rr16Config;
 use crate::Error;
 
@@ -98,19 +98,23 @@ async fn send_steps(
     }
 
     let t = Instant::now();
-    let summaries: Vec<Vec<u8>> = items
+    let summaries: Vec<Summary> = items
         .par_iter()
         .zip(acc.par_iter())
         .map(|(x, a)| session.summary(x, *a))
         .collect();
     // Sorting hides which summary belongs to which item.
     let mut sorted = summaries.clone();
-    sorted.sort_unstable();
-    ch.send_chunked(PROTOCOL_ID, msg::KIND_SUMMARIES, &sorted.concat())
-        .await?;
+    sorted.par_sort_unstable();
+    ch.send_chunked(
+        PROTOCOL_ID,
+        msg::KIND_SUMMARIES,
+        &session.encode_summaries(sorted.iter()),
+    )
+    .await?;
     drop(sorted);
     let revealed = match cfg.reveal_to_sender {
-        true => Some(receive_revealed(ch, &summaries, session.summary_len).await?),
+        true => Some(receive_revealed(ch, &session, &summaries).await?),
         false => None,
     };
     phases.online += t.elapsed();
@@ -196,17 +200,14 @@ async fn receive_permutation(
 /// summary values): this output is only as honest as the receiver.
 async fn receive_revealed(
     ch: &mut Channel,
-    summaries: &[Vec<u8>],
-    len: usize,
+    session: &Session,
+    summaries: &[Summary],
 ) -> Result<Vec<usize>, Error> {
-    let max = (summaries.len() * len) as u64;
+    let max = (summaries.len() * session.summary_len) as u64;
     let bytes = ch.recv_chunked(PROTOCOL_ID, msg::KIND_REVEAL, max).await?;
-    let values = msg::split_values(&bytes, len, summaries.len() as u64)?;
-    let index: HashMap<&[u8], usize> = summaries
-        .iter()
-        .enumerate()
-        .map(|(i, s)| (s.as_slice(), i))
-        .collect();
+    let values = session.decode_summaries(&bytes, summaries.len() as u64)?;
+    let index: HashMap<&Summary, usize> =
+        summaries.iter().enumerate().map(|(i, s)| (s, i)).collect();
     let mut out: Vec<usize> = values
         .iter()
         .filter_map(|v| index.get(v).copied())

@@ -16,6 +16,11 @@ use super::params::Rr16Params;
 use super::Rr16Config;
 use crate::Error;
 
+/// A summary value in a fixed-size array: `summary_len` bytes (at most
+/// 21 for sets below 2^64), then zeros. Fixed size keeps them off the heap
+/// and makes sorting and searching cheap.
+pub type Summary = [u8; 32];
+
 /// What the hello and coin toss established.
 pub struct Session {
     pub params: Rr16Params,
@@ -232,15 +237,38 @@ impl Session {
         buckets
     }
 
-    /// `H(x || acc)` truncated to the summary length.
-    pub fn summary(&self, item: &[u8], acc: u128) -> Vec<u8> {
+    /// `H(x || acc)` truncated to the summary length (the rest of the
+    /// array is zero, so arrays compare as the truncated values do).
+    pub fn summary(&self, item: &[u8], acc: u128) -> Summary {
         let digest = Sha256::new()
             .chain_update(b"psikit-rr16-summary-v1")
             .chain_update((item.len() as u64).to_le_bytes())
             .chain_update(item)
             .chain_update(acc.to_le_bytes())
             .finalize();
-        digest[..self.summary_len].to_vec()
+        let mut out = Summary::default();
+        out[..self.summary_len].copy_from_slice(&digest[..self.summary_len]);
+        out
+    }
+
+    /// Summary values as sent: each truncated to the summary length.
+    pub fn encode_summaries<'a>(&self, values: impl Iterator<Item = &'a Summary>) -> Vec<u8> {
+        values
+            .flat_map(|v| &v[..self.summary_len])
+            .copied()
+            .collect()
+    }
+
+    /// Received summary values (at most `max_count`), zero-padded.
+    pub fn decode_summaries(&self, bytes: &[u8], max_count: u64) -> Result<Vec<Summary>, Error> {
+        Ok(msg::split_values(bytes, self.summary_len, max_count)?
+            .into_iter()
+            .map(|v| {
+                let mut out = Summary::default();
+                out[..v.len()].copy_from_slice(v);
+                out
+            })
+            .collect())
     }
 }
 
