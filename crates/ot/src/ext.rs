@@ -72,7 +72,7 @@ use crate::matrix::{frames, receiver_columns, sender_columns, SUB_BATCH};
 use crate::messages::{
     abort, block_from_le, decode_blocks, encode_blocks, kind, ExtHeader, Mode, PROTOCOL_ID,
 };
-use crate::transpose::{transpose_128xn, transpose_nx128};
+use crate::transpose::transpose_128xn;
 use crate::{ChoiceBits, OtError, SessionId};
 
 /// Base OTs (and matrix columns) of the 1-out-of-2 extension.
@@ -204,10 +204,12 @@ fn chi_weights(sid: &SessionId, first_row: u64, seed: &[u8; 16], blocks: usize) 
 }
 
 /// `Σ_k χ_k·col_{j,k}` for every column `j` (reduced), where `col_{j,k}` is
-/// the `k`-th 128-bit block of matrix column `j`. Computed from the rows:
-/// each sub-batch is transposed back into columns on the fly, which costs
-/// less than keeping a second copy of the matrix until the weights are known.
-fn column_sums(rows: &[u128], chis: &[u128]) -> Vec<u128> {
+/// the `k`-th 128-bit block of matrix column `j`. `cols` is the whole
+/// matrix in the sub-batch column layout the extension computes (128
+/// columns of `SUB_BATCH / 128` blocks per sub-batch), kept for this check
+/// in a buffer reused across extensions; transposing the rows back instead
+/// cost a second full transposition.
+fn column_sums(cols: &[u128], chis: &[u128]) -> Vec<u128> {
     let zero = || vec![(0u128, 0u128); BASE_OTS];
     let add = |mut acc: Vec<Wide>, sums: &[Wide]| {
         for (a, s) in acc.iter_mut().zip(sums) {
@@ -215,23 +217,49 @@ fn column_sums(rows: &[u128], chis: &[u128]) -> Vec<u128> {
         }
         acc
     };
-    let wide: Vec<Wide> = rows
+    let wide: Vec<Wide> = cols
         .par_chunks(SUB_BATCH)
         .enumerate()
-        .fold(zero, |acc, (c, chunk)| {
-            let mut cols = vec![0u128; chunk.len()];
-            transpose_nx128(chunk, &mut cols);
-            let bpc = chunk.len() / BASE_OTS;
+        .fold(zero, |acc, (c, sub)| {
+            let bpc = sub.len() / BASE_OTS;
             let w = &chis[c * (SUB_BATCH / 128)..][..bpc];
-            let sums: Vec<Wide> = cols
+            let sums: Vec<Wide> = sub
                 .chunks_exact(bpc)
                 .map(|col| gf128::inner_product(w, col))
                 .collect();
-            cols.zeroize();
             add(acc, &sums)
         })
         .reduce(zero, |a, b| add(a, &b));
     wide.into_iter().map(gf128::reduce).collect()
+}
+
+/// Length of the column buffer of an extension of `m` rows: KOS keeps the
+/// whole matrix for its check ([`column_sums`]); IKNP needs one frame's.
+fn column_buffer(kos: bool, m: usize, frame_rows: usize) -> usize {
+    if kos {
+        m
+    } else {
+        frame_rows.min(m)
+    }
+}
+
+/// The part of the column buffer that the frame of rows `start..start+len`
+/// fills: its own place when the buffer holds the whole matrix (`whole`),
+/// else the start of a one-frame buffer.
+fn frame_columns(cols: &mut [u128], whole: bool, start: usize, len: usize) -> &mut [u128] {
+    if whole {
+        &mut cols[start..start + len]
+    } else {
+        &mut cols[..len]
+    }
+}
+
+/// Takes the reusable column buffer, sized for this extension. Stale
+/// contents are harmless: every frame overwrites its part before use.
+fn take_columns(buffer: &mut Zeroizing<Vec<u128>>, len: usize) -> Zeroizing<Vec<u128>> {
+    let mut cols = std::mem::take(buffer);
+    cols.resize(len, 0);
+    cols
 }
 
 /// Packed choice bytes as 128-bit blocks.
@@ -260,6 +288,9 @@ pub struct OtExtSender {
     poisoned: bool,
     rng: StdRng,
     cfg: ExtConfig,
+    /// Column buffer reused across extensions (allocating 16 bytes per OT
+    /// afresh each time costs page faults); wiped on drop.
+    cols: Zeroizing<Vec<u128>>,
 }
 
 impl std::fmt::Debug for OtExtSender {
@@ -344,6 +375,7 @@ impl OtExtSender {
             poisoned: false,
             rng: StdRng::from_seed(rng.gen()),
             cfg,
+            cols: Zeroizing::new(Vec::new()),
         })
     }
 
@@ -423,10 +455,11 @@ impl OtExtSender {
         // the receiver works on the next frame, except that KOS must check
         // the unhashed rows first: it hashes only `m_{i,1}` in the pipeline
         // and the rows into `m_{i,0}` after the check.
-        self.recv_matrix(chan, frame_rows, &mut rows, &mut m1, !kos)
+        let mut cols = take_columns(&mut self.cols, column_buffer(kos, m, frame_rows));
+        self.recv_matrix(chan, frame_rows, &mut rows, &mut m1, &mut cols, !kos)
             .await?;
         if kos {
-            self.kos_verify(chan, first_row, &rows).await?;
+            self.kos_verify(chan, first_row, &cols).await?;
             if random {
                 let hash = self.security.hash();
                 run_in(self.cfg.pool(), || {
@@ -434,6 +467,7 @@ impl OtExtSender {
                 });
             }
         }
+        self.cols = cols;
         self.next_row += m as u64;
         let mut rows = std::mem::take(&mut *rows);
         rows[n..].zeroize();
@@ -443,16 +477,18 @@ impl OtExtSender {
 
     /// Receives the matrix frame by frame and turns each into rows `q_i`.
     /// For the first `m1.len()` rows it also writes `m_{i,1}` to `m1` and,
-    /// if `hash_rows`, hashes the rows in place into `m_{i,0}`.
+    /// if `hash_rows`, hashes the rows in place into `m_{i,0}`. Columns go
+    /// to `cols`: one frame's worth, or the whole matrix for the KOS check.
     async fn recv_matrix(
         &self,
         chan: &mut Channel,
         frame_rows: usize,
         rows: &mut [u128],
         m1: &mut [u128],
+        cols: &mut [u128],
         hash_rows: bool,
     ) -> Result<(), OtError> {
-        let mut cols = Zeroizing::new(vec![0u128; frame_rows.min(rows.len())]);
+        let whole = cols.len() == rows.len();
         let (prgs, masks, delta) = (&self.prgs, &self.masks, self.delta);
         let hash = self.security.hash();
         let hashed_rows = m1.len();
@@ -467,7 +503,8 @@ impl OtExtSender {
                 return Err(abort(chan, e).await);
             }
             let g0 = self.next_row + start as u64;
-            let (cols, rows) = (&mut cols[..len], &mut rows[start..start + len]);
+            let cols = frame_columns(cols, whole, start, len);
+            let rows = &mut rows[start..start + len];
             let out = m1
                 .get_mut(start..hashed_rows.min(start + len))
                 .unwrap_or_default();
@@ -496,14 +533,14 @@ impl OtExtSender {
         &mut self,
         chan: &mut Channel,
         first_row: u64,
-        rows: &[u128],
+        cols: &[u128],
     ) -> Result<(), OtError> {
         let seed: [u8; 16] = self.rng.gen();
         chan.send(&Frame::new(PROTOCOL_ID, kind::KOS_SEED, seed.to_vec()))
             .await?;
         // Our sums while the receiver computes its answer.
-        let chis = chi_weights(&self.sid, first_row, &seed, rows.len() / 128);
-        let q_sums = run_in(self.cfg.pool(), || column_sums(rows, &chis));
+        let chis = chi_weights(&self.sid, first_row, &seed, cols.len() / 128);
+        let q_sums = run_in(self.cfg.pool(), || column_sums(cols, &chis));
         let frame = chan.recv_expect(PROTOCOL_ID, kind::KOS_CHECK).await?;
         let answer = match decode_blocks(&frame.payload, BASE_OTS + 1, "KOS check") {
             Ok(a) => a,
@@ -623,6 +660,8 @@ pub struct OtExtReceiver {
     poisoned: bool,
     rng: StdRng,
     cfg: ExtConfig,
+    /// Column buffer reused across extensions, as [`OtExtSender`]'s.
+    cols: Zeroizing<Vec<u128>>,
     #[cfg(test)]
     pub(crate) cheat: Option<Cheat>,
 }
@@ -679,6 +718,7 @@ impl OtExtReceiver {
             poisoned: false,
             rng: StdRng::from_seed(rng.gen()),
             cfg,
+            cols: Zeroizing::new(Vec::new()),
             #[cfg(test)]
             cheat: None,
         })
@@ -761,10 +801,11 @@ impl OtExtReceiver {
         // IKNP hashes each frame while it is in cache; KOS must first prove
         // consistency on the unhashed rows.
         let in_pipeline = if random && !kos { n } else { 0 };
-        self.send_matrix(chan, frame_rows, &r, &mut rows, in_pipeline)
+        let mut cols = take_columns(&mut self.cols, column_buffer(kos, m, frame_rows));
+        self.send_matrix(chan, frame_rows, &r, &mut rows, &mut cols, in_pipeline)
             .await?;
         if kos {
-            self.kos_prove(chan, first_row, &r, &rows).await?;
+            self.kos_prove(chan, first_row, &r, &cols).await?;
             if random {
                 let hash = self.security.hash();
                 run_in(self.cfg.pool(), || {
@@ -772,6 +813,7 @@ impl OtExtReceiver {
                 });
             }
         }
+        self.cols = cols;
         self.next_row += m as u64;
         let mut rows = std::mem::take(&mut *rows);
         rows[n..].zeroize();
@@ -781,22 +823,25 @@ impl OtExtReceiver {
 
     /// Builds and sends the matrix frame by frame for the padded choice
     /// bytes `r`, filling `rows` with `t_i`; the first `hashed_rows` rows are
-    /// then hashed in place into the random-OT messages.
+    /// then hashed in place into the random-OT messages. Columns go to
+    /// `cols` as in [`OtExtSender::recv_matrix`].
     async fn send_matrix(
         &self,
         chan: &mut Channel,
         frame_rows: usize,
         r: &[u8],
         rows: &mut [u128],
+        cols: &mut [u128],
         hashed_rows: usize,
     ) -> Result<(), OtError> {
-        let mut cols = Zeroizing::new(vec![0u128; frame_rows.min(rows.len())]);
+        let whole = cols.len() == rows.len();
         let hash = self.security.hash();
         for (start, len) in frames(rows.len(), frame_rows) {
             let mut payload = vec![0u8; len * BASE_OTS / 8];
             let g0 = self.next_row + start as u64;
             let (prgs, rb) = (&self.prgs, &r[start / 8..(start + len) / 8]);
-            let (cols, rows) = (&mut cols[..len], &mut rows[start..start + len]);
+            let cols = frame_columns(cols, whole, start, len);
+            let rows = &mut rows[start..start + len];
             let to_hash = hashed_rows.min(start + len).saturating_sub(start);
             run_in(self.cfg.pool(), || {
                 receiver_frame(prgs, g0, rb, &mut payload, cols, rows);
@@ -816,19 +861,19 @@ impl OtExtReceiver {
         chan: &mut Channel,
         first_row: u64,
         r: &[u8],
-        rows: &[u128],
+        cols: &[u128],
     ) -> Result<(), OtError> {
         let frame = chan.recv_expect(PROTOCOL_ID, kind::KOS_SEED).await?;
         let Ok(seed) = <[u8; 16]>::try_from(frame.payload.as_slice()) else {
             let e = OtError::Malformed(format!("KOS seed of {} bytes", frame.payload.len()));
             return Err(abort(chan, e).await);
         };
-        let chis = chi_weights(&self.sid, first_row, &seed, rows.len() / 128);
+        let chis = chi_weights(&self.sid, first_row, &seed, cols.len() / 128);
         let (x, mut t_sums) = run_in(self.cfg.pool(), || {
             let mut rb = bytes_to_blocks(r);
             let x = gf128::reduce(gf128::inner_product(&chis, &rb));
             rb.zeroize();
-            (x, column_sums(rows, &chis))
+            (x, column_sums(cols, &chis))
         });
         #[cfg(test)]
         self.compensate(&chis, &mut t_sums);
