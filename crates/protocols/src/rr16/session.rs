@@ -16,10 +16,19 @@ use super::params::Rr16Params;
 use super::Rr16Config;
 use crate::Error;
 
-/// A summary value in a fixed-size array: `summary_len` bytes (at most
-/// 21 for sets below 2^64), then zeros. Fixed size keeps them off the heap
-/// and makes sorting and searching cheap.
-pub type Summary = [u8; 32];
+/// A summary value in fixed-size words: its `summary_len` bytes (at most
+/// 21 for sets below 2^64) little-endian in three `u64`s, zero-padded.
+/// Fixed size keeps them off the heap, and word comparisons make sorting
+/// and binary search cheap (byte arrays compare through `memcmp` calls).
+pub type Summary = [u64; 3];
+
+/// Packs up to 24 bytes into a [`Summary`].
+fn pack_summary(bytes: &[u8]) -> Summary {
+    let mut buf = [0u8; 24];
+    buf[..bytes.len()].copy_from_slice(bytes);
+    let word = |i: usize| u64::from_le_bytes(buf[8 * i..8 * i + 8].try_into().expect("8 bytes"));
+    [word(0), word(1), word(2)]
+}
 
 /// What the hello and coin toss established.
 pub struct Session {
@@ -237,8 +246,7 @@ impl Session {
         buckets
     }
 
-    /// `H(x || acc)` truncated to the summary length (the rest of the
-    /// array is zero, so arrays compare as the truncated values do).
+    /// `H(x || acc)` truncated to the summary length.
     pub fn summary(&self, item: &[u8], acc: u128) -> Summary {
         let digest = Sha256::new()
             .chain_update(b"psikit-rr16-summary-v1")
@@ -246,28 +254,26 @@ impl Session {
             .chain_update(item)
             .chain_update(acc.to_le_bytes())
             .finalize();
-        let mut out = Summary::default();
-        out[..self.summary_len].copy_from_slice(&digest[..self.summary_len]);
-        out
+        pack_summary(&digest[..self.summary_len])
     }
 
     /// Summary values as sent: each truncated to the summary length.
     pub fn encode_summaries<'a>(&self, values: impl Iterator<Item = &'a Summary>) -> Vec<u8> {
-        values
-            .flat_map(|v| &v[..self.summary_len])
-            .copied()
-            .collect()
+        let (mut out, mut buf) = (Vec::new(), [0u8; 24]);
+        for v in values {
+            for (bytes, w) in buf.chunks_exact_mut(8).zip(v) {
+                bytes.copy_from_slice(&w.to_le_bytes());
+            }
+            out.extend_from_slice(&buf[..self.summary_len]);
+        }
+        out
     }
 
     /// Received summary values (at most `max_count`), zero-padded.
     pub fn decode_summaries(&self, bytes: &[u8], max_count: u64) -> Result<Vec<Summary>, Error> {
         Ok(msg::split_values(bytes, self.summary_len, max_count)?
             .into_iter()
-            .map(|v| {
-                let mut out = Summary::default();
-                out[..v.len()].copy_from_slice(v);
-                out
-            })
+            .map(pack_summary)
             .collect())
     }
 }
