@@ -262,6 +262,24 @@ fn take_columns(buffer: &mut Zeroizing<Vec<u128>>, len: usize) -> Zeroizing<Vec<
     cols
 }
 
+/// The first `n` rows of an extension (padding and check rows wiped),
+/// hashed in place into random-OT messages when `hash` is given.
+fn finish_rows(
+    rows: &mut Zeroizing<Vec<u128>>,
+    n: usize,
+    first_row: u64,
+    hash: Option<RowHash>,
+    pool: Option<&rayon::ThreadPool>,
+) -> Vec<u128> {
+    if let Some(hash) = hash {
+        run_in(pool, || hash_in_place(hash, first_row, &mut rows[..n]));
+    }
+    let mut rows = std::mem::take(&mut **rows);
+    rows[n..].zeroize();
+    rows.truncate(n);
+    rows
+}
+
 /// Packed choice bytes as 128-bit blocks.
 fn bytes_to_blocks(bytes: &[u8]) -> Vec<u128> {
     bytes.chunks_exact(16).map(block_from_le).collect()
@@ -460,18 +478,12 @@ impl OtExtSender {
             .await?;
         if kos {
             self.kos_verify(chan, first_row, &cols).await?;
-            if random {
-                let hash = self.security.hash();
-                run_in(self.cfg.pool(), || {
-                    hash_in_place(hash, first_row, &mut rows[..n])
-                });
-            }
         }
         self.cols = cols;
         self.next_row += m as u64;
-        let mut rows = std::mem::take(&mut *rows);
-        rows[n..].zeroize();
-        rows.truncate(n);
+        // KOS hashes the rows into random-OT messages only after its check.
+        let hash = (kos && random).then(|| self.security.hash());
+        let rows = finish_rows(&mut rows, n, first_row, hash, self.cfg.pool());
         Ok((rows, std::mem::take(&mut *m1), first_row))
     }
 
@@ -806,18 +818,12 @@ impl OtExtReceiver {
             .await?;
         if kos {
             self.kos_prove(chan, first_row, &r, &cols).await?;
-            if random {
-                let hash = self.security.hash();
-                run_in(self.cfg.pool(), || {
-                    hash_in_place(hash, first_row, &mut rows[..n])
-                });
-            }
         }
         self.cols = cols;
         self.next_row += m as u64;
-        let mut rows = std::mem::take(&mut *rows);
-        rows[n..].zeroize();
-        rows.truncate(n);
+        // KOS hashes the rows into random-OT messages only after its check.
+        let hash = (kos && random).then(|| self.security.hash());
+        let rows = finish_rows(&mut rows, n, first_row, hash, self.cfg.pool());
         Ok((rows, ChoiceBits::from_padded(r.to_vec(), n), first_row))
     }
 

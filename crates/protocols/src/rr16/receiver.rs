@@ -13,7 +13,7 @@ use rayon::prelude::*;
 use super::messages::{self as msg, Response, PROTOCOL_ID};
 use super::params::Rr16Params;
 use super::sender::abort;
-use super::session::{establish, fold, OtSet, Phases, Summary};
+use super::session::{establish, explained, fold, OtSet, Phases, Summary};
 use super::shuffle::random_permutation;
 use super::Rr16Config;
 use crate::Error;
@@ -56,10 +56,8 @@ pub(super) async fn receive(
     cfg: &Rr16Config,
     behaviour: &Behaviour,
 ) -> Result<ReceiverOutcome, Error> {
-    match receive_steps(ch, items, cfg, behaviour).await {
-        Err(Error::Transport(e)) => Err(Error::Transport(ch.explain(e).await)),
-        other => other,
-    }
+    let out = receive_steps(ch, items, cfg, behaviour).await;
+    explained(ch, out).await
 }
 
 async fn receive_steps(

@@ -13,7 +13,7 @@ use subtle::ConstantTimeEq;
 
 use super::messages::{self as msg, Response, PROTOCOL_ID};
 use super::params::Rr16Params;
-use super::session::{establish, fold, OtSet, Phases, Session, Summary};
+use super::session::{establish, explained, fold, OtSet, Phases, Session, Summary};
 use super::Rr16Config;
 use crate::Error;
 
@@ -46,10 +46,8 @@ pub async fn run_sender(
     items: &[Vec<u8>],
     cfg: &Rr16Config,
 ) -> Result<SenderOutcome, Error> {
-    match send_steps(ch, items, cfg).await {
-        Err(Error::Transport(e)) => Err(Error::Transport(ch.explain(e).await)),
-        other => other,
-    }
+    let out = send_steps(ch, items, cfg).await;
+    explained(ch, out).await
 }
 
 async fn send_steps(

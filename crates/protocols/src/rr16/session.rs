@@ -88,6 +88,15 @@ fn reveal_name(reveal: bool) -> &'static str {
     }
 }
 
+/// Replaces a broken-connection error with the reason the peer gave for
+/// aborting, if it sent one (see [`Channel::explain`]).
+pub async fn explained<T>(ch: &mut Channel, result: Result<T, Error>) -> Result<T, Error> {
+    match result {
+        Err(Error::Transport(e)) => Err(Error::Transport(ch.explain(e).await)),
+        other => other,
+    }
+}
+
 /// Commit-then-open coin toss for the Bloom filter seed: the sender
 /// commits first, so neither side can bias the seed after seeing the
 /// other's share.
