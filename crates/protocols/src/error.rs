@@ -16,6 +16,9 @@ pub enum Error {
     },
     #[error("invalid configuration: {0}")]
     Config(String),
+    /// HE PSI parameters that are malformed or break one of APSI's rules.
+    #[error("HE PSI parameters: {0}")]
+    Params(String),
     #[error("input: {0}")]
     Input(#[from] psikit_io::Error),
     #[error("state file {0}")]

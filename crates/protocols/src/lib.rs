@@ -6,6 +6,7 @@
 //! * [`service`]: the long-running server that routes requests to them.
 
 pub mod filter_psi;
+pub mod he_psi;
 pub mod rr16;
 pub mod service;
 

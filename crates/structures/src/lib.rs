@@ -4,13 +4,21 @@
 //! that an unbalanced-PSI server fills with pseudorandom tags (hashes of OPRF
 //! outputs) and ships to clients, together with bucket-level deltas so that a
 //! client's copy can be kept byte-identical to the server's after updates.
+//!
+//! [`CuckooTable`] is the client-side cuckoo hash table of the HE PSI
+//! protocol: one item per bin, with a location function shared with the
+//! server ([`cuckoo_locations`]).
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod cuckoo_filter;
+pub mod cuckoo_table;
 
 pub use cuckoo_filter::{
     theoretical_bits_per_item, CuckooFilter, CuckooFilterParams, FilterError, Tag, FORMAT_VERSION,
     HEADER_LEN, MAX_KICKS,
+};
+pub use cuckoo_table::{
+    cuckoo_location, cuckoo_locations, CuckooTable, CuckooTableError, Locations, TableEntry,
 };

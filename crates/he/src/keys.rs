@@ -1,0 +1,183 @@
+//! The client's keys: a ternary secret key and the relinearization key.
+
+use std::fmt;
+
+use fhe::bfv::{Encoding, Plaintext, RelinearizationKey, SecretKey as FheSecretKey};
+use fhe::proto::bfv::SecretKey as SecretKeyProto;
+use fhe_traits::{DeserializeParametrized, FheDecoder, FheDecrypter, FheEncoder, FheEncrypter};
+use prost::Message;
+use rand09::RngCore;
+use zeroize::{Zeroize, Zeroizing};
+
+use crate::error::backend;
+use crate::{wire, Ciphertext, HeError, HeParams};
+
+/// The client's BFV secret key, with coefficients uniform in {-1, 0, 1}.
+///
+/// Why ternary: the 128-bit modulus table ([`crate::security`]) is computed
+/// for ternary secrets, and a ternary `s` adds less noise to every product
+/// than fhe's default centered-binomial secret (variance 10), which makes
+/// APSI's parameter files decrypt reliably (design note, section 9). fhe has
+/// no ternary sampler, so the coefficients are drawn here from the OS-seeded
+/// CSPRNG and handed to fhe through its public protobuf key format. fhe
+/// zeroizes the coefficients when the key is dropped; our temporary copies are
+/// zeroized too (best effort: prost's decoder may leave freed copies).
+pub struct SecretKey {
+    params: HeParams,
+    inner: FheSecretKey,
+}
+
+impl SecretKey {
+    /// Samples a fresh ternary secret key.
+    pub fn generate(params: &HeParams) -> Result<Self, HeError> {
+        let mut proto = SecretKeyProto {
+            coeffs: ternary_coefficients(params.degree()),
+        };
+        let bytes = Zeroizing::new(proto.encode_to_vec());
+        proto.coeffs.zeroize();
+        let inner = FheSecretKey::from_bytes(&bytes, params.bfv()).map_err(backend)?;
+        Ok(Self {
+            params: params.clone(),
+            inner,
+        })
+    }
+
+    /// The parameters of this key.
+    pub fn params(&self) -> &HeParams {
+        &self.params
+    }
+
+    /// Encrypts up to `n` slot values (each below `t`; missing slots are 0)
+    /// as a fresh ciphertext at the query level.
+    ///
+    /// Secret-key encryption: `(Δm + e - a·s, a)` with `a` expanded from a
+    /// random 32-byte seed, so the query wire form sends the seed instead of
+    /// `a` and is half the size ([`crate::wire::encode_query_ct`]).
+    pub fn encrypt_slots(&self, slots: &[u64]) -> Result<Ciphertext, HeError> {
+        self.params.check_slots(slots)?;
+        let encoding = Encoding::simd_at_level(self.params.query_level());
+        let pt = Plaintext::try_encode(slots, encoding, self.params.bfv()).map_err(backend)?;
+        let ct = self
+            .inner
+            .try_encrypt(&pt, &mut rand09::rng())
+            .map_err(backend)?;
+        Ok(Ciphertext::fresh(&self.params, ct))
+    }
+
+    /// Decrypts a ciphertext of any level (2 or 3 parts) to its `n` slots.
+    pub fn decrypt_slots(&self, ct: &Ciphertext) -> Result<Vec<u64>, HeError> {
+        ct.check_params(&self.params)?;
+        let pt = self.inner.try_decrypt(ct.inner()).map_err(backend)?;
+        Vec::<u64>::try_decode(&pt, Encoding::simd()).map_err(backend)
+    }
+
+    /// Bits of the largest noise coefficient in `ct` (fhe's `measure_noise`).
+    ///
+    /// Diagnostic for tests and the parameter self-test only: it runs in time
+    /// that depends on the noise, so never call it on a peer-visible path.
+    #[allow(unsafe_code)]
+    pub fn noise_bits(&self, ct: &Ciphertext) -> Result<usize, HeError> {
+        ct.check_params(&self.params)?;
+        // SAFETY: `measure_noise` is `unsafe` only because its running time
+        // depends on the noise; there is no memory-safety precondition.
+        unsafe { self.inner.measure_noise(ct.inner()) }.map_err(backend)
+    }
+
+    /// Remaining noise budget in bits: decryption is correct while the noise
+    /// stays below `Δ/2 ≈ q/(2t)` at the ciphertext's level, so this is
+    /// `floor(log2(q/t) - 1) - noise_bits`. Negative means wrong decryption
+    /// is possible. Same timing caveat as [`SecretKey::noise_bits`].
+    pub fn noise_budget_bits(&self, ct: &Ciphertext) -> Result<i64, HeError> {
+        let noise = self.noise_bits(ct)? as f64;
+        let q_bits: f64 = self
+            .params
+            .moduli_at(ct.level())
+            .iter()
+            .map(|&q| (q as f64).log2())
+            .sum();
+        let t_bits = (self.params.plain_modulus() as f64).log2();
+        Ok((q_bits - t_bits - 1.0 - noise).floor() as i64)
+    }
+
+    #[cfg(test)]
+    pub(crate) fn coefficients_for_test(&self) -> Vec<i64> {
+        use fhe_traits::Serialize;
+        let bytes = self.inner.to_bytes();
+        SecretKeyProto::decode(bytes.as_slice())
+            .map(|p| p.coeffs.clone())
+            .unwrap_or_default()
+    }
+}
+
+impl fmt::Debug for SecretKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("SecretKey(..)")
+    }
+}
+
+/// `n` coefficients uniform in {-1, 0, 1} from the thread-local CSPRNG
+/// (ChaCha, seeded and reseeded from the OS). Rejection sampling: bytes
+/// 0..=254 are uniform modulo 3, byte 255 is skipped.
+fn ternary_coefficients(n: usize) -> Vec<i64> {
+    let mut rng = rand09::rng();
+    // Exact capacity: the vector never reallocates, so no stray copies.
+    let mut out = Vec::with_capacity(n);
+    let mut buf = Zeroizing::new([0u8; 64]);
+    while out.len() < n {
+        rng.fill_bytes(buf.as_mut());
+        for &byte in buf.iter().filter(|&&b| b < 255) {
+            if out.len() == n {
+                break;
+            }
+            out.push(i64::from(byte % 3) - 1);
+        }
+    }
+    out
+}
+
+/// The client's relinearization key, for ciphertexts at the query level.
+///
+/// It is generated one level up (over all moduli, special prime included):
+/// fhe's leveled key then switches the key-switching result down by `P`,
+/// which is SEAL's special-prime technique and keeps relinearization noise
+/// far below the product's own noise.
+#[derive(Clone)]
+pub struct RelinKey {
+    pub(crate) params: HeParams,
+    pub(crate) inner: RelinearizationKey,
+}
+
+impl RelinKey {
+    /// Generates the relinearization key of `sk`.
+    pub fn generate(sk: &SecretKey) -> Result<Self, HeError> {
+        let params = &sk.params;
+        let inner =
+            RelinearizationKey::new_leveled(&sk.inner, params.query_level(), 0, &mut rand09::rng())
+                .map_err(backend)?;
+        Ok(Self {
+            params: params.clone(),
+            inner,
+        })
+    }
+
+    /// Compact encoding, [`wire::relin_key_size`] bytes.
+    pub fn to_bytes(&self) -> Result<Vec<u8>, HeError> {
+        wire::encode_relin_key(self)
+    }
+
+    /// Decodes [`RelinKey::to_bytes`] output, checking length and ranges.
+    pub fn from_bytes(params: &HeParams, bytes: &[u8]) -> Result<Self, HeError> {
+        wire::decode_relin_key(params, bytes)
+    }
+
+    /// The parameters of this key.
+    pub fn params(&self) -> &HeParams {
+        &self.params
+    }
+}
+
+impl fmt::Debug for RelinKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("RelinKey(..)")
+    }
+}

@@ -1,0 +1,15 @@
+//! Unbalanced labeled PSI from homomorphic encryption (the APSI design; see
+//! `docs/he-psi-design.md`).
+//!
+//! Under construction: parameters, powers plan and the sender database
+//! exist; the query, the service and the CLI follow.
+
+pub mod bundle;
+pub mod db_file;
+pub mod hashing;
+pub mod label;
+pub mod params;
+pub mod poly;
+pub mod powers;
+pub mod sender_db;
+pub mod shape;

@@ -1,0 +1,284 @@
+//! Polynomials over the plaintext field `F_t` that the sender database
+//! stores per SIMD slot: the matching polynomial `P(y) = prod (y - x_i)`
+//! (paper eq. (1)) and the label interpolation polynomials `G(x_i) = l_i`
+//! (section 4.1).
+//!
+//! Written by hand because these are the database build's hot loops (about
+//! `B^2` multiplications per slot and label fragment) and `t` is below 2^32,
+//! which allows a single-multiply Barrett reduction on `u64`.
+
+/// Arithmetic modulo a prime `t < 2^32`.
+#[derive(Clone, Copy, Debug)]
+pub struct Field {
+    t: u64,
+    /// `floor(2^64 / t)`, the Barrett constant.
+    barrett: u64,
+}
+
+impl Field {
+    /// `t` must be a prime below 2^32 (checked by the parameter validation).
+    pub fn new(t: u64) -> Self {
+        debug_assert!(t > 2 && t < (1 << 32));
+        Self {
+            t,
+            barrett: (u128::from(u64::MAX) / u128::from(t)) as u64,
+        }
+    }
+
+    /// The modulus `t`.
+    pub fn modulus(&self) -> u64 {
+        self.t
+    }
+
+    /// `x mod t` for any `x < 2^64`.
+    #[inline]
+    pub fn reduce(&self, x: u64) -> u64 {
+        let q = ((u128::from(x) * u128::from(self.barrett)) >> 64) as u64;
+        let r = x - q * self.t;
+        if r >= self.t {
+            r - self.t
+        } else {
+            r
+        }
+    }
+
+    #[inline]
+    pub fn mul(&self, a: u64, b: u64) -> u64 {
+        self.reduce(a * b)
+    }
+
+    #[inline]
+    pub fn add(&self, a: u64, b: u64) -> u64 {
+        let s = a + b;
+        if s >= self.t {
+            s - self.t
+        } else {
+            s
+        }
+    }
+
+    #[inline]
+    pub fn sub(&self, a: u64, b: u64) -> u64 {
+        if a >= b {
+            a - b
+        } else {
+            a + self.t - b
+        }
+    }
+
+    #[inline]
+    pub fn neg(&self, a: u64) -> u64 {
+        if a == 0 {
+            0
+        } else {
+            self.t - a
+        }
+    }
+
+    pub fn pow(&self, mut base: u64, mut exp: u64) -> u64 {
+        let mut acc = 1;
+        while exp > 0 {
+            if exp & 1 == 1 {
+                acc = self.mul(acc, base);
+            }
+            base = self.mul(base, base);
+            exp >>= 1;
+        }
+        acc
+    }
+
+    /// Inverse by Fermat's little theorem; `a` must be non-zero.
+    pub fn inv(&self, a: u64) -> u64 {
+        self.pow(a, self.t - 2)
+    }
+
+    /// Evaluates `coeffs` (lowest degree first) at `x` by Horner's rule.
+    pub fn eval(&self, coeffs: &[u64], x: u64) -> u64 {
+        coeffs
+            .iter()
+            .rev()
+            .fold(0, |acc, &c| self.add(self.mul(acc, x), c))
+    }
+
+    /// The monic polynomial with the given roots, lowest degree first
+    /// (`roots.len() + 1` coefficients).
+    pub fn from_roots(&self, roots: &[u64]) -> Vec<u64> {
+        let mut p = Vec::with_capacity(roots.len() + 1);
+        p.push(1);
+        for &r in roots {
+            self.mul_linear(&mut p, r);
+        }
+        p
+    }
+
+    /// `p <- p * (x - r)`, in place, one coefficient longer.
+    fn mul_linear(&self, p: &mut Vec<u64>, r: u64) {
+        let neg_r = self.neg(r);
+        p.push(0);
+        for i in (0..p.len()).rev() {
+            let lower = if i == 0 { 0 } else { p[i - 1] };
+            p[i] = self.add(lower, self.mul(p[i], neg_r));
+        }
+    }
+
+    /// Writes into `out` the polynomial `G` of degree `< xs.len()` with
+    /// `G(xs[i]) = ys[j][i]` for every value column `j` at once. The columns
+    /// share the Lagrange basis, so `c` label fragments cost one basis
+    /// computation plus `c` accumulations. The `xs` must be distinct.
+    ///
+    /// `G = sum_i ys[i] / P'(x_i) * P(x) / (x - x_i)` with `P` the monic
+    /// polynomial of all `xs`; `P'(x_i)` is `Q_i(x_i)` for the quotient
+    /// `Q_i = P / (x - x_i)`.
+    pub fn interpolate_columns(&self, xs: &[u64], ys: &[&[u64]], out: &mut [Vec<u64>]) {
+        let m = xs.len();
+        for col in out.iter_mut() {
+            col.clear();
+            col.resize(m, 0);
+        }
+        if m == 0 {
+            return;
+        }
+        let p = self.from_roots(xs);
+        let mut quotient = vec![0u64; m];
+        let mut derivs = Vec::with_capacity(m);
+        let mut quotients = Vec::with_capacity(m * m);
+        for &x in xs {
+            self.divide_linear(&p, x, &mut quotient);
+            derivs.push(self.eval(&quotient, x));
+            quotients.extend_from_slice(&quotient);
+        }
+        let inv = self.batch_inverse(&derivs);
+        for (i, q) in quotients.chunks_exact(m).enumerate() {
+            for (col, vals) in out.iter_mut().zip(ys) {
+                let w = self.mul(vals[i], inv[i]);
+                if w == 0 {
+                    continue;
+                }
+                for (c, &qk) in col.iter_mut().zip(q) {
+                    *c = self.add(*c, self.mul(w, qk));
+                }
+            }
+        }
+    }
+
+    /// Synthetic division of the monic `p` (degree `m`) by `(x - r)` where
+    /// `r` is a root: writes the `m` quotient coefficients.
+    fn divide_linear(&self, p: &[u64], r: u64, quotient: &mut [u64]) {
+        let m = quotient.len();
+        let mut carry = p[m];
+        for k in (0..m).rev() {
+            quotient[k] = carry;
+            carry = self.add(p[k], self.mul(carry, r));
+        }
+        debug_assert_eq!(carry, 0, "r must be a root of p");
+    }
+
+    /// Inverts every (non-zero) element with one field inversion
+    /// (Montgomery's trick).
+    fn batch_inverse(&self, vals: &[u64]) -> Vec<u64> {
+        let mut prefix = Vec::with_capacity(vals.len());
+        let mut acc = 1;
+        for &v in vals {
+            prefix.push(acc);
+            acc = self.mul(acc, v);
+        }
+        let mut inv_acc = self.inv(acc);
+        let mut out = vec![0; vals.len()];
+        for i in (0..vals.len()).rev() {
+            out[i] = self.mul(inv_acc, prefix[i]);
+            inv_acc = self.mul(inv_acc, vals[i]);
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+
+    const T: u64 = 65537;
+
+    fn distinct(rng: &mut impl Rng, n: usize, t: u64) -> Vec<u64> {
+        let mut v: Vec<u64> = Vec::new();
+        while v.len() < n {
+            let x = rng.gen_range(0..t);
+            if !v.contains(&x) {
+                v.push(x);
+            }
+        }
+        v
+    }
+
+    #[test]
+    fn reduce_matches_remainder() {
+        let f = Field::new(4_294_967_291); // largest prime below 2^32
+        let mut rng = rand::rngs::StdRng::seed_from_u64(1);
+        for _ in 0..10_000 {
+            let x: u64 = rng.gen();
+            assert_eq!(f.reduce(x), x % f.modulus());
+        }
+        assert_eq!(f.reduce(u64::MAX), u64::MAX % f.modulus());
+    }
+
+    #[test]
+    fn inverse_and_batch_inverse() {
+        let f = Field::new(T);
+        let vals: Vec<u64> = (1..200).collect();
+        let inv = f.batch_inverse(&vals);
+        for (v, i) in vals.iter().zip(&inv) {
+            assert_eq!(f.mul(*v, *i), 1);
+            assert_eq!(f.inv(*v), *i);
+        }
+    }
+
+    #[test]
+    fn matching_polynomial_vanishes_exactly_on_roots() {
+        let f = Field::new(T);
+        let mut rng = rand::rngs::StdRng::seed_from_u64(2);
+        let roots = distinct(&mut rng, 50, T);
+        let p = f.from_roots(&roots);
+        assert_eq!(p.len(), 51);
+        assert_eq!(p[50], 1);
+        for &r in &roots {
+            assert_eq!(f.eval(&p, r), 0);
+        }
+        let mut nonzero = 0;
+        for x in 0..2000u64 {
+            if !roots.contains(&x) {
+                assert_ne!(f.eval(&p, x), 0);
+                nonzero += 1;
+            }
+        }
+        assert!(nonzero > 1900);
+    }
+
+    #[test]
+    fn interpolation_hits_every_point_in_every_column() {
+        let f = Field::new(T);
+        let mut rng = rand::rngs::StdRng::seed_from_u64(3);
+        for m in [1usize, 2, 7, 64] {
+            let xs = distinct(&mut rng, m, T);
+            let cols: Vec<Vec<u64>> = (0..3)
+                .map(|_| (0..m).map(|_| rng.gen_range(0..T)).collect())
+                .collect();
+            let ys: Vec<&[u64]> = cols.iter().map(Vec::as_slice).collect();
+            let mut out = vec![Vec::new(); 3];
+            f.interpolate_columns(&xs, &ys, &mut out);
+            for (col, g) in cols.iter().zip(&out) {
+                assert_eq!(g.len(), m);
+                for (x, y) in xs.iter().zip(col) {
+                    assert_eq!(f.eval(g, *x), *y);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn interpolation_of_nothing_is_empty() {
+        let f = Field::new(T);
+        let mut out = vec![vec![5u64]];
+        f.interpolate_columns(&[], &[&[]], &mut out);
+        assert!(out[0].is_empty());
+    }
+}

@@ -1,0 +1,501 @@
+//! The client's cuckoo hash table for HE PSI (APSI's receiver-side table).
+//!
+//! The client of the HE protocol places each of its items (16-byte OPRF
+//! outputs) in one bin of a table of `table_size` bins, at one of `h`
+//! candidate locations; the server puts each of its items in *all* its
+//! candidate bins, so a common item meets the client's copy in some bin. The
+//! location function is therefore shared: both sides call
+//! [`cuckoo_location`] / [`cuckoo_locations`].
+//!
+//! ```
+//! use psikit_structures::cuckoo_table::CuckooTable;
+//! use rand::{rngs::StdRng, SeedableRng};
+//!
+//! let mut rng = StdRng::seed_from_u64(1);
+//! let mut table = CuckooTable::new(64, 3)?;
+//! let leftovers = table.insert_all(&[[7u8; 16], [9u8; 16]], &mut rng);
+//! assert!(leftovers.is_empty());
+//! assert!(table.find(&[7u8; 16]).is_some());
+//! # Ok::<(), psikit_structures::cuckoo_table::CuckooTableError>(())
+//! ```
+//!
+//! # Insertion
+//! An item goes to its first free candidate bin. If all are taken it evicts
+//! the occupant of a random candidate (never the bin the item was just
+//! evicted from) and carries on with the evicted item, for at most
+//! [`DEFAULT_MAX_EVICTIONS`] evictions. APSI's receiver uses the same bound;
+//! below the load threshold of `h`-ary cuckoo hashing (about 0.92 for
+//! `h = 3`) a walk almost always ends after a few steps, so hitting the
+//! bound signals a table that is too full rather than bad luck. The item
+//! left homeless is returned, not stashed: the caller queries leftovers in
+//! another round, so a failure costs time, never correctness.
+//!
+//! # Location function
+//! Items are pseudorandom already, but the locations must not depend on how
+//! the caller happened to produce them, so each location is a proper hash
+//! keyed by the hash index: with `E` fixed-key AES-128,
+//! `H_i(x) = E(E(x) xor i)`, whose first 8 bytes are mapped to a bin by a
+//! 64-bit multiply-high (`(v * table_size) >> 64`, unbiased enough for
+//! table sizes far below 2^64 and free of divisions). `E(x)` is shared by the
+//! `h` indices, so all locations of an item cost `1 + h` AES blocks, which
+//! matters on a server hashing millions of items three times each.
+
+use std::sync::OnceLock;
+
+use aes::cipher::{BlockEncrypt, KeyInit};
+use aes::{Aes128, Block};
+use rand::{CryptoRng, Rng};
+use thiserror::Error;
+
+/// Most hash functions a table (and [`cuckoo_locations`]) supports.
+pub const MAX_HASH_FUNCTIONS: u32 = 8;
+
+/// Evictions one insertion may perform before giving up (APSI's choice).
+pub const DEFAULT_MAX_EVICTIONS: usize = 500;
+
+/// The public fixed key of the location hash. It need not be secret: it
+/// only has to be the same for client and server.
+const LOCATION_KEY: [u8; 16] = *b"psikit-cuckoo-v1";
+
+/// Why a table could not be created.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum CuckooTableError {
+    /// A table needs at least one bin.
+    #[error("cuckoo table size must be non-zero")]
+    ZeroSize,
+    /// The number of hash functions is outside `1..=8`.
+    #[error("cuckoo hash function count must be in 1..={MAX_HASH_FUNCTIONS}, got {0}")]
+    HashCount(u32),
+    /// The bins could not be allocated.
+    #[error("cannot allocate a cuckoo table of {0} bins")]
+    TooLarge(u32),
+}
+
+/// An item in the table with the caller's index for it (its input row), so
+/// that bins can be mapped back to the caller's data.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TableEntry {
+    /// The 16-byte item value.
+    pub item: [u8; 16],
+    /// The caller's index for the item.
+    pub index: usize,
+}
+
+/// The distinct candidate bins of an item, in hash-index order: an item
+/// whose hash functions agree is placed (by the server) only once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Locations {
+    bins: [u32; MAX_HASH_FUNCTIONS as usize],
+    len: usize,
+}
+
+impl Locations {
+    /// The bins as a slice.
+    pub fn as_slice(&self) -> &[u32] {
+        &self.bins[..self.len]
+    }
+}
+
+impl std::ops::Deref for Locations {
+    type Target = [u32];
+
+    fn deref(&self) -> &[u32] {
+        self.as_slice()
+    }
+}
+
+impl IntoIterator for Locations {
+    type Item = u32;
+    type IntoIter = std::iter::Take<std::array::IntoIter<u32, { MAX_HASH_FUNCTIONS as usize }>>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.bins.into_iter().take(self.len)
+    }
+}
+
+impl<'a> IntoIterator for &'a Locations {
+    type Item = &'a u32;
+    type IntoIter = std::slice::Iter<'a, u32>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.as_slice().iter()
+    }
+}
+
+fn cipher() -> &'static Aes128 {
+    static CIPHER: OnceLock<Aes128> = OnceLock::new();
+    CIPHER.get_or_init(|| Aes128::new(&LOCATION_KEY.into()))
+}
+
+/// `E(x) xor i` with the index in the first four bytes, ready for the
+/// second encryption.
+fn tweaked(inner: &Block, hash_index: u32) -> Block {
+    let mut block = *inner;
+    for (b, t) in block.iter_mut().zip(hash_index.to_le_bytes()) {
+        *b ^= t;
+    }
+    block
+}
+
+/// Maps the first 8 bytes of a hash output to `0..table_size`.
+fn to_bin(block: &Block, table_size: u32) -> u32 {
+    let mut word = [0u8; 8];
+    word.copy_from_slice(&block[..8]);
+    let v = u64::from_le_bytes(word);
+    ((u128::from(v) * u128::from(table_size)) >> 64) as u32
+}
+
+/// Bin of `item` under hash function `hash_index` in a table of
+/// `table_size` bins (0 if `table_size` is 0, which no table has).
+pub fn cuckoo_location(item: &[u8; 16], hash_index: u32, table_size: u32) -> u32 {
+    let aes = cipher();
+    let mut inner = Block::from(*item);
+    aes.encrypt_block(&mut inner);
+    let mut outer = tweaked(&inner, hash_index);
+    aes.encrypt_block(&mut outer);
+    to_bin(&outer, table_size)
+}
+
+/// The distinct bins of `item` under hash functions `0..h`, in that order.
+/// `h` is capped at [`MAX_HASH_FUNCTIONS`] (callers validate it first).
+pub fn cuckoo_locations(item: &[u8; 16], h: u32, table_size: u32) -> Locations {
+    let h = h.min(MAX_HASH_FUNCTIONS) as usize;
+    let aes = cipher();
+    let mut inner = Block::from(*item);
+    aes.encrypt_block(&mut inner);
+    let mut blocks = [Block::default(); MAX_HASH_FUNCTIONS as usize];
+    for (i, block) in blocks.iter_mut().take(h).enumerate() {
+        *block = tweaked(&inner, i as u32);
+    }
+    aes.encrypt_blocks(&mut blocks[..h]);
+    let mut out = Locations {
+        bins: [0; MAX_HASH_FUNCTIONS as usize],
+        len: 0,
+    };
+    for block in &blocks[..h] {
+        let bin = to_bin(block, table_size);
+        if !out.as_slice().contains(&bin) {
+            out.bins[out.len] = bin;
+            out.len += 1;
+        }
+    }
+    out
+}
+
+/// A cuckoo hash table with one item per bin, `h` hash functions, bounded
+/// random-walk insertion and no stash.
+#[derive(Clone, Debug)]
+pub struct CuckooTable {
+    bins: Vec<Option<TableEntry>>,
+    hash_count: u32,
+    len: usize,
+    max_evictions: usize,
+}
+
+impl CuckooTable {
+    /// An empty table of `table_size` bins using `hash_count` hash functions.
+    pub fn new(table_size: u32, hash_count: u32) -> Result<Self, CuckooTableError> {
+        if table_size == 0 {
+            return Err(CuckooTableError::ZeroSize);
+        }
+        if !(1..=MAX_HASH_FUNCTIONS).contains(&hash_count) {
+            return Err(CuckooTableError::HashCount(hash_count));
+        }
+        let mut bins = Vec::new();
+        bins.try_reserve_exact(table_size as usize)
+            .map_err(|_| CuckooTableError::TooLarge(table_size))?;
+        bins.resize(table_size as usize, None);
+        Ok(Self {
+            bins,
+            hash_count,
+            len: 0,
+            max_evictions: DEFAULT_MAX_EVICTIONS,
+        })
+    }
+
+    /// Changes the eviction bound of later insertions.
+    pub fn with_max_evictions(mut self, max_evictions: usize) -> Self {
+        self.max_evictions = max_evictions;
+        self
+    }
+
+    /// Inserts `item`, remembered with the caller's `index`.
+    ///
+    /// On failure the entry returned is the one left without a bin, which
+    /// after evictions is usually *not* the item just inserted: the caller
+    /// must query that entry in a later round. The table stays consistent
+    /// either way. The caller deduplicates items; a duplicate takes a second
+    /// bin if one of its candidates is free.
+    ///
+    /// Any `Rng` would give the same load behaviour; a cryptographic one is
+    /// required so that which items end up as leftovers, and so whether a
+    /// second round (visible to the server) happens, depends on nothing but
+    /// the items and fresh randomness.
+    pub fn insert<R: Rng + CryptoRng + ?Sized>(
+        &mut self,
+        item: [u8; 16],
+        index: usize,
+        rng: &mut R,
+    ) -> Result<(), TableEntry> {
+        let mut current = TableEntry { item, index };
+        let mut came_from = None;
+        let mut evictions = 0;
+        loop {
+            let locations = cuckoo_locations(&current.item, self.hash_count, self.table_size());
+            if let Some(&free) = locations.iter().find(|&&b| self.bins[b as usize].is_none()) {
+                self.bins[free as usize] = Some(current);
+                self.len += 1;
+                return Ok(());
+            }
+            // With one hash function every item has one bin: evicting can
+            // only trade one leftover for another.
+            if evictions == self.max_evictions || self.hash_count == 1 {
+                return Err(current);
+            }
+            let Some(bin) = pick_victim(&locations, came_from, rng) else {
+                return Err(current);
+            };
+            match self.bins[bin as usize].replace(current) {
+                Some(evicted) => current = evicted,
+                None => {
+                    self.len += 1;
+                    return Ok(());
+                }
+            }
+            came_from = Some(bin);
+            evictions += 1;
+        }
+    }
+
+    /// Inserts `items[i]` with index `i` for every `i` and returns the
+    /// leftovers.
+    pub fn insert_all<R: Rng + CryptoRng + ?Sized>(
+        &mut self,
+        items: &[[u8; 16]],
+        rng: &mut R,
+    ) -> Vec<TableEntry> {
+        items
+            .iter()
+            .enumerate()
+            .filter_map(|(index, item)| self.insert(*item, index, rng).err())
+            .collect()
+    }
+
+    /// The bins, in order; bin `j` holds at most one entry.
+    pub fn bins(&self) -> &[Option<TableEntry>] {
+        &self.bins
+    }
+
+    /// The bin holding `item`, if it is in the table.
+    pub fn find(&self, item: &[u8; 16]) -> Option<u32> {
+        cuckoo_locations(item, self.hash_count, self.table_size())
+            .iter()
+            .copied()
+            .find(|&b| matches!(&self.bins[b as usize], Some(e) if e.item == *item))
+    }
+
+    /// Number of bins.
+    pub fn table_size(&self) -> u32 {
+        // `new` took the size as a u32, so this cannot truncate.
+        self.bins.len() as u32
+    }
+
+    /// Number of hash functions.
+    pub fn hash_count(&self) -> u32 {
+        self.hash_count
+    }
+
+    /// Number of items placed.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether no item is placed.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Fraction of bins in use.
+    pub fn load_factor(&self) -> f64 {
+        self.len as f64 / self.bins.len() as f64
+    }
+}
+
+/// A random candidate bin other than the one the item was just evicted
+/// from (going straight back would undo the last step); `None` if there is
+/// no other candidate.
+fn pick_victim<R: Rng + ?Sized>(
+    locations: &[u32],
+    came_from: Option<u32>,
+    rng: &mut R,
+) -> Option<u32> {
+    let mut choices = [0u32; MAX_HASH_FUNCTIONS as usize];
+    let mut count = 0;
+    for &bin in locations.iter().filter(|&&b| Some(b) != came_from) {
+        choices[count] = bin;
+        count += 1;
+    }
+    (count > 0).then(|| choices[rng.gen_range(0..count)])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::rngs::StdRng;
+    use rand::SeedableRng;
+    use std::collections::HashSet;
+
+    fn random_items(n: usize, rng: &mut StdRng) -> Vec<[u8; 16]> {
+        (0..n).map(|_| rng.gen()).collect()
+    }
+
+    /// Every placed entry sits in one of its own locations, and placed
+    /// entries plus leftovers are exactly the inputs with their indices.
+    fn assert_consistent(table: &CuckooTable, items: &[[u8; 16]], leftovers: &[TableEntry]) {
+        let mut seen = HashSet::new();
+        for (bin, entry) in table.bins().iter().enumerate() {
+            let Some(entry) = entry else { continue };
+            let locations = cuckoo_locations(&entry.item, table.hash_count(), table.table_size());
+            assert!(
+                locations.contains(&(bin as u32)),
+                "entry {} misplaced",
+                entry.index
+            );
+            assert_eq!(table.find(&entry.item), Some(bin as u32));
+            assert!(seen.insert(entry.index));
+        }
+        assert_eq!(seen.len(), table.len());
+        for entry in leftovers {
+            assert!(
+                seen.insert(entry.index),
+                "leftover {} also placed",
+                entry.index
+            );
+            assert_eq!(table.find(&entry.item), None);
+        }
+        assert_eq!(seen.len(), items.len());
+        for (index, item) in items.iter().enumerate() {
+            let placed = table.bins().iter().flatten().find(|e| e.index == index);
+            let left = leftovers.iter().find(|e| e.index == index);
+            assert_eq!(placed.or(left).map(|e| e.item), Some(*item));
+        }
+    }
+
+    #[test]
+    fn half_load_with_three_hashes_places_everything() {
+        let mut rng = StdRng::seed_from_u64(11);
+        for _ in 0..5 {
+            let items = random_items(1 << 11, &mut rng);
+            let mut table = CuckooTable::new(1 << 12, 3).unwrap();
+            let leftovers = table.insert_all(&items, &mut rng);
+            assert!(leftovers.is_empty());
+            assert_eq!(table.load_factor(), 0.5);
+            assert_consistent(&table, &items, &leftovers);
+        }
+    }
+
+    #[test]
+    fn near_threshold_leftovers_keep_the_table_consistent() {
+        let mut rng = StdRng::seed_from_u64(12);
+        let items = random_items(1000, &mut rng);
+        let mut table = CuckooTable::new(1000, 3).unwrap().with_max_evictions(50);
+        let leftovers = table.insert_all(&items, &mut rng);
+        assert!(!leftovers.is_empty());
+        assert!(table.load_factor() > 0.85, "{}", table.load_factor());
+        assert_consistent(&table, &items, &leftovers);
+    }
+
+    #[test]
+    fn overfull_table_returns_the_surplus() {
+        let mut rng = StdRng::seed_from_u64(13);
+        let items = random_items(10, &mut rng);
+        let mut table = CuckooTable::new(4, 2).unwrap();
+        let leftovers = table.insert_all(&items, &mut rng);
+        assert!(table.len() <= 4);
+        assert_eq!(leftovers.len(), 10 - table.len());
+        assert_consistent(&table, &items, &leftovers);
+    }
+
+    #[test]
+    fn one_hash_function_turns_collisions_into_leftovers() {
+        let mut rng = StdRng::seed_from_u64(14);
+        let items = random_items(300, &mut rng);
+        let mut table = CuckooTable::new(256, 1).unwrap();
+        let leftovers = table.insert_all(&items, &mut rng);
+        let bins: HashSet<u32> = items.iter().map(|x| cuckoo_location(x, 0, 256)).collect();
+        assert_eq!(table.len(), bins.len());
+        assert_eq!(leftovers.len(), items.len() - bins.len());
+        assert_consistent(&table, &items, &leftovers);
+        // Without evictions the first item of each bin keeps it.
+        for entry in &leftovers {
+            let bin = cuckoo_location(&entry.item, 0, 256) as usize;
+            let occupant = table.bins()[bin].as_ref().map(|e| e.index);
+            assert!(occupant < Some(entry.index));
+        }
+    }
+
+    #[test]
+    fn locations_are_deduplicated_and_match_single_locations() {
+        let mut rng = StdRng::seed_from_u64(15);
+        let mut saw_duplicate = false;
+        for item in random_items(200, &mut rng) {
+            let locations = cuckoo_locations(&item, 8, 5);
+            let all: Vec<u32> = (0..8).map(|i| cuckoo_location(&item, i, 5)).collect();
+            let mut expected = all.clone();
+            let mut seen = HashSet::new();
+            expected.retain(|b| seen.insert(*b));
+            assert_eq!(locations.as_slice(), expected);
+            saw_duplicate |= expected.len() < all.len();
+            assert!(locations.iter().all(|&b| b < 5));
+        }
+        assert!(saw_duplicate);
+        let item = [5u8; 16];
+        let by_value: Vec<u32> = cuckoo_locations(&item, 3, 100).into_iter().collect();
+        let by_ref: Vec<u32> = (&cuckoo_locations(&item, 3, 100))
+            .into_iter()
+            .copied()
+            .collect();
+        assert_eq!(by_value, by_ref);
+        assert_eq!(cuckoo_locations(&[0; 16], 9, 1 << 20).len(), 8);
+        assert!(cuckoo_locations(&[0; 16], 0, 10).is_empty());
+    }
+
+    #[test]
+    fn hash_functions_differ_and_spread_evenly() {
+        let mut rng = StdRng::seed_from_u64(16);
+        let items = random_items(40_000, &mut rng);
+        let mut counts = [0u32; 8];
+        let mut same = 0;
+        for item in &items {
+            counts[cuckoo_location(item, 0, 8) as usize] += 1;
+            same +=
+                u32::from(cuckoo_location(item, 0, 1 << 30) == cuckoo_location(item, 1, 1 << 30));
+        }
+        assert_eq!(same, 0);
+        assert!(
+            counts.iter().all(|&c| (4_600..5_400).contains(&c)),
+            "{counts:?}"
+        );
+        assert_eq!(cuckoo_location(&[3; 16], 2, 1), 0);
+        assert_eq!(cuckoo_location(&[3; 16], 2, 0), 0);
+    }
+
+    #[test]
+    fn new_rejects_bad_shapes() {
+        assert_eq!(
+            CuckooTable::new(0, 3).unwrap_err(),
+            CuckooTableError::ZeroSize
+        );
+        assert_eq!(
+            CuckooTable::new(8, 0).unwrap_err(),
+            CuckooTableError::HashCount(0)
+        );
+        assert_eq!(
+            CuckooTable::new(8, 9).unwrap_err(),
+            CuckooTableError::HashCount(9)
+        );
+        let table = CuckooTable::new(8, 8).unwrap();
+        assert!(table.is_empty());
+        assert_eq!((table.table_size(), table.hash_count()), (8, 8));
+    }
+}
