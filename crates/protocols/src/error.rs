@@ -31,6 +31,8 @@ pub enum Error {
     Oprf(#[from] psikit_primitives::oprf::OprfError),
     #[error("filter: {0}")]
     Filter(#[from] psikit_structures::FilterError),
+    #[error("homomorphic encryption: {0}")]
+    He(#[from] psikit_he::HeError),
     #[error("oblivious transfer: {0}")]
     Ot(#[from] psikit_ot::OtError),
     #[error("protocol aborted: {0}")]
@@ -66,6 +68,7 @@ impl Error {
             Error::Decode(e) => (ErrorCode::BadRequest, e.to_string()),
             Error::Oprf(e) => (ErrorCode::BadRequest, e.to_string()),
             Error::Protocol(t) => (ErrorCode::BadRequest, t.clone()),
+            Error::He(e) => (ErrorCode::BadRequest, e.to_string()),
             Error::StaleFilter { .. } => (ErrorCode::Stale, self.to_string()),
             Error::Aborted(t) => (ErrorCode::Aborted, t.clone()),
             Error::Transport(_) => return None,

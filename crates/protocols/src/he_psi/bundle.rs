@@ -8,8 +8,14 @@
 //! The slot-vector layout is what the query needs (one plaintext per
 //! coefficient); the roots and label felts are what updates need.
 
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use psikit_he::{CompactPoly, HeParams, PlainPoly};
+
 use super::poly::Field;
 use super::shape::DbShape;
+use crate::Error;
 
 /// A bin bundle. Bin `k` holds its items at `k * B .. k * B + counts[k]`;
 /// item `r` of bin `k` has felts `felts[(k*B + r)*w .. +w]` with `w = f +
@@ -23,6 +29,32 @@ pub struct BinBundle {
     coeffs: Vec<u32>,
     /// Bins whose polynomials are out of date.
     dirty: Vec<bool>,
+    /// The coefficients as ready-to-multiply plaintexts, if cached.
+    plain: PlainCache,
+}
+
+/// Cached [`PlainPoly`]s of a bundle: for polynomial `p` and degree `j`
+/// (up to the bundle's degree), entry `p * (degree + 1) + j`. Derived data,
+/// so it takes no part in comparisons.
+#[derive(Clone, Default)]
+struct PlainCache(Option<Arc<Vec<PlainPoly>>>);
+
+impl PartialEq for PlainCache {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for PlainCache {}
+
+impl std::fmt::Debug for PlainCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "PlainCache({})",
+            if self.0.is_some() { "full" } else { "empty" }
+        )
+    }
 }
 
 impl BinBundle {
@@ -37,6 +69,7 @@ impl BinBundle {
             felts: vec![0; felts],
             coeffs,
             dirty: vec![false; bins],
+            plain: PlainCache::default(),
         }
     }
 
@@ -150,8 +183,10 @@ impl BinBundle {
         self.dirty.iter().any(|&d| d)
     }
 
-    /// Recomputes the polynomials of every changed bin.
+    /// Recomputes the polynomials of every changed bin (and drops the
+    /// plaintext cache, now stale).
     pub fn refresh(&mut self, shape: &DbShape, field: &Field) {
+        self.plain = PlainCache::default();
         let mut work = PolyWork::new(shape);
         for bin in 0..self.dirty.len() {
             if std::mem::take(&mut self.dirty[bin]) {
@@ -201,6 +236,56 @@ impl BinBundle {
         }
     }
 
+    /// The bundle's coefficients as plaintexts for the query: from the cache
+    /// if present, else encoded now (an inverse batching transform mod `t`
+    /// and `k` NTTs per coefficient).
+    pub fn plaintexts(
+        &self,
+        shape: &DbShape,
+        he: &HeParams,
+    ) -> Result<Cow<'_, [PlainPoly]>, Error> {
+        match &self.plain.0 {
+            Some(cached) => Ok(Cow::Borrowed(cached.as_slice())),
+            None => Ok(Cow::Owned(self.encode_plaintexts(shape, he)?)),
+        }
+    }
+
+    /// Fills the plaintext cache if it is empty.
+    pub fn cache_plaintexts(&mut self, shape: &DbShape, he: &HeParams) -> Result<(), Error> {
+        if self.plain.0.is_none() {
+            self.plain = PlainCache(Some(Arc::new(self.encode_plaintexts(shape, he)?)));
+        }
+        Ok(())
+    }
+
+    /// Bytes held by the plaintext cache.
+    pub fn cache_bytes(&self) -> usize {
+        self.plain
+            .0
+            .as_ref()
+            .map_or(0, |v| v.iter().map(PlainPoly::byte_size).sum())
+    }
+
+    /// Bytes of the bundle's own arrays (roots, label felts, coefficients).
+    pub fn data_bytes(&self) -> usize {
+        self.counts.len() * 2 + (self.felts.len() + self.coeffs.len()) * 4 + self.dirty.len()
+    }
+
+    fn encode_plaintexts(&self, shape: &DbShape, he: &HeParams) -> Result<Vec<PlainPoly>, Error> {
+        let degree = self.degree();
+        let mut out = Vec::with_capacity(shape.polys() * (degree + 1));
+        let mut slots = vec![0u64; shape.slots];
+        for p in 0..shape.polys() {
+            for j in 0..=degree {
+                for (s, &c) in slots.iter_mut().zip(self.coeff_slots(shape, p, j)) {
+                    *s = u64::from(c);
+                }
+                out.push(CompactPoly::from_slots(he, &slots)?.to_plain(he)?);
+            }
+        }
+        Ok(out)
+    }
+
     /// Raw parts for serialization: counts, entry felts, coefficients.
     pub(crate) fn parts(&self) -> (&[u16], &[u32], &[u32]) {
         (&self.counts, &self.felts, &self.coeffs)
@@ -222,6 +307,7 @@ impl BinBundle {
             && felts.iter().chain(&coeffs).all(|&v| u64::from(v) < t);
         ok.then(|| Self {
             dirty: vec![false; counts.len()],
+            plain: PlainCache::default(),
             counts,
             felts,
             coeffs,

@@ -6,10 +6,16 @@
 
 pub mod bundle;
 pub mod db_file;
+pub mod eval;
 pub mod hashing;
 pub mod label;
 pub mod params;
 pub mod poly;
 pub mod powers;
+pub mod receiver;
+pub mod sender;
 pub mod sender_db;
 pub mod shape;
+
+#[cfg(test)]
+mod tests;

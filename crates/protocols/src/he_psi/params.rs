@@ -291,6 +291,22 @@ impl PsiParams {
         Ok(())
     }
 
+    /// The BFV parameters of this set, checked against the 128-bit
+    /// HomomorphicEncryption.org bound.
+    pub fn he_params(&self) -> Result<psikit_he::HeParams> {
+        let bits: Vec<usize> = self
+            .seal
+            .coeff_modulus_bits
+            .iter()
+            .map(|&b| b as usize)
+            .collect();
+        Ok(psikit_he::HeParams::new(
+            self.seal.poly_modulus_degree as usize,
+            self.seal.plain_modulus,
+            &bits,
+        )?)
+    }
+
     /// Bits `b` of item value per field element: `floor(log2 t)`, so that
     /// every `b`-bit chunk is below `t` (APSI: `bit_count(t) - 1`).
     pub fn bits_per_felt(&self) -> u32 {

@@ -7,6 +7,7 @@
 //! polynomials are recomputed. Bundle indices are independent, so builds
 //! and updates run one rayon task per bundle index.
 
+use psikit_he::HeParams;
 use psikit_primitives::oprf::Output;
 use rand::{CryptoRng, RngCore};
 use rayon::prelude::*;
@@ -41,6 +42,17 @@ pub struct UpdateStats {
     /// Entries dropped because a later entry of the same batch had the same
     /// item.
     pub duplicates: usize,
+}
+
+/// Memory use of a [`SenderDb`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DbMemory {
+    /// Bin bundles in all bundle indices.
+    pub bundles: usize,
+    /// Roots, label felts and coefficients.
+    pub data_bytes: usize,
+    /// Query-ready plaintexts ([`SenderDb::cache_plaintexts`]).
+    pub cache_bytes: usize,
 }
 
 /// The sender's database.
@@ -145,6 +157,28 @@ impl SenderDb {
     /// Bin bundles per bundle index (public: the client learns it).
     pub fn bundle_counts(&self) -> Vec<usize> {
         self.bundles.iter().map(Vec::len).collect()
+    }
+
+    /// Encodes every bundle's coefficients as query-ready plaintexts, in
+    /// parallel, so queries skip that work (about `8 k n` bytes per
+    /// coefficient; see [`Self::memory`]). Bundles changed by later updates
+    /// drop their cache and are re-encoded by the next call.
+    pub(crate) fn cache_plaintexts(&mut self, he: &HeParams) -> Result<(), Error> {
+        let shape = self.shape;
+        self.bundles
+            .par_iter_mut()
+            .flat_map(|b| b.par_iter_mut())
+            .try_for_each(|b| b.cache_plaintexts(&shape, he))
+    }
+
+    /// Memory held by the database: its own arrays and the plaintext cache.
+    pub fn memory(&self) -> DbMemory {
+        let all = || self.bundles.iter().flatten();
+        DbMemory {
+            bundles: all().count(),
+            data_bytes: all().map(BinBundle::data_bytes).sum(),
+            cache_bytes: all().map(BinBundle::cache_bytes).sum(),
+        }
     }
 
     /// Inserts new items and gives present ones their new label under a

@@ -1,0 +1,170 @@
+//! The sender's answer to one query (paper section 3.1): for each bundle
+//! index, all powers of the client's encrypted slot vector, then for each
+//! bin bundle there one result package (the matching polynomial's value
+//! and, when labeled, each label polynomial's), switched to the lowest
+//! level. Bundle indices and bundles are processed in parallel; packages
+//! go to a sink as soon as they are ready, so the caller can stream them.
+
+use psikit_he::{Ciphertext, Evaluator, HeParams, PlainPoly, RelinKey};
+use rayon::prelude::*;
+
+use super::eval::{evaluate, Powers};
+use super::powers::PowersPlan;
+use super::sender_db::SenderDb;
+use crate::Error;
+
+/// The encrypted answer of one bin bundle.
+pub struct ResultPackage {
+    /// Bundle index the package belongs to.
+    pub bundle_idx: u32,
+    /// `P(y)` per slot: zero in all `f` slots of a bin means a match.
+    pub matching: Ciphertext,
+    /// `G_k(y)` per slot for each label fragment `k`.
+    pub labels: Vec<Ciphertext>,
+}
+
+/// A sender database made ready for queries: its BFV parameters (one
+/// shared instance, which every plaintext, key and ciphertext of a query
+/// must come from), the powers plan, and optionally every bundle's
+/// plaintexts cached.
+pub struct Sender {
+    db: SenderDb,
+    he: HeParams,
+    plan: PowersPlan,
+    cache: bool,
+}
+
+impl Sender {
+    /// Checks the database's parameters (128-bit security, a valid powers
+    /// plan) and, with `cache`, encodes all plaintexts now: faster queries
+    /// for about `8 k n` bytes per coefficient.
+    pub fn new(mut db: SenderDb, cache: bool) -> Result<Self, Error> {
+        let he = db.params().he_params()?;
+        let plan = PowersPlan::from_params(db.params())?;
+        if cache {
+            db.cache_plaintexts(&he)?;
+        }
+        Ok(Self {
+            db,
+            he,
+            plan,
+            cache,
+        })
+    }
+
+    pub fn db(&self) -> &SenderDb {
+        &self.db
+    }
+
+    pub fn he(&self) -> &HeParams {
+        &self.he
+    }
+
+    /// Applies an update to the database, then re-caches the plaintexts of
+    /// the bundles it changed.
+    pub fn update<T>(
+        &mut self,
+        f: impl FnOnce(&mut SenderDb) -> Result<T, Error>,
+    ) -> Result<T, Error> {
+        let out = f(&mut self.db)?;
+        if self.cache {
+            self.db.cache_plaintexts(&self.he)?;
+        }
+        Ok(out)
+    }
+
+    /// Gives the database back (e.g. to save it).
+    pub fn into_db(self) -> SenderDb {
+        self.db
+    }
+
+    /// An evaluator for a client's relinearization key (as sent).
+    pub fn evaluator(&self, relin_key: &[u8]) -> Result<Evaluator, Error> {
+        let rk = RelinKey::from_bytes(&self.he, relin_key)?;
+        Ok(Evaluator::new(&self.he, &rk)?)
+    }
+
+    /// Answers a query whose source powers are `query[i][s]` for bundle index
+    /// `i` and source `s`; calls `sink` once per bin bundle (from worker
+    /// threads, in no particular order). Returns the number of packages.
+    pub fn answer<F>(
+        &self,
+        ev: &Evaluator,
+        query: Vec<Vec<Ciphertext>>,
+        sink: F,
+    ) -> Result<usize, Error>
+    where
+        F: Fn(ResultPackage) -> Result<(), Error> + Sync,
+    {
+        let shape = self.db.shape();
+        if query.len() != shape.bundle_idx_count() {
+            return Err(Error::Protocol(format!(
+                "query covers {} bundle indices; the parameters have {}",
+                query.len(),
+                shape.bundle_idx_count()
+            )));
+        }
+        query
+            .into_par_iter()
+            .enumerate()
+            .map(|(idx, sources)| self.answer_index(ev, idx, sources, &sink))
+            .sum()
+    }
+
+    fn answer_index<F>(
+        &self,
+        ev: &Evaluator,
+        idx: usize,
+        sources: Vec<Ciphertext>,
+        sink: &F,
+    ) -> Result<usize, Error>
+    where
+        F: Fn(ResultPackage) -> Result<(), Error> + Sync,
+    {
+        let bundles = self.db.bundles_at(idx);
+        if bundles.is_empty() {
+            return Ok(0);
+        }
+        let powers = Powers::compute(ev, &self.plan, sources)?;
+        bundles
+            .par_iter()
+            .map(|bundle| {
+                let plain = bundle.plaintexts(self.db.shape(), &self.he)?;
+                let package = self.package(ev, &powers, idx, bundle.degree(), &plain)?;
+                sink(package)?;
+                Ok(1)
+            })
+            .sum()
+    }
+
+    /// Evaluates one bundle's polynomials (`plain` holds `degree + 1`
+    /// coefficients per polynomial).
+    fn package(
+        &self,
+        ev: &Evaluator,
+        powers: &Powers,
+        idx: usize,
+        degree: usize,
+        plain: &[PlainPoly],
+    ) -> Result<ResultPackage, Error> {
+        let low = self.plan.ps_low_degree();
+        let mut results = plain
+            .chunks(degree + 1)
+            .map(|coeffs| {
+                let refs: Vec<&PlainPoly> = coeffs.iter().collect();
+                let mut ct = evaluate(ev, powers, &refs, low)?;
+                ev.to_lowest(&mut ct)?;
+                Ok(ct)
+            })
+            .collect::<Result<Vec<_>, Error>>()?
+            .into_iter();
+        let matching = results
+            .next()
+            .ok_or_else(|| Error::Protocol("bundle without polynomials".into()))?;
+        Ok(ResultPackage {
+            bundle_idx: idx as u32,
+            matching,
+            labels: results.collect(),
+        })
+    }
+}
