@@ -1613,6 +1613,7 @@ async fn start_server(service: Arc<FilterService>) -> Result<String> {
     let addr = listener.local_addr()?.to_string();
     let services = Arc::new(Services {
         filter: Some(service),
+        ..Services::default()
     });
     tokio::spawn(service::run(listener, services, 16));
     Ok(addr)

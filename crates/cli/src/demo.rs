@@ -143,6 +143,7 @@ fn filter_demo(a: &DemoArgs, dir: &Path) -> Result<()> {
         let addr = listener.local_addr()?.to_string();
         let services = Arc::new(Services {
             filter: Some(service.clone()),
+            ..Services::default()
         });
         let server = tokio::spawn(service::run(listener, services, 64));
         println!("server listening on {addr}");

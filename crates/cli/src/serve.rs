@@ -63,6 +63,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
         );
         let services = Arc::new(Services {
             filter: Some(filter),
+            ..Services::default()
         });
         service::run(listener, services, a.max_connections).await?;
         Ok(())

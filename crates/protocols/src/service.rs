@@ -9,21 +9,24 @@ use psikit_transport::{Channel, ErrorCode, ErrorMessage};
 use tokio::sync::Semaphore;
 
 use crate::filter_psi::{self, FilterService};
+use crate::he_psi::{self, HeService};
 use crate::Error;
 
 /// The protocols this server answers.
 #[derive(Default)]
 pub struct Services {
     pub filter: Option<Arc<FilterService>>,
+    pub he: Option<Arc<HeService>>,
 }
 
 /// Serves requests on one connection until the client closes it or a
 /// request fails; the client is told why before the connection closes.
 pub async fn serve_connection(services: &Services, mut ch: Channel) -> Result<(), Error> {
     while let Some(frame) = ch.recv_or_eof().await? {
-        let outcome = match (frame.protocol, &services.filter) {
-            (filter_psi::PROTOCOL_ID, Some(filter)) => filter.handle(frame, &mut ch).await,
-            (protocol, _) => {
+        let outcome = match (frame.protocol, &services.filter, &services.he) {
+            (filter_psi::PROTOCOL_ID, Some(filter), _) => filter.handle(frame, &mut ch).await,
+            (he_psi::PROTOCOL_ID, _, Some(he)) => he.handle(frame, &mut ch).await,
+            (protocol, _, _) => {
                 let msg = ErrorMessage::new(
                     ErrorCode::Unsupported,
                     format!("this server does not serve protocol {protocol}"),

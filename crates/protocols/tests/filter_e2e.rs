@@ -63,6 +63,7 @@ async fn start(state: ServerState, server_limits: ServerLimits) -> TestServer {
     let addr = listener.local_addr().unwrap().to_string();
     let services = Arc::new(Services {
         filter: Some(service.clone()),
+        ..Services::default()
     });
     let task = tokio::spawn(service::run(listener, services, 16));
     TestServer {
@@ -408,6 +409,7 @@ async fn runs_over_an_in_memory_channel() {
             state_for(&server_set),
             ServerLimits::default(),
         ))),
+        ..Services::default()
     };
     let (mut client_ch, server_ch) = Channel::memory_pair(limits());
     let server = tokio::spawn(async move { service::serve_connection(&services, server_ch).await });
@@ -465,6 +467,7 @@ async fn runs_over_mutual_tls() {
             state_for(&server_set),
             ServerLimits::default(),
         ))),
+        ..Services::default()
     });
     let tls = ServerTlsFiles {
         cert_chain: server_cert,

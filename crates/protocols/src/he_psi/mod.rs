@@ -5,17 +5,27 @@
 //! exist; the query, the service and the CLI follow.
 
 pub mod bundle;
+pub mod client;
 pub mod db_file;
 pub mod eval;
 pub mod hashing;
 pub mod label;
+pub mod messages;
 pub mod params;
 pub mod poly;
 pub mod powers;
 pub mod receiver;
 pub mod sender;
 pub mod sender_db;
+pub mod service;
 pub mod shape;
+pub mod state;
 
 #[cfg(test)]
 mod tests;
+
+pub use client::{HeClient, QueryOutcome};
+pub use messages::PROTOCOL_ID;
+pub use receiver::Match;
+pub use service::{HeLimits, HeService};
+pub use state::{HeState, Row};

@@ -73,6 +73,11 @@ impl Sender {
         Ok(out)
     }
 
+    /// Source powers per bundle index in a query.
+    pub fn sources(&self) -> usize {
+        self.plan.sources().len()
+    }
+
     /// Gives the database back (e.g. to save it).
     pub fn into_db(self) -> SenderDb {
         self.db

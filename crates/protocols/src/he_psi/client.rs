@@ -1,0 +1,219 @@
+//! Client side of the HE protocol over a [`Channel`]: fetch the
+//! parameters, run the OPRF on the items, then query (in rounds when cuckoo
+//! leftovers need another table) and read matches and labels.
+
+use std::time::{Duration, Instant};
+
+use psikit_primitives::oprf::{self, Output};
+use psikit_transport::Channel;
+use rand::rngs::OsRng;
+
+use super::messages::{
+    decode_query_done, params_request, query_ct_frame, OprfRequest, OprfResponse, ParamsResponse,
+    QueryHeader, ResultCt, KIND_OPRF_RESPONSE, KIND_PARAMS_RESPONSE, KIND_QUERY_DONE,
+    KIND_RESULT_CT, PROTOCOL_ID,
+};
+use super::params::PsiParams;
+use super::receiver::{Match, QueryState, Receiver};
+use super::sender::ResultPackage;
+use crate::Error;
+
+/// A client connected to one database: its parameters and fresh keys.
+pub struct HeClient {
+    receiver: Receiver,
+    db_id: [u8; 32],
+    max_query_items: u32,
+    bundle_counts: Vec<u32>,
+}
+
+/// Time per phase of a query, as the client saw it.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct QueryTimes {
+    /// Blinding, the OPRF round trip and finalization.
+    pub oprf: Duration,
+    /// Cuckoo hashing and encrypting the source powers.
+    pub encrypt: Duration,
+    /// From the last query byte sent to the last result received.
+    pub server: Duration,
+    /// Decrypting results and labels.
+    pub decrypt: Duration,
+}
+
+/// The outcome of [`HeClient::query`].
+pub struct QueryOutcome {
+    /// Matching items by their index in the input, with labels.
+    pub matches: Vec<Match>,
+    /// Query rounds (more than one when the cuckoo table overflowed or the
+    /// input was larger than one table).
+    pub rounds: usize,
+    pub times: QueryTimes,
+}
+
+impl HeClient {
+    /// Fetches the parameters and makes fresh keys for them.
+    pub async fn connect(ch: &mut Channel) -> Result<Self, Error> {
+        ch.send(&params_request()).await?;
+        let frame = ch.recv_expect(PROTOCOL_ID, KIND_PARAMS_RESPONSE).await?;
+        let resp = ParamsResponse::decode(&frame.payload)?;
+        let params = PsiParams::from_apsi_json(&resp.params_json)?;
+        let receiver = tokio::task::spawn_blocking(move || {
+            Receiver::new(params, resp.max_label_bytes as usize)
+        })
+        .await
+        .map_err(|e| Error::Protocol(format!("key generation failed: {e}")))??;
+        Ok(Self {
+            receiver,
+            db_id: resp.db_id,
+            max_query_items: resp.max_query_items,
+            bundle_counts: resp.bundle_counts,
+        })
+    }
+
+    pub fn params(&self) -> &PsiParams {
+        self.receiver.params()
+    }
+
+    /// Longest label the database holds (0: unlabeled).
+    pub fn max_label_bytes(&self) -> usize {
+        self.receiver.shape().max_label_bytes
+    }
+
+    /// log2 of the probability that a query of `items` items reports any
+    /// false match, from the parameters and the bundle counts.
+    pub fn fpp_log2(&self, items: u64) -> f64 {
+        let most = self.bundle_counts.iter().copied().max().unwrap_or(0);
+        self.params().log2_fpp_query(items, u64::from(most))
+    }
+
+    /// Finds which of `items` the server holds, with their labels.
+    pub async fn query(&self, ch: &mut Channel, items: &[Vec<u8>]) -> Result<QueryOutcome, Error> {
+        let mut times = QueryTimes::default();
+        let start = Instant::now();
+        let outputs = self.oprf(ch, items).await?;
+        times.oprf = start.elapsed();
+        let mut pending: Vec<usize> = (0..items.len()).collect();
+        let mut matches = Vec::new();
+        let mut rounds = 0;
+        while !pending.is_empty() {
+            let batch: Vec<Output> = pending.iter().map(|&i| outputs[i]).collect();
+            let (found, leftovers) = self.round(ch, &batch, &mut times).await?;
+            rounds += 1;
+            matches.extend(found.into_iter().map(|m| Match {
+                index: pending[m.index],
+                label: m.label,
+            }));
+            if leftovers.len() == pending.len() {
+                return Err(Error::Protocol(
+                    "the cuckoo table could not place any item".into(),
+                ));
+            }
+            pending = leftovers.iter().map(|&i| pending[i]).collect();
+        }
+        matches.sort_by_key(|m| m.index);
+        Ok(QueryOutcome {
+            matches,
+            rounds,
+            times,
+        })
+    }
+
+    /// OPRF outputs of all items, in requests of at most the server's limit.
+    async fn oprf(&self, ch: &mut Channel, items: &[Vec<u8>]) -> Result<Vec<Output>, Error> {
+        let mut outputs = Vec::with_capacity(items.len());
+        for chunk in items.chunks(self.max_query_items.max(1) as usize) {
+            let (blinds, blinded) = oprf::blind_batch(chunk, &mut OsRng)?;
+            ch.send(&OprfRequest { blinded }.to_frame()).await?;
+            let frame = ch.recv_expect(PROTOCOL_ID, KIND_OPRF_RESPONSE).await?;
+            let resp = OprfResponse::decode(&frame.payload, chunk.len())?;
+            outputs.extend(oprf::finalize_batch(chunk, &blinds, &resp.evaluated)?);
+        }
+        Ok(outputs)
+    }
+
+    /// One query round: returns the matches (indices into `batch`) and the
+    /// indices that did not fit the cuckoo table.
+    async fn round(
+        &self,
+        ch: &mut Channel,
+        batch: &[Output],
+        times: &mut QueryTimes,
+    ) -> Result<(Vec<Match>, Vec<usize>), Error> {
+        let t = Instant::now();
+        let (mut state, query) = self.receiver.query(batch, &mut OsRng)?;
+        let header = QueryHeader {
+            db_id: self.db_id,
+            relin_key: self.receiver.relin_key().to_bytes()?,
+        };
+        let frames = query
+            .iter()
+            .flatten()
+            .map(query_ct_frame)
+            .collect::<Result<Vec<_>, _>>()?;
+        times.encrypt += t.elapsed();
+        ch.send(&header.to_frame()).await?;
+        for frame in &frames {
+            ch.send(frame).await?;
+        }
+        let t = Instant::now();
+        let mut decrypt = Duration::ZERO;
+        self.receive(ch, &mut state, &mut decrypt).await?;
+        times.server += t.elapsed().saturating_sub(decrypt);
+        times.decrypt += decrypt;
+        let leftovers = std::mem::take(&mut state.leftovers);
+        Ok((Receiver::matches(state), leftovers))
+    }
+
+    /// Reads result packages until the server's done message, decoding each
+    /// as soon as its last ciphertext arrives.
+    async fn receive(
+        &self,
+        ch: &mut Channel,
+        state: &mut QueryState,
+        decrypt: &mut Duration,
+    ) -> Result<u32, Error> {
+        let he = self.receiver.he();
+        let per_package = self.receiver.shape().polys();
+        let mut received = 0u32;
+        loop {
+            let frame = ch.recv().await?;
+            if frame.protocol == PROTOCOL_ID && frame.kind == KIND_QUERY_DONE {
+                let done = decode_query_done(&frame.payload)?;
+                if done != received {
+                    return Err(Error::Protocol(format!(
+                        "server announced {done} result packages but sent {received}"
+                    )));
+                }
+                return Ok(received);
+            }
+            let mut cts = Vec::with_capacity(per_package);
+            let mut frame = frame;
+            let mut bundle = None;
+            for poly in 0..per_package {
+                if poly > 0 {
+                    frame = ch.recv_expect(PROTOCOL_ID, KIND_RESULT_CT).await?;
+                }
+                if frame.protocol != PROTOCOL_ID || frame.kind != KIND_RESULT_CT {
+                    return Err(Error::Protocol("unexpected message in the answer".into()));
+                }
+                let (idx, p, ct) = ResultCt::decode(&frame.payload, he)?;
+                if usize::from(p) != poly || bundle.is_some_and(|b| b != idx) {
+                    return Err(Error::Protocol("result package out of order".into()));
+                }
+                bundle = Some(idx);
+                cts.push(ct);
+            }
+            let t = Instant::now();
+            let mut cts = cts.into_iter();
+            let package = ResultPackage {
+                bundle_idx: bundle.unwrap_or(0),
+                matching: cts
+                    .next()
+                    .ok_or_else(|| Error::Protocol("empty result package".into()))?,
+                labels: cts.collect(),
+            };
+            self.receiver.process(state, &package)?;
+            *decrypt += t.elapsed();
+            received += 1;
+        }
+    }
+}

@@ -1,0 +1,236 @@
+//! End-to-end tests of the HE protocol over TCP on loopback: labeled and
+//! unlabeled databases, updates, and hostile clients, checked against the
+//! plaintext intersection.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use psikit_protocols::he_psi::messages::{
+    params_request, OprfRequest, QueryHeader, KIND_PARAMS_RESPONSE, KIND_QUERY_CT,
+};
+use psikit_protocols::he_psi::params::PsiParams;
+use psikit_protocols::he_psi::{HeClient, HeLimits, HeService, HeState, Row, PROTOCOL_ID};
+use psikit_protocols::service::{self, Services};
+use psikit_transport::net::{connect, Listener};
+use psikit_transport::{Channel, Frame, Limits, TransportError};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+const PARAMS_256K: &str = include_str!("../src/he_psi/apsi-params/256K-1024.json");
+
+fn limits() -> Limits {
+    Limits {
+        max_frame_bytes: 4 << 20,
+        read_timeout: Duration::from_secs(30),
+        write_timeout: Duration::from_secs(30),
+    }
+}
+
+struct TestServer {
+    addr: String,
+    service: Arc<HeService>,
+    task: tokio::task::JoinHandle<Result<(), psikit_protocols::Error>>,
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn start(state: HeState) -> TestServer {
+    let service = Arc::new(HeService::new(
+        state,
+        HeLimits {
+            max_query_items: 5000,
+            max_concurrent_queries: 2,
+        },
+    ));
+    let listener = Listener::bind("127.0.0.1:0", None, limits()).await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let services = Arc::new(Services {
+        he: Some(service.clone()),
+        ..Services::default()
+    });
+    let task = tokio::spawn(service::run(listener, services, 16));
+    TestServer {
+        addr,
+        service,
+        task,
+    }
+}
+
+fn random_rows(rng: &mut StdRng, n: usize, max_label: usize) -> Vec<Row> {
+    (0..n)
+        .map(|i| Row {
+            key: format!("user-{i}-{}@example.com", rng.gen::<u32>()).into_bytes(),
+            label: (0..rng.gen_range(0..=max_label))
+                .map(|_| rng.gen())
+                .collect(),
+        })
+        .collect()
+}
+
+fn state_with(rows: &[Row], max_label: usize) -> HeState {
+    let params = PsiParams::from_apsi_json(PARAMS_256K).unwrap();
+    let mut state = HeState::create(params, max_label, true).unwrap();
+    state.insert(rows, &mut |_| {}).unwrap();
+    state
+}
+
+/// The expected matches: (client index, label) for client keys the server
+/// holds.
+fn truth(
+    server: &HashMap<Vec<u8>, Vec<u8>>,
+    client: &[Vec<u8>],
+    labeled: bool,
+) -> Vec<(usize, Option<Vec<u8>>)> {
+    client
+        .iter()
+        .enumerate()
+        .filter_map(|(i, k)| server.get(k).map(|l| (i, labeled.then(|| l.clone()))))
+        .collect()
+}
+
+async fn run(addr: &str, client: &[Vec<u8>]) -> Vec<(usize, Option<Vec<u8>>)> {
+    let mut ch = connect(addr, None, limits()).await.unwrap();
+    let c = HeClient::connect(&mut ch).await.unwrap();
+    let out = c.query(&mut ch, client).await.unwrap();
+    out.matches
+        .into_iter()
+        .map(|m| (m.index, m.label))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn labeled_queries_over_tcp_with_updates() {
+    let mut rng = StdRng::seed_from_u64(31);
+    let rows = random_rows(&mut rng, 2000, 32);
+    let server = start(state_with(&rows, 32)).await;
+    let mut map: HashMap<Vec<u8>, Vec<u8>> = rows
+        .iter()
+        .map(|r| (r.key.clone(), r.label.clone()))
+        .collect();
+
+    // Some members, some strangers, a unicode key; more items than fit one
+    // table's load, so several rounds may run.
+    let mut client: Vec<Vec<u8>> = rows[..300].iter().map(|r| r.key.clone()).collect();
+    client.extend((0..300).map(|i| format!("stranger-{i}").into_bytes()));
+    client.push("ünïcødé@example.com".as_bytes().to_vec());
+    assert_eq!(run(&server.addr, &client).await, truth(&map, &client, true));
+
+    // Relabel, remove and insert, then query again.
+    let mut state = state_with(&rows, 32);
+    let relabel: Vec<Row> = rows[..50]
+        .iter()
+        .map(|r| Row {
+            key: r.key.clone(),
+            label: b"new label".to_vec(),
+        })
+        .collect();
+    let fresh = vec![Row {
+        key: "ünïcødé@example.com".as_bytes().to_vec(),
+        label: vec![7; 32],
+    }];
+    state.insert(&relabel, &mut |_| {}).unwrap();
+    state.insert(&fresh, &mut |_| {}).unwrap();
+    let removed: Vec<Vec<u8>> = rows[50..100].iter().map(|r| r.key.clone()).collect();
+    let stats = state.remove(&removed).unwrap();
+    assert_eq!(stats.removed, 50);
+    server.service.publish(state);
+    for r in relabel.iter().chain(&fresh) {
+        map.insert(r.key.clone(), r.label.clone());
+    }
+    for k in &removed {
+        map.remove(k);
+    }
+    assert_eq!(run(&server.addr, &client).await, truth(&map, &client, true));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unlabeled_full_overlap_and_empty_client() {
+    let mut rng = StdRng::seed_from_u64(32);
+    let rows = random_rows(&mut rng, 1000, 0);
+    let server = start(state_with(&rows, 0)).await;
+    let map: HashMap<Vec<u8>, Vec<u8>> = rows.iter().map(|r| (r.key.clone(), Vec::new())).collect();
+    let client: Vec<Vec<u8>> = rows.iter().map(|r| r.key.clone()).collect();
+    assert_eq!(
+        run(&server.addr, &client).await,
+        truth(&map, &client, false)
+    );
+    assert!(run(&server.addr, &[]).await.is_empty());
+}
+
+async fn expect_peer_error(ch: &mut Channel, needle: &str) {
+    match ch.recv().await {
+        Err(TransportError::Peer(msg)) => assert!(msg.text.contains(needle), "{}", msg.text),
+        Err(e) => panic!("expected a peer error mentioning {needle:?}, got {e}"),
+        Ok(f) => panic!("expected a peer error, got kind {}", f.kind),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_clients_get_clear_errors_and_others_are_served() {
+    let mut rng = StdRng::seed_from_u64(33);
+    let rows = random_rows(&mut rng, 300, 8);
+    let server = start(state_with(&rows, 8)).await;
+
+    // Too many OPRF items.
+    let mut ch = connect(&server.addr, None, limits()).await.unwrap();
+    let mut payload = 6000u32.to_be_bytes().to_vec();
+    payload.extend(vec![0u8; 32 * 6000]);
+    ch.send(&Frame::new(PROTOCOL_ID, 3, payload)).await.unwrap();
+    expect_peer_error(&mut ch, "OPRF items").await;
+
+    // A query for another database.
+    let mut ch = connect(&server.addr, None, limits()).await.unwrap();
+    ch.send(&params_request()).await.unwrap();
+    ch.recv_expect(PROTOCOL_ID, KIND_PARAMS_RESPONSE)
+        .await
+        .unwrap();
+    let he = PsiParams::from_apsi_json(PARAMS_256K)
+        .unwrap()
+        .he_params()
+        .unwrap();
+    let header = QueryHeader {
+        db_id: [9; 32],
+        relin_key: vec![0; psikit_he::wire::relin_key_size(&he)],
+    };
+    ch.send(&header.to_frame()).await.unwrap();
+    expect_peer_error(&mut ch, "another database").await;
+
+    // A truncated query ciphertext under the right database id.
+    let mut ch = connect(&server.addr, None, limits()).await.unwrap();
+    let client = HeClient::connect(&mut ch).await.unwrap();
+    let _ = client;
+    let db_id = server.service.snapshot().db_id();
+    let header = QueryHeader {
+        db_id,
+        relin_key: vec![0; psikit_he::wire::relin_key_size(&he)],
+    };
+    ch.send(&header.to_frame()).await.unwrap();
+    ch.send(&Frame::new(PROTOCOL_ID, KIND_QUERY_CT, vec![1, 2, 3]))
+        .await
+        .unwrap();
+    expect_peer_error(&mut ch, "").await;
+
+    // An invalid blinded element.
+    let mut ch = connect(&server.addr, None, limits()).await.unwrap();
+    let req = OprfRequest {
+        blinded: Vec::new(),
+    };
+    let mut frame = req.to_frame();
+    frame.payload = 1u32
+        .to_be_bytes()
+        .iter()
+        .copied()
+        .chain([0xff; 32])
+        .collect();
+    ch.send(&frame).await.unwrap();
+    expect_peer_error(&mut ch, "blinded element").await;
+
+    // The server still answers an honest client.
+    let client: Vec<Vec<u8>> = rows[..20].iter().map(|r| r.key.clone()).collect();
+    assert_eq!(run(&server.addr, &client).await.len(), 20);
+}
