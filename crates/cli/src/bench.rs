@@ -53,6 +53,7 @@ use crate::args::runtime;
 use crate::demo::loopback_pair;
 use crate::report;
 
+mod he;
 mod rr16;
 
 /// Issue target: server OPRF throughput per core.
@@ -114,6 +115,11 @@ enum BenchProtocol {
     /// Internal: one party of one RR16 run in its own process.
     #[command(hide = true)]
     Rr16Worker(rr16::Rr16WorkerArgs),
+    /// Unbalanced labeled PSI from homomorphic encryption (APSI design).
+    He(he::HeBenchArgs),
+    /// Internal: one HE case in its own process.
+    #[command(hide = true)]
+    HeWorker(he::HeWorkerArgs),
 }
 
 /// Options of `psikit bench filter`.
@@ -313,6 +319,8 @@ pub fn run(a: BenchArgs) -> Result<()> {
         Some(BenchProtocol::FilterWorker(w)) => run_worker(&w),
         Some(BenchProtocol::Rr16(a)) => rr16::run(&a),
         Some(BenchProtocol::Rr16Worker(w)) => rr16::worker(&w),
+        Some(BenchProtocol::He(a)) => he::run(&a),
+        Some(BenchProtocol::HeWorker(w)) => he::worker(&w),
     }
 }
 

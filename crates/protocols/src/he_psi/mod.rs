@@ -14,6 +14,7 @@ pub mod messages;
 pub mod params;
 pub mod poly;
 pub mod powers;
+pub mod presets;
 pub mod receiver;
 pub mod sender;
 pub mod sender_db;

@@ -105,13 +105,21 @@ impl HeState {
         progress: &mut dyn FnMut(usize),
     ) -> Result<UpdateStats, Error> {
         let outputs = self.evaluate(rows.iter().map(|r| r.key.as_slice()), progress)?;
+        let labels: Vec<&[u8]> = rows.iter().map(|r| r.label.as_slice()).collect();
+        self.insert_evaluated(&outputs, &labels)
+    }
+
+    /// [`HeState::insert`] for items whose OPRF outputs under this state's
+    /// key ([`HeState::evaluate`]) are already known.
+    pub fn insert_evaluated(
+        &mut self,
+        outputs: &[Output],
+        labels: &[&[u8]],
+    ) -> Result<UpdateStats, Error> {
         let entries: Vec<DbEntry> = outputs
             .iter()
-            .zip(rows)
-            .map(|(o, r)| DbEntry {
-                oprf: *o,
-                label: &r.label,
-            })
+            .zip(labels)
+            .map(|(o, l)| DbEntry { oprf: *o, label: l })
             .collect();
         self.sender.update(|db| db.insert_or_assign(&entries))
     }
@@ -122,8 +130,9 @@ impl HeState {
         self.sender.update(|db| Ok(db.remove(&outputs)))
     }
 
-    /// The OPRF outputs of `keys`, in batches over both cores.
-    fn evaluate<'a>(
+    /// The OPRF outputs of `keys`, in batches over both cores; `progress`
+    /// is called with the number done after each batch.
+    pub fn evaluate<'a>(
         &self,
         keys: impl Iterator<Item = &'a [u8]>,
         progress: &mut dyn FnMut(usize),
