@@ -144,3 +144,37 @@ fn unlabeled_query_without_cache_and_empty_cases() {
     let empty = Sender::new(SenderDb::new(params, 0).unwrap(), true).unwrap();
     assert!(run_query(&empty, &server[..10], 0).is_empty());
 }
+
+#[test]
+fn kilobyte_labels_round_trip() {
+    let params = PsiParams::from_apsi_json(PARAMS_256K).unwrap();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(23);
+    let server = random_outputs(&mut rng, 200);
+    let labels: Vec<Vec<u8>> = server
+        .iter()
+        .enumerate()
+        .map(|(i, _)| (0..[0, 1, 32, 1024][i % 4]).map(|_| rng.gen()).collect())
+        .collect();
+    let db = build(&params, &server, &labels, 1024, true);
+    let truth: HashMap<Output, Vec<u8>> = server.iter().copied().zip(labels).collect();
+    let client = server[..8].to_vec();
+    assert_eq!(
+        run_query(&db, &client, 1024),
+        expected(&client, &truth, true)
+    );
+}
+
+#[test]
+fn client_set_larger_than_one_table_takes_several_rounds() {
+    let params = PsiParams::from_apsi_json(PARAMS_256K).unwrap();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(24);
+    let server = random_outputs(&mut rng, 1500);
+    let none = vec![Vec::new(); server.len()];
+    let db = build(&params, &server, &none, 0, true);
+    let truth: HashMap<Output, Vec<u8>> = server.iter().map(|o| (*o, Vec::new())).collect();
+    // 2500 items cannot fit one table of 1638 bins.
+    let mut client = server.clone();
+    client.extend(random_outputs(&mut rng, 1000));
+    assert!(client.len() > params.table.table_size as usize);
+    assert_eq!(run_query(&db, &client, 0), expected(&client, &truth, false));
+}
