@@ -80,7 +80,8 @@ impl Ciphertext {
         self.params.moduli().len() - held
     }
 
-    /// Number of polynomials: 2 normally, 3 after [`crate::Evaluator::mul_lazy`].
+    /// Number of polynomials: 2 normally, 3 after [`crate::Evaluator::mul_lazy`]
+    /// or [`crate::Evaluator::mul_prepared_lazy`] (and sums including those).
     pub fn parts(&self) -> usize {
         self.inner.len()
     }

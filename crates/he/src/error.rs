@@ -141,6 +141,14 @@ pub enum HeError {
         /// Index of the coefficient in the encoding.
         index: usize,
     },
+    /// More low bits to drop than a result coefficient has, less one.
+    #[error("cannot drop {drop_bits} bits from result coefficients, at most {max_drop_bits}")]
+    DropBits {
+        /// Bits asked for.
+        drop_bits: u32,
+        /// `bits(q_1) - 1`.
+        max_drop_bits: u32,
+    },
     /// Only fresh encryptions carry the seed the compact query form needs.
     #[error("ciphertext is not a fresh seeded encryption, so it has no compact query form")]
     NotSeeded,

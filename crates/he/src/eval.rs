@@ -8,13 +8,15 @@ use fhe::bfv::{Ciphertext as FheCiphertext, Multiplicator};
 use fhe_math::rq::{dot_product, traits::TryConvertFrom, Poly, Representation};
 
 use crate::error::backend;
-use crate::{Ciphertext, HeError, HeParams, PlainPoly, RelinKey};
+use crate::prepared::ProductBasis;
+use crate::{Ciphertext, HeError, HeParams, PlainPoly, Prepared, RelinKey};
 
 /// Multiplies, relinearizes, sums and mod-switches ciphertexts of one client.
 pub struct Evaluator {
     params: HeParams,
     relin: RelinKey,
     mul: Multiplicator,
+    basis: ProductBasis,
     one: Ciphertext,
 }
 
@@ -29,6 +31,7 @@ impl Evaluator {
             params: params.clone(),
             relin: relin.clone(),
             mul,
+            basis: ProductBasis::new(params)?,
             one: trivial_ones(params)?,
         })
     }
@@ -49,6 +52,40 @@ impl Evaluator {
         Ok(Ciphertext::new(&self.params, a.inner() * b.inner()))
     }
 
+    /// Lifts a 2-part query-level ciphertext into the extended product basis
+    /// once, so that every product it is a factor of skips that work
+    /// ([`Evaluator::mul_prepared`]).
+    pub fn prepare(&self, ct: &Ciphertext) -> Result<Prepared, HeError> {
+        self.check(ct, "prepare", 2)?;
+        let parts = [
+            self.basis.extend(&ct.inner()[0])?,
+            self.basis.extend(&ct.inner()[1])?,
+        ];
+        Ok(Prepared {
+            params: self.params.clone(),
+            parts,
+        })
+    }
+
+    /// `a · b` from prepared factors, relinearized to 2 parts: the same
+    /// ciphertext [`Evaluator::mul_relin`] gives for the original operands.
+    pub fn mul_prepared(&self, a: &Prepared, b: &Prepared) -> Result<Ciphertext, HeError> {
+        let mut product = self.mul_prepared_lazy(a, b)?;
+        self.relin(&mut product)?;
+        Ok(product)
+    }
+
+    /// `a · b` from prepared factors, left at 3 parts for lazy
+    /// relinearization (sums and dot products accept 3-part terms).
+    pub fn mul_prepared_lazy(&self, a: &Prepared, b: &Prepared) -> Result<Ciphertext, HeError> {
+        if !a.params.same(&self.params) || !b.params.same(&self.params) {
+            return Err(HeError::ParamsMismatch);
+        }
+        let polys = self.basis.tensor(&a.parts, &b.parts)?;
+        let inner = FheCiphertext::new(polys, self.params.bfv()).map_err(backend)?;
+        Ok(Ciphertext::new(&self.params, inner))
+    }
+
     /// Relinearizes a 3-part ciphertext at the query level to 2 parts.
     pub fn relin(&self, ct: &mut Ciphertext) -> Result<(), HeError> {
         self.check(ct, "relin", 3)?;
@@ -58,18 +95,37 @@ impl Evaluator {
             .map_err(backend)
     }
 
-    /// `acc += ct`, both at the query level with the same number of parts.
+    /// `acc += ct`, both at the query level, each with 2 or 3 parts.
+    ///
+    /// Mixed part counts are fine (lazy relinearization): a 2-part `ct`
+    /// adds into the first two parts of a 3-part `acc`, and a 3-part `ct`
+    /// turns a 2-part `acc` into a 3-part one. This is sound because
+    /// decryption is linear in the parts, `c0 + c1·s + c2·s²`, and a missing
+    /// `c2` is zero.
     pub fn add_assign(&self, acc: &mut Ciphertext, ct: &Ciphertext) -> Result<(), HeError> {
-        self.check(acc, "add", acc.parts())?;
-        self.check(ct, "add", acc.parts())?;
-        *acc.inner_mut() += ct.inner();
+        self.check_lazy(acc, "add")?;
+        self.check_lazy(ct, "add")?;
+        let (sum, term) = (acc.inner_mut(), ct.inner());
+        let shared = sum.len().min(term.len());
+        for (s, t) in sum.iter_mut().zip(&term[..shared]) {
+            *s += t;
+        }
+        if term.len() > shared {
+            let mut polys: Vec<Poly> = sum.iter_mut().map(std::mem::take).collect();
+            polys.extend_from_slice(&term[shared..]);
+            *sum = FheCiphertext::new(polys, self.params.bfv()).map_err(backend)?;
+        }
         Ok(())
     }
 
-    /// `Σ cts[i] · pts[i]` in one fused pass (128-bit lazy accumulation, one
-    /// reduction per coefficient at the end).
+    /// `Σ cts[i] · pts[i]` in one fused pass per part (128-bit lazy
+    /// accumulation, one reduction per coefficient at the end).
     ///
-    /// All ciphertexts must be at the query level with the same part count.
+    /// All ciphertexts must be at the query level, each with 2 or 3 parts;
+    /// the part counts may be mixed. The result has 3 parts if any term
+    /// does: its `c2` is the dot product over the 3-part terms only, so
+    /// powers left unrelinearized cost half a term more each here and one
+    /// [`Evaluator::relin`] per result instead of one per power.
     /// For a constant term `c`, add [`Evaluator::one`] with `c` as a term.
     pub fn dot(&self, cts: &[&Ciphertext], pts: &[&PlainPoly]) -> Result<Ciphertext, HeError> {
         if cts.is_empty() || cts.len() != pts.len() {
@@ -78,21 +134,15 @@ impl Evaluator {
                 pts: pts.len(),
             });
         }
-        let parts = cts[0].parts();
         for ct in cts {
-            self.check(ct, "dot", parts)?;
+            self.check_lazy(ct, "dot")?;
         }
         if pts.iter().any(|pt| !pt.params.same(&self.params)) {
             return Err(HeError::ParamsMismatch);
         }
+        let parts = cts.iter().map(|ct| ct.parts()).max().unwrap_or(2);
         let polys = (0..parts)
-            .map(|i| {
-                dot_product(
-                    cts.iter().map(|ct| &ct.inner()[i]),
-                    pts.iter().map(|pt| &pt.poly),
-                )
-                .map_err(backend)
-            })
+            .map(|i| part_dot(cts, pts, i))
             .collect::<Result<Vec<Poly>, HeError>>()?;
         let inner = FheCiphertext::new(polys, self.params.bfv()).map_err(backend)?;
         Ok(Ciphertext::new(&self.params, inner))
@@ -112,8 +162,16 @@ impl Evaluator {
     /// Switches `ct` down to the lowest level (only `q_1` left) before it is
     /// sent: smaller on the wire and, by dividing out the dropped moduli, less
     /// noise in absolute terms. No-op if already there.
+    ///
+    /// A 3-part ciphertext is relinearized first: the relinearization key
+    /// only works at the query level, so after the switch a 3-part result
+    /// could never be brought back to the 2 parts the wire format carries.
     pub fn to_lowest(&self, ct: &mut Ciphertext) -> Result<(), HeError> {
         ct.check_params(&self.params)?;
+        if ct.parts() == 3 {
+            self.relin(ct)?;
+        }
+        ct.check_shape("to_lowest", ct.level(), 2)?;
         ct.inner_mut()
             .switch_to_level(self.params.lowest_level())
             .map_err(backend)
@@ -124,6 +182,22 @@ impl Evaluator {
         ct.check_params(&self.params)?;
         ct.check_shape(what, self.params.query_level(), parts)
     }
+
+    /// Same parameters, query level, 2 or 3 polynomials.
+    fn check_lazy(&self, ct: &Ciphertext, what: &'static str) -> Result<(), HeError> {
+        let parts = ct.parts().clamp(2, 3);
+        self.check(ct, what, parts)
+    }
+}
+
+/// Part `i` of `Σ cts[j] · pts[j]`, over the terms that have that part.
+fn part_dot(cts: &[&Ciphertext], pts: &[&PlainPoly], i: usize) -> Result<Poly, HeError> {
+    let terms = cts.iter().zip(pts).filter(move |(ct, _)| ct.parts() > i);
+    dot_product(
+        terms.clone().map(move |(ct, _)| &ct.inner()[i]),
+        terms.map(|(_, pt)| &pt.poly),
+    )
+    .map_err(backend)
 }
 
 /// `(Δ, 0)` at the query level, `Δ = floor(Q/t)`. In NTT form a constant

@@ -7,6 +7,13 @@
 //! [`PlainPoly`] per query, evaluates with an [`Evaluator`] and sends results
 //! switched to the lowest level. Parameters are an [`HeParams`].
 //!
+//! Three shortcuts keep the server fast and the answer small, each giving
+//! the same decryption as the plain path: factors of several products are
+//! lifted once ([`Evaluator::prepare`], [`Evaluator::mul_prepared`]); powers
+//! only used in dot products may stay unrelinearized (3 parts) until the one
+//! [`Evaluator::relin`] of each result; and results may drop low bits that
+//! only hold noise ([`wire::encode_result_ct_dropped`]).
+//!
 //! Security choices, and why:
 //!
 //! * **128-bit moduli bound.** [`HeParams::new`] refuses coefficient moduli
@@ -36,12 +43,14 @@
 #![warn(missing_docs)]
 
 mod ciphertext;
+mod dropped;
 mod encode;
 mod error;
 mod eval;
 mod keys;
 mod pack;
 mod params;
+mod prepared;
 pub mod security;
 pub mod wire;
 
@@ -51,6 +60,9 @@ pub use error::HeError;
 pub use eval::Evaluator;
 pub use keys::{RelinKey, SecretKey};
 pub use params::HeParams;
+pub use prepared::Prepared;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_perf;

@@ -16,14 +16,14 @@ use crate::*;
 const N: usize = 4096;
 const T: u64 = 40961;
 
-struct Fixture {
-    params: HeParams,
-    sk: SecretKey,
-    rk: RelinKey,
-    eval: Evaluator,
+pub(crate) struct Fixture {
+    pub(crate) params: HeParams,
+    pub(crate) sk: SecretKey,
+    pub(crate) rk: RelinKey,
+    pub(crate) eval: Evaluator,
 }
 
-fn fixture() -> &'static Fixture {
+pub(crate) fn fixture() -> &'static Fixture {
     static FIXTURE: OnceLock<Fixture> = OnceLock::new();
     FIXTURE.get_or_init(|| {
         let params = HeParams::new(N, T, &[40, 32, 32]).expect("params");
@@ -39,7 +39,7 @@ fn fixture() -> &'static Fixture {
     })
 }
 
-fn random_slots(len: usize) -> Vec<u64> {
+pub(crate) fn random_slots(len: usize) -> Vec<u64> {
     let mut rng = rand09::rng();
     (0..len).map(|_| rng.random_range(0..T)).collect()
 }
@@ -474,10 +474,9 @@ fn evaluator_rejects_mismatches() {
             ..
         })
     ));
-    assert!(matches!(
-        f.eval.add_assign(&mut three, &ct),
-        Err(HeError::WrongParts { .. })
-    ));
+    // A 2-part term adds into a 3-part accumulator (lazy relinearization).
+    f.eval.add_assign(&mut three, &ct).unwrap();
+    assert_eq!(three.parts(), 3);
     let mut two = ct.clone();
     assert!(matches!(
         f.eval.relin(&mut two),
@@ -496,10 +495,13 @@ fn evaluator_rejects_mismatches() {
         f.eval.dot(&[], &[]),
         Err(HeError::DotLengths { .. })
     ));
-    assert!(matches!(
-        f.eval.dot(&[&ct, &three], &[&plain, &plain]),
-        Err(HeError::WrongParts { .. })
-    ));
+    assert_eq!(
+        f.eval
+            .dot(&[&ct, &three], &[&plain, &plain])
+            .unwrap()
+            .parts(),
+        3
+    );
     assert!(matches!(
         f.eval.dot(&[&low], &[&plain]),
         Err(HeError::WrongLevel { .. })
@@ -516,7 +518,7 @@ fn evaluator_rejects_mismatches() {
 
 /// Depth-optimal products for every power `1..=max` from `sources`: each
 /// missing power `e = a + b` minimises `max(depth a, depth b) + 1`.
-fn power_plan(sources: &[usize], max: usize) -> (Vec<(usize, usize, usize)>, usize) {
+pub(crate) fn power_plan(sources: &[usize], max: usize) -> (Vec<(usize, usize, usize)>, usize) {
     let mut depth = vec![usize::MAX; max + 1];
     for &s in sources {
         depth[s] = 0;
@@ -588,7 +590,7 @@ fn apsi_1m_1024_cmp_polynomial_decrypts() {
     assert!(budget_lowest >= 0);
 }
 
-fn pow_mod(base: u64, exp: u64) -> u64 {
+pub(crate) fn pow_mod(base: u64, exp: u64) -> u64 {
     (0..exp).fold(1, |acc, _| mul_mod(acc, base))
 }
 

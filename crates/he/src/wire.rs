@@ -13,12 +13,14 @@
 //! | query ciphertext (fresh, query level) | seed (32) ‖ c0 | `32 + n/8 · Σ_{i<k} bits(q_i)` |
 //! | result ciphertext (lowest level) | c0 ‖ c1 | `2 · n/8 · bits(q_1)` |
 //! | relinearization key | seed (32) ‖ k × key c0 over all `k+1` moduli | `32 + k · n/8 · Σ_{i≤k} bits(q_i)` |
+//! | result ciphertext, `d` low bits dropped ([`encode_result_ct_dropped`]) | c0 ‖ c1, power basis, `round(c/2^d)` | `2 · n/8 · (bits(q_1) - d)` |
 //!
 //! The seeds let the receiver regenerate the uniform polynomials (`c1` of a
 //! fresh encryption, the key's `c1`s) with fhe's own expansion, halving the
 //! upload. Examples: n 4096 `[40,32|32]`: query 36,896, result 40,960, key
 //! 106,528 bytes; n 8192 `[56,56,56|50]`: query 172,064, result 114,688, key
-//! 669,728 bytes.
+//! 669,728 bytes. Dropping [`safe_drop_bits`] bits shrinks results to 29,696
+//! (11 bits) at n 4096 `[40,32|32]` and 61,440 (26 bits) at n 8192 `[56,..]`.
 
 use fhe::bfv::traits::TryConvertFrom as _;
 use fhe::bfv::{Ciphertext as FheCiphertext, RelinearizationKey};
@@ -27,6 +29,10 @@ use fhe::proto::bfv::{
 };
 use fhe_math::rq::{traits::TryConvertFrom, Poly, Representation};
 use fhe_traits::{DeserializeWithContext, Serialize};
+
+pub use crate::dropped::{
+    decode_result_ct_dropped, encode_result_ct_dropped, result_ct_size_dropped, safe_drop_bits,
+};
 
 use crate::error::backend;
 use crate::pack::{bit_width, pack_into, packed_len, unpack_checked};

@@ -4,7 +4,9 @@
 //! dot products of those powers with plaintext coefficients, with
 //! Paterson-Stockmeyer when `ps_low_degree > 0`.
 
-use psikit_he::{Ciphertext, Evaluator, PlainPoly};
+use std::collections::{HashMap, HashSet};
+
+use psikit_he::{Ciphertext, Evaluator, PlainPoly, Prepared};
 use rayon::prelude::*;
 
 use super::powers::PowersPlan;
@@ -20,6 +22,12 @@ impl Powers {
     /// Computes all powers of the plan from the sources (`sources[i]` is
     /// `y^plan.sources()[i]`). Products of equal depth are independent and
     /// run in parallel.
+    ///
+    /// Two savings over relinearizing every product: each power that is a
+    /// factor of later products is prepared once (its basis extension is
+    /// shared by all its products), and, without Paterson-Stockmeyer, a
+    /// power that is no factor stays an unrelinearized 3-part ciphertext:
+    /// the dot products accept it and each result is relinearized once.
     pub fn compute(
         ev: &Evaluator,
         plan: &PowersPlan,
@@ -37,20 +45,52 @@ impl Powers {
         for (&e, ct) in plan.sources().iter().zip(sources) {
             by_exponent[e as usize] = Some(ct);
         }
+        let factors: HashSet<u32> = plan
+            .steps()
+            .iter()
+            .flat_map(|s| [s.left, s.right])
+            .collect();
+        // Paterson-Stockmeyer multiplies inner sums by high powers, which
+        // needs 2-part operands throughout.
+        let lazy_ok = plan.ps_low_degree() == 0;
+        let mut prepared: HashMap<u32, Prepared> = HashMap::new();
         for depth in 1..=plan.max_depth() {
-            let made = plan
-                .steps()
+            let steps: Vec<_> = plan.steps().iter().filter(|s| s.depth == depth).collect();
+            let missing: Vec<u32> = steps
+                .iter()
+                .flat_map(|s| [s.left, s.right])
+                .filter(|e| !prepared.contains_key(e))
+                .collect::<HashSet<_>>()
+                .into_iter()
+                .collect();
+            let fresh = missing
                 .par_iter()
-                .filter(|s| s.depth == depth)
+                .map(|&e| Ok((e, ev.prepare(get(&by_exponent, e)?)?)))
+                .collect::<Result<Vec<_>, Error>>()?;
+            prepared.extend(fresh);
+            let made = steps
+                .par_iter()
                 .map(|s| {
-                    let a = get(&by_exponent, s.left)?;
-                    let b = get(&by_exponent, s.right)?;
-                    Ok((s.target, ev.mul_relin(a, b)?))
+                    let a = prepared_factor(&prepared, s.left)?;
+                    let b = prepared_factor(&prepared, s.right)?;
+                    let ct = if lazy_ok && !factors.contains(&s.target) {
+                        ev.mul_prepared_lazy(a, b)?
+                    } else {
+                        ev.mul_prepared(a, b)?
+                    };
+                    Ok((s.target, ct))
                 })
                 .collect::<Result<Vec<_>, Error>>()?;
             for (target, ct) in made {
                 by_exponent[target as usize] = Some(ct);
             }
+            // Factors of deeper products only: drop the prepared forms no
+            // later step uses (they are large).
+            prepared.retain(|e, _| {
+                plan.steps()
+                    .iter()
+                    .any(|s| s.depth > depth && (s.left == *e || s.right == *e))
+            });
         }
         Ok(Self { by_exponent })
     }
@@ -59,6 +99,12 @@ impl Powers {
     pub fn get(&self, e: u32) -> Result<&Ciphertext, Error> {
         get(&self.by_exponent, e)
     }
+}
+
+fn prepared_factor(prepared: &HashMap<u32, Prepared>, e: u32) -> Result<&Prepared, Error> {
+    prepared
+        .get(&e)
+        .ok_or_else(|| Error::Protocol(format!("power {e} was not prepared")))
 }
 
 fn get(by_exponent: &[Option<Ciphertext>], e: u32) -> Result<&Ciphertext, Error> {

@@ -216,14 +216,32 @@ impl ResultCt {
         Frame::new(PROTOCOL_ID, KIND_RESULT_CT, w.into_bytes())
     }
 
+    /// A result ciphertext's frame: coefficients rounded to drop the low
+    /// bits that only carry noise ([`wire::safe_drop_bits`]; both sides
+    /// derive the count from the parameters).
+    pub fn encode(
+        bundle_idx: u32,
+        poly: u16,
+        ct: &Ciphertext,
+    ) -> Result<Frame, psikit_he::HeError> {
+        let drop = wire::safe_drop_bits(ct.params());
+        let ct = wire::encode_result_ct_dropped(ct, drop)?;
+        Ok(Self {
+            bundle_idx,
+            poly,
+            ct,
+        }
+        .to_frame())
+    }
+
     /// Reads the header fields; the ciphertext is checked by
-    /// [`wire::decode_result_ct`] (exact size, coefficients in range).
+    /// [`wire::decode_result_ct_dropped`] (exact size).
     pub fn decode(payload: &[u8], he: &HeParams) -> Result<(u32, u16, Ciphertext), DecodeError> {
         let mut r = Reader::new(payload);
         let bundle_idx = r.u32("bundle index")?;
         let poly = r.u16("polynomial index")?;
         let bytes = r.bytes(r.remaining(), "result ciphertext")?;
-        let ct = wire::decode_result_ct(he, bytes)
+        let ct = wire::decode_result_ct_dropped(he, bytes, wire::safe_drop_bits(he))
             .map_err(|e| DecodeError::invalid("result ciphertext", e))?;
         Ok((bundle_idx, poly, ct))
     }

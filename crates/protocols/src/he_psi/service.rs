@@ -194,14 +194,7 @@ fn package_frames(package: &ResultPackage) -> Result<Vec<Frame>, Error> {
     std::iter::once(&package.matching)
         .chain(&package.labels)
         .enumerate()
-        .map(|(poly, ct)| {
-            Ok(ResultCt {
-                bundle_idx: package.bundle_idx,
-                poly: poly as u16,
-                ct: wire::encode_result_ct(ct)?,
-            }
-            .to_frame())
-        })
+        .map(|(poly, ct)| Ok(ResultCt::encode(package.bundle_idx, poly as u16, ct)?))
         .collect()
 }
 

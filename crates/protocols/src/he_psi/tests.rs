@@ -50,8 +50,10 @@ pub(crate) fn run_query(sender: &Sender, client: &[Output], max_label: usize) ->
                 Ok(())
             })
             .unwrap();
+        let drop = wire::safe_drop_bits(rhe);
         let decode = |ct: &psikit_he::Ciphertext| {
-            wire::decode_result_ct(rhe, &wire::encode_result_ct(ct).unwrap()).unwrap()
+            let bytes = wire::encode_result_ct_dropped(ct, drop).unwrap();
+            wire::decode_result_ct_dropped(rhe, &bytes, drop).unwrap()
         };
         for p in packages.into_inner().unwrap() {
             let p = ResultPackage {

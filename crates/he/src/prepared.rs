@@ -1,0 +1,130 @@
+//! Ciphertext products with the operands' basis extension done once.
+//!
+//! BFV multiplies in a larger RNS basis `Q ∪ P` so the tensor product does
+//! not wrap, then scales by `t/Q` back to `Q`. fhe's `Multiplicator` extends
+//! both operands on every call: per operand and part an inverse NTT over
+//! `Q`, a basis conversion and forward NTTs over `P`. In the PSI protocol
+//! every power is a factor of several products, so [`Prepared`] keeps that
+//! extended NTT form and a product only pays for the tensor and the
+//! scale-down.
+//!
+//! [`ProductBasis`] rebuilds exactly what `Multiplicator::default` uses (same
+//! extended primes, same scalers, all public fhe-math pieces), so a prepared
+//! product followed by relinearization gives the very ciphertext
+//! `mul_relin` gives.
+
+use std::fmt;
+use std::sync::Arc;
+
+use fhe_math::rns::{RnsContext, ScalingFactor};
+use fhe_math::rq::{scaler::Scaler, Context, Poly, Representation};
+use fhe_math::zq::primes::generate_prime;
+
+use crate::error::backend;
+use crate::{HeError, HeParams};
+
+/// The extended basis of ct×ct products at the query level and the scalers
+/// into and out of it.
+pub(crate) struct ProductBasis {
+    extender: Scaler,
+    down_scaler: Scaler,
+}
+
+impl ProductBasis {
+    /// Same construction as fhe's `Multiplicator::default`: the query-level
+    /// moduli followed by `ceil((bits(Q) + 60) / 62)` of the largest 62-bit
+    /// NTT primes, which leaves room for the tensor product's
+    /// `n·Q²/4`-sized coefficients.
+    pub(crate) fn new(params: &HeParams) -> Result<Self, HeError> {
+        let base = params.context_at(params.query_level())?;
+        let basis = extended_moduli(params, base.moduli())?;
+        let wide = Arc::new(Context::new(&basis, params.degree()).map_err(backend)?);
+        let t = RnsContext::new(&[params.plain_modulus()]).map_err(backend)?;
+        let t_over_q = ScalingFactor::new(t.modulus(), base.modulus());
+        Ok(Self {
+            extender: Scaler::new(base, &wide, ScalingFactor::one()).map_err(backend)?,
+            down_scaler: Scaler::new(&wide, base, t_over_q).map_err(backend)?,
+        })
+    }
+
+    /// Lifts a query-level NTT polynomial to the extended basis (NTT form).
+    pub(crate) fn extend(&self, part: &Poly) -> Result<Poly, HeError> {
+        part.scale(&self.extender).map_err(backend)
+    }
+
+    /// The tensor product of two extended ciphertexts, scaled by `t/Q` and
+    /// rounded back to the query level: 3 parts in NTT form. The cross term
+    /// is computed as `a0·b1 + a1·b0`, like fhe, so results match exactly.
+    pub(crate) fn tensor(&self, a: &[Poly; 2], b: &[Poly; 2]) -> Result<Vec<Poly>, HeError> {
+        let c0 = &a[0] * &b[0];
+        let mut c1 = &a[0] * &b[1];
+        c1 += &(&a[1] * &b[0]);
+        let c2 = &a[1] * &b[1];
+        [c0, c1, c2]
+            .into_iter()
+            .map(|c| self.scale_down(c))
+            .collect()
+    }
+
+    fn scale_down(&self, mut wide: Poly) -> Result<Poly, HeError> {
+        wide.change_representation(Representation::PowerBasis);
+        let mut narrow = wide.scale(&self.down_scaler).map_err(backend)?;
+        narrow.change_representation(Representation::Ntt);
+        Ok(narrow)
+    }
+}
+
+/// `base` followed by the largest 62-bit primes `= 1 mod 2n` not in it, as
+/// many as fhe's default multiplication strategy takes.
+fn extended_moduli(params: &HeParams, base: &[u64]) -> Result<Vec<u64>, HeError> {
+    let bits: usize = params.bfv().moduli_sizes()[..base.len()].iter().sum();
+    let extra = (bits + 60).div_ceil(62);
+    let two_n = 2 * params.degree() as u64;
+    let mut basis = base.to_vec();
+    let mut bound = 1u64 << 62;
+    while basis.len() < base.len() + extra {
+        bound = generate_prime(62, two_n, bound).ok_or(HeError::NoPrime {
+            bits: 62,
+            modulus: two_n,
+        })?;
+        if !basis.contains(&bound) {
+            basis.push(bound);
+        }
+    }
+    Ok(basis)
+}
+
+/// A query-level ciphertext lifted once into the extended product basis, for
+/// [`crate::Evaluator::mul_prepared`].
+///
+/// Worth it for a factor of two or more products: preparing one ciphertext
+/// is half the extension work of a plain product (which extends both
+/// operands), and each prepared product skips all of it.
+/// It takes `(k + e)/k` times the memory of the ciphertext (`e` extra 62-bit
+/// primes, 2 or 3 for APSI's sets), so drop it once its products are done.
+#[derive(Clone)]
+pub struct Prepared {
+    pub(crate) params: HeParams,
+    pub(crate) parts: [Poly; 2],
+}
+
+impl Prepared {
+    /// The parameters of the ciphertext this was prepared from.
+    pub fn params(&self) -> &HeParams {
+        &self.params
+    }
+
+    /// Bytes of coefficient storage.
+    pub fn byte_size(&self) -> usize {
+        let words: usize = self.parts.iter().map(|p| p.coefficients().len()).sum();
+        words * std::mem::size_of::<u64>()
+    }
+}
+
+impl fmt::Debug for Prepared {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Prepared")
+            .field("bytes", &self.byte_size())
+            .finish_non_exhaustive()
+    }
+}
