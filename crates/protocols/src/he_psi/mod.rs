@@ -16,6 +16,7 @@ pub mod poly;
 pub mod powers;
 pub mod presets;
 pub mod receiver;
+pub mod select;
 pub mod sender;
 pub mod sender_db;
 pub mod service;
