@@ -1,7 +1,7 @@
 //! `psikit demo`: runs the protocols end to end on generated data over
 //! loopback TCP and checks every result against the plaintext truth.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
@@ -9,13 +9,15 @@ use std::time::Instant;
 use anyhow::{bail, ensure, Context, Result};
 use clap::{Args, ValueEnum};
 use psikit_io::{
-    read_rows, write_overlapping_pair, write_synthetic_csv, Column, KeyReader, KeySpec, Normalize,
-    Table,
+    decode_label, read_rows, synthetic_row, write_overlapping_pair, write_synthetic_csv,
+    ByteRecord, Column, KeyReader, KeySpec, MatchWriter, Normalize, OverlapPlan, Table,
 };
 use psikit_primitives::oprf::ServerKey;
 use psikit_protocols::filter_psi::{
     tags_from_reader, ClientCache, FilterConfig, FilterService, ServerLimits, ServerState, SyncKind,
 };
+use psikit_protocols::he_psi::params::PsiParams;
+use psikit_protocols::he_psi::{HeLimits, HeService, HeState, Match};
 use psikit_protocols::rr16::{run_receiver, run_sender, Rr16Config};
 use psikit_protocols::service::{self, Services};
 use psikit_transport::net::{connect, Listener};
@@ -23,6 +25,7 @@ use psikit_transport::{Channel, Limits};
 
 use crate::args::runtime;
 use crate::filter_cmd::print_query;
+use crate::he_cmd;
 use crate::matches::unique_keys;
 use crate::report;
 use crate::rr16_cmd::print_run;
@@ -33,6 +36,8 @@ pub enum Protocol {
     Filter,
     /// Malicious-secure PSI: OT extension + garbled Bloom filter (RR16).
     Rr16,
+    /// Unbalanced labeled PSI: homomorphic encryption (APSI design).
+    He,
 }
 
 #[derive(Args)]
@@ -48,6 +53,15 @@ pub struct DemoArgs {
     /// How many client items are in the server's set.
     #[arg(long, default_value_t = 100)]
     pub overlap: u64,
+    /// Server set size of the HE demo.
+    #[arg(long, default_value_t = 4096)]
+    pub he_server_items: u64,
+    /// Client set size of the HE demo.
+    #[arg(long, default_value_t = 256)]
+    pub he_client_items: u64,
+    /// How many HE client items are in the server's set.
+    #[arg(long, default_value_t = 64)]
+    pub he_overlap: u64,
     /// Keep generated files here instead of a temporary directory.
     #[arg(long)]
     pub dir: Option<PathBuf>,
@@ -66,6 +80,9 @@ pub fn run(a: DemoArgs) -> Result<()> {
     }
     if all || a.protocol == Some(Protocol::Rr16) {
         rr16_demo(&a, &dir.join("rr16"))?;
+    }
+    if all || a.protocol == Some(Protocol::He) {
+        he_demo(&a, &dir.join("he"))?;
     }
     println!("\ndemo passed: every result matched the plaintext intersection");
     Ok(())
@@ -320,6 +337,193 @@ fn rr16_demo(a: &DemoArgs, dir: &Path) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// The HE demo's parameters: APSI's 256K-1024 set (n 4096, shipped as a
+/// preset), quick to build and query at the demo's size.
+const HE_DEMO_PARAMS: &str = "256K-1024";
+/// Label room of the HE demo: an `id,name` record plus an update's suffix.
+const HE_DEMO_LABEL_BYTES: usize = 40;
+/// Suffix an update gives the labels it changes.
+const RELABEL_SUFFIX: &str = " v2";
+
+/// Labeled HE PSI over loopback TCP: a database whose labels are the
+/// server rows' `id,name`, a query checked for matches and labels, then an
+/// update (removals, new labels, additions) and a second checked query.
+fn he_demo(a: &DemoArgs, dir: &Path) -> Result<()> {
+    println!("\n== he: unbalanced labeled PSI, homomorphic encryption (APSI design, BFV) ==");
+    std::fs::create_dir_all(dir)?;
+    let (server_csv, client_csv) = (dir.join("server.csv"), dir.join("client.csv"));
+    let (n, m, overlap) = (a.he_server_items, a.he_client_items, a.he_overlap);
+    let plan = write_overlapping_pair(&server_csv, &client_csv, n, m, overlap, a.seed)?;
+    println!(
+        "generated {n} server rows (label: their id,name columns) and {m} client rows ({overlap} in common)"
+    );
+    let mut spec = email_spec();
+    spec.label_columns = vec![Column::Name("id".into()), Column::Name("name".into())];
+    let state_dir = dir.join("state");
+    let service = Arc::new(HeService::new(
+        he_build(&server_csv, &spec, &state_dir)?,
+        HeLimits::default(),
+    ));
+    let mut expected: BTreeMap<u64, String> = plan
+        .common_ids
+        .iter()
+        .map(|&id| (id, synthetic_row(a.seed, id).name))
+        .collect();
+    runtime()?.block_on(async {
+        let listener = Listener::bind("127.0.0.1:0", None, Limits::default()).await?;
+        let addr = listener.local_addr()?.to_string();
+        let services = Arc::new(Services {
+            he: Some(service.clone()),
+            ..Services::default()
+        });
+        let server = tokio::spawn(service::run(listener, services, 64));
+        println!("server listening on {addr}");
+        let client = read_rows(&client_csv, &email_spec())?;
+        he_query(&addr, &client, "initial query", &expected).await?;
+
+        let t = Instant::now();
+        let (removed, relabelled) = he_update(a, dir, &plan, &spec, &state_dir, &service)?;
+        println!(
+            "server update in {}: removed {}, relabelled or added {}",
+            report::secs(t.elapsed()),
+            removed.len(),
+            relabelled.len()
+        );
+        expected.retain(|id, _| !removed.contains(id));
+        let client_ids: BTreeSet<u64> = plan.client_ids.iter().copied().collect();
+        for &id in relabelled.intersection(&client_ids) {
+            let name = synthetic_row(a.seed, id).name + RELABEL_SUFFIX;
+            expected.insert(id, name);
+        }
+        he_query(&addr, &client, "query after update", &expected).await?;
+        server.abort();
+        Ok(())
+    })
+}
+
+/// Builds and saves the demo's database; returns it ready to serve.
+fn he_build(csv: &Path, spec: &KeySpec, dir: &Path) -> Result<HeState> {
+    let json = psikit_protocols::he_psi::presets::apsi_preset(HE_DEMO_PARAMS)
+        .context("the demo's parameter set is missing")?;
+    let params = PsiParams::from_apsi_json(json)?;
+    let t = Instant::now();
+    let (items, _) = he_cmd::read_labeled(csv, spec)?;
+    let mut state = HeState::create(params, HE_DEMO_LABEL_BYTES, true)?;
+    he_cmd::insert_rows(&mut state, items)?;
+    println!(
+        "server setup: OPRF, bin bundles and plaintext cache in {}",
+        report::secs(t.elapsed())
+    );
+    state.save(dir)?;
+    he_cmd::print_state(&state, dir)?;
+    Ok(state)
+}
+
+/// Removes half the common items, relabels a quarter of them and adds ten
+/// client-only items, through the state directory as `he db update` does;
+/// then publishes the result. Returns the ids removed and (re)labelled.
+fn he_update(
+    a: &DemoArgs,
+    dir: &Path,
+    plan: &OverlapPlan,
+    spec: &KeySpec,
+    state_dir: &Path,
+    service: &HeService,
+) -> Result<(BTreeSet<u64>, BTreeSet<u64>)> {
+    let removed: BTreeSet<u64> = plan.common_ids.iter().step_by(2).copied().collect();
+    let mut relabelled: BTreeSet<u64> =
+        plan.common_ids.iter().skip(1).step_by(4).copied().collect();
+    let client_only = plan
+        .client_ids
+        .iter()
+        .filter(|&&id| id >= a.he_server_items);
+    relabelled.extend(client_only.take(10));
+    let (remove_csv, add_csv) = (dir.join("remove.csv"), dir.join("add.csv"));
+    write_synthetic_csv(&remove_csv, removed.iter().copied(), a.seed)?;
+    write_relabelled(&add_csv, &relabelled, a.seed)?;
+
+    let mut state = HeState::load(state_dir, true)?;
+    let mut key_spec = spec.clone();
+    key_spec.label_columns.clear();
+    let (gone, _) = he_cmd::read_labeled(&remove_csv, &key_spec)?;
+    let stats = state.remove(&gone.into_iter().map(|i| i.key).collect::<Vec<_>>())?;
+    ensure!(
+        stats.removed == removed.len(),
+        "removed {} items",
+        stats.removed
+    );
+    let (items, _) = he_cmd::read_labeled(&add_csv, spec)?;
+    he_cmd::insert_rows(&mut state, items)?;
+    state.save(state_dir)?;
+    service.publish(state);
+    Ok((removed, relabelled))
+}
+
+/// Synthetic rows of `ids` with the relabel suffix on their names.
+fn write_relabelled(path: &Path, ids: &BTreeSet<u64>, seed: u64) -> Result<()> {
+    let header = ByteRecord::from(vec!["id", "email", "name"]);
+    let mut out = MatchWriter::create(path, Some(&header), &[])?;
+    for &id in ids {
+        let row = synthetic_row(seed, id);
+        let name = row.name + RELABEL_SUFFIX;
+        let record = ByteRecord::from(vec![id.to_string(), row.email, name]);
+        out.write_row::<&[u8]>(&record, &[])?;
+    }
+    out.finish()?;
+    Ok(())
+}
+
+/// One client session against the demo server, checked against the
+/// expected matches (`id` to name in the label).
+async fn he_query(
+    addr: &str,
+    table: &Table,
+    what: &str,
+    expected: &BTreeMap<u64, String>,
+) -> Result<()> {
+    let (keys, rows_of_key) = unique_keys(table);
+    let mut ch = connect(addr, None, Limits::default()).await?;
+    let session = he_cmd::run_session(&mut ch, &keys).await?;
+    he_cmd::print_session(&session, keys.len());
+    let got = he_labels(table, &rows_of_key, &session.outcome.matches)?;
+    let want: BTreeSet<u64> = expected.keys().copied().collect();
+    check(what, &got.keys().copied().collect(), &want)?;
+    let wrong = expected
+        .iter()
+        .filter(|(id, name)| got.get(id) != Some(name));
+    let wrong = wrong.count();
+    ensure!(
+        wrong == 0,
+        "{what}: {wrong} labels differ from the server's"
+    );
+    println!("{what}: all {} labels equal to the server's", got.len());
+    Ok(())
+}
+
+/// Matched client ids with the name in their label, checking that each
+/// label is an `id,name` record whose id is the client row's own.
+fn he_labels(
+    table: &Table,
+    rows_of_key: &[Vec<usize>],
+    matches: &[Match],
+) -> Result<BTreeMap<u64, String>> {
+    let mut out = BTreeMap::new();
+    for m in matches {
+        let label = m.label.as_deref().context("a match without a label")?;
+        let fields = decode_label(label).context("a label that is not a CSV record")?;
+        let [id, name] = &fields[..] else {
+            bail!("a label with {} fields instead of id,name", fields.len());
+        };
+        for &r in rows_of_key.get(m.index).context("a match out of range")? {
+            let row_id = table.rows[r].record.get(0).context("row without id")?;
+            ensure!(row_id == id.as_slice(), "a label belongs to another item");
+            let id: u64 = std::str::from_utf8(id)?.parse()?;
+            out.insert(id, String::from_utf8(name.clone())?);
+        }
+    }
+    Ok(out)
 }
 
 /// A loopback TCP channel pair (client side, server side).

@@ -5,6 +5,7 @@ mod args;
 mod bench;
 mod demo;
 mod filter_cmd;
+mod he_cmd;
 mod matches;
 mod report;
 mod rr16_cmd;
@@ -31,6 +32,9 @@ enum Command {
     /// filters (Rindal-Rosulek).
     #[command(subcommand)]
     Rr16(rr16_cmd::Rr16Command),
+    /// Unbalanced labeled PSI from homomorphic encryption (APSI design).
+    #[command(subcommand)]
+    He(he_cmd::HeCommand),
     /// Run the long-running PSI server.
     Serve(serve::ServeArgs),
     /// Measure performance and print the figures.
@@ -43,6 +47,7 @@ fn main() {
         Command::Demo(a) => demo::run(a),
         Command::Filter(c) => filter_cmd::run(c),
         Command::Rr16(c) => rr16_cmd::run(c),
+        Command::He(c) => he_cmd::run(c),
         Command::Serve(a) => serve::run(a),
         Command::Bench(a) => bench::run(a),
     };

@@ -22,6 +22,10 @@ pub fn unique_keys(table: &Table) -> (Vec<Vec<u8>>, Vec<Vec<usize>>) {
     (keys, rows)
 }
 
+/// One client key's outcome for [`write_matches_with`]: `None` if it did
+/// not match, else the extra values to write after each of its rows.
+pub type Extras = Option<Vec<Vec<u8>>>;
+
 /// Writes the rows of `table` whose key matched; returns how many.
 pub fn write_matches(
     path: &Path,
@@ -29,16 +33,31 @@ pub fn write_matches(
     rows_of_key: &[Vec<usize>],
     matches: &[bool],
 ) -> Result<u64> {
-    let mut out = MatchWriter::create(path, table.headers.as_ref(), &[])?;
-    let mut selected: Vec<usize> = rows_of_key
+    let extras: Vec<Extras> = matches.iter().map(|&m| m.then(Vec::new)).collect();
+    write_matches_with(path, table, rows_of_key, &extras, &[])
+}
+
+/// Writes, in file order, the rows of `table` whose key `k` has
+/// `extras[k] = Some(values)`, each followed by its values under the
+/// `extra_columns` header; returns how many rows.
+pub fn write_matches_with(
+    path: &Path,
+    table: &Table,
+    rows_of_key: &[Vec<usize>],
+    extras: &[Extras],
+    extra_columns: &[String],
+) -> Result<u64> {
+    let names: Vec<&str> = extra_columns.iter().map(String::as_str).collect();
+    let mut out = MatchWriter::create(path, table.headers.as_ref(), &names)?;
+    let mut selected: Vec<(usize, &[Vec<u8>])> = rows_of_key
         .iter()
-        .zip(matches)
-        .filter(|(_, m)| **m)
-        .flat_map(|(rows, _)| rows.iter().copied())
+        .zip(extras)
+        .filter_map(|(rows, extra)| Some((rows, extra.as_deref()?)))
+        .flat_map(|(rows, extra)| rows.iter().map(move |&r| (r, extra)))
         .collect();
-    selected.sort_unstable();
-    for &i in &selected {
-        out.write_row::<&[u8]>(&table.rows[i].record, &[])?;
+    selected.sort_unstable_by_key(|(r, _)| *r);
+    for &(r, extra) in &selected {
+        out.write_row(&table.rows[r].record, extra)?;
     }
     out.finish()?;
     Ok(selected.len() as u64)

@@ -35,6 +35,15 @@ pub fn prob(p: f64) -> String {
     }
 }
 
+/// A probability given as its log2, e.g. "2^-41.3" ("0" for log2 0 = -inf).
+pub fn log2_prob(log2: f64) -> String {
+    if log2 == f64::NEG_INFINITY {
+        "0".into()
+    } else {
+        format!("2^{log2:.1}")
+    }
+}
+
 /// Peak resident memory of this process (Linux `VmHWM`), if known.
 pub fn peak_memory() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
@@ -54,5 +63,7 @@ mod tests {
         assert_eq!(secs(Duration::from_millis(1500)), "1.50 s");
         assert_eq!(secs(Duration::from_micros(2500)), "2.5 ms");
         assert_eq!(prob(2f64.powi(-30)), "2^-30.0");
+        assert_eq!(log2_prob(-41.25), "2^-41.2");
+        assert_eq!(log2_prob(f64::NEG_INFINITY), "0");
     }
 }

@@ -1,4 +1,5 @@
-//! `psikit serve`: the long-running server.
+//! `psikit serve`: the long-running server, for the filter protocol, the HE
+//! protocol, or both on one port.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -7,10 +8,12 @@ use std::time::Duration;
 use anyhow::{bail, Result};
 use clap::Args;
 use psikit_protocols::filter_psi::{FilterService, ServerLimits, ServerState};
+use psikit_protocols::he_psi::{HeLimits, HeService, HeState};
 use psikit_protocols::service::{self, Services};
 use psikit_transport::net::Listener;
 
 use crate::args::{runtime, NetArgs, ServerTlsArgs};
+use crate::report;
 
 #[derive(Args)]
 pub struct ServeArgs {
@@ -21,6 +24,17 @@ pub struct ServeArgs {
     /// `psikit filter setup`). Updates written there are picked up live.
     #[arg(long)]
     pub filter_state: Option<PathBuf>,
+    /// Serve the HE protocol from this state directory (made by `psikit he
+    /// db build`). Updates written there are picked up live.
+    #[arg(long)]
+    pub he_state: Option<PathBuf>,
+    /// Do not keep the HE database's query-ready plaintexts in memory: less
+    /// memory, slower queries.
+    #[arg(long)]
+    pub he_no_cache: bool,
+    /// HE queries evaluated at once (each uses every core); others wait.
+    #[arg(long, default_value_t = HeLimits::default().max_concurrent_queries)]
+    pub he_concurrent_queries: usize,
     /// Most items a client may send in one query request.
     #[arg(long, default_value_t = 1 << 18)]
     pub max_query_items: u32,
@@ -37,35 +51,70 @@ pub struct ServeArgs {
 }
 
 pub fn run(a: ServeArgs) -> Result<()> {
-    let Some(dir) = a.filter_state.clone() else {
-        bail!("nothing to serve: give --filter-state DIR");
+    if a.filter_state.is_none() && a.he_state.is_none() {
+        bail!("nothing to serve: give --filter-state DIR and/or --he-state DIR");
+    }
+    let filter = match &a.filter_state {
+        Some(dir) => Some(Arc::new(FilterService::new(
+            ServerState::load(dir)?,
+            ServerLimits {
+                max_query_items: a.max_query_items,
+            },
+        ))),
+        None => None,
     };
-    let state = ServerState::load(&dir)?;
-    let limits = ServerLimits {
-        max_query_items: a.max_query_items,
+    let he = match &a.he_state {
+        Some(dir) => Some(Arc::new(HeService::new(
+            HeState::load(dir, !a.he_no_cache)?,
+            HeLimits {
+                max_query_items: a.max_query_items,
+                max_concurrent_queries: a.he_concurrent_queries.max(1),
+            },
+        ))),
+        None => None,
     };
-    let filter = Arc::new(FilterService::new(state, limits));
     runtime()?.block_on(async move {
         let listener = Listener::bind(&a.listen, a.tls.files().as_ref(), a.net.limits()?).await?;
-        let snap = filter.snapshot();
-        println!(
-            "psikit: serving the filter protocol on {}{} ({} items, epoch {}, filter {} bytes)",
+        let at = format!(
+            "{}{}",
             listener.local_addr()?,
-            if listener.is_tls() { " with TLS" } else { "" },
-            snap.state.len(),
-            snap.state.version().epoch,
-            snap.full_filter_bytes()
+            if listener.is_tls() { " with TLS" } else { "" }
         );
-        tokio::spawn(
-            filter
-                .clone()
-                .watch(dir, Duration::from_secs(a.reload_secs.max(1))),
-        );
-        let services = Arc::new(Services {
-            filter: Some(filter),
-            ..Services::default()
-        });
+        let every = Duration::from_secs(a.reload_secs.max(1));
+        if let (Some(filter), Some(dir)) = (&filter, &a.filter_state) {
+            announce_filter(filter, &at);
+            tokio::spawn(filter.clone().watch(dir.clone(), every));
+        }
+        if let (Some(he), Some(dir)) = (&he, &a.he_state) {
+            announce_he(he, &at);
+            tokio::spawn(he.clone().watch(dir.clone(), every, !a.he_no_cache));
+        }
+        let services = Arc::new(Services { filter, he });
         service::run(listener, services, a.max_connections).await?;
         Ok(())
     })
+}
+
+fn announce_filter(filter: &FilterService, at: &str) {
+    let snap = filter.snapshot();
+    println!(
+        "psikit: serving the filter protocol on {at} ({} items, epoch {}, filter {} bytes)",
+        snap.state.len(),
+        snap.state.version().epoch,
+        snap.full_filter_bytes()
+    );
+}
+
+fn announce_he(he: &HeService, at: &str) {
+    let snap = he.snapshot();
+    let db = snap.db();
+    let mem = db.memory();
+    println!(
+        "psikit: serving the HE protocol on {at} ({} items, {} bin bundles, labels up to {} \
+         bytes, {} in memory)",
+        db.len(),
+        mem.bundles,
+        db.shape().max_label_bytes,
+        report::bytes((mem.data_bytes + mem.cache_bytes) as u64)
+    );
 }

@@ -40,6 +40,12 @@ impl Drop for Server {
 }
 
 fn serve(state: &Path) -> Server {
+    serve_with("--filter-state", state)
+}
+
+/// Starts `psikit serve` with one state directory (`flag` says which
+/// protocol) and reads its address from the first line it prints.
+fn serve_with(flag: &str, state: &Path) -> Server {
     let mut child = psikit()
         .args([
             "serve",
@@ -47,7 +53,7 @@ fn serve(state: &Path) -> Server {
             "127.0.0.1:0",
             "--reload-secs",
             "1",
-            "--filter-state",
+            flag,
         ])
         .arg(state)
         .stdout(Stdio::piped())
@@ -58,7 +64,7 @@ fn serve(state: &Path) -> Server {
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut line)
         .unwrap();
-    // "psikit: serving the filter protocol on 127.0.0.1:PORT (...)"
+    // "psikit: serving the ... protocol on 127.0.0.1:PORT (...)"
     let addr = line
         .split_whitespace()
         .find(|w| w.starts_with("127.0.0.1:"))
@@ -344,4 +350,229 @@ fn bench_rr16_runs_two_worker_processes() {
     assert!(out.contains("| malicious   | 2^6"), "{out}");
     assert!(out.contains("| semi-honest | 2^6"), "{out}");
     assert!(out.contains("targets need --log2 20"), "{out}");
+}
+
+/// The APSI parameter file the HE tests use (small and quick).
+fn he_params_file() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../protocols/src/he_psi/apsi-params/256K-1024.json")
+}
+
+/// Runs `psikit he query` on `client.csv` in `dir` with `extra` flags;
+/// returns its stdout and the output CSV's lines.
+fn he_query(addr: &str, dir: &Path, extra: &[&str]) -> (String, Vec<String>) {
+    let out = dir.join("he-matches.csv");
+    let stdout = run_ok(
+        psikit()
+            .args([
+                "he",
+                "query",
+                "--server",
+                addr,
+                "--key",
+                "email",
+                "--normalize",
+                "trim,lower",
+            ])
+            .arg("--csv")
+            .arg(dir.join("client.csv"))
+            .arg("--out")
+            .arg(&out)
+            .args(extra),
+    );
+    let text = std::fs::read_to_string(&out).unwrap();
+    (stdout, text.lines().map(str::to_string).collect())
+}
+
+fn he_db(d: &Path, args: &[&str]) -> String {
+    run_ok(
+        psikit()
+            .args(["he", "db"])
+            .args(args)
+            .args(["--key", "email", "--normalize", "trim,lower", "--state"])
+            .arg(d.join("he-state")),
+    )
+}
+
+#[test]
+fn he_build_serve_query_update_requery_with_labels() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write(
+        &d.join("server.csv"),
+        "email,name,tier\nalice@example.com,Alice Smith,gold\nBob@Example.com,\"Bob, Jr.\",silver\ncarol@example.com,Carol,\"say \"\"hi\"\"\"\nbob@example.com,Bobby,bronze\n",
+    );
+    write(
+        &d.join("client.csv"),
+        "id,email\n1,ALICE@example.com\n2,erin@example.com\n3,bob@example.com\n4,carol@example.com\n5,alice@example.com\n",
+    );
+    write(
+        &d.join("add.csv"),
+        "email,name,tier\nerin@example.com,Erin,platinum\nalice@example.com,Alice S.,gold\n",
+    );
+    write(
+        &d.join("remove.csv"),
+        "email\ncarol@example.com\nnobody@x\n",
+    );
+    let params = he_params_file();
+    let server_csv = d.join("server.csv");
+    let build = he_db(
+        d,
+        &[
+            "build",
+            "--label",
+            "name,tier",
+            "--csv",
+            server_csv.to_str().unwrap(),
+            "--params",
+            params.to_str().unwrap(),
+        ],
+    );
+    assert!(build.contains("3 items, 1 duplicate rows"), "{build}");
+    assert!(build.contains("labels up to 18 bytes"), "{build}");
+    assert!(build.contains("false-positive probability"), "{build}");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let key = std::fs::metadata(d.join("he-state/oprf.key")).unwrap();
+        assert_eq!(key.permissions().mode() & 0o777, 0o600);
+    }
+
+    let server = serve_with("--he-state", &d.join("he-state"));
+    let (stdout, lines) = he_query(&server.addr, d, &[]);
+    assert!(stdout.contains("3 of 4 distinct items matched"), "{stdout}");
+    assert!(
+        stdout.contains("sent ") && stdout.contains("server "),
+        "{stdout}"
+    );
+    assert_eq!(
+        lines,
+        [
+            "id,email,label_1,label_2",
+            "1,ALICE@example.com,Alice Smith,gold",
+            "3,bob@example.com,Bobby,bronze",
+            "4,carol@example.com,Carol,\"say \"\"hi\"\"\"",
+            "5,alice@example.com,Alice Smith,gold",
+        ]
+    );
+
+    let add = d.join("add.csv");
+    let remove = d.join("remove.csv");
+    let update = he_db(
+        d,
+        &[
+            "update",
+            "--label",
+            "name,tier",
+            "--add",
+            add.to_str().unwrap(),
+            "--remove",
+            remove.to_str().unwrap(),
+        ],
+    );
+    assert!(update.contains("removed 1 items (1 not found)"), "{update}");
+    assert!(
+        update.contains("added 1 items, gave 1 present items a new label"),
+        "{update}"
+    );
+    let expected = [
+        "id,email,label_1,label_2",
+        "1,ALICE@example.com,Alice S.,gold",
+        "2,erin@example.com,Erin,platinum",
+        "3,bob@example.com,Bobby,bronze",
+        "5,alice@example.com,Alice S.,gold",
+    ];
+    // The server reloads the database within its reload interval.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, lines) = he_query(&server.addr, d, &[]);
+        if lines == expected {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "server never reloaded: {lines:?}"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+
+    // Padding hides the query size and changes nothing else.
+    let (stdout, lines) = he_query(&server.addr, d, &["--pad-to", "100"]);
+    assert!(stdout.contains("query: 100 items"), "{stdout}");
+    assert_eq!(lines, expected);
+    let (_, lines) = he_query(&server.addr, d, &["--label-names", "name,tier"]);
+    assert_eq!(lines[0], "id,email,name,tier");
+
+    // A label longer than the database's room is refused, naming the row.
+    write(
+        &d.join("long.csv"),
+        "email,name,tier\nf@x,Frank with a long label,x\n",
+    );
+    let out = run_err(
+        psikit()
+            .args([
+                "he",
+                "db",
+                "update",
+                "--key",
+                "email",
+                "--label",
+                "name,tier",
+            ])
+            .arg("--add")
+            .arg(d.join("long.csv"))
+            .arg("--state")
+            .arg(d.join("he-state")),
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("row 1") && err.contains("at most 18"), "{err}");
+    assert!(!err.contains("Frank"), "errors never echo data: {err}");
+    let info = run_ok(
+        psikit()
+            .args(["he", "db", "info", "--state"])
+            .arg(d.join("he-state")),
+    );
+    assert!(
+        info.contains("database: 3 items, labels up to 18 bytes"),
+        "{info}"
+    );
+}
+
+#[test]
+fn he_bad_params_file_is_one_line_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write(&d.join("s.csv"), "email\na@x\n");
+    write(
+        &d.join("p.json"),
+        "{\"table_params\": {\"hash_func_count\": 3}}",
+    );
+    let out = run_err(
+        psikit()
+            .args(["he", "db", "build", "--key", "email", "--csv"])
+            .arg(d.join("s.csv"))
+            .arg("--params")
+            .arg(d.join("p.json"))
+            .arg("--state")
+            .arg(d.join("st")),
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("p.json") && err.contains("table_size"),
+        "{err}"
+    );
+    assert!(!d.join("st").join("he.db").exists());
+    let out = run_err(
+        psikit()
+            .args(["he", "params", "--params"])
+            .arg(d.join("p.json")),
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("p.json"));
+}
+
+#[test]
+fn demo_he_checks_matches_and_labels() {
+    let out = run_ok(psikit().args(["demo", "he", "--he-server-items", "2048"]));
+    assert!(out.contains("initial query: all 64 labels equal"), "{out}");
+    assert!(out.contains("query after update: all"), "{out}");
+    assert!(out.contains("demo passed"), "{out}");
 }

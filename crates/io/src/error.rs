@@ -73,27 +73,32 @@ pub enum Error {
         option: String,
     },
 
-    /// A key column given by name is not in the header.
+    /// A key (or label) column given by name is not in the header.
     #[error(
-        "{input}: key column {column:?} not found in the header; available columns: {available}"
+        "{input}: {role} column {column:?} not found in the header; available columns: {available}"
     )]
     MissingColumn {
         /// The file being read.
         input: String,
+        /// What the column is for: `"key"` or `"label"`.
+        role: &'static str,
         /// The requested column name.
         column: String,
         /// The header's column names, comma separated.
         available: String,
     },
 
-    /// A key column given by name appears more than once in the header.
+    /// A key (or label) column given by name appears more than once in the
+    /// header.
     #[error(
-        "{input}: key column {column:?} appears more than once in the header \
+        "{input}: {role} column {column:?} appears more than once in the header \
          (#{first} and #{second}); select it by index instead, e.g. `#{first}`"
     )]
     AmbiguousColumn {
         /// The file being read.
         input: String,
+        /// What the column is for: `"key"` or `"label"`.
+        role: &'static str,
         /// The requested column name.
         column: String,
         /// First 0-based index carrying that name.
@@ -104,12 +109,14 @@ pub enum Error {
 
     /// A column was given by name but the spec says the file has no header.
     #[error(
-        "{input}: key column {column:?} is given by name, but the file is read without \
+        "{input}: {role} column {column:?} is given by name, but the file is read without \
          a header row; select it by 0-based index instead, e.g. `#0`"
     )]
     NameWithoutHeader {
         /// The file being read.
         input: String,
+        /// What the column is for: `"key"` or `"label"`.
+        role: &'static str,
         /// The requested column name.
         column: String,
     },
@@ -121,10 +128,10 @@ pub enum Error {
         input: String,
     },
 
-    /// A data row is too short to contain a key column.
+    /// A data row is too short to contain a key (or label) column.
     #[error(
         "{input}: row {row} (line {line}) has {fields} field(s), \
-         but key column {column} needs at least {needed}"
+         but {role} column {column} needs at least {needed}"
     )]
     ShortRow {
         /// The file being read.
@@ -135,6 +142,8 @@ pub enum Error {
         line: u64,
         /// Number of fields the row has.
         fields: usize,
+        /// What the column is for: `"key"` or `"label"`.
+        role: &'static str,
         /// The key column, as `"name"` or `#index`.
         column: String,
         /// Number of fields needed to reach that column.

@@ -9,6 +9,9 @@
 //!   a header, and its delimiter.
 //! * [`KeyReader`] streams items in batches from arbitrarily large files
 //!   (the server side); memory is proportional to the batch.
+//! * [`KeyReader::next_labeled_batch`] also returns each row's label: the
+//!   [`KeySpec::label_columns`] as one CSV record ([`encode_label`]), which
+//!   [`decode_label`] splits back into columns on the client.
 //! * [`read_rows`] loads a small file into a [`Table`] that keeps each
 //!   row's original fields (the client side), and [`MatchWriter`] writes the
 //!   matched rows, optionally with extra columns such as a label.
@@ -32,6 +35,7 @@
 //! name files, rows and columns but never the data in them.
 
 mod error;
+mod label;
 mod normalize;
 mod reader;
 mod spec;
@@ -42,8 +46,9 @@ mod writer;
 pub use csv::ByteRecord;
 
 pub use error::{Error, Result};
+pub use label::{decode_label, encode_label};
 pub use normalize::Normalize;
-pub use reader::{Item, KeyReader, ReadStats};
+pub use reader::{Item, KeyReader, LabeledItem, ReadStats};
 pub use spec::{Column, KeySpec};
 pub use synth::{
     overlap_plan, synthetic_row, write_overlapping_pair, write_synthetic_csv, OverlapPlan,

@@ -24,6 +24,20 @@ pub struct Item {
     pub row: u64,
 }
 
+/// An item with its label, from
+/// [`KeyReader::next_labeled_batch`].
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct LabeledItem {
+    /// The normalised, encoded key bytes, as in [`Item::key`].
+    pub key: Vec<u8>,
+    /// The spec's label columns of the row, as they are in the file,
+    /// encoded as one CSV record (see [`encode_label`](crate::encode_label));
+    /// empty when the spec names no label columns.
+    pub label: Vec<u8>,
+    /// 1-based data row number (the header row is not counted).
+    pub row: u64,
+}
+
 /// Counters describing what a reader has consumed so far.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ReadStats {
@@ -111,7 +125,34 @@ impl<R: io::Read> KeyReader<R> {
         Ok(out.len())
     }
 
-    /// Reads rows until one yields an item or the input ends.
+    /// Like [`next_batch`](Self::next_batch), with each item's label
+    /// columns (see [`KeySpec::label_columns`]). A row too short to hold a
+    /// label column is an error, as for key columns.
+    pub fn next_labeled_batch(&mut self, max: usize, out: &mut Vec<LabeledItem>) -> Result<usize> {
+        out.clear();
+        let max = max.max(1);
+        while out.len() < max {
+            let Some(item) = self.next_item()? else {
+                break;
+            };
+            let mut label = Vec::new();
+            self.plan.label(&self.record, item.row, &mut label)?;
+            out.push(LabeledItem {
+                key: item.key,
+                label,
+                row: item.row,
+            });
+        }
+        Ok(out.len())
+    }
+
+    /// Whether the spec this reader was opened with names label columns.
+    pub fn has_labels(&self) -> bool {
+        self.plan.has_labels()
+    }
+
+    /// Reads rows until one yields an item or the input ends; the item's
+    /// record stays in `self.record`.
     fn next_item(&mut self) -> Result<Option<Item>> {
         while read_record(&mut self.csv, &mut self.record, &self.input)? {
             self.stats.rows_read += 1;

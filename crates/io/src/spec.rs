@@ -23,6 +23,7 @@ use std::fmt;
 use csv::ByteRecord;
 
 use crate::error::{Error, Result};
+use crate::label::encode_label;
 use crate::normalize::Normalize;
 
 /// A key column, selected by header name or by 0-based position.
@@ -95,6 +96,11 @@ pub struct KeySpec {
     pub has_headers: bool,
     /// Field delimiter, e.g. `b','` or `b'\t'`.
     pub delimiter: u8,
+    /// Label columns, read as they are (never normalised) and encoded as one
+    /// CSV record by [`encode_label`](crate::encode_label). Only
+    /// [`KeyReader::next_labeled_batch`](crate::KeyReader::next_labeled_batch)
+    /// returns them; empty for unlabeled protocols.
+    pub label_columns: Vec<Column>,
 }
 
 impl KeySpec {
@@ -106,6 +112,7 @@ impl KeySpec {
             normalize: Normalize::default(),
             has_headers: true,
             delimiter: b',',
+            label_columns: Vec::new(),
         }
     }
 
@@ -126,8 +133,10 @@ impl KeySpec {
 /// how to encode them. Built once per file so per-row work is index lookups.
 #[derive(Debug)]
 pub(crate) struct KeyPlan {
-    /// (0-based field index, column label for errors).
+    /// Key columns: (0-based field index, column label for errors).
     fields: Vec<(usize, String)>,
+    /// Label columns, the same way.
+    labels: Vec<(usize, String)>,
     normalize: Normalize,
     /// The input's name, for error messages.
     input: String,
@@ -146,13 +155,15 @@ impl KeyPlan {
         if spec.columns.is_empty() {
             return Err(Error::NoColumns);
         }
-        let fields = spec
-            .columns
-            .iter()
-            .map(|c| Ok((column_index(c, headers, input)?, c.to_string())))
-            .collect::<Result<Vec<_>>>()?;
+        let resolve = |columns: &[Column], role| {
+            columns
+                .iter()
+                .map(|c| Ok((column_index(c, role, headers, input)?, c.to_string())))
+                .collect::<Result<Vec<_>>>()
+        };
         Ok(KeyPlan {
-            fields,
+            fields: resolve(&spec.columns, "key")?,
+            labels: resolve(&spec.label_columns, "label")?,
             normalize: spec.normalize,
             input: input.to_owned(),
             scratch: Vec::new(),
@@ -203,14 +214,7 @@ impl KeyPlan {
         out: &mut Vec<u8>,
     ) -> Result<()> {
         let line = record.position().map_or(0, |p| p.line());
-        let field = record.get(index).ok_or_else(|| Error::ShortRow {
-            input: self.input.clone(),
-            row,
-            line,
-            fields: record.len(),
-            column: self.fields[i].1.clone(),
-            needed: index + 1,
-        })?;
+        let field = self.field(record, row, "key", index, &self.fields[i].1)?;
         self.normalize
             .apply_into(field, out)
             .map_err(|option| Error::InvalidUtf8 {
@@ -221,16 +225,62 @@ impl KeyPlan {
                 option,
             })
     }
+
+    /// Whether the spec names label columns.
+    pub(crate) fn has_labels(&self) -> bool {
+        !self.labels.is_empty()
+    }
+
+    /// Replaces `out` with the row's label: its label fields, untouched, as
+    /// one CSV record (empty when the spec has no label columns).
+    pub(crate) fn label(&self, record: &ByteRecord, row: u64, out: &mut Vec<u8>) -> Result<()> {
+        out.clear();
+        let fields = self
+            .labels
+            .iter()
+            .map(|(index, name)| self.field(record, row, "label", *index, name))
+            .collect::<Result<Vec<_>>>()?;
+        encode_label(&fields, out);
+        Ok(())
+    }
+
+    /// Field `index` of `record`, or an error naming the `role` column
+    /// `name` when the row is too short.
+    fn field<'r>(
+        &self,
+        record: &'r ByteRecord,
+        row: u64,
+        role: &'static str,
+        index: usize,
+        name: &str,
+    ) -> Result<&'r [u8]> {
+        record.get(index).ok_or_else(|| Error::ShortRow {
+            input: self.input.clone(),
+            row,
+            line: record.position().map_or(0, |p| p.line()),
+            fields: record.len(),
+            role,
+            column: name.to_owned(),
+            needed: index + 1,
+        })
+    }
 }
 
-/// Finds the 0-based position of `column` in this file.
-fn column_index(column: &Column, headers: Option<&ByteRecord>, input: &str) -> Result<usize> {
+/// Finds the 0-based position of `column` (a `role` column: "key" or
+/// "label", for messages) in this file.
+fn column_index(
+    column: &Column,
+    role: &'static str,
+    headers: Option<&ByteRecord>,
+    input: &str,
+) -> Result<usize> {
     let name = match column {
         Column::Index(i) => return Ok(*i),
         Column::Name(name) => name,
     };
     let headers = headers.ok_or_else(|| Error::NameWithoutHeader {
         input: input.to_owned(),
+        role,
         column: name.clone(),
     })?;
     if headers.is_empty() {
@@ -247,12 +297,14 @@ fn column_index(column: &Column, headers: Option<&ByteRecord>, input: &str) -> R
         (Some(first), None) => Ok(first),
         (Some(first), Some(second)) => Err(Error::AmbiguousColumn {
             input: input.to_owned(),
+            role,
             column: name.clone(),
             first,
             second,
         }),
         (None, _) => Err(Error::MissingColumn {
             input: input.to_owned(),
+            role,
             column: name.clone(),
             available: describe_headers(headers),
         }),

@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 
 use proptest::prelude::*;
 use psikit_io::{
-    read_rows, read_rows_from, synthetic_row, write_overlapping_pair, ByteRecord, Column, Error,
-    Item, KeyReader, KeySpec, MatchWriter, Normalize,
+    decode_label, encode_label, read_rows, read_rows_from, synthetic_row, write_overlapping_pair,
+    ByteRecord, Column, Error, Item, KeyReader, KeySpec, LabeledItem, MatchWriter, Normalize,
 };
 
 /// Writes `contents` to a fresh file in `dir`.
@@ -417,4 +417,108 @@ fn parse_id(field: &[u8]) -> u64 {
         .expect("ascii id")
         .parse()
         .expect("number")
+}
+
+/// Every labeled item of a CSV given as text, in one batch.
+fn labeled(data: &str, s: &KeySpec) -> psikit_io::Result<Vec<LabeledItem>> {
+    let mut reader = KeyReader::from_reader(data.as_bytes(), s)?;
+    let mut out = Vec::new();
+    reader.next_labeled_batch(100, &mut out)?;
+    Ok(out)
+}
+
+fn with_labels(key: &str, labels: &str) -> KeySpec {
+    let mut s = spec(key);
+    s.label_columns = Column::parse_list(labels).expect("valid columns");
+    s
+}
+
+#[test]
+fn label_columns_come_back_as_one_csv_record() {
+    let data = "email,name,tier\n A@x ,\"Smith, Jo\",gold\nb@x, Bob ,\n,skipped,x\n";
+    let mut s = with_labels("email", "name,#2");
+    s.normalize = Normalize::parse("trim,lower").expect("valid");
+    let items = labeled(data, &s).expect("read");
+    assert_eq!(items.len(), 2, "rows with an empty key are skipped");
+    assert_eq!(items[0].key, b"a@x");
+    assert_eq!(items[0].label, b"\"Smith, Jo\",gold");
+    assert_eq!(items[1].label, b" Bob ,", "labels are not normalised");
+    assert_eq!(items[1].row, 2);
+    let fields = decode_label(&items[0].label).expect("canonical");
+    assert_eq!(fields, vec![b"Smith, Jo".to_vec(), b"gold".to_vec()]);
+    // Keys are the same with or without labels.
+    let (plain, _) = {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = file(&dir, "l.csv", data.as_bytes());
+        all_items(&path, &s, 10)
+    };
+    assert_eq!(
+        keys(&plain),
+        items.iter().map(|i| i.key.as_slice()).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn no_label_columns_give_empty_labels() {
+    let items = labeled(PEOPLE, &spec("email")).expect("read");
+    assert_eq!(items.len(), 2);
+    assert!(items.iter().all(|i| i.label.is_empty()));
+}
+
+#[test]
+fn label_column_errors_say_label() {
+    let err = labeled(PEOPLE, &with_labels("email", "tier")).expect_err("missing");
+    assert!(matches!(err, Error::MissingColumn { role: "label", .. }));
+    assert!(err.to_string().contains("label column \"tier\""), "{err}");
+    let err = labeled("email,name\na@x\n", &with_labels("email", "name")).expect_err("short");
+    assert!(
+        matches!(
+            err,
+            Error::ShortRow {
+                role: "label",
+                row: 1,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let msg = labeled(PEOPLE, &spec("mail"))
+        .expect_err("missing")
+        .to_string();
+    assert!(msg.contains("key column \"mail\""), "{msg}");
+}
+
+proptest! {
+    #[test]
+    fn labels_round_trip_through_files(
+        rows in proptest::collection::vec(("[a-c]{1,3}", "[a-c, \"\n\r]{0,4}", "[a-c, \"\n]{0,4}"), 1..20)
+    ) {
+        let mut w = csv::Writer::from_writer(Vec::new());
+        w.write_record(["k", "l1", "l2"]).expect("header");
+        for (k, a, b) in &rows {
+            w.write_record([k, a, b]).expect("row");
+        }
+        let data = w.into_inner().expect("flush");
+        let mut s = with_labels("k", "l1,l2");
+        s.normalize = Normalize::NONE;
+        let mut reader = KeyReader::from_reader(&data[..], &s).expect("open");
+        let mut items = Vec::new();
+        reader.next_labeled_batch(100, &mut items).expect("read");
+        prop_assert_eq!(items.len(), rows.len());
+        for (item, (_, a, b)) in items.iter().zip(&rows) {
+            let fields = decode_label(&item.label).expect("canonical");
+            prop_assert_eq!(fields, vec![a.as_bytes().to_vec(), b.as_bytes().to_vec()]);
+        }
+    }
+
+    #[test]
+    fn decode_accepts_only_what_encode_writes(bytes in proptest::collection::vec(
+        prop_oneof![Just(b','), Just(b'"'), Just(b'\n'), Just(b'a'), Just(b' ')], 0..12)
+    ) {
+        if let Some(fields) = decode_label(&bytes) {
+            let mut again = Vec::new();
+            encode_label(&fields, &mut again);
+            prop_assert_eq!(again, bytes);
+        }
+    }
 }

@@ -22,6 +22,7 @@ use anyhow::{ensure, Context, Result};
 use clap::Args;
 use psikit_protocols::he_psi::params::PsiParams;
 use psikit_protocols::he_psi::presets::apsi_preset;
+use psikit_protocols::he_psi::select::{select, Goal, SelectionInput};
 use psikit_protocols::he_psi::{HeClient, HeLimits, HeService, HeState};
 use psikit_protocols::service::{self, Services};
 use psikit_transport::net::{connect, Listener};
@@ -69,6 +70,29 @@ fn apsi_cases() -> Vec<Case> {
     ]
 }
 
+/// Cases on parameters psikit selects itself (`time` or `comm` goal),
+/// chosen for the largest client size of the case; 2^22 only with
+/// `--large`.
+fn auto_cases(large: bool) -> Vec<Case> {
+    let case = |goal: &str, log2, label_bytes, clients: &[u64]| Case {
+        params: format!("auto-{goal}"),
+        log2,
+        label_bytes,
+        clients: clients.to_vec(),
+        apsi: None,
+    };
+    let mut cases = vec![
+        case("time", 16, 0, &[1, 256, 1024, 4096]),
+        case("comm", 20, 0, &[1024]),
+        case("comm", 20, 16, &[1]),
+        case("time", 20, 32, &[1, 256, 1024, 4096]),
+    ];
+    if large {
+        cases.push(case("time", 22, 32, &[1, 1024, 4096]));
+    }
+    cases
+}
+
 /// Options of `psikit bench he`.
 #[derive(Args, Clone, Debug)]
 pub struct HeBenchArgs {
@@ -81,15 +105,19 @@ pub struct HeBenchArgs {
     /// Only the cases on these APSI parameter files (default: all).
     #[arg(long, value_delimiter = ',')]
     only: Option<Vec<String>>,
-    /// A fast smoke run: the 2^16 case, one thread, one run.
+    /// A fast smoke run: the 2^16 cases, one thread, one run.
     #[arg(long)]
     quick: bool,
+    /// Also the 2^22 case (several minutes and several GB).
+    #[arg(long)]
+    large: bool,
 }
 
 /// One case in its own process.
 #[derive(Args, Clone, Debug)]
 pub struct HeWorkerArgs {
-    /// An APSI parameter file shipped with psikit, by name.
+    /// An APSI parameter file shipped with psikit, by name, or
+    /// `auto-time` / `auto-comm` for psikit's own selection.
     #[arg(long)]
     params: String,
     #[arg(long)]
@@ -107,6 +135,7 @@ pub struct HeWorkerArgs {
 
 pub fn run(a: &HeBenchArgs) -> Result<()> {
     let mut cases = apsi_cases();
+    cases.extend(auto_cases(a.large));
     let threads = if a.quick { vec![1] } else { a.threads.clone() };
     let runs = if a.quick { 1 } else { a.runs.max(1) };
     if a.quick {
@@ -162,10 +191,9 @@ fn label(id: u64, len: usize) -> Vec<u8> {
 
 /// Entry point of the hidden `psikit bench he-worker`.
 pub fn worker(a: &HeWorkerArgs) -> Result<()> {
-    let json = apsi_preset(&a.params).with_context(|| format!("no preset {}", a.params))?;
-    let params = PsiParams::from_apsi_json(json)?;
     let n = 1u64 << a.log2;
     let mut m = Metrics::default();
+    let params = case_params(a, n, &mut m)?;
     build(&params, n, a, &mut m)?;
     let state = reload(a, &mut m)?;
     m.set_peak_memory("build.peak_bytes");
@@ -173,6 +201,27 @@ pub fn worker(a: &HeWorkerArgs) -> Result<()> {
     m.set_peak_memory("peak_bytes");
     print!("{}", m.encode());
     Ok(())
+}
+
+/// The case's parameters: a shipped APSI file, or psikit's selection for
+/// the case's largest client (whose explanation goes to stderr).
+fn case_params(a: &HeWorkerArgs, n: u64, m: &mut Metrics) -> Result<PsiParams> {
+    let goal = match a.params.as_str() {
+        "auto-time" => Goal::Time,
+        "auto-comm" => Goal::Comm,
+        name => {
+            let json = apsi_preset(name).with_context(|| format!("no preset {name}"))?;
+            return Ok(PsiParams::from_apsi_json(json)?);
+        }
+    };
+    let clients = a.clients.iter().copied().max().unwrap_or(1);
+    let mut input = SelectionInput::new(n, clients, a.label_bytes);
+    input.goal = goal;
+    let t = Instant::now();
+    let selection = select(&input)?;
+    m.set("select_secs", t.elapsed().as_secs_f64());
+    eprintln!("{selection}");
+    Ok(selection.params)
 }
 
 /// Builds the database, timing each phase, and saves it.
