@@ -3,6 +3,10 @@
 //!
 //! * [`filter_psi`]: unbalanced PSI from a DH OPRF with an updatable cuckoo
 //!   filter (Resende-Aranha / Baldi et al.).
+//! * [`he_psi`]: unbalanced labeled PSI from homomorphic encryption (the
+//!   APSI design of Cong et al.).
+//! * [`rr16`]: malicious-secure PSI from OT extension and garbled Bloom
+//!   filters (Rindal-Rosulek).
 //! * [`service`]: the long-running server that routes requests to them.
 
 pub mod filter_psi;
@@ -12,5 +16,6 @@ pub mod service;
 
 mod error;
 mod keyfile;
+mod published;
 
 pub use error::Error;

@@ -2,7 +2,7 @@
 //! a published snapshot of the [`ServerState`].
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use psikit_transport::{Channel, Frame};
@@ -57,33 +57,26 @@ impl Published {
 
 /// Serves the filter protocol. Cheap to share across connections.
 pub struct FilterService {
-    current: RwLock<Arc<Published>>,
+    current: crate::published::Published<Published>,
     limits: ServerLimits,
 }
 
 impl FilterService {
     pub fn new(state: ServerState, limits: ServerLimits) -> Self {
         Self {
-            current: RwLock::new(Arc::new(Published::new(state))),
+            current: crate::published::Published::new(Published::new(state)),
             limits,
         }
     }
 
     /// The state requests are currently answered from.
     pub fn snapshot(&self) -> Arc<Published> {
-        match self.current.read() {
-            Ok(g) => g.clone(),
-            Err(poisoned) => poisoned.into_inner().clone(),
-        }
+        self.current.snapshot()
     }
 
     /// Publishes a new state; requests already running finish on the old.
     pub fn publish(&self, state: ServerState) {
-        let next = Arc::new(Published::new(state));
-        match self.current.write() {
-            Ok(mut g) => *g = next,
-            Err(poisoned) => *poisoned.into_inner() = next,
-        }
+        self.current.publish(Published::new(state));
     }
 
     /// Handles one request frame of this protocol. Errors the client should

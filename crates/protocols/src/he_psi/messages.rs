@@ -2,14 +2,14 @@
 //!
 //! | kind | direction | message |
 //! |------|-----------|---------|
-//! | 1 | C -> S | [`ParamsRequest`] (empty) |
+//! | 1 | C -> S | [`params_request`] (empty) |
 //! | 2 | S -> C | [`ParamsResponse`]: parameters, label length, bundles |
 //! | 3 | C -> S | [`OprfRequest`]: blinded items |
 //! | 4 | S -> C | [`OprfResponse`]: evaluated items, same order |
 //! | 5 | C -> S | [`QueryHeader`]: database id and relinearization key |
 //! | 6 | C -> S | one query ciphertext; bundle-index-major, source-minor |
 //! | 7 | S -> C | [`ResultCt`]: one ciphertext of a result package |
-//! | 8 | S -> C | [`QueryDone`]: number of packages sent |
+//! | 8 | S -> C | [`query_done`]: number of packages sent |
 //!
 //! A query is a header frame then exactly `bundle_idx_count * |sources|`
 //! ciphertext frames, each of the exact size the parameters give, so no

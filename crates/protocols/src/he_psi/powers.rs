@@ -278,7 +278,7 @@ fn reach_with(basis: &[u32], h: u32, fewest: &mut Vec<u32>) -> u32 {
 /// one leaves a gap no later element can fill). That is fast for the sizes
 /// psikit uses (for example `k = 5, h = 4`, reach 70, takes well under a
 /// second) but grows quickly with `k`. Published tables of extremal bases
-/// (Challis and Robinson, [12] in the paper) can replace it for larger
+/// (Challis and Robinson, reference 12 of the paper) can replace it for larger
 /// instances; any basis works for correctness, only cost differs.
 ///
 /// With `k = 0` or `h = 0` nothing is reachable and the reach is 0.

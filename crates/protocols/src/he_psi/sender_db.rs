@@ -51,7 +51,7 @@ pub struct DbMemory {
     pub bundles: usize,
     /// Roots, label felts and coefficients.
     pub data_bytes: usize,
-    /// Query-ready plaintexts ([`SenderDb::cache_plaintexts`]).
+    /// Query-ready plaintexts (see `Sender::new`).
     pub cache_bytes: usize,
 }
 

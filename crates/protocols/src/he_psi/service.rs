@@ -8,7 +8,7 @@
 //! holds the powers of its bundle indices in memory.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use psikit_he::{wire, Ciphertext};
@@ -21,6 +21,7 @@ use super::messages::{
 };
 use super::sender::ResultPackage;
 use super::state::{db_path, HeState};
+use crate::published::Published;
 use crate::Error;
 
 /// Limits the HE service enforces.
@@ -43,7 +44,7 @@ impl Default for HeLimits {
 
 /// Serves the HE protocol. Cheap to share across connections.
 pub struct HeService {
-    current: RwLock<Arc<HeState>>,
+    current: Published<HeState>,
     limits: HeLimits,
     queries: Semaphore,
 }
@@ -51,7 +52,7 @@ pub struct HeService {
 impl HeService {
     pub fn new(state: HeState, limits: HeLimits) -> Self {
         Self {
-            current: RwLock::new(Arc::new(state)),
+            current: Published::new(state),
             queries: Semaphore::new(limits.max_concurrent_queries.max(1)),
             limits,
         }
@@ -59,19 +60,12 @@ impl HeService {
 
     /// The state requests are currently answered from.
     pub fn snapshot(&self) -> Arc<HeState> {
-        match self.current.read() {
-            Ok(g) => g.clone(),
-            Err(poisoned) => poisoned.into_inner().clone(),
-        }
+        self.current.snapshot()
     }
 
     /// Publishes a new state; queries already running finish on the old.
     pub fn publish(&self, state: HeState) {
-        let next = Arc::new(state);
-        match self.current.write() {
-            Ok(mut g) => *g = next,
-            Err(poisoned) => *poisoned.into_inner() = next,
-        }
+        self.current.publish(state);
     }
 
     /// Handles one request frame of this protocol; errors the client should
