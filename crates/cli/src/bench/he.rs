@@ -295,12 +295,18 @@ async fn queries(state: HeState, n: u64, a: &HeWorkerArgs, m: &mut Metrics) -> R
         let mut ch = connect(&addr, None, limits).await?;
         let client = HeClient::connect(&mut ch).await?;
         let mut runs = Vec::new();
+        let mut failed = 0u32;
         for _ in 0..a.runs {
             let (up0, down0) = (ch.bytes_sent(), ch.bytes_received());
             let t = Instant::now();
             let out = client.query(&mut ch, &keys).await?;
             let total = t.elapsed();
-            check(&out.matches, &ids, a.label_bytes)?;
+            // A wrong result is reported in the table (and on stderr), not
+            // hidden by aborting the other cases' figures.
+            if let Err(e) = check(&out.matches, &ids, a.label_bytes) {
+                eprintln!("he bench: |Y| = {size}: {e}");
+                failed += 1;
+            }
             runs.push((
                 total,
                 out.times,
@@ -310,6 +316,7 @@ async fn queries(state: HeState, n: u64, a: &HeWorkerArgs, m: &mut Metrics) -> R
             ));
         }
         record(m, size, &runs);
+        m.set(format!("q{size}.failed_runs"), f64::from(failed));
         m.set(format!("q{size}.fpp_log2"), client.fpp_log2(size));
     }
     server.abort();
@@ -434,6 +441,7 @@ fn render(results: &[(Case, usize, Metrics)]) -> String {
         "total",
         "rounds",
         "FPP",
+        "check",
         "APSI online / up / down",
     ]);
     for (c, t, m) in results {
@@ -460,6 +468,10 @@ fn render(results: &[(Case, usize, Metrics)]) -> String {
                 time(g("total_secs")),
                 format!("{}", g("rounds").unwrap_or(0.0)),
                 g("fpp_log2").map_or(String::new(), |v| format!("2^{v:.1}")),
+                match g("failed_runs") {
+                    Some(f) if f > 0.0 => format!("FAILED in {f} run(s)"),
+                    _ => "ok".into(),
+                },
                 apsi,
             ]);
         }
