@@ -234,3 +234,17 @@ async fn hostile_clients_get_clear_errors_and_others_are_served() {
     let client: Vec<Vec<u8>> = rows[..20].iter().map(|r| r.key.clone()).collect();
     assert_eq!(run(&server.addr, &client).await.len(), 20);
 }
+
+#[test]
+fn a_state_is_never_saved_next_to_another_databases_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let params = PsiParams::from_apsi_json(PARAMS_256K).unwrap();
+    let first = HeState::create(params.clone(), 0, false).unwrap();
+    first.save(dir.path()).unwrap();
+    first.save(dir.path()).unwrap();
+    let second = HeState::create(params, 0, false).unwrap();
+    let err = second.save(dir.path()).err().unwrap().to_string();
+    assert!(err.contains("another database"), "{err}");
+    let loaded = HeState::load(dir.path(), false).unwrap();
+    assert_eq!(loaded.db_id(), first.db_id());
+}

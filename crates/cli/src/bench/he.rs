@@ -154,7 +154,10 @@ pub fn run(a: &HeBenchArgs) -> Result<()> {
     for case in &cases {
         for &t in &threads {
             eprintln!("he {} n=2^{}, {t} thread(s)", case.params, case.log2);
-            let dir = work.path().join(format!("{}-{t}", case.params));
+            let dir = work.path().join(format!(
+                "{}-{}-{}-{t}",
+                case.params, case.log2, case.label_bytes
+            ));
             let out = Command::new(&exe)
                 .args(["bench", "he-worker", "--params", &case.params])
                 .args(["--log2", &case.log2.to_string()])

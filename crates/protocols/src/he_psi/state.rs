@@ -67,11 +67,22 @@ impl HeState {
         Ok(Self { key, sender, db_id })
     }
 
-    /// Writes the key (only if the directory has none) and the database.
+    /// Writes the key (if the directory has none; a different key there is
+    /// an error) and the database.
     pub fn save(&self, dir: &Path) -> Result<(), Error> {
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
         let key_path = dir.join(KEY_FILE);
-        if !key_path.exists() {
+        if key_path.exists() {
+            // A database is useless under another key: every OPRF output
+            // would differ. Refuse rather than pair them.
+            let existing = keyfile::read_secret(&key_path)?;
+            if existing.as_slice() != self.key.to_bytes().as_slice() {
+                return Err(Error::StateFile(format!(
+                    "{} holds the OPRF key of another database; use an empty directory",
+                    dir.display()
+                )));
+            }
+        } else {
             keyfile::write_secret(&key_path, &self.key.to_bytes())?;
         }
         db_file::save(self.sender.db(), &db_path(dir))
