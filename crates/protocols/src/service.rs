@@ -23,10 +23,23 @@ pub struct Services {
 /// request fails; the client is told why before the connection closes.
 pub async fn serve_connection(services: &Services, mut ch: Channel) -> Result<(), Error> {
     while let Some(frame) = ch.recv_or_eof().await? {
-        let outcome = match (frame.protocol, &services.filter, &services.he) {
-            (filter_psi::PROTOCOL_ID, Some(filter), _) => filter.handle(frame, &mut ch).await,
-            (he_psi::PROTOCOL_ID, _, Some(he)) => he.handle(frame, &mut ch).await,
-            (protocol, _, _) => {
+        let protocol = frame.protocol;
+        let routed = match (protocol, &services.filter, &services.he) {
+            (filter_psi::PROTOCOL_ID, Some(filter), _) => Some(filter.handle(frame, &mut ch).await),
+            (he_psi::PROTOCOL_ID, _, Some(he)) => Some(he.handle(frame, &mut ch).await),
+            _ => None,
+        };
+        let outcome = match routed {
+            // One place tells clients why their request failed, whatever
+            // the protocol.
+            Some(Err(e)) => {
+                if let Some(msg) = e.to_peer_message() {
+                    ch.send_error(protocol, &msg).await;
+                }
+                Err(e)
+            }
+            Some(ok) => ok,
+            None => {
                 let msg = ErrorMessage::new(
                     ErrorCode::Unsupported,
                     format!("this server does not serve protocol {protocol}"),

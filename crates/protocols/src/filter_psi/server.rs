@@ -79,20 +79,14 @@ impl FilterService {
         self.current.publish(Published::new(state));
     }
 
-    /// Handles one request frame of this protocol. Errors the client should
-    /// hear about are sent to it before being returned.
+    /// Handles one request frame of this protocol; [`crate::service`] tells
+    /// the client about errors it should hear of.
     pub async fn handle(&self, frame: Frame, ch: &mut Channel) -> Result<(), Error> {
-        let result = match frame.kind {
+        match frame.kind {
             KIND_SYNC_REQUEST => self.handle_sync(&frame.payload, ch).await,
             KIND_QUERY_REQUEST => self.handle_query(&frame.payload, ch).await,
             other => Err(Error::Protocol(format!("unknown request kind {other}"))),
-        };
-        if let Err(e) = &result {
-            if let Some(msg) = e.to_peer_message() {
-                ch.send_error(PROTOCOL_ID, &msg).await;
-            }
         }
-        result
     }
 
     async fn handle_sync(&self, payload: &[u8], ch: &mut Channel) -> Result<(), Error> {

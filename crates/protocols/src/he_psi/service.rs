@@ -68,21 +68,15 @@ impl HeService {
         self.current.publish(state);
     }
 
-    /// Handles one request frame of this protocol; errors the client should
-    /// hear about are sent to it before being returned.
+    /// Handles one request frame of this protocol; [`crate::service`] tells
+    /// the client about errors it should hear of.
     pub async fn handle(&self, frame: Frame, ch: &mut Channel) -> Result<(), Error> {
-        let result = match frame.kind {
+        match frame.kind {
             KIND_PARAMS_REQUEST => self.handle_params(ch).await,
             KIND_OPRF_REQUEST => self.handle_oprf(&frame.payload, ch).await,
             KIND_QUERY_HEADER => self.handle_query(&frame.payload, ch).await,
             other => Err(Error::Protocol(format!("unknown request kind {other}"))),
-        };
-        if let Err(e) = &result {
-            if let Some(msg) = e.to_peer_message() {
-                ch.send_error(PROTOCOL_ID, &msg).await;
-            }
         }
-        result
     }
 
     async fn handle_params(&self, ch: &mut Channel) -> Result<(), Error> {
