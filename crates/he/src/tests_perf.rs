@@ -187,11 +187,32 @@ fn prepared_products_equal_mul_relin() {
         let deeper = f.eval.mul_prepared(&pab, &pa).unwrap();
         let theirs_deeper = f.eval.mul_relin(&theirs, &ca).unwrap();
         assert_eq!(coefficients(&deeper), coefficients(&theirs_deeper));
-        assert_eq!(
-            f.sk.decrypt_slots(&deeper).unwrap(),
-            slotwise_product(&ab, &a, t)
-        );
     }
+
+    // Depth 2 on full-range slots decrypts only with the 8192 set's budget:
+    // the 4096 set's 72-bit query level fails now and then (both paths
+    // alike, as the equality above shows), so its decryption is not checked.
+    let f = fixture_8192();
+    let t = f.params.plain_modulus();
+    let (a, b) = (slots(f), slots(f));
+    let (ca, cb) = (
+        f.sk.encrypt_slots(&a).unwrap(),
+        f.sk.encrypt_slots(&b).unwrap(),
+    );
+    let pa = f.eval.prepare(&ca).unwrap();
+    let ab = f
+        .eval
+        .mul_prepared(&pa, &f.eval.prepare(&cb).unwrap())
+        .unwrap();
+    let deeper = f
+        .eval
+        .mul_prepared(&f.eval.prepare(&ab).unwrap(), &pa)
+        .unwrap();
+    assert!(f.sk.noise_budget_bits(&deeper).unwrap() > 0);
+    assert_eq!(
+        f.sk.decrypt_slots(&deeper).unwrap(),
+        slotwise_product(&slotwise_product(&a, &b, t), &a, t)
+    );
 }
 
 #[test]
