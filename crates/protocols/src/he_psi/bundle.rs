@@ -136,16 +136,19 @@ impl BinBundle {
     /// mode, no item of the bin shares a felt with it at the same slot
     /// (section 4.2: interpolation needs distinct x per slot).
     pub fn accepts(&self, shape: &DbShape, bin: usize, item: &[u32]) -> bool {
-        if self.count(bin) >= shape.max_items_per_bin {
+        self.count(bin) < shape.max_items_per_bin && !self.collides(shape, bin, item, None)
+    }
+
+    /// Whether `item` shares a felt at the same slot with an item of bin
+    /// `bin` other than item `skip` (always false when unlabeled).
+    pub fn collides(&self, shape: &DbShape, bin: usize, item: &[u32], skip: Option<usize>) -> bool {
+        if !shape.labeled() {
             return false;
         }
-        if !shape.labeled() {
-            return true;
-        }
         let f = shape.felts_per_item;
-        (0..self.count(bin)).all(|r| {
+        (0..self.count(bin)).filter(|&r| Some(r) != skip).any(|r| {
             let other = &self.entry(shape, bin, r)[..f];
-            other.iter().zip(item).all(|(a, b)| a != b)
+            other.iter().zip(item).any(|(a, b)| a == b)
         })
     }
 
@@ -155,6 +158,14 @@ impl BinBundle {
         let range = Self::entry_range(shape, bin, r);
         self.felts[range].copy_from_slice(entry);
         self.counts[bin] += 1;
+        self.dirty[bin] = true;
+    }
+
+    /// Replaces item `r` of bin `bin` with `entry`; the caller checked that
+    /// it does not collide with the bin's other items.
+    pub fn replace(&mut self, shape: &DbShape, bin: usize, r: usize, entry: &[u32]) {
+        let range = Self::entry_range(shape, bin, r);
+        self.felts[range].copy_from_slice(entry);
         self.dirty[bin] = true;
     }
 
