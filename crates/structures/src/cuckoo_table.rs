@@ -53,6 +53,10 @@ pub const MAX_HASH_FUNCTIONS: u32 = 8;
 /// Evictions one insertion may perform before giving up (APSI's choice).
 pub const DEFAULT_MAX_EVICTIONS: usize = 500;
 
+/// Consecutive failed insertions after which [`CuckooTable::insert_all`]
+/// stops trying.
+pub const GIVE_UP_AFTER_FAILURES: usize = 4;
+
 /// The public fixed key of the location hash. It need not be secret: it
 /// only has to be the same for client and server.
 const LOCATION_KEY: [u8; 16] = *b"psikit-cuckoo-v1";
@@ -269,16 +273,35 @@ impl CuckooTable {
 
     /// Inserts `items[i]` with index `i` for every `i` and returns the
     /// leftovers.
+    ///
+    /// With two or more hash functions, [`GIVE_UP_AFTER_FAILURES`]
+    /// consecutive failed insertions mean the table is at its load
+    /// threshold: every further attempt would walk the full eviction bound
+    /// and fail as well, so the remaining items become leftovers untried.
+    /// (A client with four times the items a table holds spent seconds
+    /// here otherwise.) With one hash function a failure costs one lookup,
+    /// so every item is tried.
     pub fn insert_all<R: Rng + CryptoRng + ?Sized>(
         &mut self,
         items: &[[u8; 16]],
         rng: &mut R,
     ) -> Vec<TableEntry> {
-        items
-            .iter()
-            .enumerate()
-            .filter_map(|(index, item)| self.insert(*item, index, rng).err())
-            .collect()
+        let mut leftovers = Vec::new();
+        let mut failures_in_a_row = 0;
+        for (index, item) in items.iter().enumerate() {
+            if self.hash_count > 1 && failures_in_a_row == GIVE_UP_AFTER_FAILURES {
+                leftovers.push(TableEntry { item: *item, index });
+                continue;
+            }
+            match self.insert(*item, index, rng) {
+                Ok(()) => failures_in_a_row = 0,
+                Err(entry) => {
+                    leftovers.push(entry);
+                    failures_in_a_row += 1;
+                }
+            }
+        }
+        leftovers
     }
 
     /// The bins, in order; bin `j` holds at most one entry.
@@ -403,6 +426,20 @@ mod tests {
         assert!(!leftovers.is_empty());
         assert!(table.load_factor() > 0.85, "{}", table.load_factor());
         assert_consistent(&table, &items, &leftovers);
+    }
+
+    #[test]
+    fn far_overfull_table_fills_to_its_threshold_then_gives_up() {
+        let mut rng = StdRng::seed_from_u64(15);
+        let items = random_items(4000, &mut rng);
+        let mut table = CuckooTable::new(1000, 3).unwrap();
+        let leftovers = table.insert_all(&items, &mut rng);
+        assert!(table.load_factor() > 0.85, "{}", table.load_factor());
+        assert_eq!(leftovers.len(), items.len() - table.len());
+        assert_consistent(&table, &items, &leftovers);
+        // The last items were never tried: they come back as themselves.
+        let last = leftovers.last().unwrap();
+        assert_eq!((last.index, last.item), (3999, items[3999]));
     }
 
     #[test]

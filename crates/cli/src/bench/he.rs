@@ -50,30 +50,34 @@ fn apsi_cases() -> Vec<Case> {
             params: "256K-1024".into(),
             log2: 16,
             label_bytes: 0,
-            clients: vec![1, 256, 1024],
+            clients: CLIENTS.to_vec(),
             apsi: Some((1024, 0.73, 1.07, 0.27, f64::NAN)),
         },
         Case {
             params: "1M-1024-cmp".into(),
             log2: 20,
             label_bytes: 0,
-            clients: vec![1, 256, 1024],
+            clients: CLIENTS.to_vec(),
             apsi: Some((1024, 3.26, 2.20, 1.68, 1.4)),
         },
         Case {
             params: "1M-1-32".into(),
             log2: 20,
             label_bytes: 16,
-            clients: vec![1],
+            clients: vec![1, 256],
             apsi: Some((1, 2.67, 1.30, 1.38, 2.1)),
         },
     ]
 }
 
-/// Cases on parameters psikit selects itself (`time` or `comm` goal),
-/// chosen for the largest client size of the case; 2^22 only with
-/// `--large`.
-fn auto_cases(large: bool) -> Vec<Case> {
+/// Client sizes of the matrix.
+const CLIENTS: [u64; 4] = [1, 256, 1024, 4096];
+
+/// Cases on parameters psikit selects itself: the matrix of server sizes,
+/// label lengths and client sizes on the default `time` goal (one database
+/// per server size and label length, chosen for the largest client), and
+/// the `comm` goal next to two of APSI's files.
+fn auto_cases() -> Vec<Case> {
     let case = |goal: &str, log2, label_bytes, clients: &[u64]| Case {
         params: format!("auto-{goal}"),
         log2,
@@ -81,15 +85,14 @@ fn auto_cases(large: bool) -> Vec<Case> {
         clients: clients.to_vec(),
         apsi: None,
     };
-    let mut cases = vec![
-        case("time", 16, 0, &[1, 256, 1024, 4096]),
-        case("comm", 20, 0, &[1024]),
-        case("comm", 20, 16, &[1]),
-        case("time", 20, 32, &[1, 256, 1024, 4096]),
-    ];
-    if large {
-        cases.push(case("time", 22, 32, &[1, 1024, 4096]));
+    let mut cases = Vec::new();
+    for log2 in [16, 20, 22] {
+        for label_bytes in [0, 16, 32] {
+            cases.push(case("time", log2, label_bytes, &CLIENTS));
+        }
     }
+    cases.push(case("comm", 20, 0, &[1024]));
+    cases.push(case("comm", 20, 16, &[1]));
     cases
 }
 
@@ -105,12 +108,13 @@ pub struct HeBenchArgs {
     /// Only the cases on these APSI parameter files (default: all).
     #[arg(long, value_delimiter = ',')]
     only: Option<Vec<String>>,
+    /// Server sizes (log2) to run; 22 takes about 5 minutes and up to
+    /// 10 GB per case, so it is not in the default.
+    #[arg(long, value_delimiter = ',', default_values_t = [16u32, 20])]
+    log2: Vec<u32>,
     /// A fast smoke run: the 2^16 cases, one thread, one run.
     #[arg(long)]
     quick: bool,
-    /// Also the 2^22 case (several minutes and several GB).
-    #[arg(long)]
-    large: bool,
 }
 
 /// One case in its own process.
@@ -135,12 +139,11 @@ pub struct HeWorkerArgs {
 
 pub fn run(a: &HeBenchArgs) -> Result<()> {
     let mut cases = apsi_cases();
-    cases.extend(auto_cases(a.large));
+    cases.extend(auto_cases());
     let threads = if a.quick { vec![1] } else { a.threads.clone() };
     let runs = if a.quick { 1 } else { a.runs.max(1) };
-    if a.quick {
-        cases.retain(|c| c.log2 == 16);
-    }
+    let sizes = if a.quick { vec![16] } else { a.log2.clone() };
+    cases.retain(|c| sizes.contains(&c.log2));
     if let Some(only) = &a.only {
         cases.retain(|c| only.contains(&c.params));
     }
