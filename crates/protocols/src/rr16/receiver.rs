@@ -86,18 +86,27 @@ async fn receive_steps(
     let mut acc = vec![0u128; items.len()];
     phases.online += t.elapsed();
     let mut rng = StdRng::from_rng(OsRng).map_err(|e| Error::Protocol(e.to_string()))?;
-    for bucket in &buckets {
+    let ones = (p.ones_per_chunk + behaviour.extra_ones).min(p.ots_per_chunk);
+    let mut draw = || ChunkChoices::new(p.ots_per_chunk as usize, ones as usize, &mut rng);
+    let t = Instant::now();
+    let mut upcoming = cfg.malicious.then(&mut draw);
+    phases.offline += t.elapsed();
+    for (chunk, bucket) in buckets.iter().enumerate() {
         let segment = segment_bits(bucket, p.bf_per_chunk);
         let t = Instant::now();
-        let (ots, opened) = match cfg.malicious {
-            true => {
-                let ones = (p.ones_per_chunk + behaviour.extra_ones).min(p.ots_per_chunk);
-                let choices = ChunkChoices::new(p.ots_per_chunk as usize, ones as usize, &mut rng);
+        let (ots, opened) = match upcoming.take() {
+            Some(choices) => {
                 let ots = ot.extend(ch, &choices.bits()).await?;
+                // The sender now checks the extension and draws its
+                // challenge: draw the next chunk's choices meanwhile
+                // instead of waiting idle (they depend on nothing sent).
+                if chunk + 1 < buckets.len() {
+                    upcoming = Some(draw());
+                }
                 let opened = answer_challenge(ch, &ots, &p, behaviour).await?;
                 (ots, Some((choices, opened)))
             }
-            false => (
+            None => (
                 ot.extend(ch, &ChoiceBits::from_bools(&segment)).await?,
                 None,
             ),

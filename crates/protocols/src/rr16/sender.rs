@@ -75,18 +75,31 @@ async fn send_steps(
     let mut acc = vec![0u128; items.len()];
     phases.online += t.elapsed();
     let mut opened_ones = 0u64;
-    for bucket in &buckets {
+    let draw = || sample_challenge(p.ots_per_chunk, p.p_chk);
+    let t = Instant::now();
+    let mut upcoming = cfg.malicious.then(draw);
+    phases.offline += t.elapsed();
+    for (chunk, bucket) in buckets.iter().enumerate() {
         let t = Instant::now();
         let ots = ot.extend(ch, p.ots_per_chunk as usize).await?;
-        let opened = match cfg.malicious {
-            true => Some(cut_and_choose(ch, &ots, &p, &mut opened_ones).await?),
-            false => None,
+        let opened = match upcoming.take() {
+            Some(challenge) => {
+                Some(cut_and_choose(ch, &ots, &p, challenge, &mut opened_ones).await?)
+            }
+            None => None,
         };
         phases.offline += t.elapsed();
 
         let t = Instant::now();
         let pi = match &opened {
-            Some(opened) => receive_permutation(ch, &p, opened).await?,
+            Some(opened) => {
+                // The receiver now computes π: draw the next chunk's
+                // challenge meanwhile instead of waiting idle.
+                if chunk + 1 < buckets.len() {
+                    upcoming = Some(draw());
+                }
+                receive_permutation(ch, &p, opened).await?
+            }
             None => (0..p.bf_per_chunk as u32).collect(),
         };
         fold(&mut acc, bucket, &pi, |idx, out| {
@@ -134,14 +147,16 @@ fn sample_challenge(ots: u64, p_chk: f64) -> Vec<u32> {
         .collect()
 }
 
-/// Steps 3-4 of Figure 4 for one chunk. Returns the opened OTs.
+/// Steps 3-4 of Figure 4 for one chunk with challenge `C_t` (drawn before
+/// the chunk's OTs existed is fine: it is independent of them). Returns
+/// the opened OTs.
 async fn cut_and_choose(
     ch: &mut Channel,
     ots: &SenderOts,
     p: &Rr16Params,
+    challenge: Vec<u32>,
     opened_ones: &mut u64,
 ) -> Result<OtSet, Error> {
-    let challenge = sample_challenge(p.ots_per_chunk, p.p_chk);
     ch.send(&msg::challenge_frame(&challenge)).await?;
     let reply = ch.recv_expect(PROTOCOL_ID, msg::KIND_RESPONSE).await?;
     let response = Response::decode(&reply.payload, challenge.len())?;
