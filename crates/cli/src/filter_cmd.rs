@@ -1,7 +1,7 @@
 //! `psikit filter ...`: set-up, updates, sync and queries of the filter
 //! protocol.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
@@ -16,7 +16,7 @@ use psikit_transport::net::connect;
 
 use crate::args::{runtime, ClientTlsArgs, CsvArgs, NetArgs};
 use crate::matches::{unique_keys, write_matches};
-use crate::report;
+use crate::{report, state_dir};
 
 #[derive(Subcommand)]
 pub enum FilterCommand {
@@ -142,7 +142,7 @@ fn setup(a: &SetupArgs) -> Result<()> {
         ..FilterConfig::default()
     };
     config.validate()?;
-    prepare_state_dir(&a.state, a.force)?;
+    let clear = state_dir::check_fresh(&a.state, a.force, "psikit filter update")?;
     let spec = a.csv.spec()?;
     let mut reader = KeyReader::open(&a.input, &spec)?;
     let bar = progress_bar("computing OPRF");
@@ -154,12 +154,13 @@ fn setup(a: &SetupArgs) -> Result<()> {
     let t = Instant::now();
     let (state, duplicates) = ServerState::build(key, tags, config)?;
     let build_time = t.elapsed();
+    // Cleared only now, so that a failed build leaves the old state alone.
+    if clear {
+        state_dir::clear(&a.state)?;
+    }
     state.save(&a.state)?;
     let stats = reader.stats();
-    println!("read {} rows from {}", stats.rows_read, a.input.display());
-    if stats.rows_skipped > 0 {
-        println!("skipped {} rows with an empty key", stats.rows_skipped);
-    }
+    state_dir::print_read(&a.input, &stats);
     println!("removed {duplicates} duplicate items");
     println!(
         "OPRF: {} items in {} ({:.0} items/s)",
@@ -170,27 +171,6 @@ fn setup(a: &SetupArgs) -> Result<()> {
     println!("filter built in {}", report::secs(build_time));
     print_state(&state);
     println!("state saved to {}", a.state.display());
-    Ok(())
-}
-
-/// Refuses to overwrite an existing state unless forced.
-fn prepare_state_dir(dir: &Path, force: bool) -> Result<()> {
-    if !dir.exists() {
-        return Ok(());
-    }
-    let populated = std::fs::read_dir(dir)
-        .with_context(|| format!("cannot read {}", dir.display()))?
-        .next()
-        .is_some();
-    if populated && !force {
-        bail!(
-            "{} already holds a state; use `psikit filter update` to change it, or --force to start over",
-            dir.display()
-        );
-    }
-    if populated {
-        std::fs::remove_dir_all(dir).with_context(|| format!("cannot clear {}", dir.display()))?;
-    }
     Ok(())
 }
 

@@ -17,7 +17,7 @@ use rand::RngCore;
 
 use crate::args::{runtime, ClientTlsArgs, CsvArgs, NetArgs};
 use crate::matches::{unique_keys, write_matches_with, Extras};
-use crate::report;
+use crate::{report, state_dir};
 
 /// Database file inside a state directory (see `HeState`).
 const DB_FILE: &str = "he.db";
@@ -400,39 +400,11 @@ pub fn insert_rows(
     Ok(stats?)
 }
 
-/// Refuses a directory that holds anything (a filter state there would
-/// share its OPRF key file) unless forced; returns whether it must be
-/// cleared before saving.
-fn check_state_dir(dir: &Path, force: bool) -> Result<bool> {
-    if !dir.exists() {
-        return Ok(false);
-    }
-    let populated = std::fs::read_dir(dir)
-        .with_context(|| format!("cannot read {}", dir.display()))?
-        .next()
-        .is_some();
-    if populated && !force {
-        bail!(
-            "{} is not empty; use `psikit he db update` to change a database, or --force to \
-             replace everything in it",
-            dir.display()
-        );
-    }
-    Ok(populated)
-}
-
-fn print_read(path: &Path, stats: &ReadStats) {
-    println!("read {} rows from {}", stats.rows_read, path.display());
-    if stats.rows_skipped > 0 {
-        println!("skipped {} rows with an empty key", stats.rows_skipped);
-    }
-}
-
 fn build(a: &BuildArgs) -> Result<()> {
-    let clear = check_state_dir(&a.state, a.force)?;
+    let clear = state_dir::check_fresh(&a.state, a.force, "psikit he db update")?;
     let given = a.params.as_deref().map(load_params).transpose()?;
     let (items, read) = read_labeled(&a.csv, &a.columns.spec()?)?;
-    print_read(&a.csv, &read);
+    state_dir::print_read(&a.csv, &read);
     let max_label = label_room(a, &items)?;
     let params = match given {
         Some(params) => params,
@@ -450,8 +422,7 @@ fn build(a: &BuildArgs) -> Result<()> {
     // Cleared only now, so that a failed build leaves the old state alone;
     // the old key must go, since saving keeps a key already there.
     if clear {
-        std::fs::remove_dir_all(&a.state)
-            .with_context(|| format!("cannot clear {}", a.state.display()))?;
+        state_dir::clear(&a.state)?;
     }
     state.save(&a.state)?;
     print_state(&state, &a.state)?;
@@ -534,7 +505,7 @@ fn update(a: &UpdateArgs) -> Result<()> {
     if let Some(path) = &a.add {
         let (items, read) = read_labeled(path, &spec)?;
         check_labels(&items, path, max_label)?;
-        print_read(path, &read);
+        state_dir::print_read(path, &read);
         let s = insert_rows(&mut state, items)?;
         println!(
             "added {} items, gave {} present items a new label ({} duplicate rows)",

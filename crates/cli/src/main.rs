@@ -10,6 +10,7 @@ mod matches;
 mod report;
 mod rr16_cmd;
 mod serve;
+mod state_dir;
 
 use clap::{Parser, Subcommand};
 

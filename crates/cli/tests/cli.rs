@@ -237,6 +237,26 @@ fn errors_are_one_clear_line_and_exit_nonzero() {
         "lists available columns"
     );
 
+    // An existing state is never overwritten unforced, and a forced set-up
+    // that fails leaves it alone.
+    let setup = |key: &str, force: bool| {
+        let mut cmd = psikit();
+        cmd.args(["filter", "setup", "--key", key, "--input"])
+            .arg(d.join("x.csv"))
+            .arg("--state")
+            .arg(d.join("kept"));
+        if force {
+            cmd.arg("--force");
+        }
+        cmd
+    };
+    run_ok(&mut setup("mail", false));
+    let out = run_err(&mut setup("mail", false));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--force"));
+    run_err(&mut setup("nope", true));
+    assert!(std::fs::read_dir(d.join("kept")).unwrap().next().is_some());
+    run_ok(&mut setup("mail", true));
+
     // Nobody listens on this port.
     let out = run_err(
         psikit()
