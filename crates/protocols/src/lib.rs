@@ -16,6 +16,7 @@ pub mod service;
 
 mod error;
 mod keyfile;
+mod oprf_wire;
 mod published;
 
 pub use error::Error;

@@ -11,19 +11,17 @@
 //! Every decoder bounds counts by the bytes present and by the receiver's
 //! limits before allocating.
 
-use psikit_primitives::oprf::{BlindedElement, EvaluatedElement};
+use psikit_primitives::oprf::{BlindedElement, EvaluatedElement, ELEMENT_LEN};
 use psikit_transport::{DecodeError, Frame, Reader, Writer};
 
 use super::PROTOCOL_ID;
+use crate::oprf_wire;
 
 pub const KIND_SYNC_REQUEST: u8 = 1;
 pub const KIND_SYNC_HEADER: u8 = 2;
 pub const KIND_SYNC_BODY: u8 = 3;
 pub const KIND_QUERY_REQUEST: u8 = 4;
 pub const KIND_QUERY_RESPONSE: u8 = 5;
-
-/// Bytes of one encoded group element.
-const ELEMENT_BYTES: usize = 32;
 
 /// Which filter a party holds: a random id per built filter plus an epoch
 /// counting the updates applied to it.
@@ -188,12 +186,9 @@ pub struct QueryRequest {
 
 impl QueryRequest {
     pub fn to_frame(&self) -> Frame {
-        let mut w = Writer::with_capacity(32 + ELEMENT_BYTES * self.blinded.len());
+        let mut w = Writer::with_capacity(32 + ELEMENT_LEN * self.blinded.len());
         self.version.write(&mut w);
-        w.count(self.blinded.len());
-        for b in &self.blinded {
-            w.bytes(&b.to_bytes());
-        }
+        oprf_wire::write_blinded(&mut w, &self.blinded);
         Frame::new(PROTOCOL_ID, KIND_QUERY_REQUEST, w.into_bytes())
     }
 
@@ -202,15 +197,7 @@ impl QueryRequest {
     pub fn decode(payload: &[u8], max_items: u32) -> Result<Self, DecodeError> {
         let mut r = Reader::new(payload);
         let version = FilterVersion::read(&mut r)?;
-        let n = r.count(u64::from(max_items), ELEMENT_BYTES, "query items")?;
-        let mut blinded = Vec::with_capacity(n);
-        for _ in 0..n {
-            let raw = r.bytes(ELEMENT_BYTES, "blinded element")?;
-            blinded.push(
-                BlindedElement::from_bytes(raw)
-                    .map_err(|e| DecodeError::invalid("blinded element", e))?,
-            );
-        }
+        let blinded = oprf_wire::read_blinded(&mut r, max_items, "query items")?;
         r.finish()?;
         Ok(Self { version, blinded })
     }
@@ -223,11 +210,8 @@ pub struct QueryResponse {
 
 impl QueryResponse {
     pub fn to_frame(&self) -> Frame {
-        let mut w = Writer::with_capacity(4 + ELEMENT_BYTES * self.evaluated.len());
-        w.count(self.evaluated.len());
-        for e in &self.evaluated {
-            w.bytes(&e.to_bytes());
-        }
+        let mut w = Writer::with_capacity(4 + ELEMENT_LEN * self.evaluated.len());
+        oprf_wire::write_evaluated(&mut w, &self.evaluated);
         Frame::new(PROTOCOL_ID, KIND_QUERY_RESPONSE, w.into_bytes())
     }
 
@@ -235,21 +219,7 @@ impl QueryResponse {
     /// error, as is any invalid element.
     pub fn decode(payload: &[u8], expected: usize) -> Result<Self, DecodeError> {
         let mut r = Reader::new(payload);
-        let n = r.count(expected as u64, ELEMENT_BYTES, "evaluated items")?;
-        if n != expected {
-            return Err(DecodeError::invalid(
-                "evaluated items",
-                format!("{n}, expected {expected}"),
-            ));
-        }
-        let mut evaluated = Vec::with_capacity(n);
-        for _ in 0..n {
-            let raw = r.bytes(ELEMENT_BYTES, "evaluated element")?;
-            evaluated.push(
-                EvaluatedElement::from_bytes(raw)
-                    .map_err(|e| DecodeError::invalid("evaluated element", e))?,
-            );
-        }
+        let evaluated = oprf_wire::read_evaluated(&mut r, expected)?;
         r.finish()?;
         Ok(Self { evaluated })
     }

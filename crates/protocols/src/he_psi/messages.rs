@@ -22,6 +22,8 @@ use psikit_he::{wire, Ciphertext, HeParams};
 use psikit_primitives::oprf::{BlindedElement, EvaluatedElement, ELEMENT_LEN};
 use psikit_transport::{DecodeError, Frame, Reader, Writer};
 
+use crate::oprf_wire;
+
 pub const PROTOCOL_ID: u8 = 2;
 
 pub const KIND_PARAMS_REQUEST: u8 = 1;
@@ -98,24 +100,14 @@ pub struct OprfRequest {
 impl OprfRequest {
     pub fn to_frame(&self) -> Frame {
         let mut w = Writer::with_capacity(4 + ELEMENT_LEN * self.blinded.len());
-        w.count(self.blinded.len());
-        for b in &self.blinded {
-            w.bytes(b.as_bytes());
-        }
+        oprf_wire::write_blinded(&mut w, &self.blinded);
         Frame::new(PROTOCOL_ID, KIND_OPRF_REQUEST, w.into_bytes())
     }
 
     /// Rejects more than `max_items` elements and any invalid element.
     pub fn decode(payload: &[u8], max_items: u32) -> Result<Self, DecodeError> {
         let mut r = Reader::new(payload);
-        let n = r.count(u64::from(max_items), ELEMENT_LEN, "OPRF items")?;
-        let blinded = (0..n)
-            .map(|_| {
-                let raw = r.bytes(ELEMENT_LEN, "blinded element")?;
-                BlindedElement::from_bytes(raw)
-                    .map_err(|e| DecodeError::invalid("blinded element", e))
-            })
-            .collect::<Result<_, _>>()?;
+        let blinded = oprf_wire::read_blinded(&mut r, max_items, "OPRF items")?;
         r.finish()?;
         Ok(Self { blinded })
     }
@@ -129,30 +121,14 @@ pub struct OprfResponse {
 impl OprfResponse {
     pub fn to_frame(&self) -> Frame {
         let mut w = Writer::with_capacity(4 + ELEMENT_LEN * self.evaluated.len());
-        w.count(self.evaluated.len());
-        for e in &self.evaluated {
-            w.bytes(e.as_bytes());
-        }
+        oprf_wire::write_evaluated(&mut w, &self.evaluated);
         Frame::new(PROTOCOL_ID, KIND_OPRF_RESPONSE, w.into_bytes())
     }
 
     /// Exactly `expected` valid elements, or an error.
     pub fn decode(payload: &[u8], expected: usize) -> Result<Self, DecodeError> {
         let mut r = Reader::new(payload);
-        let n = r.count(expected as u64, ELEMENT_LEN, "evaluated items")?;
-        if n != expected {
-            return Err(DecodeError::invalid(
-                "evaluated items",
-                format!("{n}, expected {expected}"),
-            ));
-        }
-        let evaluated = (0..n)
-            .map(|_| {
-                let raw = r.bytes(ELEMENT_LEN, "evaluated element")?;
-                EvaluatedElement::from_bytes(raw)
-                    .map_err(|e| DecodeError::invalid("evaluated element", e))
-            })
-            .collect::<Result<_, _>>()?;
+        let evaluated = oprf_wire::read_evaluated(&mut r, expected)?;
         r.finish()?;
         Ok(Self { evaluated })
     }
