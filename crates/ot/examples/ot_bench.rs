@@ -8,7 +8,9 @@
 //!
 //! Options (comma-separated lists): `--log-n 20,24`, `--threads 1,2` (rayon
 //! threads per party), `--transport tcp,mem`, `--security iknp,kos`,
-//! `--hash lazy,eager`, `--reps 3`.
+//! `--hash lazy,eager`, `--reps 3`, `--calls 1` (extensions of `2^log-n`
+//! OTs each on the same two instances, as RR16 runs one per chunk; rates
+//! and CPU figures are per OT over all of them).
 //!
 //! For each case it prints medians over the repetitions of:
 //! * `OT/s`: random OTs per second of the extension (both parties done),
@@ -48,6 +50,7 @@ struct Case {
     log_n: u32,
     threads: usize,
     eager: bool,
+    calls: usize,
 }
 
 /// One measured run.
@@ -130,9 +133,11 @@ async fn channels(transport: Transport) -> (Channel, Channel) {
     }
 }
 
-/// Sets up both parties and extends `2^log_n` random OTs.
+/// Sets up both parties and extends `2^log_n` random OTs `case.calls`
+/// times.
 async fn run_once(case: Case, seed: u64) -> Sample {
     let n = 1usize << case.log_n;
+    let calls = case.calls;
     let (mut cs, mut cr) = channels(case.transport).await;
     let scfg = config(case.threads, "ot-send");
     let rcfg = config(case.threads, "ot-recv");
@@ -162,21 +167,31 @@ async fn run_once(case: Case, seed: u64) -> Sample {
     let t1 = Instant::now();
     let eager = case.eager;
     let sender = tokio::spawn(async move {
-        let ots = if eager {
-            Err(s.extend_random(&mut cs, n).await.expect("sender extend"))
-        } else {
-            Ok(s.extend(&mut cs, n).await.expect("sender extend"))
-        };
-        (ots, cs, s) // keep the sender (and its pool threads) alive
+        let mut ots = None;
+        for _ in 0..calls {
+            // The previous call's output is dropped first, as in RR16.
+            drop(ots.take());
+            ots = Some(if eager {
+                Err(s.extend_random(&mut cs, n).await.expect("sender extend"))
+            } else {
+                Ok(s.extend(&mut cs, n).await.expect("sender extend"))
+            });
+        }
+        (ots.expect("at least one call"), cs, s) // keep the sender (and its pool threads) alive
     });
-    let rots = if eager {
-        Err(r
-            .extend_random(&mut cr, &choices)
-            .await
-            .expect("receiver extend"))
-    } else {
-        Ok(r.extend(&mut cr, &choices).await.expect("receiver extend"))
-    };
+    let mut rots = None;
+    for _ in 0..calls {
+        drop(rots.take());
+        rots = Some(if eager {
+            Err(r
+                .extend_random(&mut cr, &choices)
+                .await
+                .expect("receiver extend"))
+        } else {
+            Ok(r.extend(&mut cr, &choices).await.expect("receiver extend"))
+        });
+    }
+    let rots = rots.expect("at least one call");
     let (sots, cs, _sender) = sender.await.expect("sender task");
     let extend = t1.elapsed();
     let cpu2 = cpu_by_role();
@@ -257,6 +272,8 @@ fn main() {
         .map(|s| s == "eager")
         .collect();
     let reps: usize = list_arg(&args, "--reps", "3")[0].parse().expect("--reps");
+    let calls: usize = list_arg(&args, "--calls", "1")[0].parse().expect("--calls");
+    assert!(calls > 0, "--calls must be at least 1");
 
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -279,6 +296,7 @@ fn main() {
                             log_n,
                             threads: thr,
                             eager,
+                            calls,
                         };
                         let samples: Vec<Sample> = (0..reps)
                             .map(|k| rt.block_on(run_once(case, 1000 + k as u64)))
@@ -314,7 +332,7 @@ fn header() -> String {
 
 /// Prints the medians of one case.
 fn report(case: Case, samples: &[Sample]) {
-    let n = (1u64 << case.log_n) as f64;
+    let n = (1u64 << case.log_n) as f64 * case.calls as f64;
     let med = |f: &dyn Fn(&Sample) -> f64| median(samples.iter().map(f).collect());
     let rate = med(&|s| n / s.extend.as_secs_f64());
     let rate_all = med(&|s| n / (s.extend + s.setup).as_secs_f64());

@@ -8,7 +8,7 @@
 use std::hint::black_box;
 use std::time::Instant;
 
-use psikit_ot::aes_hash::{cr_many, permute_many, tccr_many, Prg};
+use psikit_ot::aes_hash::{cr_many, fill_pair, permute_many, tccr_many, Prg};
 use psikit_ot::gf128;
 use psikit_ot::transpose::{best_path, transpose_128xn, transpose_128xn_with, Path};
 
@@ -57,6 +57,38 @@ fn main() {
         })
     );
     println!(
+        "prg fill_pair (8-block columns) {:6.2} ns/block",
+        time(n, || {
+            for (k, chunk) in buf.chunks_mut(2 * per_col).enumerate() {
+                let (a, b) = chunk.split_at_mut(per_col);
+                fill_pair(
+                    &prgs[(2 * k) % 128],
+                    &prgs[(2 * k + 1) % 128],
+                    k as u64,
+                    a,
+                    b,
+                );
+            }
+        })
+    );
+    let mut small = vec![0u128; 2 * per_col];
+    println!(
+        "prg fill_pair, output in L1 {:6.2} ns/block",
+        time(n, || {
+            for k in 0..n / (2 * per_col) {
+                let (a, b) = small.split_at_mut(per_col);
+                fill_pair(
+                    &prgs[(2 * k) % 128],
+                    &prgs[(2 * k + 1) % 128],
+                    k as u64,
+                    a,
+                    b,
+                );
+                black_box(&mut small);
+            }
+        })
+    );
+    println!(
         "aes permute, 64-block calls {:5.2} ns/block",
         time(n, || {
             for c in buf.chunks_mut(64) {
@@ -95,6 +127,16 @@ fn main() {
             black_box(gf128::inner_product(black_box(&chis), &buf));
         }),
         gf128::has_clmul()
+    );
+    println!(
+        "gf128 KOS column sums      {:6.2} ns/term (1024-row sub-batches)",
+        time(n, || {
+            let mut sums = gf128::ColumnSums::new(128);
+            for (c, sub) in buf.chunks(1024).enumerate() {
+                sums.add(&chis[8 * c..8 * c + 8], sub);
+            }
+            black_box(sums.finish());
+        })
     );
     println!(
         "gf128 inner product port.  {:6.2} ns/term",

@@ -47,9 +47,9 @@
 //! probability `2^-c` and then learns those `c` bits of `Δ`: the inherent
 //! leakage of KOS, which the TCCR output hash tolerates (see
 //! [`crate::aes_hash`]). The check adds 128 rows and about 2 KiB per
-//! extension and, per OT on each side, one carry-less multiply and a
-//! transposition back to columns (cheaper than keeping a column copy of the
-//! matrix until the weights are known).
+//! extension and, per OT on each side, one carry-less multiply (three
+//! `PCLMULQDQ`, [`gf128::ColumnSums`]) on a column copy of the matrix kept
+//! until the weights are known (cheaper than transposing the rows back).
 //!
 //! # Output hash
 //! Semi-honest extensions hash with the CR hash `π(x) ⊕ x`, malicious ones
@@ -67,7 +67,7 @@ use zeroize::{Zeroize, Zeroizing};
 
 use crate::aes_hash::Prg;
 use crate::base::{self, run_in, BaseReceiverOutput, BaseSenderOutput};
-use crate::gf128::{self, Wide};
+use crate::gf128::{self, ColumnSums};
 use crate::matrix::{frames, receiver_columns, sender_columns, SUB_BATCH};
 use crate::messages::{
     abort, block_from_le, decode_blocks, encode_blocks, kind, ExtHeader, Mode, PROTOCOL_ID,
@@ -210,27 +210,16 @@ fn chi_weights(sid: &SessionId, first_row: u64, seed: &[u8; 16], blocks: usize) 
 /// in a buffer reused across extensions; transposing the rows back instead
 /// cost a second full transposition.
 fn column_sums(cols: &[u128], chis: &[u128]) -> Vec<u128> {
-    let zero = || vec![(0u128, 0u128); BASE_OTS];
-    let add = |mut acc: Vec<Wide>, sums: &[Wide]| {
-        for (a, s) in acc.iter_mut().zip(sums) {
-            *a = gf128::add_wide(*a, *s);
-        }
-        acc
-    };
-    let wide: Vec<Wide> = cols
-        .par_chunks(SUB_BATCH)
+    let zero = || ColumnSums::new(BASE_OTS);
+    cols.par_chunks(SUB_BATCH)
         .enumerate()
-        .fold(zero, |acc, (c, sub)| {
+        .fold(zero, |mut acc, (c, sub)| {
             let bpc = sub.len() / BASE_OTS;
-            let w = &chis[c * (SUB_BATCH / 128)..][..bpc];
-            let sums: Vec<Wide> = sub
-                .chunks_exact(bpc)
-                .map(|col| gf128::inner_product(w, col))
-                .collect();
-            add(acc, &sums)
+            acc.add(&chis[c * (SUB_BATCH / 128)..][..bpc], sub);
+            acc
         })
-        .reduce(zero, |a, b| add(a, &b));
-    wide.into_iter().map(gf128::reduce).collect()
+        .reduce(zero, |a, b| a.merge(&b))
+        .finish()
 }
 
 /// Length of the column buffer of an extension of `m` rows: KOS keeps the
@@ -309,6 +298,8 @@ pub struct OtExtSender {
     /// Column buffer reused across extensions (allocating 16 bytes per OT
     /// afresh each time costs page faults); wiped on drop.
     cols: Zeroizing<Vec<u128>>,
+    /// Rows buffer reused across extensions, handed back by the outputs.
+    rows: RowRecycler,
 }
 
 impl std::fmt::Debug for OtExtSender {
@@ -394,6 +385,7 @@ impl OtExtSender {
             rng: StdRng::from_seed(rng.gen()),
             cfg,
             cols: Zeroizing::new(Vec::new()),
+            rows: RowRecycler::default(),
         })
     }
 
@@ -413,7 +405,8 @@ impl OtExtSender {
     pub async fn extend(&mut self, chan: &mut Channel, n: usize) -> Result<SenderOts, OtError> {
         let (rows, _, first_row) = self.guarded(chan, n, false).await?;
         let hash = self.security.hash();
-        Ok(SenderOts::new(rows, self.delta, first_row, hash))
+        let recycle = self.rows.handle();
+        Ok(SenderOts::new(rows, self.delta, first_row, hash, recycle))
     }
 
     /// Extends `n` random OTs and hashes every message during the extension
@@ -466,7 +459,7 @@ impl OtExtSender {
             Err(e) => return Err(abort(chan, e).await),
         };
         // Secret buffers are wiped on every exit path, errors included.
-        let mut rows = Zeroizing::new(vec![0u128; m]);
+        let mut rows = self.rows.take(m);
         let mut m1 = Zeroizing::new(vec![0u128; if random { n } else { 0 }]);
         let kos = self.security == Security::Malicious;
         // Messages are hashed frame by frame while the data is in cache and
@@ -656,8 +649,12 @@ fn receiver_frame(
         .zip(r.par_chunks(SUB_BATCH / 8))
         .enumerate()
         .for_each(|(c, (((u, t), rows), r))| {
-            let mut rb = bytes_to_blocks(r);
-            receiver_columns(prgs, g0 + (c * SUB_BATCH) as u64, |_| &rb, u, t);
+            let mut rb = [0u128; SUB_BATCH / 128];
+            for (b, bytes) in rb.iter_mut().zip(r.chunks_exact(16)) {
+                *b = block_from_le(bytes);
+            }
+            let blocks = &rb[..r.len() / 16];
+            receiver_columns(prgs, g0 + (c * SUB_BATCH) as u64, |_| blocks, u, t);
             transpose_128xn(t, rows);
             rb.zeroize();
         });
@@ -672,8 +669,10 @@ pub struct OtExtReceiver {
     poisoned: bool,
     rng: StdRng,
     cfg: ExtConfig,
-    /// Column buffer reused across extensions, as [`OtExtSender`]'s.
+    /// Column and rows buffers reused across extensions, as
+    /// [`OtExtSender`]'s.
     cols: Zeroizing<Vec<u128>>,
+    rows: RowRecycler,
     #[cfg(test)]
     pub(crate) cheat: Option<Cheat>,
 }
@@ -731,6 +730,7 @@ impl OtExtReceiver {
             rng: StdRng::from_seed(rng.gen()),
             cfg,
             cols: Zeroizing::new(Vec::new()),
+            rows: RowRecycler::default(),
             #[cfg(test)]
             cheat: None,
         })
@@ -751,7 +751,8 @@ impl OtExtReceiver {
     ) -> Result<ReceiverOts, OtError> {
         let (rows, choices, first_row) = self.guarded(chan, choices, false).await?;
         let hash = self.security.hash();
-        Ok(ReceiverOts::new(rows, choices, first_row, hash))
+        let recycle = self.rows.handle();
+        Ok(ReceiverOts::new(rows, choices, first_row, hash, recycle))
     }
 
     /// Extends one random OT per choice bit and hashes every message during
@@ -808,7 +809,7 @@ impl OtExtReceiver {
         chan.send(&header.to_frame()).await?;
         // Secret buffers are wiped on every exit path, errors included.
         let r = Zeroizing::new(choices.padded(m, &mut self.rng));
-        let mut rows = Zeroizing::new(vec![0u128; m]);
+        let mut rows = self.rows.take(m);
         let kos = self.security == Security::Malicious;
         // IKNP hashes each frame while it is in cache; KOS must first prove
         // consistency on the unhashed rows.
@@ -842,21 +843,23 @@ impl OtExtReceiver {
     ) -> Result<(), OtError> {
         let whole = cols.len() == rows.len();
         let hash = self.security.hash();
+        // One payload buffer for every frame (only the last may be shorter).
+        let mut frame = Frame::new(PROTOCOL_ID, kind::EXT_MATRIX, Vec::new());
         for (start, len) in frames(rows.len(), frame_rows) {
-            let mut payload = vec![0u8; len * BASE_OTS / 8];
+            frame.payload.resize(len * BASE_OTS / 8, 0);
+            let payload = &mut frame.payload;
             let g0 = self.next_row + start as u64;
             let (prgs, rb) = (&self.prgs, &r[start / 8..(start + len) / 8]);
             let cols = frame_columns(cols, whole, start, len);
             let rows = &mut rows[start..start + len];
             let to_hash = hashed_rows.min(start + len).saturating_sub(start);
             run_in(self.cfg.pool(), || {
-                receiver_frame(prgs, g0, rb, &mut payload, cols, rows);
+                receiver_frame(prgs, g0, rb, payload, cols, rows);
                 hash_in_place(hash, g0, &mut rows[..to_hash]);
             });
             #[cfg(test)]
-            self.apply_flips(start, len, &mut payload);
-            chan.send(&Frame::new(PROTOCOL_ID, kind::EXT_MATRIX, payload))
-                .await?;
+            self.apply_flips(start, len, &mut frame.payload);
+            chan.send(&frame).await?;
         }
         Ok(())
     }
@@ -926,7 +929,7 @@ impl OtExtReceiver {
 
 mod outputs;
 
-use outputs::{hash_flipped, hash_in_place, RowHash};
+use outputs::{hash_flipped, hash_in_place, RowHash, RowRecycler};
 pub use outputs::{RandomReceiverOts, RandomSenderOts, ReceiverOts, SenderOts};
 
 #[cfg(test)]

@@ -16,7 +16,9 @@
 //! concatenation of its sub-batches' `u` matrices, each block as 16
 //! little-endian bytes.
 
-use crate::aes_hash::Prg;
+use zeroize::Zeroize;
+
+use crate::aes_hash::{fill_pair, Prg};
 use crate::messages::block_from_le;
 
 /// Rows per unit of parallel work (a multiple of 128). Frames hold a whole
@@ -43,33 +45,46 @@ pub(crate) fn receiver_columns<'a>(
 ) {
     let bpc = t_cols.len() / prgs.len();
     debug_assert_eq!(u_out.len(), t_cols.len() * 16);
-    let mut g1 = vec![0u128; bpc];
+    debug_assert!(bpc <= SUB_BATCH / 128);
+    let mut g1 = [0u128; SUB_BATCH / 128];
+    let g1 = &mut g1[..bpc];
     for (p, ((pair, t), u)) in prgs
         .iter()
         .zip(t_cols.chunks_exact_mut(bpc))
         .zip(u_out.chunks_exact_mut(bpc * 16))
         .enumerate()
     {
-        pair[0].fill(g0 / 128, t);
-        pair[1].fill(g0 / 128, &mut g1);
+        fill_pair(&pair[0], &pair[1], g0 / 128, t, g1);
         let c = extra(p);
-        for (((ub, tv), gv), cv) in u.chunks_exact_mut(16).zip(t.iter()).zip(&g1).zip(c) {
+        for (((ub, tv), gv), cv) in u.chunks_exact_mut(16).zip(t.iter()).zip(&*g1).zip(c) {
             ub.copy_from_slice(&(tv ^ gv ^ cv).to_le_bytes());
         }
     }
+    g1.zeroize();
 }
 
 /// Sender side of one sub-batch: `q_p = G(k_{s_p}) ⊕ (u_p & mask_p)` where
 /// `mask_p` is all ones iff `s_p = 1` (branch-free in the secret bit).
+/// Columns are expanded two at a time ([`fill_pair`]).
 pub(crate) fn sender_columns(prgs: &[Prg], masks: &[u128], g0: u64, u: &[u8], q_cols: &mut [u128]) {
     let bpc = q_cols.len() / prgs.len();
     debug_assert_eq!(u.len(), q_cols.len() * 16);
-    for ((prg, mask), (q, ub)) in prgs
-        .iter()
-        .zip(masks)
-        .zip(q_cols.chunks_exact_mut(bpc).zip(u.chunks_exact(bpc * 16)))
-    {
+    let mut q_pairs = q_cols.chunks_exact_mut(2 * bpc);
+    for (pair, q) in prgs.chunks_exact(2).zip(&mut q_pairs) {
+        let (qa, qb) = q.split_at_mut(bpc);
+        fill_pair(&pair[0], &pair[1], g0 / 128, qa, qb);
+    }
+    if let (Some(prg), q) = (
+        prgs.chunks_exact(2).remainder().first(),
+        q_pairs.into_remainder(),
+    ) {
         prg.fill(g0 / 128, q);
+    }
+    for ((q, ub), mask) in q_cols
+        .chunks_exact_mut(bpc)
+        .zip(u.chunks_exact(bpc * 16))
+        .zip(masks)
+    {
         for (qv, b) in q.iter_mut().zip(ub.chunks_exact(16)) {
             *qv ^= block_from_le(b) & mask;
         }

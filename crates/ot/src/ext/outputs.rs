@@ -2,10 +2,10 @@
 //! messages hashed on demand, or all random-OT messages hashed during the
 //! extension.
 
-use std::sync::OnceLock;
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use rayon::prelude::*;
-use zeroize::Zeroize;
+use zeroize::{Zeroize, Zeroizing};
 
 use crate::aes_hash::{cr, cr_many, tccr, tccr_many};
 use crate::base::{BaseReceiverOutput, BaseSenderOutput};
@@ -63,6 +63,92 @@ pub(super) fn hash_flipped(hash: RowHash, delta: u128, row0: u64, q: &[u128], ou
         });
 }
 
+/// `out[j] = rows[indices[j]] ⊕ d`. The indices are random (RR16 reads
+/// its OTs through a permutation) and `rows` is far larger than the caches,
+/// so each read is a cache and TLB miss; prefetching a few indices ahead
+/// keeps several misses in flight instead of the few that the out-of-order
+/// window overlaps. Panics if an index is out of range.
+fn gather(rows: &[u128], indices: &[u32], d: u128, out: &mut [u128]) {
+    const AHEAD: usize = 16;
+    for (j, (o, &i)) in out.iter_mut().zip(indices).enumerate() {
+        if let Some(&next) = indices.get(j + AHEAD) {
+            prefetch(rows, next as usize);
+        }
+        *o = rows[i as usize] ^ d;
+    }
+}
+
+/// Hints the CPU to fetch `rows[i]` into the cache (no effect if `i` is
+/// out of range or elsewhere than x86_64).
+#[inline]
+fn prefetch(rows: &[u128], i: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(r) = rows.get(i) {
+        use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        // SAFETY: a prefetch is only a hint (it cannot fault or change
+        // memory), SSE is part of x86_64, and the pointer comes from a
+        // live reference.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>((r as *const u128).cast()) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (rows, i);
+}
+
+/// The rows buffer an extension instance reuses across calls. Its outputs
+/// ([`SenderOts`], [`ReceiverOts`]) hand their rows back when dropped, so the
+/// next extension neither allocates and zero-fills 16 bytes per OT nor
+/// page-faults them in, and the dropped output does not wipe them: the
+/// instance overwrites every row before exposing any, and the buffer is
+/// wiped when the instance (the recycler's only strong owner) is dropped,
+/// as with the reused column buffer. An output that outlives its instance
+/// wipes its own rows.
+#[derive(Default)]
+pub(crate) struct RowRecycler(Arc<Mutex<Zeroizing<Vec<u128>>>>);
+
+impl RowRecycler {
+    /// A buffer of `len` rows whose contents are stale (the caller must
+    /// overwrite all of them); wiped on drop, including on error paths.
+    pub(crate) fn take(&self, len: usize) -> Zeroizing<Vec<u128>> {
+        let mut rows = match self.0.lock() {
+            Ok(mut slot) => std::mem::take(&mut *slot),
+            Err(_) => Zeroizing::new(Vec::new()),
+        };
+        if rows.capacity() < len {
+            // Too small (or none yet): a fresh zeroed allocation, whose pages
+            // the allocator maps lazily, instead of writing zeros here.
+            return Zeroizing::new(vec![0u128; len]);
+        }
+        if rows.len() > len {
+            rows[len..].zeroize();
+        }
+        rows.resize(len, 0);
+        rows
+    }
+
+    /// Where an output returns its rows.
+    pub(crate) fn handle(&self) -> RowReturn {
+        RowReturn(Arc::downgrade(&self.0))
+    }
+}
+
+/// An output's way back to its instance's [`RowRecycler`].
+pub(crate) struct RowReturn(Weak<Mutex<Zeroizing<Vec<u128>>>>);
+
+impl RowReturn {
+    /// Hands `rows` back if the instance is alive and holds no larger
+    /// buffer; wipes whatever is left in `rows` either way.
+    fn give_back(&self, rows: &mut Vec<u128>) {
+        if let Some(slot) = self.0.upgrade() {
+            if let Ok(mut slot) = slot.lock() {
+                if slot.capacity() < rows.capacity() {
+                    std::mem::swap(&mut **slot, rows);
+                }
+            }
+        }
+        rows.zeroize();
+    }
+}
+
 /// The sender's side of extended OTs: correlated rows `q_i` and `Δ`.
 ///
 /// As correlated OT: messages `q_i` and `q_i ⊕ Δ`. As random OT: messages
@@ -73,6 +159,7 @@ pub struct SenderOts {
     first_row: u64,
     pub(crate) hash: RowHash,
     hashed: OnceLock<Vec<[u128; 2]>>,
+    recycle: RowReturn,
 }
 
 impl std::fmt::Debug for SenderOts {
@@ -88,7 +175,7 @@ impl std::fmt::Debug for SenderOts {
 
 impl Drop for SenderOts {
     fn drop(&mut self) {
-        self.rows.zeroize();
+        self.recycle.give_back(&mut self.rows);
         self.delta.zeroize();
         if let Some(mut h) = self.hashed.take() {
             bytemuck::cast_slice_mut::<[u128; 2], u128>(&mut h).zeroize();
@@ -97,13 +184,20 @@ impl Drop for SenderOts {
 }
 
 impl SenderOts {
-    pub(super) fn new(rows: Vec<u128>, delta: u128, first_row: u64, hash: RowHash) -> Self {
+    pub(super) fn new(
+        rows: Vec<u128>,
+        delta: u128,
+        first_row: u64,
+        hash: RowHash,
+        recycle: RowReturn,
+    ) -> Self {
         Self {
             rows,
             delta,
             first_row,
             hash,
             hashed: OnceLock::new(),
+            recycle,
         }
     }
 
@@ -154,9 +248,7 @@ impl SenderOts {
     pub fn messages_at(&self, indices: &[u32], bit: bool, out: &mut [u128]) {
         assert_eq!(indices.len(), out.len(), "one output per index");
         let d = self.delta & u128::from(bit).wrapping_neg();
-        for (o, &i) in out.iter_mut().zip(indices) {
-            *o = self.rows[i as usize] ^ d;
-        }
+        gather(&self.rows, indices, d, out);
         self.hash
             .many(out, |k| self.first_row + u64::from(indices[k]));
     }
@@ -205,6 +297,7 @@ pub struct ReceiverOts {
     first_row: u64,
     pub(crate) hash: RowHash,
     hashed: OnceLock<Vec<u128>>,
+    recycle: RowReturn,
 }
 
 impl std::fmt::Debug for ReceiverOts {
@@ -220,7 +313,7 @@ impl std::fmt::Debug for ReceiverOts {
 
 impl Drop for ReceiverOts {
     fn drop(&mut self) {
-        self.rows.zeroize();
+        self.recycle.give_back(&mut self.rows);
         if let Some(mut h) = self.hashed.take() {
             h.zeroize();
         }
@@ -228,13 +321,20 @@ impl Drop for ReceiverOts {
 }
 
 impl ReceiverOts {
-    pub(super) fn new(rows: Vec<u128>, choices: ChoiceBits, first_row: u64, hash: RowHash) -> Self {
+    pub(super) fn new(
+        rows: Vec<u128>,
+        choices: ChoiceBits,
+        first_row: u64,
+        hash: RowHash,
+        recycle: RowReturn,
+    ) -> Self {
         Self {
             rows,
             choices,
             first_row,
             hash,
             hashed: OnceLock::new(),
+            recycle,
         }
     }
 
@@ -277,9 +377,7 @@ impl ReceiverOts {
     /// (see [`SenderOts::messages_at`]).
     pub fn messages_at(&self, indices: &[u32], out: &mut [u128]) {
         assert_eq!(indices.len(), out.len(), "one output per index");
-        for (o, &i) in out.iter_mut().zip(indices) {
-            *o = self.rows[i as usize];
-        }
+        gather(&self.rows, indices, 0, out);
         self.hash
             .many(out, |k| self.first_row + u64::from(indices[k]));
     }

@@ -120,6 +120,22 @@ async fn random_ots_work(security: Security, cfg: ExtConfig) {
     assert_ne!(s.delta(), 0);
 }
 
+/// The rows buffer goes back to the instance when the outputs are dropped
+/// and is reused, grown, by the next extension, which must overwrite every
+/// row; outputs that outlive their instance keep working.
+#[tokio::test]
+async fn recycled_rows_are_rewritten() {
+    let (s, cs, mut r, mut cr) = setup_pair(Security::Malicious, ExtConfig::default(), None).await;
+    let c1 = ChoiceBits::random(5_000, &mut rng(5));
+    let (so, ro, s, cs) = extend_pair(s, cs, &mut r, &mut cr, &c1).await;
+    drop((so.unwrap(), ro.unwrap()));
+    let c2 = ChoiceBits::random(9_000, &mut rng(6));
+    let (so, ro, s, _) = extend_pair(s, cs, &mut r, &mut cr, &c2).await;
+    let (so, ro) = (so.unwrap(), ro.unwrap());
+    drop((s, r));
+    assert_outputs(&so, &ro, &c2);
+}
+
 #[tokio::test]
 async fn iknp_random_ots() {
     random_ots_work(Security::SemiHonest, ExtConfig::default()).await;
