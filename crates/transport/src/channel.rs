@@ -131,22 +131,34 @@ impl Channel {
         if len < 3 {
             return Err(TransportError::Malformed("frame shorter than its header"));
         }
-        let mut body = vec![0u8; len as usize];
+        let mut header = [0u8; 3];
         self.io
-            .read_exact(&mut body)
+            .read_exact(&mut header)
             .await
             .map_err(eof_is_truncation)?;
-        self.bytes_received += u64::from(len) + 4;
-        if body[0] != WIRE_VERSION {
+        let [version, protocol, kind] = header;
+        if version != WIRE_VERSION {
             return Err(TransportError::Version {
-                got: body[0],
+                got: version,
                 want: WIRE_VERSION,
             });
         }
-        let (protocol, kind) = (body[1], body[2]);
-        body.drain(..3);
         debug_assert_eq!(HEADER_LEN, 7);
-        Ok(Some(Frame::new(protocol, kind, body)))
+        // The payload is read into spare capacity (bounded by the frame
+        // limit checked above): zero-filling it first cost a page-clearing
+        // pass per frame, visible in profiles of the OT extension's 1 MiB
+        // frames.
+        // `read_buf` fills only the spare capacity, so it never reads past
+        // this frame nor reallocates.
+        let n = len as usize - 3;
+        let mut payload = Vec::with_capacity(n);
+        while payload.len() < n {
+            if self.io.read_buf(&mut payload).await? == 0 {
+                return Err(eof_is_truncation(std::io::ErrorKind::UnexpectedEof.into()));
+            }
+        }
+        self.bytes_received += u64::from(len) + 4;
+        Ok(Some(Frame::new(protocol, kind, payload)))
     }
 
     /// Sends a large byte string as a run of frames of `kind`, each carrying
@@ -284,6 +296,16 @@ mod tests {
             TransportError::Version { got: 99, .. }
         ));
         a.io.write_all(&[0, 0, 0, 10, WIRE_VERSION]).await.unwrap();
+        drop(a);
+        assert!(matches!(
+            b.recv().await.unwrap_err(),
+            TransportError::Malformed(_)
+        ));
+        // Whole header, payload cut short.
+        let (mut a, mut b) = Channel::memory_pair(small_limits());
+        a.io.write_all(&[0, 0, 0, 10, WIRE_VERSION, 1, 1, 5, 6])
+            .await
+            .unwrap();
         drop(a);
         assert!(matches!(
             b.recv().await.unwrap_err(),
