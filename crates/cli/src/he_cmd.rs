@@ -78,9 +78,13 @@ pub struct WorkloadArgs {
     /// Items a client typically queries at once.
     #[arg(long, default_value_t = TYPICAL_QUERY)]
     pub client_items: u64,
-    /// What to optimise: server time or bytes per query.
+    /// What to optimise: the query's latency with bytes priced at a fast
+    /// (100 Mbit/s) or a slow (10 Mbit/s) link.
     #[arg(long, value_enum, default_value_t = GoalArg::Time)]
     pub goal: GoalArg,
+    /// Price bytes at this link speed in Mbit/s instead (overrides --goal).
+    #[arg(long, value_name = "MBIT_S")]
+    pub link_mbps: Option<f64>,
     /// Largest false-positive probability of a whole query: 2^-BITS.
     #[arg(long, default_value_t = 40)]
     pub fpp_bits: u32,
@@ -88,9 +92,9 @@ pub struct WorkloadArgs {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum GoalArg {
-    /// Least server time per query.
+    /// Least latency on a 100 Mbit/s link (favours server time).
     Time,
-    /// Fewest bytes per query.
+    /// Least latency on a 10 Mbit/s link (favours fewer bytes).
     Comm,
 }
 
@@ -100,9 +104,10 @@ impl WorkloadArgs {
             server_items,
             client_items: self.client_items,
             label_bytes,
-            goal: match self.goal {
-                GoalArg::Time => Goal::Time,
-                GoalArg::Comm => Goal::Comm,
+            goal: match (self.link_mbps, self.goal) {
+                (Some(mbps), _) => Goal::Link(mbps),
+                (None, GoalArg::Time) => Goal::Time,
+                (None, GoalArg::Comm) => Goal::Comm,
             },
             max_fpp_log2: -f64::from(self.fpp_bits),
         }

@@ -86,6 +86,24 @@ impl Evaluator {
         Ok(Ciphertext::new(&self.params, inner))
     }
 
+    /// `Σ a_i · b_i` from prepared factors, left at 3 parts: the tensor
+    /// products are summed in the extended basis and scaled back once, so
+    /// each product after the first costs a fraction of
+    /// [`Evaluator::mul_prepared_lazy`] (Paterson-Stockmeyer's outer sum).
+    /// Decrypts to the same slots as the sum of the separate products.
+    pub fn sum_of_products(&self, pairs: &[(&Prepared, &Prepared)]) -> Result<Ciphertext, HeError> {
+        if pairs
+            .iter()
+            .any(|(a, b)| !a.params.same(&self.params) || !b.params.same(&self.params))
+        {
+            return Err(HeError::ParamsMismatch);
+        }
+        let parts: Vec<_> = pairs.iter().map(|(a, b)| (&a.parts, &b.parts)).collect();
+        let polys = self.basis.tensor_sum(&parts)?;
+        let inner = FheCiphertext::new(polys, self.params.bfv()).map_err(backend)?;
+        Ok(Ciphertext::new(&self.params, inner))
+    }
+
     /// Relinearizes a 3-part ciphertext at the query level to 2 parts.
     pub fn relin(&self, ct: &mut Ciphertext) -> Result<(), HeError> {
         self.check(ct, "relin", 3)?;

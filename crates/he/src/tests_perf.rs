@@ -216,6 +216,48 @@ fn prepared_products_equal_mul_relin() {
 }
 
 #[test]
+fn sum_of_products_matches_separate_products() {
+    for f in both() {
+        let t = f.params.plain_modulus();
+        let inputs: Vec<(Vec<u64>, Vec<u64>)> = (0..5).map(|_| (slots(f), slots(f))).collect();
+        let prepared: Vec<(Prepared, Prepared)> = inputs
+            .iter()
+            .map(|(a, b)| {
+                let ca = f.sk.encrypt_slots(a).unwrap();
+                let cb = f.sk.encrypt_slots(b).unwrap();
+                (f.eval.prepare(&ca).unwrap(), f.eval.prepare(&cb).unwrap())
+            })
+            .collect();
+        let pairs: Vec<(&Prepared, &Prepared)> = prepared.iter().map(|(a, b)| (a, b)).collect();
+        let fused = f.eval.sum_of_products(&pairs).unwrap();
+        assert_eq!(fused.parts(), 3);
+
+        let mut separate = f.eval.mul_prepared_lazy(pairs[0].0, pairs[0].1).unwrap();
+        for (a, b) in &pairs[1..] {
+            let product = f.eval.mul_prepared_lazy(a, b).unwrap();
+            f.eval.add_assign(&mut separate, &product).unwrap();
+        }
+        let want = inputs
+            .iter()
+            .fold(vec![0u64; inputs[0].0.len()], |acc, (a, b)| {
+                let ab = slotwise_product(a, b, t);
+                acc.iter().zip(&ab).map(|(x, y)| (x + y) % t).collect()
+            });
+        assert_eq!(f.sk.decrypt_slots(&fused).unwrap(), want);
+        assert_eq!(f.sk.decrypt_slots(&separate).unwrap(), want);
+        // One rounding instead of five: never more noise, give or take the
+        // budget estimate's last bit.
+        assert!(
+            f.sk.noise_budget_bits(&fused).unwrap() + 1
+                >= f.sk.noise_budget_bits(&separate).unwrap(),
+            "n {}",
+            f.params.degree()
+        );
+    }
+    assert!(fixture().eval.sum_of_products(&[]).is_err());
+}
+
+#[test]
 fn prepare_rejects_what_products_reject() {
     let f = fixture();
     let ct = f.sk.encrypt_slots(&[1, 2, 3]).unwrap();

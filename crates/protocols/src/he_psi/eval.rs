@@ -16,6 +16,9 @@ use crate::Error;
 /// nothing: the constant term uses the evaluator's trivial "one").
 pub struct Powers {
     by_exponent: Vec<Option<Ciphertext>>,
+    /// With Paterson-Stockmeyer, the high powers `y^(i(L+1))` lifted once
+    /// for the products of every polynomial, indexed like `by_exponent`.
+    high: Vec<Option<Prepared>>,
 }
 
 impl Powers {
@@ -53,6 +56,8 @@ impl Powers {
         // Paterson-Stockmeyer multiplies inner sums by high powers, which
         // needs 2-part operands throughout.
         let lazy_ok = plan.ps_low_degree() == 0;
+        let block = plan.ps_low_degree() + 1;
+        let is_high = |e: u32| !lazy_ok && e >= block && e % block == 0;
         let mut prepared: HashMap<u32, Prepared> = HashMap::new();
         for depth in 1..=plan.max_depth() {
             let steps: Vec<_> = plan.steps().iter().filter(|s| s.depth == depth).collect();
@@ -84,20 +89,45 @@ impl Powers {
             for (target, ct) in made {
                 by_exponent[target as usize] = Some(ct);
             }
-            // Factors of deeper products only: drop the prepared forms no
-            // later step uses (they are large).
+            // Factors of deeper products and high powers only: drop the
+            // prepared forms nothing later uses (they are large).
             prepared.retain(|e, _| {
-                plan.steps()
-                    .iter()
-                    .any(|s| s.depth > depth && (s.left == *e || s.right == *e))
+                is_high(*e)
+                    || plan
+                        .steps()
+                        .iter()
+                        .any(|s| s.depth > depth && (s.left == *e || s.right == *e))
             });
         }
-        Ok(Self { by_exponent })
+        let missing: Vec<u32> = plan
+            .needed()
+            .iter()
+            .copied()
+            .filter(|&e| is_high(e) && !prepared.contains_key(&e))
+            .collect();
+        let fresh = missing
+            .par_iter()
+            .map(|&e| Ok((e, ev.prepare(get(&by_exponent, e)?)?)))
+            .collect::<Result<Vec<_>, Error>>()?;
+        prepared.extend(fresh);
+        let mut high: Vec<Option<Prepared>> = vec![None; top + 1];
+        for (e, p) in prepared {
+            high[e as usize] = Some(p);
+        }
+        Ok(Self { by_exponent, high })
     }
 
     /// `y^e`.
     pub fn get(&self, e: u32) -> Result<&Ciphertext, Error> {
         get(&self.by_exponent, e)
+    }
+
+    /// `y^e` lifted for products, for a Paterson-Stockmeyer high power.
+    fn high(&self, e: u32) -> Result<&Prepared, Error> {
+        self.high
+            .get(e as usize)
+            .and_then(Option::as_ref)
+            .ok_or_else(|| Error::Protocol(format!("high power {e} was not prepared")))
     }
 }
 
@@ -118,8 +148,9 @@ fn get(by_exponent: &[Option<Ciphertext>], e: u32) -> Result<&Ciphertext, Error>
 /// Paterson-Stockmeyer (`low == 0`) this is one fused dot product over all
 /// powers. With `low = L`, the coefficients are cut into blocks of `L + 1`;
 /// block `i` is a dot product over `y^0..y^L` and is multiplied by
-/// `y^(i(L+1))`; the products are summed unrelinearized and relinearized
-/// once (appendix A).
+/// `y^(i(L+1))`; the products are summed before the one scale-down and
+/// relinearization of the polynomial (appendix A, with
+/// [`Evaluator::sum_of_products`]).
 pub fn evaluate(
     ev: &Evaluator,
     powers: &Powers,
@@ -134,23 +165,19 @@ pub fn evaluate(
     let first = blocks
         .next()
         .map_or(Ok(None), |c| block_dot(ev, powers, c).map(Some))?;
-    let mut high: Option<Ciphertext> = None;
-    for (i, chunk) in blocks.enumerate() {
-        let inner = block_dot(ev, powers, chunk)?;
-        let shift = powers.get(((i + 1) * block) as u32)?;
-        let product = ev.mul_lazy(&inner, shift)?;
-        match high.as_mut() {
-            Some(acc) => ev.add_assign(acc, &product)?,
-            None => high = Some(product),
-        }
-    }
-    let mut result = match high {
-        Some(mut acc) => {
-            ev.relin(&mut acc)?;
-            acc
-        }
-        None => return first.ok_or_else(|| Error::Protocol("empty polynomial".into())),
+    let inners = blocks
+        .map(|c| Ok(ev.prepare(&block_dot(ev, powers, c)?)?))
+        .collect::<Result<Vec<Prepared>, Error>>()?;
+    let pairs = inners
+        .iter()
+        .enumerate()
+        .map(|(i, inner)| Ok((inner, powers.high(((i + 1) * block) as u32)?)))
+        .collect::<Result<Vec<_>, Error>>()?;
+    let mut result = match pairs.is_empty() {
+        true => return first.ok_or_else(|| Error::Protocol("empty polynomial".into())),
+        false => ev.sum_of_products(&pairs)?,
     };
+    ev.relin(&mut result)?;
     if let Some(first) = first {
         ev.add_assign(&mut result, &first)?;
     }

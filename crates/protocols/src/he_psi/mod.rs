@@ -36,6 +36,7 @@
 
 pub mod bundle;
 pub mod client;
+mod cost;
 pub mod db_file;
 pub mod eval;
 pub mod hashing;

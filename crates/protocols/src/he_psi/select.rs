@@ -17,7 +17,7 @@
 //! ternary keys (numbers next to the constants); they only steer the
 //! search. The self-test is what decides.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 use psikit_he::{CompactPoly, Evaluator, HeParams, PlainPoly, RelinKey, SecretKey};
 use rand::Rng;
 
+use super::cost::{PlanWork, QueryWork, WireSizes, OPRF_BYTES};
 use super::eval::{evaluate, Powers};
 use super::label;
 use super::params::{batching_prime, ItemParams, PsiParams, QueryParams, SealParams, TableParams};
@@ -64,7 +65,8 @@ pub struct SelfTest {
     pub elapsed: Duration,
     /// Fastest `Powers::compute` for one bundle index (uses every core).
     pub powers_time: Duration,
-    /// Fastest evaluation of one polynomial on the powers.
+    /// Fastest evaluation of one polynomial on the powers, with the switch
+    /// of its result to the lowest level.
     pub evaluate_time: Duration,
 }
 
@@ -198,10 +200,12 @@ fn one_run(params: &PsiParams, he: &HeParams, plan: &PowersPlan) -> Result<RunOu
     let refs: Vec<&PlainPoly> = plain.iter().collect();
     let clock = Instant::now();
     let mut result = evaluate(&ev, &powers, &refs, params.query.ps_low_degree)?;
-    let evaluate_time = clock.elapsed();
+    let mut evaluate_time = clock.elapsed();
 
     let budget_query = sk.noise_budget_bits(&result)?;
+    let clock = Instant::now();
     ev.to_lowest(&mut result)?;
+    evaluate_time += clock.elapsed();
     let budget_lowest = sk.noise_budget_bits(&result)?;
     let decrypted = sk.decrypt_slots(&result)?;
     let correct = decrypted
@@ -222,46 +226,46 @@ fn one_run(params: &PsiParams, he: &HeParams, plan: &PowersPlan) -> Result<RunOu
 // ---------------------------------------------------------------------------
 
 /// What the selection optimizes: the estimated latency of one query
-/// (server and client time plus transfer) on a fast or a slow link.
+/// (server and client time plus transfer) on a fast, a slow or a given
+/// link.
 ///
-/// Pricing bytes as transfer time keeps both goals sensible: pure server
+/// Pricing bytes as transfer time keeps every goal sensible: pure server
 /// time would always prefer the smallest bins and dozens of result
 /// ciphertexts, pure byte counts any depth to save one ciphertext. A larger
 /// price per byte can only lower the byte count of the best candidate, so
 /// `Comm` sends no more than `Time` (unless a self-test rejects one).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Goal {
-    /// Latency with bytes at [`TIME_LINK_BYTES_PER_MS`] (100 Mbit/s).
+    /// Latency with bytes at [`TIME_LINK_MBPS`] (100 Mbit/s).
     Time,
-    /// Latency with bytes at [`COMM_LINK_BYTES_PER_MS`] (10 Mbit/s).
+    /// Latency with bytes at [`COMM_LINK_MBPS`] (10 Mbit/s).
     Comm,
+    /// Latency with bytes at this many Mbit/s (the user's own link).
+    Link(f64),
 }
 
-/// Link speed the `Time` goal prices bytes at: 100 Mbit/s, in bytes per ms
-/// (a typical wide-area link; at 1 Gbit/s the selection buys small speed-ups
-/// with many megabytes of results).
-pub const TIME_LINK_BYTES_PER_MS: f64 = 12_500.0;
-/// Link speed the `Comm` goal prices bytes at: 10 Mbit/s, in bytes per ms.
-pub const COMM_LINK_BYTES_PER_MS: f64 = 1_250.0;
+/// Link speed the `Time` goal prices bytes at, in Mbit/s (a typical
+/// wide-area link; at 1 Gbit/s the selection buys small speed-ups with many
+/// megabytes of results).
+pub const TIME_LINK_MBPS: f64 = 100.0;
+/// Link speed the `Comm` goal prices bytes at, in Mbit/s.
+pub const COMM_LINK_MBPS: f64 = 10.0;
 
 impl Goal {
-    fn link_bytes_per_ms(self) -> f64 {
+    /// The link speed bytes are priced at, in Mbit/s.
+    pub fn link_mbps(self) -> f64 {
         match self {
-            Goal::Time => TIME_LINK_BYTES_PER_MS,
-            Goal::Comm => COMM_LINK_BYTES_PER_MS,
-        }
-    }
-
-    fn link_name(self) -> &'static str {
-        match self {
-            Goal::Time => "100 Mbit/s",
-            Goal::Comm => "10 Mbit/s",
+            Goal::Time => TIME_LINK_MBPS,
+            Goal::Comm => COMM_LINK_MBPS,
+            Goal::Link(mbps) => mbps,
         }
     }
 
     /// The estimated query latency this goal minimizes, in ms.
     pub fn latency_ms(self, e: &CostEstimate) -> f64 {
-        e.server_ms + e.client_ms + (e.bytes_up + e.bytes_down) as f64 / self.link_bytes_per_ms()
+        // 1 Mbit/s carries 125 bytes per ms.
+        let bytes_per_ms = self.link_mbps() * 125.0;
+        e.server_ms + e.client_ms + (e.bytes_up + e.bytes_down) as f64 / bytes_per_ms
     }
 }
 
@@ -324,6 +328,10 @@ pub struct CostEstimate {
     pub bytes_down: u64,
     /// Estimated single-thread server time per query, milliseconds.
     pub server_ms: f64,
+    /// Of which: the powers of one bundle index.
+    pub powers_ms: f64,
+    /// Of which: one polynomial, switched to the lowest level.
+    pub polynomial_ms: f64,
     /// Estimated client time: encrypting the query, decrypting the results.
     pub client_ms: f64,
     /// Sender database in memory (items, label felts and coefficients as
@@ -441,7 +449,7 @@ fn predicted_noise(plan: &PlanShape, n: u32, t: u64, degree: u32) -> f64 {
     let inner =
         plain_base(n, t) + f64::from(plan.depth_low) * g + log2(f64::from(plan.low) + 1.0) / 2.0;
     let high = FRESH_NOISE_BITS + f64::from(plan.depth_high) * g;
-    let products = f64::from(plan.high_products.max(1));
+    let products = plan.work.high_products.max(1) as f64;
     inner.max(high) + g + log2(products) / 2.0
 }
 
@@ -535,158 +543,52 @@ fn widen(moduli: &[u32], test: &SelfTest, n: u32) -> Option<Vec<u32>> {
 }
 
 // ---------------------------------------------------------------------------
-// Cost model
+// Cost model (the model itself is in `cost.rs`)
 // ---------------------------------------------------------------------------
 
-/// Ciphertext product at n 4096 with 2 ciphertext moduli, in ms. The
-/// evaluation multiplies prepared (basis-extended once) factors and leaves
-/// most products unrelinearized, about half the 5.4 ms of a plain
-/// multiply-and-relinearize (design note section 4; 11.8 ms at n 8192 and
-/// 16.1 ms with 3 moduli fit the scaling in [`mul_ms`]).
-const MUL_MS_4096: f64 = 3.0;
-/// One ciphertext-plaintext term of a fused dot product at n 8192, per
-/// ciphertext modulus, in ms (measured 0.081 ms per term with 3 moduli).
-const TERM_MS_8192: f64 = 0.027;
-/// Switch of one result to the lowest level at n 8192, per modulus, ms.
-const SWITCH_MS_8192: f64 = 0.35;
-/// Share of a product's time that relinearization takes; Paterson-Stockmeyer
-/// relinearizes once per polynomial instead of once per product.
-const RELIN_SHARE: f64 = 0.25;
-/// Client encryption of one query ciphertext at n 4096, per modulus plus
-/// one, in ms (measured 0.74 ms with 2 moduli, 2.0 ms at n 8192, 4.6 ms at
-/// n 16384 with 3).
-const ENCRYPT_MS_4096: f64 = 0.3;
-/// Client decryption of one result (lowest level) at n 1024, in ms
-/// (measured 0.40, 0.83 and 1.3 ms at n 4096, 8192, 16384).
-const DECRYPT_MS_1024: f64 = 0.1;
-/// Bytes of an OPRF element each way per client item.
-const OPRF_BYTES: u64 = 32;
-
-fn mul_ms(n: u32, moduli: usize) -> f64 {
-    let n = f64::from(n);
-    MUL_MS_4096 * (n / 4096.0) * (log2(n) / 12.0) * (moduli as f64 / 2.0).powf(0.8)
-}
-
-fn term_ms(n: u32, moduli: usize) -> f64 {
-    TERM_MS_8192 * f64::from(n) / 8192.0 * moduli as f64
-}
-
-fn switch_ms(n: u32, moduli: usize) -> f64 {
-    SWITCH_MS_8192 * f64::from(n) / 8192.0 * moduli as f64
-}
-
-/// Exact wire sizes (`psikit_he::wire`) from the moduli sizes alone: the
-/// generated primes have exactly the requested bits, and every residue is
-/// packed in that many bits.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct WireSizes {
-    query_ct: u64,
-    result_ct: u64,
-    relin_key: u64,
-}
-
-impl WireSizes {
-    fn new(n: u32, moduli: &[u32], t_bits: f64) -> Self {
-        let n = u64::from(n);
-        let ct_moduli = moduli.len().saturating_sub(1);
-        let poly = |bits: u32| n * u64::from(bits) / 8;
-        let query_bits: u32 = moduli[..ct_moduli].iter().sum();
-        let all_bits: u32 = moduli.iter().sum();
-        let seed = psikit_he::wire::SEED_LEN as u64;
-        let q1 = moduli.first().copied().unwrap_or(0);
-        Self {
-            query_ct: seed + poly(query_bits),
-            result_ct: 2 * poly(q1.saturating_sub(drop_bits_estimate(n, q1, t_bits))),
-            relin_key: seed + ct_moduli as u64 * poly(all_bits),
-        }
-    }
-}
-
-/// `psikit_he::wire::safe_drop_bits` from bit sizes alone (`q_1` and `t`
-/// taken as `2^bits`; the real count can be one lower): results are sent
-/// with that many low bits rounded off.
-fn drop_bits_estimate(n: u64, q1_bits: u32, t_bits: f64) -> u32 {
-    let bound = f64::from(q1_bits) - 1.0 - t_bits - 4.0 - 1.0;
-    let spread = (1.0 + 4.0 * (2.0 * n as f64 / 3.0).sqrt()).log2();
-    (bound - spread + 1.0)
-        .floor()
-        .clamp(0.0, f64::from(q1_bits.saturating_sub(1))) as u32
-}
-
-/// Operation and ciphertext counts of one query.
-struct Counts {
-    /// Products of the powers plan, all bundle indices.
-    plan_products: u64,
-    /// Paterson-Stockmeyer products (inner sums times high powers).
-    ps_products: u64,
-    /// Paterson-Stockmeyer relinearizations, one per polynomial.
-    ps_relins: u64,
-    /// Ciphertext-plaintext terms.
-    terms: u64,
-    /// Query ciphertexts.
-    queries: u64,
-    /// Result ciphertexts, one per polynomial.
-    results: u64,
-}
-
-impl Counts {
-    fn new(layout: &Layout, plan: &PlanShape) -> Self {
-        let idx = u64::from(layout.bundle_idx_count());
-        let polys = idx * u64::from(layout.bundles) * (1 + layout.fragments as u64);
-        Self {
-            plan_products: idx * plan.steps as u64,
-            ps_products: polys * u64::from(plan.high_products),
-            ps_relins: if plan.low > 0 { polys } else { 0 },
-            terms: polys * (u64::from(layout.degree) + 1),
-            queries: idx * plan.sources.len() as u64,
-            results: polys,
-        }
-    }
-
-    /// Single-thread server time, ms, with `k` ciphertext moduli.
-    fn server_ms(&self, n: u32, k: usize) -> f64 {
-        let mul = mul_ms(n, k);
-        (self.plan_products + self.ps_products) as f64 * mul
-            + self.ps_relins as f64 * RELIN_SHARE * mul
-            + self.terms as f64 * term_ms(n, k)
-            + self.results as f64 * switch_ms(n, k)
-    }
-
-    /// Client time, ms: encrypting the query, decrypting the results.
-    fn client_ms(&self, n: u32, k: usize) -> f64 {
-        let n = f64::from(n);
-        self.queries as f64 * ENCRYPT_MS_4096 * n / 4096.0 * (k + 1) as f64
-            + self.results as f64 * DECRYPT_MS_1024 * n / 1024.0
+/// The homomorphic work of one query under a layout, plan and moduli.
+fn query_work(layout: &Layout, plan: &PlanShape, moduli: &[u32]) -> QueryWork {
+    QueryWork {
+        n: layout.n,
+        k: moduli.len().saturating_sub(1).max(1),
+        indices: u64::from(layout.bundle_idx_count()),
+        polys_per_index: u64::from(layout.bundles) * (1 + layout.fragments as u64),
+        degree: layout.degree,
+        sources: plan.sources.len() as u64,
+        plan: plan.work,
     }
 }
 
 /// The estimate for one layout, plan and moduli list.
 fn estimate(layout: &Layout, plan: &PlanShape, moduli: &[u32], clients: u64) -> CostEstimate {
-    let (n, degree) = (layout.n, u64::from(layout.degree));
-    let k = moduli.len().saturating_sub(1).max(1);
-    let counts = Counts::new(layout, plan);
-    let sizes = WireSizes::new(n, moduli, (layout.t as f64).log2());
-    let noise = predicted_noise(plan, n, layout.t, layout.degree);
+    let work = query_work(layout, plan, moduli);
+    let sizes = WireSizes::new(layout.n, moduli, (layout.t as f64).log2());
+    let noise = predicted_noise(plan, layout.n, layout.t, layout.degree);
+    let polys = work.indices * work.polys_per_index;
+    let queries = work.indices * work.sources;
     // Slot values per bundle: n per polynomial and coefficient or item.
-    let per_coefficient = counts.results * u64::from(n);
+    let per_coefficient = polys * u64::from(layout.n);
+    let degree = u64::from(layout.degree);
     CostEstimate {
         bundle_idx_count: layout.bundle_idx_count(),
         bundles_per_index: layout.bundles,
         label_fragments: layout.fragments,
         mean_bin_load: layout.load.mean,
         max_bin_load: layout.load.max,
-        ct_ct_products: counts.plan_products + counts.ps_products,
-        ct_pt_terms: counts.terms,
-        query_ciphertexts: counts.queries,
-        result_ciphertexts: counts.results,
-        bytes_up: counts.queries * sizes.query_ct + sizes.relin_key + OPRF_BYTES * clients,
-        bytes_down: counts.results * sizes.result_ct + OPRF_BYTES * clients,
-        server_ms: counts.server_ms(n, k),
-        client_ms: counts.client_ms(n, k),
+        ct_ct_products: work.indices * plan.work.products + polys * plan.work.high_products,
+        ct_pt_terms: polys * (degree + 1),
+        query_ciphertexts: queries,
+        result_ciphertexts: polys,
+        bytes_up: queries * sizes.query_ct + sizes.relin_key + OPRF_BYTES * clients,
+        bytes_down: polys * sizes.result_ct + OPRF_BYTES * clients,
+        server_ms: work.server_ms(),
+        powers_ms: work.powers_ms(),
+        polynomial_ms: work.poly_ms(),
+        client_ms: work.client_ms(),
         db_bytes: per_coefficient * (2 * degree + 1) * 4,
-        cache_bytes: per_coefficient * (degree + 1) * 8 * k as u64,
+        cache_bytes: per_coefficient * (degree + 1) * 8 * work.k as u64,
         predicted_noise_bits: noise,
-        predicted_budget_bits: predicted_budgets(noise, n, layout.t, moduli).1,
+        predicted_budget_bits: predicted_budgets(noise, layout.n, layout.t, moduli).1,
     }
 }
 
@@ -935,13 +837,12 @@ struct PlanShape {
     sources: Vec<u32>,
     /// `ps_low_degree` (0: no Paterson-Stockmeyer).
     low: u32,
-    steps: usize,
     /// Deepest power the dot products read (`1..=L`, or all without PS).
     depth_low: u32,
     /// Deepest multiple of `L + 1` (PS only).
     depth_high: u32,
-    /// Products per polynomial: `floor(B / (L + 1))` with PS, else 0.
-    high_products: u32,
+    /// The operations the evaluator performs for this plan.
+    work: PlanWork,
     /// How the sources were chosen, for the explanation.
     origin: String,
 }
@@ -951,10 +852,16 @@ impl PlanShape {
         Self {
             sources: vec![1],
             low: 0,
-            steps: 0,
             depth_low: 0,
             depth_high: 0,
-            high_products: 0,
+            work: PlanWork {
+                products: 0,
+                relins: 0,
+                prepared: 0,
+                lazy: 0,
+                relin_result: false,
+                high_products: 0,
+            },
             origin: String::new(),
         }
     }
@@ -973,16 +880,44 @@ impl PlanShape {
         Self {
             sources: plan.sources().to_vec(),
             low,
-            steps: plan.steps().len(),
             depth_low,
             depth_high,
-            high_products: if low == 0 {
-                0
-            } else {
-                plan.max_degree() / (low + 1)
-            },
+            work: plan_work(plan),
             origin,
         }
+    }
+}
+
+/// The operations `eval::Powers::compute` and `eval::evaluate` perform for
+/// a plan (same rules): factors of later products are lifted once and
+/// relinearized, other products stay at 3 parts, except under
+/// Paterson-Stockmeyer, where every power is relinearized and the high
+/// powers are lifted too.
+fn plan_work(plan: &PowersPlan) -> PlanWork {
+    let steps = plan.steps();
+    let factors: HashSet<u32> = steps.iter().flat_map(|s| [s.left, s.right]).collect();
+    let ps = plan.ps_low_degree() > 0;
+    let block = plan.ps_low_degree() + 1;
+    let high = plan
+        .needed()
+        .iter()
+        .filter(|&&e| ps && e >= block && e % block == 0 && !factors.contains(&e))
+        .count();
+    let lazy = steps
+        .iter()
+        .filter(|s| !factors.contains(&s.target))
+        .count();
+    PlanWork {
+        products: steps.len() as u64,
+        relins: (if ps { steps.len() } else { steps.len() - lazy }) as u64,
+        prepared: (factors.len() + high) as u64,
+        lazy: if ps { 0 } else { lazy as u64 },
+        relin_result: ps || lazy > 0,
+        high_products: if ps {
+            u64::from(plan.max_degree() / block)
+        } else {
+            0
+        },
     }
 }
 
@@ -1152,6 +1087,12 @@ fn check_input(input: &SelectionInput) -> Result<(), Error> {
             "labels of {} bytes requested; the limit is {}",
             input.label_bytes,
             label::MAX_LABEL_BYTES
+        )));
+    }
+    let mbps = input.goal.link_mbps();
+    if !mbps.is_finite() || mbps <= 0.0 {
+        return Err(Error::Params(format!(
+            "the link speed must be a positive number of Mbit/s, got {mbps}"
         )));
     }
     if !input.max_fpp_log2.is_finite() || input.max_fpp_log2 >= 0.0 {
@@ -1324,26 +1265,29 @@ fn explain(
 /// The self-test's timings scaled to a whole query, next to the model.
 fn measured_line(chosen: &Candidate, test: &SelfTest) -> String {
     let l = &chosen.layout;
+    let e = &chosen.estimate;
     let polys = f64::from(l.bundles) * (1.0 + l.fragments as f64);
-    let per_index = test.powers_time.as_secs_f64() + polys * test.evaluate_time.as_secs_f64();
+    let idx = f64::from(l.bundle_idx_count());
+    let powers = test.powers_time.as_secs_f64() * 1e3;
+    let poly = test.evaluate_time.as_secs_f64() * 1e3;
     format!(
-        "measured answer cost: {} index(es) x (powers {:.0} ms + {polys} polynomials x {:.1} ms) \
-         = {:.0} ms (powers on all cores, no result switching); model {:.0} ms single-threaded",
-        l.bundle_idx_count(),
-        test.powers_time.as_secs_f64() * 1e3,
-        test.evaluate_time.as_secs_f64() * 1e3,
-        f64::from(l.bundle_idx_count()) * per_index * 1e3,
-        chosen.estimate.server_ms
+        "measured answer cost: {idx} index(es) x (powers {powers:.0} ms + {polys} polynomials x \
+         {poly:.1} ms) = {:.0} ms (powers on all cores); model single-threaded: powers {:.0} ms, \
+         polynomials {:.1} ms, {:.0} ms in all",
+        idx * (powers + polys * poly),
+        e.powers_ms,
+        e.polynomial_ms,
+        e.server_ms
     )
 }
 
 fn goal_line(input: &SelectionInput, chosen: &Candidate, total: usize) -> String {
     let e = &chosen.estimate;
     format!(
-        "goal {:?}: least estimated query latency with bytes at {} among {total} feasible \
-         candidates: {:.0} ms = server {:.0} ms + client {:.0} ms + {:.2} MB",
+        "goal {:?}: least estimated query latency with bytes at {} Mbit/s among {total} \
+         feasible candidates: {:.0} ms = server {:.0} ms + client {:.0} ms + {:.2} MB",
         input.goal,
-        input.goal.link_name(),
+        input.goal.link_mbps(),
         input.goal.latency_ms(e),
         e.server_ms,
         e.client_ms,
@@ -1793,11 +1737,43 @@ mod tests {
         assert!(total_bytes(&comm) <= total_bytes(&time));
         assert!(time.server_ms + time.client_ms <= comm.server_ms + comm.client_ms);
         assert!(Goal::Time.latency_ms(&time) <= Goal::Time.latency_ms(&comm));
+        // A link between the two goals' speeds lands between them.
+        let middle = best_by(Goal::Link(30.0)).estimate;
+        assert!(total_bytes(&comm) <= total_bytes(&middle));
+        assert!(total_bytes(&middle) <= total_bytes(&time));
+        assert_eq!(best_by(Goal::Link(COMM_LINK_MBPS)).estimate, comm);
         input.max_fpp_log2 = 0.5;
         assert!(select(&input).is_err());
         input.max_fpp_log2 = -40.0;
+        for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+            input.goal = Goal::Link(bad);
+            assert!(select(&input).is_err(), "{bad}");
+        }
+        input.goal = Goal::Time;
         input.client_items = 0;
         assert!(select(&input).is_err());
+    }
+
+    #[test]
+    fn plan_work_counts_what_the_evaluator_does() {
+        // Without Paterson-Stockmeyer only factors are relinearized and
+        // lifted; the rest stay at 3 parts and the result is relinearized.
+        let naive = plan_work(&PowersPlan::new(&[1, 2, 5, 8, 11, 14, 15, 16], 0, 64).unwrap());
+        assert!(naive.lazy > 0);
+        assert_eq!(naive.relins + naive.lazy, naive.products);
+        assert!(naive.relin_result && naive.high_products == 0);
+        // With it every power is relinearized, and the high powers y^27,
+        // y^54, ... are lifted even when no product uses them as factors.
+        let plan = PowersPlan::new(&[1, 5, 8, 27, 81], 26, 256).unwrap();
+        let ps = plan_work(&plan);
+        assert_eq!((ps.lazy, ps.relins), (0, ps.products));
+        assert_eq!(ps.high_products, 256 / 27);
+        let factors: HashSet<u32> = plan
+            .steps()
+            .iter()
+            .flat_map(|s| [s.left, s.right])
+            .collect();
+        assert!(ps.prepared > factors.len() as u64);
     }
 
     #[test]
