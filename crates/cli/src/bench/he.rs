@@ -75,8 +75,9 @@ const CLIENTS: [u64; 4] = [1, 256, 1024, 4096];
 
 /// Cases on parameters psikit selects itself: the matrix of server sizes,
 /// label lengths and client sizes on the default `time` goal (one database
-/// per server size and label length, chosen for the largest client), and
-/// the `comm` goal next to two of APSI's files.
+/// per server size and label length, chosen for the largest client), the
+/// `comm` goal next to two of APSI's files, and the `comm` goal on the
+/// paper's labeled cases (32-byte labels, 4096-item clients; Table 4).
 fn auto_cases() -> Vec<Case> {
     let case = |goal: &str, log2, label_bytes, clients: &[u64]| Case {
         params: format!("auto-{goal}"),
@@ -93,6 +94,8 @@ fn auto_cases() -> Vec<Case> {
     }
     cases.push(case("comm", 20, 0, &[1024]));
     cases.push(case("comm", 20, 16, &[1]));
+    cases.push(case("comm", 20, 32, &[4096]));
+    cases.push(case("comm", 22, 32, &[4096]));
     cases
 }
 
