@@ -19,12 +19,11 @@ use rand::{Rng, SeedableRng};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
+mod common;
+use common::TestServer;
+
 fn limits() -> Limits {
-    Limits {
-        max_frame_bytes: 4 << 20,
-        read_timeout: Duration::from_secs(10),
-        write_timeout: Duration::from_secs(10),
-    }
+    common::limits(Duration::from_secs(10))
 }
 
 fn items(keys: &[Vec<u8>]) -> Vec<Item> {
@@ -45,32 +44,13 @@ fn state_for(keys: &[Vec<u8>]) -> ServerState {
         .0
 }
 
-struct TestServer {
-    addr: String,
-    service: Arc<FilterService>,
-    task: tokio::task::JoinHandle<Result<(), psikit_protocols::Error>>,
-}
-
-impl Drop for TestServer {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-async fn start(state: ServerState, server_limits: ServerLimits) -> TestServer {
+async fn start(state: ServerState, server_limits: ServerLimits) -> TestServer<FilterService> {
     let service = Arc::new(FilterService::new(state, server_limits));
-    let listener = Listener::bind("127.0.0.1:0", None, limits()).await.unwrap();
-    let addr = listener.local_addr().unwrap().to_string();
-    let services = Arc::new(Services {
+    let services = Services {
         filter: Some(service.clone()),
         ..Services::default()
-    });
-    let task = tokio::spawn(service::run(listener, services, 16));
-    TestServer {
-        addr,
-        service,
-        task,
-    }
+    };
+    common::start(service, services, limits()).await
 }
 
 async fn client(addr: &str) -> (Channel, ClientCache) {

@@ -11,35 +11,22 @@ use psikit_protocols::he_psi::messages::{
 };
 use psikit_protocols::he_psi::params::PsiParams;
 use psikit_protocols::he_psi::{HeClient, HeLimits, HeService, HeState, Row, PROTOCOL_ID};
-use psikit_protocols::service::{self, Services};
-use psikit_transport::net::{connect, Listener};
+use psikit_protocols::service::Services;
+use psikit_transport::net::connect;
 use psikit_transport::{Channel, Frame, Limits, TransportError};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 const PARAMS_256K: &str = include_str!("../src/he_psi/apsi-params/256K-1024.json");
 
+mod common;
+use common::TestServer;
+
 fn limits() -> Limits {
-    Limits {
-        max_frame_bytes: 4 << 20,
-        read_timeout: Duration::from_secs(30),
-        write_timeout: Duration::from_secs(30),
-    }
+    common::limits(Duration::from_secs(30))
 }
 
-struct TestServer {
-    addr: String,
-    service: Arc<HeService>,
-    task: tokio::task::JoinHandle<Result<(), psikit_protocols::Error>>,
-}
-
-impl Drop for TestServer {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-async fn start(state: HeState) -> TestServer {
+async fn start(state: HeState) -> TestServer<HeService> {
     let service = Arc::new(HeService::new(
         state,
         HeLimits {
@@ -47,18 +34,11 @@ async fn start(state: HeState) -> TestServer {
             max_concurrent_queries: 2,
         },
     ));
-    let listener = Listener::bind("127.0.0.1:0", None, limits()).await.unwrap();
-    let addr = listener.local_addr().unwrap().to_string();
-    let services = Arc::new(Services {
+    let services = Services {
         he: Some(service.clone()),
         ..Services::default()
-    });
-    let task = tokio::spawn(service::run(listener, services, 16));
-    TestServer {
-        addr,
-        service,
-        task,
-    }
+    };
+    common::start(service, services, limits()).await
 }
 
 fn random_rows(rng: &mut StdRng, n: usize, max_label: usize) -> Vec<Row> {
