@@ -39,6 +39,12 @@
 //!    `t̃_j = Σ_k χ_k·t_{j,k}` (each column cut into 128-bit blocks);
 //! 4. the sender accepts iff `t̃_j = q̃_j ⊕ Δ_j·x̃` for all `j`, where
 //!    `q̃_j = Σ_k χ_k·q_{j,k}`.
+//! 5. the sender confirms (`KOS_OK`), or in an *unconfirmed* extension
+//!    ([`OtExtReceiver::extend_unconfirmed`]) stays silent unless the check
+//!    failed, and the receiver does not wait: the confirmation only tells
+//!    the receiver that the sender accepted, which the receiver's security
+//!    does not depend on, and a protocol that hears from the sender later
+//!    learns of a failure then.
 //!
 //! Because `x̃` is one-time padded by the random mask block and `t̃_j` follows
 //! from `q̃_j` and `x̃`, the sender learns nothing from the answer, so the
@@ -70,7 +76,8 @@ use crate::base::{self, run_in, BaseReceiverOutput, BaseSenderOutput};
 use crate::gf128::{self, ColumnSums};
 use crate::matrix::{frames, receiver_columns, sender_columns, SUB_BATCH};
 use crate::messages::{
-    abort, block_from_le, decode_blocks, encode_blocks, kind, ExtHeader, Mode, PROTOCOL_ID,
+    abort, block_from_le, decode_blocks, encode_blocks, kind, ExtHeader, Mode, KOS_CONFIRMED,
+    KOS_UNCONFIRMED, PROTOCOL_ID,
 };
 use crate::transpose::transpose_128xn;
 use crate::{ChoiceBits, OtError, SessionId};
@@ -95,10 +102,13 @@ pub enum Security {
 }
 
 impl Security {
-    fn mode(self) -> Mode {
-        match self {
-            Security::SemiHonest => Mode::Iknp,
-            Security::Malicious => Mode::Kos,
+    /// The header's mode and parameter; `confirm` says whether a KOS sender
+    /// confirms a passed check (IKNP has no check, so no parameter).
+    fn header(self, confirm: bool) -> (Mode, u16) {
+        match (self, confirm) {
+            (Security::SemiHonest, _) => (Mode::Iknp, 0),
+            (Security::Malicious, true) => (Mode::Kos, KOS_CONFIRMED),
+            (Security::Malicious, false) => (Mode::Kos, KOS_UNCONFIRMED),
         }
     }
 
@@ -403,7 +413,28 @@ impl OtExtSender {
     /// [`OtExtReceiver::extend`] or [`OtExtReceiver::extend_random`] with `n`
     /// choice bits. After an error the instance is unusable.
     pub async fn extend(&mut self, chan: &mut Channel, n: usize) -> Result<SenderOts, OtError> {
-        let (rows, _, first_row) = self.guarded(chan, n, false).await?;
+        let (rows, _, first_row) = self.guarded(chan, n, false, Ending::Confirmed).await?;
+        let hash = self.security.hash();
+        let recycle = self.rows.handle();
+        Ok(SenderOts::new(rows, self.delta, first_row, hash, recycle))
+    }
+
+    /// Like [`OtExtSender::extend`], with a receiver calling
+    /// [`OtExtReceiver::extend_unconfirmed`]: a passed KOS check is not
+    /// confirmed (a failed one still aborts with an error frame), and
+    /// `follow_up` is sent as soon as the whole matrix has arrived (right
+    /// after the KOS seed). The follow-up is for a message that must only be
+    /// sent once the receiver's choice bits are fixed, such as a
+    /// cut-and-choose challenge: sent here, the receiver has it together with
+    /// the seed, instead of one round trip later.
+    pub async fn extend_unconfirmed(
+        &mut self,
+        chan: &mut Channel,
+        n: usize,
+        follow_up: Option<&Frame>,
+    ) -> Result<SenderOts, OtError> {
+        let ending = Ending::Unconfirmed(follow_up);
+        let (rows, _, first_row) = self.guarded(chan, n, false, ending).await?;
         let hash = self.security.hash();
         let recycle = self.rows.handle();
         Ok(SenderOts::new(rows, self.delta, first_row, hash, recycle))
@@ -419,7 +450,7 @@ impl OtExtSender {
         chan: &mut Channel,
         n: usize,
     ) -> Result<RandomSenderOts, OtError> {
-        let (m0, m1, _) = self.guarded(chan, n, true).await?;
+        let (m0, m1, _) = self.guarded(chan, n, true, Ending::Confirmed).await?;
         Ok(RandomSenderOts::new(m0, m1))
     }
 
@@ -431,6 +462,7 @@ impl OtExtSender {
         chan: &mut Channel,
         n: usize,
         random: bool,
+        ending: Ending<'_>,
     ) -> Result<(Vec<u128>, Vec<u128>, u64), OtError> {
         if self.poisoned {
             return Err(OtError::Poisoned);
@@ -438,7 +470,7 @@ impl OtExtSender {
         if n == 0 {
             return Ok((Vec::new(), Vec::new(), self.next_row));
         }
-        let out = self.run(chan, n, random).await;
+        let out = self.run(chan, n, random, ending).await;
         if out.is_err() {
             self.poisoned = true;
         }
@@ -450,11 +482,12 @@ impl OtExtSender {
         chan: &mut Channel,
         n: usize,
         random: bool,
+        ending: Ending<'_>,
     ) -> Result<(Vec<u128>, Vec<u128>, u64), OtError> {
         let m = total_rows(n, self.security)?;
         let first_row = self.next_row;
         let frame = chan.recv_expect(PROTOCOL_ID, kind::EXT_HEADER).await?;
-        let frame_rows = match self.check_header(chan, &frame.payload, n) {
+        let frame_rows = match self.check_header(chan, &frame.payload, n, ending.confirm()) {
             Ok(r) => r,
             Err(e) => return Err(abort(chan, e).await),
         };
@@ -470,7 +503,9 @@ impl OtExtSender {
         self.recv_matrix(chan, frame_rows, &mut rows, &mut m1, &mut cols, !kos)
             .await?;
         if kos {
-            self.kos_verify(chan, first_row, &cols).await?;
+            self.kos_verify(chan, first_row, &cols, ending).await?;
+        } else if let Ending::Unconfirmed(Some(follow_up)) = ending {
+            chan.send(follow_up).await?;
         }
         self.cols = cols;
         self.next_row += m as u64;
@@ -527,9 +562,15 @@ impl OtExtSender {
 
     /// Validates the receiver's header against our request; returns its
     /// frame size.
-    fn check_header(&self, chan: &Channel, payload: &[u8], n: usize) -> Result<usize, OtError> {
+    fn check_header(
+        &self,
+        chan: &Channel,
+        payload: &[u8],
+        n: usize,
+        confirm: bool,
+    ) -> Result<usize, OtError> {
         let h = ExtHeader::decode(payload)?;
-        check_header_fields(&h, (self.security.mode(), 0), self.next_row, n)?;
+        check_header_fields(&h, self.security.header(confirm), self.next_row, n)?;
         check_frame_rows(chan, h.frame_rows, BASE_OTS)
     }
 
@@ -539,10 +580,14 @@ impl OtExtSender {
         chan: &mut Channel,
         first_row: u64,
         cols: &[u128],
+        ending: Ending<'_>,
     ) -> Result<(), OtError> {
         let seed: [u8; 16] = self.rng.gen();
         chan.send(&Frame::new(PROTOCOL_ID, kind::KOS_SEED, seed.to_vec()))
             .await?;
+        if let Ending::Unconfirmed(Some(follow_up)) = ending {
+            chan.send(follow_up).await?;
+        }
         // Our sums while the receiver computes its answer.
         let chis = chi_weights(&self.sid, first_row, &seed, cols.len() / 128);
         let q_sums = run_in(self.cfg.pool(), || column_sums(cols, &chis));
@@ -562,9 +607,27 @@ impl OtExtSender {
         if diff != 0 {
             return Err(abort(chan, OtError::ConsistencyCheck).await);
         }
-        chan.send(&Frame::new(PROTOCOL_ID, kind::KOS_OK, Vec::new()))
-            .await?;
+        if ending.confirm() {
+            chan.send(&Frame::new(PROTOCOL_ID, kind::KOS_OK, Vec::new()))
+                .await?;
+        }
         Ok(())
+    }
+}
+
+/// How an extension ends: with the sender confirming a passed KOS check,
+/// or without (the sender's optional follow-up message travels with the
+/// seed instead). IKNP has no check; there the follow-up comes after the
+/// matrix.
+#[derive(Clone, Copy)]
+enum Ending<'a> {
+    Confirmed,
+    Unconfirmed(Option<&'a Frame>),
+}
+
+impl Ending<'_> {
+    fn confirm(self) -> bool {
+        matches!(self, Ending::Confirmed)
     }
 }
 
@@ -749,7 +812,26 @@ impl OtExtReceiver {
         chan: &mut Channel,
         choices: &ChoiceBits,
     ) -> Result<ReceiverOts, OtError> {
-        let (rows, choices, first_row) = self.guarded(chan, choices, false).await?;
+        let (rows, choices, first_row) = self.guarded(chan, choices, false, true).await?;
+        let hash = self.security.hash();
+        let recycle = self.rows.handle();
+        Ok(ReceiverOts::new(rows, choices, first_row, hash, recycle))
+    }
+
+    /// Like [`OtExtReceiver::extend`], but returns right after sending the
+    /// KOS check instead of waiting a round trip for the sender's
+    /// confirmation; the sender calls [`OtExtSender::extend_unconfirmed`].
+    /// If the check fails, the sender's error frame arrives in place of the
+    /// next message the caller expects from it, so use this only when the
+    /// sender's security does not depend on the outputs' use before then
+    /// (KOS protects the sender; the receiver's own security needs no
+    /// confirmation), e.g. when the sender answers later in any case.
+    pub async fn extend_unconfirmed(
+        &mut self,
+        chan: &mut Channel,
+        choices: &ChoiceBits,
+    ) -> Result<ReceiverOts, OtError> {
+        let (rows, choices, first_row) = self.guarded(chan, choices, false, false).await?;
         let hash = self.security.hash();
         let recycle = self.rows.handle();
         Ok(ReceiverOts::new(rows, choices, first_row, hash, recycle))
@@ -763,7 +845,7 @@ impl OtExtReceiver {
         chan: &mut Channel,
         choices: &ChoiceBits,
     ) -> Result<RandomReceiverOts, OtError> {
-        let (messages, choices, _) = self.guarded(chan, choices, true).await?;
+        let (messages, choices, _) = self.guarded(chan, choices, true, true).await?;
         Ok(RandomReceiverOts::new(messages, choices))
     }
 
@@ -775,6 +857,7 @@ impl OtExtReceiver {
         chan: &mut Channel,
         choices: &ChoiceBits,
         random: bool,
+        confirm: bool,
     ) -> Result<(Vec<u128>, ChoiceBits, u64), OtError> {
         if self.poisoned {
             return Err(OtError::Poisoned);
@@ -782,7 +865,7 @@ impl OtExtReceiver {
         if choices.is_empty() {
             return Ok((Vec::new(), ChoiceBits::default(), self.next_row));
         }
-        let out = self.run(chan, choices, random).await;
+        let out = self.run(chan, choices, random, confirm).await;
         if out.is_err() {
             self.poisoned = true;
         }
@@ -794,14 +877,16 @@ impl OtExtReceiver {
         chan: &mut Channel,
         choices: &ChoiceBits,
         random: bool,
+        confirm: bool,
     ) -> Result<(Vec<u128>, ChoiceBits, u64), OtError> {
         let n = choices.len();
         let m = total_rows(n, self.security)?;
         let frame_rows = self.cfg.frame_rows_for(chan, BASE_OTS)?;
         let first_row = self.next_row;
+        let (mode, param) = self.security.header(confirm);
         let header = ExtHeader {
-            mode: self.security.mode(),
-            param: 0,
+            mode,
+            param,
             first_row,
             n: n as u64,
             frame_rows: frame_rows as u32,
@@ -818,7 +903,7 @@ impl OtExtReceiver {
         self.send_matrix(chan, frame_rows, &r, &mut rows, &mut cols, in_pipeline)
             .await?;
         if kos {
-            self.kos_prove(chan, first_row, &r, &cols).await?;
+            self.kos_prove(chan, first_row, &r, &cols, confirm).await?;
         }
         self.cols = cols;
         self.next_row += m as u64;
@@ -871,6 +956,7 @@ impl OtExtReceiver {
         first_row: u64,
         r: &[u8],
         cols: &[u128],
+        confirm: bool,
     ) -> Result<(), OtError> {
         let frame = chan.recv_expect(PROTOCOL_ID, kind::KOS_SEED).await?;
         let Ok(seed) = <[u8; 16]>::try_from(frame.payload.as_slice()) else {
@@ -896,6 +982,9 @@ impl OtExtReceiver {
         ))
         .await?;
         answer.zeroize();
+        if !confirm {
+            return Ok(());
+        }
         let ok = chan.recv_expect(PROTOCOL_ID, kind::KOS_OK).await?;
         if !ok.payload.is_empty() {
             return Err(OtError::Malformed("KOS confirmation with a payload".into()));

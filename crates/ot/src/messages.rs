@@ -4,11 +4,11 @@
 //! |---|---|---|
 //! | [`kind::BASE_SENDER`] (1) | base-OT sender → receiver | `u32 count`, `A` (32-byte ristretto255 point) |
 //! | [`kind::BASE_RECEIVER`] (2) | base-OT receiver → sender | `u32 count`, then `count` × (`r0`, `r1`) (2 × 32 bytes) |
-//! | [`kind::EXT_HEADER`] (3) | extension receiver → sender | [`ExtHeader`]: `u8 mode`, `u16 param` (KK13: N; else 0), `u64 first_row`, `u64 n`, `u32 frame_rows` |
+//! | [`kind::EXT_HEADER`] (3) | extension receiver → sender | [`ExtHeader`]: `u8 mode`, `u16 param` (KK13: N; KOS: [`KOS_CONFIRMED`] or [`KOS_UNCONFIRMED`]; IKNP: 0), `u64 first_row`, `u64 n`, `u32 frame_rows` |
 //! | [`kind::EXT_MATRIX`] (4) | extension receiver → sender | one frame of the `u` matrix: exactly `frame_rows × columns / 8` bytes |
 //! | [`kind::KOS_SEED`] (5) | sender → receiver | 16-byte seed for the check's weights |
 //! | [`kind::KOS_CHECK`] (6) | receiver → sender | `x̃` then `t̃_0..t̃_127`, 129 × 16 bytes |
-//! | [`kind::KOS_OK`] (7) | sender → receiver | empty: the check passed |
+//! | [`kind::KOS_OK`] (7) | sender → receiver | empty: the check passed (not sent in a [`KOS_UNCONFIRMED`] extension) |
 //!
 //! Kind 255 is the transport's error message; a failed KOS check is reported
 //! with code `Aborted`, a malformed message with `BadRequest`.
@@ -40,6 +40,17 @@ pub mod kind {
     pub const KOS_OK: u8 = 7;
 }
 
+/// KOS header parameter: the sender confirms a passed check with
+/// [`kind::KOS_OK`].
+pub const KOS_CONFIRMED: u16 = 0;
+
+/// KOS header parameter: the sender does not confirm a passed check (a failed
+/// one is still reported with an error frame), and may send messages of its
+/// own right after the seed; the receiver goes on without waiting. Saves a
+/// round trip per extension for protocols that hear from the sender later
+/// anyway (`OtExtReceiver::extend_unconfirmed`).
+pub const KOS_UNCONFIRMED: u16 = 1;
+
 /// Which extension a header announces.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
@@ -53,7 +64,9 @@ pub enum Mode {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ExtHeader {
     pub mode: Mode,
-    /// Mode parameter: the number of messages N for KK13, 0 otherwise.
+    /// Mode parameter: the number of messages N for KK13, whether the check
+    /// is confirmed for KOS ([`KOS_CONFIRMED`], [`KOS_UNCONFIRMED`]), 0 for
+    /// IKNP.
     pub param: u16,
     /// Index of the first matrix row (PRG position) of this extension.
     pub first_row: u64,

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use crate::frame::{ErrorMessage, Frame, HEADER_LEN, WIRE_VERSION};
+use crate::frame::{header, ErrorMessage, Frame, HEADER_LEN, WIRE_VERSION};
 use crate::TransportError;
 
 /// Limits applied to everything a channel receives.
@@ -76,15 +76,28 @@ impl Channel {
 
     /// Sends one frame and flushes it.
     pub async fn send(&mut self, frame: &Frame) -> Result<(), TransportError> {
+        self.send_payload(frame.protocol, frame.kind, &frame.payload)
+            .await
+    }
+
+    /// Sends one frame made of `payload` without copying it into a
+    /// [`Frame`] first, and flushes it.
+    pub async fn send_payload(
+        &mut self,
+        protocol: u8,
+        kind: u8,
+        payload: &[u8],
+    ) -> Result<(), TransportError> {
+        let head = header(protocol, kind, payload.len());
         let write = async {
-            self.io.write_all(&frame.header()).await?;
-            self.io.write_all(&frame.payload).await?;
+            self.io.write_all(&head).await?;
+            self.io.write_all(payload).await?;
             self.io.flush().await
         };
         tokio::time::timeout(self.limits.write_timeout, write)
             .await
             .map_err(|_| TransportError::Timeout("sending a message"))??;
-        self.bytes_sent += frame.wire_len();
+        self.bytes_sent += (head.len() + payload.len()) as u64;
         Ok(())
     }
 
@@ -170,11 +183,9 @@ impl Channel {
         data: &[u8],
     ) -> Result<(), TransportError> {
         let total = (data.len() as u64).to_be_bytes();
-        self.send(&Frame::new(protocol, kind, total.to_vec()))
-            .await?;
+        self.send_payload(protocol, kind, &total).await?;
         for chunk in data.chunks(CHUNK_BYTES) {
-            self.send(&Frame::new(protocol, kind, chunk.to_vec()))
-                .await?;
+            self.send_payload(protocol, kind, chunk).await?;
         }
         Ok(())
     }

@@ -46,13 +46,7 @@ impl Frame {
 
     /// The 7-byte header that precedes the payload on the wire.
     pub fn header(&self) -> [u8; HEADER_LEN] {
-        let len = u32::try_from(self.payload.len() + 3).expect("frame payload exceeds 4 GiB");
-        let mut h = [0u8; HEADER_LEN];
-        h[..4].copy_from_slice(&len.to_be_bytes());
-        h[4] = WIRE_VERSION;
-        h[5] = self.protocol;
-        h[6] = self.kind;
-        h
+        header(self.protocol, self.kind, self.payload.len())
     }
 
     /// Bytes this frame occupies on the wire.
@@ -63,6 +57,17 @@ impl Frame {
     pub fn is_error(&self) -> bool {
         self.kind == KIND_ERROR
     }
+}
+
+/// The 7-byte header of a frame with a payload of `payload_len` bytes.
+pub(crate) fn header(protocol: u8, kind: u8, payload_len: usize) -> [u8; HEADER_LEN] {
+    let len = u32::try_from(payload_len + 3).expect("frame payload exceeds 4 GiB");
+    let mut h = [0u8; HEADER_LEN];
+    h[..4].copy_from_slice(&len.to_be_bytes());
+    h[4] = WIRE_VERSION;
+    h[5] = protocol;
+    h[6] = kind;
+    h
 }
 
 /// Error codes carried by [`ErrorMessage`]. Codes are stable across versions

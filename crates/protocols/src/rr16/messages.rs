@@ -12,6 +12,14 @@
 //! | 7 | R -> S | permutation `π_t`, bit-packed (chunked transfer) |
 //! | 8 | S -> R | summary values (chunked transfer) |
 //! | 9 | R -> S | matched summary values, if the result is revealed |
+//!
+//! Per chunk: the OT layer's extension header and matrix (R -> S), its KOS
+//! seed (S -> R) immediately followed by the challenge (5), the KOS check
+//! (R -> S), then the response (6) and `π_t` (7). The extensions are
+//! *unconfirmed* (`psikit_ot::messages::KOS_UNCONFIRMED` in their header,
+//! so a peer running the older flow with a confirmation round is refused
+//! there): neither party waits for the other between chunks, and the
+//! sender's checks report failures with an error frame.
 
 use psikit_transport::{DecodeError, Frame, Reader, Writer};
 
@@ -162,59 +170,69 @@ pub fn index_width(bound: u64) -> u32 {
 }
 
 /// Packs values of `width` bits each, little-endian bit order. (Values
-/// must fit in `width` bits.)
+/// must fit in `width` bits.) Emits whole 64-bit words: `π` has 2^20
+/// entries per chunk, and byte-wise emission cost more than building `π`.
 pub fn pack_indices(values: &[u32], width: u32) -> Vec<u8> {
-    let total = values.len() as u64 * u64::from(width);
-    let mut out = Vec::with_capacity(total.div_ceil(8) as usize + 4);
-    let (mut acc, mut bits) = (0u64, 0u32);
+    let total = (values.len() as u64 * u64::from(width)).div_ceil(8) as usize;
+    let mut out = vec![0u8; total.next_multiple_of(8)];
+    let mut words = out.chunks_exact_mut(8);
+    let (mut acc, mut bits) = (0u128, 0u32);
     for &v in values {
         debug_assert!(
             width == 32 || v >> width == 0,
             "index wider than {width} bits"
         );
-        acc |= u64::from(v) << bits;
+        acc |= u128::from(v) << bits;
         bits += width;
-        if bits >= 32 {
-            out.extend_from_slice(&(acc as u32).to_le_bytes());
-            acc >>= 32;
-            bits -= 32;
+        if bits >= 64 {
+            if let Some(word) = words.next() {
+                word.copy_from_slice(&(acc as u64).to_le_bytes());
+            }
+            acc >>= 64;
+            bits -= 64;
         }
     }
-    out.extend_from_slice(&acc.to_le_bytes()[..bits.div_ceil(8) as usize]);
+    if let Some(word) = words.next() {
+        word.copy_from_slice(&(acc as u64).to_le_bytes());
+    }
+    out.truncate(total);
     out
 }
 
 /// Reverses [`pack_indices`], checking the exact length and that the
-/// padding bits are zero.
+/// padding bits are zero. Reads each value with one unaligned 64-bit load
+/// at its byte offset (the sender unpacks 2^20 indices per chunk; a
+/// refill loop with variable-length copies cost several times more).
 pub fn unpack_indices(bytes: &[u8], count: usize, width: u32) -> Result<Vec<u32>, DecodeError> {
     let total = count as u64 * u64::from(width);
     if bytes.len() as u64 != total.div_ceil(8) || width == 0 || width > 32 {
         return Err(DecodeError::invalid("permutation", "wrong length"));
     }
-    let mask = (1u64 << width) - 1;
-    let mut out = Vec::with_capacity(count);
-    let (mut acc, mut bits, mut pos) = (0u64, 0u32, 0usize);
-    for _ in 0..count {
-        if bits < width {
-            // Refill 32 bits at a time (fewer at the end of the input).
-            let take = (bytes.len() - pos).min(4);
-            let mut word = [0u8; 4];
-            word[..take].copy_from_slice(&bytes[pos..pos + take]);
-            acc |= u64::from(u32::from_le_bytes(word)) << bits;
-            bits += 8 * take as u32;
-            pos += take;
-            if bits < width {
-                return Err(DecodeError::invalid("permutation", "truncated"));
-            }
-        }
-        out.push((acc & mask) as u32);
-        acc >>= width;
-        bits -= width;
-    }
-    if acc != 0 || pos != bytes.len() {
+    let tail_bits = (total % 8) as u32;
+    if tail_bits != 0 && bytes.last().is_some_and(|&b| b >> tail_bits != 0) {
         return Err(DecodeError::invalid("permutation", "non-zero padding"));
     }
-    Ok(out)
+    let mask = (1u64 << width) - 1;
+    // Values whose 8-byte window lies inside `bytes` take the fast path;
+    // the last few read a zero-padded copy of the end.
+    let mut padded = [0u8; 16];
+    let tail_start = bytes.len().saturating_sub(8);
+    padded[..bytes.len() - tail_start].copy_from_slice(&bytes[tail_start..]);
+    let word_at = |byte: usize| -> u64 {
+        match bytes.get(byte..byte + 8) {
+            Some(w) => u64::from_le_bytes(w.try_into().expect("8 bytes")),
+            None => {
+                let w = &padded[byte - tail_start..byte - tail_start + 8];
+                u64::from_le_bytes(w.try_into().expect("8 bytes"))
+            }
+        }
+    };
+    Ok((0..count as u64)
+        .map(|i| {
+            let bit = i * u64::from(width);
+            ((word_at((bit / 8) as usize) >> (bit % 8)) & mask) as u32
+        })
+        .collect())
 }
 
 /// Splits a received run of fixed-size summary values.
@@ -280,6 +298,25 @@ mod tests {
             let packed = pack_indices(&v, width);
             assert_eq!(unpack_indices(&packed, v.len(), width).unwrap(), v);
             assert!(unpack_indices(&packed[1..], v.len(), width).is_err());
+        }
+        // Every length around the 8-byte windows, against a bit-by-bit
+        // reference.
+        for width in [1u32, 5, 21, 32] {
+            for count in 0..40usize {
+                let v: Vec<u32> = (0..count as u32)
+                    .map(|i| i.wrapping_mul(0x9e37_79b9) >> (32 - width))
+                    .collect();
+                let packed = pack_indices(&v, width);
+                let mut reference = vec![0u8; (count * width as usize).div_ceil(8)];
+                for (i, &x) in v.iter().enumerate() {
+                    for b in 0..width as usize {
+                        let at = i * width as usize + b;
+                        reference[at / 8] |= (((x >> b) & 1) as u8) << (at % 8);
+                    }
+                }
+                assert_eq!(packed, reference, "{width} x {count}");
+                assert_eq!(unpack_indices(&packed, count, width).unwrap(), v);
+            }
         }
         // 3 values of 7 bits leave 3 padding bits, which must be zero.
         let mut packed = pack_indices(&[127, 0, 127], 7);

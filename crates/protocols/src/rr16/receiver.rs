@@ -14,7 +14,7 @@ use super::messages::{self as msg, Response, PROTOCOL_ID};
 use super::params::Rr16Params;
 use super::sender::abort;
 use super::session::{establish, explained, fold, OtSet, Phases, Summary};
-use super::shuffle::random_permutation;
+use super::shuffle::Shuffle;
 use super::Rr16Config;
 use crate::Error;
 
@@ -87,45 +87,41 @@ async fn receive_steps(
     phases.online += t.elapsed();
     let mut rng = StdRng::from_rng(OsRng).map_err(|e| Error::Protocol(e.to_string()))?;
     let ones = (p.ones_per_chunk + behaviour.extra_ones).min(p.ots_per_chunk);
-    let mut draw = || ChunkChoices::new(p.ots_per_chunk as usize, ones as usize, &mut rng);
+    let mut draw =
+        |spare| ChunkChoices::new(p.ots_per_chunk as usize, ones as usize, &mut rng, spare);
     let t = Instant::now();
-    let mut upcoming = cfg.malicious.then(&mut draw);
+    let mut upcoming = cfg.malicious.then(|| draw(None));
     phases.offline += t.elapsed();
+    // Buffers reused from chunk to chunk.
+    let (mut segment, mut pi) = (Vec::new(), Vec::new());
     for (chunk, bucket) in buckets.iter().enumerate() {
-        let segment = segment_bits(bucket, p.bf_per_chunk);
+        segment_bits(bucket, p.bf_per_chunk, &mut segment);
         let t = Instant::now();
+        // Unconfirmed: the sender's challenge comes with its KOS seed, and
+        // a failed check shows up as its error frame in place of a later
+        // message (the summary values are sent only after every check).
         let (ots, opened) = match upcoming.take() {
             Some(choices) => {
-                let ots = ot.extend(ch, &choices.bits()).await?;
-                // The sender now checks the extension and draws its
-                // challenge: draw the next chunk's choices meanwhile
-                // instead of waiting idle (they depend on nothing sent).
-                if chunk + 1 < buckets.len() {
-                    upcoming = Some(draw());
-                }
+                let ots = ot.extend_unconfirmed(ch, &choices.bits()).await?;
                 let opened = answer_challenge(ch, &ots, &p, behaviour).await?;
                 (ots, Some((choices, opened)))
             }
             None => (
-                ot.extend(ch, &ChoiceBits::from_bools(&segment)).await?,
+                ot.extend_unconfirmed(ch, &ChoiceBits::from_bools(&segment))
+                    .await?,
                 None,
             ),
         };
         phases.offline += t.elapsed();
 
         let t = Instant::now();
-        let pi = match opened {
-            Some((choices, opened)) => {
-                let mut pi = match choices.permutation(&opened, &segment) {
-                    Some(pi) => pi,
-                    None => {
-                        return Err(abort(
-                            ch,
-                            "not enough unopened OTs for the Bloom filter segment",
-                        )
-                        .await)
-                    }
-                };
+        match opened {
+            Some((mut choices, opened)) => {
+                if !choices.permutation(&opened, &segment, &mut pi) {
+                    return Err(
+                        abort(ch, "not enough unopened OTs for the Bloom filter segment").await,
+                    );
+                }
                 if behaviour.repeat_in_permutation && pi.len() > 1 {
                     pi[1] = pi[0];
                 }
@@ -136,10 +132,20 @@ async fn receive_steps(
                     &msg::pack_indices(&pi, width),
                 )
                 .await?;
-                pi
+                // The sender now checks π and folds: draw the next chunk's
+                // choices meanwhile (they depend on nothing sent), so that
+                // it has caught up when the next matrix arrives.
+                if chunk + 1 < buckets.len() {
+                    let t = Instant::now();
+                    upcoming = Some(draw(Some(choices)));
+                    phases.offline += t.elapsed();
+                }
             }
-            None => (0..p.bf_per_chunk as u32).collect(),
-        };
+            None => {
+                pi.clear();
+                pi.extend(0..p.bf_per_chunk as u32);
+            }
+        }
         fold(&mut acc, bucket, &pi, |idx, out| ots.messages_at(idx, out));
         phases.online += t.elapsed();
     }
@@ -186,13 +192,14 @@ async fn receive_steps(
     })
 }
 
-/// The Bloom filter bits of one segment (ones where some item hashes).
-fn segment_bits(bucket: &[u64], len: u64) -> Vec<bool> {
-    let mut bits = vec![false; len as usize];
+/// The Bloom filter bits of one segment (ones where some item hashes),
+/// into `bits`.
+fn segment_bits(bucket: &[u64], len: u64, bits: &mut Vec<bool>) {
+    bits.clear();
+    bits.resize(len as usize, false);
     for &e in bucket {
         bits[(e >> 32) as usize] = true;
     }
-    bits
 }
 
 /// Steps 3-4 for one chunk: check the challenge, prove the zero choice bits.
@@ -224,66 +231,60 @@ async fn answer_challenge(
     Ok(OtSet::from_indices(p.ots_per_chunk as usize, &challenge))
 }
 
-/// The choice bits of one chunk, drawn so that step 5 is cheap: `order`
-/// is a uniformly random permutation of the chunk's OTs and the first
-/// `ones` of them have choice bit 1. So the ones sit at a uniformly random
-/// `ones`-subset, and reading `order` gives the one-OTs and the zero-OTs
-/// each in uniformly random order, which is all π needs.
+/// The choice bits of one chunk, drawn so that step 5 is cheap: a
+/// uniformly random permutation of the chunk's OTs ([`Shuffle`]) whose
+/// first `ones` entries have choice bit 1. So the ones sit at a uniformly
+/// random `ones`-subset, and reading the permutation gives the one-OTs and
+/// the zero-OTs each in uniformly random order, which is all π needs. The
+/// shuffle is finished only once the opened OTs are known, so that it
+/// orders just the unopened ones.
 struct ChunkChoices {
-    order: Vec<u32>,
-    ones: usize,
+    shuffle: Shuffle,
+    len: usize,
 }
 
 impl ChunkChoices {
-    fn new(len: usize, ones: usize, rng: &mut StdRng) -> Self {
+    /// `spare`: a used instance whose buffers to reuse.
+    fn new(len: usize, ones: usize, rng: &mut StdRng, spare: Option<ChunkChoices>) -> Self {
         Self {
-            order: random_permutation(len, rng),
-            ones: ones.min(len),
+            shuffle: Shuffle::new(len, ones.min(len), rng, spare.map(|c| c.shuffle)),
+            len,
         }
     }
 
     fn bits(&self) -> ChoiceBits {
-        let mut bits = ChoiceBits::zeros(self.order.len());
-        for &i in &self.order[..self.ones] {
-            bits.set(i as usize, true);
+        let mut bytes = vec![0u8; self.len.div_ceil(8)];
+        for &i in self.shuffle.prefix() {
+            bytes[i as usize / 8] |= 1 << (i % 8);
         }
-        bits
+        ChoiceBits::from_bytes(bytes, self.len).expect("a byte per 8 choice bits")
     }
 
-    /// Step 5: a uniformly random injection from the segment into the
-    /// unopened OTs with `BF'[j] = b_{π(j)}`, where `BF'` is the segment
-    /// with zeros turned into ones when zero-OTs run out. `None` if the
-    /// chunk lacks one-OTs (negligible for honest parameters).
-    fn permutation(&self, opened: &OtSet, segment: &[bool]) -> Option<Vec<u32>> {
-        let unopened = |part: &[u32]| -> Vec<u32> {
-            part.iter()
-                .copied()
-                .filter(|&i| !opened.contains(i))
-                .collect()
-        };
-        let mut ones = unopened(&self.order[..self.ones]);
-        let mut zeros = unopened(&self.order[self.ones..]);
+    /// Step 5: writes to `pi` a uniformly random injection from the segment
+    /// into the unopened OTs with `BF'[j] = b_{π(j)}`, where `BF'` is the
+    /// segment with zeros turned into ones when zero-OTs run out. `false`
+    /// if the chunk lacks one-OTs (negligible for honest parameters). Uses
+    /// up the shuffle.
+    fn permutation(&mut self, opened: &OtSet, segment: &[bool], pi: &mut Vec<u32>) -> bool {
+        let (unopened, ones) = self.shuffle.finish(|i| opened.contains(i));
         let needed = segment.iter().filter(|&&b| b).count();
-        if needed > ones.len() || segment.len() > ones.len() + zeros.len() {
-            return None;
+        if needed > ones || segment.len() > unopened.len() {
+            return false;
         }
-        // Zero positions past the zero-OTs take the one-OTs left over; a
-        // sentinel at each end lets the loop read both lists without a
-        // branch on the (secret) filter bit.
-        zeros.extend_from_slice(&ones[needed..]);
-        ones.truncate(needed);
-        ones.push(0);
-        zeros.push(0);
-        let (mut a, mut b) = (0usize, 0usize);
-        let pi = segment
-            .iter()
-            .map(|&bit| {
-                let ot = if bit { ones[a] } else { zeros[b] };
-                a += usize::from(bit);
-                b += usize::from(!bit);
-                ot
-            })
-            .collect();
-        Some(pi)
+        // `unopened` is the one-OTs then the zero-OTs. Zero positions past
+        // the zero-OTs take the one-OTs left over, copied to the end; a
+        // sentinel lets the loop read both streams without a branch on the
+        // (secret) filter bit.
+        unopened.extend_from_within(needed..ones);
+        unopened.push(0);
+        let (mut a, mut b) = (0usize, ones);
+        pi.clear();
+        pi.extend(segment.iter().map(|&bit| {
+            let ot = if bit { unopened[a] } else { unopened[b] };
+            a += usize::from(bit);
+            b += usize::from(!bit);
+            ot
+        }));
+        true
     }
 }

@@ -81,10 +81,17 @@ async fn send_steps(
     phases.offline += t.elapsed();
     for (chunk, bucket) in buckets.iter().enumerate() {
         let t = Instant::now();
-        let ots = ot.extend(ch, p.ots_per_chunk as usize).await?;
-        let opened = match upcoming.take() {
+        // The challenge travels with the KOS seed, right after the matrix
+        // has fixed the receiver's choice bits, and the check is not
+        // confirmed: the receiver answers both at once without waiting.
+        let challenge = upcoming.take();
+        let follow_up = challenge.as_deref().map(msg::challenge_frame);
+        let ots = ot
+            .extend_unconfirmed(ch, p.ots_per_chunk as usize, follow_up.as_ref())
+            .await?;
+        let opened = match challenge {
             Some(challenge) => {
-                Some(cut_and_choose(ch, &ots, &p, challenge, &mut opened_ones).await?)
+                Some(cut_and_choose(ch, &ots, &p, &challenge, &mut opened_ones).await?)
             }
             None => None,
         };
@@ -147,17 +154,17 @@ fn sample_challenge(ots: u64, p_chk: f64) -> Vec<u32> {
         .collect()
 }
 
-/// Steps 3-4 of Figure 4 for one chunk with challenge `C_t` (drawn before
-/// the chunk's OTs existed is fine: it is independent of them). Returns
-/// the opened OTs.
+/// Steps 3-4 of Figure 4 for one chunk with challenge `C_t`, which went out
+/// with the extension's KOS seed (drawn before the chunk's OTs existed is
+/// fine: it is independent of them; it is sent only once the matrix has
+/// fixed the receiver's choice bits). Returns the opened OTs.
 async fn cut_and_choose(
     ch: &mut Channel,
     ots: &SenderOts,
     p: &Rr16Params,
-    challenge: Vec<u32>,
+    challenge: &[u32],
     opened_ones: &mut u64,
 ) -> Result<OtSet, Error> {
-    ch.send(&msg::challenge_frame(&challenge)).await?;
     let reply = ch.recv_expect(PROTOCOL_ID, msg::KIND_RESPONSE).await?;
     let response = Response::decode(&reply.payload, challenge.len())?;
     let zeros = response.zero_bits.iter().filter(|z| **z).count();
@@ -177,7 +184,7 @@ async fn cut_and_choose(
     if !bool::from(expected.to_le_bytes().ct_eq(&response.proof.to_le_bytes())) {
         return Err(abort(ch, "the receiver's proof of its choice bits is wrong").await);
     }
-    Ok(OtSet::from_indices(p.ots_per_chunk as usize, &challenge))
+    Ok(OtSet::from_indices(p.ots_per_chunk as usize, challenge))
 }
 
 /// Step 5 for one chunk: `π_t` must map the segment injectively into the
