@@ -68,11 +68,7 @@ impl Powers {
                 .collect::<HashSet<_>>()
                 .into_iter()
                 .collect();
-            let fresh = missing
-                .par_iter()
-                .map(|&e| Ok((e, ev.prepare(get(&by_exponent, e)?)?)))
-                .collect::<Result<Vec<_>, Error>>()?;
-            prepared.extend(fresh);
+            prepared.extend(prepare_all(ev, &by_exponent, &missing)?);
             let made = steps
                 .par_iter()
                 .map(|s| {
@@ -105,11 +101,7 @@ impl Powers {
             .copied()
             .filter(|&e| is_high(e) && !prepared.contains_key(&e))
             .collect();
-        let fresh = missing
-            .par_iter()
-            .map(|&e| Ok((e, ev.prepare(get(&by_exponent, e)?)?)))
-            .collect::<Result<Vec<_>, Error>>()?;
-        prepared.extend(fresh);
+        prepared.extend(prepare_all(ev, &by_exponent, &missing)?);
         let mut high: Vec<Option<Prepared>> = vec![None; top + 1];
         for (e, p) in prepared {
             high[e as usize] = Some(p);
@@ -129,6 +121,18 @@ impl Powers {
             .and_then(Option::as_ref)
             .ok_or_else(|| Error::Protocol(format!("high power {e} was not prepared")))
     }
+}
+
+/// The powers `exponents`, lifted for products in parallel.
+fn prepare_all(
+    ev: &Evaluator,
+    by_exponent: &[Option<Ciphertext>],
+    exponents: &[u32],
+) -> Result<Vec<(u32, Prepared)>, Error> {
+    exponents
+        .par_iter()
+        .map(|&e| Ok((e, ev.prepare(get(by_exponent, e)?)?)))
+        .collect()
 }
 
 fn prepared_factor(prepared: &HashMap<u32, Prepared>, e: u32) -> Result<&Prepared, Error> {

@@ -94,6 +94,7 @@ async fn receive_steps(
     phases.offline += t.elapsed();
     // Buffers reused from chunk to chunk.
     let (mut segment, mut pi) = (Vec::new(), Vec::new());
+    let mut spent: Option<ChunkChoices> = None;
     for (chunk, bucket) in buckets.iter().enumerate() {
         segment_bits(bucket, p.bf_per_chunk, &mut segment);
         let t = Instant::now();
@@ -132,14 +133,7 @@ async fn receive_steps(
                     &msg::pack_indices(&pi, width),
                 )
                 .await?;
-                // The sender now checks π and folds: draw the next chunk's
-                // choices meanwhile (they depend on nothing sent), so that
-                // it has caught up when the next matrix arrives.
-                if chunk + 1 < buckets.len() {
-                    let t = Instant::now();
-                    upcoming = Some(draw(Some(choices)));
-                    phases.offline += t.elapsed();
-                }
+                spent = Some(choices);
             }
             None => {
                 pi.clear();
@@ -148,6 +142,13 @@ async fn receive_steps(
         }
         fold(&mut acc, bucket, &pi, |idx, out| ots.messages_at(idx, out));
         phases.online += t.elapsed();
+        // The sender checks π and folds meanwhile; the next chunk's choices
+        // depend on nothing sent, so they are drawn before its matrix.
+        if cfg.malicious && chunk + 1 < buckets.len() {
+            let t = Instant::now();
+            upcoming = Some(draw(spent.take()));
+            phases.offline += t.elapsed();
+        }
     }
 
     let t = Instant::now();
