@@ -413,7 +413,7 @@ impl OtExtSender {
     /// [`OtExtReceiver::extend`] or [`OtExtReceiver::extend_random`] with `n`
     /// choice bits. After an error the instance is unusable.
     pub async fn extend(&mut self, chan: &mut Channel, n: usize) -> Result<SenderOts, OtError> {
-        let (rows, _, first_row) = self.guarded(chan, n, false, Ending::Confirmed).await?;
+        let (rows, _, first_row) = self.guarded(chan, n, false, Ending::confirmed()).await?;
         let hash = self.security.hash();
         let recycle = self.rows.handle();
         Ok(SenderOts::new(rows, self.delta, first_row, hash, recycle))
@@ -427,13 +427,20 @@ impl OtExtSender {
     /// sent once the receiver's choice bits are fixed, such as a
     /// cut-and-choose challenge: sent here, the receiver has it together with
     /// the seed, instead of one round trip later.
+    ///
+    /// `meanwhile` is the caller's own work, run exactly once on success:
+    /// after the matrix has arrived and the seed has gone out, while the
+    /// receiver computes its check (so a protocol can finish its previous
+    /// batch of OTs there instead of before this extension, where it would
+    /// hold up the receiver's matrix).
     pub async fn extend_unconfirmed(
         &mut self,
         chan: &mut Channel,
         n: usize,
         follow_up: Option<&Frame>,
+        meanwhile: impl FnOnce() + Send,
     ) -> Result<SenderOts, OtError> {
-        let ending = Ending::Unconfirmed(follow_up);
+        let ending = Ending::unconfirmed(follow_up, Box::new(meanwhile));
         let (rows, _, first_row) = self.guarded(chan, n, false, ending).await?;
         let hash = self.security.hash();
         let recycle = self.rows.handle();
@@ -450,7 +457,7 @@ impl OtExtSender {
         chan: &mut Channel,
         n: usize,
     ) -> Result<RandomSenderOts, OtError> {
-        let (m0, m1, _) = self.guarded(chan, n, true, Ending::Confirmed).await?;
+        let (m0, m1, _) = self.guarded(chan, n, true, Ending::confirmed()).await?;
         Ok(RandomSenderOts::new(m0, m1))
     }
 
@@ -462,12 +469,13 @@ impl OtExtSender {
         chan: &mut Channel,
         n: usize,
         random: bool,
-        ending: Ending<'_>,
+        mut ending: Ending<'_>,
     ) -> Result<(Vec<u128>, Vec<u128>, u64), OtError> {
         if self.poisoned {
             return Err(OtError::Poisoned);
         }
         if n == 0 {
+            ending.run_meanwhile();
             return Ok((Vec::new(), Vec::new(), self.next_row));
         }
         let out = self.run(chan, n, random, ending).await;
@@ -482,12 +490,12 @@ impl OtExtSender {
         chan: &mut Channel,
         n: usize,
         random: bool,
-        ending: Ending<'_>,
+        mut ending: Ending<'_>,
     ) -> Result<(Vec<u128>, Vec<u128>, u64), OtError> {
         let m = total_rows(n, self.security)?;
         let first_row = self.next_row;
         let frame = chan.recv_expect(PROTOCOL_ID, kind::EXT_HEADER).await?;
-        let frame_rows = match self.check_header(chan, &frame.payload, n, ending.confirm()) {
+        let frame_rows = match self.check_header(chan, &frame.payload, n, ending.confirm) {
             Ok(r) => r,
             Err(e) => return Err(abort(chan, e).await),
         };
@@ -503,9 +511,12 @@ impl OtExtSender {
         self.recv_matrix(chan, frame_rows, &mut rows, &mut m1, &mut cols, !kos)
             .await?;
         if kos {
-            self.kos_verify(chan, first_row, &cols, ending).await?;
-        } else if let Ending::Unconfirmed(Some(follow_up)) = ending {
-            chan.send(follow_up).await?;
+            self.kos_verify(chan, first_row, &cols, &mut ending).await?;
+        } else {
+            if let Some(follow_up) = ending.follow_up {
+                chan.send(follow_up).await?;
+            }
+            ending.run_meanwhile();
         }
         self.cols = cols;
         self.next_row += m as u64;
@@ -580,17 +591,19 @@ impl OtExtSender {
         chan: &mut Channel,
         first_row: u64,
         cols: &[u128],
-        ending: Ending<'_>,
+        ending: &mut Ending<'_>,
     ) -> Result<(), OtError> {
         let seed: [u8; 16] = self.rng.gen();
         chan.send(&Frame::new(PROTOCOL_ID, kind::KOS_SEED, seed.to_vec()))
             .await?;
-        if let Ending::Unconfirmed(Some(follow_up)) = ending {
+        if let Some(follow_up) = ending.follow_up {
             chan.send(follow_up).await?;
         }
-        // Our sums while the receiver computes its answer.
+        // Our sums, then the caller's work, while the receiver computes its
+        // answer.
         let chis = chi_weights(&self.sid, first_row, &seed, cols.len() / 128);
         let q_sums = run_in(self.cfg.pool(), || column_sums(cols, &chis));
+        ending.run_meanwhile();
         let frame = chan.recv_expect(PROTOCOL_ID, kind::KOS_CHECK).await?;
         let answer = match decode_blocks(&frame.payload, BASE_OTS + 1, "KOS check") {
             Ok(a) => a,
@@ -607,7 +620,7 @@ impl OtExtSender {
         if diff != 0 {
             return Err(abort(chan, OtError::ConsistencyCheck).await);
         }
-        if ending.confirm() {
+        if ending.confirm {
             chan.send(&Frame::new(PROTOCOL_ID, kind::KOS_OK, Vec::new()))
                 .await?;
         }
@@ -615,19 +628,44 @@ impl OtExtSender {
     }
 }
 
-/// How an extension ends: with the sender confirming a passed KOS check,
-/// or without (the sender's optional follow-up message travels with the
-/// seed instead). IKNP has no check; there the follow-up comes after the
-/// matrix.
-#[derive(Clone, Copy)]
-enum Ending<'a> {
-    Confirmed,
-    Unconfirmed(Option<&'a Frame>),
+/// Work a caller runs inside an unconfirmed extension while the peer is busy
+/// (see [`OtExtSender::extend_unconfirmed`]).
+type Meanwhile<'a> = Box<dyn FnOnce() + Send + 'a>;
+
+/// How an extension ends, on either side: with the sender confirming a
+/// passed KOS check, or without. Without, the sender's optional follow-up
+/// message travels with the seed (after the matrix for IKNP, which has no
+/// check), and each side runs its caller's `meanwhile` work where it would
+/// otherwise wait for the other.
+struct Ending<'a> {
+    confirm: bool,
+    /// Sender only.
+    follow_up: Option<&'a Frame>,
+    meanwhile: Option<Meanwhile<'a>>,
 }
 
-impl Ending<'_> {
-    fn confirm(self) -> bool {
-        matches!(self, Ending::Confirmed)
+impl<'a> Ending<'a> {
+    fn confirmed() -> Self {
+        Self {
+            confirm: true,
+            follow_up: None,
+            meanwhile: None,
+        }
+    }
+
+    fn unconfirmed(follow_up: Option<&'a Frame>, meanwhile: Meanwhile<'a>) -> Self {
+        Self {
+            confirm: false,
+            follow_up,
+            meanwhile: Some(meanwhile),
+        }
+    }
+
+    /// Runs the caller's work, at most once.
+    fn run_meanwhile(&mut self) {
+        if let Some(work) = self.meanwhile.take() {
+            work();
+        }
     }
 }
 
@@ -812,7 +850,9 @@ impl OtExtReceiver {
         chan: &mut Channel,
         choices: &ChoiceBits,
     ) -> Result<ReceiverOts, OtError> {
-        let (rows, choices, first_row) = self.guarded(chan, choices, false, true).await?;
+        let (rows, choices, first_row) = self
+            .guarded(chan, choices, false, Ending::confirmed())
+            .await?;
         let hash = self.security.hash();
         let recycle = self.rows.handle();
         Ok(ReceiverOts::new(rows, choices, first_row, hash, recycle))
@@ -826,12 +866,18 @@ impl OtExtReceiver {
     /// sender's security does not depend on the outputs' use before then
     /// (KOS protects the sender; the receiver's own security needs no
     /// confirmation), e.g. when the sender answers later in any case.
+    ///
+    /// `meanwhile` is the caller's own work, run exactly once on success:
+    /// after the whole matrix has been sent, while the sender receives and
+    /// checks it.
     pub async fn extend_unconfirmed(
         &mut self,
         chan: &mut Channel,
         choices: &ChoiceBits,
+        meanwhile: impl FnOnce() + Send,
     ) -> Result<ReceiverOts, OtError> {
-        let (rows, choices, first_row) = self.guarded(chan, choices, false, false).await?;
+        let ending = Ending::unconfirmed(None, Box::new(meanwhile));
+        let (rows, choices, first_row) = self.guarded(chan, choices, false, ending).await?;
         let hash = self.security.hash();
         let recycle = self.rows.handle();
         Ok(ReceiverOts::new(rows, choices, first_row, hash, recycle))
@@ -845,7 +891,9 @@ impl OtExtReceiver {
         chan: &mut Channel,
         choices: &ChoiceBits,
     ) -> Result<RandomReceiverOts, OtError> {
-        let (messages, choices, _) = self.guarded(chan, choices, true, true).await?;
+        let (messages, choices, _) = self
+            .guarded(chan, choices, true, Ending::confirmed())
+            .await?;
         Ok(RandomReceiverOts::new(messages, choices))
     }
 
@@ -857,15 +905,16 @@ impl OtExtReceiver {
         chan: &mut Channel,
         choices: &ChoiceBits,
         random: bool,
-        confirm: bool,
+        mut ending: Ending<'_>,
     ) -> Result<(Vec<u128>, ChoiceBits, u64), OtError> {
         if self.poisoned {
             return Err(OtError::Poisoned);
         }
         if choices.is_empty() {
+            ending.run_meanwhile();
             return Ok((Vec::new(), ChoiceBits::default(), self.next_row));
         }
-        let out = self.run(chan, choices, random, confirm).await;
+        let out = self.run(chan, choices, random, ending).await;
         if out.is_err() {
             self.poisoned = true;
         }
@@ -877,13 +926,13 @@ impl OtExtReceiver {
         chan: &mut Channel,
         choices: &ChoiceBits,
         random: bool,
-        confirm: bool,
+        mut ending: Ending<'_>,
     ) -> Result<(Vec<u128>, ChoiceBits, u64), OtError> {
         let n = choices.len();
         let m = total_rows(n, self.security)?;
         let frame_rows = self.cfg.frame_rows_for(chan, BASE_OTS)?;
         let first_row = self.next_row;
-        let (mode, param) = self.security.header(confirm);
+        let (mode, param) = self.security.header(ending.confirm);
         let header = ExtHeader {
             mode,
             param,
@@ -902,8 +951,10 @@ impl OtExtReceiver {
         let mut cols = take_columns(&mut self.cols, column_buffer(kos, m, frame_rows));
         self.send_matrix(chan, frame_rows, &r, &mut rows, &mut cols, in_pipeline)
             .await?;
+        ending.run_meanwhile();
         if kos {
-            self.kos_prove(chan, first_row, &r, &cols, confirm).await?;
+            self.kos_prove(chan, first_row, &r, &cols, ending.confirm)
+                .await?;
         }
         self.cols = cols;
         self.next_row += m as u64;

@@ -69,6 +69,7 @@ pub mod aes_hash;
 pub mod base;
 pub mod choice;
 pub mod ext;
+pub mod gather;
 pub mod gf128;
 pub mod kk13;
 mod matrix;

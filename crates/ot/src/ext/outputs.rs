@@ -63,35 +63,11 @@ pub(super) fn hash_flipped(hash: RowHash, delta: u128, row0: u64, q: &[u128], ou
         });
 }
 
-/// `out[j] = rows[indices[j]] ⊕ d`. The indices are random (RR16 reads
-/// its OTs through a permutation) and `rows` is far larger than the caches,
-/// so each read is a cache and TLB miss; prefetching a few indices ahead
-/// keeps several misses in flight instead of the few that the out-of-order
-/// window overlaps. Panics if an index is out of range.
+/// `out[j] = rows[indices[j]] ⊕ d`, with the reads prefetched (the
+/// indices are random and `rows` far larger than the caches). Panics if an
+/// index is out of range.
 fn gather(rows: &[u128], indices: &[u32], d: u128, out: &mut [u128]) {
-    const AHEAD: usize = 48;
-    for (j, (o, &i)) in out.iter_mut().zip(indices).enumerate() {
-        if let Some(&next) = indices.get(j + AHEAD) {
-            prefetch(rows, next as usize);
-        }
-        *o = rows[i as usize] ^ d;
-    }
-}
-
-/// Hints the CPU to fetch `rows[i]` into the cache (no effect if `i` is
-/// out of range or elsewhere than x86_64).
-#[inline]
-fn prefetch(rows: &[u128], i: usize) {
-    #[cfg(target_arch = "x86_64")]
-    if let Some(r) = rows.get(i) {
-        use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        // SAFETY: a prefetch is only a hint (it cannot fault or change
-        // memory), SSE is part of x86_64, and the pointer comes from a
-        // live reference.
-        unsafe { _mm_prefetch::<_MM_HINT_T0>((r as *const u128).cast()) };
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (rows, i);
+    crate::gather::gather(rows, indices, |&i| i as usize, |j, r| out[j] = r ^ d);
 }
 
 /// The rows buffer an extension instance reuses across calls. Its outputs

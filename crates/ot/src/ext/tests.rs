@@ -437,7 +437,8 @@ async fn bootstrap_from_extension_outputs() {
 }
 
 /// Unconfirmed extensions: correct outputs in both modes with the
-/// follow-up arriving right after the matrix (KOS: after the seed), a
+/// follow-up arriving right after the matrix (KOS: after the seed) and each
+/// caller's work run once, a
 /// cheater is still caught (the receiver hears of it at its next read), and
 /// a peer running the confirmed flow is refused.
 #[tokio::test]
@@ -449,7 +450,12 @@ async fn unconfirmed_extensions() {
         let f = follow_up.clone();
         let task = tokio::spawn(async move {
             for _ in 0..2 {
-                let ots = s.extend_unconfirmed(&mut cs, 3000, Some(&f)).await.unwrap();
+                let mut ran = 0;
+                let ots = s
+                    .extend_unconfirmed(&mut cs, 3000, Some(&f), || ran += 1)
+                    .await
+                    .unwrap();
+                assert_eq!(ran, 1, "the sender's work runs once");
                 cs.send(&Frame::new(
                     9,
                     2,
@@ -461,7 +467,12 @@ async fn unconfirmed_extensions() {
             (s, cs)
         });
         for _ in 0..2 {
-            let ro = r.extend_unconfirmed(&mut cr, &choices).await.unwrap();
+            let mut ran = 0;
+            let ro = r
+                .extend_unconfirmed(&mut cr, &choices, || ran += 1)
+                .await
+                .unwrap();
+            assert_eq!(ran, 1, "the receiver's work runs once");
             assert_eq!(cr.recv_expect(9, 1).await.unwrap(), follow_up);
             let q = cr.recv_expect(9, 2).await.unwrap().payload;
             let q: Vec<u128> = q.chunks_exact(16).map(block_from_le).collect();
@@ -475,7 +486,7 @@ async fn unconfirmed_extensions() {
             let (mut s, mut cs) = (s, cs);
             s.extend(&mut cs, 3000).await
         });
-        let ro = r.extend_unconfirmed(&mut cr, &choices).await;
+        let ro = r.extend_unconfirmed(&mut cr, &choices, || ()).await;
         let so = task.await.unwrap();
         if security == Security::Malicious {
             assert!(matches!(so, Err(OtError::Mismatch(_))), "{so:?}");
@@ -492,9 +503,10 @@ async fn unconfirmed_extensions() {
         flips: (0..128).map(|j| (j, 37 * j)).collect(),
         compensate: false,
     });
-    let task = tokio::spawn(async move { s.extend_unconfirmed(&mut cs, 10_000, None).await });
+    let task =
+        tokio::spawn(async move { s.extend_unconfirmed(&mut cs, 10_000, None, || ()).await });
     let choices = ChoiceBits::random(10_000, &mut rng(6));
-    assert!(r.extend_unconfirmed(&mut cr, &choices).await.is_ok());
+    assert!(r.extend_unconfirmed(&mut cr, &choices, || ()).await.is_ok());
     assert!(matches!(
         task.await.unwrap(),
         Err(OtError::ConsistencyCheck)

@@ -2,7 +2,7 @@
 //! the cut-and-choose, maps its Bloom filter onto unopened OTs, and learns
 //! the intersection.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use psikit_ot::{ChoiceBits, OtExtReceiver, ReceiverOts};
 use psikit_transport::Channel;
@@ -13,7 +13,7 @@ use rayon::prelude::*;
 use super::messages::{self as msg, Response, PROTOCOL_ID};
 use super::params::Rr16Params;
 use super::sender::abort;
-use super::session::{establish, explained, fold, OtSet, Phases, Summary};
+use super::session::{establish, explained, fold, timed, OtSet, Phases, Summary};
 use super::shuffle::Shuffle;
 use super::Rr16Config;
 use crate::Error;
@@ -95,25 +95,38 @@ async fn receive_steps(
     // Buffers reused from chunk to chunk.
     let (mut segment, mut pi) = (Vec::new(), Vec::new());
     let mut spent: Option<ChunkChoices> = None;
+    // The previous chunk's OTs and bucket (its π is in `pi`), folded once
+    // this chunk's matrix is out: folded before, the sender (folding too)
+    // would not read the matrix and our sends would stall.
+    let mut unfolded: Option<(ReceiverOts, &[u64])> = None;
     for (chunk, bucket) in buckets.iter().enumerate() {
         segment_bits(bucket, p.bf_per_chunk, &mut segment);
         let t = Instant::now();
+        let mut folded = Duration::ZERO;
+        let fold_previous = || {
+            if let Some((ots, bucket)) = unfolded.take() {
+                folded = timed(|| fold(&mut acc, bucket, &pi, |i, out| ots.messages_at(i, out)));
+            }
+        };
         // Unconfirmed: the sender's challenge comes with its KOS seed, and
         // a failed check shows up as its error frame in place of a later
         // message (the summary values are sent only after every check).
         let (ots, opened) = match upcoming.take() {
             Some(choices) => {
-                let ots = ot.extend_unconfirmed(ch, &choices.bits()).await?;
+                let ots = ot
+                    .extend_unconfirmed(ch, &choices.bits(), fold_previous)
+                    .await?;
                 let opened = answer_challenge(ch, &ots, &p, behaviour).await?;
                 (ots, Some((choices, opened)))
             }
-            None => (
-                ot.extend_unconfirmed(ch, &ChoiceBits::from_bools(&segment))
-                    .await?,
-                None,
-            ),
+            None => {
+                let choices = ChoiceBits::from_bools(&segment);
+                let ots = ot.extend_unconfirmed(ch, &choices, fold_previous).await?;
+                (ots, None)
+            }
         };
-        phases.offline += t.elapsed();
+        phases.offline += t.elapsed() - folded;
+        phases.online += folded;
 
         let t = Instant::now();
         match opened {
@@ -140,10 +153,8 @@ async fn receive_steps(
                 pi.extend(0..p.bf_per_chunk as u32);
             }
         }
-        fold(&mut acc, bucket, &pi, |idx, out| ots.messages_at(idx, out));
+        unfolded = Some((ots, bucket));
         phases.online += t.elapsed();
-        // The sender checks π and folds meanwhile; the next chunk's choices
-        // depend on nothing sent, so they are drawn before its matrix.
         if cfg.malicious && chunk + 1 < buckets.len() {
             let t = Instant::now();
             upcoming = Some(draw(spent.take()));
@@ -152,6 +163,9 @@ async fn receive_steps(
     }
 
     let t = Instant::now();
+    if let Some((ots, bucket)) = unfolded {
+        fold(&mut acc, bucket, &pi, |i, out| ots.messages_at(i, out));
+    }
     // Our summaries first: the sender is computing its own meanwhile.
     let mine: Vec<Summary> = items
         .par_iter()

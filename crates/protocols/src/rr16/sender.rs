@@ -2,7 +2,7 @@
 //! summary values of its items.
 
 use std::collections::HashMap;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use psikit_ot::{OtExtSender, SenderOts};
 use psikit_transport::{Channel, ErrorCode, ErrorMessage};
@@ -13,7 +13,7 @@ use subtle::ConstantTimeEq;
 
 use super::messages::{self as msg, Response, PROTOCOL_ID};
 use super::params::Rr16Params;
-use super::session::{establish, explained, fold, OtSet, Phases, Session, Summary};
+use super::session::{establish, explained, fold, timed, OtSet, Phases, Session, Summary};
 use super::Rr16Config;
 use crate::Error;
 
@@ -79,6 +79,13 @@ async fn send_steps(
     let t = Instant::now();
     let mut upcoming = cfg.malicious.then(draw);
     phases.offline += t.elapsed();
+    // The previous chunk's OTs, π and bucket, folded inside this chunk's
+    // extension while the receiver computes its KOS check (the receiver
+    // folds the previous chunk at the same point).
+    let mut unfolded: Option<(SenderOts, Vec<u32>, &[u64])> = None;
+    let fold_chunk = |acc: &mut [u128], (ots, pi, bucket): (SenderOts, Vec<u32>, &[u64])| {
+        timed(|| fold(acc, bucket, &pi, |i, out| ots.messages_at(i, true, out)))
+    };
     for (chunk, bucket) in buckets.iter().enumerate() {
         let t = Instant::now();
         // The challenge travels with the KOS seed, right after the matrix
@@ -86,8 +93,19 @@ async fn send_steps(
         // confirmed: the receiver answers both at once without waiting.
         let challenge = upcoming.take();
         let follow_up = challenge.as_deref().map(msg::challenge_frame);
+        let mut folded = Duration::ZERO;
+        let fold_previous = || {
+            if let Some(previous) = unfolded.take() {
+                folded = fold_chunk(&mut acc, previous);
+            }
+        };
         let ots = ot
-            .extend_unconfirmed(ch, p.ots_per_chunk as usize, follow_up.as_ref())
+            .extend_unconfirmed(
+                ch,
+                p.ots_per_chunk as usize,
+                follow_up.as_ref(),
+                fold_previous,
+            )
             .await?;
         let opened = match challenge {
             Some(challenge) => {
@@ -95,7 +113,8 @@ async fn send_steps(
             }
             None => None,
         };
-        phases.offline += t.elapsed();
+        phases.offline += t.elapsed() - folded;
+        phases.online += folded;
 
         let t = Instant::now();
         let pi = match &opened {
@@ -109,13 +128,14 @@ async fn send_steps(
             }
             None => (0..p.bf_per_chunk as u32).collect(),
         };
-        fold(&mut acc, bucket, &pi, |idx, out| {
-            ots.messages_at(idx, true, out)
-        });
+        unfolded = Some((ots, pi, bucket));
         phases.online += t.elapsed();
     }
 
     let t = Instant::now();
+    if let Some(last) = unfolded {
+        fold_chunk(&mut acc, last);
+    }
     let summaries: Vec<Summary> = items
         .par_iter()
         .zip(acc.par_iter())
