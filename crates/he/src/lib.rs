@@ -51,6 +51,7 @@ mod keys;
 mod pack;
 mod params;
 mod prepared;
+mod scale;
 pub mod security;
 pub mod wire;
 

@@ -16,18 +16,26 @@
 use std::fmt;
 use std::sync::Arc;
 
-use fhe_math::rns::{RnsContext, ScalingFactor};
-use fhe_math::rq::{dot_product, scaler::Scaler, Context, Poly, Representation};
+use fhe_math::rq::{dot_product, traits::TryConvertFrom, Context, Poly, Representation};
 use fhe_math::zq::primes::generate_prime;
 
 use crate::error::backend;
+use crate::scale::{rows, RnsScaler};
 use crate::{HeError, HeParams};
+use num_bigint::BigUint;
 
 /// The extended basis of ct×ct products at the query level and the scalers
 /// into and out of it.
 pub(crate) struct ProductBasis {
-    extender: Scaler,
-    down_scaler: Scaler,
+    base: Arc<Context>,
+    /// The extra primes `P` alone (their NTT for the lifted rows).
+    extra: Arc<Context>,
+    /// `Q ∪ P`.
+    wide: Arc<Context>,
+    /// `Q` to `P`, factor 1.
+    up: RnsScaler,
+    /// `Q ∪ P` to `Q`, factor `t/Q`.
+    down: RnsScaler,
     degree: usize,
 }
 
@@ -39,19 +47,40 @@ impl ProductBasis {
     pub(crate) fn new(params: &HeParams) -> Result<Self, HeError> {
         let base = params.context_at(params.query_level())?;
         let basis = extended_moduli(params, base.moduli())?;
-        let wide = Arc::new(Context::new(&basis, params.degree()).map_err(backend)?);
-        let t = RnsContext::new(&[params.plain_modulus()]).map_err(backend)?;
-        let t_over_q = ScalingFactor::new(t.modulus(), base.modulus());
+        let context = |moduli: &[u64]| {
+            Context::new(moduli, params.degree())
+                .map(Arc::new)
+                .map_err(backend)
+        };
+        let extra_moduli = &basis[base.moduli().len()..];
+        let one = BigUint::from(1u32);
+        let t = BigUint::from(params.plain_modulus());
         Ok(Self {
-            extender: Scaler::new(base, &wide, ScalingFactor::one()).map_err(backend)?,
-            down_scaler: Scaler::new(&wide, base, t_over_q).map_err(backend)?,
+            base: base.clone(),
+            extra: context(extra_moduli)?,
+            wide: context(&basis)?,
+            up: RnsScaler::new(base.moduli(), extra_moduli, &one, &one)?,
+            down: RnsScaler::new(&basis, base.moduli(), &t, base.modulus())?,
             degree: params.degree(),
         })
     }
 
-    /// Lifts a query-level NTT polynomial to the extended basis (NTT form).
+    /// Lifts a query-level NTT polynomial to the extended basis (NTT form):
+    /// its rows over `Q` stay as they are, the rows over `P` are converted
+    /// from its power basis (what fhe-math's extending scaler does).
     pub(crate) fn extend(&self, part: &Poly) -> Result<Poly, HeError> {
-        part.scale(&self.extender).map_err(backend)
+        let mut power = part.clone();
+        power.change_representation(Representation::PowerBasis);
+        let mut lifted = vec![0u64; self.extra.moduli().len() * self.degree];
+        self.up.scale_into(&rows(&power)?, &mut lifted)?;
+        let mut lifted =
+            Poly::try_convert_from(lifted, &self.extra, false, Representation::PowerBasis)
+                .map_err(backend)?;
+        lifted.change_representation(Representation::Ntt);
+        let mut all = Vec::with_capacity(self.wide.moduli().len() * self.degree);
+        all.extend(part.coefficients().iter());
+        all.extend(lifted.coefficients().iter());
+        Poly::try_convert_from(all, &self.wide, false, Representation::Ntt).map_err(backend)
     }
 
     /// The tensor product of two extended ciphertexts, scaled by `t/Q` and
@@ -102,7 +131,11 @@ impl ProductBasis {
 
     fn scale_down(&self, mut wide: Poly) -> Result<Poly, HeError> {
         wide.change_representation(Representation::PowerBasis);
-        let mut narrow = wide.scale(&self.down_scaler).map_err(backend)?;
+        let mut narrow = vec![0u64; self.base.moduli().len() * self.degree];
+        self.down.scale_into(&rows(&wide)?, &mut narrow)?;
+        let mut narrow =
+            Poly::try_convert_from(narrow, &self.base, false, Representation::PowerBasis)
+                .map_err(backend)?;
         narrow.change_representation(Representation::Ntt);
         Ok(narrow)
     }
@@ -110,7 +143,7 @@ impl ProductBasis {
 
 /// `base` followed by the largest 62-bit primes `= 1 mod 2n` not in it, as
 /// many as fhe's default multiplication strategy takes.
-fn extended_moduli(params: &HeParams, base: &[u64]) -> Result<Vec<u64>, HeError> {
+pub(crate) fn extended_moduli(params: &HeParams, base: &[u64]) -> Result<Vec<u64>, HeError> {
     let bits: usize = params.bfv().moduli_sizes()[..base.len()].iter().sum();
     let extra = (bits + 60).div_ceil(62);
     let two_n = 2 * params.degree() as u64;

@@ -7,6 +7,10 @@
 //! `psikit-he` prints them). It only ranks candidates: the self-test
 //! measures the chosen one, and `psikit he params` prints both.
 
+use std::collections::HashSet;
+
+use super::powers::{Grouping, PowersPlan};
+
 /// A ciphertext product left unrelinearized (tensor of two lifted operands
 /// and the scale-down by `t/Q`) at n 4096 with 2 ciphertext moduli, in ms.
 /// Measured 3.6 ms there, 9.3 ms at (8192, 3 moduli), 20.6 ms at (16384, 3)
@@ -39,8 +43,8 @@ const DECRYPT_MS_1024: f64 = 0.1;
 /// Bytes of an OPRF element each way per client item.
 pub(super) const OPRF_BYTES: u64 = 32;
 
-/// The operations of one powers plan (per bundle index) and of the
-/// polynomials evaluated on it.
+/// The operations of one powers plan under one grouping (per bundle index)
+/// and of the polynomials evaluated on it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct PlanWork {
     /// Ciphertext products computing the needed powers.
@@ -56,12 +60,46 @@ pub(super) struct PlanWork {
     /// Whether each polynomial's result needs a relinearization (some
     /// power is left at 3 parts, or Paterson-Stockmeyer's outer sum).
     pub relin_result: bool,
-    /// Paterson-Stockmeyer products per polynomial (0 without it).
+    /// Group products per polynomial: Paterson-Stockmeyer's blocks or leaf
+    /// groups (0 without groups).
     pub high_products: u64,
 }
 
+impl PlanWork {
+    /// The operations `eval::Powers::compute` and `eval::evaluate` perform
+    /// for `plan` under `grouping` (same rules): skipped leaves cost
+    /// nothing; factors of later products are lifted once and relinearized;
+    /// group multipliers and cofactors are relinearized, multipliers lifted;
+    /// other products stay at 3 parts.
+    pub fn new(plan: &PowersPlan, grouping: &Grouping) -> Self {
+        let computed: Vec<_> = plan
+            .steps()
+            .iter()
+            .filter(|s| !grouping.skips(s.target))
+            .collect();
+        let factors: HashSet<u32> = computed.iter().flat_map(|s| [s.left, s.right]).collect();
+        let groups = grouping.groups();
+        let lifted_multipliers = groups
+            .iter()
+            .filter(|g| !factors.contains(&g.multiplier))
+            .count();
+        let lazy = computed
+            .iter()
+            .filter(|s| !factors.contains(&s.target) && !grouping.needs_two_parts(s.target))
+            .count();
+        Self {
+            products: computed.len() as u64,
+            relins: (computed.len() - lazy) as u64,
+            prepared: (factors.len() + lifted_multipliers) as u64,
+            lazy: lazy as u64,
+            relin_result: !groups.is_empty() || lazy > 0,
+            high_products: groups.len() as u64,
+        }
+    }
+}
+
 /// One query's homomorphic work.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub(super) struct QueryWork {
     /// Ring degree.
     pub n: u32,
@@ -75,24 +113,59 @@ pub(super) struct QueryWork {
     pub degree: u32,
     /// Source-power ciphertexts per bundle index.
     pub sources: u64,
+    /// The plan under its own grouping (none, or Paterson-Stockmeyer's).
     pub plan: PlanWork,
+    /// The plan with its leaves grouped, one entry per prefix of the
+    /// groups ([`Grouping::leaf_prefixes`]): the evaluator uses whichever
+    /// way the model finds cheapest for the query's polynomials per index.
+    pub leaf_groups: Vec<PlanWork>,
 }
 
 impl QueryWork {
+    /// Which leaf grouping (index into `leaf_groups`) answers fastest, or
+    /// `None` if the plan's own way does.
+    pub fn leaf_choice(&self) -> Option<usize> {
+        let index_ms = |plan: &PlanWork| {
+            self.powers_ms_with(plan) + self.polys_per_index as f64 * self.poly_ms_with(plan)
+        };
+        let own = index_ms(&self.plan);
+        let best = self
+            .leaf_groups
+            .iter()
+            .map(index_ms)
+            .enumerate()
+            .min_by(|a, b| a.1.total_cmp(&b.1))?;
+        (best.1 < own).then_some(best.0)
+    }
+
+    /// The operations of the fastest way.
+    pub fn chosen(&self) -> &PlanWork {
+        match self.leaf_choice() {
+            Some(i) => &self.leaf_groups[i],
+            None => &self.plan,
+        }
+    }
+
     /// Powers of one bundle index, single-threaded, ms.
     pub fn powers_ms(&self) -> f64 {
+        self.powers_ms_with(self.chosen())
+    }
+
+    /// One polynomial, switched to the lowest level, single-threaded, ms.
+    pub fn poly_ms(&self) -> f64 {
+        self.poly_ms_with(self.chosen())
+    }
+
+    fn powers_ms_with(&self, p: &PlanWork) -> f64 {
         let product = product_ms(self.n, self.k);
-        let p = &self.plan;
         product
             * (p.products as f64
                 + RELIN_SHARE * p.relins as f64
                 + PREPARE_SHARE * p.prepared as f64)
     }
 
-    /// One polynomial, switched to the lowest level, single-threaded, ms.
-    pub fn poly_ms(&self) -> f64 {
+    fn poly_ms_with(&self, p: &PlanWork) -> f64 {
         let product = product_ms(self.n, self.k);
-        let p = &self.plan;
         let terms = (f64::from(self.degree) + 1.0 + p.lazy as f64 / 2.0) * term_ms(self.n, self.k);
         let relin = if p.relin_result {
             RELIN_SHARE * product

@@ -1,39 +1,43 @@
 //! The sender's homomorphic work on one query (paper section 3.1 and
-//! appendix A): every needed power of the client's encrypted slot vector
-//! from the source powers it sent, then each bin bundle's polynomials as
-//! dot products of those powers with plaintext coefficients, with
-//! Paterson-Stockmeyer when `ps_low_degree > 0`.
+//! appendix A): the powers of the client's encrypted slot vector from the
+//! source powers it sent, then each bin bundle's polynomials as dot products
+//! of those powers with plaintext coefficients, with the terms of a
+//! [`Grouping`] (Paterson-Stockmeyer's blocks, or leaf groups) evaluated as
+//! one product per group.
 
 use std::collections::{HashMap, HashSet};
 
 use psikit_he::{Ciphertext, Evaluator, PlainPoly, Prepared};
 use rayon::prelude::*;
 
-use super::powers::PowersPlan;
+use super::powers::{Grouping, PowersPlan};
 use crate::Error;
 
 /// `y^e` for every exponent the plan needs, indexed by `e` (index 0 holds
 /// nothing: the constant term uses the evaluator's trivial "one").
 pub struct Powers {
     by_exponent: Vec<Option<Ciphertext>>,
-    /// With Paterson-Stockmeyer, the high powers `y^(i(L+1))` lifted once
-    /// for the products of every polynomial, indexed like `by_exponent`.
+    /// The grouping's multipliers (with Paterson-Stockmeyer the high powers
+    /// `y^(i(L+1))`), lifted once for the products of every polynomial,
+    /// indexed like `by_exponent`.
     high: Vec<Option<Prepared>>,
 }
 
 impl Powers {
-    /// Computes all powers of the plan from the sources (`sources[i]` is
-    /// `y^plan.sources()[i]`). Products of equal depth are independent and
-    /// run in parallel.
+    /// Computes the powers of the plan that `grouping` uses from the
+    /// sources (`sources[i]` is `y^plan.sources()[i]`). Products of equal
+    /// depth are independent and run in parallel.
     ///
     /// Two savings over relinearizing every product: each power that is a
     /// factor of later products is prepared once (its basis extension is
-    /// shared by all its products), and, without Paterson-Stockmeyer, a
-    /// power that is no factor stays an unrelinearized 3-part ciphertext:
-    /// the dot products accept it and each result is relinearized once.
+    /// shared by all its products), and a power that is no factor, no group
+    /// multiplier and no cofactor in a group stays an unrelinearized 3-part
+    /// ciphertext: the dot products accept it and each result is
+    /// relinearized once. Grouped leaves are not computed at all.
     pub fn compute(
         ev: &Evaluator,
         plan: &PowersPlan,
+        grouping: &Grouping,
         sources: Vec<Ciphertext>,
     ) -> Result<Self, Error> {
         if sources.len() != plan.sources().len() {
@@ -53,14 +57,14 @@ impl Powers {
             .iter()
             .flat_map(|s| [s.left, s.right])
             .collect();
-        // Paterson-Stockmeyer multiplies inner sums by high powers, which
-        // needs 2-part operands throughout.
-        let lazy_ok = plan.ps_low_degree() == 0;
-        let block = plan.ps_low_degree() + 1;
-        let is_high = |e: u32| !lazy_ok && e >= block && e % block == 0;
+        let is_high = |e: u32| grouping.is_multiplier(e);
         let mut prepared: HashMap<u32, Prepared> = HashMap::new();
         for depth in 1..=plan.max_depth() {
-            let steps: Vec<_> = plan.steps().iter().filter(|s| s.depth == depth).collect();
+            let steps: Vec<_> = plan
+                .steps()
+                .iter()
+                .filter(|s| s.depth == depth && !grouping.skips(s.target))
+                .collect();
             let missing: Vec<u32> = steps
                 .iter()
                 .flat_map(|s| [s.left, s.right])
@@ -74,7 +78,8 @@ impl Powers {
                 .map(|s| {
                     let a = prepared_factor(&prepared, s.left)?;
                     let b = prepared_factor(&prepared, s.right)?;
-                    let ct = if lazy_ok && !factors.contains(&s.target) {
+                    let lazy = !factors.contains(&s.target) && !grouping.needs_two_parts(s.target);
+                    let ct = if lazy {
                         ev.mul_prepared_lazy(a, b)?
                     } else {
                         ev.mul_prepared(a, b)?
@@ -89,17 +94,18 @@ impl Powers {
             // prepared forms nothing later uses (they are large).
             prepared.retain(|e, _| {
                 is_high(*e)
-                    || plan
-                        .steps()
-                        .iter()
-                        .any(|s| s.depth > depth && (s.left == *e || s.right == *e))
+                    || plan.steps().iter().any(|s| {
+                        s.depth > depth
+                            && !grouping.skips(s.target)
+                            && (s.left == *e || s.right == *e)
+                    })
             });
         }
-        let missing: Vec<u32> = plan
-            .needed()
+        let missing: Vec<u32> = grouping
+            .groups()
             .iter()
-            .copied()
-            .filter(|&e| is_high(e) && !prepared.contains_key(&e))
+            .map(|g| g.multiplier)
+            .filter(|e| !prepared.contains_key(e))
             .collect();
         prepared.extend(prepare_all(ev, &by_exponent, &missing)?);
         let mut high: Vec<Option<Prepared>> = vec![None; top + 1];
@@ -114,12 +120,20 @@ impl Powers {
         get(&self.by_exponent, e)
     }
 
-    /// `y^e` lifted for products, for a Paterson-Stockmeyer high power.
+    /// `y^e` for `e >= 1`, and the trivial one for `e = 0`.
+    fn term<'a>(&'a self, ev: &'a Evaluator, e: u32) -> Result<&'a Ciphertext, Error> {
+        match e {
+            0 => Ok(ev.one()),
+            _ => self.get(e),
+        }
+    }
+
+    /// `y^e` lifted for products, for a group's multiplier.
     fn high(&self, e: u32) -> Result<&Prepared, Error> {
         self.high
             .get(e as usize)
             .and_then(Option::as_ref)
-            .ok_or_else(|| Error::Protocol(format!("high power {e} was not prepared")))
+            .ok_or_else(|| Error::Protocol(format!("multiplier power {e} was not prepared")))
     }
 }
 
@@ -148,52 +162,65 @@ fn get(by_exponent: &[Option<Ciphertext>], e: u32) -> Result<&Ciphertext, Error>
         .ok_or_else(|| Error::Protocol(format!("power {e} was not computed")))
 }
 
-/// Evaluates `sum_j coeffs[j] * y^j` on the encrypted powers. Without
-/// Paterson-Stockmeyer (`low == 0`) this is one fused dot product over all
-/// powers. With `low = L`, the coefficients are cut into blocks of `L + 1`;
-/// block `i` is a dot product over `y^0..y^L` and is multiplied by
-/// `y^(i(L+1))`; the products are summed before the one scale-down and
-/// relinearization of the polynomial (appendix A, with
-/// [`Evaluator::sum_of_products`]).
+/// Evaluates `sum_j coeffs[j] * y^j` on the encrypted powers: the
+/// ungrouped terms (the constant one included) as one fused dot product,
+/// each group `y^a · Σ c_j·y^b` as its inner dot product lifted and
+/// multiplied by `y^a`, those products summed before the one scale-down
+/// and relinearization of the polynomial (appendix A, with
+/// [`Evaluator::sum_of_products`]). `coeffs` may be shorter than the plan's
+/// degree plus one; missing coefficients are zero.
 pub fn evaluate(
     ev: &Evaluator,
     powers: &Powers,
     coeffs: &[&PlainPoly],
-    low: u32,
+    grouping: &Grouping,
 ) -> Result<Ciphertext, Error> {
-    if low == 0 {
-        return block_dot(ev, powers, coeffs);
-    }
-    let block = low as usize + 1;
-    let mut blocks = coeffs.chunks(block);
-    let first = blocks
-        .next()
-        .map_or(Ok(None), |c| block_dot(ev, powers, c).map(Some))?;
-    let inners = blocks
-        .map(|c| Ok(ev.prepare(&block_dot(ev, powers, c)?)?))
-        .collect::<Result<Vec<Prepared>, Error>>()?;
+    let direct: Vec<u32> = (0..coeffs.len() as u32)
+        .filter(|&j| !grouping.is_grouped(j))
+        .collect();
+    let first = match direct.is_empty() {
+        true => None,
+        false => Some(dot(ev, powers, coeffs, direct.into_iter().map(|j| (j, j)))?),
+    };
+    let present = |&(j, _): &(u32, u32)| (j as usize) < coeffs.len();
+    let inners = grouping
+        .groups()
+        .iter()
+        .filter(|g| g.members.iter().any(present))
+        .map(|g| {
+            let members = g.members.iter().copied().filter(present);
+            let inner = dot(ev, powers, coeffs, members)?;
+            Ok((ev.prepare(&inner)?, g.multiplier))
+        })
+        .collect::<Result<Vec<(Prepared, u32)>, Error>>()?;
     let pairs = inners
         .iter()
-        .enumerate()
-        .map(|(i, inner)| Ok((inner, powers.high(((i + 1) * block) as u32)?)))
+        .map(|(inner, a)| Ok((inner, powers.high(*a)?)))
         .collect::<Result<Vec<_>, Error>>()?;
     let mut result = match pairs.is_empty() {
         true => return first.ok_or_else(|| Error::Protocol("empty polynomial".into())),
         false => ev.sum_of_products(&pairs)?,
     };
-    ev.relin(&mut result)?;
+    // The direct terms may include 3-part powers: add before the one
+    // relinearization.
     if let Some(first) = first {
         ev.add_assign(&mut result, &first)?;
     }
+    ev.relin(&mut result)?;
     Ok(result)
 }
 
-/// `coeffs[0] * 1 + sum_{j>=1} coeffs[j] * y^j`.
-fn block_dot(ev: &Evaluator, powers: &Powers, coeffs: &[&PlainPoly]) -> Result<Ciphertext, Error> {
-    let mut cts = Vec::with_capacity(coeffs.len());
-    cts.push(ev.one());
-    for j in 1..coeffs.len() {
-        cts.push(powers.get(j as u32)?);
+/// `Σ coeffs[j] · y^e` over the `(j, e)` pairs (`e = 0`: the constant one).
+fn dot(
+    ev: &Evaluator,
+    powers: &Powers,
+    coeffs: &[&PlainPoly],
+    terms: impl Iterator<Item = (u32, u32)>,
+) -> Result<Ciphertext, Error> {
+    let (mut cts, mut pts) = (Vec::new(), Vec::new());
+    for (j, e) in terms {
+        cts.push(powers.term(ev, e)?);
+        pts.push(coeffs[j as usize]);
     }
-    Ok(ev.dot(&cts, coeffs)?)
+    Ok(ev.dot(&cts, &pts)?)
 }

@@ -17,7 +17,7 @@
 //! ternary keys (numbers next to the constants); they only steer the
 //! search. The self-test is what decides.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::fmt;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -30,7 +30,7 @@ use super::eval::{evaluate, Powers};
 use super::label;
 use super::params::{batching_prime, ItemParams, PsiParams, QueryParams, SealParams, TableParams};
 use super::poly::Field;
-use super::powers::PowersPlan;
+use super::powers::{Grouping, PowersPlan};
 use crate::Error;
 
 /// The false-positive bound the paper targets: 2^-40 per query.
@@ -68,6 +68,9 @@ pub struct SelfTest {
     /// Fastest evaluation of one polynomial on the powers, with the switch
     /// of its result to the lowest level.
     pub evaluate_time: Duration,
+    /// The same two times with the plan's leaves grouped, if it has leaves
+    /// (those runs count for `correct` and the budgets too).
+    pub leaf_group_times: Option<(Duration, Duration)>,
 }
 
 impl SelfTest {
@@ -95,20 +98,28 @@ pub fn self_test(params: &PsiParams, runs: usize) -> Result<SelfTest, Error> {
     params.validate()?;
     let he = params.he_params()?;
     let plan = PowersPlan::from_params(params)?;
+    let own = Grouping::of_plan(&plan);
+    let leaves = Grouping::leaves(&plan);
     let started = Instant::now();
-    let mut total = RunOutcome::neutral();
+    let (mut total, mut grouped) = (RunOutcome::neutral(), RunOutcome::neutral());
     for _ in 0..runs.max(1) {
-        total.merge(one_run(params, &he, &plan)?);
+        total.merge(one_run(params, &he, &plan, &own)?);
+        if let Some(leaves) = &leaves {
+            grouped.merge(one_run(params, &he, &plan, leaves)?);
+        }
     }
+    let budget_query = total.budget_query.min(grouped.budget_query);
+    let budget_lowest = total.budget_lowest.min(grouped.budget_lowest);
     Ok(SelfTest {
-        correct: total.correct,
-        min_budget_bits: total.budget_query.min(total.budget_lowest),
-        min_budget_query_level: total.budget_query,
-        min_budget_lowest_level: total.budget_lowest,
+        correct: total.correct && grouped.correct,
+        min_budget_bits: budget_query.min(budget_lowest),
+        min_budget_query_level: budget_query,
+        min_budget_lowest_level: budget_lowest,
         runs: runs.max(1),
         elapsed: started.elapsed(),
         powers_time: total.powers_time,
         evaluate_time: total.evaluate_time,
+        leaf_group_times: leaves.map(|_| (grouped.powers_time, grouped.evaluate_time)),
     })
 }
 
@@ -169,7 +180,12 @@ impl RunInputs {
     }
 }
 
-fn one_run(params: &PsiParams, he: &HeParams, plan: &PowersPlan) -> Result<RunOutcome, Error> {
+fn one_run(
+    params: &PsiParams,
+    he: &HeParams,
+    plan: &PowersPlan,
+    grouping: &Grouping,
+) -> Result<RunOutcome, Error> {
     let field = Field::new(params.seal.plain_modulus);
     let degree = params.table.max_items_per_bin as usize;
     let inputs = RunInputs::random(&field, he.slot_count(), degree);
@@ -195,11 +211,11 @@ fn one_run(params: &PsiParams, he: &HeParams, plan: &PowersPlan) -> Result<RunOu
         .collect::<Result<Vec<_>, _>>()?;
 
     let clock = Instant::now();
-    let powers = Powers::compute(&ev, plan, sources)?;
+    let powers = Powers::compute(&ev, plan, grouping, sources)?;
     let powers_time = clock.elapsed();
     let refs: Vec<&PlainPoly> = plain.iter().collect();
     let clock = Instant::now();
-    let mut result = evaluate(&ev, &powers, &refs, params.query.ps_low_degree)?;
+    let mut result = evaluate(&ev, &powers, &refs, grouping)?;
     let mut evaluate_time = clock.elapsed();
 
     let budget_query = sk.noise_budget_bits(&result)?;
@@ -328,6 +344,9 @@ pub struct CostEstimate {
     pub bytes_down: u64,
     /// Estimated single-thread server time per query, milliseconds.
     pub server_ms: f64,
+    /// Whether the model has the server group the plan's leaves
+    /// ([`super::powers::Grouping::leaves`]) for this query.
+    pub leaf_groups: bool,
     /// Of which: the powers of one bundle index.
     pub powers_ms: f64,
     /// Of which: one polynomial, switched to the lowest level.
@@ -556,6 +575,7 @@ fn query_work(layout: &Layout, plan: &PlanShape, moduli: &[u32]) -> QueryWork {
         degree: layout.degree,
         sources: plan.sources.len() as u64,
         plan: plan.work,
+        leaf_groups: plan.leaf_groups.clone(),
     }
 }
 
@@ -575,13 +595,14 @@ fn estimate(layout: &Layout, plan: &PlanShape, moduli: &[u32], clients: u64) -> 
         label_fragments: layout.fragments,
         mean_bin_load: layout.load.mean,
         max_bin_load: layout.load.max,
-        ct_ct_products: work.indices * plan.work.products + polys * plan.work.high_products,
+        ct_ct_products: work.indices * work.chosen().products + polys * work.chosen().high_products,
         ct_pt_terms: polys * (degree + 1),
         query_ciphertexts: queries,
         result_ciphertexts: polys,
         bytes_up: queries * sizes.query_ct + sizes.relin_key + OPRF_BYTES * clients,
         bytes_down: polys * sizes.result_ct + OPRF_BYTES * clients,
         server_ms: work.server_ms(),
+        leaf_groups: work.leaf_choice().is_some(),
         powers_ms: work.powers_ms(),
         polynomial_ms: work.poly_ms(),
         client_ms: work.client_ms(),
@@ -843,6 +864,8 @@ struct PlanShape {
     depth_high: u32,
     /// The operations the evaluator performs for this plan.
     work: PlanWork,
+    /// The same with the leaves grouped, per prefix of the groups.
+    leaf_groups: Vec<PlanWork>,
     /// How the sources were chosen, for the explanation.
     origin: String,
 }
@@ -862,6 +885,7 @@ impl PlanShape {
                 relin_result: false,
                 high_products: 0,
             },
+            leaf_groups: Vec::new(),
             origin: String::new(),
         }
     }
@@ -882,42 +906,13 @@ impl PlanShape {
             low,
             depth_low,
             depth_high,
-            work: plan_work(plan),
+            work: PlanWork::new(plan, &Grouping::of_plan(plan)),
+            leaf_groups: Grouping::leaf_prefixes(plan)
+                .iter()
+                .map(|g| PlanWork::new(plan, g))
+                .collect(),
             origin,
         }
-    }
-}
-
-/// The operations `eval::Powers::compute` and `eval::evaluate` perform for
-/// a plan (same rules): factors of later products are lifted once and
-/// relinearized, other products stay at 3 parts, except under
-/// Paterson-Stockmeyer, where every power is relinearized and the high
-/// powers are lifted too.
-fn plan_work(plan: &PowersPlan) -> PlanWork {
-    let steps = plan.steps();
-    let factors: HashSet<u32> = steps.iter().flat_map(|s| [s.left, s.right]).collect();
-    let ps = plan.ps_low_degree() > 0;
-    let block = plan.ps_low_degree() + 1;
-    let high = plan
-        .needed()
-        .iter()
-        .filter(|&&e| ps && e >= block && e % block == 0 && !factors.contains(&e))
-        .count();
-    let lazy = steps
-        .iter()
-        .filter(|s| !factors.contains(&s.target))
-        .count();
-    PlanWork {
-        products: steps.len() as u64,
-        relins: (if ps { steps.len() } else { steps.len() - lazy }) as u64,
-        prepared: (factors.len() + high) as u64,
-        lazy: if ps { 0 } else { lazy as u64 },
-        relin_result: ps || lazy > 0,
-        high_products: if ps {
-            u64::from(plan.max_degree() / block)
-        } else {
-            0
-        },
     }
 }
 
@@ -1268,12 +1263,20 @@ fn measured_line(chosen: &Candidate, test: &SelfTest) -> String {
     let e = &chosen.estimate;
     let polys = f64::from(l.bundles) * (1.0 + l.fragments as f64);
     let idx = f64::from(l.bundle_idx_count());
-    let powers = test.powers_time.as_secs_f64() * 1e3;
-    let poly = test.evaluate_time.as_secs_f64() * 1e3;
+    let (powers, poly) = match (e.leaf_groups, test.leaf_group_times) {
+        (true, Some(times)) => times,
+        _ => (test.powers_time, test.evaluate_time),
+    };
+    let (powers, poly) = (powers.as_secs_f64() * 1e3, poly.as_secs_f64() * 1e3);
     format!(
-        "measured answer cost: {idx} index(es) x (powers {powers:.0} ms + {polys} polynomials x \
-         {poly:.1} ms) = {:.0} ms (powers on all cores); model single-threaded: powers {:.0} ms, \
-         polynomials {:.1} ms, {:.0} ms in all",
+        "measured answer cost{}: {idx} index(es) x (powers {powers:.0} ms + {polys} polynomials \
+         x {poly:.1} ms) = {:.0} ms (powers on all cores); model single-threaded: powers {:.0} \
+         ms, polynomials {:.1} ms, {:.0} ms in all",
+        if e.leaf_groups {
+            " with leaves grouped"
+        } else {
+            ""
+        },
         idx * (powers + polys * poly),
         e.powers_ms,
         e.polynomial_ms,
@@ -1513,7 +1516,16 @@ impl fmt::Display for SelfTest {
             self.powers_time.as_secs_f64() * 1e3,
             self.evaluate_time.as_secs_f64() * 1e3,
             self.elapsed.as_secs_f64()
-        )
+        )?;
+        if let Some((powers, poly)) = self.leaf_group_times {
+            write!(
+                f,
+                "; with leaves grouped: powers {:.1} ms, one polynomial {:.1} ms",
+                powers.as_secs_f64() * 1e3,
+                poly.as_secs_f64() * 1e3
+            )?;
+        }
+        Ok(())
     }
 }
 
@@ -1610,6 +1622,7 @@ impl fmt::Display for Report {
 mod tests {
     use super::*;
     use crate::he_psi::shape::DbShape;
+    use std::collections::HashSet;
 
     const K256_1024: &str = include_str!("apsi-params/256K-1024.json");
     const CMP_1M_1024: &str = include_str!("apsi-params/1M-1024-cmp.json");
@@ -1758,14 +1771,21 @@ mod tests {
     fn plan_work_counts_what_the_evaluator_does() {
         // Without Paterson-Stockmeyer only factors are relinearized and
         // lifted; the rest stay at 3 parts and the result is relinearized.
-        let naive = plan_work(&PowersPlan::new(&[1, 2, 5, 8, 11, 14, 15, 16], 0, 64).unwrap());
+        let plan = PowersPlan::new(&[1, 2, 5, 8, 11, 14, 15, 16], 0, 64).unwrap();
+        let naive = PlanWork::new(&plan, &Grouping::of_plan(&plan));
         assert!(naive.lazy > 0);
         assert_eq!(naive.relins + naive.lazy, naive.products);
         assert!(naive.relin_result && naive.high_products == 0);
+        // Grouped leaves are not computed; what is computed is relinearized.
+        let leaves = Grouping::leaves(&plan).unwrap();
+        let grouped = PlanWork::new(&plan, &leaves);
+        assert_eq!(grouped.products, naive.relins);
+        assert_eq!((grouped.lazy, grouped.relins), (0, grouped.products));
+        assert_eq!(grouped.high_products, leaves.groups().len() as u64);
         // With it every power is relinearized, and the high powers y^27,
         // y^54, ... are lifted even when no product uses them as factors.
         let plan = PowersPlan::new(&[1, 5, 8, 27, 81], 26, 256).unwrap();
-        let ps = plan_work(&plan);
+        let ps = PlanWork::new(&plan, &Grouping::of_plan(&plan));
         assert_eq!((ps.lazy, ps.relins), (0, ps.products));
         assert_eq!(ps.high_products, 256 / 27);
         let factors: HashSet<u32> = plan
@@ -1895,6 +1915,7 @@ mod tests {
             elapsed: Duration::ZERO,
             powers_time: Duration::ZERO,
             evaluate_time: Duration::ZERO,
+            leaf_group_times: None,
         };
         assert_eq!(widen(&[40, 32, 30], &test, 4096), Some(vec![40, 34, 25]));
         let floor_only = SelfTest {

@@ -8,8 +8,9 @@
 use psikit_he::{Ciphertext, Evaluator, HeParams, PlainPoly, RelinKey};
 use rayon::prelude::*;
 
+use super::cost::{PlanWork, QueryWork};
 use super::eval::{evaluate, Powers};
-use super::powers::PowersPlan;
+use super::powers::{Grouping, PowersPlan};
 use super::sender_db::SenderDb;
 use crate::Error;
 
@@ -25,12 +26,18 @@ pub struct ResultPackage {
 
 /// A sender database made ready for queries: its BFV parameters (one
 /// shared instance, which every plaintext, key and ciphertext of a query
-/// must come from), the powers plan, and optionally every bundle's
-/// plaintexts cached.
+/// must come from), the powers plan with its groupings, and optionally
+/// every bundle's plaintexts cached.
 pub struct Sender {
     db: SenderDb,
     he: HeParams,
     plan: PowersPlan,
+    /// The plan's own grouping (none, or Paterson-Stockmeyer's blocks) and
+    /// its operations.
+    own: (Grouping, PlanWork),
+    /// The plan's leaves grouped, per prefix of the groups, for bundle
+    /// indices with few polynomials.
+    leaves: Vec<(Grouping, PlanWork)>,
     cache: bool,
 }
 
@@ -47,6 +54,11 @@ impl Sender {
         Ok(Self {
             db,
             he,
+            own: with_work(&plan, Grouping::of_plan(&plan)),
+            leaves: Grouping::leaf_prefixes(&plan)
+                .into_iter()
+                .map(|g| with_work(&plan, g))
+                .collect(),
             plan,
             cache,
         })
@@ -130,16 +142,39 @@ impl Sender {
         if bundles.is_empty() {
             return Ok(0);
         }
-        let powers = Powers::compute(ev, &self.plan, sources)?;
+        let polys = bundles.len() * (1 + self.db.shape().label_fragments());
+        let grouping = self.grouping_for(polys);
+        let powers = Powers::compute(ev, &self.plan, grouping, sources)?;
         bundles
             .par_iter()
             .map(|bundle| {
                 let plain = bundle.plaintexts(self.db.shape(), &self.he)?;
-                let package = self.package(ev, &powers, idx, bundle.degree(), &plain)?;
+                let package = self.package(ev, &powers, grouping, idx, bundle.degree(), &plain)?;
                 sink(package)?;
                 Ok(1)
             })
             .sum()
+    }
+
+    /// The grouping the cost model finds cheaper for `polys` polynomials on
+    /// one bundle index: grouped leaves save one product per leaf per
+    /// query and cost a lifted inner sum per group and polynomial.
+    fn grouping_for(&self, polys: usize) -> &Grouping {
+        let he = &self.he;
+        let work = QueryWork {
+            n: he.degree() as u32,
+            k: he.moduli_at(he.query_level()).len(),
+            indices: 1,
+            polys_per_index: polys as u64,
+            degree: self.plan.max_degree(),
+            sources: self.plan.sources().len() as u64,
+            plan: self.own.1,
+            leaf_groups: self.leaves.iter().map(|(_, work)| *work).collect(),
+        };
+        match work.leaf_choice() {
+            Some(i) => &self.leaves[i].0,
+            None => &self.own.0,
+        }
     }
 
     /// Evaluates one bundle's polynomials (`plain` holds `degree + 1`
@@ -148,16 +183,16 @@ impl Sender {
         &self,
         ev: &Evaluator,
         powers: &Powers,
+        grouping: &Grouping,
         idx: usize,
         degree: usize,
         plain: &[PlainPoly],
     ) -> Result<ResultPackage, Error> {
-        let low = self.plan.ps_low_degree();
         let mut results = plain
             .chunks(degree + 1)
             .map(|coeffs| {
                 let refs: Vec<&PlainPoly> = coeffs.iter().collect();
-                let mut ct = evaluate(ev, powers, &refs, low)?;
+                let mut ct = evaluate(ev, powers, &refs, grouping)?;
                 ev.to_lowest(&mut ct)?;
                 Ok(ct)
             })
@@ -172,4 +207,9 @@ impl Sender {
             labels: results.collect(),
         })
     }
+}
+
+fn with_work(plan: &PowersPlan, grouping: Grouping) -> (Grouping, PlanWork) {
+    let work = PlanWork::new(plan, &grouping);
+    (grouping, work)
 }
