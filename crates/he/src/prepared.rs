@@ -71,12 +71,7 @@ impl ProductBasis {
     pub(crate) fn extend(&self, part: &Poly) -> Result<Poly, HeError> {
         let mut power = part.clone();
         power.change_representation(Representation::PowerBasis);
-        let mut lifted = vec![0u64; self.extra.moduli().len() * self.degree];
-        self.up.scale_into(&rows(&power)?, &mut lifted)?;
-        let mut lifted =
-            Poly::try_convert_from(lifted, &self.extra, false, Representation::PowerBasis)
-                .map_err(backend)?;
-        lifted.change_representation(Representation::Ntt);
+        let lifted = self.convert(&self.up, &power, &self.extra)?;
         let mut all = Vec::with_capacity(self.wide.moduli().len() * self.degree);
         all.extend(part.coefficients().iter());
         all.extend(lifted.coefficients().iter());
@@ -131,13 +126,22 @@ impl ProductBasis {
 
     fn scale_down(&self, mut wide: Poly) -> Result<Poly, HeError> {
         wide.change_representation(Representation::PowerBasis);
-        let mut narrow = vec![0u64; self.base.moduli().len() * self.degree];
-        self.down.scale_into(&rows(&wide)?, &mut narrow)?;
-        let mut narrow =
-            Poly::try_convert_from(narrow, &self.base, false, Representation::PowerBasis)
-                .map_err(backend)?;
-        narrow.change_representation(Representation::Ntt);
-        Ok(narrow)
+        self.convert(&self.down, &wide, &self.base)
+    }
+
+    /// `scaler` applied to `power` (power basis), in NTT form over `to`.
+    fn convert(
+        &self,
+        scaler: &RnsScaler,
+        power: &Poly,
+        to: &Arc<Context>,
+    ) -> Result<Poly, HeError> {
+        let mut out = vec![0u64; to.moduli().len() * self.degree];
+        scaler.scale_into(&rows(power)?, &mut out)?;
+        let mut out =
+            Poly::try_convert_from(out, to, false, Representation::PowerBasis).map_err(backend)?;
+        out.change_representation(Representation::Ntt);
+        Ok(out)
     }
 }
 
