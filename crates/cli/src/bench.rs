@@ -40,11 +40,11 @@ use anyhow::{anyhow, ensure, Context, Result};
 use clap::{Args, Subcommand};
 use psikit_primitives::oprf::{self, ServerKey};
 use psikit_protocols::filter_psi::{
-    tag_from_output, ClientCache, FilterConfig, FilterService, QueryOutcome, ServerLimits,
-    ServerState, SyncKind, SyncOutcome, Tag,
+    tag_from_output, ClientCache, FilterConfig, FilterService, QueryOutcome, ServerState, SyncKind,
+    SyncOutcome, Tag,
 };
-use psikit_protocols::service::{self, Services};
-use psikit_transport::net::{connect, Listener};
+use psikit_protocols::service::{LocalServer, Router, ServerLimits};
+use psikit_transport::net::connect;
 use psikit_transport::{Channel, Frame, Limits};
 use rand::rngs::{OsRng, StdRng};
 use rand::{Rng, RngCore, SeedableRng};
@@ -1615,16 +1615,11 @@ impl BenchClient {
     }
 }
 
-/// Starts the real service on 127.0.0.1:0 and returns its address.
-async fn start_server(service: Arc<FilterService>) -> Result<String> {
-    let listener = Listener::bind("127.0.0.1:0", None, Limits::default()).await?;
-    let addr = listener.local_addr()?.to_string();
-    let services = Arc::new(Services {
-        filter: Some(service),
-        ..Services::default()
-    });
-    tokio::spawn(service::run(listener, services, 16));
-    Ok(addr)
+/// Starts the real service on 127.0.0.1:0.
+async fn start_server(service: Arc<FilterService>) -> Result<LocalServer> {
+    let mut router = Router::new(ServerLimits::default());
+    router.register(service)?;
+    Ok(LocalServer::start(router, Limits::default()).await?)
 }
 
 /// Serves the state, downloads the filter, runs the queries and, for the
@@ -1636,7 +1631,8 @@ fn online(a: &WorkerArgs, state: ServerState, m: &mut Metrics) -> Result<()> {
     }
     let service = Arc::new(FilterService::new(state, ServerLimits::default()));
     let rt = runtime()?;
-    let addr = rt.block_on(start_server(service.clone()))?;
+    let server = rt.block_on(start_server(service.clone()))?;
+    let addr = server.addr().to_string();
     let mut client = rt.block_on(full_sync(&addr, a, m))?;
     m.set_peak_memory("mem.after_sync");
     rt.block_on(loopback_baseline(m))?;
@@ -1648,6 +1644,7 @@ fn online(a: &WorkerArgs, state: ServerState, m: &mut Metrics) -> Result<()> {
         fp_figures(&service.snapshot().state, a, m)?;
         rt.block_on(delta_figures(&addr, &service, &state_dir, client, a, m))?;
     }
+    drop(server);
     rt.shutdown_background();
     Ok(())
 }

@@ -14,12 +14,12 @@ use psikit_io::{
 };
 use psikit_primitives::oprf::ServerKey;
 use psikit_protocols::filter_psi::{
-    tags_from_reader, ClientCache, FilterConfig, FilterService, ServerLimits, ServerState, SyncKind,
+    tags_from_reader, ClientCache, FilterConfig, FilterService, ServerState, SyncKind,
 };
 use psikit_protocols::he_psi::params::PsiParams;
-use psikit_protocols::he_psi::{HeLimits, HeService, HeState, Match};
+use psikit_protocols::he_psi::{HeService, HeState, Match};
 use psikit_protocols::rr16::{run_receiver, run_sender, Rr16Config};
-use psikit_protocols::service::{self, Services};
+use psikit_protocols::service::{LocalServer, Router, ServerLimits};
 use psikit_transport::net::{connect, Listener};
 use psikit_transport::{Channel, Limits};
 
@@ -156,13 +156,10 @@ fn filter_demo(a: &DemoArgs, dir: &Path) -> Result<()> {
     let service = Arc::new(FilterService::new(state, ServerLimits::default()));
 
     runtime()?.block_on(async {
-        let listener = Listener::bind("127.0.0.1:0", None, Limits::default()).await?;
-        let addr = listener.local_addr()?.to_string();
-        let services = Arc::new(Services {
-            filter: Some(service.clone()),
-            ..Services::default()
-        });
-        let server = tokio::spawn(service::run(listener, services, 64));
+        let mut router = Router::new(ServerLimits::default());
+        router.register(service.clone())?;
+        let server = LocalServer::start(router, Limits::default()).await?;
+        let addr = server.addr().to_string();
         println!("server listening on {addr}");
 
         let table = read_rows(&client_csv, &spec)?;
@@ -243,7 +240,7 @@ fn filter_demo(a: &DemoArgs, dir: &Path) -> Result<()> {
             &expected,
         )?;
         drop(ch);
-        server.abort();
+        drop(server);
         Ok(())
     })
 }
@@ -364,7 +361,7 @@ fn he_demo(a: &DemoArgs, dir: &Path) -> Result<()> {
     let state_dir = dir.join("state");
     let service = Arc::new(HeService::new(
         he_build(&server_csv, &spec, &state_dir)?,
-        HeLimits::default(),
+        ServerLimits::default(),
     ));
     let mut expected: BTreeMap<u64, String> = plan
         .common_ids
@@ -372,13 +369,10 @@ fn he_demo(a: &DemoArgs, dir: &Path) -> Result<()> {
         .map(|&id| (id, synthetic_row(a.seed, id).name))
         .collect();
     runtime()?.block_on(async {
-        let listener = Listener::bind("127.0.0.1:0", None, Limits::default()).await?;
-        let addr = listener.local_addr()?.to_string();
-        let services = Arc::new(Services {
-            he: Some(service.clone()),
-            ..Services::default()
-        });
-        let server = tokio::spawn(service::run(listener, services, 64));
+        let mut router = Router::new(ServerLimits::default());
+        router.register(service.clone())?;
+        let server = LocalServer::start(router, Limits::default()).await?;
+        let addr = server.addr().to_string();
         println!("server listening on {addr}");
         let client = read_rows(&client_csv, &email_spec())?;
         he_query(&addr, &client, "initial query", &expected).await?;
@@ -398,7 +392,7 @@ fn he_demo(a: &DemoArgs, dir: &Path) -> Result<()> {
             expected.insert(id, name);
         }
         he_query(&addr, &client, "query after update", &expected).await?;
-        server.abort();
+        drop(server);
         Ok(())
     })
 }

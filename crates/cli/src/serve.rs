@@ -7,13 +7,12 @@ use std::time::Duration;
 
 use anyhow::{bail, Result};
 use clap::Args;
-use psikit_protocols::filter_psi::{FilterService, ServerLimits, ServerState};
-use psikit_protocols::he_psi::{HeLimits, HeService, HeState};
-use psikit_protocols::service::{self, Services};
+use psikit_protocols::filter_psi::FilterService;
+use psikit_protocols::he_psi::HeService;
+use psikit_protocols::service::{Router, ServerLimits};
 use psikit_transport::net::Listener;
 
 use crate::args::{runtime, NetArgs, ServerTlsArgs};
-use crate::report;
 
 #[derive(Args)]
 pub struct ServeArgs {
@@ -33,13 +32,13 @@ pub struct ServeArgs {
     #[arg(long)]
     pub he_no_cache: bool,
     /// HE queries evaluated at once (each uses every core); others wait.
-    #[arg(long, default_value_t = HeLimits::default().max_concurrent_queries)]
+    #[arg(long, default_value_t = ServerLimits::default().max_concurrent_queries)]
     pub he_concurrent_queries: usize,
     /// Most items a client may send in one query request.
-    #[arg(long, default_value_t = 1 << 18)]
+    #[arg(long, default_value_t = ServerLimits::default().max_query_items)]
     pub max_query_items: u32,
     /// Most concurrent client connections.
-    #[arg(long, default_value_t = 1024)]
+    #[arg(long, default_value_t = ServerLimits::default().max_connections)]
     pub max_connections: usize,
     /// Seconds between checks for an updated state.
     #[arg(long, default_value_t = 2)]
@@ -50,29 +49,35 @@ pub struct ServeArgs {
     pub net: NetArgs,
 }
 
-pub fn run(a: ServeArgs) -> Result<()> {
-    if a.filter_state.is_none() && a.he_state.is_none() {
-        bail!("nothing to serve: give --filter-state DIR and/or --he-state DIR");
+impl ServeArgs {
+    fn limits(&self) -> ServerLimits {
+        ServerLimits {
+            max_connections: self.max_connections,
+            max_query_items: self.max_query_items,
+            max_concurrent_queries: self.he_concurrent_queries.max(1),
+            reload_every: Duration::from_secs(self.reload_secs.max(1)),
+        }
     }
-    let filter = match &a.filter_state {
-        Some(dir) => Some(Arc::new(FilterService::new(
-            ServerState::load(dir)?,
-            ServerLimits {
-                max_query_items: a.max_query_items,
-            },
-        ))),
-        None => None,
-    };
-    let he = match &a.he_state {
-        Some(dir) => Some(Arc::new(HeService::new(
-            HeState::load(dir, !a.he_no_cache)?,
-            HeLimits {
-                max_query_items: a.max_query_items,
-                max_concurrent_queries: a.he_concurrent_queries.max(1),
-            },
-        ))),
-        None => None,
-    };
+
+    /// A router with a service for every state directory given.
+    fn router(&self) -> Result<Router> {
+        let limits = self.limits();
+        let mut router = Router::new(limits);
+        if let Some(dir) = &self.filter_state {
+            router.register(Arc::new(FilterService::open(dir, limits)?))?;
+        }
+        if let Some(dir) = &self.he_state {
+            router.register(Arc::new(HeService::open(dir, !self.he_no_cache, limits)?))?;
+        }
+        if router.services().is_empty() {
+            bail!("nothing to serve: give --filter-state DIR and/or --he-state DIR");
+        }
+        Ok(router)
+    }
+}
+
+pub fn run(a: ServeArgs) -> Result<()> {
+    let router = Arc::new(a.router()?);
     runtime()?.block_on(async move {
         let listener = Listener::bind(&a.listen, a.tls.files().as_ref(), a.net.limits()?).await?;
         let at = format!(
@@ -80,41 +85,14 @@ pub fn run(a: ServeArgs) -> Result<()> {
             listener.local_addr()?,
             if listener.is_tls() { " with TLS" } else { "" }
         );
-        let every = Duration::from_secs(a.reload_secs.max(1));
-        if let (Some(filter), Some(dir)) = (&filter, &a.filter_state) {
-            announce_filter(filter, &at);
-            tokio::spawn(filter.clone().watch(dir.clone(), every));
+        for service in router.services() {
+            println!(
+                "psikit: serving {} on {at} ({})",
+                service.name(),
+                service.describe()
+            );
         }
-        if let (Some(he), Some(dir)) = (&he, &a.he_state) {
-            announce_he(he, &at);
-            tokio::spawn(he.clone().watch(dir.clone(), every, !a.he_no_cache));
-        }
-        let services = Arc::new(Services { filter, he });
-        service::run(listener, services, a.max_connections).await?;
+        router.run(listener).await?;
         Ok(())
     })
-}
-
-fn announce_filter(filter: &FilterService, at: &str) {
-    let snap = filter.snapshot();
-    println!(
-        "psikit: serving the filter protocol on {at} ({} items, epoch {}, filter {} bytes)",
-        snap.state.len(),
-        snap.state.version().epoch,
-        snap.full_filter_bytes()
-    );
-}
-
-fn announce_he(he: &HeService, at: &str) {
-    let snap = he.snapshot();
-    let db = snap.db();
-    let mem = db.memory();
-    println!(
-        "psikit: serving the HE protocol on {at} ({} items, {} bin bundles, labels up to {} \
-         bytes, {} in memory)",
-        db.len(),
-        mem.bundles,
-        db.shape().max_label_bytes,
-        report::bytes((mem.data_bytes + mem.cache_bytes) as u64)
-    );
 }

@@ -27,7 +27,7 @@ use psikit_transport::{Channel, ErrorCode, ErrorMessage, Frame};
 use crate::OtError;
 
 /// Protocol id of every OT-layer message.
-pub const PROTOCOL_ID: u8 = 3;
+pub const PROTOCOL_ID: u8 = psikit_transport::ids::OT;
 
 /// Message kinds (see the module table).
 pub mod kind {

@@ -45,6 +45,8 @@ pub enum Error {
     StaleFilter { have: u64, current: u64 },
     #[error("filter digest mismatch: the local copy differs from the server's")]
     DigestMismatch,
+    #[error("this server does not serve {name} (protocol id {0})", name = psikit_transport::ids::name(*.0))]
+    Unsupported(u8),
 }
 
 impl Error {
@@ -61,6 +63,13 @@ impl Error {
             || matches!(self, Error::Transport(TransportError::Peer(m)) if m.code == ErrorCode::Stale)
     }
 
+    /// Whether a server keeps the connection open after this request
+    /// error: a stale client is expected to sync and retry on the same
+    /// connection.
+    pub(crate) fn keeps_connection(&self) -> bool {
+        matches!(self, Error::StaleFilter { .. })
+    }
+
     /// The message a server sends its client for this error, if any. Local
     /// I/O failures are reported as internal errors without detail.
     pub(crate) fn to_peer_message(&self) -> Option<ErrorMessage> {
@@ -71,6 +80,7 @@ impl Error {
             Error::He(e) => (ErrorCode::BadRequest, e.to_string()),
             Error::StaleFilter { .. } => (ErrorCode::Stale, self.to_string()),
             Error::Aborted(t) => (ErrorCode::Aborted, t.clone()),
+            Error::Unsupported(_) => (ErrorCode::Unsupported, self.to_string()),
             Error::Transport(_) => return None,
             _ => (ErrorCode::Internal, "internal server error".to_string()),
         };

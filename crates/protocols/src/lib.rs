@@ -17,6 +17,5 @@ pub mod service;
 mod error;
 mod keyfile;
 mod oprf_wire;
-mod published;
 
 pub use error::Error;

@@ -7,10 +7,9 @@ use std::time::Duration;
 use psikit_io::Item;
 use psikit_primitives::oprf::ServerKey;
 use psikit_protocols::filter_psi::{
-    tags_for_items, ClientCache, FilterConfig, FilterService, ServerLimits, ServerState, SyncKind,
-    PROTOCOL_ID,
+    tags_for_items, ClientCache, FilterConfig, FilterService, ServerState, SyncKind, PROTOCOL_ID,
 };
-use psikit_protocols::service::{self, Services};
+use psikit_protocols::service::{Router, ServerLimits};
 use psikit_transport::frame::KIND_ERROR;
 use psikit_transport::net::{connect, Listener};
 use psikit_transport::{Channel, ErrorCode, Frame, Limits, TransportError};
@@ -45,12 +44,7 @@ fn state_for(keys: &[Vec<u8>]) -> ServerState {
 }
 
 async fn start(state: ServerState, server_limits: ServerLimits) -> TestServer<FilterService> {
-    let service = Arc::new(FilterService::new(state, server_limits));
-    let services = Services {
-        filter: Some(service.clone()),
-        ..Services::default()
-    };
-    common::start(service, services, limits()).await
+    common::start(Arc::new(FilterService::new(state, server_limits)), limits()).await
 }
 
 async fn client(addr: &str) -> (Channel, ClientCache) {
@@ -138,6 +132,7 @@ async fn queries_larger_than_the_server_limit_are_split() {
         state_for(&server_set),
         ServerLimits {
             max_query_items: 128,
+            ..ServerLimits::default()
         },
     )
     .await;
@@ -152,16 +147,8 @@ async fn updates_are_reloaded_live_stale_clients_are_told_then_get_a_delta() {
     let (server_set, client_set, mut truth) = random_sets(&mut rng, 10_000, 500, 200);
     let dir = tempfile::tempdir().unwrap();
     state_for(&server_set).save(dir.path()).unwrap();
-    let srv = start(
-        ServerState::load(dir.path()).unwrap(),
-        ServerLimits::default(),
-    )
-    .await;
-    let watcher = tokio::spawn(
-        srv.service
-            .clone()
-            .watch(dir.path().to_path_buf(), Duration::from_millis(50)),
-    );
+    let service = FilterService::open(dir.path(), ServerLimits::default()).unwrap();
+    let srv = common::start(Arc::new(service), limits()).await;
     let (mut ch, cache) = client(&srv.addr).await;
     assert_eq!(
         cache.query(&mut ch, &client_set).await.unwrap().matches,
@@ -197,7 +184,6 @@ async fn updates_are_reloaded_live_stale_clients_are_told_then_get_a_delta() {
     tokio::time::timeout(Duration::from_secs(10), reloaded)
         .await
         .expect("server did not reload");
-    watcher.abort();
 
     let err = cache.query(&mut ch, &client_set).await.err().unwrap();
     assert!(err.is_stale(), "{err}");
@@ -257,6 +243,7 @@ async fn malformed_messages_get_clear_errors_and_server_keeps_serving() {
         state_for(&server_set),
         ServerLimits {
             max_query_items: 100,
+            ..ServerLimits::default()
         },
     )
     .await;
@@ -384,15 +371,15 @@ async fn cache_survives_save_and_load() {
 async fn runs_over_an_in_memory_channel() {
     let mut rng = StdRng::seed_from_u64(7);
     let (server_set, client_set, truth) = random_sets(&mut rng, 4000, 300, 120);
-    let services = Services {
-        filter: Some(Arc::new(FilterService::new(
+    let mut router = Router::new(ServerLimits::default());
+    router
+        .register(Arc::new(FilterService::new(
             state_for(&server_set),
             ServerLimits::default(),
-        ))),
-        ..Services::default()
-    };
+        )))
+        .unwrap();
     let (mut client_ch, server_ch) = Channel::memory_pair(limits());
-    let server = tokio::spawn(async move { service::serve_connection(&services, server_ch).await });
+    let server = tokio::spawn(async move { router.serve_connection(server_ch).await });
     let mut cache = None;
     ClientCache::sync(&mut cache, &mut client_ch, 1 << 30)
         .await
@@ -442,13 +429,13 @@ async fn runs_over_mutual_tls() {
 
     let mut rng = StdRng::seed_from_u64(8);
     let (server_set, client_set, truth) = random_sets(&mut rng, 2000, 100, 40);
-    let services = Arc::new(Services {
-        filter: Some(Arc::new(FilterService::new(
+    let mut router = Router::new(common::server_limits());
+    router
+        .register(Arc::new(FilterService::new(
             state_for(&server_set),
             ServerLimits::default(),
-        ))),
-        ..Services::default()
-    });
+        )))
+        .unwrap();
     let tls = ServerTlsFiles {
         cert_chain: server_cert,
         private_key: server_key,
@@ -458,7 +445,7 @@ async fn runs_over_mutual_tls() {
         .await
         .unwrap();
     let addr = format!("localhost:{}", listener.local_addr().unwrap().port());
-    let task = tokio::spawn(service::run(listener, services, 4));
+    let task = tokio::spawn(Arc::new(router).run(listener));
     let client_tls = ClientTlsFiles {
         server_ca: ca_path,
         server_name: None,

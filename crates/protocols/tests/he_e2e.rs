@@ -10,8 +10,8 @@ use psikit_protocols::he_psi::messages::{
     params_request, OprfRequest, QueryHeader, KIND_PARAMS_RESPONSE, KIND_QUERY_CT,
 };
 use psikit_protocols::he_psi::params::PsiParams;
-use psikit_protocols::he_psi::{HeClient, HeLimits, HeService, HeState, Row, PROTOCOL_ID};
-use psikit_protocols::service::Services;
+use psikit_protocols::he_psi::{HeClient, HeService, HeState, Row, PROTOCOL_ID};
+use psikit_protocols::service::ServerLimits;
 use psikit_transport::net::connect;
 use psikit_transport::{Channel, Frame, Limits, TransportError};
 use rand::rngs::StdRng;
@@ -29,16 +29,13 @@ fn limits() -> Limits {
 async fn start(state: HeState) -> TestServer<HeService> {
     let service = Arc::new(HeService::new(
         state,
-        HeLimits {
+        ServerLimits {
             max_query_items: 5000,
             max_concurrent_queries: 2,
+            ..ServerLimits::default()
         },
     ));
-    let services = Services {
-        he: Some(service.clone()),
-        ..Services::default()
-    };
-    common::start(service, services, limits()).await
+    common::start(service, limits()).await
 }
 
 fn random_rows(rng: &mut StdRng, n: usize, max_label: usize) -> Vec<Row> {

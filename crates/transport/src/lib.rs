@@ -5,17 +5,20 @@
 //! * [`frame`]: the frame layout, wire version and the shared error message.
 //! * [`channel`]: a framed channel with size limits, timeouts and byte counts.
 //! * [`net`]: TCP listener/connector with optional (mutual) TLS via rustls.
+//! * [`ids`]: the table of protocol ids, one per protocol family.
 //!
 //! Protocols define their own message kinds on top of [`frame::Frame`]; this
 //! crate knows nothing about PSI.
 
 pub mod channel;
 pub mod frame;
+pub mod ids;
 pub mod net;
 pub mod wire;
 
 pub use channel::{Channel, Limits};
 pub use frame::{ErrorCode, ErrorMessage, Frame};
+pub use ids::ProtocolId;
 pub use wire::{DecodeError, Reader, Writer};
 
 use thiserror::Error;

@@ -23,9 +23,9 @@ use clap::Args;
 use psikit_protocols::he_psi::params::PsiParams;
 use psikit_protocols::he_psi::presets::apsi_preset;
 use psikit_protocols::he_psi::select::{select, Goal, SelectionInput};
-use psikit_protocols::he_psi::{HeClient, HeLimits, HeService, HeState};
-use psikit_protocols::service::{self, Services};
-use psikit_transport::net::{connect, Listener};
+use psikit_protocols::he_psi::{HeClient, HeService, HeState};
+use psikit_protocols::service::{LocalServer, Router, ServerLimits};
+use psikit_transport::net::connect;
 use psikit_transport::Limits;
 
 use super::{item, median_of, scatter, size, time, Metrics, TextTable};
@@ -290,14 +290,10 @@ fn client_ids(size: u64, n: u64) -> Vec<(u64, bool)> {
 
 async fn queries(state: HeState, n: u64, a: &HeWorkerArgs, m: &mut Metrics) -> Result<()> {
     let limits = Limits::default();
-    let service = Arc::new(HeService::new(state, HeLimits::default()));
-    let listener = Listener::bind("127.0.0.1:0", None, limits).await?;
-    let addr = listener.local_addr()?.to_string();
-    let services = Arc::new(Services {
-        he: Some(service),
-        ..Services::default()
-    });
-    let server = tokio::spawn(service::run(listener, services, 8));
+    let mut router = Router::new(ServerLimits::default());
+    router.register(Arc::new(HeService::new(state, ServerLimits::default())))?;
+    let server = LocalServer::start(router, limits).await?;
+    let addr = server.addr().to_string();
     for &size in &a.clients {
         let ids = client_ids(size, n);
         let keys: Vec<Vec<u8>> = ids.iter().map(|&(id, _)| item(id)).collect();
@@ -328,7 +324,7 @@ async fn queries(state: HeState, n: u64, a: &HeWorkerArgs, m: &mut Metrics) -> R
         m.set(format!("q{size}.failed_runs"), f64::from(failed));
         m.set(format!("q{size}.fpp_log2"), client.fpp_log2(size));
     }
-    server.abort();
+    drop(server);
     Ok(())
 }
 

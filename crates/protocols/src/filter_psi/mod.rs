@@ -51,11 +51,11 @@ mod state;
 
 pub use client::{ClientCache, QueryOutcome, SyncKind, SyncOutcome};
 pub use config::FilterConfig;
-pub use server::{FilterService, Published, ServerLimits};
+pub use server::{FilterService, FilterSnapshot};
 pub use state::{tags_for_items, tags_from_reader, ServerState, UpdateReport};
 
 /// Protocol id of this protocol in [`psikit_transport::Frame`]s.
-pub const PROTOCOL_ID: u8 = 1;
+pub const PROTOCOL_ID: u8 = psikit_transport::ids::FILTER_PSI;
 
 /// A 16-byte filter tag derived from an OPRF output.
 pub type Tag = [u8; 16];

@@ -1,11 +1,11 @@
 //! Server side of the filter protocol: answers sync and query requests from
-//! a published snapshot of the [`ServerState`].
+//! a published snapshot of the [`ServerState`], as a [`Service`] of the
+//! router.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
 
-use psikit_transport::{Channel, Frame};
+use psikit_transport::{Channel, Frame, ProtocolId};
 
 use super::messages::{
     DeltaBody, QueryRequest, QueryResponse, SyncHeader, SyncMode, SyncRequest, KIND_QUERY_REQUEST,
@@ -13,32 +13,18 @@ use super::messages::{
 };
 use super::state::{filter_digest, state_path, ServerState};
 use super::PROTOCOL_ID;
+use crate::service::{Handled, LiveState, ServerLimits, Service};
 use crate::Error;
-
-/// Per-request limits the server enforces.
-#[derive(Debug, Clone, Copy)]
-pub struct ServerLimits {
-    /// Most blinded elements accepted in one query request.
-    pub max_query_items: u32,
-}
-
-impl Default for ServerLimits {
-    fn default() -> Self {
-        Self {
-            max_query_items: 1 << 18,
-        }
-    }
-}
 
 /// A state plus what every sync needs precomputed: the serialized filter
 /// and its digest. Immutable once published; updates publish a new one.
-pub struct Published {
+pub struct FilterSnapshot {
     pub state: ServerState,
     full: Vec<u8>,
     digest: [u8; 32],
 }
 
-impl Published {
+impl FilterSnapshot {
     pub fn new(state: ServerState) -> Self {
         let full = state.filter().to_bytes();
         let digest = filter_digest(&full);
@@ -57,31 +43,40 @@ impl Published {
 
 /// Serves the filter protocol. Cheap to share across connections.
 pub struct FilterService {
-    current: crate::published::Published<Published>,
+    current: LiveState<FilterSnapshot>,
     limits: ServerLimits,
 }
 
 impl FilterService {
+    /// Serves `state`; it changes only through [`FilterService::publish`].
     pub fn new(state: ServerState, limits: ServerLimits) -> Self {
         Self {
-            current: crate::published::Published::new(Published::new(state)),
+            current: LiveState::new(FilterSnapshot::new(state)),
             limits,
         }
     }
 
+    /// Serves the state in `dir`, reloaded whenever `psikit filter update`
+    /// rewrites it.
+    pub fn open(dir: &Path, limits: ServerLimits) -> Result<Self, Error> {
+        let owned = dir.to_path_buf();
+        let current = LiveState::watching(state_path(dir), move || {
+            ServerState::load(&owned).map(FilterSnapshot::new)
+        })?;
+        Ok(Self { current, limits })
+    }
+
     /// The state requests are currently answered from.
-    pub fn snapshot(&self) -> Arc<Published> {
+    pub fn snapshot(&self) -> Arc<FilterSnapshot> {
         self.current.snapshot()
     }
 
     /// Publishes a new state; requests already running finish on the old.
     pub fn publish(&self, state: ServerState) {
-        self.current.publish(Published::new(state));
+        self.current.publish(FilterSnapshot::new(state));
     }
 
-    /// Handles one request frame of this protocol; [`crate::service`] tells
-    /// the client about errors it should hear of.
-    pub async fn handle(&self, frame: Frame, ch: &mut Channel) -> Result<(), Error> {
+    async fn dispatch(&self, frame: Frame, ch: &mut Channel) -> Result<(), Error> {
         match frame.kind {
             KIND_SYNC_REQUEST => self.handle_sync(&frame.payload, ch).await,
             KIND_QUERY_REQUEST => self.handle_query(&frame.payload, ch).await,
@@ -145,31 +140,37 @@ impl FilterService {
         ch.send(&QueryResponse { evaluated }.to_frame()).await?;
         Ok(())
     }
+}
 
-    /// Reloads the state from `dir` whenever its state file changes (an
-    /// `update` run rewrites it atomically). Runs until the task is dropped.
-    pub async fn watch(self: Arc<Self>, dir: PathBuf, every: Duration) {
-        let path = state_path(&dir);
-        let mut seen = modified(&path);
-        loop {
-            tokio::time::sleep(every).await;
-            let now = modified(&path);
-            if now == seen {
-                continue;
-            }
-            seen = now;
-            let dir2 = dir.clone();
-            match tokio::task::spawn_blocking(move || ServerState::load(&dir2)).await {
-                Ok(Ok(state)) => {
-                    let v = state.version();
-                    self.publish(state);
-                    eprintln!("psikit: reloaded filter state (epoch {})", v.epoch);
-                }
-                Ok(Err(e)) => eprintln!("psikit: keeping current state; reload failed: {e}"),
-                Err(e) => eprintln!("psikit: keeping current state; reload task failed: {e}"),
-            }
-        }
+impl Service for FilterService {
+    fn protocol(&self) -> ProtocolId {
+        PROTOCOL_ID
     }
+
+    fn handle<'a>(&'a self, frame: Frame, ch: &'a mut Channel) -> Handled<'a> {
+        Box::pin(self.dispatch(frame, ch))
+    }
+
+    fn reload(&self) -> Result<Option<String>, Error> {
+        Ok(self.current.reload_if_changed()?.map(|s| describe(&s)))
+    }
+
+    fn name(&self) -> &'static str {
+        "the filter protocol"
+    }
+
+    fn describe(&self) -> String {
+        describe(&self.snapshot())
+    }
+}
+
+fn describe(snap: &FilterSnapshot) -> String {
+    format!(
+        "{} items, epoch {}, filter {} bytes",
+        snap.state.len(),
+        snap.state.version().epoch,
+        snap.full_filter_bytes()
+    )
 }
 
 async fn send_full(ch: &mut Channel, mut header: SyncHeader, full: &[u8]) -> Result<(), Error> {
@@ -177,9 +178,4 @@ async fn send_full(ch: &mut Channel, mut header: SyncHeader, full: &[u8]) -> Res
     ch.send(&header.to_frame()).await?;
     ch.send_chunked(PROTOCOL_ID, KIND_SYNC_BODY, full).await?;
     Ok(())
-}
-
-fn modified(path: &Path) -> Option<(SystemTime, u64)> {
-    let meta = std::fs::metadata(path).ok()?;
-    Some((meta.modified().ok()?, meta.len()))
 }

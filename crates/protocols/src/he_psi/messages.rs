@@ -24,7 +24,7 @@ use psikit_transport::{DecodeError, Frame, Reader, Writer};
 
 use crate::oprf_wire;
 
-pub const PROTOCOL_ID: u8 = 2;
+pub const PROTOCOL_ID: u8 = psikit_transport::ids::HE_PSI;
 
 pub const KIND_PARAMS_REQUEST: u8 = 1;
 pub const KIND_PARAMS_RESPONSE: u8 = 2;

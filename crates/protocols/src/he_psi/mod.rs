@@ -60,5 +60,5 @@ mod tests;
 pub use client::{HeClient, QueryOutcome};
 pub use messages::PROTOCOL_ID;
 pub use receiver::Match;
-pub use service::{HeLimits, HeService};
+pub use service::HeService;
 pub use state::{HeState, Row};

@@ -7,12 +7,11 @@
 //! as they are produced. A semaphore bounds concurrent queries, since each
 //! holds the powers of its bundle indices in memory.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
 
 use psikit_he::{wire, Ciphertext};
-use psikit_transport::{Channel, Frame};
+use psikit_transport::{Channel, Frame, ProtocolId};
 use tokio::sync::{mpsc, Semaphore};
 
 use super::messages::{
@@ -21,38 +20,34 @@ use super::messages::{
 };
 use super::sender::ResultPackage;
 use super::state::{db_path, HeState};
-use crate::published::Published;
+use crate::service::{Handled, LiveState, ServerLimits, Service};
 use crate::Error;
-
-/// Limits the HE service enforces.
-#[derive(Debug, Clone, Copy)]
-pub struct HeLimits {
-    /// Most items in one OPRF request.
-    pub max_query_items: u32,
-    /// Queries evaluated at the same time; others wait their turn.
-    pub max_concurrent_queries: usize,
-}
-
-impl Default for HeLimits {
-    fn default() -> Self {
-        Self {
-            max_query_items: 1 << 16,
-            max_concurrent_queries: 2,
-        }
-    }
-}
 
 /// Serves the HE protocol. Cheap to share across connections.
 pub struct HeService {
-    current: Published<HeState>,
-    limits: HeLimits,
+    current: LiveState<HeState>,
+    limits: ServerLimits,
     queries: Semaphore,
 }
 
 impl HeService {
-    pub fn new(state: HeState, limits: HeLimits) -> Self {
+    /// Serves `state`; it changes only through [`HeService::publish`].
+    pub fn new(state: HeState, limits: ServerLimits) -> Self {
+        Self::with_state(LiveState::new(state), limits)
+    }
+
+    /// Serves the database in `dir`, reloaded whenever `psikit he db
+    /// update` rewrites it. `cache` keeps query-ready plaintexts in memory
+    /// (faster queries, more memory).
+    pub fn open(dir: &Path, cache: bool, limits: ServerLimits) -> Result<Self, Error> {
+        let owned = dir.to_path_buf();
+        let state = LiveState::watching(db_path(dir), move || HeState::load(&owned, cache))?;
+        Ok(Self::with_state(state, limits))
+    }
+
+    fn with_state(current: LiveState<HeState>, limits: ServerLimits) -> Self {
         Self {
-            current: Published::new(state),
+            current,
             queries: Semaphore::new(limits.max_concurrent_queries.max(1)),
             limits,
         }
@@ -68,9 +63,7 @@ impl HeService {
         self.current.publish(state);
     }
 
-    /// Handles one request frame of this protocol; [`crate::service`] tells
-    /// the client about errors it should hear of.
-    pub async fn handle(&self, frame: Frame, ch: &mut Channel) -> Result<(), Error> {
+    async fn dispatch(&self, frame: Frame, ch: &mut Channel) -> Result<(), Error> {
         match frame.kind {
             KIND_PARAMS_REQUEST => self.handle_params(ch).await,
             KIND_OPRF_REQUEST => self.handle_oprf(&frame.payload, ch).await,
@@ -150,31 +143,40 @@ impl HeService {
             .map_err(|e| Error::Protocol(format!("query task failed: {e}")))??;
         Ok(ch.send(&query_done(packages as u32)).await?)
     }
+}
 
-    /// Reloads the state whenever the database file's modification time
-    /// changes (after `psikit he db update`); a failed reload keeps serving
-    /// the old state and says why on stderr.
-    pub async fn watch(self: Arc<Self>, dir: PathBuf, every: Duration, cache: bool) {
-        let path = db_path(&dir);
-        let mut seen = modified(&path);
-        loop {
-            tokio::time::sleep(every).await;
-            let now = modified(&path);
-            if now == seen {
-                continue;
-            }
-            seen = now;
-            let dir2 = dir.clone();
-            match tokio::task::spawn_blocking(move || HeState::load(&dir2, cache)).await {
-                Ok(Ok(state)) => {
-                    eprintln!("psikit: reloaded HE database ({} items)", state.db().len());
-                    self.publish(state);
-                }
-                Ok(Err(e)) => eprintln!("psikit: HE database reload failed: {e}"),
-                Err(e) => eprintln!("psikit: HE database reload failed: {e}"),
-            }
-        }
+impl Service for HeService {
+    fn protocol(&self) -> ProtocolId {
+        PROTOCOL_ID
     }
+
+    fn handle<'a>(&'a self, frame: Frame, ch: &'a mut Channel) -> Handled<'a> {
+        Box::pin(self.dispatch(frame, ch))
+    }
+
+    fn reload(&self) -> Result<Option<String>, Error> {
+        Ok(self.current.reload_if_changed()?.map(|s| describe(&s)))
+    }
+
+    fn name(&self) -> &'static str {
+        "the HE protocol"
+    }
+
+    fn describe(&self) -> String {
+        describe(&self.snapshot())
+    }
+}
+
+fn describe(state: &HeState) -> String {
+    let db = state.db();
+    let mem = db.memory();
+    format!(
+        "{} items, {} bin bundles, labels up to {} bytes, {:.1} MiB in memory",
+        db.len(),
+        mem.bundles,
+        db.shape().max_label_bytes,
+        (mem.data_bytes + mem.cache_bytes) as f64 / f64::from(1u32 << 20)
+    )
 }
 
 /// The frames of one result package: matching ciphertext, then labels.
@@ -184,8 +186,4 @@ fn package_frames(package: &ResultPackage) -> Result<Vec<Frame>, Error> {
         .enumerate()
         .map(|(poly, ct)| Ok(ResultCt::encode(package.bundle_idx, poly as u16, ct)?))
         .collect()
-}
-
-fn modified(path: &Path) -> Option<SystemTime> {
-    std::fs::metadata(path).and_then(|m| m.modified()).ok()
 }

@@ -23,7 +23,7 @@
 
 use psikit_transport::{DecodeError, Frame, Reader, Writer};
 
-pub const PROTOCOL_ID: u8 = 4;
+pub const PROTOCOL_ID: u8 = psikit_transport::ids::RR16;
 
 pub const KIND_HELLO: u8 = 1;
 pub const KIND_COMMIT: u8 = 2;

@@ -3,8 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use psikit_protocols::service::{self, Services};
-use psikit_transport::net::Listener;
+use psikit_protocols::service::{LocalServer, Router, ServerLimits, Service};
 use psikit_transport::Limits;
 
 /// Frame and timeout limits of the test servers and clients.
@@ -16,27 +15,30 @@ pub fn limits(timeout: Duration) -> Limits {
     }
 }
 
+/// Server limits of the tests: few connections, fast reloads.
+pub fn server_limits() -> ServerLimits {
+    ServerLimits {
+        max_connections: 16,
+        reload_every: Duration::from_millis(50),
+        ..ServerLimits::default()
+    }
+}
+
 /// A running service (`S`: the protocol's service type); stopped on drop.
 pub struct TestServer<S> {
     pub addr: String,
     pub service: Arc<S>,
-    task: tokio::task::JoinHandle<Result<(), psikit_protocols::Error>>,
+    _server: LocalServer,
 }
 
-impl<S> Drop for TestServer<S> {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-/// Serves `services` (which include `service`) on a free loopback port.
-pub async fn start<S>(service: Arc<S>, services: Services, limits: Limits) -> TestServer<S> {
-    let listener = Listener::bind("127.0.0.1:0", None, limits).await.unwrap();
-    let addr = listener.local_addr().unwrap().to_string();
-    let task = tokio::spawn(service::run(listener, Arc::new(services), 16));
+/// Serves `service` alone on a free loopback port.
+pub async fn start<S: Service>(service: Arc<S>, limits: Limits) -> TestServer<S> {
+    let mut router = Router::new(server_limits());
+    router.register(service.clone()).unwrap();
+    let server = LocalServer::start(router, limits).await.unwrap();
     TestServer {
-        addr,
+        addr: server.addr().to_string(),
         service,
-        task,
+        _server: server,
     }
 }

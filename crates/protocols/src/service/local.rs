@@ -1,0 +1,47 @@
+//! A router on a free loopback port, for tests, the demo and benchmarks.
+
+use std::sync::Arc;
+
+use psikit_transport::net::{self, Listener};
+use psikit_transport::{Channel, Limits};
+
+use super::Router;
+use crate::Error;
+
+/// A [`Router`] serving on `127.0.0.1` at a free port until dropped.
+pub struct LocalServer {
+    addr: String,
+    router: Arc<Router>,
+    task: tokio::task::JoinHandle<Result<(), Error>>,
+}
+
+impl LocalServer {
+    /// Starts serving `router` with the given transport limits.
+    pub async fn start(router: Router, limits: Limits) -> Result<Self, Error> {
+        let listener = Listener::bind("127.0.0.1:0", None, limits).await?;
+        let addr = listener.local_addr()?.to_string();
+        let router = Arc::new(router);
+        let task = tokio::spawn(router.clone().run(listener));
+        Ok(Self { addr, router, task })
+    }
+
+    /// The `host:port` clients connect to.
+    pub fn addr(&self) -> &str {
+        &self.addr
+    }
+
+    pub fn router(&self) -> &Router {
+        &self.router
+    }
+
+    /// A new plain-TCP client connection.
+    pub async fn connect(&self, limits: Limits) -> Result<Channel, Error> {
+        Ok(net::connect(&self.addr, None, limits).await?)
+    }
+}
+
+impl Drop for LocalServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}

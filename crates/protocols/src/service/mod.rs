@@ -1,0 +1,186 @@
+//! The service layer: how protocols plug into psikit's long-running
+//! server.
+//!
+//! A protocol's server side implements [`Service`]: it names its protocol
+//! id (from [`psikit_transport::ids`]), answers the request frames of that
+//! protocol on a connection, and reloads its state when its files change
+//! (through a [`LiveState`]). A [`Router`] serves any set of registered
+//! services on one listener: it accepts connections, bounds how many run
+//! at once, routes each frame by its protocol byte, tells clients why a
+//! request failed, and runs the one reload watcher for every service.
+
+mod limits;
+mod live;
+mod local;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use psikit_transport::net::Listener;
+use psikit_transport::{ids, Channel, ErrorCode, ErrorMessage, Frame, ProtocolId};
+use tokio::sync::Semaphore;
+
+use crate::Error;
+
+pub use limits::ServerLimits;
+pub use live::LiveState;
+pub use local::LocalServer;
+
+/// The future of [`Service::handle`].
+pub type Handled<'a> = Pin<Box<dyn Future<Output = Result<(), Error>> + Send + 'a>>;
+
+/// A protocol's server side, as the [`Router`] sees it.
+pub trait Service: Send + Sync + 'static {
+    /// The protocol whose frames this service answers.
+    fn protocol(&self) -> ProtocolId;
+
+    /// Answers one request frame. It may read further frames of the same
+    /// request from `ch` and send any number of responses. An error ends
+    /// the request; the router tells the client about it.
+    fn handle<'a>(&'a self, frame: Frame, ch: &'a mut Channel) -> Handled<'a>;
+
+    /// Reloads the service's state if its files changed; returns a line
+    /// describing the new state, or `None` when nothing changed. Blocking:
+    /// the router calls it off the async threads.
+    fn reload(&self) -> Result<Option<String>, Error>;
+
+    /// What the service serves, for people: "the filter protocol".
+    fn name(&self) -> &'static str;
+
+    /// The current state in a few words: sizes, epoch, memory.
+    fn describe(&self) -> String;
+}
+
+/// Serves a set of [`Service`]s, at most one per protocol id, on one port.
+pub struct Router {
+    services: Vec<Arc<dyn Service>>,
+    limits: ServerLimits,
+}
+
+impl Router {
+    pub fn new(limits: ServerLimits) -> Self {
+        Self {
+            services: Vec::new(),
+            limits,
+        }
+    }
+
+    /// Adds a service; refuses a second service for the same protocol.
+    pub fn register(&mut self, service: Arc<dyn Service>) -> Result<(), Error> {
+        let id = service.protocol();
+        if self.service(id).is_some() {
+            return Err(Error::Config(format!(
+                "two services registered for {}",
+                ids::name(id)
+            )));
+        }
+        self.services.push(service);
+        Ok(())
+    }
+
+    /// The limits every connection and service of this router obeys.
+    pub fn limits(&self) -> &ServerLimits {
+        &self.limits
+    }
+
+    /// The registered services, in registration order.
+    pub fn services(&self) -> &[Arc<dyn Service>] {
+        &self.services
+    }
+
+    fn service(&self, id: ProtocolId) -> Option<&Arc<dyn Service>> {
+        self.services.iter().find(|s| s.protocol() == id)
+    }
+
+    /// Serves requests on one connection until the client closes it or a
+    /// request fails; the client is told why before the connection closes.
+    pub async fn serve_connection(&self, mut ch: Channel) -> Result<(), Error> {
+        while let Some(frame) = ch.recv_or_eof().await? {
+            let protocol = frame.protocol;
+            let outcome = match self.service(protocol) {
+                Some(service) => service.handle(frame, &mut ch).await,
+                None => Err(Error::Unsupported(protocol)),
+            };
+            let Err(e) = outcome else { continue };
+            // One place tells clients why their request failed, whatever
+            // the protocol.
+            if let Some(msg) = e.to_peer_message() {
+                ch.send_error(protocol, &msg).await;
+            }
+            if !e.keeps_connection() {
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// Accepts connections until the listener fails for good, at most
+    /// `max_connections` served at once (the others are told the server
+    /// is busy); each connection runs in its own task, so one misbehaving
+    /// client never stops the others. Also runs the reload watcher.
+    /// Connection errors are reported on stderr without any set contents.
+    pub async fn run(self: Arc<Self>, listener: Listener) -> Result<(), Error> {
+        let _watcher = WatcherGuard(tokio::spawn(self.clone().watch()));
+        let slots = Arc::new(Semaphore::new(self.limits.max_connections.max(1)));
+        loop {
+            let incoming = match listener.accept().await {
+                Ok(i) => i,
+                Err(e) => {
+                    eprintln!("psikit: accept failed: {e}");
+                    continue;
+                }
+            };
+            let peer = incoming.peer();
+            let router = self.clone();
+            let permit = slots.clone().try_acquire_owned();
+            tokio::spawn(async move {
+                let mut ch = match incoming.handshake().await {
+                    Ok(ch) => ch,
+                    Err(e) => return eprintln!("psikit: {peer}: {e}"),
+                };
+                let Ok(_permit) = permit else {
+                    let busy = ErrorMessage::new(ErrorCode::Busy, "server busy; retry later");
+                    ch.send_error(ids::CONNECTION, &busy).await;
+                    return;
+                };
+                if let Err(e) = router.serve_connection(ch).await {
+                    eprintln!("psikit: {peer}: {e}");
+                }
+            });
+        }
+    }
+
+    /// Asks every service to reload its state, every `reload_every`.
+    async fn watch(self: Arc<Self>) {
+        let every = self.limits.reload_every.max(Duration::from_millis(10));
+        loop {
+            tokio::time::sleep(every).await;
+            for service in &self.services {
+                let s = service.clone();
+                let outcome = tokio::task::spawn_blocking(move || s.reload()).await;
+                match outcome {
+                    Ok(Ok(Some(line))) => {
+                        eprintln!("psikit: reloaded the state of {} ({line})", service.name())
+                    }
+                    Ok(Ok(None)) => {}
+                    Ok(Err(e)) => eprintln!(
+                        "psikit: {}: keeping the current state; reload failed: {e}",
+                        service.name()
+                    ),
+                    Err(e) => eprintln!("psikit: reload task failed: {e}"),
+                }
+            }
+        }
+    }
+}
+
+/// Stops the watcher when the router's accept loop ends or is dropped.
+struct WatcherGuard(tokio::task::JoinHandle<()>);
+
+impl Drop for WatcherGuard {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}

@@ -1,0 +1,34 @@
+//! The one table of protocol ids: the `protocol` byte of every
+//! [`crate::Frame`]. Each protocol family takes one id here and defines its
+//! message kinds itself; a server routes frames by this byte. Ids are part
+//! of the wire format: never renumber one, only add.
+
+/// A protocol family's id on the wire.
+pub type ProtocolId = u8;
+
+/// Frames not tied to a protocol (a server refusing a connection).
+pub const CONNECTION: ProtocolId = 0;
+/// Unbalanced PSI from a DH OPRF with an updatable cuckoo filter.
+pub const FILTER_PSI: ProtocolId = 1;
+/// Unbalanced labeled PSI from homomorphic encryption (APSI design).
+pub const HE_PSI: ProtocolId = 2;
+/// The OT layer's own messages (base OT, OT extension), inside the
+/// two-party protocols that use it.
+pub const OT: ProtocolId = 3;
+/// Malicious-secure PSI from OT extension and garbled Bloom filters.
+pub const RR16: ProtocolId = 4;
+/// Reserved: circuit PSI and its applications.
+pub const CIRCUIT_PSI: ProtocolId = 5;
+
+/// A human name for a protocol id, for error messages.
+pub fn name(id: ProtocolId) -> &'static str {
+    match id {
+        CONNECTION => "connection",
+        FILTER_PSI => "filter PSI",
+        HE_PSI => "HE PSI",
+        OT => "oblivious transfer",
+        RR16 => "RR16 PSI",
+        CIRCUIT_PSI => "circuit PSI",
+        _ => "unknown protocol",
+    }
+}
