@@ -50,8 +50,8 @@ use rand::rngs::{OsRng, StdRng};
 use rand::{Rng, RngCore, SeedableRng};
 
 use crate::args::runtime;
-use crate::demo::loopback_pair;
 use crate::report;
+use psikit_protocols::common::connect::loopback_pair;
 
 mod he;
 mod rr16;

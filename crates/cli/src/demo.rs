@@ -10,18 +10,17 @@ use anyhow::{bail, ensure, Context, Result};
 use clap::{Args, ValueEnum};
 use psikit_io::{
     decode_label, read_rows, synthetic_row, write_overlapping_pair, write_synthetic_csv,
-    ByteRecord, Column, KeyReader, KeySpec, MatchWriter, Normalize, OverlapPlan, Table,
+    ByteRecord, Column, KeySpec, MatchWriter, Normalize, OverlapPlan, Table,
 };
-use psikit_primitives::oprf::ServerKey;
-use psikit_protocols::filter_psi::{
-    tags_from_reader, ClientCache, FilterConfig, FilterService, ServerState, SyncKind,
-};
+use psikit_protocols::common::connect::{Limits, Peer, ServerAddr};
+use psikit_protocols::filter_psi::{self, FilterClient, FilterConfig, FilterService, SyncKind};
+use psikit_protocols::he_psi::facade::{self as he_facade, BuildOptions};
 use psikit_protocols::he_psi::params::PsiParams;
-use psikit_protocols::he_psi::{HeService, HeState, Match};
-use psikit_protocols::rr16::{run_receiver, run_sender, Rr16Config};
-use psikit_protocols::service::{LocalServer, Router, ServerLimits};
-use psikit_transport::net::{connect, Listener};
-use psikit_transport::{Channel, Limits};
+use psikit_protocols::he_psi::select::SelectionInput;
+use psikit_protocols::he_psi::HeService;
+use psikit_protocols::rr16::{self, Rr16Config};
+use psikit_protocols::service::{LocalServer, Router, ServerLimits, Service};
+use psikit_protocols::{Match, NoProgress};
 
 use crate::args::runtime;
 use crate::filter_cmd::print_query;
@@ -110,11 +109,6 @@ fn matched_ids(
     Ok(ids)
 }
 
-fn tags_of_file(key: &ServerKey, path: &Path, spec: &KeySpec) -> Result<Vec<[u8; 16]>> {
-    let mut reader = KeyReader::open(path, spec)?;
-    Ok(tags_from_reader(key, &mut reader, &mut |_| {})?)
-}
-
 fn filter_demo(a: &DemoArgs, dir: &Path) -> Result<()> {
     println!("== filter: unbalanced PSI, DH OPRF (RFC 9497 ristretto255) + cuckoo filter ==");
     std::fs::create_dir_all(dir)?;
@@ -136,24 +130,29 @@ fn filter_demo(a: &DemoArgs, dir: &Path) -> Result<()> {
     );
     let spec = email_spec();
 
-    // Server set-up.
+    // Server set-up, through the state directory as `psikit filter setup`
+    // does (the demo's own directory: replaced if there).
+    let state_dir = dir.join("state");
     let t = Instant::now();
-    let key = ServerKey::generate(&mut rand::rngs::OsRng);
-    let tags = tags_of_file(&key, &server_csv, &spec)?;
-    let (state, _) = ServerState::build(key, tags, FilterConfig::default())?;
-    let f = state.filter();
+    let done = filter_psi::setup(
+        &server_csv,
+        &spec,
+        FilterConfig::default(),
+        &state_dir,
+        true,
+        &NoProgress,
+    )?;
+    let f = done.state.filter();
     println!(
         "server setup: {} items in {}; filter {} ({:.1} bits/item, load {:.2}, false positives per item {})",
-        state.len(),
+        done.state.len(),
         report::secs(t.elapsed()),
         report::bytes(f.size_bytes()),
         f.bits_per_item(),
         f.load_factor(),
         report::prob(f.estimated_fpr())
     );
-    let state_dir = dir.join("state");
-    state.save(&state_dir)?;
-    let service = Arc::new(FilterService::new(state, ServerLimits::default()));
+    let service = Arc::new(FilterService::open(&state_dir, ServerLimits::default())?);
 
     runtime()?.block_on(async {
         let mut router = Router::new(ServerLimits::default());
@@ -164,9 +163,9 @@ fn filter_demo(a: &DemoArgs, dir: &Path) -> Result<()> {
 
         let table = read_rows(&client_csv, &spec)?;
         let (keys, rows_of_key) = unique_keys(&table);
-        let mut ch = connect(&addr, None, Limits::default()).await?;
-        let mut cache = None;
-        let sync = ClientCache::sync(&mut cache, &mut ch, 1 << 32).await?;
+        let mut ch = server.connect(Limits::default()).await?;
+        let mut client = FilterClient::in_memory(1 << 32);
+        let sync = client.sync(&mut ch).await?;
         ensure!(
             sync.kind == SyncKind::Full,
             "first sync should download the full filter"
@@ -175,10 +174,9 @@ fn filter_demo(a: &DemoArgs, dir: &Path) -> Result<()> {
             "client sync: full filter, {}",
             report::bytes(sync.body_bytes)
         );
-        let mut cache = cache.context("no filter")?;
 
         let expected: BTreeSet<u64> = plan.common_ids.iter().copied().collect();
-        let out = cache.query(&mut ch, &keys).await?;
+        let out = client.query_synced(&mut ch, &keys).await?;
         print_query(&out);
         check(
             "initial query",
@@ -192,12 +190,9 @@ fn filter_demo(a: &DemoArgs, dir: &Path) -> Result<()> {
         let (add_csv, remove_csv) = (dir.join("add.csv"), dir.join("remove.csv"));
         write_synthetic_csv(&add_csv, added.iter().copied(), a.seed)?;
         write_synthetic_csv(&remove_csv, removed.iter().copied(), a.seed)?;
-        let mut state = ServerState::load(&state_dir)?;
         let t = Instant::now();
-        let add = tags_of_file(state.key(), &add_csv, &spec)?;
-        let remove = tags_of_file(state.key(), &remove_csv, &spec)?;
-        let upd = state.update(add, remove)?;
-        state.save(&state_dir)?;
+        let (state, upd) =
+            filter_psi::update(&state_dir, &spec, Some(&add_csv), Some(&remove_csv))?;
         service.publish(state);
         println!(
             "server update: +{} -{} items in {}, {} filter slots changed, epoch {}",
@@ -209,15 +204,14 @@ fn filter_demo(a: &DemoArgs, dir: &Path) -> Result<()> {
         );
 
         // The client's filter is now stale: the server must say so.
-        match cache.query(&mut ch, &keys).await {
+        match client.query_synced(&mut ch, &keys).await {
             Err(e) if e.is_stale() => {
                 println!("client query with the old filter: refused as stale ({e})")
             }
             Err(e) => bail!("expected a stale-filter error, got: {e}"),
             Ok(_) => bail!("the server answered a query against a stale filter"),
         }
-        let mut c = Some(cache);
-        let sync = ClientCache::sync(&mut c, &mut ch, 1 << 32).await?;
+        let sync = client.sync(&mut ch).await?;
         ensure!(
             sync.kind == SyncKind::Delta,
             "expected a delta, got {:?}",
@@ -228,8 +222,7 @@ fn filter_demo(a: &DemoArgs, dir: &Path) -> Result<()> {
             report::bytes(sync.body_bytes),
             100.0 * sync.body_bytes as f64 / service.snapshot().full_filter_bytes() as f64
         );
-        cache = c.context("no filter")?;
-        let out = cache.query(&mut ch, &keys).await?;
+        let out = client.query_synced(&mut ch, &keys).await?;
         print_query(&out);
         let mut expected: BTreeSet<u64> = expected.difference(&removed).copied().collect();
         let client_ids: BTreeSet<u64> = plan.client_ids.iter().copied().collect();
@@ -300,12 +293,24 @@ fn rr16_demo(a: &DemoArgs, dir: &Path) -> Result<()> {
         };
         let t = Instant::now();
         let (sender_out, receiver_out) = runtime()?.block_on(async {
-            let (mut to_sender, mut to_receiver) = loopback_pair(Limits::default()).await?;
-            let keys = sender_keys.clone();
-            let cfg2 = cfg.clone();
-            let sender =
-                tokio::spawn(async move { run_sender(&mut to_receiver, &keys, &cfg2).await });
-            let receiver = run_receiver(&mut to_sender, &receiver_keys, &cfg).await?;
+            // The sender listens on a free port and tells the receiver
+            // where, as two parties on two machines would.
+            let (port_tx, port_rx) = tokio::sync::oneshot::channel::<String>();
+            let listen = Peer::Listen {
+                addr: "127.0.0.1:0".into(),
+                tls: None,
+                limits: Limits::default(),
+            };
+            let (keys, cfg2) = (sender_keys.clone(), cfg.clone());
+            let sender = tokio::spawn(async move {
+                rr16::facade::send(&listen, &keys, &cfg2, |addr| {
+                    let _ = port_tx.send(addr.to_string());
+                })
+                .await
+            });
+            let addr = port_rx.await.context("the sender did not listen")?;
+            let connect = Peer::Connect(ServerAddr::plain(addr));
+            let receiver = rr16::facade::receive(&connect, &receiver_keys, &cfg, |_| {}).await?;
             anyhow::Ok((sender.await??, receiver))
         })?;
         let mode = if malicious {
@@ -359,10 +364,8 @@ fn he_demo(a: &DemoArgs, dir: &Path) -> Result<()> {
     let mut spec = email_spec();
     spec.label_columns = vec![Column::Name("id".into()), Column::Name("name".into())];
     let state_dir = dir.join("state");
-    let service = Arc::new(HeService::new(
-        he_build(&server_csv, &spec, &state_dir)?,
-        ServerLimits::default(),
-    ));
+    he_build(&server_csv, &spec, &state_dir)?;
+    let service = Arc::new(HeService::open(&state_dir, true, ServerLimits::default())?);
     let mut expected: BTreeMap<u64, String> = plan
         .common_ids
         .iter()
@@ -378,7 +381,11 @@ fn he_demo(a: &DemoArgs, dir: &Path) -> Result<()> {
         he_query(&addr, &client, "initial query", &expected).await?;
 
         let t = Instant::now();
-        let (removed, relabelled) = he_update(a, dir, &plan, &spec, &state_dir, &service)?;
+        let (removed, relabelled) = he_update(a, dir, &plan, &spec, &state_dir)?;
+        // As a running server's watcher does when the file changes.
+        service
+            .reload()?
+            .context("the updated database was not reloaded")?;
         println!(
             "server update in {}: removed {}, relabelled or added {}",
             report::secs(t.elapsed()),
@@ -397,34 +404,36 @@ fn he_demo(a: &DemoArgs, dir: &Path) -> Result<()> {
     })
 }
 
-/// Builds and saves the demo's database; returns it ready to serve.
-fn he_build(csv: &Path, spec: &KeySpec, dir: &Path) -> Result<HeState> {
+/// Builds and saves the demo's database, as `psikit he db build` does.
+fn he_build(csv: &Path, spec: &KeySpec, dir: &Path) -> Result<()> {
     let json = psikit_protocols::he_psi::presets::apsi_preset(HE_DEMO_PARAMS)
         .context("the demo's parameter set is missing")?;
-    let params = PsiParams::from_apsi_json(json)?;
+    let options = BuildOptions {
+        params: Some(PsiParams::from_apsi_json(json)?),
+        max_label_bytes: Some(HE_DEMO_LABEL_BYTES),
+        capacity: None,
+        workload: SelectionInput::new(0, 0, 0),
+        force: true,
+    };
     let t = Instant::now();
-    let (items, _) = he_cmd::read_labeled(csv, spec)?;
-    let mut state = HeState::create(params, HE_DEMO_LABEL_BYTES, true)?;
-    he_cmd::insert_rows(&mut state, items)?;
+    let done = he_facade::build(csv, spec, dir, options, &NoProgress)?;
     println!(
-        "server setup: OPRF, bin bundles and plaintext cache in {}",
+        "server setup: OPRF and bin bundles in {}",
         report::secs(t.elapsed())
     );
-    state.save(dir)?;
-    he_cmd::print_state(&state, dir)?;
-    Ok(state)
+    he_cmd::print_state(&done.state, dir)?;
+    Ok(())
 }
 
 /// Removes half the common items, relabels a quarter of them and adds ten
-/// client-only items, through the state directory as `he db update` does;
-/// then publishes the result. Returns the ids removed and (re)labelled.
+/// client-only items, through the state directory as `he db update` does.
+/// Returns the ids removed and (re)labelled.
 fn he_update(
     a: &DemoArgs,
     dir: &Path,
     plan: &OverlapPlan,
     spec: &KeySpec,
     state_dir: &Path,
-    service: &HeService,
 ) -> Result<(BTreeSet<u64>, BTreeSet<u64>)> {
     let removed: BTreeSet<u64> = plan.common_ids.iter().step_by(2).copied().collect();
     let mut relabelled: BTreeSet<u64> =
@@ -437,21 +446,15 @@ fn he_update(
     let (remove_csv, add_csv) = (dir.join("remove.csv"), dir.join("add.csv"));
     write_synthetic_csv(&remove_csv, removed.iter().copied(), a.seed)?;
     write_relabelled(&add_csv, &relabelled, a.seed)?;
-
-    let mut state = HeState::load(state_dir, true)?;
-    let mut key_spec = spec.clone();
-    key_spec.label_columns.clear();
-    let (gone, _) = he_cmd::read_labeled(&remove_csv, &key_spec)?;
-    let stats = state.remove(&gone.into_iter().map(|i| i.key).collect::<Vec<_>>())?;
-    ensure!(
-        stats.removed == removed.len(),
-        "removed {} items",
-        stats.removed
-    );
-    let (items, _) = he_cmd::read_labeled(&add_csv, spec)?;
-    he_cmd::insert_rows(&mut state, items)?;
-    state.save(state_dir)?;
-    service.publish(state);
+    let done = he_facade::update(
+        state_dir,
+        spec,
+        Some(&add_csv),
+        Some(&remove_csv),
+        &NoProgress,
+    )?;
+    let gone = done.removed.map_or(0, |s| s.removed);
+    ensure!(gone == removed.len(), "removed {gone} items");
     Ok((removed, relabelled))
 }
 
@@ -478,10 +481,10 @@ async fn he_query(
     expected: &BTreeMap<u64, String>,
 ) -> Result<()> {
     let (keys, rows_of_key) = unique_keys(table);
-    let mut ch = connect(addr, None, Limits::default()).await?;
-    let session = he_cmd::run_session(&mut ch, &keys).await?;
-    he_cmd::print_session(&session, keys.len());
-    let got = he_labels(table, &rows_of_key, &session.outcome.matches)?;
+    let mut ch = ServerAddr::plain(addr).connect().await?;
+    let session = he_facade::query(&mut ch, &keys, None).await?;
+    he_cmd::print_session(&session);
+    let got = he_labels(table, &rows_of_key, &session.matches)?;
     let want: BTreeSet<u64> = expected.keys().copied().collect();
     check(what, &got.keys().copied().collect(), &want)?;
     let wrong = expected
@@ -518,14 +521,4 @@ fn he_labels(
         }
     }
     Ok(out)
-}
-
-/// A loopback TCP channel pair (client side, server side).
-pub async fn loopback_pair(limits: Limits) -> Result<(Channel, Channel)> {
-    let listener = Listener::bind("127.0.0.1:0", None, limits).await?;
-    let addr = listener.local_addr()?.to_string();
-    let accept = tokio::spawn(async move { listener.accept().await?.handshake().await });
-    let client = connect(&addr, None, limits).await?;
-    let server = accept.await??;
-    Ok((client, server))
 }

@@ -2,21 +2,19 @@
 //! protocol.
 
 use std::path::PathBuf;
-use std::time::Instant;
 
-use anyhow::{bail, Context, Result};
+use anyhow::Result;
 use clap::{Args, Subcommand};
-use indicatif::{ProgressBar, ProgressStyle};
-use psikit_io::{read_rows, KeyReader};
-use psikit_primitives::oprf::ServerKey;
+use psikit_io::read_rows;
+use psikit_protocols::common::connect::ServerAddr;
 use psikit_protocols::filter_psi::{
-    tags_from_reader, ClientCache, FilterConfig, QueryOutcome, ServerState, SyncKind, SyncOutcome,
+    self, FilterClient, FilterConfig, QueryOutcome, ServerState, SyncKind, SyncOutcome,
 };
-use psikit_transport::net::connect;
 
-use crate::args::{runtime, ClientTlsArgs, CsvArgs, NetArgs};
-use crate::matches::{unique_keys, write_matches};
-use crate::{report, state_dir};
+use crate::args::{ClientTlsArgs, CsvArgs, NetArgs};
+use crate::matches::{print_read, unique_keys, write_matches};
+use crate::progress::Bar;
+use crate::report;
 
 #[derive(Subcommand)]
 pub enum FilterCommand {
@@ -124,15 +122,6 @@ pub fn run(cmd: FilterCommand) -> Result<()> {
     }
 }
 
-fn progress_bar(what: &str) -> ProgressBar {
-    let bar = ProgressBar::new_spinner();
-    let style = ProgressStyle::with_template("{spinner} {msg}: {human_pos} rows, {per_sec}")
-        .unwrap_or_else(|_| ProgressStyle::default_spinner());
-    bar.set_style(style);
-    bar.set_message(what.to_string());
-    bar
-}
-
 fn setup(a: &SetupArgs) -> Result<()> {
     let config = FilterConfig {
         fpr_log2: a.fpr_bits,
@@ -141,35 +130,20 @@ fn setup(a: &SetupArgs) -> Result<()> {
         rebuild_load: FilterConfig::default().rebuild_load.max(a.load),
         ..FilterConfig::default()
     };
-    config.validate()?;
-    let clear = state_dir::check_fresh(&a.state, a.force, "psikit filter update")?;
-    let spec = a.csv.spec()?;
-    let mut reader = KeyReader::open(&a.input, &spec)?;
-    let bar = progress_bar("computing OPRF");
-    let t = Instant::now();
-    let key = ServerKey::generate(&mut rand::rngs::OsRng);
-    let tags = tags_from_reader(&key, &mut reader, &mut |rows| bar.set_position(rows))?;
-    bar.finish_and_clear();
-    let prf_time = t.elapsed();
-    let t = Instant::now();
-    let (state, duplicates) = ServerState::build(key, tags, config)?;
-    let build_time = t.elapsed();
-    // Cleared only now, so that a failed build leaves the old state alone.
-    if clear {
-        state_dir::clear(&a.state)?;
-    }
-    state.save(&a.state)?;
-    let stats = reader.stats();
-    state_dir::print_read(&a.input, &stats);
-    println!("removed {duplicates} duplicate items");
+    let done = {
+        let bar = Bar::new();
+        filter_psi::setup(&a.input, &a.csv.spec()?, config, &a.state, a.force, &bar)?
+    };
+    print_read(&a.input, &done.read);
+    println!("removed {} duplicate items", done.duplicates);
     println!(
         "OPRF: {} items in {} ({:.0} items/s)",
-        stats.items(),
-        report::secs(prf_time),
-        stats.items() as f64 / prf_time.as_secs_f64()
+        done.read.items(),
+        report::secs(done.oprf_time),
+        done.read.items() as f64 / done.oprf_time.as_secs_f64()
     );
-    println!("filter built in {}", report::secs(build_time));
-    print_state(&state);
+    println!("filter built in {}", report::secs(done.build_time));
+    print_state(&done.state);
     println!("state saved to {}", a.state.display());
     Ok(())
 }
@@ -202,21 +176,12 @@ fn print_state(state: &ServerState) {
 }
 
 fn update(a: &UpdateArgs) -> Result<()> {
-    if a.add.is_none() && a.remove.is_none() {
-        bail!("nothing to do: give --add FILE and/or --remove FILE");
-    }
-    let mut state = ServerState::load(&a.state)?;
-    let spec = a.csv.spec()?;
-    let read = |path: &Option<PathBuf>| -> Result<Vec<[u8; 16]>> {
-        let Some(path) = path else {
-            return Ok(Vec::new());
-        };
-        let mut reader = KeyReader::open(path, &spec)?;
-        Ok(tags_from_reader(state.key(), &mut reader, &mut |_| {})?)
-    };
-    let (add, remove) = (read(&a.add)?, read(&a.remove)?);
-    let report = state.update(add, remove)?;
-    state.save(&a.state)?;
+    let (state, report) = filter_psi::update(
+        &a.state,
+        &a.csv.spec()?,
+        a.add.as_deref(),
+        a.remove.as_deref(),
+    )?;
     println!(
         "epoch {}: added {} ({} already present), removed {} ({} not found)",
         report.epoch, report.added, report.already_present, report.removed, report.not_found
@@ -235,18 +200,21 @@ fn info(a: &InfoArgs) -> Result<()> {
     Ok(())
 }
 
-/// Connects, loads the cache and syncs it; returns the open channel.
-async fn connect_and_sync(
-    c: &ClientArgs,
-) -> Result<(psikit_transport::Channel, ClientCache, SyncOutcome)> {
-    let mut ch = connect(&c.server, c.tls.files().as_ref(), c.net.limits()?).await?;
-    let mut cache = ClientCache::load(&c.cache)?;
-    let outcome = ClientCache::sync(&mut cache, &mut ch, c.max_filter_mib << 20).await?;
-    let cache = cache.context("server sent no filter")?;
-    if outcome.kind != SyncKind::UpToDate {
-        cache.save(&c.cache)?;
+impl ClientArgs {
+    fn server(&self) -> Result<ServerAddr> {
+        Ok(ServerAddr {
+            addr: self.server.clone(),
+            tls: self.tls.files(),
+            limits: self.net.limits()?,
+        })
     }
-    Ok((ch, cache, outcome))
+
+    fn client(&self) -> Result<FilterClient> {
+        Ok(FilterClient::with_cache_file(
+            &self.cache,
+            self.max_filter_mib << 20,
+        )?)
+    }
 }
 
 fn print_sync(o: &SyncOutcome) {
@@ -266,11 +234,9 @@ fn print_sync(o: &SyncOutcome) {
 }
 
 fn sync(a: &SyncArgs) -> Result<()> {
-    runtime()?.block_on(async {
-        let (_, _, outcome) = connect_and_sync(&a.client).await?;
-        print_sync(&outcome);
-        Ok(())
-    })
+    let outcome = a.client.client()?.sync_blocking(&a.client.server()?)?;
+    print_sync(&outcome);
+    Ok(())
 }
 
 pub fn print_query(o: &QueryOutcome) {
@@ -288,30 +254,19 @@ pub fn print_query(o: &QueryOutcome) {
 fn query(a: &QueryArgs) -> Result<()> {
     let table = read_rows(&a.input, &a.csv.spec()?)?;
     let (keys, rows_of_key) = unique_keys(&table);
-    runtime()?.block_on(async {
-        let (mut ch, mut cache, outcome) = connect_and_sync(&a.client).await?;
-        print_sync(&outcome);
-        let result = match cache.query(&mut ch, &keys).await {
-            // The server updated between our sync and the query: sync, retry.
-            Err(e) if e.is_stale() => {
-                let mut c = Some(cache);
-                let outcome =
-                    ClientCache::sync(&mut c, &mut ch, a.client.max_filter_mib << 20).await?;
-                print_sync(&outcome);
-                cache = c.context("server sent no filter")?;
-                cache.save(&a.client.cache)?;
-                cache.query(&mut ch, &keys).await?
-            }
-            other => other?,
-        };
-        print_query(&result);
-        let n = write_matches(&a.output, &table, &rows_of_key, &result.matches)?;
-        let found = result.matches.iter().filter(|m| **m).count();
-        println!(
-            "{found} of {} distinct items matched; {n} rows written to {}",
-            keys.len(),
-            a.output.display()
-        );
-        Ok(())
-    })
+    let done = a
+        .client
+        .client()?
+        .query_blocking(&a.client.server()?, &keys)?;
+    done.syncs.iter().for_each(print_sync);
+    let result = done.outcome;
+    print_query(&result);
+    let n = write_matches(&a.output, &table, &rows_of_key, &result.matches)?;
+    let found = result.matches.iter().filter(|m| **m).count();
+    println!(
+        "{found} of {} distinct items matched; {n} rows written to {}",
+        keys.len(),
+        a.output.display()
+    );
+    Ok(())
 }

@@ -3,24 +3,23 @@
 //! database, and client queries that return labels.
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
-use indicatif::{ProgressBar, ProgressStyle};
-use psikit_io::{decode_label, read_rows, Column, KeyReader, KeySpec, LabeledItem, ReadStats};
+use psikit_io::{read_rows, Column, KeySpec};
+use psikit_protocols::common::connect::ServerAddr;
+use psikit_protocols::he_psi::facade::{self, BuildOptions, Session};
 use psikit_protocols::he_psi::params::PsiParams;
 use psikit_protocols::he_psi::select::{self, Goal, SelectionInput};
-use psikit_protocols::he_psi::{HeClient, HeState, Match, QueryOutcome, Row};
-use psikit_transport::net::connect;
-use rand::RngCore;
+use psikit_protocols::he_psi::state::db_path;
+use psikit_protocols::he_psi::HeState;
+use psikit_protocols::Progress;
 
-use crate::args::{runtime, ClientTlsArgs, CsvArgs, NetArgs};
-use crate::matches::{unique_keys, write_matches_with, Extras};
-use crate::{report, state_dir};
+use crate::args::{ClientTlsArgs, CsvArgs, NetArgs};
+use crate::matches::{print_read, unique_keys, write_matches_with};
+use crate::progress::Bar;
+use crate::report;
 
-/// Database file inside a state directory (see `HeState`).
-const DB_FILE: &str = "he.db";
 /// Client size the false-positive estimates of `db build|info` assume.
 const TYPICAL_QUERY: u64 = 1024;
 /// Server size `he params --params FILE` reports for when none is given.
@@ -229,13 +228,6 @@ pub fn run(cmd: HeCommand) -> Result<()> {
 // Parameters
 // ---------------------------------------------------------------------------
 
-/// Reads an APSI-format parameter file; the error names the file.
-pub fn load_params(path: &Path) -> Result<PsiParams> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    PsiParams::from_apsi_json(&text).with_context(|| path.display().to_string())
-}
-
 fn params(a: &ParamsArgs) -> Result<()> {
     let (chosen, text) = match &a.params {
         Some(path) => describe_file(a, path)?,
@@ -252,7 +244,7 @@ fn params(a: &ParamsArgs) -> Result<()> {
 
 /// The parameters of a file and what they would cost for the workload.
 fn describe_file(a: &ParamsArgs, path: &Path) -> Result<(PsiParams, String)> {
-    let params = load_params(path)?;
+    let params = facade::load_params(path)?;
     let report = select::describe(
         &params,
         a.server_items.unwrap_or(DESCRIBE_SERVER_ITEMS),
@@ -271,21 +263,6 @@ fn choose(a: &ParamsArgs) -> Result<(PsiParams, String)> {
     let input = a.workload.selection(server_items, a.label_bytes);
     let selection = with_spinner("choosing parameters", || select::select(&input))?;
     Ok((selection.params.clone(), selection.to_string()))
-}
-
-/// Parameters chosen for a new database's workload, with the reasons.
-fn select_params(a: &BuildArgs, rows: usize, max_label: usize) -> Result<PsiParams> {
-    let capacity = a.capacity.unwrap_or(rows as u64).max(1);
-    let input = a.workload.selection(capacity, max_label);
-    let selection = with_spinner("choosing parameters", || select::select(&input))?;
-    println!(
-        "automatic parameters for {capacity} items, {} client items, labels up to {max_label} bytes:",
-        input.client_items
-    );
-    for line in &selection.explanation {
-        println!("  - {line}");
-    }
-    Ok(selection.params)
 }
 
 /// One line naming every parameter.
@@ -310,129 +287,54 @@ pub fn params_line(p: &PsiParams) -> String {
 // Server database
 // ---------------------------------------------------------------------------
 
-fn spinner(what: &str, template: &str) -> ProgressBar {
-    let bar = ProgressBar::new_spinner();
-    let style =
-        ProgressStyle::with_template(template).unwrap_or_else(|_| ProgressStyle::default_spinner());
-    bar.set_style(style);
-    bar.set_message(what.to_string());
-    bar.enable_steady_tick(Duration::from_millis(120));
-    bar
-}
-
 /// Runs `work` behind a spinner that says what is happening.
 fn with_spinner<T>(what: &str, work: impl FnOnce() -> T) -> T {
-    let bar = spinner(what, "{spinner} {msg} ({elapsed})");
-    let out = work();
-    bar.finish_and_clear();
-    out
-}
-
-/// Every labeled item of a CSV file, with the reader's counters.
-pub fn read_labeled(path: &Path, spec: &KeySpec) -> Result<(Vec<LabeledItem>, ReadStats)> {
-    let bar = spinner("reading", "{spinner} {msg}: {human_pos} rows");
-    let mut reader = KeyReader::open(path, spec)?;
-    let (mut all, mut batch) = (Vec::new(), Vec::new());
-    while reader.next_labeled_batch(1 << 16, &mut batch)? > 0 {
-        all.append(&mut batch);
-        bar.set_position(all.len() as u64);
-    }
-    bar.finish_and_clear();
-    Ok((all, reader.stats()))
-}
-
-/// Refuses a label longer than the database allows, naming the row.
-fn check_labels(items: &[LabeledItem], path: &Path, max: usize) -> Result<()> {
-    match items.iter().find(|i| i.label.len() > max) {
-        Some(item) => bail!(
-            "{} row {}: the label has {} bytes, but the database allows at most {max} \
-             (fixed when it was built; see --max-label-bytes)",
-            path.display(),
-            item.row,
-            item.label.len()
-        ),
-        None => Ok(()),
-    }
-}
-
-/// The label room of a new database: as asked, else the longest label.
-fn label_room(a: &BuildArgs, items: &[LabeledItem]) -> Result<usize> {
-    let longest = items.iter().map(|i| i.label.len()).max().unwrap_or(0);
-    match a.max_label_bytes {
-        Some(_) if a.columns.label.is_empty() => {
-            bail!("--max-label-bytes needs label columns (--label COLS)")
-        }
-        Some(max) => {
-            check_labels(items, &a.csv, max)?;
-            Ok(max)
-        }
-        None if !a.columns.label.is_empty() && longest == 0 => {
-            bail!(
-                "{}: no rows to size the labels from; give --max-label-bytes N",
-                a.csv.display()
-            )
-        }
-        None => Ok(longest),
-    }
-}
-
-/// Inserts rows behind a progress bar (the OPRF is the long part).
-pub fn insert_rows(
-    state: &mut HeState,
-    items: Vec<LabeledItem>,
-) -> Result<psikit_protocols::he_psi::sender_db::UpdateStats> {
-    let rows: Vec<Row> = items
-        .into_iter()
-        .map(|i| Row {
-            key: i.key,
-            label: i.label,
-        })
-        .collect();
-    let bar = ProgressBar::new(rows.len() as u64);
-    let style = ProgressStyle::with_template("{spinner} {msg}: {human_pos}/{human_len} rows")
-        .unwrap_or_else(|_| ProgressStyle::default_bar());
-    bar.set_style(style);
-    bar.set_message("OPRF");
-    bar.enable_steady_tick(Duration::from_millis(120));
-    let total = rows.len();
-    let stats = state.insert(&rows, &mut |done| {
-        bar.set_position(done as u64);
-        if done == total {
-            bar.set_message("filling bin bundles");
-        }
-    });
-    bar.finish_and_clear();
-    Ok(stats?)
+    let bar = Bar::new();
+    bar.stage(what, None);
+    work()
 }
 
 fn build(a: &BuildArgs) -> Result<()> {
-    let clear = state_dir::check_fresh(&a.state, a.force, "psikit he db update")?;
-    let given = a.params.as_deref().map(load_params).transpose()?;
-    let (items, read) = read_labeled(&a.csv, &a.columns.spec()?)?;
-    state_dir::print_read(&a.csv, &read);
-    let max_label = label_room(a, &items)?;
-    let params = match given {
-        Some(params) => params,
-        None => select_params(a, items.len(), max_label)?,
+    let options = BuildOptions {
+        params: a.params.as_deref().map(facade::load_params).transpose()?,
+        max_label_bytes: a.max_label_bytes,
+        capacity: a.capacity,
+        workload: a.workload.selection(0, 0),
+        force: a.force,
     };
-    let t = Instant::now();
-    let mut state = HeState::create(params, max_label, false)?;
-    let stats = insert_rows(&mut state, items)?;
+    let done = {
+        let bar = Bar::new();
+        facade::build(&a.csv, &a.columns.spec()?, &a.state, options, &bar)?
+    };
+    print_read(&a.csv, &done.read);
+    if let Some((input, selection)) = &done.selection {
+        println!(
+            "automatic parameters for {} items, {} client items, labels up to {} bytes:",
+            input.server_items, input.client_items, input.label_bytes
+        );
+        for line in &selection.explanation {
+            println!("  - {line}");
+        }
+    }
     println!(
         "built in {}: {} items, {} duplicate rows (the last one's label kept)",
-        report::secs(t.elapsed()),
-        stats.inserted,
-        stats.duplicates
+        report::secs(done.build_time),
+        done.stats.inserted,
+        done.stats.duplicates
     );
-    // Cleared only now, so that a failed build leaves the old state alone;
-    // the old key must go, since saving keeps a key already there.
-    if clear {
-        state_dir::clear(&a.state)?;
-    }
-    state.save(&a.state)?;
-    print_state(&state, &a.state)?;
-    println!("state saved to {} (oprf.key, {DB_FILE})", a.state.display());
+    print_state(&done.state, &a.state)?;
+    println!(
+        "state saved to {} (oprf.key, {})",
+        a.state.display(),
+        file_name(&db_path(&a.state))
+    );
     Ok(())
+}
+
+fn file_name(path: &Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }
 
 /// Everything a state directory's owner wants to know, and nothing about
@@ -462,10 +364,10 @@ pub fn print_state(state: &HeState, dir: &Path) -> Result<()> {
         println!(
             "memory: {} of polynomials; serving with the plaintext cache adds up to {}",
             report::bytes(mem.data_bytes as u64),
-            report::bytes(cache_bound(state) as u64)
+            report::bytes(facade::cache_bound(state) as u64)
         );
     }
-    let path = dir.join(DB_FILE);
+    let path = db_path(dir);
     let size = std::fs::metadata(&path)
         .with_context(|| format!("cannot read {}", path.display()))?
         .len();
@@ -478,67 +380,35 @@ pub fn print_state(state: &HeState, dir: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Most bytes the query-ready plaintexts can take: one NTT-form plaintext
-/// (`k` query-level moduli of `n` 64-bit words) per coefficient of every
-/// polynomial of full degree `B`.
-fn cache_bound(state: &HeState) -> usize {
-    let db = state.db();
-    let p = db.params();
-    let shape = db.shape();
-    let moduli = p.seal.coeff_modulus_bits.len().saturating_sub(1).max(1);
-    let per_bundle = shape.polys() * (shape.max_items_per_bin + 1);
-    db.memory().bundles * per_bundle * moduli * shape.slots * 8
-}
-
 fn update(a: &UpdateArgs) -> Result<()> {
-    if a.add.is_none() && a.remove.is_none() {
-        bail!("nothing to do: give --add FILE and/or --remove FILE");
-    }
-    let mut state = HeState::load(&a.state, false)?;
-    let max_label = state.db().shape().max_label_bytes;
-    check_label_flags(max_label, !a.columns.label.is_empty(), a.add.is_some())?;
-    let spec = a.columns.spec()?;
-    let t = Instant::now();
-    if let Some(path) = &a.remove {
-        let mut key_spec = spec.clone();
-        key_spec.label_columns.clear();
-        let (items, _) = read_labeled(path, &key_spec)?;
-        let keys: Vec<Vec<u8>> = items.into_iter().map(|i| i.key).collect();
-        let s = state.remove(&keys)?;
+    let done = {
+        let bar = Bar::new();
+        facade::update(
+            &a.state,
+            &a.columns.spec()?,
+            a.add.as_deref(),
+            a.remove.as_deref(),
+            &bar,
+        )?
+    };
+    if let Some(s) = &done.removed {
         println!("removed {} items ({} not found)", s.removed, s.missing);
     }
-    if let Some(path) = &a.add {
-        let (items, read) = read_labeled(path, &spec)?;
-        check_labels(&items, path, max_label)?;
-        state_dir::print_read(path, &read);
-        let s = insert_rows(&mut state, items)?;
+    if let (Some((s, read)), Some(path)) = (&done.added, &a.add) {
+        print_read(path, read);
         println!(
             "added {} items, gave {} present items a new label ({} duplicate rows)",
             s.inserted, s.relabelled, s.duplicates
         );
     }
-    state.save(&a.state)?;
-    println!("updated in {}", report::secs(t.elapsed()));
-    print_state(&state, &a.state)
-}
-
-/// A labeled database takes labels with every addition; an unlabeled one
-/// takes none.
-fn check_label_flags(max_label: usize, labels_given: bool, adding: bool) -> Result<()> {
-    match (max_label, labels_given) {
-        (0, true) => bail!("the database is unlabeled: drop --label"),
-        (_, false) if max_label > 0 && adding => bail!(
-            "the database is labeled: give --label COLS (the columns used at build) so added \
-             items get their labels"
-        ),
-        _ => Ok(()),
-    }
+    println!("updated in {}", report::secs(done.time));
+    print_state(&done.state, &a.state)
 }
 
 fn info(a: &InfoArgs) -> Result<()> {
     let state = HeState::load(&a.state, false)?;
     print_state(&state, &a.state)?;
-    println!("database id: {}", hex(&state.db_id()));
+    println!("database id: {}", facade::hex(&state.db_id()));
     Ok(())
 }
 
@@ -546,38 +416,12 @@ fn info(a: &InfoArgs) -> Result<()> {
 // Client
 // ---------------------------------------------------------------------------
 
-/// Traffic and timings of one client session.
-pub struct Session {
-    pub outcome: QueryOutcome,
-    /// Parameters fetched and keys generated.
-    pub setup: Duration,
-    pub bytes_sent: u64,
-    pub bytes_received: u64,
-    pub fpp_log2: f64,
-    pub max_label_bytes: usize,
-}
-
-/// Connects, fetches the parameters and queries `keys`.
-pub async fn run_session(ch: &mut psikit_transport::Channel, keys: &[Vec<u8>]) -> Result<Session> {
-    let t = Instant::now();
-    let client = HeClient::connect(ch).await?;
-    let setup = t.elapsed();
-    let outcome = client.query(ch, keys).await?;
-    Ok(Session {
-        outcome,
-        setup,
-        bytes_sent: ch.bytes_sent(),
-        bytes_received: ch.bytes_received(),
-        fpp_log2: client.fpp_log2(keys.len() as u64),
-        max_label_bytes: client.max_label_bytes(),
-    })
-}
-
-pub fn print_session(s: &Session, items: usize) {
+pub fn print_session(s: &Session) {
     let t = &s.outcome.times;
     println!(
-        "query: {items} items in {} round(s); parameters and keys {}, OPRF {}, encrypt {}, \
+        "query: {} items in {} round(s); parameters and keys {}, OPRF {}, encrypt {}, \
          server {}, decrypt {}",
+        s.queried,
         s.outcome.rounds,
         report::secs(s.setup),
         report::secs(t.oprf),
@@ -596,27 +440,26 @@ pub fn print_session(s: &Session, items: usize) {
 fn query(a: &QueryArgs) -> Result<()> {
     let table = read_rows(&a.csv, &a.columns.spec()?)?;
     let (keys, rows_of_key) = unique_keys(&table);
-    let queried = padded(&keys, a.pad_to)?;
-    let mut session = runtime()?.block_on(async {
-        let mut ch = connect(&a.server, a.tls.files().as_ref(), a.net.limits()?).await?;
-        run_session(&mut ch, &queried).await
-    })?;
-    print_session(&session, queried.len());
-    // A dummy can only match by a false positive; it is no row of ours.
-    session.outcome.matches.retain(|m| m.index < keys.len());
+    let server = ServerAddr {
+        addr: a.server.clone(),
+        tls: a.tls.files(),
+        limits: a.net.limits()?,
+    };
+    let session = facade::query_blocking(&server, &keys, a.pad_to)?;
+    print_session(&session);
     let labeled = session.max_label_bytes > 0;
     if !labeled && !a.label_names.is_empty() {
         bail!("the server's database is unlabeled: drop --label-names");
     }
-    let (width, mut cells) = label_cells(&session.outcome.matches, keys.len(), labeled)?;
-    let names = header_names(width, &a.label_names)?;
+    let (width, mut cells) = facade::label_cells(&session.matches, keys.len(), labeled)?;
+    let names = facade::label_names(width, &a.label_names)?;
     for fields in cells.iter_mut().flatten() {
         fields.resize(names.len(), Vec::new());
     }
     let n = write_matches_with(&a.out, &table, &rows_of_key, &cells, &names)?;
     println!(
         "{} of {} distinct items matched; {n} rows written to {}{}",
-        session.outcome.matches.len(),
+        session.matches.len(),
         keys.len(),
         a.out.display(),
         if labeled {
@@ -626,141 +469,4 @@ fn query(a: &QueryArgs) -> Result<()> {
         }
     );
     Ok(())
-}
-
-/// The keys followed by random dummies up to `pad_to` items, so that the
-/// server learns the padded size rather than ours. A dummy is 32 random
-/// bytes: no CSV key of ours or the server's equals one except with
-/// negligible probability.
-fn padded(keys: &[Vec<u8>], pad_to: Option<usize>) -> Result<Vec<Vec<u8>>> {
-    let Some(target) = pad_to else {
-        return Ok(keys.to_vec());
-    };
-    if keys.len() > target {
-        bail!(
-            "the input has {} distinct items, more than --pad-to {target}",
-            keys.len()
-        );
-    }
-    let mut out = keys.to_vec();
-    out.resize_with(target, || {
-        let mut dummy = vec![0u8; 32];
-        rand::rngs::OsRng.fill_bytes(&mut dummy);
-        dummy
-    });
-    Ok(out)
-}
-
-/// Per client key, `None` if it did not match, else its label fields
-/// (padded to the widest); and that width (0 for an unlabeled database).
-pub fn label_cells(matches: &[Match], keys: usize, labeled: bool) -> Result<(usize, Vec<Extras>)> {
-    let mut cells = vec![None; keys];
-    for m in matches {
-        let slot = cells
-            .get_mut(m.index)
-            .context("the client returned a bad index")?;
-        *slot = Some(m.label.as_deref().map(label_fields).unwrap_or_default());
-    }
-    let width = cells.iter().flatten().map(Vec::len).max().unwrap_or(0);
-    let width = if labeled { width.max(1) } else { 0 };
-    for fields in cells.iter_mut().flatten() {
-        fields.resize(width, Vec::new());
-    }
-    Ok((width, cells))
-}
-
-/// A label's columns: the fields of its CSV record when it is one (and
-/// UTF-8, to stay readable), else one column `hex:...`.
-pub fn label_fields(label: &[u8]) -> Vec<Vec<u8>> {
-    match decode_label(label) {
-        Some(fields) if fields.iter().all(|f| std::str::from_utf8(f).is_ok()) => fields,
-        _ => vec![format!("hex:{}", hex(label)).into_bytes()],
-    }
-}
-
-/// The label columns' header: as given, else `label` or `label_1..`.
-fn header_names(width: usize, given: &[String]) -> Result<Vec<String>> {
-    if !given.is_empty() {
-        if given.len() < width {
-            bail!(
-                "the labels have {width} columns but --label-names names {}",
-                given.len()
-            );
-        }
-        return Ok(given.to_vec());
-    }
-    Ok(match width {
-        0 => Vec::new(),
-        1 => vec!["label".into()],
-        _ => (1..=width).map(|i| format!("label_{i}")).collect(),
-    })
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn m(index: usize, label: Option<&[u8]>) -> Match {
-        Match {
-            index,
-            label: label.map(<[u8]>::to_vec),
-        }
-    }
-
-    #[test]
-    fn labels_become_columns_or_hex() {
-        assert_eq!(
-            label_fields(b"a,\"b,c\""),
-            vec![b"a".to_vec(), b"b,c".to_vec()]
-        );
-        assert_eq!(label_fields(b"a\nb"), vec![b"hex:610a62".to_vec()]);
-        assert_eq!(label_fields(b"\xff"), vec![b"hex:ff".to_vec()]);
-    }
-
-    #[test]
-    fn cells_are_padded_to_the_widest_label() {
-        let matches = [m(0, Some(b"x,y")), m(2, Some(b"z"))];
-        let (width, cells) = label_cells(&matches, 3, true).expect("cells");
-        assert_eq!(width, 2);
-        assert_eq!(cells[1], None);
-        assert_eq!(cells[2], Some(vec![b"z".to_vec(), Vec::new()]));
-        let (width, cells) = label_cells(&[m(1, None)], 2, false).expect("cells");
-        assert_eq!((width, cells), (0, vec![None, Some(Vec::new())]));
-        assert!(label_cells(&[m(5, None)], 2, false).is_err());
-    }
-
-    #[test]
-    fn header_names_default_and_given() {
-        assert_eq!(header_names(1, &[]).expect("names"), ["label"]);
-        assert_eq!(header_names(2, &[]).expect("names"), ["label_1", "label_2"]);
-        let given = vec!["name".to_string(), "tier".to_string()];
-        assert_eq!(header_names(1, &given).expect("names"), given);
-        assert!(header_names(3, &given).is_err());
-    }
-
-    #[test]
-    fn padding_adds_distinct_dummies() {
-        let keys = vec![b"a".to_vec(), b"b".to_vec()];
-        assert_eq!(padded(&keys, None).expect("same"), keys);
-        let out = padded(&keys, Some(5)).expect("padded");
-        assert_eq!((out.len(), &out[..2]), (5, &keys[..]));
-        assert!(out[2..].iter().all(|d| d.len() == 32 && !keys.contains(d)));
-        assert_ne!(out[2], out[3]);
-        assert!(padded(&keys, Some(1)).is_err());
-    }
-
-    #[test]
-    fn label_flags_must_fit_the_database() {
-        assert!(check_label_flags(0, true, true).is_err());
-        assert!(check_label_flags(16, false, true).is_err());
-        assert!(
-            check_label_flags(16, false, false).is_ok(),
-            "removing needs no labels"
-        );
-        assert!(check_label_flags(0, false, true).is_ok());
-    }
 }

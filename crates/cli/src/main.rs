@@ -7,10 +7,10 @@ mod demo;
 mod filter_cmd;
 mod he_cmd;
 mod matches;
+mod progress;
 mod report;
 mod rr16_cmd;
 mod serve;
-mod state_dir;
 
 use clap::{Parser, Subcommand};
 

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use anyhow::Result;
-use psikit_io::{MatchWriter, Table};
+use psikit_io::{MatchWriter, ReadStats, Table};
 
 /// Unique keys of a table and, for each, the rows that carry it.
 pub fn unique_keys(table: &Table) -> (Vec<Vec<u8>>, Vec<Vec<usize>>) {
@@ -61,4 +61,12 @@ pub fn write_matches_with(
     }
     out.finish()?;
     Ok(selected.len() as u64)
+}
+
+/// How many rows a command read from its CSV and skipped.
+pub fn print_read(path: &Path, stats: &ReadStats) {
+    println!("read {} rows from {}", stats.rows_read, path.display());
+    if stats.rows_skipped > 0 {
+        println!("skipped {} rows with an empty key", stats.rows_skipped);
+    }
 }

@@ -6,11 +6,10 @@ use std::path::PathBuf;
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use psikit_io::read_rows;
-use psikit_protocols::rr16::{run_receiver, run_sender, Phases, Rr16Config, Rr16Params};
-use psikit_transport::net::{connect, Listener};
-use psikit_transport::Channel;
+use psikit_protocols::common::connect::{Peer, ServerAddr};
+use psikit_protocols::rr16::{facade, Phases, Rr16Config, Rr16Params};
 
-use crate::args::{runtime, ClientTlsArgs, CsvArgs, NetArgs, ServerTlsArgs};
+use crate::args::{ClientTlsArgs, CsvArgs, NetArgs, ServerTlsArgs};
 use crate::matches::{unique_keys, write_matches};
 use crate::report;
 
@@ -68,21 +67,26 @@ impl PartyArgs {
         }
     }
 
-    async fn channel(&self) -> Result<Channel> {
+    fn peer(&self) -> Result<Peer> {
         let limits = self.net.limits()?;
-        match (&self.listen, &self.connect) {
-            (Some(addr), None) => {
-                let listener =
-                    Listener::bind(addr, self.server_tls.files().as_ref(), limits).await?;
-                eprintln!("psikit: waiting for the peer on {}", listener.local_addr()?);
-                Ok(listener.accept().await?.handshake().await?)
-            }
-            (None, Some(addr)) => {
-                Ok(connect(addr, self.client_tls.files().as_ref(), limits).await?)
-            }
+        Ok(match (&self.listen, &self.connect) {
+            (Some(addr), None) => Peer::Listen {
+                addr: addr.clone(),
+                tls: self.server_tls.files(),
+                limits,
+            },
+            (None, Some(addr)) => Peer::Connect(ServerAddr {
+                addr: addr.clone(),
+                tls: self.client_tls.files(),
+                limits,
+            }),
             _ => bail!("give exactly one of --listen ADDR or --connect ADDR"),
-        }
+        })
     }
+}
+
+fn announce(addr: &str) {
+    eprintln!("psikit: waiting for the peer on {addr}");
 }
 
 pub fn run(cmd: Rr16Command) -> Result<()> {
@@ -112,30 +116,27 @@ fn send(a: &PartyArgs) -> Result<()> {
     }
     let table = read_rows(&a.input, &a.csv.spec()?)?;
     let (keys, rows_of_key) = unique_keys(&table);
-    runtime()?.block_on(async {
-        let mut ch = a.channel().await?;
-        let out = run_sender(&mut ch, &keys, &a.config()).await?;
-        print_run(
-            "sender",
-            &out.params,
-            &out.phases,
-            out.bytes_sent,
-            out.bytes_received,
-        );
-        if let (Some(revealed), Some(path)) = (&out.revealed, &a.output) {
-            let mut matches = vec![false; keys.len()];
-            for &i in revealed {
-                matches[i] = true;
-            }
-            let n = write_matches(path, &table, &rows_of_key, &matches)?;
-            println!(
-                "the receiver reported {} matches; {n} rows written to {}",
-                revealed.len(),
-                path.display()
-            );
+    let out = facade::send_blocking(&a.peer()?, &keys, &a.config(), announce)?;
+    print_run(
+        "sender",
+        &out.params,
+        &out.phases,
+        out.bytes_sent,
+        out.bytes_received,
+    );
+    if let (Some(revealed), Some(path)) = (&out.revealed, &a.output) {
+        let mut matches = vec![false; keys.len()];
+        for &i in revealed {
+            matches[i] = true;
         }
-        Ok(())
-    })
+        let n = write_matches(path, &table, &rows_of_key, &matches)?;
+        println!(
+            "the receiver reported {} matches; {n} rows written to {}",
+            revealed.len(),
+            path.display()
+        );
+    }
+    Ok(())
 }
 
 fn receive(a: &PartyArgs) -> Result<()> {
@@ -145,23 +146,20 @@ fn receive(a: &PartyArgs) -> Result<()> {
         .context("the receiver needs --output FILE")?;
     let table = read_rows(&a.input, &a.csv.spec()?)?;
     let (keys, rows_of_key) = unique_keys(&table);
-    runtime()?.block_on(async {
-        let mut ch = a.channel().await?;
-        let out = run_receiver(&mut ch, &keys, &a.config()).await?;
-        print_run(
-            "receiver",
-            &out.params,
-            &out.phases,
-            out.bytes_sent,
-            out.bytes_received,
-        );
-        let n = write_matches(output, &table, &rows_of_key, &out.matches)?;
-        let found = out.matches.iter().filter(|m| **m).count();
-        println!(
-            "{found} of {} distinct items matched; {n} rows written to {}",
-            keys.len(),
-            output.display()
-        );
-        Ok(())
-    })
+    let out = facade::receive_blocking(&a.peer()?, &keys, &a.config(), announce)?;
+    print_run(
+        "receiver",
+        &out.params,
+        &out.phases,
+        out.bytes_sent,
+        out.bytes_received,
+    );
+    let n = write_matches(output, &table, &rows_of_key, &out.matches)?;
+    let found = out.matches.iter().filter(|m| **m).count();
+    println!(
+        "{found} of {} distinct items matched; {n} rows written to {}",
+        keys.len(),
+        output.display()
+    );
+    Ok(())
 }

@@ -9,6 +9,7 @@
 //!   filters (Rindal-Rosulek).
 //! * [`service`]: the long-running server that routes requests to them.
 
+pub mod common;
 pub mod filter_psi;
 pub mod he_psi;
 pub mod rr16;
@@ -18,4 +19,5 @@ mod error;
 mod keyfile;
 mod oprf_wire;
 
+pub use common::{Match, NoProgress, Progress};
 pub use error::Error;

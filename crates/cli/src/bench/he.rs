@@ -362,7 +362,7 @@ fn record(m: &mut Metrics, size: u64, runs: &[QueryRun]) {
 
 /// Every member found with its label, no stranger reported.
 fn check(
-    matches: &[psikit_protocols::he_psi::Match],
+    matches: &[psikit_protocols::Match],
     ids: &[(u64, bool)],
     label_bytes: usize,
 ) -> Result<()> {

@@ -45,12 +45,14 @@
 
 mod client;
 mod config;
+mod facade;
 mod messages;
 mod server;
 mod state;
 
 pub use client::{ClientCache, QueryOutcome, SyncKind, SyncOutcome};
 pub use config::FilterConfig;
+pub use facade::{setup, update, ClientQuery, FilterClient, SetupReport};
 pub use server::{FilterService, FilterSnapshot};
 pub use state::{tags_for_items, tags_from_reader, ServerState, UpdateReport};
 

@@ -14,9 +14,9 @@ use super::messages::{
     KIND_RESULT_CT, PROTOCOL_ID,
 };
 use super::params::PsiParams;
-use super::receiver::{Match, QueryState, Receiver};
+use super::receiver::{QueryState, Receiver};
 use super::sender::ResultPackage;
-use crate::Error;
+use crate::{Error, Match};
 
 /// A client connected to one database: its parameters and fresh keys.
 pub struct HeClient {

@@ -39,6 +39,7 @@ pub mod client;
 mod cost;
 pub mod db_file;
 pub mod eval;
+pub mod facade;
 pub mod hashing;
 pub mod label;
 pub mod messages;
@@ -59,6 +60,5 @@ mod tests;
 
 pub use client::{HeClient, QueryOutcome};
 pub use messages::PROTOCOL_ID;
-pub use receiver::Match;
 pub use service::HeService;
 pub use state::{HeState, Row};

@@ -15,7 +15,7 @@ use super::poly::Field;
 use super::powers::PowersPlan;
 use super::sender::ResultPackage;
 use super::shape::DbShape;
-use crate::Error;
+use crate::{Error, Match};
 
 /// A client's keys and the parameters they were made for. The secret key
 /// never leaves this struct; the relinearization key goes to the server.
@@ -27,15 +27,6 @@ pub struct Receiver {
     field: Field,
     sk: SecretKey,
     rk: RelinKey,
-}
-
-/// One item of the client's that the server holds.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Match {
-    /// Position of the item in the client's input.
-    pub index: usize,
-    /// Its label (labeled databases only).
-    pub label: Option<Vec<u8>>,
 }
 
 /// What the client remembers between sending a query and reading its

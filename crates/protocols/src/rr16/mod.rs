@@ -44,6 +44,7 @@
 //!   `40 + log2 n_s + log2 n_r` bits).
 
 pub mod bloom;
+pub mod facade;
 mod messages;
 pub mod params;
 mod receiver;

@@ -1,0 +1,90 @@
+//! How the parties of a protocol reach each other: a client connecting to
+//! a server ([`ServerAddr`]), the two peers of a two-party protocol (one
+//! listens, one connects: [`Peer`], the one driver every two-party facade
+//! opens its channel with), and a runtime for the facades' blocking entry
+//! points.
+
+use std::future::Future;
+
+use psikit_transport::net::{self, Listener};
+pub use psikit_transport::net::{ClientTlsFiles, ServerTlsFiles};
+pub use psikit_transport::{Channel, Limits};
+
+use crate::Error;
+
+/// Where a client finds its server.
+#[derive(Clone, Debug)]
+pub struct ServerAddr {
+    /// `host:port`.
+    pub addr: String,
+    /// TLS settings; `None` for plain TCP.
+    pub tls: Option<ClientTlsFiles>,
+    pub limits: Limits,
+}
+
+impl ServerAddr {
+    /// A plain-TCP address with default limits.
+    pub fn plain(addr: impl Into<String>) -> Self {
+        Self {
+            addr: addr.into(),
+            tls: None,
+            limits: Limits::default(),
+        }
+    }
+
+    pub async fn connect(&self) -> Result<Channel, Error> {
+        Ok(net::connect(&self.addr, self.tls.as_ref(), self.limits).await?)
+    }
+}
+
+/// How one party of a two-party protocol meets the other.
+#[derive(Clone, Debug)]
+pub enum Peer {
+    /// Wait for the peer on this address (optionally serving TLS).
+    Listen {
+        addr: String,
+        tls: Option<ServerTlsFiles>,
+        limits: Limits,
+    },
+    /// Connect to a listening peer.
+    Connect(ServerAddr),
+}
+
+impl Peer {
+    /// Opens the channel to the peer. A listening party calls `listening`
+    /// with its bound address before it waits (so a user can be told where
+    /// to connect).
+    pub async fn open(&self, listening: impl FnOnce(&str)) -> Result<Channel, Error> {
+        match self {
+            Peer::Listen { addr, tls, limits } => {
+                let listener = Listener::bind(addr, tls.as_ref(), *limits).await?;
+                listening(&listener.local_addr()?.to_string());
+                Ok(listener.accept().await?.handshake().await?)
+            }
+            Peer::Connect(server) => server.connect().await,
+        }
+    }
+}
+
+/// Runs `future` to completion on a new multi-threaded runtime: how the
+/// facades' blocking entry points call their async drivers.
+pub fn block_on<F: Future>(future: F) -> Result<F::Output, Error> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Error::Config(format!("cannot start the async runtime: {e}")))?;
+    Ok(rt.block_on(future))
+}
+
+/// A loopback TCP channel pair (first: the connecting side), for tests,
+/// the demo and benchmarks of two-party protocols.
+pub async fn loopback_pair(limits: Limits) -> Result<(Channel, Channel), Error> {
+    let listener = Listener::bind("127.0.0.1:0", None, limits).await?;
+    let addr = listener.local_addr()?.to_string();
+    let accept = tokio::spawn(async move { listener.accept().await?.handshake().await });
+    let client = net::connect(&addr, None, limits).await?;
+    let server = accept
+        .await
+        .map_err(|e| Error::Protocol(format!("accept task failed: {e}")))??;
+    Ok((client, server))
+}

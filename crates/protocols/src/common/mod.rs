@@ -1,0 +1,44 @@
+//! What every protocol family's facade shares: how parties reach each
+//! other ([`connect`]), progress reports for long jobs ([`Progress`]), the
+//! vocabulary of results ([`Match`]) and server state directories
+//! ([`state_dir`]).
+
+pub mod connect;
+pub mod state_dir;
+
+/// One item of the querying party's input that the other party holds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Match {
+    /// Position of the item in the querying party's input.
+    pub index: usize,
+    /// Its label, for protocols and databases that carry labels.
+    pub label: Option<Vec<u8>>,
+}
+
+/// Matches as a membership vector over `items` inputs.
+pub fn membership(matches: &[Match], items: usize) -> Vec<bool> {
+    let mut out = vec![false; items];
+    for m in matches {
+        if let Some(slot) = out.get_mut(m.index) {
+            *slot = true;
+        }
+    }
+    out
+}
+
+/// Receives progress of a long job (set-up, database builds) so a front
+/// end can show it: the CLI draws a bar, Python calls a callback.
+pub trait Progress: Sync {
+    /// A new stage begins, with its total count of steps if known.
+    fn stage(&self, what: &str, total: Option<u64>);
+    /// Steps done so far in the current stage.
+    fn advance(&self, done: u64);
+}
+
+/// Progress that nobody watches.
+pub struct NoProgress;
+
+impl Progress for NoProgress {
+    fn stage(&self, _: &str, _: Option<u64>) {}
+    fn advance(&self, _: u64) {}
+}

@@ -1,0 +1,208 @@
+//! The filter protocol's facade: what a server operator and a client do,
+//! with the policy every front end (CLI, Python, benchmarks) shares.
+//!
+//! * Server: [`setup`] builds a state from a CSV file under a fresh OPRF
+//!   key, never mixing it with an old state's key; [`update`] applies
+//!   additions and removals as a new epoch. A running
+//!   [`super::FilterService`] opened on the directory picks the change up.
+//! * Client: a [`FilterClient`] keeps its copy of the filter current
+//!   (optionally in a cache file) and queries; when the server updated
+//!   between the sync and the query, it syncs again and retries once.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use psikit_io::{KeyReader, KeySpec, ReadStats};
+use psikit_primitives::oprf::ServerKey;
+
+use super::client::{ClientCache, QueryOutcome, SyncKind, SyncOutcome};
+use super::config::FilterConfig;
+use super::state::{tags_from_reader, ServerState, UpdateReport};
+use super::Tag;
+use crate::common::connect::{block_on, Channel, ServerAddr};
+use crate::common::state_dir;
+use crate::{Error, Progress};
+
+/// What [`setup`] built.
+pub struct SetupReport {
+    pub state: ServerState,
+    /// Rows read from the CSV file (and skipped for an empty key).
+    pub read: ReadStats,
+    /// Items dropped as duplicates of another row's key.
+    pub duplicates: u64,
+    /// Time of the OPRF pass over the file.
+    pub oprf_time: Duration,
+    /// Time to build the cuckoo filter.
+    pub build_time: Duration,
+}
+
+/// Builds a new server state from the keys of `input` under a fresh OPRF
+/// key and saves it in `dir`. A directory holding anything is refused
+/// unless `force`; it is cleared only once the new state is built, so a
+/// failed set-up leaves the old state alone.
+pub fn setup(
+    input: &Path,
+    spec: &KeySpec,
+    config: FilterConfig,
+    dir: &Path,
+    force: bool,
+    progress: &dyn Progress,
+) -> Result<SetupReport, Error> {
+    config.validate()?;
+    let clear = state_dir::check_fresh(dir, force, "psikit filter update")?;
+    let mut reader = KeyReader::open(input, spec)?;
+    progress.stage("computing OPRF", None);
+    let t = Instant::now();
+    let key = ServerKey::generate(&mut rand::rngs::OsRng);
+    let tags = tags_from_reader(&key, &mut reader, &mut |rows| progress.advance(rows))?;
+    let oprf_time = t.elapsed();
+    let t = Instant::now();
+    let (state, duplicates) = ServerState::build(key, tags, config)?;
+    let build_time = t.elapsed();
+    if clear {
+        state_dir::clear(dir)?;
+    }
+    state.save(dir)?;
+    Ok(SetupReport {
+        state,
+        read: reader.stats(),
+        duplicates,
+        oprf_time,
+        build_time,
+    })
+}
+
+/// Adds the keys of `add` and removes those of `remove` (CSV files read
+/// with `spec`) as one new epoch, saved in `dir`.
+pub fn update(
+    dir: &Path,
+    spec: &KeySpec,
+    add: Option<&Path>,
+    remove: Option<&Path>,
+) -> Result<(ServerState, UpdateReport), Error> {
+    if add.is_none() && remove.is_none() {
+        return Err(Error::Config(
+            "nothing to do: give --add FILE and/or --remove FILE".into(),
+        ));
+    }
+    let mut state = ServerState::load(dir)?;
+    let tags_of = |path: Option<&Path>| -> Result<Vec<Tag>, Error> {
+        let Some(path) = path else {
+            return Ok(Vec::new());
+        };
+        let mut reader = KeyReader::open(path, spec)?;
+        tags_from_reader(state.key(), &mut reader, &mut |_| {})
+    };
+    let (add, remove) = (tags_of(add)?, tags_of(remove)?);
+    let report = state.update(add, remove)?;
+    state.save(dir)?;
+    Ok((state, report))
+}
+
+/// What a [`FilterClient::query`] did: the syncs it needed, then the query.
+pub struct ClientQuery {
+    /// One sync, or two when the server updated before the query arrived.
+    pub syncs: Vec<SyncOutcome>,
+    pub outcome: QueryOutcome,
+}
+
+/// A client of the filter protocol: its copy of the server's filter,
+/// optionally kept in a cache file between runs.
+pub struct FilterClient {
+    cache: Option<ClientCache>,
+    path: Option<PathBuf>,
+    max_filter_bytes: u64,
+}
+
+impl FilterClient {
+    /// A client whose filter lives in `path` between runs (loaded now if
+    /// the file exists). `max_filter_bytes` bounds what a server may make
+    /// the client download and hold.
+    pub fn with_cache_file(path: &Path, max_filter_bytes: u64) -> Result<Self, Error> {
+        Ok(Self {
+            cache: ClientCache::load(path)?,
+            path: Some(path.to_path_buf()),
+            max_filter_bytes,
+        })
+    }
+
+    /// A client that keeps its filter in memory only.
+    pub fn in_memory(max_filter_bytes: u64) -> Self {
+        Self {
+            cache: None,
+            path: None,
+            max_filter_bytes,
+        }
+    }
+
+    /// The filter copy, once synced or loaded.
+    pub fn cache(&self) -> Option<&ClientCache> {
+        self.cache.as_ref()
+    }
+
+    /// Brings the filter up to date (a full download or a delta) and saves
+    /// it when it changed.
+    pub async fn sync(&mut self, ch: &mut Channel) -> Result<SyncOutcome, Error> {
+        let outcome = ClientCache::sync(&mut self.cache, ch, self.max_filter_bytes).await?;
+        let cache = self
+            .cache
+            .as_ref()
+            .ok_or_else(|| Error::Protocol("server sent no filter".into()))?;
+        if let (Some(path), true) = (&self.path, outcome.kind != SyncKind::UpToDate) {
+            cache.save(path)?;
+        }
+        Ok(outcome)
+    }
+
+    /// Syncs, then finds which of `items` the server holds. A server that
+    /// updated between the two refuses the query as stale: the client
+    /// syncs again and retries once.
+    pub async fn query(
+        &mut self,
+        ch: &mut Channel,
+        items: &[Vec<u8>],
+    ) -> Result<ClientQuery, Error> {
+        let mut syncs = vec![self.sync(ch).await?];
+        let outcome = match self.query_synced(ch, items).await {
+            Err(e) if e.is_stale() => {
+                syncs.push(self.sync(ch).await?);
+                self.query_synced(ch, items).await?
+            }
+            other => other?,
+        };
+        Ok(ClientQuery { syncs, outcome })
+    }
+
+    /// Queries with the filter as it is, without syncing first.
+    pub async fn query_synced(
+        &self,
+        ch: &mut Channel,
+        items: &[Vec<u8>],
+    ) -> Result<QueryOutcome, Error> {
+        let cache = self
+            .cache
+            .as_ref()
+            .ok_or_else(|| Error::Protocol("query before the first sync".into()))?;
+        cache.query(ch, items).await
+    }
+
+    /// [`FilterClient::sync`] over a new connection, blocking.
+    pub fn sync_blocking(&mut self, server: &ServerAddr) -> Result<SyncOutcome, Error> {
+        block_on(async {
+            let mut ch = server.connect().await?;
+            self.sync(&mut ch).await
+        })?
+    }
+
+    /// [`FilterClient::query`] over a new connection, blocking.
+    pub fn query_blocking(
+        &mut self,
+        server: &ServerAddr,
+        items: &[Vec<u8>],
+    ) -> Result<ClientQuery, Error> {
+        block_on(async {
+            let mut ch = server.connect().await?;
+            self.query(&mut ch, items).await
+        })?
+    }
+}
