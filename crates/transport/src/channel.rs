@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
+use crate::codec::Message;
 use crate::frame::{header, ErrorMessage, Frame, HEADER_LEN, WIRE_VERSION};
 use crate::TransportError;
 
@@ -252,6 +253,21 @@ impl Channel {
             });
         }
         Ok(frame)
+    }
+
+    /// Sends one message.
+    pub async fn send_msg<M: Message>(&mut self, message: &M) -> Result<(), TransportError> {
+        self.send(&message.to_frame()).await
+    }
+
+    /// Receives the next frame, which must carry an `M`, and decodes it
+    /// within `bounds`.
+    pub async fn recv_msg<M: Message>(
+        &mut self,
+        bounds: M::Bounds<'_>,
+    ) -> Result<M, TransportError> {
+        let frame = self.recv_expect(M::PROTOCOL, M::KIND).await?;
+        Ok(M::decode(&frame.payload, bounds)?)
     }
 }
 

@@ -2,6 +2,7 @@
 //! TLS, or in-memory pipes.
 //!
 //! * [`wire`]: bounded big-endian encoding/decoding of message payloads.
+//! * [`codec`]: the [`Message`] trait every protocol message implements.
 //! * [`frame`]: the frame layout, wire version and the shared error message.
 //! * [`channel`]: a framed channel with size limits, timeouts and byte counts.
 //! * [`net`]: TCP listener/connector with optional (mutual) TLS via rustls.
@@ -11,12 +12,14 @@
 //! crate knows nothing about PSI.
 
 pub mod channel;
+pub mod codec;
 pub mod frame;
 pub mod ids;
 pub mod net;
 pub mod wire;
 
 pub use channel::{Channel, Limits};
+pub use codec::Message;
 pub use frame::{ErrorCode, ErrorMessage, Frame};
 pub use ids::ProtocolId;
 pub use wire::{DecodeError, Reader, Writer};
