@@ -28,9 +28,9 @@
 //! Set items are never printed.
 //!
 //! This module holds the command line, the parent that runs the workers and
-//! the worker's entry point; [`setup`] measures the server setup, [`online`]
-//! the loopback phase (queries, false positives, deltas) and [`report`]
-//! prints the tables.
+//! the worker's entry point; [`setup`] measures the server setup,
+//! [`online`](mod@online) the loopback phase (queries, false positives,
+//! deltas) and [`report`] prints the tables.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
