@@ -28,7 +28,8 @@ use psikit_protocols::service::{LocalServer, Router, ServerLimits};
 use psikit_transport::net::connect;
 use psikit_transport::Limits;
 
-use super::{item, median_of, scatter, size, time, Metrics, TextTable};
+use super::harness::{item, median_of, scatter, Metrics};
+use super::table::{size, time, TextTable};
 use crate::args::runtime;
 
 /// One benchmark case: which parameters, server size, labels.

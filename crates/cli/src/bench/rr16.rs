@@ -24,7 +24,9 @@ use psikit_protocols::rr16::{run_receiver, run_sender, Rr16Config};
 use psikit_transport::net::{connect, Listener};
 use psikit_transport::Limits;
 
-use super::{item, median_of, size, time, CpuSnapshot, Metrics, TextTable};
+use super::cpu::CpuSnapshot;
+use super::harness::{item, median_of, Metrics};
+use super::table::{count, num, size, time, TextTable};
 use crate::args::runtime;
 
 /// Issue targets for n = 2^20, malicious, one thread per party.
@@ -273,20 +275,20 @@ fn render(results: &[(Config, Vec<Run>)]) -> String {
     for (cfg, runs) in results {
         let cpu = format!(
             "{} / {}",
-            super::num(med(runs, false, "cpu"), 2),
-            super::num(med(runs, true, "cpu"), 2)
+            num(med(runs, false, "cpu"), 2),
+            num(med(runs, true, "cpu"), 2)
         );
         t.row(vec![
             cfg.mode().into(),
             format!("2^{}", cfg.log2),
             cfg.threads.to_string(),
-            super::count(med(runs, true, "ots")),
+            count(med(runs, true, "ots")),
             time(med(runs, true, "offline")),
             time(med(runs, true, "online")),
             time(med_both(runs, f64::max, "total")),
             size(med(runs, true, "sent")),
             size(med(runs, false, "sent")),
-            super::num(med_both(runs, |a, b| (a + b) / 1e6, "sent"), 1),
+            num(med_both(runs, |a, b| (a + b) / 1e6, "sent"), 1),
             cpu,
             size(med(runs, false, "peak")),
             size(med(runs, true, "peak")),

@@ -1,6 +1,10 @@
+use super::receiver::Cheat;
 use super::*;
-use psikit_transport::{ErrorCode, Limits, TransportError};
-use rand::SeedableRng;
+use crate::messages::{block_from_le, kind, ExtHeader, PROTOCOL_ID};
+use crate::{ChoiceBits, SessionId};
+use psikit_transport::{ErrorCode, Frame, Limits, TransportError};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
 
 fn rng(seed: u64) -> StdRng {
     StdRng::seed_from_u64(seed)

@@ -246,3 +246,37 @@ fn drop_bits_estimate(n: u64, q1_bits: u32, t_bits: f64) -> u32 {
         .floor()
         .clamp(0.0, f64::from(q1_bits.saturating_sub(1))) as u32
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plan_work_counts_what_the_evaluator_does() {
+        // Without Paterson-Stockmeyer only factors are relinearized and
+        // lifted; the rest stay at 3 parts and the result is relinearized.
+        let plan = PowersPlan::new(&[1, 2, 5, 8, 11, 14, 15, 16], 0, 64).unwrap();
+        let naive = PlanWork::new(&plan, &Grouping::of_plan(&plan));
+        assert!(naive.lazy > 0);
+        assert_eq!(naive.relins + naive.lazy, naive.products);
+        assert!(naive.relin_result && naive.high_products == 0);
+        // Grouped leaves are not computed; what is computed is relinearized.
+        let leaves = Grouping::leaves(&plan).unwrap();
+        let grouped = PlanWork::new(&plan, &leaves);
+        assert_eq!(grouped.products, naive.relins);
+        assert_eq!((grouped.lazy, grouped.relins), (0, grouped.products));
+        assert_eq!(grouped.high_products, leaves.groups().len() as u64);
+        // With it every power is relinearized, and the high powers y^27,
+        // y^54, ... are lifted even when no product uses them as factors.
+        let plan = PowersPlan::new(&[1, 5, 8, 27, 81], 26, 256).unwrap();
+        let ps = PlanWork::new(&plan, &Grouping::of_plan(&plan));
+        assert_eq!((ps.lazy, ps.relins), (0, ps.products));
+        assert_eq!(ps.high_products, 256 / 27);
+        let factors: HashSet<u32> = plan
+            .steps()
+            .iter()
+            .flat_map(|s| [s.left, s.right])
+            .collect();
+        assert!(ps.prepared > factors.len() as u64);
+    }
+}

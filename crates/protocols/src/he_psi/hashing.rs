@@ -5,19 +5,14 @@
 
 use psikit_primitives::oprf::Output;
 use psikit_structures::cuckoo_table::{cuckoo_locations, Locations};
-use zeroize::{Zeroize, ZeroizeOnDrop};
 
+use super::label::LabelKey;
 use super::shape::DbShape;
 
 /// The part of an item's OPRF output that enters the polynomials. It is
 /// pseudorandom, so its felts and cuckoo locations are too.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ItemValue(pub [u8; 16]);
-
-/// The key that encrypts an item's label: only a client that holds the item
-/// (and so its OPRF output) can derive it.
-#[derive(Clone, Zeroize, ZeroizeOnDrop)]
-pub struct LabelKey(pub [u8; 32]);
 
 /// Splits a 64-byte OPRF output: bytes 0..16 are the item value, bytes
 /// 32..64 the label key. Bytes 16..32 are unused, which keeps the two parts

@@ -14,9 +14,14 @@
 use aes::cipher::{BlockEncrypt, KeyInit};
 use aes::Aes256;
 use rand::{CryptoRng, RngCore};
+use zeroize::{Zeroize, ZeroizeOnDrop};
 
-use super::hashing::LabelKey;
 use crate::Error;
+
+/// The key that encrypts an item's label: only a client that holds the item
+/// (and so its OPRF output) can derive it.
+#[derive(Clone, Zeroize, ZeroizeOnDrop)]
+pub struct LabelKey(pub [u8; 32]);
 
 /// Bytes of the random nonce in front of every encrypted label.
 pub const NONCE_LEN: usize = 16;

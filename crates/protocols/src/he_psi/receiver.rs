@@ -8,8 +8,8 @@ use psikit_primitives::oprf::Output;
 use psikit_structures::cuckoo_table::CuckooTable;
 use rand::{CryptoRng, RngCore};
 
-use super::hashing::{felts_to_bytes, item_felts, split_oprf, LabelKey};
-use super::label::{decrypt_label, encrypted_len};
+use super::hashing::{felts_to_bytes, item_felts, split_oprf};
+use super::label::{decrypt_label, encrypted_len, LabelKey};
 use super::params::PsiParams;
 use super::poly::Field;
 use super::powers::PowersPlan;

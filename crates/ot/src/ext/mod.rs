@@ -1,0 +1,182 @@
+//! 1-out-of-2 OT extension: IKNP03 (semi-honest) and KOS15 (malicious),
+//! one code path.
+//!
+//! * Y. Ishai, J. Kilian, K. Nissim, E. Petrank, "Extending oblivious
+//!   transfers efficiently", CRYPTO 2003 (IKNP).
+//! * M. Keller, E. Orsini, P. Scholl, "Actively secure OT extension with
+//!   optimal overhead", CRYPTO 2015 (KOS), **as corrected** in the updated
+//!   ePrint 2015/546.
+//!
+//! # Protocol
+//! Setup: 128 base OTs ([`crate::base`]) with the *extension sender* as
+//! base-OT receiver; its choice bits form the global `Δ`. Each base key
+//! seeds an AES-CTR PRG (key derived with the session id).
+//!
+//! Extension for choice bits `r` (receiver-chosen, any bias): the receiver
+//! sends the matrix `u_j = G(k0_j) ⊕ G(k1_j) ⊕ r` column by column, in
+//! frames; the sender gets `q_j = G(k_{Δ_j}) ⊕ Δ_j·u_j`, and after
+//! transposition row `i` satisfies `q_i = t_i ⊕ r_i·Δ`. That is a
+//! correlated OT; random-OT messages are `H(i, q_i)`, `H(i, q_i ⊕ Δ)` and the
+//! receiver's `H(i, t_i)`, hashed on demand ([`SenderOts`], [`ReceiverOts`]).
+//! Rows are padded to a multiple of 128 with random choice bits; padding
+//! rows are discarded.
+//!
+//! # The KOS consistency check (malicious security)
+//! A malicious receiver could use a different choice vector in each column
+//! (`u_j = G(k0_j) ⊕ G(k1_j) ⊕ r^(j)`) to learn bits of `Δ`. The original KOS
+//! check (random combination of the *rows* in GF(2^128)) relied on a lemma
+//! that Roy ("SoftSpokenOT", CRYPTO 2022, ePrint 2022/192, §4.1.3 and App. D)
+//! showed false, with an attack on some parameters. KOS updated their paper
+//! (ePrint 2015/546, Fig. 10) with a SoftSpokenOT-style check, which we
+//! implement:
+//!
+//! 1. the receiver extends `128` extra rows with uniformly random choice
+//!    bits (one 128-bit block per column, used as a mask);
+//! 2. after receiving the whole matrix, the sender sends a fresh seed, from
+//!    which both derive weights `χ_k ∈ GF(2^128)`, one per 128-row block `k`
+//!    (the last, mask block gets weight 1);
+//! 3. the receiver sends `x̃ = Σ_k χ_k·r_k` and, for every column `j`,
+//!    `t̃_j = Σ_k χ_k·t_{j,k}` (each column cut into 128-bit blocks);
+//! 4. the sender accepts iff `t̃_j = q̃_j ⊕ Δ_j·x̃` for all `j`, where
+//!    `q̃_j = Σ_k χ_k·q_{j,k}`.
+//! 5. the sender confirms (`KOS_OK`), or in an *unconfirmed* extension
+//!    ([`OtExtReceiver::extend_unconfirmed`]) stays silent unless the check
+//!    failed, and the receiver does not wait: the confirmation only tells
+//!    the receiver that the sender accepted, which the receiver's security
+//!    does not depend on, and a protocol that hears from the sender later
+//!    learns of a failure then.
+//!
+//! Because `x̃` is one-time padded by the random mask block and `t̃_j` follows
+//! from `q̃_j` and `x̃`, the sender learns nothing from the answer, so the
+//! weights need no coin toss (the sender alone picks the seed, but only after
+//! the matrix is fixed). A receiver cheating in `c` columns passes with
+//! probability `2^-c` and then learns those `c` bits of `Δ`: the inherent
+//! leakage of KOS, which the TCCR output hash tolerates (see
+//! [`crate::aes_hash`]). The check adds 128 rows and about 2 KiB per
+//! extension and, per OT on each side, one carry-less multiply (three
+//! `PCLMULQDQ`, [`gf128::ColumnSums`]) on a column copy of the matrix kept
+//! until the weights are known (cheaper than transposing the rows back).
+//!
+//! # Output hash
+//! Semi-honest extensions hash with the CR hash `π(x) ⊕ x`, malicious ones
+//! with the TCCR hash `π(π(x) ⊕ i) ⊕ π(x)`, tweak `i` = the OT's global row.
+//!
+//! # Layout
+//! This module holds the configuration and the types both roles share;
+//! [`OtExtSender`] is in `sender.rs`, [`OtExtReceiver`] in `receiver.rs`,
+//! what both run (matrix sizes, PRG keys, the KOS weights and column sums,
+//! header checks, how an extension ends) in `common.rs`, and what they
+//! return in `outputs.rs`.
+//!
+//! [`gf128::ColumnSums`]: crate::gf128::ColumnSums
+
+use std::sync::Arc;
+
+use psikit_transport::frame::HEADER_LEN;
+use psikit_transport::Channel;
+
+use crate::matrix::SUB_BATCH;
+use crate::messages::{Mode, KOS_CONFIRMED, KOS_UNCONFIRMED};
+use crate::OtError;
+
+mod common;
+mod outputs;
+mod receiver;
+mod sender;
+
+pub(crate) use common::{check_frame_rows, check_header_fields};
+use outputs::RowHash;
+pub use outputs::{RandomReceiverOts, RandomSenderOts, ReceiverOts, SenderOts};
+pub use receiver::OtExtReceiver;
+pub use sender::OtExtSender;
+
+/// Base OTs (and matrix columns) of the 1-out-of-2 extension.
+pub const BASE_OTS: usize = 128;
+
+/// Extra rows a KOS extension adds for its consistency check.
+pub const KOS_EXTRA_ROWS: usize = 128;
+
+/// Default rows per matrix frame: 1 MiB of matrix per frame.
+pub const DEFAULT_FRAME_ROWS: usize = 1 << 16;
+
+/// Most OTs one extension call may produce.
+pub const MAX_OTS: usize = 1 << 36;
+
+/// Semi-honest (IKNP) or malicious (KOS) security.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Security {
+    SemiHonest,
+    Malicious,
+}
+
+impl Security {
+    /// The header's mode and parameter; `confirm` says whether a KOS sender
+    /// confirms a passed check (IKNP has no check, so no parameter).
+    fn header(self, confirm: bool) -> (Mode, u16) {
+        match (self, confirm) {
+            (Security::SemiHonest, _) => (Mode::Iknp, 0),
+            (Security::Malicious, true) => (Mode::Kos, KOS_CONFIRMED),
+            (Security::Malicious, false) => (Mode::Kos, KOS_UNCONFIRMED),
+        }
+    }
+
+    fn hash(self) -> RowHash {
+        match self {
+            Security::SemiHonest => RowHash::Cr,
+            Security::Malicious => RowHash::Tccr,
+        }
+    }
+}
+
+/// Tuning that does not change the protocol's security.
+#[derive(Clone, Debug)]
+pub struct ExtConfig {
+    /// Pool for the parallel parts; `None` uses rayon's global pool.
+    pub pool: Option<Arc<rayon::ThreadPool>>,
+    /// Rows per matrix frame the receiver sends (rounded down to a multiple
+    /// of the 1024-row sub-batch and capped by the channel's frame limit).
+    pub frame_rows: usize,
+}
+
+impl Default for ExtConfig {
+    fn default() -> Self {
+        Self {
+            pool: None,
+            frame_rows: DEFAULT_FRAME_ROWS,
+        }
+    }
+}
+
+impl ExtConfig {
+    /// A configuration with its own pool of `threads` threads.
+    pub fn with_threads(threads: usize) -> Result<Self, rayon::ThreadPoolBuildError> {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()?;
+        Ok(Self {
+            pool: Some(Arc::new(pool)),
+            ..Self::default()
+        })
+    }
+
+    pub(crate) fn pool(&self) -> Option<&rayon::ThreadPool> {
+        self.pool.as_deref()
+    }
+
+    /// Rows per frame for a matrix of `columns` columns on `chan`.
+    pub(crate) fn frame_rows_for(&self, chan: &Channel, columns: usize) -> Result<usize, OtError> {
+        let max_payload = (chan.limits().max_frame_bytes as usize).saturating_sub(HEADER_LEN);
+        let fit = max_payload / (columns / 8);
+        let rows = self.frame_rows.min(fit) / SUB_BATCH * SUB_BATCH;
+        if rows == 0 {
+            return Err(OtError::InvalidArgument(format!(
+                "frames of {} bytes cannot hold one {SUB_BATCH}-row batch of the OT matrix",
+                chan.limits().max_frame_bytes
+            )));
+        }
+        Ok(rows)
+    }
+}
+
+#[cfg(test)]
+mod tests;

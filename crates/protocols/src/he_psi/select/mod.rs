@@ -1,0 +1,492 @@
+//! Choosing HE PSI parameters, and proving a parameter set works (design
+//! note section 3, "Automatic selection"; paper section 3.1 and appendix A).
+//!
+//! * [`self_test()`] runs the server's evaluation on encrypted random data in
+//!   the worst case the parameters allow and checks every slot after
+//!   decryption. Noise is the one thing the parameters cannot be checked for
+//!   on paper: APSI's own files sit within a few bits of failure under fhe.
+//! * [`select`] searches degrees, plaintext moduli, bin sizes, source powers
+//!   and Paterson-Stockmeyer splits for a workload, sizes the coefficient
+//!   moduli with a noise model, ranks the candidates with a cost model, and
+//!   confirms the winner with [`self_test()`] (widening the moduli if the test
+//!   leaves less margin than the model promised).
+//! * [`describe`] reports the same figures for a given parameter set, such
+//!   as one of APSI's files.
+//!
+//! Both models are calibrated on this machine with fhe 0.1.1 and psikit's
+//! ternary keys (numbers next to the constants); they only steer the
+//! search. The self-test is what decides.
+//!
+//! The search is split by concept: `self_test` (the encrypted check),
+//! `noise` (noise model and moduli), `bins` (bin load statistics), `layout`
+//! (table, item and bin choices), `plans` (source powers and
+//! Paterson-Stockmeyer splits), `estimate` (the cost estimate of a
+//! candidate), `search` (candidates, ranking, confirmation) and `report`
+//! (explanations and text).
+
+use super::label;
+use super::params::PsiParams;
+use super::powers::PowersPlan;
+use crate::Error;
+use estimate::estimate;
+use layout::given_layout;
+use plans::PlanShape;
+use report::finish;
+use search::{confirm, rank, search};
+
+mod bins;
+mod estimate;
+mod layout;
+mod noise;
+mod plans;
+mod report;
+mod search;
+mod self_test;
+
+pub use self_test::{self_test, SelfTest};
+
+/// The false-positive bound the paper targets: 2^-40 per query.
+pub const DEFAULT_MAX_FPP_LOG2: f64 = -40.0;
+/// Noise budget, in bits, that a parameter set must keep in the worst case.
+/// Four bits is a factor 16 on the noise: room for unlucky keys and inputs
+/// beyond the runs a self-test can afford.
+pub const NOISE_MARGIN_BITS: i64 = 4;
+/// Self-test runs [`select`] performs on its choice.
+pub const SELECT_SELF_TEST_RUNS: usize = 2;
+
+/// What the selection optimizes: the estimated latency of one query
+/// (server and client time plus transfer) on a fast, a slow or a given
+/// link.
+///
+/// Pricing bytes as transfer time keeps every goal sensible: pure server
+/// time would always prefer the smallest bins and dozens of result
+/// ciphertexts, pure byte counts any depth to save one ciphertext. A larger
+/// price per byte can only lower the byte count of the best candidate, so
+/// `Comm` sends no more than `Time` (unless a self-test rejects one).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Goal {
+    /// Latency with bytes at [`TIME_LINK_MBPS`] (100 Mbit/s).
+    Time,
+    /// Latency with bytes at [`COMM_LINK_MBPS`] (10 Mbit/s).
+    Comm,
+    /// Latency with bytes at this many Mbit/s (the user's own link).
+    Link(f64),
+}
+
+/// Link speed the `Time` goal prices bytes at, in Mbit/s (a typical
+/// wide-area link; at 1 Gbit/s the selection buys small speed-ups with many
+/// megabytes of results).
+pub const TIME_LINK_MBPS: f64 = 100.0;
+/// Link speed the `Comm` goal prices bytes at, in Mbit/s.
+pub const COMM_LINK_MBPS: f64 = 10.0;
+
+impl Goal {
+    /// The link speed bytes are priced at, in Mbit/s.
+    pub fn link_mbps(self) -> f64 {
+        match self {
+            Goal::Time => TIME_LINK_MBPS,
+            Goal::Comm => COMM_LINK_MBPS,
+            Goal::Link(mbps) => mbps,
+        }
+    }
+
+    /// The estimated query latency this goal minimizes, in ms.
+    pub fn latency_ms(self, e: &CostEstimate) -> f64 {
+        // 1 Mbit/s carries 125 bytes per ms.
+        let bytes_per_ms = self.link_mbps() * 125.0;
+        e.server_ms + e.client_ms + (e.bytes_up + e.bytes_down) as f64 / bytes_per_ms
+    }
+}
+
+/// The workload parameters are chosen for.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SelectionInput {
+    /// Items the server will hold, growth included: the bin bundles per
+    /// bundle index, and with them FPP and response size, grow with it.
+    pub server_items: u64,
+    /// Items a client typically queries at once.
+    pub client_items: u64,
+    /// Longest label in bytes (0: unlabeled).
+    pub label_bytes: usize,
+    /// What to optimize.
+    pub goal: Goal,
+    /// Largest acceptable log2 false-positive probability per query.
+    pub max_fpp_log2: f64,
+}
+
+impl SelectionInput {
+    /// A time-optimized selection with the paper's 2^-40 FPP bound.
+    pub fn new(server_items: u64, client_items: u64, label_bytes: usize) -> Self {
+        Self {
+            server_items,
+            client_items,
+            label_bytes,
+            goal: Goal::Time,
+            max_fpp_log2: DEFAULT_MAX_FPP_LOG2,
+        }
+    }
+}
+
+/// Estimated costs of one query under a parameter set and workload.
+///
+/// Server time is a model (single thread, measured constants for fhe 0.1.1
+/// on this machine); byte counts are exact for the given bundle count.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CostEstimate {
+    /// Bundle indices: ciphertexts per source power.
+    pub bundle_idx_count: u32,
+    /// Bin bundles per bundle index `α`, estimated from the server size.
+    pub bundles_per_index: u32,
+    /// Label fragments `c` per item.
+    pub label_fragments: usize,
+    /// Mean server items per bin, `h·N/T`.
+    pub mean_bin_load: f64,
+    /// Bin load that all `T` bins stay under with probability 99%.
+    pub max_bin_load: u32,
+    /// Ciphertext products per query (powers plan, Paterson-Stockmeyer).
+    pub ct_ct_products: u64,
+    /// Ciphertext-plaintext terms per query.
+    pub ct_pt_terms: u64,
+    /// Source-power ciphertexts the client sends.
+    pub query_ciphertexts: u64,
+    /// Result ciphertexts the server sends: `idx·α·(1+c)`.
+    pub result_ciphertexts: u64,
+    /// Client to server: query ciphertexts, relinearization key, OPRF.
+    pub bytes_up: u64,
+    /// Server to client: result ciphertexts, OPRF.
+    pub bytes_down: u64,
+    /// Estimated single-thread server time per query, milliseconds.
+    pub server_ms: f64,
+    /// Whether the model has the server group the plan's leaves
+    /// ([`super::powers::Grouping::leaves`]) for this query.
+    pub leaf_groups: bool,
+    /// Of which: the powers of one bundle index.
+    pub powers_ms: f64,
+    /// Of which: one polynomial, switched to the lowest level.
+    pub polynomial_ms: f64,
+    /// Estimated client time: encrypting the query, decrypting the results.
+    pub client_ms: f64,
+    /// Sender database in memory (items, label felts and coefficients as
+    /// 32-bit words).
+    pub db_bytes: u64,
+    /// Extra memory of the NTT plaintext cache.
+    pub cache_bytes: u64,
+    /// Noise model: bits of noise after the evaluation, at the query level.
+    pub predicted_noise_bits: f64,
+    /// Noise model: budget left after the switch to the lowest level.
+    pub predicted_budget_bits: f64,
+}
+
+/// An automatic choice of parameters with its justification.
+#[derive(Clone, Debug)]
+pub struct Selection {
+    /// The parameters, valid and within the 128-bit bound.
+    pub params: PsiParams,
+    /// One line per choice, with its reason.
+    pub explanation: Vec<String>,
+    /// Costs for the input workload.
+    pub estimate: CostEstimate,
+    /// log2 FPP of a full query (`T` items) with the estimated bundle count.
+    pub fpp_log2: f64,
+    /// The confirming self-test.
+    pub self_test: SelfTest,
+}
+
+/// What psikit can tell about a given parameter set under a workload.
+#[derive(Clone, Debug)]
+pub struct Report {
+    /// The parameters described.
+    pub params: PsiParams,
+    /// The workload the estimates are for.
+    pub server_items: u64,
+    /// Client items per query.
+    pub client_items: u64,
+    /// Longest label.
+    pub label_bytes: usize,
+    /// The 128-bit security check (`Err` holds the reason).
+    pub security: Result<(), String>,
+    /// log2 FPP of a full query (`T` items).
+    pub fpp_log2_full: f64,
+    /// log2 FPP of a query of `client_items` items.
+    pub fpp_log2_client: f64,
+    /// Depth of the powers plan (ciphertext products in sequence).
+    pub plan_depth: u32,
+    /// Products of the powers plan per bundle index.
+    pub plan_products: usize,
+    /// Cost estimates.
+    pub estimate: CostEstimate,
+    /// The self-test, if one was asked for (`Err` holds why it could not
+    /// run).
+    pub self_test: Option<Result<SelfTest, String>>,
+}
+
+/// Candidates confirmed by a self-test before the search gives up.
+const MAX_CONFIRMATIONS: usize = 4;
+
+/// Chooses parameters for a workload (design note section 3).
+///
+/// Searches `n` in {4096, 8192, 16384}, batching primes `t` of 16 to 24
+/// bits, and bin sizes `B` on a grid (plus the sizes that fill 1 to 4
+/// bundles exactly); per `(n, t, B)` the smallest `f` meeting the FPP rule;
+/// per `B` depth-optimal source sets with and without Paterson-Stockmeyer;
+/// per plan the smallest moduli the noise model allows. Candidates are
+/// ranked by the goal and the best is confirmed with a self-test
+/// ([`SELECT_SELF_TEST_RUNS`] runs), its moduli widened if the measured
+/// margin falls short; if it cannot be confirmed, the next one is tried.
+pub fn select(input: &SelectionInput) -> Result<Selection, Error> {
+    check_input(input)?;
+    let mut candidates = search(input);
+    if candidates.is_empty() {
+        return Err(Error::Params(format!(
+            "no parameters meet FPP 2^{} for {} server and {} client items within the \
+             search space (n up to 16384, t up to 24 bits)",
+            input.max_fpp_log2, input.server_items, input.client_items
+        )));
+    }
+    rank(&mut candidates, input.goal);
+    let mut last_failure = String::new();
+    for candidate in candidates.iter().take(MAX_CONFIRMATIONS) {
+        match confirm(candidate)? {
+            Ok((params, test)) => return Ok(finish(input, candidate, &candidates, params, test)),
+            Err(reason) => last_failure = reason,
+        }
+    }
+    Err(Error::Params(format!(
+        "no candidate passed the self-test; last: {last_failure}"
+    )))
+}
+
+/// Largest client the search plans a table for (queries beyond it split).
+const MAX_CLIENT_ITEMS: u64 = 1 << 24;
+
+fn check_input(input: &SelectionInput) -> Result<(), Error> {
+    if !(1..=MAX_CLIENT_ITEMS).contains(&input.client_items) {
+        return Err(Error::Params(format!(
+            "client_items must be in 1..={MAX_CLIENT_ITEMS}, got {}",
+            input.client_items
+        )));
+    }
+    if input.label_bytes > label::MAX_LABEL_BYTES {
+        return Err(Error::Params(format!(
+            "labels of {} bytes requested; the limit is {}",
+            input.label_bytes,
+            label::MAX_LABEL_BYTES
+        )));
+    }
+    let mbps = input.goal.link_mbps();
+    if !mbps.is_finite() || mbps <= 0.0 {
+        return Err(Error::Params(format!(
+            "the link speed must be a positive number of Mbit/s, got {mbps}"
+        )));
+    }
+    if !input.max_fpp_log2.is_finite() || input.max_fpp_log2 >= 0.0 {
+        return Err(Error::Params("max_fpp_log2 must be negative".into()));
+    }
+    Ok(())
+}
+
+/// Reports on a given parameter set (for instance an APSI file) under a
+/// workload: security, FPP, plan, cost estimates and, with
+/// `self_test_runs > 0`, the self-test.
+pub fn describe(
+    params: &PsiParams,
+    server_items: u64,
+    client_items: u64,
+    label_bytes: usize,
+    self_test_runs: usize,
+) -> Result<Report, Error> {
+    params.validate()?;
+    let plan = PowersPlan::from_params(params)?;
+    let layout = given_layout(params, server_items, label_bytes);
+    let shape = PlanShape::from_plan(&plan, String::new());
+    let estimate = estimate(
+        &layout,
+        &shape,
+        &params.seal.coeff_modulus_bits,
+        client_items,
+    );
+    let security = params.he_params().map(|_| ()).map_err(|e| e.to_string());
+    let self_test =
+        (self_test_runs > 0).then(|| self_test(params, self_test_runs).map_err(|e| e.to_string()));
+    let bundles = u64::from(layout.bundles);
+    Ok(Report {
+        params: params.clone(),
+        server_items,
+        client_items,
+        label_bytes,
+        security,
+        fpp_log2_full: params.log2_fpp_query(u64::from(params.table.table_size), bundles),
+        fpp_log2_client: params.log2_fpp_query(client_items, bundles),
+        plan_depth: plan.max_depth(),
+        plan_products: plan.steps().len(),
+        estimate,
+        self_test,
+    })
+}
+
+/// APSI's parameter files, shared by the tests of every part of the
+/// selection.
+#[cfg(test)]
+mod fixtures {
+    use super::PsiParams;
+
+    pub(super) const K256_1024: &str = include_str!("../apsi-params/256K-1024.json");
+    pub(super) const CMP_1M_1024: &str = include_str!("../apsi-params/1M-1024-cmp.json");
+
+    pub(super) fn apsi(text: &str) -> PsiParams {
+        PsiParams::from_apsi_json(text).expect("fixture is valid")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fixtures::{apsi, CMP_1M_1024, K256_1024};
+    use super::*;
+    use crate::he_psi::cost::WireSizes;
+    use crate::he_psi::shape::DbShape;
+    use std::time::Instant;
+
+    /// The properties every selection must have.
+    fn assert_sound(input: &SelectionInput, s: &Selection) {
+        let p = &s.params;
+        p.validate().unwrap();
+        let he = p.he_params().expect("within the 128-bit bound");
+        assert!(s.fpp_log2 <= input.max_fpp_log2, "{}", s.fpp_log2);
+        let full = p.log2_fpp_query(
+            u64::from(p.table.table_size),
+            u64::from(s.estimate.bundles_per_index),
+        );
+        assert!((full - s.fpp_log2).abs() < 1e-9);
+        assert!(
+            s.self_test.correct && s.self_test.passed(),
+            "{}",
+            s.self_test
+        );
+        assert!(s.self_test.runs >= SELECT_SELF_TEST_RUNS);
+        let shape = DbShape::new(p, input.label_bytes).unwrap();
+        assert_eq!(s.estimate.label_fragments, shape.label_fragments());
+        assert_eq!(s.estimate.bundle_idx_count, p.bundle_idx_count());
+        assert!(u64::from(p.table.table_size) >= input.client_items);
+        // Byte estimates use exactly the wire sizes of psikit-he.
+        let sizes = WireSizes::new(
+            p.seal.poly_modulus_degree,
+            &p.seal.coeff_modulus_bits,
+            (p.seal.plain_modulus as f64).log2(),
+        );
+        assert_eq!(sizes.query_ct, psikit_he::wire::query_ct_size(&he) as u64);
+        let exact =
+            psikit_he::wire::result_ct_size_dropped(&he, psikit_he::wire::safe_drop_bits(&he))
+                .unwrap() as u64;
+        let one_bit = 2 * u64::from(p.seal.poly_modulus_degree) / 8;
+        assert!(
+            sizes.result_ct.abs_diff(exact) <= one_bit,
+            "{} vs {exact}",
+            sizes.result_ct
+        );
+        assert_eq!(sizes.relin_key, psikit_he::wire::relin_key_size(&he) as u64);
+        assert!(s.explanation.len() >= 8);
+        assert!(s.to_string().contains("\"table_params\""));
+    }
+
+    fn select_and_check(server: u64, client: u64, label: usize) -> Selection {
+        let input = SelectionInput::new(server, client, label);
+        let s = select(&input).unwrap();
+        eprintln!("{server} server, {client} client, {label}-byte labels:\n{s}\n");
+        assert_sound(&input, &s);
+        s
+    }
+
+    #[test]
+    fn select_small_server_single_item() {
+        let s = select_and_check(1 << 16, 1, 0);
+        assert_eq!(s.params.table.hash_func_count, 1);
+    }
+
+    #[test]
+    fn select_1m_server_1024_items() {
+        let s = select_and_check(1 << 20, 1024, 0);
+        assert_eq!(s.params.table.hash_func_count, 3);
+        assert!(s.params.table.table_size >= 2048);
+    }
+
+    #[test]
+    fn select_1m_server_single_item_16_byte_labels() {
+        let s = select_and_check(1 << 20, 1, 16);
+        assert!(s.estimate.label_fragments >= 2);
+    }
+
+    #[test]
+    fn describe_apsi_1m_1024_cmp_matches_the_design_note() {
+        let r = describe(&apsi(CMP_1M_1024), 1 << 20, 1024, 0, 0).unwrap();
+        assert_eq!(r.security, Ok(()));
+        assert_eq!(r.estimate.bundles_per_index, 17);
+        assert!(
+            (r.fpp_log2_client + 35.96).abs() < 0.01,
+            "{}",
+            r.fpp_log2_client
+        );
+        assert!(
+            (r.fpp_log2_full + 34.96).abs() < 0.01,
+            "{}",
+            r.fpp_log2_full
+        );
+        assert_eq!((r.plan_depth, r.plan_products), (1, 85));
+        // Design note section 6: up 1.77 + 0.11 + 0.03 MB; down 2.09 MB of
+        // full results, 1.55 MB with the noise-only low bits dropped (as
+        // measured by `psikit bench he`).
+        let up = r.estimate.bytes_up as f64 / 1e6;
+        let down = r.estimate.bytes_down as f64 / 1e6;
+        assert!((up - 1.91).abs() < 0.01, "{up}");
+        assert!((down - 1.55).abs() < 0.01, "{down}");
+        assert!(r.self_test.is_none());
+        let text = r.to_string();
+        eprintln!("{text}");
+        assert!(
+            text.contains("128-bit bound met") && text.contains("FPP per query"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn describe_reports_insecure_sets_and_runs_the_self_test() {
+        let mut p = apsi(K256_1024);
+        let r = describe(&p, 1 << 18, 1024, 16, 1).unwrap();
+        assert!(matches!(&r.self_test, Some(Ok(t)) if t.correct));
+        assert!(r.estimate.label_fragments > 0);
+        assert!(r.to_string().contains("self-test: correct"));
+        p.seal.coeff_modulus_bits = vec![40, 40, 30];
+        let r = describe(&p, 1 << 18, 1024, 0, 1).unwrap();
+        assert!(r.security.is_err());
+        assert!(matches!(r.self_test, Some(Err(_))));
+        assert!(r.to_string().contains("security: FAILED"));
+    }
+
+    /// Prints the selections reported for issue 4 (slow: run on demand).
+    #[test]
+    #[ignore]
+    fn print_selections() {
+        let cases = [
+            (1 << 16, 1, 0),
+            (1 << 20, 1024, 0),
+            (1 << 20, 1, 16),
+            (1 << 22, 4096, 32),
+        ];
+        for goal in [Goal::Time, Goal::Comm] {
+            for (server, client, label) in cases {
+                let input = SelectionInput {
+                    goal,
+                    ..SelectionInput::new(server, client, label)
+                };
+                let clock = Instant::now();
+                let candidates = search(&input).len();
+                let search_time = clock.elapsed();
+                let s = select(&input).unwrap();
+                eprintln!(
+                    "== {goal:?} {server}/{client}/{label}: {candidates} candidates, search \
+                     {search_time:?}, total {:?}\n{s}\n",
+                    clock.elapsed()
+                );
+            }
+        }
+    }
+}
