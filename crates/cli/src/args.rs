@@ -5,9 +5,8 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use psikit_io::{Column, KeySpec, Normalize};
-use psikit_transport::net::{ClientTlsFiles, ServerTlsFiles};
-use psikit_transport::Limits;
+use psikit_protocols::common::connect::{ClientTlsFiles, Limits, ServerTlsFiles};
+use psikit_protocols::io::{Column, KeySpec, Normalize};
 
 /// How to read items from a CSV file.
 #[derive(Args, Clone, Debug)]

@@ -8,16 +8,16 @@ use std::time::Instant;
 
 use anyhow::{bail, ensure, Context, Result};
 use clap::{Args, ValueEnum};
-use psikit_io::{
-    decode_label, read_rows, synthetic_row, write_overlapping_pair, write_synthetic_csv,
-    ByteRecord, Column, KeySpec, MatchWriter, Normalize, OverlapPlan, Table,
-};
 use psikit_protocols::common::connect::{Limits, Peer, ServerAddr};
 use psikit_protocols::filter_psi::{self, FilterClient, FilterConfig, FilterService, SyncKind};
 use psikit_protocols::he_psi::facade::{self as he_facade, BuildOptions};
 use psikit_protocols::he_psi::params::PsiParams;
 use psikit_protocols::he_psi::select::SelectionInput;
 use psikit_protocols::he_psi::HeService;
+use psikit_protocols::io::{
+    decode_label, read_rows, synthetic_row, write_overlapping_pair, write_synthetic_csv,
+    ByteRecord, Column, KeySpec, MatchWriter, Normalize, OverlapPlan, Table,
+};
 use psikit_protocols::rr16::{self, Rr16Config};
 use psikit_protocols::service::{LocalServer, Router, ServerLimits, Service};
 use psikit_protocols::{Match, NoProgress};

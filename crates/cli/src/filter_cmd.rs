@@ -5,11 +5,11 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::{Args, Subcommand};
-use psikit_io::read_rows;
 use psikit_protocols::common::connect::ServerAddr;
 use psikit_protocols::filter_psi::{
     self, FilterClient, FilterConfig, QueryOutcome, ServerState, SyncKind, SyncOutcome,
 };
+use psikit_protocols::io::read_rows;
 
 use crate::args::{ClientTlsArgs, CsvArgs, NetArgs};
 use crate::matches::{print_read, unique_keys, write_matches};

@@ -6,13 +6,13 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
-use psikit_io::{read_rows, Column, KeySpec};
 use psikit_protocols::common::connect::ServerAddr;
 use psikit_protocols::he_psi::facade::{self, BuildOptions, Session};
 use psikit_protocols::he_psi::params::PsiParams;
 use psikit_protocols::he_psi::select::{self, Goal, SelectionInput};
 use psikit_protocols::he_psi::state::db_path;
 use psikit_protocols::he_psi::HeState;
+use psikit_protocols::io::{read_rows, Column, KeySpec};
 use psikit_protocols::Progress;
 
 use crate::args::{ClientTlsArgs, CsvArgs, NetArgs};

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use anyhow::Result;
-use psikit_io::{MatchWriter, ReadStats, Table};
+use psikit_protocols::io::{MatchWriter, ReadStats, Table};
 
 /// Unique keys of a table and, for each, the rows that carry it.
 pub fn unique_keys(table: &Table) -> (Vec<Vec<u8>>, Vec<Vec<usize>>) {

@@ -5,8 +5,8 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
-use psikit_io::read_rows;
 use psikit_protocols::common::connect::{Peer, ServerAddr};
+use psikit_protocols::io::read_rows;
 use psikit_protocols::rr16::{facade, Phases, Rr16Config, Rr16Params};
 
 use crate::args::{ClientTlsArgs, CsvArgs, NetArgs, ServerTlsArgs};

@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use anyhow::{bail, Result};
 use clap::Args;
+use psikit_protocols::common::connect::Listener;
 use psikit_protocols::filter_psi::FilterService;
 use psikit_protocols::he_psi::HeService;
 use psikit_protocols::service::{Router, ServerLimits};
-use psikit_transport::net::Listener;
 
 use crate::args::{runtime, NetArgs, ServerTlsArgs};
 

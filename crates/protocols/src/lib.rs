@@ -21,3 +21,9 @@ mod oprf_wire;
 
 pub use common::{Match, NoProgress, Progress};
 pub use error::Error;
+/// CSV keys, normalisation and synthetic data: the item encoding every
+/// front end must share, re-exported so front ends need no other crate.
+pub use psikit_io as io;
+/// The OPRF of the unbalanced protocols (RFC 9497, ristretto255-SHA512),
+/// for front ends that key, derive or time it.
+pub use psikit_primitives::oprf;

@@ -20,13 +20,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Context, Result};
 use clap::Args;
+use psikit_protocols::common::connect::{Limits, ServerAddr};
 use psikit_protocols::he_psi::params::PsiParams;
 use psikit_protocols::he_psi::presets::apsi_preset;
 use psikit_protocols::he_psi::select::{select, Goal, SelectionInput};
 use psikit_protocols::he_psi::{HeClient, HeService, HeState};
 use psikit_protocols::service::{LocalServer, Router, ServerLimits};
-use psikit_transport::net::connect;
-use psikit_transport::Limits;
 
 use super::harness::{item, median_of, scatter, Metrics};
 use super::table::{size, time, TextTable};
@@ -298,7 +297,13 @@ async fn queries(state: HeState, n: u64, a: &HeWorkerArgs, m: &mut Metrics) -> R
     for &size in &a.clients {
         let ids = client_ids(size, n);
         let keys: Vec<Vec<u8>> = ids.iter().map(|&(id, _)| item(id)).collect();
-        let mut ch = connect(&addr, None, limits).await?;
+        let mut ch = ServerAddr {
+            addr: addr.clone(),
+            tls: None,
+            limits,
+        }
+        .connect()
+        .await?;
         let client = HeClient::connect(&mut ch).await?;
         let mut runs = Vec::new();
         let mut failed = 0u32;

@@ -20,9 +20,8 @@ use std::time::Instant;
 
 use anyhow::{bail, ensure, Context, Result};
 use clap::Args;
+use psikit_protocols::common::connect::{Limits, Peer, ServerAddr};
 use psikit_protocols::rr16::{run_receiver, run_sender, Rr16Config};
-use psikit_transport::net::{connect, Listener};
-use psikit_transport::Limits;
 
 use super::cpu::CpuSnapshot;
 use super::harness::{item, median_of, Metrics};
@@ -195,15 +194,20 @@ pub fn worker(a: &Rr16WorkerArgs) -> Result<()> {
     let limits = Limits::default();
     let mut m = Metrics::default();
     runtime()?.block_on(async {
-        let mut ch = match &a.connect {
-            Some(addr) if a.receiver => connect(addr, None, limits).await?,
-            None if !a.receiver => {
-                let listener = Listener::bind("127.0.0.1:0", None, limits).await?;
-                println!("listening {}", listener.local_addr()?);
-                listener.accept().await?.handshake().await?
-            }
+        let peer = match &a.connect {
+            Some(addr) if a.receiver => Peer::Connect(ServerAddr {
+                addr: addr.clone(),
+                tls: None,
+                limits,
+            }),
+            None if !a.receiver => Peer::Listen {
+                addr: "127.0.0.1:0".into(),
+                tls: None,
+                limits,
+            },
             _ => bail!("the receiver needs --connect and the sender must not have it"),
         };
+        let mut ch = peer.open(|addr| println!("listening {addr}")).await?;
         let cpu = CpuSnapshot::now();
         let t = Instant::now();
         let (phases, sent, received) = if a.receiver {

@@ -6,9 +6,9 @@
 
 use std::future::Future;
 
-use psikit_transport::net::{self, Listener};
-pub use psikit_transport::net::{ClientTlsFiles, ServerTlsFiles};
-pub use psikit_transport::{Channel, Limits};
+use psikit_transport::net;
+pub use psikit_transport::net::{ClientTlsFiles, Listener, ServerTlsFiles};
+pub use psikit_transport::{Channel, Frame, Limits};
 
 use crate::Error;
 

@@ -9,12 +9,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, ensure, Context, Result};
 use psikit_protocols::common::connect::loopback_pair;
+use psikit_protocols::common::connect::{Channel, Frame, Limits, ServerAddr};
 use psikit_protocols::filter_psi::{
     ClientCache, FilterConfig, FilterService, QueryOutcome, ServerState, SyncKind, SyncOutcome, Tag,
 };
 use psikit_protocols::service::{LocalServer, Router, ServerLimits};
-use psikit_transport::net::connect;
-use psikit_transport::{Channel, Frame, Limits};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -115,7 +114,7 @@ struct BenchClient {
 
 impl BenchClient {
     async fn connect(addr: &str) -> Result<Self> {
-        let ch = connect(addr, None, Limits::default()).await?;
+        let ch = ServerAddr::plain(addr).connect().await?;
         Ok(Self { ch, cache: None })
     }
 
@@ -192,7 +191,7 @@ async fn loopback_baseline(m: &mut Metrics) -> Result<()> {
         while let Some(frame) = server.recv_or_eof().await? {
             server.send(&frame).await?;
         }
-        Ok::<_, psikit_transport::TransportError>(())
+        Ok::<_, psikit_protocols::Error>(())
     });
     for (name, len) in [("small", 1), ("32k", 32 << 10)] {
         let frame = Frame::new(200, 1, vec![0u8; len]);

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Context, Result};
-use psikit_primitives::oprf::{self, ServerKey};
 use psikit_protocols::filter_psi::{tag_from_output, FilterConfig, ServerState, Tag};
+use psikit_protocols::oprf::{self, ServerKey};
 use rand::rngs::OsRng;
 
 use super::{WorkerArgs, EVAL_ITEMS, QUIET_CORES};
