@@ -8,7 +8,9 @@ use std::time::Duration;
 use anyhow::{bail, Result};
 use clap::Args;
 use psikit_protocols::common::connect::Listener;
+#[cfg(feature = "filter")]
 use psikit_protocols::filter_psi::FilterService;
+#[cfg(feature = "he")]
 use psikit_protocols::he_psi::HeService;
 use psikit_protocols::service::{Router, ServerLimits};
 
@@ -21,14 +23,17 @@ pub struct ServeArgs {
     pub listen: String,
     /// Serve the filter protocol from this state directory (made by
     /// `psikit filter setup`). Updates written there are picked up live.
+    #[cfg(feature = "filter")]
     #[arg(long)]
     pub filter_state: Option<PathBuf>,
     /// Serve the HE protocol from this state directory (made by `psikit he
     /// db build`). Updates written there are picked up live.
+    #[cfg(feature = "he")]
     #[arg(long)]
     pub he_state: Option<PathBuf>,
     /// Do not keep the HE database's query-ready plaintexts in memory: less
     /// memory, slower queries.
+    #[cfg(feature = "he")]
     #[arg(long)]
     pub he_no_cache: bool,
     /// HE queries evaluated at once (each uses every core); others wait.
@@ -63,9 +68,11 @@ impl ServeArgs {
     fn router(&self) -> Result<Router> {
         let limits = self.limits();
         let mut router = Router::new(limits);
+        #[cfg(feature = "filter")]
         if let Some(dir) = &self.filter_state {
             router.register(Arc::new(FilterService::open(dir, limits)?))?;
         }
+        #[cfg(feature = "he")]
         if let Some(dir) = &self.he_state {
             router.register(Arc::new(HeService::open(dir, !self.he_no_cache, limits)?))?;
         }

@@ -31,8 +31,10 @@ pub enum Error {
     Oprf(#[from] psikit_primitives::oprf::OprfError),
     #[error("filter: {0}")]
     Filter(#[from] psikit_structures::FilterError),
+    #[cfg(feature = "he")]
     #[error("homomorphic encryption: {0}")]
     He(#[from] psikit_he::HeError),
+    #[cfg(feature = "rr16")]
     #[error("oblivious transfer: {0}")]
     Ot(#[from] psikit_ot::OtError),
     #[error("protocol aborted: {0}")]
@@ -77,6 +79,7 @@ impl Error {
             Error::Decode(e) => (ErrorCode::BadRequest, e.to_string()),
             Error::Oprf(e) => (ErrorCode::BadRequest, e.to_string()),
             Error::Protocol(t) => (ErrorCode::BadRequest, t.clone()),
+            #[cfg(feature = "he")]
             Error::He(e) => (ErrorCode::BadRequest, e.to_string()),
             Error::StaleFilter { .. } => (ErrorCode::Stale, self.to_string()),
             Error::Aborted(t) => (ErrorCode::Aborted, t.clone()),

@@ -10,13 +10,18 @@
 //! * [`service`]: the long-running server that routes requests to them.
 
 pub mod common;
+#[cfg(feature = "filter")]
 pub mod filter_psi;
+#[cfg(feature = "he")]
 pub mod he_psi;
+#[cfg(feature = "rr16")]
 pub mod rr16;
 pub mod service;
 
 mod error;
+#[cfg(any(feature = "filter", feature = "he"))]
 mod keyfile;
+#[cfg(any(feature = "filter", feature = "he"))]
 mod oprf_wire;
 
 pub use common::{Match, NoProgress, Progress};
