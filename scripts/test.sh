@@ -10,3 +10,5 @@ for family in filter he rr16; do
     cargo clippy -p psikit-cli --no-default-features --features "$family" --locked -- -D warnings
 done
 cargo test --workspace --locked
+# The portable kernels end to end, as on a CPU without vector extensions.
+PSIKIT_PORTABLE=1 cargo test -p psikit-ot --locked

@@ -225,8 +225,8 @@ pub fn fill_pair(a: &Prg, b: &Prg, first_block: u64, out_a: &mut [u128], out_b: 
 mod vaes {
     use core::arch::asm;
     use core::arch::x86_64::{
-        __cpuid_count, __m128i, __m256i, _mm256_add_epi64, _mm_aeskeygenassist_si128,
-        _mm_shuffle_epi32, _mm_slli_si128, _mm_xor_si128,
+        __m128i, __m256i, _mm256_add_epi64, _mm_aeskeygenassist_si128, _mm_shuffle_epi32,
+        _mm_slli_si128, _mm_xor_si128,
     };
     use zeroize::Zeroize;
 
@@ -256,19 +256,10 @@ mod vaes {
     }
 
     /// Whether the CPU has AES-NI, AVX2 (with OS support for YMM state) and
-    /// VAES. Detected once.
+    /// VAES (psikit's one run-time dispatch, [`psikit_primitives::cpu`]).
     fn available() -> bool {
-        static AVAILABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-        *AVAILABLE.get_or_init(|| {
-            if !is_x86_feature_detected!("avx2") || !is_x86_feature_detected!("aes") {
-                return false;
-            }
-            // `__cpuid_count` is an unsafe fn before Rust 1.88.
-            #[allow(unused_unsafe)]
-            // SAFETY: CPUID leaf 7 exists on every CPU with AVX2.
-            let leaf7 = unsafe { __cpuid_count(7, 0) };
-            leaf7.ecx & (1 << 9) != 0
-        })
+        let cpu = psikit_primitives::cpu::features();
+        cpu.avx2 && cpu.aes && cpu.vaes
     }
 
     /// One step of the AES-128 key schedule.

@@ -43,16 +43,11 @@ pub fn reduce((lo, hi): Wide) -> u128 {
     lo ^ fold(hi) ^ fold(spill)
 }
 
-/// Whether the CPU can run the `PCLMULQDQ` fast path.
+/// Whether the CPU can run the `PCLMULQDQ` fast path (psikit's one
+/// run-time dispatch, [`psikit_primitives::cpu`]).
 pub fn has_clmul() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        is_x86_feature_detected!("pclmulqdq") && is_x86_feature_detected!("sse2")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
+    let cpu = psikit_primitives::cpu::features();
+    cfg!(target_arch = "x86_64") && cpu.pclmulqdq && cpu.sse2
 }
 
 /// Carry-less 128×128 → 256-bit product (fast path when available).

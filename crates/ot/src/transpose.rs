@@ -13,7 +13,8 @@
 //! Both directions work tile by tile on 128 × 128 squares. The x86_64 fast
 //! paths use a 16 × 16 byte shuffle network followed by `PMOVMSKB`, which
 //! extracts one bit from each of 16 (SSE2) or 32 (AVX2) bytes at once. SSE2
-//! is part of every x86_64 CPU; AVX2 is used when detected at run time. The
+//! is part of every x86_64 CPU; AVX2 is used when psikit's CPU dispatch
+//! ([`psikit_primitives::cpu`]) detects it at run time. The
 //! portable path transposes a tile with seven rounds of masked block swaps on
 //! `u128` rows. Tests check that every path equals a naive bit-by-bit
 //! transpose.
@@ -26,18 +27,17 @@ pub enum Path {
     Avx2,
 }
 
-/// The fastest path this CPU supports (detected at run time).
+/// The fastest path this CPU supports (psikit's one run-time dispatch,
+/// [`psikit_primitives::cpu`]).
 pub fn best_path() -> Path {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if is_x86_feature_detected!("avx2") {
-            return Path::Avx2;
-        }
-        if is_x86_feature_detected!("sse2") {
-            return Path::Sse2;
-        }
+    let cpu = psikit_primitives::cpu::features();
+    if cfg!(target_arch = "x86_64") && cpu.avx2 {
+        Path::Avx2
+    } else if cfg!(target_arch = "x86_64") && cpu.sse2 {
+        Path::Sse2
+    } else {
+        Path::Portable
     }
-    Path::Portable
 }
 
 /// Transposes a column-major 128 × n matrix into `n` rows. `n` is
@@ -131,16 +131,16 @@ fn transpose_tile(inp: &[u128; 128], out: &mut [u128; 128], path: Path) {
         #[cfg(target_arch = "x86_64")]
         Path::Avx2 => {
             // SAFETY: `Path::Avx2` is only produced by `best_path`/`checked`
-            // after `is_x86_feature_detected!("avx2")` returned true; the
+            // after the CPU dispatch detected AVX2 at run time; the
             // routine needs nothing else and touches memory only through
             // safe references.
             unsafe { avx2::transpose_tile(inp, out) }
         }
         #[cfg(target_arch = "x86_64")]
         Path::Sse2 => {
-            // SAFETY: `Path::Sse2` is only produced after
-            // `is_x86_feature_detected!("sse2")` (or "avx2", which implies
-            // it) returned true; memory is accessed through safe references.
+            // SAFETY: `Path::Sse2` is only produced after the CPU dispatch
+            // detected SSE2 (or AVX2, which implies it) at run time; memory
+            // is accessed through safe references.
             unsafe { sse2::transpose_tile(inp, out) }
         }
         _ => {

@@ -1,11 +1,14 @@
-//! Cryptographic primitives used by psikit's protocols: OPRF now; OT and HE
-//! wrappers later.
+//! Cryptographic primitives used by psikit's protocols, and the one
+//! run-time CPU dispatch of their hot kernels.
 //!
+//! * [`cpu`]: which instruction-set extensions the kernels may use.
 //! * [`oprf`]: the RFC 9497 oblivious pseudorandom function in mode OPRF
 //!   (0x00) over the `ristretto255-SHA512` ciphersuite, with batch APIs that
 //!   spread work over a rayon thread pool.
 
-#![forbid(unsafe_code)]
+// The only unsafe code is the CPUID read in `cpu`.
+#![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod cpu;
 pub mod oprf;

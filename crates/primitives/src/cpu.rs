@@ -1,0 +1,100 @@
+//! The one run-time CPU dispatch of psikit's hot kernels.
+//!
+//! Every kernel with a vector fast path (OT matrix transposition, GF(2^128)
+//! products, AES-based PRGs and hashes, and later the HE and VOLE kernels)
+//! asks [`features`] which instructions it may use, instead of probing the
+//! CPU itself. Detection runs once per process. Each fast path has a
+//! portable reference that tests compare it against; setting the
+//! environment variable `PSIKIT_PORTABLE=1` makes [`features`] report
+//! nothing, so a whole run (tests, a benchmark) takes the portable paths,
+//! as on a CPU without the extensions.
+
+use std::sync::OnceLock;
+
+/// The instruction-set extensions psikit's kernels can use.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Features {
+    /// SSE2 (every x86_64 CPU).
+    pub sse2: bool,
+    /// AVX2 on 256-bit registers.
+    pub avx2: bool,
+    /// AES-NI.
+    pub aes: bool,
+    /// Carry-less multiplication (`PCLMULQDQ`).
+    pub pclmulqdq: bool,
+    /// Vector AES on 256-bit registers (with AVX2).
+    pub vaes: bool,
+    /// AVX-512 Foundation.
+    pub avx512f: bool,
+    /// 52-bit integer multiply-add (`AVX512IFMA`).
+    pub avx512ifma: bool,
+}
+
+/// Name of the environment variable that forces the portable paths.
+pub const PORTABLE_ENV: &str = "PSIKIT_PORTABLE";
+
+/// What this CPU supports (or nothing, under [`PORTABLE_ENV`]).
+pub fn features() -> &'static Features {
+    static DETECTED: OnceLock<Features> = OnceLock::new();
+    DETECTED.get_or_init(|| {
+        let portable = std::env::var_os(PORTABLE_ENV).is_some_and(|v| !v.is_empty() && v != "0");
+        if portable {
+            Features::default()
+        } else {
+            detect()
+        }
+    })
+}
+
+#[cfg(target_arch = "x86_64")]
+fn detect() -> Features {
+    let avx2 = is_x86_feature_detected!("avx2");
+    Features {
+        sse2: is_x86_feature_detected!("sse2"),
+        avx2,
+        aes: is_x86_feature_detected!("aes"),
+        pclmulqdq: is_x86_feature_detected!("pclmulqdq"),
+        vaes: avx2 && leaf7_ecx() & (1 << 9) != 0,
+        avx512f: is_x86_feature_detected!("avx512f"),
+        avx512ifma: is_x86_feature_detected!("avx512ifma"),
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn detect() -> Features {
+    Features::default()
+}
+
+/// ECX of CPUID leaf 7 (VAES is bit 9). Read directly because VAES
+/// detection by name needs a newer compiler than the workspace supports.
+#[cfg(target_arch = "x86_64")]
+#[allow(unsafe_code)]
+fn leaf7_ecx() -> u32 {
+    // `__cpuid_count` is an unsafe fn before Rust 1.88.
+    #[allow(unused_unsafe)]
+    // SAFETY: CPUID exists on every x86_64 CPU; leaf 7 is only asked for
+    // once AVX2 (which implies it) was detected.
+    let leaf7 = unsafe { std::arch::x86_64::__cpuid_count(7, 0) };
+    leaf7.ecx
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn detection_is_consistent() {
+        let f = features();
+        assert_eq!(f, features(), "detected once");
+        if f.vaes {
+            assert!(f.avx2 && f.aes, "VAES is used with AVX2 and AES-NI");
+        }
+        if f.avx512ifma {
+            assert!(f.avx512f);
+        }
+        #[cfg(target_arch = "x86_64")]
+        if std::env::var_os(PORTABLE_ENV).is_none() {
+            assert!(f.sse2, "SSE2 is part of x86_64");
+        }
+    }
+}
