@@ -217,7 +217,7 @@ impl BinBundle {
             for r in 0..m {
                 work.xs.push(u64::from(self.entry(shape, bin, r)[i]));
             }
-            let matching = field.from_roots(&work.xs);
+            let matching = field.vanishing(&work.xs);
             self.write_coeffs(shape, 0, bin * f + i, &matching);
             let frags = shape.label_fragments();
             if frags == 0 {

@@ -34,25 +34,25 @@
 //!   pads with `--pad-to`) and the number of query rounds; the query
 //!   ciphertexts have a fixed count and size for given parameters.
 
-pub mod bundle;
+mod bundle;
 pub mod client;
 mod cost;
-pub mod db_file;
-pub mod eval;
+mod db_file;
+mod eval;
 pub mod facade;
-pub mod hashing;
-pub mod label;
+mod hashing;
+mod label;
 pub mod messages;
 pub mod params;
-pub mod poly;
-pub mod powers;
+mod poly;
+mod powers;
 pub mod presets;
 pub mod receiver;
 pub mod select;
 pub mod sender;
-pub mod sender_db;
+mod sender_db;
 pub mod service;
-pub mod shape;
+mod shape;
 pub mod state;
 
 #[cfg(test)]
@@ -60,5 +60,6 @@ mod tests;
 
 pub use client::{HeClient, QueryOutcome};
 pub use messages::PROTOCOL_ID;
+pub use sender_db::UpdateStats;
 pub use service::HeService;
 pub use state::{HeState, Row};

@@ -102,7 +102,7 @@ impl Field {
 
     /// The monic polynomial with the given roots, lowest degree first
     /// (`roots.len() + 1` coefficients).
-    pub fn from_roots(&self, roots: &[u64]) -> Vec<u64> {
+    pub fn vanishing(&self, roots: &[u64]) -> Vec<u64> {
         let mut p = Vec::with_capacity(roots.len() + 1);
         p.push(1);
         for &r in roots {
@@ -138,7 +138,7 @@ impl Field {
         if m == 0 {
             return;
         }
-        let p = self.from_roots(xs);
+        let p = self.vanishing(xs);
         let mut quotient = vec![0u64; m];
         let mut derivs = Vec::with_capacity(m);
         let mut quotients = Vec::with_capacity(m * m);
@@ -255,7 +255,7 @@ mod tests {
         let f = Field::new(T);
         let mut rng = rand::rngs::StdRng::seed_from_u64(2);
         let roots = distinct(&mut rng, 50, T);
-        let p = f.from_roots(&roots);
+        let p = f.vanishing(&roots);
         assert_eq!(p.len(), 51);
         assert_eq!(p[50], 1);
         for &r in &roots {

@@ -12,8 +12,9 @@
 //! Good source sets are extremal postage-stamp bases (paper Definition 1):
 //! `k` numbers containing 1 such that every exponent up to `n` is a sum of at
 //! most `h` of them, with `n` as large as possible. A server can then reach
-//! all powers up to `n` in depth `ceil(log2 h)`. [`postage_stamp_basis`]
-//! finds such bases by exhaustive search for small `k` and `h`.
+//! all powers up to `n` in depth `ceil(log2 h)`. The bases psikit uses are
+//! tabled in `select/plans.rs`; the tests here check them with an
+//! exhaustive search for small `k` and `h`.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -422,13 +423,15 @@ fn checked_sources(sources: &[u32], ps_low_degree: u32, max_degree: u32) -> Resu
 /// elements of `basis` (repetition allowed); 0 if 1 is not such a sum.
 ///
 /// Work and memory grow with the answer, which is at most `h * max(basis)`.
-pub fn stamp_reach(basis: &[u32], h: u32) -> u32 {
+#[cfg(test)]
+pub(crate) fn stamp_reach(basis: &[u32], h: u32) -> u32 {
     reach_with(basis, h, &mut Vec::new())
 }
 
 /// [`stamp_reach`] with a caller-provided buffer, so the search below does
 /// not allocate per candidate. `fewest[v]` is the least number of basis
 /// elements summing to `v`, filled until the first `v` needing more than `h`.
+#[cfg(test)]
 fn reach_with(basis: &[u32], h: u32, fewest: &mut Vec<u32>) -> u32 {
     fewest.clear();
     fewest.push(0);
@@ -460,7 +463,8 @@ fn reach_with(basis: &[u32], h: u32, fewest: &mut Vec<u32>) -> u32 {
 /// instances; any basis works for correctness, only cost differs.
 ///
 /// With `k = 0` or `h = 0` nothing is reachable and the reach is 0.
-pub fn postage_stamp_basis(k: usize, h: u32) -> (Vec<u32>, u32) {
+#[cfg(test)]
+pub(crate) fn postage_stamp_basis(k: usize, h: u32) -> (Vec<u32>, u32) {
     if k == 0 || h == 0 {
         return ((1..).take(k).collect(), 0);
     }
@@ -474,6 +478,7 @@ pub fn postage_stamp_basis(k: usize, h: u32) -> (Vec<u32>, u32) {
     search.best
 }
 
+#[cfg(test)]
 struct StampSearch {
     k: usize,
     h: u32,
@@ -481,6 +486,7 @@ struct StampSearch {
     fewest: Vec<u32>,
 }
 
+#[cfg(test)]
 impl StampSearch {
     fn extend(&mut self, basis: &mut Vec<u32>) {
         let reach = reach_with(basis, self.h, &mut self.fewest);

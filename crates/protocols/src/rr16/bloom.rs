@@ -80,10 +80,6 @@ impl BloomHasher {
         Self { seed, k, n_bf }
     }
 
-    pub fn n_bf(&self) -> u64 {
-        self.n_bf
-    }
-
     /// Computes `h*(x)`: the distinct positions `{h_i(x)}`, in no
     /// particular order ([`Positions::as_slice`]). Distinct positions
     /// matter: XOR-ing `G[h_i(x)]` over colliding `i` would cancel terms

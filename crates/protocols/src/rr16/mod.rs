@@ -43,7 +43,7 @@
 //!   probability at most `2^-40` over the whole run (summary values are
 //!   `40 + log2 n_s + log2 n_r` bits).
 
-pub mod bloom;
+mod bloom;
 pub mod facade;
 mod messages;
 pub mod params;
