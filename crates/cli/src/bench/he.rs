@@ -25,7 +25,7 @@ use psikit_protocols::he_psi::params::PsiParams;
 use psikit_protocols::he_psi::presets::apsi_preset;
 use psikit_protocols::he_psi::select::{select, Goal, SelectionInput};
 use psikit_protocols::he_psi::{HeClient, HeService, HeState};
-use psikit_protocols::service::{LocalServer, Router, ServerLimits};
+use psikit_protocols::service::{LocalServer, ServerLimits};
 
 use super::harness::{item, median_of, scatter, Metrics};
 use super::table::{size, time, TextTable};
@@ -290,9 +290,8 @@ fn client_ids(size: u64, n: u64) -> Vec<(u64, bool)> {
 
 async fn queries(state: HeState, n: u64, a: &HeWorkerArgs, m: &mut Metrics) -> Result<()> {
     let limits = Limits::default();
-    let mut router = Router::new(ServerLimits::default());
-    router.register(Arc::new(HeService::new(state, ServerLimits::default())))?;
-    let server = LocalServer::start(router, limits).await?;
+    let service = Arc::new(HeService::new(state, ServerLimits::default()));
+    let server = LocalServer::serving(service).await?;
     let addr = server.addr().to_string();
     for &size in &a.clients {
         let ids = client_ids(size, n);

@@ -10,7 +10,7 @@ use anyhow::{bail, ensure, Result};
 use psikit_protocols::common::connect::Limits;
 use psikit_protocols::filter_psi::{self, FilterClient, FilterConfig, FilterService, SyncKind};
 use psikit_protocols::io::{read_rows, write_overlapping_pair, write_synthetic_csv};
-use psikit_protocols::service::{LocalServer, Router, ServerLimits};
+use psikit_protocols::service::{LocalServer, ServerLimits};
 use psikit_protocols::NoProgress;
 
 use super::{check, email_spec, matched_ids, DemoArgs};
@@ -65,9 +65,7 @@ pub(super) fn run(a: &DemoArgs, dir: &Path) -> Result<()> {
     let service = Arc::new(FilterService::open(&state_dir, ServerLimits::default())?);
 
     runtime()?.block_on(async {
-        let mut router = Router::new(ServerLimits::default());
-        router.register(service.clone())?;
-        let server = LocalServer::start(router, Limits::default()).await?;
+        let server = LocalServer::serving(service.clone()).await?;
         let addr = server.addr().to_string();
         println!("server listening on {addr}");
 

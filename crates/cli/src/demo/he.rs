@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{bail, ensure, Context, Result};
-use psikit_protocols::common::connect::{Limits, ServerAddr};
+use psikit_protocols::common::connect::ServerAddr;
 use psikit_protocols::he_psi::facade::{self as he_facade, BuildOptions};
 use psikit_protocols::he_psi::params::PsiParams;
 use psikit_protocols::he_psi::select::SelectionInput;
@@ -16,7 +16,7 @@ use psikit_protocols::io::{
     decode_label, read_rows, synthetic_row, write_overlapping_pair, write_synthetic_csv,
     ByteRecord, Column, KeySpec, MatchWriter, OverlapPlan, Table,
 };
-use psikit_protocols::service::{LocalServer, Router, ServerLimits, Service};
+use psikit_protocols::service::{LocalServer, ServerLimits, Service};
 use psikit_protocols::{Match, NoProgress};
 
 use super::{check, email_spec, DemoArgs};
@@ -56,9 +56,7 @@ pub(super) fn run(a: &DemoArgs, dir: &Path) -> Result<()> {
         .map(|&id| (id, synthetic_row(a.seed, id).name))
         .collect();
     runtime()?.block_on(async {
-        let mut router = Router::new(ServerLimits::default());
-        router.register(service.clone())?;
-        let server = LocalServer::start(router, Limits::default()).await?;
+        let server = LocalServer::serving(service.clone()).await?;
         let addr = server.addr().to_string();
         println!("server listening on {addr}");
         let client = read_rows(&client_csv, &email_spec())?;

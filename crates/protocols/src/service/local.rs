@@ -5,7 +5,7 @@ use std::sync::Arc;
 use psikit_transport::net::{self, Listener};
 use psikit_transport::{Channel, Limits};
 
-use super::Router;
+use super::{Router, ServerLimits, Service};
 use crate::Error;
 
 /// A [`Router`] serving on `127.0.0.1` at a free port until dropped.
@@ -23,6 +23,13 @@ impl LocalServer {
         let router = Arc::new(router);
         let task = tokio::spawn(router.clone().run(listener));
         Ok(Self { addr, router, task })
+    }
+
+    /// Serves one service with default limits.
+    pub async fn serving(service: Arc<dyn Service>) -> Result<Self, Error> {
+        let mut router = Router::new(ServerLimits::default());
+        router.register(service)?;
+        Self::start(router, Limits::default()).await
     }
 
     /// The `host:port` clients connect to.

@@ -13,7 +13,7 @@ use psikit_protocols::common::connect::{Channel, Frame, Limits, ServerAddr};
 use psikit_protocols::filter_psi::{
     ClientCache, FilterConfig, FilterService, QueryOutcome, ServerState, SyncKind, SyncOutcome, Tag,
 };
-use psikit_protocols::service::{LocalServer, Router, ServerLimits};
+use psikit_protocols::service::{LocalServer, ServerLimits};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -135,13 +135,6 @@ impl BenchClient {
     }
 }
 
-/// Starts the real service on 127.0.0.1:0.
-async fn start_server(service: Arc<FilterService>) -> Result<LocalServer> {
-    let mut router = Router::new(ServerLimits::default());
-    router.register(service)?;
-    Ok(LocalServer::start(router, Limits::default()).await?)
-}
-
 /// Serves the state, downloads the filter, runs the queries and, for the
 /// primary, the false-positive and delta measurements.
 pub(super) fn online(a: &WorkerArgs, state: ServerState, m: &mut Metrics) -> Result<()> {
@@ -151,7 +144,7 @@ pub(super) fn online(a: &WorkerArgs, state: ServerState, m: &mut Metrics) -> Res
     }
     let service = Arc::new(FilterService::new(state, ServerLimits::default()));
     let rt = runtime()?;
-    let server = rt.block_on(start_server(service.clone()))?;
+    let server = rt.block_on(LocalServer::serving(service.clone()))?;
     let addr = server.addr().to_string();
     let mut client = rt.block_on(full_sync(&addr, a, m))?;
     m.set_peak_memory("mem.after_sync");
