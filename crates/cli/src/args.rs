@@ -126,11 +126,3 @@ impl ServerTlsArgs {
         })
     }
 }
-
-/// A multi-threaded tokio runtime for commands that talk to the network.
-pub fn runtime() -> Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")
-}

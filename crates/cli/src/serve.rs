@@ -7,14 +7,14 @@ use std::time::Duration;
 
 use anyhow::{bail, Result};
 use clap::Args;
-use psikit_protocols::common::connect::Listener;
+use psikit_protocols::common::connect::{runtime, Listener};
 #[cfg(feature = "filter")]
 use psikit_protocols::filter_psi::FilterService;
 #[cfg(feature = "he")]
 use psikit_protocols::he_psi::HeService;
 use psikit_protocols::service::{Router, ServerLimits};
 
-use crate::args::{runtime, NetArgs, ServerTlsArgs};
+use crate::args::{NetArgs, ServerTlsArgs};
 
 #[derive(Args)]
 pub struct ServeArgs {

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Context, Result};
 use clap::Args;
-use psikit_protocols::common::connect::{Limits, ServerAddr};
+use psikit_protocols::common::connect::{runtime, Limits, ServerAddr};
 use psikit_protocols::he_psi::params::PsiParams;
 use psikit_protocols::he_psi::presets::apsi_preset;
 use psikit_protocols::he_psi::select::{select, Goal, SelectionInput};
@@ -29,7 +29,6 @@ use psikit_protocols::service::{LocalServer, ServerLimits};
 
 use super::harness::{item, median_of, scatter, Metrics};
 use super::table::{size, time, TextTable};
-use crate::args::runtime;
 
 /// One benchmark case: which parameters, server size, labels.
 #[derive(Clone, Debug)]

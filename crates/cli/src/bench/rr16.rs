@@ -20,13 +20,12 @@ use std::time::Instant;
 
 use anyhow::{bail, ensure, Context, Result};
 use clap::Args;
-use psikit_protocols::common::connect::{Limits, Peer, ServerAddr};
+use psikit_protocols::common::connect::{runtime, Limits, Peer, ServerAddr};
 use psikit_protocols::rr16::{run_receiver, run_sender, Rr16Config};
 
 use super::cpu::CpuSnapshot;
 use super::harness::{item, median_of, Metrics};
 use super::table::{count, num, size, time, TextTable};
-use crate::args::runtime;
 
 /// Issue targets for n = 2^20, malicious, one thread per party.
 const TARGET_LOG2: u32 = 20;

@@ -7,14 +7,13 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{bail, ensure, Result};
-use psikit_protocols::common::connect::Limits;
+use psikit_protocols::common::connect::{runtime, Limits};
 use psikit_protocols::filter_psi::{self, FilterClient, FilterConfig, FilterService, SyncKind};
 use psikit_protocols::io::{read_rows, write_overlapping_pair, write_synthetic_csv};
 use psikit_protocols::service::{LocalServer, ServerLimits};
 use psikit_protocols::NoProgress;
 
 use super::{check, email_spec, matched_ids, DemoArgs};
-use crate::args::runtime;
 use crate::filter_cmd::print_query;
 use crate::matches::unique_keys;
 use crate::report;

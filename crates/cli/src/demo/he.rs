@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{bail, ensure, Context, Result};
-use psikit_protocols::common::connect::ServerAddr;
+use psikit_protocols::common::connect::{runtime, ServerAddr};
 use psikit_protocols::he_psi::facade::{self as he_facade, BuildOptions};
 use psikit_protocols::he_psi::params::PsiParams;
 use psikit_protocols::he_psi::select::SelectionInput;
@@ -20,7 +20,6 @@ use psikit_protocols::service::{LocalServer, ServerLimits, Service};
 use psikit_protocols::{Match, NoProgress};
 
 use super::{check, email_spec, DemoArgs};
-use crate::args::runtime;
 use crate::he_cmd;
 use crate::matches::unique_keys;
 use crate::report;

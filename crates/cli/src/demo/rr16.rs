@@ -5,12 +5,11 @@ use std::path::Path;
 use std::time::Instant;
 
 use anyhow::{ensure, Context, Result};
-use psikit_protocols::common::connect::{Limits, Peer, ServerAddr};
+use psikit_protocols::common::connect::{runtime, Limits, Peer, ServerAddr};
 use psikit_protocols::io::{read_rows, write_overlapping_pair};
 use psikit_protocols::rr16::{self, Rr16Config};
 
 use super::{check, email_spec, matched_ids, DemoArgs};
-use crate::args::runtime;
 use crate::matches::unique_keys;
 use crate::report;
 use crate::rr16_cmd::print_run;

@@ -66,14 +66,19 @@ impl Peer {
     }
 }
 
-/// Runs `future` to completion on a new multi-threaded runtime: how the
-/// facades' blocking entry points call their async drivers.
-pub fn block_on<F: Future>(future: F) -> Result<F::Output, Error> {
-    let rt = tokio::runtime::Builder::new_multi_thread()
+/// A multi-threaded runtime for the async drivers (blocking entry points,
+/// front ends that keep a server running across several calls).
+pub fn runtime() -> Result<tokio::runtime::Runtime, Error> {
+    tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-        .map_err(|e| Error::Config(format!("cannot start the async runtime: {e}")))?;
-    Ok(rt.block_on(future))
+        .map_err(|e| Error::Config(format!("cannot start the async runtime: {e}")))
+}
+
+/// Runs `future` to completion on a new [`runtime`]: how the facades'
+/// blocking entry points call their async drivers.
+pub fn block_on<F: Future>(future: F) -> Result<F::Output, Error> {
+    Ok(runtime()?.block_on(future))
 }
 
 /// A loopback TCP channel pair (first: the connecting side), for tests,

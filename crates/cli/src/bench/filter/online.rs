@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, ensure, Context, Result};
 use psikit_protocols::common::connect::loopback_pair;
-use psikit_protocols::common::connect::{Channel, Frame, Limits, ServerAddr};
+use psikit_protocols::common::connect::{runtime, Channel, Frame, Limits, ServerAddr};
 use psikit_protocols::filter_psi::{
     ClientCache, FilterConfig, FilterService, QueryOutcome, ServerState, SyncKind, SyncOutcome, Tag,
 };
@@ -21,7 +21,6 @@ use super::setup::{
     another_run, bench_key, load_tags, median, oprf_tags, progress, tag_cache, wait_for_quiet,
 };
 use super::{WorkerArgs, REMOVED_RESIDUE};
-use crate::args::runtime;
 use crate::bench::cpu::{record_cpu, CpuSnapshot};
 use crate::bench::harness::{item, scatter, Metrics};
 
