@@ -79,10 +79,39 @@ fn main() {
     }
 }
 
-/// The error and its causes on one line.
+/// The error and its causes on one line, each said once: error types that
+/// print their source in their own message would otherwise repeat it.
 fn one_line(e: &anyhow::Error) -> String {
-    e.chain()
-        .map(|c| c.to_string())
-        .collect::<Vec<_>>()
-        .join(": ")
+    let mut line = String::new();
+    for cause in e.chain().map(|c| c.to_string()) {
+        if line.contains(&cause) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&cause);
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::one_line;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("outer: {0}")]
+    struct Outer(#[source] Inner);
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("inner detail")]
+    struct Inner;
+
+    #[test]
+    fn causes_are_said_once() {
+        let e = anyhow::Error::new(Outer(Inner));
+        assert_eq!(one_line(&e), "outer: inner detail");
+        let e = anyhow::Error::new(Inner).context("reading x.csv");
+        assert_eq!(one_line(&e), "reading x.csv: inner detail");
+    }
 }

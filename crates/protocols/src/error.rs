@@ -84,9 +84,28 @@ impl Error {
             Error::StaleFilter { .. } => (ErrorCode::Stale, self.to_string()),
             Error::Aborted(t) => (ErrorCode::Aborted, t.clone()),
             Error::Unsupported(_) => (ErrorCode::Unsupported, self.to_string()),
-            Error::Transport(_) => return None,
+            Error::Transport(e) => return transport_peer_message(e),
             _ => (ErrorCode::Internal, "internal server error".to_string()),
         };
         Some(ErrorMessage::new(code, text))
     }
+}
+
+/// What a server tells a client whose frames it could not take; `None`
+/// where the connection itself failed and nobody would read it.
+fn transport_peer_message(e: &TransportError) -> Option<ErrorMessage> {
+    let code = match e {
+        TransportError::Version { got, want } => {
+            let text = format!("this server speaks wire version {want}; the request used {got}");
+            return Some(ErrorMessage::new(ErrorCode::Unsupported, text));
+        }
+        TransportError::FrameTooLarge { .. }
+        | TransportError::TransferTooLarge { .. }
+        | TransportError::Malformed(_)
+        | TransportError::Decode(_)
+        | TransportError::Unexpected { .. }
+        | TransportError::Timeout(_) => ErrorCode::BadRequest,
+        _ => return None,
+    };
+    Some(ErrorMessage::new(code, e.to_string()))
 }

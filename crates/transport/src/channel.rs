@@ -34,6 +34,11 @@ impl Default for Limits {
 /// Payload size of each chunk of a chunked transfer.
 pub const CHUNK_BYTES: usize = 1 << 20;
 
+/// Most bytes [`Channel::close`] reads and discards from the peer.
+pub const DRAIN_BYTES: usize = 4 << 20;
+/// Longest [`Channel::close`] waits for the peer to finish sending.
+pub const DRAIN_TIME: Duration = Duration::from_secs(2);
+
 /// Any bidirectional async byte stream.
 pub trait Stream: AsyncRead + AsyncWrite + Unpin + Send {}
 impl<T: AsyncRead + AsyncWrite + Unpin + Send> Stream for T {}
@@ -82,7 +87,9 @@ impl Channel {
     }
 
     /// Sends one frame made of `payload` without copying it into a
-    /// [`Frame`] first, and flushes it.
+    /// [`Frame`] first, and flushes it. If the connection broke, the error
+    /// is the reason the peer gave before it hung up, when it gave one (a
+    /// server refusing a request or a connection says why, then closes).
     pub async fn send_payload(
         &mut self,
         protocol: u8,
@@ -95,9 +102,12 @@ impl Channel {
             self.io.write_all(payload).await?;
             self.io.flush().await
         };
-        tokio::time::timeout(self.limits.write_timeout, write)
+        let written = tokio::time::timeout(self.limits.write_timeout, write)
             .await
-            .map_err(|_| TransportError::Timeout("sending a message"))??;
+            .map_err(|_| TransportError::Timeout("sending a message"))?;
+        if let Err(e) = written {
+            return Err(self.explain(e.into()).await);
+        }
         self.bytes_sent += (head.len() + payload.len()) as u64;
         Ok(())
     }
@@ -106,6 +116,29 @@ impl Channel {
     /// because the connection is being abandoned anyway.
     pub async fn send_error(&mut self, protocol: u8, err: &ErrorMessage) {
         let _ = self.send(&err.to_frame(protocol)).await;
+    }
+
+    /// Ends the connection so the peer reads everything sent so far: closes
+    /// this side's writes, then reads and discards what the peer still
+    /// sends (at most [`DRAIN_BYTES`], for at most [`DRAIN_TIME`]). Closing
+    /// a socket with unread input would make the kernel reset the
+    /// connection and the peer could lose our last frame (an error, a
+    /// "server busy").
+    pub async fn close(mut self) {
+        let drain = async {
+            if self.io.shutdown().await.is_err() {
+                return;
+            }
+            let mut buf = vec![0u8; 64 << 10];
+            let mut left = DRAIN_BYTES;
+            while left > 0 {
+                match self.io.read(&mut buf).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => left = left.saturating_sub(n),
+                }
+            }
+        };
+        let _ = tokio::time::timeout(DRAIN_TIME, drain).await;
     }
 
     /// Receives one frame. Returns `Ok(None)` if the peer closed the

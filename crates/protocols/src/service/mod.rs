@@ -95,25 +95,44 @@ impl Router {
     }
 
     /// Serves requests on one connection until the client closes it or a
-    /// request fails; the client is told why before the connection closes.
+    /// request fails. The client is told why before the connection closes
+    /// (also when its frame could not be read: another wire version, an
+    /// oversized or malformed frame), and the close lets it read that.
     pub async fn serve_connection(&self, mut ch: Channel) -> Result<(), Error> {
-        while let Some(frame) = ch.recv_or_eof().await? {
+        let outcome = self.serve_requests(&mut ch).await;
+        if let Err((protocol, e)) = &outcome {
+            if let Some(msg) = e.to_peer_message() {
+                ch.send_error(*protocol, &msg).await;
+            }
+            ch.close().await;
+        }
+        outcome.map_err(|(_, e)| e)
+    }
+
+    /// The request loop; an error comes with the protocol to report it in.
+    async fn serve_requests(&self, ch: &mut Channel) -> Result<(), (ProtocolId, Error)> {
+        loop {
+            let frame = match ch.recv_or_eof().await {
+                Ok(Some(frame)) => frame,
+                Ok(None) => return Ok(()),
+                Err(e) => return Err((ids::CONNECTION, e.into())),
+            };
             let protocol = frame.protocol;
             let outcome = match self.service(protocol) {
-                Some(service) => service.handle(frame, &mut ch).await,
+                Some(service) => service.handle(frame, ch).await,
                 None => Err(Error::Unsupported(protocol)),
             };
-            let Err(e) = outcome else { continue };
-            // One place tells clients why their request failed, whatever
-            // the protocol.
-            if let Some(msg) = e.to_peer_message() {
-                ch.send_error(protocol, &msg).await;
-            }
-            if !e.keeps_connection() {
-                return Err(e);
+            match outcome {
+                Ok(()) => {}
+                // Told, and expected to recover on this connection.
+                Err(e) if e.keeps_connection() => {
+                    if let Some(msg) = e.to_peer_message() {
+                        ch.send_error(protocol, &msg).await;
+                    }
+                }
+                Err(e) => return Err((protocol, e)),
             }
         }
-        Ok(())
     }
 
     /// Accepts connections until the listener fails for good, at most
@@ -143,6 +162,7 @@ impl Router {
                 let Ok(_permit) = permit else {
                     let busy = ErrorMessage::new(ErrorCode::Busy, "server busy; retry later");
                     ch.send_error(ids::CONNECTION, &busy).await;
+                    ch.close().await;
                     return;
                 };
                 if let Err(e) = router.serve_connection(ch).await {

@@ -1,4 +1,6 @@
 //! What the end-to-end tests share: a protocol service on loopback TCP.
+// Each test binary uses a part of this module.
+#![allow(dead_code)]
 
 use std::sync::Arc;
 use std::time::Duration;
