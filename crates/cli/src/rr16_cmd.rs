@@ -2,6 +2,7 @@
 //! over TCP, one party listening and the other connecting.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
@@ -38,6 +39,10 @@ pub struct PartyArgs {
     /// Connect to the peer at this address.
     #[arg(long)]
     pub connect: Option<String>,
+    /// With --listen: give up if the peer has not connected after this many
+    /// seconds (default: wait as long as it takes).
+    #[arg(long, requires = "listen")]
+    pub accept_timeout_secs: Option<u64>,
     /// Semi-honest variant (IKNP, no cut-and-choose): faster, secure only if
     /// both parties follow the protocol.
     #[arg(long)]
@@ -74,6 +79,7 @@ impl PartyArgs {
                 addr: addr.clone(),
                 tls: self.server_tls.files(),
                 limits,
+                accept_timeout: self.accept_timeout_secs.map(Duration::from_secs),
             },
             (None, Some(addr)) => Peer::Connect(ServerAddr {
                 addr: addr.clone(),

@@ -356,6 +356,28 @@ fn rr16_two_processes_over_tcp() {
 /// The RR16 benchmark runs both parties as worker processes and checks
 /// every run against the known intersection (a wrong result fails it).
 #[test]
+fn a_listener_gives_up_after_its_accept_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("r.csv");
+    write(&input, "email\na@x\n");
+    let t = std::time::Instant::now();
+    let out = psikit()
+        .args(["rr16", "receive", "--listen", "127.0.0.1:0"])
+        .args(["--accept-timeout-secs", "1", "--key", "email", "--input"])
+        .arg(&input)
+        .arg("--output")
+        .arg(dir.path().join("m.csv"))
+        .output()
+        .expect("run psikit");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    let last = err.lines().last().unwrap_or_default();
+    assert!(last.starts_with("psikit: error: "), "{err}");
+    assert!(last.contains("waiting for the peer to connect"), "{err}");
+    assert!(t.elapsed() < std::time::Duration::from_secs(30));
+}
+
+#[test]
 fn bench_rr16_runs_two_worker_processes() {
     let out = run_ok(psikit().args([
         "bench",

@@ -203,6 +203,7 @@ pub fn worker(a: &Rr16WorkerArgs) -> Result<()> {
                 addr: "127.0.0.1:0".into(),
                 tls: None,
                 limits,
+                accept_timeout: None,
             },
             _ => bail!("the receiver needs --connect and the sender must not have it"),
         };

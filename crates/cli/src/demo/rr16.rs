@@ -45,6 +45,7 @@ pub(super) fn run(a: &DemoArgs, dir: &Path) -> Result<()> {
                 addr: "127.0.0.1:0".into(),
                 tls: None,
                 limits: Limits::default(),
+                accept_timeout: None,
             };
             let (keys, cfg2) = (sender_keys.clone(), cfg.clone());
             let sender = tokio::spawn(async move {

@@ -5,9 +5,10 @@
 //! points.
 
 use std::future::Future;
+use std::time::Duration;
 
-use psikit_transport::net;
 pub use psikit_transport::net::{ClientTlsFiles, Listener, ServerTlsFiles};
+use psikit_transport::{net, TransportError};
 pub use psikit_transport::{Channel, Frame, Limits};
 
 use crate::Error;
@@ -40,11 +41,13 @@ impl ServerAddr {
 /// How one party of a two-party protocol meets the other.
 #[derive(Clone, Debug)]
 pub enum Peer {
-    /// Wait for the peer on this address (optionally serving TLS).
+    /// Wait for the peer on this address (optionally serving TLS), for at
+    /// most `accept_timeout` if given.
     Listen {
         addr: String,
         tls: Option<ServerTlsFiles>,
         limits: Limits,
+        accept_timeout: Option<Duration>,
     },
     /// Connect to a listening peer.
     Connect(ServerAddr),
@@ -56,10 +59,22 @@ impl Peer {
     /// to connect).
     pub async fn open(&self, listening: impl FnOnce(&str)) -> Result<Channel, Error> {
         match self {
-            Peer::Listen { addr, tls, limits } => {
+            Peer::Listen {
+                addr,
+                tls,
+                limits,
+                accept_timeout,
+            } => {
                 let listener = Listener::bind(addr, tls.as_ref(), *limits).await?;
                 listening(&listener.local_addr()?.to_string());
-                Ok(listener.accept().await?.handshake().await?)
+                let accept = async { listener.accept().await?.handshake().await };
+                let channel = match accept_timeout {
+                    Some(limit) => tokio::time::timeout(*limit, accept)
+                        .await
+                        .map_err(|_| TransportError::Timeout("waiting for the peer to connect"))?,
+                    None => accept.await,
+                };
+                Ok(channel?)
             }
             Peer::Connect(server) => server.connect().await,
         }
