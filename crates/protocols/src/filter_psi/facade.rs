@@ -49,6 +49,7 @@ pub fn setup(
     progress: &dyn Progress,
 ) -> Result<SetupReport, Error> {
     config.validate()?;
+    let _lock = state_dir::lock(dir)?;
     let clear = state_dir::check_fresh(dir, force, "psikit filter update")?;
     let mut reader = KeyReader::open(input, spec)?;
     progress.stage("computing OPRF", None);
@@ -73,7 +74,8 @@ pub fn setup(
 }
 
 /// Adds the keys of `add` and removes those of `remove` (CSV files read
-/// with `spec`) as one new epoch, saved in `dir`.
+/// with `spec`) as one new epoch, saved in `dir`. Updates of one directory
+/// never interleave: a second one is refused while the first runs.
 pub fn update(
     dir: &Path,
     spec: &KeySpec,
@@ -85,6 +87,7 @@ pub fn update(
             "nothing to do: give --add FILE and/or --remove FILE".into(),
         ));
     }
+    let _lock = state_dir::lock(dir)?;
     let mut state = ServerState::load(dir)?;
     let tags_of = |path: Option<&Path>| -> Result<Vec<Tag>, Error> {
         let Some(path) = path else {
@@ -204,5 +207,65 @@ impl FilterClient {
             let mut ch = server.connect().await?;
             self.query(&mut ch, items).await
         })?
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Barrier};
+
+    use psikit_io::{Column, KeySpec};
+
+    use super::*;
+    use crate::filter_psi::state::tags_for_items;
+    use crate::NoProgress;
+
+    fn spec() -> KeySpec {
+        KeySpec::new(vec![Column::Name("email".into())])
+    }
+
+    /// The tag the state would hold for `email`.
+    fn holds(state: &ServerState, email: &str) -> bool {
+        let item = psikit_io::Item {
+            key: email.as_bytes().to_vec(),
+            row: 1,
+        };
+        let tags = tags_for_items(state.key(), &[item]).expect("tag");
+        state.filter().contains(&tags[0])
+    }
+
+    #[test]
+    fn concurrent_updates_are_never_lost() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (server, state) = (dir.path().join("server.csv"), dir.path().join("state"));
+        std::fs::write(&server, "email\na@x\nb@x\n").expect("write");
+        let config = FilterConfig::default();
+        setup(&server, &spec(), config, &state, false, &NoProgress).expect("setup");
+        for round in 0..4 {
+            let barrier = Arc::new(Barrier::new(2));
+            let runs: Vec<_> = (0..2)
+                .map(|who| {
+                    let add = dir.path().join(format!("add{round}{who}.csv"));
+                    std::fs::write(&add, format!("email\nnew{round}{who}@x\n")).expect("write");
+                    let (barrier, state) = (barrier.clone(), state.clone());
+                    std::thread::spawn(move || {
+                        barrier.wait();
+                        update(&state, &spec(), Some(&add), None).map(|_| ())
+                    })
+                })
+                .collect();
+            let outcomes: Vec<_> = runs.into_iter().map(|r| r.join().expect("run")).collect();
+            let now = ServerState::load(&state).expect("load");
+            for (who, outcome) in outcomes.iter().enumerate() {
+                let email = format!("new{round}{who}@x");
+                match outcome {
+                    Ok(()) => assert!(holds(&now, &email), "an update that succeeded was lost"),
+                    Err(e) => {
+                        assert!(e.to_string().contains("another psikit command"), "{e}");
+                        assert!(!holds(&now, &email), "a refused update was applied");
+                    }
+                }
+            }
+        }
     }
 }

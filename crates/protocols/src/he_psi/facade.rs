@@ -134,6 +134,7 @@ pub fn build(
     options: BuildOptions,
     progress: &dyn Progress,
 ) -> Result<BuildReport, Error> {
+    let _lock = state_dir::lock(dir)?;
     let clear = state_dir::check_fresh(dir, options.force, "psikit he db update")?;
     let (items, read) = read_labeled(csv, spec, progress)?;
     let max_label = label_room(csv, spec, &options, &items)?;
@@ -204,7 +205,8 @@ pub struct UpdateReport {
 /// Removes the keys of `remove`, then adds (or relabels) the rows of
 /// `add`, and saves the database in `dir`; running servers reload it.
 /// `spec`'s label columns must be given exactly when the database is
-/// labeled and rows are added.
+/// labeled and rows are added. Updates of one directory never interleave:
+/// a second one is refused while the first runs.
 pub fn update(
     dir: &Path,
     spec: &KeySpec,
@@ -217,6 +219,7 @@ pub fn update(
             "nothing to do: give --add FILE and/or --remove FILE".into(),
         ));
     }
+    let _lock = state_dir::lock(dir)?;
     let mut state = HeState::load(dir, false)?;
     let max_label = state.db().shape().max_label_bytes;
     check_label_flags(max_label, !spec.label_columns.is_empty(), add.is_some())?;
