@@ -15,6 +15,8 @@ pub mod he_psi;
 pub mod rr16;
 pub mod service;
 
+#[cfg(test)]
+mod codec_tests;
 mod error;
 mod keyfile;
 mod oprf_wire;
