@@ -30,15 +30,14 @@ use curve25519_dalek::constants::RISTRETTO_BASEPOINT_TABLE;
 use curve25519_dalek::ristretto::{CompressedRistretto, RistrettoPoint};
 use curve25519_dalek::scalar::Scalar;
 use curve25519_dalek::traits::IsIdentity;
-use psikit_transport::wire::{Reader, Writer};
-use psikit_transport::{Channel, Frame};
+use psikit_transport::{Channel, Message};
 use rand::{CryptoRng, RngCore};
 use rayon::prelude::*;
 use sha2::{Digest, Sha256, Sha512};
 use subtle::{Choice, ConditionallySelectable};
 use zeroize::{Zeroize, ZeroizeOnDrop, Zeroizing};
 
-use crate::messages::{abort, kind, malformed, PROTOCOL_ID};
+use crate::messages::{abort, malformed, BaseReceiverMessage, BaseSenderMessage};
 use crate::{ChoiceBits, OtError, SessionId};
 
 /// Most base OTs one batch may carry (bounds the receiver's message).
@@ -202,13 +201,18 @@ pub(crate) async fn send_in<R: RngCore + CryptoRng>(
     let count32 = check_count(count)?;
     let a = Zeroizing::new(Scalar::random(rng));
     let big_a = (&*a * RISTRETTO_BASEPOINT_TABLE).compress().to_bytes();
-    let mut w = Writer::with_capacity(36);
-    w.u32(count32).bytes(&big_a);
-    chan.send(&Frame::new(PROTOCOL_ID, kind::BASE_SENDER, w.into_bytes()))
-        .await?;
+    let offer = BaseSenderMessage {
+        count: count32,
+        point: big_a,
+    };
+    chan.send_msg(&offer).await?;
 
-    let frame = chan.recv_expect(PROTOCOL_ID, kind::BASE_RECEIVER).await?;
-    let pairs = match decode_receiver_msg(&frame.payload, count) {
+    // Decoded here rather than with `recv_msg`, so that a malformed
+    // message is an `OtError` the peer is told about.
+    let frame = chan
+        .recv_expect(BaseReceiverMessage::PROTOCOL, BaseReceiverMessage::KIND)
+        .await?;
+    let pairs = match receiver_pairs(&frame.payload, count) {
         Ok(p) => p,
         Err(e) => return Err(abort(chan, e).await),
     };
@@ -243,23 +247,17 @@ fn sender_keys(
     ])
 }
 
-fn decode_receiver_msg(payload: &[u8], count: usize) -> Result<Vec<[[u8; 32]; 2]>, OtError> {
-    let mut r = Reader::new(payload);
-    let got = r
-        .count(MAX_BASE_OTS as u64, 64, "base OT count")
-        .map_err(malformed)?;
-    if got != count {
+/// The receiver's `(r_0, r_1)` of each OT, which must be `count`.
+fn receiver_pairs(payload: &[u8], count: usize) -> Result<Vec<[[u8; 32]; 2]>, OtError> {
+    let pairs = BaseReceiverMessage::decode(payload, ())
+        .map_err(malformed)?
+        .pairs;
+    if pairs.len() != count {
         return Err(OtError::Mismatch(format!(
-            "{got} base OTs offered, {count} expected"
+            "{} base OTs offered, {count} expected",
+            pairs.len()
         )));
     }
-    let mut pairs = Vec::with_capacity(count);
-    for _ in 0..count {
-        let r0 = r.array::<32>("base OT point").map_err(malformed)?;
-        let r1 = r.array::<32>("base OT point").map_err(malformed)?;
-        pairs.push([r0, r1]);
-    }
-    r.finish().map_err(malformed)?;
     Ok(pairs)
 }
 
@@ -295,7 +293,7 @@ pub(crate) async fn receive_in<R: RngCore + CryptoRng>(
     pool: Option<&rayon::ThreadPool>,
 ) -> Result<BaseReceiverOutput, OtError> {
     let count = choices.len();
-    let count32 = check_count(count)?;
+    check_count(count)?;
     let secrets: Vec<ReceiverSecret> = (0..count)
         .map(|_| {
             let mut other = [0u8; 64];
@@ -306,34 +304,28 @@ pub(crate) async fn receive_in<R: RngCore + CryptoRng>(
             }
         })
         .collect();
-    let pairs: Vec<[[u8; 32]; 2]> = run_in(pool, || {
+    let pairs = run_in(pool, || {
         secrets
             .par_iter()
             .enumerate()
             .map(|(i, s)| receiver_pair(sid, i as u32, s, choices.get(i)))
             .collect()
     });
-    let mut w = Writer::with_capacity(4 + 64 * count);
-    w.u32(count32);
-    for p in &pairs {
-        w.bytes(&p[0]).bytes(&p[1]);
-    }
-    chan.send(&Frame::new(
-        PROTOCOL_ID,
-        kind::BASE_RECEIVER,
-        w.into_bytes(),
-    ))
-    .await?;
+    let answer = BaseReceiverMessage { pairs };
+    chan.send_msg(&answer).await?;
 
-    let frame = chan.recv_expect(PROTOCOL_ID, kind::BASE_SENDER).await?;
-    let (big_a_bytes, big_a) = match decode_sender_msg(&frame.payload, count) {
+    // Decoded here rather than with `recv_msg`: see `send_in`.
+    let frame = chan
+        .recv_expect(BaseSenderMessage::PROTOCOL, BaseSenderMessage::KIND)
+        .await?;
+    let (big_a_bytes, big_a) = match sender_point(&frame.payload, count) {
         Ok(v) => v,
         Err(e) => return Err(abort(chan, e).await),
     };
     let keys = run_in(pool, || {
         secrets
             .par_iter()
-            .zip(pairs.par_iter())
+            .zip(answer.pairs.par_iter())
             .enumerate()
             .map(|(i, (s, r))| kdf(sid, i as u32, &big_a_bytes, r, &(s.b * big_a)))
             .collect()
@@ -357,23 +349,26 @@ fn receiver_pair(sid: &SessionId, i: u32, s: &ReceiverSecret, choice: bool) -> [
     [r0.compress().to_bytes(), r1.compress().to_bytes()]
 }
 
-fn decode_sender_msg(payload: &[u8], count: usize) -> Result<([u8; 32], RistrettoPoint), OtError> {
-    let mut r = Reader::new(payload);
-    let got = r.u32("base OT count").map_err(malformed)? as usize;
-    if got != count {
+/// The sender's point `A`, encoded and decoded, for a batch that must be
+/// of `count` OTs.
+fn sender_point(payload: &[u8], count: usize) -> Result<([u8; 32], RistrettoPoint), OtError> {
+    let offer = BaseSenderMessage::decode(payload, ()).map_err(malformed)?;
+    if offer.count as usize != count {
         return Err(OtError::Mismatch(format!(
-            "sender runs {got} base OTs, we run {count}"
+            "sender runs {} base OTs, we run {count}",
+            offer.count
         )));
     }
-    let bytes = r.array::<32>("base OT sender point").map_err(malformed)?;
-    r.finish().map_err(malformed)?;
-    Ok((bytes, decode_point(&bytes, "base OT sender message")?))
+    Ok((
+        offer.point,
+        decode_point(&offer.point, "base OT sender message")?,
+    ))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use psikit_transport::Limits;
+    use psikit_transport::{Frame, Limits, Writer};
     use rand::SeedableRng;
 
     fn sid() -> SessionId {
@@ -413,15 +408,8 @@ mod tests {
                 send(&mut a, &sid(), 1, &mut rng).await
             });
             let good = RistrettoPoint::random(&mut rand::rngs::StdRng::seed_from_u64(1));
-            let mut w = Writer::new();
-            w.u32(1).bytes(&bad).bytes(good.compress().as_bytes());
-            b.send(&Frame::new(
-                PROTOCOL_ID,
-                kind::BASE_RECEIVER,
-                w.into_bytes(),
-            ))
-            .await
-            .unwrap();
+            let pairs = vec![[bad, good.compress().to_bytes()]];
+            b.send_msg(&BaseReceiverMessage { pairs }).await.unwrap();
             let err = s.await.unwrap().unwrap_err();
             assert!(matches!(err, OtError::InvalidPoint(_)), "{err}");
         }
@@ -431,11 +419,11 @@ mod tests {
             let mut rng = rand::rngs::StdRng::seed_from_u64(6);
             receive(&mut b, &sid(), &ChoiceBits::zeros(2), &mut rng).await
         });
-        let mut w = Writer::new();
-        w.u32(2).bytes(&[0u8; 32]);
-        a.send(&Frame::new(PROTOCOL_ID, kind::BASE_SENDER, w.into_bytes()))
-            .await
-            .unwrap();
+        let identity = BaseSenderMessage {
+            count: 2,
+            point: [0; 32],
+        };
+        a.send_msg(&identity).await.unwrap();
         let err = r.await.unwrap().unwrap_err();
         assert!(matches!(err, OtError::InvalidPoint(_)), "{err}");
     }
@@ -450,8 +438,8 @@ mod tests {
         let mut w = Writer::new();
         w.u32(4).bytes(&[1u8; 100]); // 4 pairs announced, 100 bytes present
         b.send(&Frame::new(
-            PROTOCOL_ID,
-            kind::BASE_RECEIVER,
+            BaseReceiverMessage::PROTOCOL,
+            BaseReceiverMessage::KIND,
             w.into_bytes(),
         ))
         .await

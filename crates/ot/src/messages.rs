@@ -2,8 +2,8 @@
 //!
 //! | kind | direction | payload |
 //! |---|---|---|
-//! | [`kind::BASE_SENDER`] (1) | base-OT sender → receiver | `u32 count`, `A` (32-byte ristretto255 point) |
-//! | [`kind::BASE_RECEIVER`] (2) | base-OT receiver → sender | `u32 count`, then `count` × (`r0`, `r1`) (2 × 32 bytes) |
+//! | [`kind::BASE_SENDER`] (1) | base-OT sender → receiver | [`BaseSenderMessage`]: `u32 count`, `A` (32-byte ristretto255 point) |
+//! | [`kind::BASE_RECEIVER`] (2) | base-OT receiver → sender | [`BaseReceiverMessage`]: `u32 count`, then `count` × (`r0`, `r1`) (2 × 32 bytes) |
 //! | [`kind::EXT_HEADER`] (3) | extension receiver → sender | [`ExtHeader`]: `u8 mode`, `u16 param` (KK13: N; KOS: [`KOS_CONFIRMED`] or [`KOS_UNCONFIRMED`]; IKNP: 0), `u64 first_row`, `u64 n`, `u32 frame_rows` |
 //! | [`kind::EXT_MATRIX`] (4) | extension receiver → sender | one frame of the `u` matrix: exactly `frame_rows × columns / 8` bytes |
 //! | [`kind::KOS_SEED`] (5) | sender → receiver | 16-byte seed for the check's weights |
@@ -11,7 +11,8 @@
 //! | [`kind::KOS_OK`] (7) | sender → receiver | empty: the check passed (not sent in a [`KOS_UNCONFIRMED`] extension) |
 //!
 //! Kind 255 is the transport's error message; a failed KOS check is reported
-//! with code `Aborted`, a malformed message with `BadRequest`.
+//! with code `Aborted`, a malformed message with `BadRequest`. The base-OT
+//! messages implement [`Message`], their kinds taken from [`kind`].
 //!
 //! A matrix travels as a run of `EXT_MATRIX` frames of about 1 MiB (65,536
 //! rows × 16 bytes by default, never above the channel's frame limit) rather
@@ -21,9 +22,10 @@
 //! overlaps the receiver's work on frame `k + 1`, and neither side buffers
 //! the whole matrix.
 
-use psikit_transport::wire::{Reader, Writer};
-use psikit_transport::{Channel, ErrorCode, ErrorMessage, Frame};
+use psikit_transport::wire::{DecodeError, Reader, Writer};
+use psikit_transport::{Channel, ErrorCode, ErrorMessage, Frame, Message, ProtocolId};
 
+use crate::base::MAX_BASE_OTS;
 use crate::OtError;
 
 /// Protocol id of every OT-layer message.
@@ -38,6 +40,60 @@ pub mod kind {
     pub const KOS_SEED: u8 = 5;
     pub const KOS_CHECK: u8 = 6;
     pub const KOS_OK: u8 = 7;
+}
+
+/// Base OT, sender → receiver: the batch size and the sender's point `A`
+/// (checked by the base OT, not here).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BaseSenderMessage {
+    pub count: u32,
+    pub point: [u8; 32],
+}
+
+impl Message for BaseSenderMessage {
+    const PROTOCOL: ProtocolId = PROTOCOL_ID;
+    const KIND: u8 = kind::BASE_SENDER;
+    type Bounds<'a> = ();
+
+    fn write(&self, w: &mut Writer) {
+        w.u32(self.count).bytes(&self.point);
+    }
+
+    fn read(r: &mut Reader<'_>, (): ()) -> Result<Self, DecodeError> {
+        Ok(Self {
+            count: r.u32("base OT count")?,
+            point: r.array("base OT sender point")?,
+        })
+    }
+}
+
+/// Base OT, receiver → sender: the points `(r_0, r_1)` of each OT (checked
+/// by the base OT, not here), at most [`MAX_BASE_OTS`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BaseReceiverMessage {
+    pub pairs: Vec<[[u8; 32]; 2]>,
+}
+
+impl Message for BaseReceiverMessage {
+    const PROTOCOL: ProtocolId = PROTOCOL_ID;
+    const KIND: u8 = kind::BASE_RECEIVER;
+    type Bounds<'a> = ();
+
+    fn write(&self, w: &mut Writer) {
+        w.count(self.pairs.len());
+        for [r0, r1] in &self.pairs {
+            w.bytes(r0).bytes(r1);
+        }
+    }
+
+    fn read(r: &mut Reader<'_>, (): ()) -> Result<Self, DecodeError> {
+        let count = r.count(MAX_BASE_OTS as u64, 64, "base OT count")?;
+        let mut pairs = Vec::with_capacity(count);
+        for _ in 0..count {
+            pairs.push([r.array("base OT point")?, r.array("base OT point")?]);
+        }
+        Ok(Self { pairs })
+    }
 }
 
 /// KOS header parameter: the sender confirms a passed check with
@@ -182,6 +238,50 @@ mod tests {
         let mut long = h.to_frame().payload;
         long.push(0);
         assert!(ExtHeader::decode(&long).is_err());
+    }
+
+    /// Checks that `message` travels in a frame of its protocol and kind
+    /// whose payload is exactly `payload`, decodes back to itself, and that
+    /// the payload cut short or with a trailing byte is refused.
+    fn check_message<M>(message: &M, payload: &[u8])
+    where
+        M: for<'a> Message<Bounds<'a> = ()> + PartialEq + std::fmt::Debug,
+    {
+        let frame = message.to_frame();
+        assert_eq!((frame.protocol, frame.kind), (M::PROTOCOL, M::KIND));
+        assert_eq!(frame.payload, payload);
+        assert_eq!(&M::decode(payload, ()).unwrap(), message);
+        for cut in 0..payload.len() {
+            assert!(M::decode(&payload[..cut], ()).is_err(), "cut to {cut}");
+        }
+        let mut long = payload.to_vec();
+        long.push(0);
+        assert!(M::decode(&long, ()).is_err());
+    }
+
+    #[test]
+    fn base_messages_round_trip_with_their_layout_and_refuse_truncation_and_trailing_bytes() {
+        let sender = BaseSenderMessage {
+            count: 3,
+            point: [9; 32],
+        };
+        check_message(&sender, &[&3u32.to_be_bytes()[..], &[9; 32]].concat());
+        let receiver = BaseReceiverMessage {
+            pairs: vec![[[1; 32], [2; 32]], [[3; 32], [4; 32]]],
+        };
+        let layout = [
+            &2u32.to_be_bytes()[..],
+            &[1; 32],
+            &[2; 32],
+            &[3; 32],
+            &[4; 32],
+        ]
+        .concat();
+        check_message(&receiver, &layout);
+        // More pairs than a batch may have.
+        let mut w = Writer::new();
+        w.u32(MAX_BASE_OTS as u32 + 1);
+        assert!(BaseReceiverMessage::decode(&w.into_bytes(), ()).is_err());
     }
 
     #[test]

@@ -18,6 +18,8 @@ pub mod he_psi;
 pub mod rr16;
 pub mod service;
 
+#[cfg(test)]
+mod codec_tests;
 mod error;
 #[cfg(any(feature = "filter", feature = "he"))]
 mod keyfile;

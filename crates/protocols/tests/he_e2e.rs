@@ -7,13 +7,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use psikit_protocols::he_psi::messages::{
-    params_request, OprfRequest, QueryHeader, KIND_PARAMS_RESPONSE, KIND_QUERY_CT,
+    OprfRequest, ParamsRequest, ParamsResponse, QueryCt, QueryHeader,
 };
 use psikit_protocols::he_psi::params::PsiParams;
-use psikit_protocols::he_psi::{HeClient, HeService, HeState, Row, PROTOCOL_ID};
+use psikit_protocols::he_psi::{HeClient, HeService, HeState, Row};
 use psikit_protocols::service::ServerLimits;
 use psikit_transport::net::connect;
-use psikit_transport::{Channel, Frame, Limits, TransportError};
+use psikit_transport::{Channel, Frame, Limits, Message, TransportError};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -157,15 +157,14 @@ async fn hostile_clients_get_clear_errors_and_others_are_served() {
     let mut ch = connect(&server.addr, None, limits()).await.unwrap();
     let mut payload = 6000u32.to_be_bytes().to_vec();
     payload.extend(vec![0u8; 32 * 6000]);
-    ch.send(&Frame::new(PROTOCOL_ID, 3, payload)).await.unwrap();
+    let frame = Frame::new(OprfRequest::PROTOCOL, OprfRequest::KIND, payload);
+    ch.send(&frame).await.unwrap();
     expect_peer_error(&mut ch, "OPRF items").await;
 
     // A query for another database.
     let mut ch = connect(&server.addr, None, limits()).await.unwrap();
-    ch.send(&params_request()).await.unwrap();
-    ch.recv_expect(PROTOCOL_ID, KIND_PARAMS_RESPONSE)
-        .await
-        .unwrap();
+    ch.send_msg(&ParamsRequest).await.unwrap();
+    ch.recv_msg::<ParamsResponse>(()).await.unwrap();
     let he = PsiParams::from_apsi_json(PARAMS_256K)
         .unwrap()
         .he_params()
@@ -174,7 +173,7 @@ async fn hostile_clients_get_clear_errors_and_others_are_served() {
         db_id: [9; 32],
         relin_key: vec![0; psikit_he::wire::relin_key_size(&he)],
     };
-    ch.send(&header.to_frame()).await.unwrap();
+    ch.send_msg(&header).await.unwrap();
     expect_peer_error(&mut ch, "another database").await;
 
     // A truncated query ciphertext under the right database id.
@@ -186,8 +185,8 @@ async fn hostile_clients_get_clear_errors_and_others_are_served() {
         db_id,
         relin_key: vec![0; psikit_he::wire::relin_key_size(&he)],
     };
-    ch.send(&header.to_frame()).await.unwrap();
-    ch.send(&Frame::new(PROTOCOL_ID, KIND_QUERY_CT, vec![1, 2, 3]))
+    ch.send_msg(&header).await.unwrap();
+    ch.send(&Frame::new(QueryCt::PROTOCOL, QueryCt::KIND, vec![1, 2, 3]))
         .await
         .unwrap();
     expect_peer_error(&mut ch, "").await;

@@ -12,7 +12,7 @@ use psikit_transport::{Channel, Reader, Writer};
 
 use super::messages::{
     DeltaBody, FilterVersion, QueryRequest, QueryResponse, SyncHeader, SyncMode, SyncRequest,
-    KIND_QUERY_RESPONSE, KIND_SYNC_BODY, KIND_SYNC_HEADER,
+    KIND_SYNC_BODY,
 };
 use super::state::filter_digest;
 use super::{tag_from_output, PROTOCOL_ID};
@@ -93,9 +93,8 @@ impl ClientCache {
         max_filter_bytes: u64,
     ) -> Result<SyncOutcome, Error> {
         let have = cache.as_ref().map(|c| c.version);
-        ch.send(&SyncRequest { have }.to_frame()).await?;
-        let header =
-            SyncHeader::decode(&ch.recv_expect(PROTOCOL_ID, KIND_SYNC_HEADER).await?.payload)?;
+        ch.send_msg(&SyncRequest { have }).await?;
+        let header = ch.recv_msg::<SyncHeader>(()).await?;
         let mut outcome = SyncOutcome {
             kind: SyncKind::UpToDate,
             epoch: header.version.epoch,
@@ -182,9 +181,8 @@ impl ClientCache {
                 version: self.version,
                 blinded,
             };
-            ch.send(&request.to_frame()).await?;
-            let reply = ch.recv_expect(PROTOCOL_ID, KIND_QUERY_RESPONSE).await?;
-            let response = QueryResponse::decode(&reply.payload, chunk.len())?;
+            ch.send_msg(&request).await?;
+            let response = ch.recv_msg::<QueryResponse>(chunk.len()).await?;
             out.round_trip_time += t.elapsed();
 
             let t = Instant::now();

@@ -4,24 +4,24 @@
 //! |------|-----------|---------|
 //! | 1 | C -> S | [`SyncRequest`]: the client's cached filter id and epoch |
 //! | 2 | S -> C | [`SyncHeader`]: up to date, full filter, or delta |
-//! | 3 | S -> C | body of a full filter or delta, as a chunked transfer |
+//! | 3 | S -> C | [`KIND_SYNC_BODY`]: body of a full filter or of a [`DeltaBody`], as a chunked transfer |
 //! | 4 | C -> S | [`QueryRequest`]: blinded elements for one filter epoch |
 //! | 5 | S -> C | [`QueryResponse`]: evaluated elements, same order |
 //!
-//! Every decoder bounds counts by the bytes present and by the receiver's
-//! limits before allocating.
+//! Every frame message implements [`Message`]. Every decoder bounds counts
+//! by the bytes present and by the receiver's limits before allocating.
 
-use psikit_primitives::oprf::{BlindedElement, EvaluatedElement, ELEMENT_LEN};
-use psikit_transport::{DecodeError, Frame, Reader, Writer};
+use psikit_primitives::oprf::{BlindedElement, EvaluatedElement};
+use psikit_transport::{DecodeError, Message, ProtocolId, Reader, Writer};
 
 use super::PROTOCOL_ID;
 use crate::oprf_wire;
 
-pub const KIND_SYNC_REQUEST: u8 = 1;
-pub const KIND_SYNC_HEADER: u8 = 2;
+/// Kind of the chunked transfer that follows a [`SyncHeader`] in
+/// [`SyncMode::Full`] (the serialized filter) or [`SyncMode::Delta`] (a
+/// [`DeltaBody`]). Not a [`Message`]: the body is split over many frames
+/// and may be larger than one frame may be.
 pub const KIND_SYNC_BODY: u8 = 3;
-pub const KIND_QUERY_REQUEST: u8 = 4;
-pub const KIND_QUERY_RESPONSE: u8 = 5;
 
 /// Which filter a party holds: a random id per built filter plus an epoch
 /// counting the updates applied to it.
@@ -50,29 +50,29 @@ pub struct SyncRequest {
     pub have: Option<FilterVersion>,
 }
 
-impl SyncRequest {
-    pub fn to_frame(&self) -> Frame {
-        let mut w = Writer::new();
+impl Message for SyncRequest {
+    const PROTOCOL: ProtocolId = PROTOCOL_ID;
+    const KIND: u8 = 1;
+    type Bounds<'a> = ();
+
+    fn write(&self, w: &mut Writer) {
         match &self.have {
             None => {
                 w.u8(0);
             }
             Some(v) => {
                 w.u8(1);
-                v.write(&mut w);
+                v.write(w);
             }
         }
-        Frame::new(PROTOCOL_ID, KIND_SYNC_REQUEST, w.into_bytes())
     }
 
-    pub fn decode(payload: &[u8]) -> Result<Self, DecodeError> {
-        let mut r = Reader::new(payload);
+    fn read(r: &mut Reader<'_>, (): ()) -> Result<Self, DecodeError> {
         let have = match r.u8("cache flag")? {
             0 => None,
-            1 => Some(FilterVersion::read(&mut r)?),
+            1 => Some(FilterVersion::read(r)?),
             other => return Err(DecodeError::invalid("cache flag", other)),
         };
-        r.finish()?;
         Ok(Self { have })
     }
 }
@@ -100,38 +100,41 @@ pub struct SyncHeader {
     pub max_query_items: u32,
 }
 
-impl SyncHeader {
-    pub fn to_frame(&self) -> Frame {
-        let mut w = Writer::new();
+impl Message for SyncHeader {
+    const PROTOCOL: ProtocolId = PROTOCOL_ID;
+    const KIND: u8 = 2;
+    type Bounds<'a> = ();
+
+    fn write(&self, w: &mut Writer) {
         w.u8(self.mode as u8);
-        self.version.write(&mut w);
+        self.version.write(w);
         w.u64(self.from_epoch)
             .bytes(&self.digest)
             .u32(self.max_query_items);
-        Frame::new(PROTOCOL_ID, KIND_SYNC_HEADER, w.into_bytes())
     }
 
-    pub fn decode(payload: &[u8]) -> Result<Self, DecodeError> {
-        let mut r = Reader::new(payload);
+    fn read(r: &mut Reader<'_>, (): ()) -> Result<Self, DecodeError> {
         let mode = match r.u8("sync mode")? {
             0 => SyncMode::UpToDate,
             1 => SyncMode::Full,
             2 => SyncMode::Delta,
             other => return Err(DecodeError::invalid("sync mode", other)),
         };
-        let header = Self {
+        Ok(Self {
             mode,
-            version: FilterVersion::read(&mut r)?,
+            version: FilterVersion::read(r)?,
             from_epoch: r.u64("from epoch")?,
             digest: r.array("digest")?,
             max_query_items: r.u32("max query items")?,
-        };
-        r.finish()?;
-        Ok(header)
+        })
     }
 }
 
 /// Body of a delta: indices of changed slots and their new fingerprints.
+///
+/// A payload codec rather than a [`Message`]: it travels as a chunked
+/// transfer of [`KIND_SYNC_BODY`] frames (which a full filter uses too),
+/// never as one frame, so a `to_frame` would build a frame no peer reads.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeltaBody {
     /// Strictly increasing global slot indices.
@@ -179,81 +182,123 @@ impl DeltaBody {
 }
 
 /// Blinded client items for one filter version.
+#[derive(Debug, PartialEq, Eq)]
 pub struct QueryRequest {
     pub version: FilterVersion,
     pub blinded: Vec<BlindedElement>,
 }
 
-impl QueryRequest {
-    pub fn to_frame(&self) -> Frame {
-        let mut w = Writer::with_capacity(32 + ELEMENT_LEN * self.blinded.len());
-        self.version.write(&mut w);
-        oprf_wire::write_blinded(&mut w, &self.blinded);
-        Frame::new(PROTOCOL_ID, KIND_QUERY_REQUEST, w.into_bytes())
+impl Message for QueryRequest {
+    const PROTOCOL: ProtocolId = PROTOCOL_ID;
+    const KIND: u8 = 4;
+    /// Most items the server accepts in one request.
+    type Bounds<'a> = u32;
+
+    fn write(&self, w: &mut Writer) {
+        self.version.write(w);
+        oprf_wire::write_blinded(w, &self.blinded);
     }
 
     /// Rejects more than `max_items` elements and any element that is not a
     /// canonical, non-identity ristretto255 encoding.
-    pub fn decode(payload: &[u8], max_items: u32) -> Result<Self, DecodeError> {
-        let mut r = Reader::new(payload);
-        let version = FilterVersion::read(&mut r)?;
-        let blinded = oprf_wire::read_blinded(&mut r, max_items, "query items")?;
-        r.finish()?;
-        Ok(Self { version, blinded })
+    fn read(r: &mut Reader<'_>, max_items: u32) -> Result<Self, DecodeError> {
+        Ok(Self {
+            version: FilterVersion::read(r)?,
+            blinded: oprf_wire::read_blinded(r, max_items, "query items")?,
+        })
     }
 }
 
 /// The server's evaluations, in request order.
+#[derive(Debug, PartialEq, Eq)]
 pub struct QueryResponse {
     pub evaluated: Vec<EvaluatedElement>,
 }
 
-impl QueryResponse {
-    pub fn to_frame(&self) -> Frame {
-        let mut w = Writer::with_capacity(4 + ELEMENT_LEN * self.evaluated.len());
-        oprf_wire::write_evaluated(&mut w, &self.evaluated);
-        Frame::new(PROTOCOL_ID, KIND_QUERY_RESPONSE, w.into_bytes())
+impl Message for QueryResponse {
+    const PROTOCOL: ProtocolId = PROTOCOL_ID;
+    const KIND: u8 = 5;
+    /// How many answers the client expects.
+    type Bounds<'a> = usize;
+
+    fn write(&self, w: &mut Writer) {
+        oprf_wire::write_evaluated(w, &self.evaluated);
     }
 
     /// The client knows how many answers it expects; anything else is an
     /// error, as is any invalid element.
-    pub fn decode(payload: &[u8], expected: usize) -> Result<Self, DecodeError> {
-        let mut r = Reader::new(payload);
-        let evaluated = oprf_wire::read_evaluated(&mut r, expected)?;
-        r.finish()?;
-        Ok(Self { evaluated })
+    fn read(r: &mut Reader<'_>, expected: usize) -> Result<Self, DecodeError> {
+        Ok(Self {
+            evaluated: oprf_wire::read_evaluated(r, expected)?,
+        })
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::codec_tests::{check_message, oprf_elements};
+
+    const VERSION: FilterVersion = FilterVersion {
+        filter_id: [7; 16],
+        epoch: 42,
+    };
+
+    /// `VERSION` as sent: the id, then the epoch.
+    fn version_bytes() -> Vec<u8> {
+        [&[7u8; 16][..], &42u64.to_be_bytes()].concat()
+    }
 
     #[test]
-    fn sync_messages_round_trip() {
-        for have in [
-            None,
-            Some(FilterVersion {
-                filter_id: [7; 16],
-                epoch: 42,
-            }),
-        ] {
-            let m = SyncRequest { have };
-            assert_eq!(SyncRequest::decode(&m.to_frame().payload).unwrap(), m);
-        }
-        let h = SyncHeader {
+    fn every_message_round_trips_with_its_layout_and_refuses_truncation_and_trailing_bytes() {
+        check_message(&SyncRequest { have: None }, (), &[0]);
+        let have = SyncRequest {
+            have: Some(VERSION),
+        };
+        check_message(&have, (), &[&[1u8][..], &version_bytes()].concat());
+
+        let header = SyncHeader {
             mode: SyncMode::Delta,
-            version: FilterVersion {
-                filter_id: [1; 16],
-                epoch: 9,
-            },
+            version: VERSION,
             from_epoch: 3,
             digest: [5; 32],
             max_query_items: 1000,
         };
-        assert_eq!(SyncHeader::decode(&h.to_frame().payload).unwrap(), h);
-        assert!(SyncHeader::decode(&[9]).is_err());
-        assert!(SyncRequest::decode(&[2]).is_err());
+        let layout = [
+            &[2u8][..],
+            &version_bytes(),
+            &3u64.to_be_bytes(),
+            &[5; 32],
+            &1000u32.to_be_bytes(),
+        ]
+        .concat();
+        check_message(&header, (), &layout);
+
+        let (blinded, evaluated) = oprf_elements(3);
+        let layout = [
+            version_bytes(),
+            3u32.to_be_bytes().to_vec(),
+            BlindedElement::encode_concatenated(&blinded),
+        ]
+        .concat();
+        let request = QueryRequest {
+            version: VERSION,
+            blinded,
+        };
+        check_message(&request, 3, &layout);
+
+        let layout = [
+            3u32.to_be_bytes().to_vec(),
+            EvaluatedElement::encode_concatenated(&evaluated),
+        ]
+        .concat();
+        check_message(&QueryResponse { evaluated }, 3, &layout);
+    }
+
+    #[test]
+    fn sync_messages_refuse_unknown_flags_and_modes() {
+        assert!(SyncHeader::decode(&[9], ()).is_err());
+        assert!(SyncRequest::decode(&[2], ()).is_err());
     }
 
     #[test]
@@ -272,20 +317,19 @@ mod tests {
             packed: vec![],
         };
         assert!(DeltaBody::decode(&dup.encode(), 10).is_err());
-        // Truncated anywhere.
+        // Truncated anywhere, or followed by a byte.
         for cut in 0..enc.len() {
             assert!(DeltaBody::decode(&enc[..cut], 100_000).is_err());
         }
+        let mut long = enc;
+        long.push(0);
+        assert!(DeltaBody::decode(&long, 100_000).is_err());
     }
 
     #[test]
     fn query_decoding_enforces_limits_and_validity() {
-        let v = FilterVersion {
-            filter_id: [0; 16],
-            epoch: 1,
-        };
         let mut w = Writer::new();
-        w.bytes(&v.filter_id).u64(v.epoch).u32(3);
+        w.bytes(&VERSION.filter_id).u64(VERSION.epoch).u32(3);
         let header_only = w.into_bytes();
         // Claims three elements, carries none.
         assert!(QueryRequest::decode(&header_only, 10).is_err());

@@ -5,11 +5,10 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use psikit_transport::{Channel, Frame, ProtocolId};
+use psikit_transport::{Channel, Frame, Message, ProtocolId};
 
 use super::messages::{
-    DeltaBody, QueryRequest, QueryResponse, SyncHeader, SyncMode, SyncRequest, KIND_QUERY_REQUEST,
-    KIND_SYNC_BODY, KIND_SYNC_REQUEST,
+    DeltaBody, QueryRequest, QueryResponse, SyncHeader, SyncMode, SyncRequest, KIND_SYNC_BODY,
 };
 use super::state::{filter_digest, state_path, ServerState};
 use super::PROTOCOL_ID;
@@ -78,14 +77,14 @@ impl FilterService {
 
     async fn dispatch(&self, frame: Frame, ch: &mut Channel) -> Result<(), Error> {
         match frame.kind {
-            KIND_SYNC_REQUEST => self.handle_sync(&frame.payload, ch).await,
-            KIND_QUERY_REQUEST => self.handle_query(&frame.payload, ch).await,
+            SyncRequest::KIND => self.handle_sync(&frame.payload, ch).await,
+            QueryRequest::KIND => self.handle_query(&frame.payload, ch).await,
             other => Err(Error::Protocol(format!("unknown request kind {other}"))),
         }
     }
 
     async fn handle_sync(&self, payload: &[u8], ch: &mut Channel) -> Result<(), Error> {
-        let req = SyncRequest::decode(payload)?;
+        let req = SyncRequest::decode(payload, ())?;
         let snap = self.snapshot();
         let mut header = SyncHeader {
             mode: SyncMode::Full,
@@ -101,7 +100,7 @@ impl FilterService {
         match delta {
             Some((from, slots)) if slots.is_empty() && from == header.version.epoch => {
                 header.mode = SyncMode::UpToDate;
-                ch.send(&header.to_frame()).await?;
+                ch.send_msg(&header).await?;
             }
             Some((from, slots)) => {
                 let packed = snap.state.filter().export_slots(&slots);
@@ -109,7 +108,7 @@ impl FilterService {
                 if body.len() < snap.full.len() / 2 {
                     header.mode = SyncMode::Delta;
                     header.from_epoch = from;
-                    ch.send(&header.to_frame()).await?;
+                    ch.send_msg(&header).await?;
                     ch.send_chunked(PROTOCOL_ID, KIND_SYNC_BODY, &body).await?;
                 } else {
                     send_full(ch, header, &snap.full).await?;
@@ -137,7 +136,7 @@ impl FilterService {
         })
         .await
         .map_err(|e| Error::Protocol(format!("evaluation task failed: {e}")))?;
-        ch.send(&QueryResponse { evaluated }.to_frame()).await?;
+        ch.send_msg(&QueryResponse { evaluated }).await?;
         Ok(())
     }
 }
@@ -175,7 +174,7 @@ fn describe(snap: &FilterSnapshot) -> String {
 
 async fn send_full(ch: &mut Channel, mut header: SyncHeader, full: &[u8]) -> Result<(), Error> {
     header.mode = SyncMode::Full;
-    ch.send(&header.to_frame()).await?;
+    ch.send_msg(&header).await?;
     ch.send_chunked(PROTOCOL_ID, KIND_SYNC_BODY, full).await?;
     Ok(())
 }

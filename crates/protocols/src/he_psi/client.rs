@@ -5,13 +5,12 @@
 use std::time::{Duration, Instant};
 
 use psikit_primitives::oprf::{self, Output};
-use psikit_transport::Channel;
+use psikit_transport::{Channel, Message};
 use rand::rngs::OsRng;
 
 use super::messages::{
-    decode_query_done, params_request, query_ct_frame, OprfRequest, OprfResponse, ParamsResponse,
-    QueryHeader, ResultCt, KIND_OPRF_RESPONSE, KIND_PARAMS_RESPONSE, KIND_QUERY_DONE,
-    KIND_RESULT_CT, PROTOCOL_ID,
+    DecodedResultCt, OprfRequest, OprfResponse, ParamsRequest, ParamsResponse, QueryCt, QueryDone,
+    QueryHeader, ResultCt,
 };
 use super::params::PsiParams;
 use super::receiver::{QueryState, Receiver};
@@ -52,9 +51,8 @@ pub struct QueryOutcome {
 impl HeClient {
     /// Fetches the parameters and makes fresh keys for them.
     pub async fn connect(ch: &mut Channel) -> Result<Self, Error> {
-        ch.send(&params_request()).await?;
-        let frame = ch.recv_expect(PROTOCOL_ID, KIND_PARAMS_RESPONSE).await?;
-        let resp = ParamsResponse::decode(&frame.payload)?;
+        ch.send_msg(&ParamsRequest).await?;
+        let resp = ch.recv_msg::<ParamsResponse>(()).await?;
         let params = PsiParams::from_apsi_json(&resp.params_json)?;
         let receiver = tokio::task::spawn_blocking(move || {
             Receiver::new(params, resp.max_label_bytes as usize)
@@ -122,9 +120,8 @@ impl HeClient {
         let mut outputs = Vec::with_capacity(items.len());
         for chunk in items.chunks(self.max_query_items.max(1) as usize) {
             let (blinds, blinded) = oprf::blind_batch(chunk, &mut OsRng)?;
-            ch.send(&OprfRequest { blinded }.to_frame()).await?;
-            let frame = ch.recv_expect(PROTOCOL_ID, KIND_OPRF_RESPONSE).await?;
-            let resp = OprfResponse::decode(&frame.payload, chunk.len())?;
+            ch.send_msg(&OprfRequest { blinded }).await?;
+            let resp = ch.recv_msg::<OprfResponse>(chunk.len()).await?;
             outputs.extend(oprf::finalize_batch(chunk, &blinds, &resp.evaluated)?);
         }
         Ok(outputs)
@@ -144,15 +141,15 @@ impl HeClient {
             db_id: self.db_id,
             relin_key: self.receiver.relin_key().to_bytes()?,
         };
-        let frames = query
+        let cts = query
             .iter()
             .flatten()
-            .map(query_ct_frame)
+            .map(QueryCt::encode)
             .collect::<Result<Vec<_>, _>>()?;
         times.encrypt += t.elapsed();
-        ch.send(&header.to_frame()).await?;
-        for frame in &frames {
-            ch.send(frame).await?;
+        ch.send_msg(&header).await?;
+        for ct in &cts {
+            ch.send_msg(ct).await?;
         }
         let t = Instant::now();
         let mut decrypt = Duration::ZERO;
@@ -176,8 +173,8 @@ impl HeClient {
         let mut received = 0u32;
         loop {
             let frame = ch.recv().await?;
-            if frame.protocol == PROTOCOL_ID && frame.kind == KIND_QUERY_DONE {
-                let done = decode_query_done(&frame.payload)?;
+            if frame.protocol == QueryDone::PROTOCOL && frame.kind == QueryDone::KIND {
+                let done = QueryDone::decode(&frame.payload, ())?.packages;
                 if done != received {
                     return Err(Error::Protocol(format!(
                         "server announced {done} result packages but sent {received}"
@@ -190,17 +187,18 @@ impl HeClient {
             let mut bundle = None;
             for poly in 0..per_package {
                 if poly > 0 {
-                    frame = ch.recv_expect(PROTOCOL_ID, KIND_RESULT_CT).await?;
+                    frame = ch.recv_expect(ResultCt::PROTOCOL, ResultCt::KIND).await?;
                 }
-                if frame.protocol != PROTOCOL_ID || frame.kind != KIND_RESULT_CT {
+                if frame.protocol != ResultCt::PROTOCOL || frame.kind != ResultCt::KIND {
                     return Err(Error::Protocol("unexpected message in the answer".into()));
                 }
-                let (idx, p, ct) = ResultCt::decode(&frame.payload, he)?;
-                if usize::from(p) != poly || bundle.is_some_and(|b| b != idx) {
+                // Decoded straight from the payload: see `DecodedResultCt`.
+                let part = DecodedResultCt::decode(&frame.payload, he)?;
+                if usize::from(part.poly) != poly || bundle.is_some_and(|b| b != part.bundle_idx) {
                     return Err(Error::Protocol("result package out of order".into()));
                 }
-                bundle = Some(idx);
-                cts.push(ct);
+                bundle = Some(part.bundle_idx);
+                cts.push(part.ct);
             }
             let t = Instant::now();
             let mut cts = cts.into_iter();

@@ -2,46 +2,53 @@
 //!
 //! | kind | direction | message |
 //! |------|-----------|---------|
-//! | 1 | C -> S | [`params_request`] (empty) |
+//! | 1 | C -> S | [`ParamsRequest`] (empty) |
 //! | 2 | S -> C | [`ParamsResponse`]: parameters, label length, bundles |
 //! | 3 | C -> S | [`OprfRequest`]: blinded items |
 //! | 4 | S -> C | [`OprfResponse`]: evaluated items, same order |
 //! | 5 | C -> S | [`QueryHeader`]: database id and relinearization key |
-//! | 6 | C -> S | one query ciphertext; bundle-index-major, source-minor |
+//! | 6 | C -> S | [`QueryCt`]: one query ciphertext; bundle-index-major, source-minor |
 //! | 7 | S -> C | [`ResultCt`]: one ciphertext of a result package |
-//! | 8 | S -> C | [`query_done`]: number of packages sent |
+//! | 8 | S -> C | [`QueryDone`]: number of packages sent |
 //!
 //! A query is a header frame then exactly `bundle_idx_count * |sources|`
 //! ciphertext frames, each of the exact size the parameters give, so no
 //! frame is ever large and the server can check every count up front. A
 //! result package is `1 + c` consecutive [`ResultCt`] frames (matching
-//! polynomial first, then the `c` label fragments). Decoders check every
-//! length against the parameters before allocating.
+//! polynomial first, then the `c` label fragments). Every message
+//! implements [`Message`]; decoders check every length against the
+//! parameters before allocating. The ciphertext messages hold their
+//! ciphertexts serialized, since serializing can fail and
+//! [`Message::write`] cannot; the client decodes result ciphertexts
+//! straight from the frame with [`DecodedResultCt`].
 
-use psikit_he::{wire, Ciphertext, HeParams};
-use psikit_primitives::oprf::{BlindedElement, EvaluatedElement, ELEMENT_LEN};
-use psikit_transport::{DecodeError, Frame, Reader, Writer};
+use psikit_he::{wire, Ciphertext, HeError, HeParams};
+use psikit_primitives::oprf::{BlindedElement, EvaluatedElement};
+use psikit_transport::{DecodeError, Message, ProtocolId, Reader, Writer};
 
 use crate::oprf_wire;
 
 pub const PROTOCOL_ID: u8 = psikit_transport::ids::HE_PSI;
-
-pub const KIND_PARAMS_REQUEST: u8 = 1;
-pub const KIND_PARAMS_RESPONSE: u8 = 2;
-pub const KIND_OPRF_REQUEST: u8 = 3;
-pub const KIND_OPRF_RESPONSE: u8 = 4;
-pub const KIND_QUERY_HEADER: u8 = 5;
-pub const KIND_QUERY_CT: u8 = 6;
-pub const KIND_RESULT_CT: u8 = 7;
-pub const KIND_QUERY_DONE: u8 = 8;
 
 /// Longest parameter JSON accepted.
 const MAX_PARAMS_JSON: u64 = 1 << 16;
 /// Most bundle indices a parameter set may have on the wire.
 const MAX_BUNDLE_INDICES: u64 = 1 << 16;
 
-pub fn params_request() -> Frame {
-    Frame::new(PROTOCOL_ID, KIND_PARAMS_REQUEST, Vec::new())
+/// Asks for the parameters. Empty.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ParamsRequest;
+
+impl Message for ParamsRequest {
+    const PROTOCOL: ProtocolId = PROTOCOL_ID;
+    const KIND: u8 = 1;
+    type Bounds<'a> = ();
+
+    fn write(&self, _: &mut Writer) {}
+
+    fn read(_: &mut Reader<'_>, (): ()) -> Result<Self, DecodeError> {
+        Ok(Self)
+    }
 }
 
 /// What a client needs before it can query: the public parameters, the
@@ -57,9 +64,12 @@ pub struct ParamsResponse {
     pub bundle_counts: Vec<u32>,
 }
 
-impl ParamsResponse {
-    pub fn to_frame(&self) -> Frame {
-        let mut w = Writer::new();
+impl Message for ParamsResponse {
+    const PROTOCOL: ProtocolId = PROTOCOL_ID;
+    const KIND: u8 = 2;
+    type Bounds<'a> = ();
+
+    fn write(&self, w: &mut Writer) {
         w.string(&self.params_json)
             .u32(self.max_label_bytes)
             .bytes(&self.db_id)
@@ -68,11 +78,9 @@ impl ParamsResponse {
         for &c in &self.bundle_counts {
             w.u32(c);
         }
-        Frame::new(PROTOCOL_ID, KIND_PARAMS_RESPONSE, w.into_bytes())
     }
 
-    pub fn decode(payload: &[u8]) -> Result<Self, DecodeError> {
-        let mut r = Reader::new(payload);
+    fn read(r: &mut Reader<'_>, (): ()) -> Result<Self, DecodeError> {
         let params_json = r.string(MAX_PARAMS_JSON, "parameters")?;
         let max_label_bytes = r.u32("max label bytes")?;
         let db_id = r.array("database id")?;
@@ -81,7 +89,6 @@ impl ParamsResponse {
         let bundle_counts = (0..n)
             .map(|_| r.u32("bundle count"))
             .collect::<Result<_, _>>()?;
-        r.finish()?;
         Ok(Self {
             params_json,
             max_label_bytes,
@@ -93,63 +100,72 @@ impl ParamsResponse {
 }
 
 /// Blinded client items.
+#[derive(Debug, PartialEq, Eq)]
 pub struct OprfRequest {
     pub blinded: Vec<BlindedElement>,
 }
 
-impl OprfRequest {
-    pub fn to_frame(&self) -> Frame {
-        let mut w = Writer::with_capacity(4 + ELEMENT_LEN * self.blinded.len());
-        oprf_wire::write_blinded(&mut w, &self.blinded);
-        Frame::new(PROTOCOL_ID, KIND_OPRF_REQUEST, w.into_bytes())
+impl Message for OprfRequest {
+    const PROTOCOL: ProtocolId = PROTOCOL_ID;
+    const KIND: u8 = 3;
+    /// Most items the server accepts in one request.
+    type Bounds<'a> = u32;
+
+    fn write(&self, w: &mut Writer) {
+        oprf_wire::write_blinded(w, &self.blinded);
     }
 
     /// Rejects more than `max_items` elements and any invalid element.
-    pub fn decode(payload: &[u8], max_items: u32) -> Result<Self, DecodeError> {
-        let mut r = Reader::new(payload);
-        let blinded = oprf_wire::read_blinded(&mut r, max_items, "OPRF items")?;
-        r.finish()?;
-        Ok(Self { blinded })
+    fn read(r: &mut Reader<'_>, max_items: u32) -> Result<Self, DecodeError> {
+        Ok(Self {
+            blinded: oprf_wire::read_blinded(r, max_items, "OPRF items")?,
+        })
     }
 }
 
 /// The server's evaluations, in request order.
+#[derive(Debug, PartialEq, Eq)]
 pub struct OprfResponse {
     pub evaluated: Vec<EvaluatedElement>,
 }
 
-impl OprfResponse {
-    pub fn to_frame(&self) -> Frame {
-        let mut w = Writer::with_capacity(4 + ELEMENT_LEN * self.evaluated.len());
-        oprf_wire::write_evaluated(&mut w, &self.evaluated);
-        Frame::new(PROTOCOL_ID, KIND_OPRF_RESPONSE, w.into_bytes())
+impl Message for OprfResponse {
+    const PROTOCOL: ProtocolId = PROTOCOL_ID;
+    const KIND: u8 = 4;
+    /// How many answers the client expects.
+    type Bounds<'a> = usize;
+
+    fn write(&self, w: &mut Writer) {
+        oprf_wire::write_evaluated(w, &self.evaluated);
     }
 
     /// Exactly `expected` valid elements, or an error.
-    pub fn decode(payload: &[u8], expected: usize) -> Result<Self, DecodeError> {
-        let mut r = Reader::new(payload);
-        let evaluated = oprf_wire::read_evaluated(&mut r, expected)?;
-        r.finish()?;
-        Ok(Self { evaluated })
+    fn read(r: &mut Reader<'_>, expected: usize) -> Result<Self, DecodeError> {
+        Ok(Self {
+            evaluated: oprf_wire::read_evaluated(r, expected)?,
+        })
     }
 }
 
 /// Opens a query: the database the client prepared it for and its
 /// relinearization key (exactly [`wire::relin_key_size`] bytes).
+#[derive(Debug, PartialEq, Eq)]
 pub struct QueryHeader {
     pub db_id: [u8; 32],
     pub relin_key: Vec<u8>,
 }
 
-impl QueryHeader {
-    pub fn to_frame(&self) -> Frame {
-        let mut w = Writer::with_capacity(40 + self.relin_key.len());
+impl Message for QueryHeader {
+    const PROTOCOL: ProtocolId = PROTOCOL_ID;
+    const KIND: u8 = 5;
+    /// The parameters the key must fit.
+    type Bounds<'a> = &'a HeParams;
+
+    fn write(&self, w: &mut Writer) {
         w.bytes(&self.db_id).var_bytes(&self.relin_key);
-        Frame::new(PROTOCOL_ID, KIND_QUERY_HEADER, w.into_bytes())
     }
 
-    pub fn decode(payload: &[u8], he: &HeParams) -> Result<Self, DecodeError> {
-        let mut r = Reader::new(payload);
+    fn read(r: &mut Reader<'_>, he: &HeParams) -> Result<Self, DecodeError> {
         let db_id = r.array("database id")?;
         let size = wire::relin_key_size(he);
         let relin_key = r.var_bytes(size as u64, "relinearization key")?;
@@ -159,7 +175,6 @@ impl QueryHeader {
                 format!("{} bytes, expected {size}", relin_key.len()),
             ));
         }
-        r.finish()?;
         Ok(Self {
             db_id,
             relin_key: relin_key.to_vec(),
@@ -167,18 +182,49 @@ impl QueryHeader {
     }
 }
 
-/// One query ciphertext frame.
-pub fn query_ct_frame(ct: &Ciphertext) -> Result<Frame, psikit_he::HeError> {
-    Ok(Frame::new(
-        PROTOCOL_ID,
-        KIND_QUERY_CT,
-        wire::encode_query_ct(ct)?,
-    ))
+/// One query ciphertext, serialized by [`wire::encode_query_ct`] (seed and
+/// `c0`, exactly [`wire::query_ct_size`] bytes).
+#[derive(Debug, PartialEq, Eq)]
+pub struct QueryCt {
+    pub ct: Vec<u8>,
+}
+
+impl QueryCt {
+    /// Serializes a fresh query ciphertext; fails for one that is not.
+    pub fn encode(ct: &Ciphertext) -> Result<Self, HeError> {
+        Ok(Self {
+            ct: wire::encode_query_ct(ct)?,
+        })
+    }
+
+    /// The ciphertext, with its residues checked against the parameters.
+    pub fn ciphertext(&self, he: &HeParams) -> Result<Ciphertext, HeError> {
+        wire::decode_query_ct(he, &self.ct)
+    }
+}
+
+impl Message for QueryCt {
+    const PROTOCOL: ProtocolId = PROTOCOL_ID;
+    const KIND: u8 = 6;
+    /// The parameters that fix the ciphertext's size.
+    type Bounds<'a> = &'a HeParams;
+
+    fn write(&self, w: &mut Writer) {
+        w.bytes(&self.ct);
+    }
+
+    fn read(r: &mut Reader<'_>, he: &HeParams) -> Result<Self, DecodeError> {
+        let ct = r.bytes(wire::query_ct_size(he), "query ciphertext")?;
+        Ok(Self { ct: ct.to_vec() })
+    }
 }
 
 /// One ciphertext of a result package: its bundle index, which polynomial
 /// (0 = matching, `1 + k` = label fragment `k`) and the ciphertext at the
-/// lowest level.
+/// lowest level, its coefficients rounded to drop the low bits that only
+/// carry noise ([`wire::safe_drop_bits`]; both sides derive the count from
+/// the parameters), serialized by [`wire::encode_result_ct_dropped`].
+#[derive(Debug, PartialEq, Eq)]
 pub struct ResultCt {
     pub bundle_idx: u32,
     pub poly: u16,
@@ -186,53 +232,181 @@ pub struct ResultCt {
 }
 
 impl ResultCt {
-    pub fn to_frame(&self) -> Frame {
-        let mut w = Writer::with_capacity(6 + self.ct.len());
+    /// Serializes a result ciphertext (at the lowest level).
+    pub fn encode(bundle_idx: u32, poly: u16, ct: &Ciphertext) -> Result<Self, HeError> {
+        let drop = wire::safe_drop_bits(ct.params());
+        Ok(Self {
+            bundle_idx,
+            poly,
+            ct: wire::encode_result_ct_dropped(ct, drop)?,
+        })
+    }
+}
+
+impl Message for ResultCt {
+    const PROTOCOL: ProtocolId = PROTOCOL_ID;
+    const KIND: u8 = 7;
+    /// The parameters that fix the ciphertext's size.
+    type Bounds<'a> = &'a HeParams;
+
+    fn write(&self, w: &mut Writer) {
         w.u32(self.bundle_idx).u16(self.poly).bytes(&self.ct);
-        Frame::new(PROTOCOL_ID, KIND_RESULT_CT, w.into_bytes())
     }
 
-    /// A result ciphertext's frame: coefficients rounded to drop the low
-    /// bits that only carry noise ([`wire::safe_drop_bits`]; both sides
-    /// derive the count from the parameters).
-    pub fn encode(
-        bundle_idx: u32,
-        poly: u16,
-        ct: &Ciphertext,
-    ) -> Result<Frame, psikit_he::HeError> {
-        let drop = wire::safe_drop_bits(ct.params());
-        let ct = wire::encode_result_ct_dropped(ct, drop)?;
+    fn read(r: &mut Reader<'_>, he: &HeParams) -> Result<Self, DecodeError> {
+        let bundle_idx = r.u32("bundle index")?;
+        let poly = r.u16("polynomial index")?;
+        let size = wire::result_ct_size_dropped(he, wire::safe_drop_bits(he))
+            .map_err(|e| DecodeError::invalid("result ciphertext", e))?;
+        let ct = r.bytes(size, "result ciphertext")?.to_vec();
         Ok(Self {
             bundle_idx,
             poly,
             ct,
-        }
-        .to_frame())
+        })
     }
+}
 
+/// A [`ResultCt`] as the client uses it, with the ciphertext decoded
+/// straight from the frame's payload. Result ciphertexts stream by the
+/// hundred per query: this path skips the copy of their bytes that
+/// [`Message::decode`] into a [`ResultCt`] would make.
+pub struct DecodedResultCt {
+    pub bundle_idx: u32,
+    pub poly: u16,
+    pub ct: Ciphertext,
+}
+
+impl DecodedResultCt {
     /// Reads the header fields; the ciphertext is checked by
-    /// [`wire::decode_result_ct_dropped`] (exact size).
-    pub fn decode(payload: &[u8], he: &HeParams) -> Result<(u32, u16, Ciphertext), DecodeError> {
+    /// [`wire::decode_result_ct_dropped`] (exact size, residues in range).
+    pub fn decode(payload: &[u8], he: &HeParams) -> Result<Self, DecodeError> {
         let mut r = Reader::new(payload);
         let bundle_idx = r.u32("bundle index")?;
         let poly = r.u16("polynomial index")?;
         let bytes = r.bytes(r.remaining(), "result ciphertext")?;
         let ct = wire::decode_result_ct_dropped(he, bytes, wire::safe_drop_bits(he))
             .map_err(|e| DecodeError::invalid("result ciphertext", e))?;
-        Ok((bundle_idx, poly, ct))
+        Ok(Self {
+            bundle_idx,
+            poly,
+            ct,
+        })
     }
 }
 
 /// Ends the answer: how many packages were sent.
-pub fn query_done(packages: u32) -> Frame {
-    let mut w = Writer::new();
-    w.u32(packages);
-    Frame::new(PROTOCOL_ID, KIND_QUERY_DONE, w.into_bytes())
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QueryDone {
+    pub packages: u32,
 }
 
-pub fn decode_query_done(payload: &[u8]) -> Result<u32, DecodeError> {
-    let mut r = Reader::new(payload);
-    let n = r.u32("package count")?;
-    r.finish()?;
-    Ok(n)
+impl Message for QueryDone {
+    const PROTOCOL: ProtocolId = PROTOCOL_ID;
+    const KIND: u8 = 8;
+    type Bounds<'a> = ();
+
+    fn write(&self, w: &mut Writer) {
+        w.u32(self.packages);
+    }
+
+    fn read(r: &mut Reader<'_>, (): ()) -> Result<Self, DecodeError> {
+        Ok(Self {
+            packages: r.u32("package count")?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use psikit_he::{Evaluator, RelinKey, SecretKey};
+
+    use super::*;
+    use crate::codec_tests::{check_message, oprf_elements};
+    use crate::he_psi::params::PsiParams;
+    use crate::he_psi::tests::PARAMS_256K;
+
+    #[test]
+    fn every_message_round_trips_with_its_layout_and_refuses_truncation_and_trailing_bytes() {
+        check_message(&ParamsRequest, (), &[]);
+
+        let params = ParamsResponse {
+            params_json: "{}".into(),
+            max_label_bytes: 16,
+            db_id: [3; 32],
+            max_query_items: 500,
+            bundle_counts: vec![4, 0, 9],
+        };
+        let layout = [
+            &2u32.to_be_bytes()[..],
+            b"{}",
+            &16u32.to_be_bytes(),
+            &[3; 32],
+            &500u32.to_be_bytes(),
+            &3u32.to_be_bytes(),
+            &4u32.to_be_bytes(),
+            &0u32.to_be_bytes(),
+            &9u32.to_be_bytes(),
+        ]
+        .concat();
+        check_message(&params, (), &layout);
+
+        let (blinded, evaluated) = oprf_elements(2);
+        let layout = [
+            2u32.to_be_bytes().to_vec(),
+            BlindedElement::encode_concatenated(&blinded),
+        ]
+        .concat();
+        check_message(&OprfRequest { blinded }, 2, &layout);
+        let layout = [
+            2u32.to_be_bytes().to_vec(),
+            EvaluatedElement::encode_concatenated(&evaluated),
+        ]
+        .concat();
+        check_message(&OprfResponse { evaluated }, 2, &layout);
+
+        let he = PsiParams::from_apsi_json(PARAMS_256K)
+            .unwrap()
+            .he_params()
+            .unwrap();
+        let sk = SecretKey::generate(&he).unwrap();
+        let relin = RelinKey::generate(&sk).unwrap();
+        let header = QueryHeader {
+            db_id: [8; 32],
+            relin_key: relin.to_bytes().unwrap(),
+        };
+        let layout = [
+            &[8u8; 32][..],
+            &(header.relin_key.len() as u32).to_be_bytes(),
+            &header.relin_key,
+        ]
+        .concat();
+        check_message(&header, &he, &layout);
+
+        let slots: Vec<u64> = (0..he.degree() as u64).map(|i| i % 7).collect();
+        let mut ct = sk.encrypt_slots(&slots).unwrap();
+        let query = QueryCt::encode(&ct).unwrap();
+        check_message(&query, &he, &wire::encode_query_ct(&ct).unwrap());
+        assert_eq!(
+            sk.decrypt_slots(&query.ciphertext(&he).unwrap()).unwrap(),
+            slots
+        );
+
+        Evaluator::new(&he, &relin)
+            .unwrap()
+            .to_lowest(&mut ct)
+            .unwrap();
+        let result = ResultCt::encode(5, 2, &ct).unwrap();
+        let bytes = wire::encode_result_ct_dropped(&ct, wire::safe_drop_bits(&he)).unwrap();
+        let layout = [&5u32.to_be_bytes()[..], &2u16.to_be_bytes(), &bytes].concat();
+        check_message(&result, &he, &layout);
+        // The client's path decodes the same payload to the ciphertext.
+        let decoded = DecodedResultCt::decode(&layout, &he).unwrap();
+        assert_eq!((decoded.bundle_idx, decoded.poly), (5, 2));
+        assert_eq!(sk.decrypt_slots(&decoded.ct).unwrap(), slots);
+        assert!(DecodedResultCt::decode(&layout[..layout.len() - 1], &he).is_err());
+        assert!(DecodedResultCt::decode(&[&layout[..], &[0]].concat(), &he).is_err());
+
+        check_message(&QueryDone { packages: 12 }, (), &12u32.to_be_bytes());
+    }
 }

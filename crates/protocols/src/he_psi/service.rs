@@ -10,13 +10,13 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use psikit_he::{wire, Ciphertext};
-use psikit_transport::{Channel, Frame, ProtocolId};
+use psikit_he::Ciphertext;
+use psikit_transport::{Channel, Frame, Message, ProtocolId};
 use tokio::sync::{mpsc, Semaphore};
 
 use super::messages::{
-    query_done, OprfRequest, OprfResponse, ParamsResponse, QueryHeader, ResultCt,
-    KIND_OPRF_REQUEST, KIND_PARAMS_REQUEST, KIND_QUERY_CT, KIND_QUERY_HEADER, PROTOCOL_ID,
+    OprfRequest, OprfResponse, ParamsRequest, ParamsResponse, QueryCt, QueryDone, QueryHeader,
+    ResultCt, PROTOCOL_ID,
 };
 use super::sender::ResultPackage;
 use super::state::{db_path, HeState};
@@ -65,9 +65,9 @@ impl HeService {
 
     async fn dispatch(&self, frame: Frame, ch: &mut Channel) -> Result<(), Error> {
         match frame.kind {
-            KIND_PARAMS_REQUEST => self.handle_params(ch).await,
-            KIND_OPRF_REQUEST => self.handle_oprf(&frame.payload, ch).await,
-            KIND_QUERY_HEADER => self.handle_query(&frame.payload, ch).await,
+            ParamsRequest::KIND => self.handle_params(ch).await,
+            OprfRequest::KIND => self.handle_oprf(&frame.payload, ch).await,
+            QueryHeader::KIND => self.handle_query(&frame.payload, ch).await,
             other => Err(Error::Protocol(format!("unknown request kind {other}"))),
         }
     }
@@ -82,7 +82,7 @@ impl HeService {
             max_query_items: self.limits.max_query_items,
             bundle_counts: db.bundle_counts().iter().map(|&c| c as u32).collect(),
         };
-        Ok(ch.send(&response.to_frame()).await?)
+        Ok(ch.send_msg(&response).await?)
     }
 
     async fn handle_oprf(&self, payload: &[u8], ch: &mut Channel) -> Result<(), Error> {
@@ -92,7 +92,7 @@ impl HeService {
             tokio::task::spawn_blocking(move || snap.key().blind_evaluate_batch(&req.blinded))
                 .await
                 .map_err(|e| Error::Protocol(format!("OPRF task failed: {e}")))?;
-        Ok(ch.send(&OprfResponse { evaluated }.to_frame()).await?)
+        Ok(ch.send_msg(&OprfResponse { evaluated }).await?)
     }
 
     /// Reads the query's ciphertexts, then evaluates on the rayon pool while
@@ -114,8 +114,10 @@ impl HeService {
         for _ in 0..shape.bundle_idx_count() {
             let mut cts = Vec::with_capacity(sources);
             for _ in 0..sources {
-                let frame = ch.recv_expect(PROTOCOL_ID, KIND_QUERY_CT).await?;
-                cts.push(wire::decode_query_ct(&he, &frame.payload)?);
+                // Decoded here rather than with `recv_msg`, so that a bad
+                // ciphertext is answered with an error frame.
+                let frame = ch.recv_expect(QueryCt::PROTOCOL, QueryCt::KIND).await?;
+                cts.push(QueryCt::decode(&frame.payload, &he)?.ciphertext(&he)?);
             }
             query.push(cts);
         }
@@ -141,7 +143,10 @@ impl HeService {
         let packages = work
             .await
             .map_err(|e| Error::Protocol(format!("query task failed: {e}")))??;
-        Ok(ch.send(&query_done(packages as u32)).await?)
+        let done = QueryDone {
+            packages: packages as u32,
+        };
+        Ok(ch.send_msg(&done).await?)
     }
 }
 
@@ -184,6 +189,6 @@ fn package_frames(package: &ResultPackage) -> Result<Vec<Frame>, Error> {
     std::iter::once(&package.matching)
         .chain(&package.labels)
         .enumerate()
-        .map(|(poly, ct)| Ok(ResultCt::encode(package.bundle_idx, poly as u16, ct)?))
+        .map(|(poly, ct)| Ok(ResultCt::encode(package.bundle_idx, poly as u16, ct)?.to_frame()))
         .collect()
 }

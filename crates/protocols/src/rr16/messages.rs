@@ -4,14 +4,21 @@
 //! | kind | direction | message |
 //! |------|-----------|---------|
 //! | 1 | both | [`Hello`]: mode, reveal flag, own set size |
-//! | 2 | S -> R | coin toss: commitment to the sender's share |
-//! | 3 | R -> S | coin toss: the receiver's share |
-//! | 4 | S -> R | coin toss: the sender's share (opening) |
-//! | 5 | S -> R | cut-and-choose challenge `C_t` (index gaps) |
-//! | 6 | R -> S | response: which of `C_t` used bit 0, and `r*` |
-//! | 7 | R -> S | permutation `π_t`, bit-packed (chunked transfer) |
-//! | 8 | S -> R | summary values (chunked transfer) |
-//! | 9 | R -> S | matched summary values, if the result is revealed |
+//! | 2 | S -> R | [`Commit`]: coin toss, commitment to the sender's share |
+//! | 3 | R -> S | [`Nonce`]: coin toss, the receiver's share |
+//! | 4 | S -> R | [`Open`]: coin toss, the sender's share (opening) |
+//! | 5 | S -> R | [`Challenge`]: cut-and-choose challenge `C_t` (index gaps) |
+//! | 6 | R -> S | [`Response`]: which of `C_t` used bit 0, and `r*` |
+//! | 7 | R -> S | [`KIND_PERMUTATION`]: permutation `π_t`, bit-packed (chunked transfer) |
+//! | 8 | S -> R | [`KIND_SUMMARIES`]: summary values (chunked transfer) |
+//! | 9 | R -> S | [`KIND_REVEAL`]: matched summary values, if the result is revealed (chunked transfer) |
+//!
+//! Kinds 1 to 6 are single frames and implement [`Message`]. Kinds 7 to 9
+//! are chunked transfers (`Channel::send_chunked`), larger than a frame may
+//! be (a chunk's `π_t` is 2.6 MB at 2^20 OTs, the summary values `n`
+//! times up to 21 bytes), so they are not [`Message`]s: their payloads are
+//! encoded by [`pack_indices`] and `Session::encode_summaries`, and decoded
+//! by [`unpack_indices`] and [`split_values`].
 //!
 //! Per chunk: the OT layer's extension header and matrix (R -> S), its KOS
 //! seed (S -> R) immediately followed by the challenge (5), the KOS check
@@ -21,18 +28,15 @@
 //! there): neither party waits for the other between chunks, and the
 //! sender's checks report failures with an error frame.
 
-use psikit_transport::{DecodeError, Frame, Reader, Writer};
+use psikit_transport::{DecodeError, Message, ProtocolId, Reader, Writer};
 
 pub const PROTOCOL_ID: u8 = psikit_transport::ids::RR16;
 
-pub const KIND_HELLO: u8 = 1;
-pub const KIND_COMMIT: u8 = 2;
-pub const KIND_NONCE: u8 = 3;
-pub const KIND_OPEN: u8 = 4;
-pub const KIND_CHALLENGE: u8 = 5;
-pub const KIND_RESPONSE: u8 = 6;
+/// Kind of the chunked transfer of a chunk's permutation `π_t`.
 pub const KIND_PERMUTATION: u8 = 7;
+/// Kind of the chunked transfer of the sender's summary values.
 pub const KIND_SUMMARIES: u8 = 8;
+/// Kind of the chunked transfer of the matched summary values.
 pub const KIND_REVEAL: u8 = 9;
 
 /// First message of each party.
@@ -43,24 +47,23 @@ pub struct Hello {
     pub set_size: u64,
 }
 
-impl Hello {
-    pub fn to_frame(&self) -> Frame {
-        let mut w = Writer::new();
+impl Message for Hello {
+    const PROTOCOL: ProtocolId = PROTOCOL_ID;
+    const KIND: u8 = 1;
+    type Bounds<'a> = ();
+
+    fn write(&self, w: &mut Writer) {
         w.u8(u8::from(self.malicious))
             .u8(u8::from(self.reveal))
             .u64(self.set_size);
-        Frame::new(PROTOCOL_ID, KIND_HELLO, w.into_bytes())
     }
 
-    pub fn decode(payload: &[u8]) -> Result<Self, DecodeError> {
-        let mut r = Reader::new(payload);
-        let hello = Self {
-            malicious: flag(&mut r, "mode")?,
-            reveal: flag(&mut r, "reveal flag")?,
+    fn read(r: &mut Reader<'_>, (): ()) -> Result<Self, DecodeError> {
+        Ok(Self {
+            malicious: flag(r, "mode")?,
+            reveal: flag(r, "reveal flag")?,
             set_size: r.u64("set size")?,
-        };
-        r.finish()?;
-        Ok(hello)
+        })
     }
 }
 
@@ -72,54 +75,92 @@ fn flag(r: &mut Reader, field: &'static str) -> Result<bool, DecodeError> {
     }
 }
 
-/// A 32-byte value (commitment, nonce, opening).
-pub fn bytes32_frame(kind: u8, value: &[u8; 32]) -> Frame {
-    Frame::new(PROTOCOL_ID, kind, value.to_vec())
+/// Defines a coin-toss message: one 32-byte value, nothing else.
+macro_rules! bytes32_message {
+    ($(#[$doc:meta])* $name:ident, $kind:literal, $field:literal) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub struct $name(pub [u8; 32]);
+
+        impl Message for $name {
+            const PROTOCOL: ProtocolId = PROTOCOL_ID;
+            const KIND: u8 = $kind;
+            type Bounds<'a> = ();
+
+            fn write(&self, w: &mut Writer) {
+                w.bytes(&self.0);
+            }
+
+            fn read(r: &mut Reader<'_>, (): ()) -> Result<Self, DecodeError> {
+                r.array($field).map(Self)
+            }
+        }
+    };
 }
 
-pub fn decode_bytes32(payload: &[u8]) -> Result<[u8; 32], DecodeError> {
-    let mut r = Reader::new(payload);
-    let v = r.array("32-byte value")?;
-    r.finish()?;
-    Ok(v)
-}
+bytes32_message!(
+    /// Coin toss: the sender's commitment to its share.
+    Commit,
+    2,
+    "coin-toss commitment"
+);
+bytes32_message!(
+    /// Coin toss: the receiver's share.
+    Nonce,
+    3,
+    "coin-toss share"
+);
+bytes32_message!(
+    /// Coin toss: the sender's share, opening its commitment.
+    Open,
+    4,
+    "coin-toss opening"
+);
 
 /// The cut-and-choose challenge: strictly increasing OT indices of one
 /// chunk, sent as LEB128 gaps.
-pub fn challenge_frame(indices: &[u32]) -> Frame {
-    let mut w = Writer::with_capacity(indices.len() * 2 + 8);
-    w.count(indices.len());
-    let mut prev = 0u32;
-    for (i, &x) in indices.iter().enumerate() {
-        w.varint(u64::from(if i == 0 { x } else { x - prev }));
-        prev = x;
-    }
-    Frame::new(PROTOCOL_ID, KIND_CHALLENGE, w.into_bytes())
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Challenge {
+    pub indices: Vec<u32>,
 }
 
-pub fn decode_challenge(payload: &[u8], chunk_ots: u32) -> Result<Vec<u32>, DecodeError> {
-    let mut r = Reader::new(payload);
-    let n = r.count(u64::from(chunk_ots), 1, "challenge size")?;
-    let mut out = Vec::with_capacity(n);
-    let mut prev = 0u64;
-    for i in 0..n {
-        let gap = r.varint("challenge index")?;
-        if i > 0 && gap == 0 {
-            return Err(DecodeError::invalid("challenge index", "not increasing"));
+impl Message for Challenge {
+    const PROTOCOL: ProtocolId = PROTOCOL_ID;
+    const KIND: u8 = 5;
+    /// OTs per chunk: every index is below it.
+    type Bounds<'a> = u32;
+
+    fn write(&self, w: &mut Writer) {
+        w.count(self.indices.len());
+        let mut prev = 0u32;
+        for (i, &x) in self.indices.iter().enumerate() {
+            w.varint(u64::from(if i == 0 { x } else { x - prev }));
+            prev = x;
         }
-        let x = if i == 0 {
-            gap
-        } else {
-            prev.saturating_add(gap)
-        };
-        if x >= u64::from(chunk_ots) {
-            return Err(DecodeError::invalid("challenge index", "out of range"));
-        }
-        out.push(x as u32);
-        prev = x;
     }
-    r.finish()?;
-    Ok(out)
+
+    fn read(r: &mut Reader<'_>, chunk_ots: u32) -> Result<Self, DecodeError> {
+        let n = r.count(u64::from(chunk_ots), 1, "challenge size")?;
+        let mut indices = Vec::with_capacity(n);
+        let mut prev = 0u64;
+        for i in 0..n {
+            let gap = r.varint("challenge index")?;
+            if i > 0 && gap == 0 {
+                return Err(DecodeError::invalid("challenge index", "not increasing"));
+            }
+            let x = if i == 0 {
+                gap
+            } else {
+                prev.saturating_add(gap)
+            };
+            if x >= u64::from(chunk_ots) {
+                return Err(DecodeError::invalid("challenge index", "out of range"));
+            }
+            indices.push(x as u32);
+            prev = x;
+        }
+        Ok(Self { indices })
+    }
 }
 
 /// The receiver's answer: bit `i` says whether the `i`-th challenged OT used
@@ -130,20 +171,21 @@ pub struct Response {
     pub proof: u128,
 }
 
-impl Response {
-    pub fn to_frame(&self) -> Frame {
-        let mut w = Writer::new();
+impl Message for Response {
+    const PROTOCOL: ProtocolId = PROTOCOL_ID;
+    const KIND: u8 = 6;
+    /// How many OTs the challenge opened.
+    type Bounds<'a> = usize;
+
+    fn write(&self, w: &mut Writer) {
         w.bytes(&pack_bools(&self.zero_bits))
             .bytes(&self.proof.to_le_bytes());
-        Frame::new(PROTOCOL_ID, KIND_RESPONSE, w.into_bytes())
     }
 
-    pub fn decode(payload: &[u8], challenged: usize) -> Result<Self, DecodeError> {
-        let mut r = Reader::new(payload);
+    fn read(r: &mut Reader<'_>, challenged: usize) -> Result<Self, DecodeError> {
         let bits = r.bytes(challenged.div_ceil(8), "response bits")?;
         let zero_bits = unpack_bools(bits, challenged)?;
         let proof = u128::from_le_bytes(r.array("proof")?);
-        r.finish()?;
         Ok(Self { zero_bits, proof })
     }
 }
@@ -257,24 +299,54 @@ pub fn split_values(bytes: &[u8], len: usize, max_count: u64) -> Result<Vec<&[u8
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::codec_tests::check_message;
 
     #[test]
-    fn hello_and_challenge_round_trip_and_reject_garbage() {
-        let h = Hello {
+    fn every_message_round_trips_with_its_layout_and_refuses_truncation_and_trailing_bytes() {
+        let hello = Hello {
             malicious: true,
             reveal: false,
             set_size: 1 << 20,
         };
-        assert_eq!(Hello::decode(&h.to_frame().payload).unwrap(), h);
-        assert!(Hello::decode(&[2, 0, 0, 0, 0, 0, 0, 0, 0, 1]).is_err());
+        let layout = [&[1u8, 0][..], &(1u64 << 20).to_be_bytes()].concat();
+        check_message(&hello, (), &layout);
 
-        let c = vec![0, 3, 4, 1000, 99_999];
-        let f = challenge_frame(&c);
-        assert_eq!(decode_challenge(&f.payload, 100_000).unwrap(), c);
-        assert!(decode_challenge(&f.payload, 99_999).is_err());
-        for cut in 0..f.payload.len() {
-            assert!(decode_challenge(&f.payload[..cut], 100_000).is_err());
+        check_message(&Commit([1; 32]), (), &[1; 32]);
+        check_message(&Nonce([2; 32]), (), &[2; 32]);
+        check_message(&Open([3; 32]), (), &[3; 32]);
+
+        // Gaps 0, 3, 1, 996 and 98_999 as LEB128.
+        let challenge = Challenge {
+            indices: vec![0, 3, 4, 1000, 99_999],
+        };
+        let layout = [
+            &5u32.to_be_bytes()[..],
+            &[0, 3, 1, 0xe4, 0x07, 0xb7, 0x85, 0x06],
+        ]
+        .concat();
+        check_message(&challenge, 100_000, &layout);
+
+        let response = Response {
+            zero_bits: vec![true, false, true, true, false, false, true, false, true],
+            proof: 0x1234,
+        };
+        let layout = [&[0b0100_1101u8, 1][..], &0x1234u128.to_le_bytes()].concat();
+        check_message(&response, 9, &layout);
+    }
+
+    #[test]
+    fn hello_and_challenge_reject_garbage() {
+        assert!(Hello::decode(&[2, 0, 0, 0, 0, 0, 0, 0, 0, 1], ()).is_err());
+
+        let f = Challenge {
+            indices: vec![0, 3, 4, 1000, 99_999],
         }
+        .to_frame();
+        // An index out of range for a smaller chunk.
+        assert!(Challenge::decode(&f.payload, 99_999).is_err());
+        // A repeated index.
+        let repeated = [&2u32.to_be_bytes()[..], &[5, 0]].concat();
+        assert!(Challenge::decode(&repeated, 100).is_err());
     }
 
     #[test]
@@ -285,6 +357,10 @@ mod tests {
         };
         assert_eq!(Response::decode(&r.to_frame().payload, 9).unwrap(), r);
         assert!(Response::decode(&r.to_frame().payload, 8).is_err());
+        // Padding bits past the ninth must be zero.
+        let mut padded = r.to_frame().payload;
+        padded[1] |= 0x80;
+        assert!(Response::decode(&padded, 9).is_err());
 
         for width in [1u32, 7, 20, 22, 32] {
             let max = if width == 32 {

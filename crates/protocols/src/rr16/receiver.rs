@@ -10,7 +10,7 @@ use rand::rngs::{OsRng, StdRng};
 use rand::SeedableRng;
 use rayon::prelude::*;
 
-use super::messages::{self as msg, Response, PROTOCOL_ID};
+use super::messages::{self as msg, Challenge, Response, PROTOCOL_ID};
 use super::params::Rr16Params;
 use super::sender::abort;
 use super::session::{establish, explained, fold, timed, OtSet, Phases, Summary};
@@ -224,8 +224,10 @@ async fn answer_challenge(
     p: &Rr16Params,
     behaviour: &Behaviour,
 ) -> Result<OtSet, Error> {
-    let frame = ch.recv_expect(PROTOCOL_ID, msg::KIND_CHALLENGE).await?;
-    let challenge = msg::decode_challenge(&frame.payload, p.ots_per_chunk as u32)?;
+    let challenge = ch
+        .recv_msg::<Challenge>(p.ots_per_chunk as u32)
+        .await?
+        .indices;
     if challenge.len() as u64 > p.ots_per_chunk - p.bf_per_chunk {
         return Err(abort(
             ch,
@@ -242,7 +244,7 @@ async fn answer_challenge(
         .zip(&zero_bits)
         .filter(|(_, z)| **z)
         .fold(0u128, |x, (&i, _)| x ^ ots.message(i as usize));
-    ch.send(&Response { zero_bits, proof }.to_frame()).await?;
+    ch.send_msg(&Response { zero_bits, proof }).await?;
     Ok(OtSet::from_indices(p.ots_per_chunk as usize, &challenge))
 }
 

@@ -5,13 +5,13 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use psikit_ot::{OtExtSender, SenderOts};
-use psikit_transport::{Channel, ErrorCode, ErrorMessage};
+use psikit_transport::{Channel, ErrorCode, ErrorMessage, Message};
 use rand::rngs::{OsRng, StdRng};
 use rand::{Rng, SeedableRng};
 use rayon::prelude::*;
 use subtle::ConstantTimeEq;
 
-use super::messages::{self as msg, Response, PROTOCOL_ID};
+use super::messages::{self as msg, Challenge, Response, PROTOCOL_ID};
 use super::params::Rr16Params;
 use super::session::{establish, explained, fold, timed, OtSet, Phases, Session, Summary};
 use super::Rr16Config;
@@ -92,7 +92,7 @@ async fn send_steps(
         // has fixed the receiver's choice bits, and the check is not
         // confirmed: the receiver answers both at once without waiting.
         let challenge = upcoming.take();
-        let follow_up = challenge.as_deref().map(msg::challenge_frame);
+        let follow_up = challenge.as_ref().map(Challenge::to_frame);
         let mut folded = Duration::ZERO;
         let fold_previous = || {
             if let Some(previous) = unfolded.take() {
@@ -109,7 +109,7 @@ async fn send_steps(
             .await?;
         let opened = match challenge {
             Some(challenge) => {
-                Some(cut_and_choose(ch, &ots, &p, &challenge, &mut opened_ones).await?)
+                Some(cut_and_choose(ch, &ots, &p, &challenge.indices, &mut opened_ones).await?)
             }
             None => None,
         };
@@ -166,12 +166,13 @@ async fn send_steps(
 }
 
 /// Draws `C_t` (each OT with probability `p_chk`) from a CSPRNG.
-fn sample_challenge(ots: u64, p_chk: f64) -> Vec<u32> {
+fn sample_challenge(ots: u64, p_chk: f64) -> Challenge {
     let mut rng = StdRng::from_rng(OsRng).expect("OS randomness");
     let threshold = (p_chk * 2f64.powi(32)) as u64;
-    (0..ots as u32)
+    let indices = (0..ots as u32)
         .filter(|_| u64::from(rng.gen::<u32>()) < threshold)
-        .collect()
+        .collect();
+    Challenge { indices }
 }
 
 /// Steps 3-4 of Figure 4 for one chunk with challenge `C_t`, which went out
@@ -185,8 +186,7 @@ async fn cut_and_choose(
     challenge: &[u32],
     opened_ones: &mut u64,
 ) -> Result<OtSet, Error> {
-    let reply = ch.recv_expect(PROTOCOL_ID, msg::KIND_RESPONSE).await?;
-    let response = Response::decode(&reply.payload, challenge.len())?;
+    let response = ch.recv_msg::<Response>(challenge.len()).await?;
     let zeros = response.zero_bits.iter().filter(|z| **z).count();
     *opened_ones += (challenge.len() - zeros) as u64;
     if *opened_ones > p.n_maxones {

@@ -12,7 +12,7 @@ use sha2::{Digest, Sha256};
 use zeroize::Zeroize;
 
 use super::bloom::{BloomHasher, Positions};
-use super::messages::{self as msg, Hello};
+use super::messages::{self as msg, Commit, Hello, Nonce, Open};
 use super::params::Rr16Params;
 use super::Rr16Config;
 use crate::Error;
@@ -49,12 +49,8 @@ pub async fn hello(ch: &mut Channel, cfg: &Rr16Config, own_size: u64) -> Result<
         reveal: cfg.reveal_to_sender,
         set_size: own_size,
     };
-    ch.send(&mine.to_frame()).await?;
-    let peer = Hello::decode(
-        &ch.recv_expect(msg::PROTOCOL_ID, msg::KIND_HELLO)
-            .await?
-            .payload,
-    )?;
+    ch.send_msg(&mine).await?;
+    let peer = ch.recv_msg::<Hello>(()).await?;
     if peer.malicious != mine.malicious || peer.reveal != mine.reveal {
         return Err(Error::Protocol(format!(
             "the peer runs {} security{} but we run {} security{}",
@@ -109,16 +105,14 @@ pub async fn coin_toss(ch: &mut Channel, is_sender: bool) -> Result<[u8; 32], Er
     let mut share = [0u8; 32];
     rand::rngs::OsRng.fill_bytes(&mut share);
     let (sender_share, receiver_share) = if is_sender {
-        ch.send(&msg::bytes32_frame(msg::KIND_COMMIT, &commit(&share)))
-            .await?;
-        let theirs = recv32(ch, msg::KIND_NONCE).await?;
-        ch.send(&msg::bytes32_frame(msg::KIND_OPEN, &share)).await?;
+        ch.send_msg(&Commit(commit(&share))).await?;
+        let Nonce(theirs) = ch.recv_msg(()).await?;
+        ch.send_msg(&Open(share)).await?;
         (share, theirs)
     } else {
-        let commitment = recv32(ch, msg::KIND_COMMIT).await?;
-        ch.send(&msg::bytes32_frame(msg::KIND_NONCE, &share))
-            .await?;
-        let theirs = recv32(ch, msg::KIND_OPEN).await?;
+        let Commit(commitment) = ch.recv_msg(()).await?;
+        ch.send_msg(&Nonce(share)).await?;
+        let Open(theirs) = ch.recv_msg(()).await?;
         if commit(&theirs) != commitment {
             return Err(Error::Aborted(
                 "the sender's coin-toss opening does not match its commitment".into(),
@@ -140,12 +134,6 @@ fn commit(share: &[u8; 32]) -> [u8; 32] {
         .chain_update(share)
         .finalize()
         .into()
-}
-
-async fn recv32(ch: &mut Channel, kind: u8) -> Result<[u8; 32], Error> {
-    Ok(msg::decode_bytes32(
-        &ch.recv_expect(msg::PROTOCOL_ID, kind).await?.payload,
-    )?)
 }
 
 /// Runs hello and coin toss and derives everything both sides need.
