@@ -113,12 +113,12 @@ impl ChoiceBits {
 
     /// A copy extended to `len` bits (a multiple of 8) with random bits.
     pub(crate) fn padded<R: RngCore + CryptoRng>(&self, len: usize, rng: &mut R) -> Vec<u8> {
-        debug_assert!(len >= self.len && len % 8 == 0);
+        debug_assert!(len >= self.len && len.is_multiple_of(8));
         let mut out = vec![0u8; len / 8];
         rng.fill_bytes(&mut out);
         let full = self.len / 8;
         out[..full].copy_from_slice(&self.bytes[..full]);
-        if self.len % 8 != 0 {
+        if !self.len.is_multiple_of(8) {
             let keep = (1u8 << (self.len % 8)) - 1;
             out[full] = (out[full] & !keep) | self.bytes[full];
         }
@@ -134,7 +134,7 @@ impl ChoiceBits {
     }
 
     fn clear_tail(&mut self) {
-        if self.len % 8 != 0 {
+        if !self.len.is_multiple_of(8) {
             let last = self.bytes.len() - 1;
             self.bytes[last] &= (1u8 << (self.len % 8)) - 1;
         }

@@ -435,7 +435,7 @@ impl WireElement {
 
     /// Decodes `ELEMENT_LEN`-byte encodings laid end to end, in parallel.
     fn decode_concatenated(buf: &[u8], what: &'static str) -> Result<Vec<Self>> {
-        if buf.len() % ELEMENT_LEN != 0 {
+        if !buf.len().is_multiple_of(ELEMENT_LEN) {
             return Err(OprfError::RaggedElements { len: buf.len() });
         }
         buf.par_chunks_exact(ELEMENT_LEN)

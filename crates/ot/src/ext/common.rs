@@ -215,7 +215,7 @@ pub(crate) fn check_frame_rows(
 ) -> Result<usize, OtError> {
     let rows = frame_rows as usize;
     let max_payload = (chan.limits().max_frame_bytes as usize).saturating_sub(HEADER_LEN);
-    if rows == 0 || rows % SUB_BATCH != 0 || rows * (columns / 8) > max_payload {
+    if rows == 0 || !rows.is_multiple_of(SUB_BATCH) || rows * (columns / 8) > max_payload {
         return Err(OtError::Malformed(format!(
             "invalid frame size of {rows} rows"
         )));

@@ -300,7 +300,7 @@ fn last_of_each_item(entries: &[DbEntry<'_>]) -> (Vec<usize>, usize) {
     order.par_sort_unstable();
     let mut keep: Vec<usize> = Vec::with_capacity(order.len());
     for (k, &(value, i)) in order.iter().enumerate() {
-        if order.get(k + 1).map_or(true, |next| next.0 != value) {
+        if order.get(k + 1).is_none_or(|next| next.0 != value) {
             keep.push(i);
         }
     }

@@ -200,7 +200,7 @@ fn pack_bools(bits: &[bool]) -> Vec<u8> {
 
 fn unpack_bools(bytes: &[u8], n: usize) -> Result<Vec<bool>, DecodeError> {
     let bits: Vec<bool> = (0..n).map(|i| bytes[i / 8] >> (i % 8) & 1 == 1).collect();
-    if n % 8 != 0 && bytes[n / 8] >> (n % 8) != 0 {
+    if !n.is_multiple_of(8) && bytes[n / 8] >> (n % 8) != 0 {
         return Err(DecodeError::invalid("response bits", "non-zero padding"));
     }
     Ok(bits)
@@ -279,7 +279,7 @@ pub fn unpack_indices(bytes: &[u8], count: usize, width: u32) -> Result<Vec<u32>
 
 /// Splits a received run of fixed-size summary values.
 pub fn split_values(bytes: &[u8], len: usize, max_count: u64) -> Result<Vec<&[u8]>, DecodeError> {
-    if len == 0 || bytes.len() % len != 0 {
+    if len == 0 || !bytes.len().is_multiple_of(len) {
         return Err(DecodeError::invalid(
             "summary values",
             "length is not a multiple of the value size",

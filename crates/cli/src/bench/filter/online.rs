@@ -42,7 +42,7 @@ const PING_ROUNDS: usize = 50;
 /// server item: even `j` are members, odd `j` (and any beyond `2n`) are
 /// fresh ids `n + j`.
 fn client_id(j: u64, n: u64) -> (u64, bool) {
-    if j % 2 == 0 && j / 2 < n {
+    if j.is_multiple_of(2) && j / 2 < n {
         (scatter(j / 2, n), true)
     } else {
         (n + j, false)
@@ -77,7 +77,7 @@ impl UpdatePlan {
     fn member_after(&self, j: u64, n: u64) -> bool {
         match client_id(j, n) {
             (id, true) => id % 100 != REMOVED_RESIDUE,
-            (_, false) => j % 3 == 0 && j / 3 < self.added.len() as u64,
+            (_, false) => j.is_multiple_of(3) && j / 3 < self.added.len() as u64,
         }
     }
 }

@@ -39,7 +39,7 @@ pub fn is_prime(n: u64) -> bool {
     if n < 2 {
         return false;
     }
-    if let Some(&p) = WITNESSES.iter().find(|&&p| n % p == 0) {
+    if let Some(&p) = WITNESSES.iter().find(|&&p| n.is_multiple_of(p)) {
         return n == p;
     }
     let s = (n - 1).trailing_zeros();

@@ -113,7 +113,7 @@ impl PsiParams {
                 self.seal.poly_modulus_degree, self.item.felts_per_item
             )));
         }
-        if self.table.table_size % per_bundle != 0 {
+        if !self.table.table_size.is_multiple_of(per_bundle) {
             return Err(invalid(format!(
                 "table_params.table_size ({}) must be a multiple of floor(poly_modulus_degree / \
                  felts_per_item) = {per_bundle}",
@@ -160,9 +160,7 @@ fn check_coeff_modulus_bits(bits: &[u32]) -> Result<()> {
 /// SIMD slots exist only when `t` is a prime with `t = 1 mod 2n`: then
 /// `x^n + 1` splits into `n` linear factors modulo `t`.
 fn check_plain_modulus(t: u64, n: u32) -> Result<()> {
-    if t.checked_ilog2()
-        .map_or(true, |log| log >= MODULUS_BITS_MAX)
-    {
+    if t.checked_ilog2().is_none_or(|log| log >= MODULUS_BITS_MAX) {
         return Err(invalid(format!(
             "seal_params.plain_modulus must be in 2..2^{MODULUS_BITS_MAX}, got {t}"
         )));
