@@ -39,8 +39,19 @@ pub enum Error {
     Ot(#[from] psikit_ot::OtError),
     #[error("protocol aborted: {0}")]
     Aborted(String),
-    #[error("protocol error: {0}")]
-    Protocol(String),
+    /// The peer broke the protocol.
+    #[error("{0}")]
+    Peer(#[from] Violation),
+    /// One of this party's worker tasks did not finish (a bug, or the
+    /// process shutting down).
+    #[error("{task} failed: {reason}")]
+    Task { task: &'static str, reason: String },
+    /// A call in an order the API does not allow: a bug in the caller.
+    #[error("{0}")]
+    Misuse(&'static str),
+    /// An invariant of psikit's own code failed: a bug in psikit.
+    #[error("internal error: {0}")]
+    Internal(&'static str),
     #[error(
         "the client's filter is at epoch {have} but the server is at epoch {current}: sync first"
     )]
@@ -51,7 +62,45 @@ pub enum Error {
     Unsupported(u8),
 }
 
+/// How a peer broke a protocol: what a server tells its client, and what
+/// a client reports about its server.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum Violation {
+    #[error("unknown request kind {0}")]
+    UnknownKind(u8),
+    #[error("unexpected message in {0}")]
+    Unexpected(&'static str),
+    #[error("{0} out of order")]
+    OutOfOrder(&'static str),
+    #[error("{what}: {got}, where {expected} were expected")]
+    Count {
+        what: &'static str,
+        got: u64,
+        expected: u64,
+    },
+    #[error("{what} is {got}, above the limit of {max}")]
+    TooLarge {
+        what: &'static str,
+        got: u64,
+        max: u64,
+    },
+    /// The parties run different settings (mode, parameters, database).
+    #[error("{0}")]
+    Settings(String),
+    /// A value that cannot be what the protocol says it is.
+    #[error("invalid {0}")]
+    Invalid(&'static str),
+}
+
 impl Error {
+    /// A worker task that did not finish.
+    pub(crate) fn task(task: &'static str, reason: impl std::fmt::Display) -> Self {
+        Self::Task {
+            task,
+            reason: reason.to_string(),
+        }
+    }
+
     pub(crate) fn io(path: &Path, source: std::io::Error) -> Self {
         Self::Io {
             path: path.to_path_buf(),
@@ -78,7 +127,7 @@ impl Error {
         let (code, text) = match self {
             Error::Decode(e) => (ErrorCode::BadRequest, e.to_string()),
             Error::Oprf(e) => (ErrorCode::BadRequest, e.to_string()),
-            Error::Protocol(t) => (ErrorCode::BadRequest, t.clone()),
+            Error::Peer(v) => (ErrorCode::BadRequest, v.to_string()),
             #[cfg(feature = "he")]
             Error::He(e) => (ErrorCode::BadRequest, e.to_string()),
             Error::StaleFilter { .. } => (ErrorCode::Stale, self.to_string()),

@@ -27,7 +27,7 @@ mod keyfile;
 mod oprf_wire;
 
 pub use common::{Match, NoProgress, Progress};
-pub use error::Error;
+pub use error::{Error, Violation};
 /// CSV keys, normalisation and synthetic data: the item encoding every
 /// front end must share, re-exported so front ends need no other crate.
 pub use psikit_io as io;

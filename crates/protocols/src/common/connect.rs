@@ -105,6 +105,6 @@ pub async fn loopback_pair(limits: Limits) -> Result<(Channel, Channel), Error> 
     let client = net::connect(&addr, None, limits).await?;
     let server = accept
         .await
-        .map_err(|e| Error::Protocol(format!("accept task failed: {e}")))??;
+        .map_err(|e| Error::task("accepting a connection", e))??;
     Ok((client, server))
 }

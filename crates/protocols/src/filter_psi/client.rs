@@ -16,7 +16,7 @@ use super::messages::{
 };
 use super::state::filter_digest;
 use super::{tag_from_output, PROTOCOL_ID};
-use crate::Error;
+use crate::{Error, Violation};
 
 const CACHE_MAGIC: &[u8; 8] = b"PSIKCCH\0";
 const CACHE_VERSION: u8 = 1;
@@ -106,7 +106,7 @@ impl ClientCache {
                     .as_mut()
                     .filter(|c| c.version == header.version)
                     .ok_or_else(|| {
-                        Error::Protocol("server says up to date for another filter".into())
+                        Violation::Settings("server says up to date for another filter".into())
                     })?;
                 c.max_query_items = header.max_query_items;
             }
@@ -140,7 +140,7 @@ impl ClientCache {
                             && c.version.epoch == header.from_epoch
                     })
                     .ok_or_else(|| {
-                        Error::Protocol("server sent a delta for another filter".into())
+                        Violation::Settings("server sent a delta for another filter".into())
                     })?;
                 c.apply_delta(&body, &header)?;
             }

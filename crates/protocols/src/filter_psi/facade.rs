@@ -21,7 +21,7 @@ use super::state::{tags_from_reader, ServerState, UpdateReport};
 use super::Tag;
 use crate::common::connect::{block_on, Channel, ServerAddr};
 use crate::common::state_dir;
-use crate::{Error, Progress};
+use crate::{Error, Progress, Violation};
 
 /// What [`setup`] built.
 pub struct SetupReport {
@@ -150,7 +150,9 @@ impl FilterClient {
         let cache = self
             .cache
             .as_ref()
-            .ok_or_else(|| Error::Protocol("server sent no filter".into()))?;
+            .ok_or(Error::Peer(Violation::Unexpected(
+                "a sync that sent no filter",
+            )))?;
         if let (Some(path), true) = (&self.path, outcome.kind != SyncKind::UpToDate) {
             cache.save(path)?;
         }
@@ -185,7 +187,7 @@ impl FilterClient {
         let cache = self
             .cache
             .as_ref()
-            .ok_or_else(|| Error::Protocol("query before the first sync".into()))?;
+            .ok_or(Error::Misuse("query before the first sync"))?;
         cache.query(ch, items).await
     }
 

@@ -13,7 +13,7 @@ use super::messages::{
 use super::state::{filter_digest, state_path, ServerState};
 use super::PROTOCOL_ID;
 use crate::service::{Handled, LiveState, ServerLimits, Service};
-use crate::Error;
+use crate::{Error, Violation};
 
 /// A state plus what every sync needs precomputed: the serialized filter
 /// and its digest. Immutable once published; updates publish a new one.
@@ -79,7 +79,7 @@ impl FilterService {
         match frame.kind {
             SyncRequest::KIND => self.handle_sync(&frame.payload, ch).await,
             QueryRequest::KIND => self.handle_query(&frame.payload, ch).await,
-            other => Err(Error::Protocol(format!("unknown request kind {other}"))),
+            other => Err(Violation::UnknownKind(other).into()),
         }
     }
 
@@ -135,7 +135,7 @@ impl FilterService {
             snap.state.key().blind_evaluate_batch(&req.blinded)
         })
         .await
-        .map_err(|e| Error::Protocol(format!("evaluation task failed: {e}")))?;
+        .map_err(|e| Error::task("OPRF evaluation", e))?;
         ch.send_msg(&QueryResponse { evaluated }).await?;
         Ok(())
     }

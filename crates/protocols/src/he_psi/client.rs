@@ -15,7 +15,7 @@ use super::messages::{
 use super::params::PsiParams;
 use super::receiver::{QueryState, Receiver};
 use super::sender::ResultPackage;
-use crate::{Error, Match};
+use crate::{Error, Match, Violation};
 
 /// A client connected to one database: its parameters and fresh keys.
 pub struct HeClient {
@@ -58,7 +58,7 @@ impl HeClient {
             Receiver::new(params, resp.max_label_bytes as usize)
         })
         .await
-        .map_err(|e| Error::Protocol(format!("key generation failed: {e}")))??;
+        .map_err(|e| Error::task("key generation", e))??;
         Ok(Self {
             receiver,
             db_id: resp.db_id,
@@ -101,9 +101,7 @@ impl HeClient {
                 label: m.label,
             }));
             if leftovers.len() == pending.len() {
-                return Err(Error::Protocol(
-                    "the cuckoo table could not place any item".into(),
-                ));
+                return Err(Error::Internal("the cuckoo table could not place any item"));
             }
             pending = leftovers.iter().map(|&i| pending[i]).collect();
         }
@@ -176,9 +174,12 @@ impl HeClient {
             if frame.protocol == QueryDone::PROTOCOL && frame.kind == QueryDone::KIND {
                 let done = QueryDone::decode(&frame.payload, ())?.packages;
                 if done != received {
-                    return Err(Error::Protocol(format!(
-                        "server announced {done} result packages but sent {received}"
-                    )));
+                    return Err(Violation::Count {
+                        what: "result packages received",
+                        got: u64::from(received),
+                        expected: u64::from(done),
+                    }
+                    .into());
                 }
                 return Ok(received);
             }
@@ -190,12 +191,12 @@ impl HeClient {
                     frame = ch.recv_expect(ResultCt::PROTOCOL, ResultCt::KIND).await?;
                 }
                 if frame.protocol != ResultCt::PROTOCOL || frame.kind != ResultCt::KIND {
-                    return Err(Error::Protocol("unexpected message in the answer".into()));
+                    return Err(Violation::Unexpected("the answer").into());
                 }
                 // Decoded straight from the payload: see `DecodedResultCt`.
                 let part = DecodedResultCt::decode(&frame.payload, he)?;
                 if usize::from(part.poly) != poly || bundle.is_some_and(|b| b != part.bundle_idx) {
-                    return Err(Error::Protocol("result package out of order".into()));
+                    return Err(Violation::OutOfOrder("result package").into());
                 }
                 bundle = Some(part.bundle_idx);
                 cts.push(part.ct);
@@ -206,7 +207,7 @@ impl HeClient {
                 bundle_idx: bundle.unwrap_or(0),
                 matching: cts
                     .next()
-                    .ok_or_else(|| Error::Protocol("empty result package".into()))?,
+                    .ok_or(Error::Peer(Violation::Invalid("empty result package")))?,
                 labels: cts.collect(),
             };
             self.receiver.process(state, &package)?;

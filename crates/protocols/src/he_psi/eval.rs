@@ -11,7 +11,7 @@ use psikit_he::{Ciphertext, Evaluator, PlainPoly, Prepared};
 use rayon::prelude::*;
 
 use super::powers::{Grouping, PowersPlan};
-use crate::Error;
+use crate::{Error, Violation};
 
 /// `y^e` for every exponent the plan needs, indexed by `e` (index 0 holds
 /// nothing: the constant term uses the evaluator's trivial "one").
@@ -41,11 +41,12 @@ impl Powers {
         sources: Vec<Ciphertext>,
     ) -> Result<Self, Error> {
         if sources.len() != plan.sources().len() {
-            return Err(Error::Protocol(format!(
-                "query has {} source powers per bundle index; the parameters need {}",
-                sources.len(),
-                plan.sources().len()
-            )));
+            return Err(Violation::Count {
+                what: "source powers per bundle index in the query",
+                got: sources.len() as u64,
+                expected: plan.sources().len() as u64,
+            }
+            .into());
         }
         let top = plan.needed().last().copied().unwrap_or(0) as usize;
         let mut by_exponent: Vec<Option<Ciphertext>> = vec![None; top + 1];
@@ -133,7 +134,7 @@ impl Powers {
         self.high
             .get(e as usize)
             .and_then(Option::as_ref)
-            .ok_or_else(|| Error::Protocol(format!("multiplier power {e} was not prepared")))
+            .ok_or(Error::Internal("a multiplier power was not prepared"))
     }
 }
 
@@ -152,14 +153,14 @@ fn prepare_all(
 fn prepared_factor(prepared: &HashMap<u32, Prepared>, e: u32) -> Result<&Prepared, Error> {
     prepared
         .get(&e)
-        .ok_or_else(|| Error::Protocol(format!("power {e} was not prepared")))
+        .ok_or(Error::Internal("a power was not prepared"))
 }
 
 fn get(by_exponent: &[Option<Ciphertext>], e: u32) -> Result<&Ciphertext, Error> {
     by_exponent
         .get(e as usize)
         .and_then(Option::as_ref)
-        .ok_or_else(|| Error::Protocol(format!("power {e} was not computed")))
+        .ok_or(Error::Internal("a power was not computed"))
 }
 
 /// Evaluates `sum_j coeffs[j] * y^j` on the encrypted powers: the
@@ -198,7 +199,7 @@ pub fn evaluate(
         .map(|(inner, a)| Ok((inner, powers.high(*a)?)))
         .collect::<Result<Vec<_>, Error>>()?;
     let mut result = match pairs.is_empty() {
-        true => return first.ok_or_else(|| Error::Protocol("empty polynomial".into())),
+        true => return first.ok_or(Error::Internal("empty polynomial")),
         false => ev.sum_of_products(&pairs)?,
     };
     // The direct terms may include 3-part powers: add before the one

@@ -366,7 +366,7 @@ pub fn label_cells(
     for m in matches {
         let slot = cells
             .get_mut(m.index)
-            .ok_or_else(|| Error::Protocol("a match out of range".into()))?;
+            .ok_or(Error::Internal("a match out of range"))?;
         *slot = Some(m.label.as_deref().map(label_fields).unwrap_or_default());
     }
     let width = cells.iter().flatten().map(Vec::len).max().unwrap_or(0);

@@ -16,7 +16,7 @@ use aes::Aes256;
 use rand::{CryptoRng, RngCore};
 use zeroize::{Zeroize, ZeroizeOnDrop};
 
-use crate::Error;
+use crate::{Error, Violation};
 
 /// The key that encrypts an item's label: only a client that holds the item
 /// (and so its OPRF output) can derive it.
@@ -63,7 +63,7 @@ pub fn encrypt_label<R: RngCore + CryptoRng>(
 /// malicious server) yields an error or a wrong label, never a panic.
 pub fn decrypt_label(key: &LabelKey, encrypted: &[u8]) -> Result<Vec<u8>, Error> {
     if encrypted.len() < NONCE_LEN + 2 {
-        return Err(Error::Protocol("encrypted label is too short".into()));
+        return Err(Violation::Invalid("encrypted label: too short").into());
     }
     let (nonce, body) = encrypted.split_at(NONCE_LEN);
     let nonce: [u8; NONCE_LEN] = nonce.try_into().expect("split at NONCE_LEN");
@@ -71,9 +71,7 @@ pub fn decrypt_label(key: &LabelKey, encrypted: &[u8]) -> Result<Vec<u8>, Error>
     apply_keystream(key, &nonce, &mut body);
     let len = usize::from(u16::from_le_bytes([body[0], body[1]]));
     if len > body.len() - 2 {
-        return Err(Error::Protocol(
-            "decrypted label length exceeds the label field".into(),
-        ));
+        return Err(Violation::Invalid("label: its length exceeds the label field").into());
     }
     body.copy_within(2..2 + len, 0);
     body.truncate(len);

@@ -15,7 +15,7 @@ use super::poly::Field;
 use super::powers::PowersPlan;
 use super::sender::ResultPackage;
 use super::shape::DbShape;
-use crate::{Error, Match};
+use crate::{Error, Match, Violation};
 
 /// A client's keys and the parameters they were made for. The secret key
 /// never leaves this struct; the relinearization key goes to the server.
@@ -169,9 +169,7 @@ impl Receiver {
         if idx >= self.shape.bundle_idx_count()
             || package.labels.len() != self.shape.label_fragments()
         {
-            return Err(Error::Protocol(
-                "result package does not fit the parameters".into(),
-            ));
+            return Err(Violation::Invalid("result package for these parameters").into());
         }
         let f = self.shape.felts_per_item;
         let per = self.shape.bins_per_bundle();

@@ -12,7 +12,7 @@ use super::cost::{PlanWork, QueryWork};
 use super::eval::{evaluate, Powers};
 use super::powers::{Grouping, PowersPlan};
 use super::sender_db::SenderDb;
-use crate::Error;
+use crate::{Error, Violation};
 
 /// The encrypted answer of one bin bundle.
 pub struct ResultPackage {
@@ -115,11 +115,12 @@ impl Sender {
     {
         let shape = self.db.shape();
         if query.len() != shape.bundle_idx_count() {
-            return Err(Error::Protocol(format!(
-                "query covers {} bundle indices; the parameters have {}",
-                query.len(),
-                shape.bundle_idx_count()
-            )));
+            return Err(Violation::Count {
+                what: "bundle indices in the query",
+                got: query.len() as u64,
+                expected: shape.bundle_idx_count() as u64,
+            }
+            .into());
         }
         query
             .into_par_iter()
@@ -200,7 +201,7 @@ impl Sender {
             .into_iter();
         let matching = results
             .next()
-            .ok_or_else(|| Error::Protocol("bundle without polynomials".into()))?;
+            .ok_or(Error::Internal("bundle without polynomials"))?;
         Ok(ResultPackage {
             bundle_idx: idx as u32,
             matching,

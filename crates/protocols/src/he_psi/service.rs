@@ -11,7 +11,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use psikit_he::Ciphertext;
-use psikit_transport::{Channel, Frame, Message, ProtocolId};
+use psikit_transport::{Channel, Frame, Message, ProtocolId, TransportError};
 use tokio::sync::{mpsc, Semaphore};
 
 use super::messages::{
@@ -21,7 +21,7 @@ use super::messages::{
 use super::sender::ResultPackage;
 use super::state::{db_path, HeState};
 use crate::service::{Handled, LiveState, ServerLimits, Service};
-use crate::Error;
+use crate::{Error, Violation};
 
 /// Serves the HE protocol. Cheap to share across connections.
 pub struct HeService {
@@ -68,7 +68,7 @@ impl HeService {
             ParamsRequest::KIND => self.handle_params(ch).await,
             OprfRequest::KIND => self.handle_oprf(&frame.payload, ch).await,
             QueryHeader::KIND => self.handle_query(&frame.payload, ch).await,
-            other => Err(Error::Protocol(format!("unknown request kind {other}"))),
+            other => Err(Violation::UnknownKind(other).into()),
         }
     }
 
@@ -91,7 +91,7 @@ impl HeService {
         let evaluated =
             tokio::task::spawn_blocking(move || snap.key().blind_evaluate_batch(&req.blinded))
                 .await
-                .map_err(|e| Error::Protocol(format!("OPRF task failed: {e}")))?;
+                .map_err(|e| Error::task("OPRF evaluation", e))?;
         Ok(ch.send_msg(&OprfResponse { evaluated }).await?)
     }
 
@@ -102,11 +102,12 @@ impl HeService {
         let he = snap.sender().he().clone();
         let header = QueryHeader::decode(payload, &he)?;
         if header.db_id != snap.db_id() {
-            return Err(Error::Protocol(
+            return Err(Violation::Settings(
                 "the query was prepared for another database (parameters or key changed); \
                  fetch the parameters again"
                     .into(),
-            ));
+            )
+            .into());
         }
         let shape = *snap.db().shape();
         let sources = snap.sender().sources();
@@ -125,14 +126,14 @@ impl HeService {
             .queries
             .acquire()
             .await
-            .map_err(|_| Error::Protocol("server shutting down".into()))?;
+            .map_err(|_| Error::task("waiting for a query turn", "server shutting down"))?;
         let (tx, mut rx) = mpsc::channel::<Vec<Frame>>(8);
         let work = tokio::task::spawn_blocking(move || -> Result<usize, Error> {
             let ev = snap.sender().evaluator(&header.relin_key)?;
             snap.sender().answer(&ev, query, |package| {
                 let frames = package_frames(&package)?;
                 tx.blocking_send(frames)
-                    .map_err(|_| Error::Protocol("client went away".into()))
+                    .map_err(|_| Error::Transport(TransportError::Closed))
             })
         });
         while let Some(frames) = rx.recv().await {
@@ -142,7 +143,7 @@ impl HeService {
         }
         let packages = work
             .await
-            .map_err(|e| Error::Protocol(format!("query task failed: {e}")))??;
+            .map_err(|e| Error::task("query evaluation", e))??;
         let done = QueryDone {
             packages: packages as u32,
         };

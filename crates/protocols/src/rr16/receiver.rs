@@ -85,7 +85,7 @@ async fn receive_steps(
     let buckets = session.buckets(items);
     let mut acc = vec![0u128; items.len()];
     phases.online += t.elapsed();
-    let mut rng = StdRng::from_rng(OsRng).map_err(|e| Error::Protocol(e.to_string()))?;
+    let mut rng = StdRng::from_rng(OsRng).map_err(|e| Error::task("seeding the shuffle", e))?;
     let ones = (p.ones_per_chunk + behaviour.extra_ones).min(p.ots_per_chunk);
     let mut draw =
         |spare| ChunkChoices::new(p.ots_per_chunk as usize, ones as usize, &mut rng, spare);

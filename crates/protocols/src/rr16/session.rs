@@ -15,7 +15,7 @@ use super::bloom::{BloomHasher, Positions};
 use super::messages::{self as msg, Commit, Hello, Nonce, Open};
 use super::params::Rr16Params;
 use super::Rr16Config;
-use crate::Error;
+use crate::{Error, Violation};
 
 /// A summary value in fixed-size words: its `summary_len` bytes (at most
 /// 21 for sets below 2^64) little-endian in three `u64`s, zero-padded.
@@ -52,19 +52,22 @@ pub async fn hello(ch: &mut Channel, cfg: &Rr16Config, own_size: u64) -> Result<
     ch.send_msg(&mine).await?;
     let peer = ch.recv_msg::<Hello>(()).await?;
     if peer.malicious != mine.malicious || peer.reveal != mine.reveal {
-        return Err(Error::Protocol(format!(
+        return Err(Violation::Settings(format!(
             "the peer runs {} security{} but we run {} security{}",
             mode_name(peer.malicious),
             reveal_name(peer.reveal),
             mode_name(mine.malicious),
             reveal_name(mine.reveal)
-        )));
+        ))
+        .into());
     }
     if peer.set_size > cfg.max_set_size {
-        return Err(Error::Protocol(format!(
-            "the peer's set has {} items, above the limit of {}",
-            peer.set_size, cfg.max_set_size
-        )));
+        return Err(Violation::TooLarge {
+            what: "the peer's set size",
+            got: peer.set_size,
+            max: cfg.max_set_size,
+        }
+        .into());
     }
     Ok(peer.set_size)
 }
