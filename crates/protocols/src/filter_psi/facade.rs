@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 use psikit_io::{KeyReader, KeySpec, ReadStats};
 use psikit_primitives::oprf::ServerKey;
 
-use super::client::{ClientCache, QueryOutcome, SyncKind, SyncOutcome};
+use super::cache::{ClientCache, SyncKind, SyncOutcome};
+use super::client::QueryOutcome;
 use super::config::FilterConfig;
 use super::state::{tags_from_reader, ServerState, UpdateReport};
 use super::Tag;

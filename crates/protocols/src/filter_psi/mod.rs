@@ -43,17 +43,19 @@
 //!   with another key and make the client miss matches (it cannot learn the
 //!   client's items). The server is trusted for correctness.
 
+mod cache;
 mod client;
 mod config;
 mod facade;
-mod messages;
+pub mod messages;
 mod server;
 mod state;
 
-pub use client::{ClientCache, QueryOutcome, SyncKind, SyncOutcome};
+pub use cache::{ClientCache, PendingQuery, SyncKind, SyncOutcome};
+pub use client::QueryOutcome;
 pub use config::FilterConfig;
 pub use facade::{setup, update, ClientQuery, FilterClient, SetupReport};
-pub use server::{FilterService, FilterSnapshot};
+pub use server::{FilterService, FilterSnapshot, SyncBody};
 pub use state::{tags_for_items, tags_from_reader, ServerState, UpdateReport};
 
 /// Protocol id of this protocol in [`psikit_transport::Frame`]s.

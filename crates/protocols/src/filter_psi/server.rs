@@ -38,6 +38,81 @@ impl FilterSnapshot {
     pub fn full_filter_bytes(&self) -> usize {
         self.full.len()
     }
+
+    /// The sans-IO answer to a sync request: the header, and the body (full
+    /// filter or delta) that follows it unless the client is up to date.
+    /// A delta is sent only while it is under half the full filter.
+    pub fn answer_sync(
+        &self,
+        req: &SyncRequest,
+        max_query_items: u32,
+    ) -> (SyncHeader, SyncBody<'_>) {
+        let mut header = SyncHeader {
+            mode: SyncMode::Full,
+            version: self.state.version(),
+            from_epoch: 0,
+            digest: self.digest,
+            max_query_items,
+        };
+        let delta = req.have.and_then(|have| {
+            let slots = self.state.changed_since(have)?;
+            Some((have.epoch, slots))
+        });
+        let body = match delta {
+            Some((from, slots)) if slots.is_empty() && from == header.version.epoch => {
+                header.mode = SyncMode::UpToDate;
+                SyncBody::None
+            }
+            Some((from, slots)) => {
+                let packed = self.state.filter().export_slots(&slots);
+                let body = DeltaBody { slots, packed }.encode();
+                if body.len() < self.full.len() / 2 {
+                    header.mode = SyncMode::Delta;
+                    header.from_epoch = from;
+                    SyncBody::Delta(body)
+                } else {
+                    SyncBody::Full(&self.full)
+                }
+            }
+            None => SyncBody::Full(&self.full),
+        };
+        (header, body)
+    }
+
+    /// The sans-IO answer to a query: the blinded elements evaluated under
+    /// the key, or [`Error::StaleFilter`] for a client whose filter is of
+    /// another epoch. CPU-bound (one scalar multiplication per element, on
+    /// the rayon pool).
+    pub fn answer_query(&self, req: &QueryRequest) -> Result<QueryResponse, Error> {
+        let current = self.state.version();
+        if req.version != current {
+            return Err(Error::StaleFilter {
+                have: req.version.epoch,
+                current: current.epoch,
+            });
+        }
+        Ok(QueryResponse {
+            evaluated: self.state.key().blind_evaluate_batch(&req.blinded),
+        })
+    }
+}
+
+/// What follows a [`SyncHeader`].
+pub enum SyncBody<'a> {
+    None,
+    Full(&'a [u8]),
+    Delta(Vec<u8>),
+}
+
+impl SyncBody<'_> {
+    /// The body's bytes, if there is one.
+    pub fn bytes(&self) -> Option<&[u8]> {
+        match self {
+            SyncBody::None => None,
+            SyncBody::Full(full) => Some(full),
+            SyncBody::Delta(delta) => Some(delta),
+        }
+    }
 }
 
 /// Serves the filter protocol. Cheap to share across connections.
@@ -86,35 +161,10 @@ impl FilterService {
     async fn handle_sync(&self, payload: &[u8], ch: &mut Channel) -> Result<(), Error> {
         let req = SyncRequest::decode(payload, ())?;
         let snap = self.snapshot();
-        let mut header = SyncHeader {
-            mode: SyncMode::Full,
-            version: snap.state.version(),
-            from_epoch: 0,
-            digest: snap.digest,
-            max_query_items: self.limits.max_query_items,
-        };
-        let delta = req.have.and_then(|have| {
-            let slots = snap.state.changed_since(have)?;
-            Some((have.epoch, slots))
-        });
-        match delta {
-            Some((from, slots)) if slots.is_empty() && from == header.version.epoch => {
-                header.mode = SyncMode::UpToDate;
-                ch.send_msg(&header).await?;
-            }
-            Some((from, slots)) => {
-                let packed = snap.state.filter().export_slots(&slots);
-                let body = DeltaBody { slots, packed }.encode();
-                if body.len() < snap.full.len() / 2 {
-                    header.mode = SyncMode::Delta;
-                    header.from_epoch = from;
-                    ch.send_msg(&header).await?;
-                    ch.send_chunked(PROTOCOL_ID, KIND_SYNC_BODY, &body).await?;
-                } else {
-                    send_full(ch, header, &snap.full).await?;
-                }
-            }
-            None => send_full(ch, header, &snap.full).await?,
+        let (header, body) = snap.answer_sync(&req, self.limits.max_query_items);
+        ch.send_msg(&header).await?;
+        if let Some(bytes) = body.bytes() {
+            ch.send_chunked(PROTOCOL_ID, KIND_SYNC_BODY, bytes).await?;
         }
         Ok(())
     }
@@ -122,21 +172,12 @@ impl FilterService {
     async fn handle_query(&self, payload: &[u8], ch: &mut Channel) -> Result<(), Error> {
         let req = QueryRequest::decode(payload, self.limits.max_query_items)?;
         let snap = self.snapshot();
-        let current = snap.state.version();
-        if req.version != current {
-            return Err(Error::StaleFilter {
-                have: req.version.epoch,
-                current: current.epoch,
-            });
-        }
         // Scalar multiplications are CPU-bound: run them on the rayon pool
         // via a blocking thread so the async workers keep serving others.
-        let evaluated = tokio::task::spawn_blocking(move || {
-            snap.state.key().blind_evaluate_batch(&req.blinded)
-        })
-        .await
-        .map_err(|e| Error::task("OPRF evaluation", e))?;
-        ch.send_msg(&QueryResponse { evaluated }).await?;
+        let response = tokio::task::spawn_blocking(move || snap.answer_query(&req))
+            .await
+            .map_err(|e| Error::task("OPRF evaluation", e))??;
+        ch.send_msg(&response).await?;
         Ok(())
     }
 }
@@ -170,11 +211,4 @@ fn describe(snap: &FilterSnapshot) -> String {
         snap.state.version().epoch,
         snap.full_filter_bytes()
     )
-}
-
-async fn send_full(ch: &mut Channel, mut header: SyncHeader, full: &[u8]) -> Result<(), Error> {
-    header.mode = SyncMode::Full;
-    ch.send_msg(&header).await?;
-    ch.send_chunked(PROTOCOL_ID, KIND_SYNC_BODY, full).await?;
-    Ok(())
 }
