@@ -209,11 +209,16 @@ impl ClientArgs {
         })
     }
 
+    /// The client with its cache; a damaged cache is reported in one line
+    /// and replaced by the next sync.
     fn client(&self) -> Result<FilterClient> {
-        Ok(FilterClient::with_cache_file(
-            &self.cache,
-            self.max_filter_mib << 20,
-        )?)
+        let client = FilterClient::with_cache_file(&self.cache, self.max_filter_mib << 20)?;
+        if let Some(why) = client.discarded_cache() {
+            eprintln!(
+                "psikit: ignoring the damaged filter cache ({why}); downloading the full filter"
+            );
+        }
+        Ok(client)
     }
 }
 

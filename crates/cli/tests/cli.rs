@@ -196,6 +196,62 @@ fn setup_serve_query_update_requery() {
     }
 }
 
+#[test]
+fn a_damaged_filter_cache_is_replaced_not_a_dead_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write(&d.join("server.csv"), "email\na@x\nb@x\nc@x\n");
+    write(&d.join("client.csv"), "id,email\n1,a@x\n2,z@x\n3,c@x\n");
+    let state = d.join("state");
+    run_ok(
+        psikit()
+            .args(["filter", "setup", "--key", "email", "--input"])
+            .arg(d.join("server.csv"))
+            .arg("--state")
+            .arg(&state),
+    );
+    let server = serve(&state);
+    let want: BTreeSet<String> = ["1,a@x".to_string(), "3,c@x".to_string()].into();
+    assert_eq!(query(&server.addr, d, "client.csv").1, want);
+    let cache = d.join("client.cache");
+    let good = std::fs::read(&cache).unwrap();
+    let mut flipped = good.clone();
+    let last = flipped.len() - 1;
+    flipped[last] ^= 1;
+    let damaged: [&[u8]; 4] = [&[], &good[..good.len() / 2], b"garbage", &flipped];
+    for bytes in damaged {
+        std::fs::write(&cache, bytes).unwrap();
+        let out = psikit()
+            .args([
+                "filter",
+                "query",
+                "--server",
+                &server.addr,
+                "--key",
+                "email",
+            ])
+            .arg("--input")
+            .arg(d.join("client.csv"))
+            .arg("--cache")
+            .arg(&cache)
+            .arg("--output")
+            .arg(d.join("matches.csv"))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{err}");
+        assert!(err.contains("ignoring the damaged filter cache"), "{err}");
+        let text = std::fs::read_to_string(d.join("matches.csv")).unwrap();
+        let got: BTreeSet<String> = text.lines().skip(1).map(str::to_string).collect();
+        assert_eq!(got, want);
+        assert_eq!(
+            std::fs::read(&cache).unwrap(),
+            good,
+            "the cache was rewritten"
+        );
+    }
+}
+
 fn run_err(cmd: &mut Command) -> Output {
     let out = cmd.output().expect("run psikit");
     assert!(!out.status.success());

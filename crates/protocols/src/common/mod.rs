@@ -4,6 +4,7 @@
 //! ([`state_dir`]).
 
 pub mod connect;
+pub mod files;
 pub mod state_dir;
 
 /// One item of the querying party's input that the other party holds.

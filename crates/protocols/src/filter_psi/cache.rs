@@ -16,6 +16,7 @@ use super::messages::{
 };
 use super::state::filter_digest;
 use super::tag_from_output;
+use crate::common::files::write_atomic;
 use crate::{Error, Violation};
 
 const CACHE_MAGIC: &[u8; 8] = b"PSIKCCH\0";
@@ -180,14 +181,7 @@ impl ClientCache {
             .u32(self.max_query_items)
             .u64(filter.len() as u64)
             .bytes(&filter);
-        let tmp = path.with_extension("tmp");
-        let write = || -> std::io::Result<()> {
-            let mut f = fs::File::create(&tmp)?;
-            f.write_all(&w.into_bytes())?;
-            f.sync_all()?;
-            fs::rename(&tmp, path)
-        };
-        write().map_err(|e| Error::io(path, e))
+        write_atomic(path, |out| out.write_all(&w.into_bytes()))
     }
 
     /// Loads a cache saved by [`ClientCache::save`], checking its digest.
@@ -198,9 +192,9 @@ impl ClientCache {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(Error::io(path, e)),
         };
-        Self::decode(&bytes).map(Some).map_err(|e| {
-            Error::StateFile(format!("{}: {e}; delete it to re-download", path.display()))
-        })
+        Self::decode(&bytes)
+            .map(Some)
+            .map_err(|e| Error::StateFile(format!("{}: {e}", path.display())))
     }
 
     fn decode(bytes: &[u8]) -> Result<Self, Error> {

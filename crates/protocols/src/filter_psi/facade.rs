@@ -116,18 +116,33 @@ pub struct FilterClient {
     cache: Option<ClientCache>,
     path: Option<PathBuf>,
     max_filter_bytes: u64,
+    discarded: Option<String>,
 }
 
 impl FilterClient {
     /// A client whose filter lives in `path` between runs (loaded now if
-    /// the file exists). `max_filter_bytes` bounds what a server may make
-    /// the client download and hold.
+    /// the file exists). A damaged file (truncated, empty, garbage, a
+    /// flipped bit) is set aside: the next sync downloads the full filter
+    /// and replaces it, and [`FilterClient::discarded_cache`] says why.
+    /// `max_filter_bytes` bounds what a server may make the client
+    /// download and hold.
     pub fn with_cache_file(path: &Path, max_filter_bytes: u64) -> Result<Self, Error> {
+        let (cache, discarded) = match ClientCache::load(path) {
+            Ok(cache) => (cache, None),
+            Err(e @ Error::Io { .. }) => return Err(e),
+            Err(damaged) => (None, Some(damaged.to_string())),
+        };
         Ok(Self {
-            cache: ClientCache::load(path)?,
+            cache,
             path: Some(path.to_path_buf()),
             max_filter_bytes,
+            discarded,
         })
+    }
+
+    /// Why the cache file could not be used, if it was damaged.
+    pub fn discarded_cache(&self) -> Option<&str> {
+        self.discarded.as_deref()
     }
 
     /// A client that keeps its filter in memory only.
@@ -136,6 +151,7 @@ impl FilterClient {
             cache: None,
             path: None,
             max_filter_bytes,
+            discarded: None,
         }
     }
 

@@ -23,6 +23,7 @@ use sha2::{Digest, Sha256};
 use super::config::FilterConfig;
 use super::messages::FilterVersion;
 use super::{tag_from_output, Tag};
+use crate::common::files::write_atomic;
 use crate::{keyfile, Error};
 
 const STATE_FILE: &str = "filter.state";
@@ -403,11 +404,7 @@ fn sorted_union(a: &[Tag], b: &[Tag]) -> Vec<Tag> {
 }
 
 fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), Error> {
-    let tmp = path.with_extension("tmp");
-    let mut f = fs::File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
-    f.write_all(bytes).map_err(|e| Error::io(&tmp, e))?;
-    f.sync_all().map_err(|e| Error::io(&tmp, e))?;
-    fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
+    write_atomic(path, |w| w.write_all(bytes))
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@
 //! checksum and every size and value range before use.
 
 use std::fs;
-use std::io::{BufReader, BufWriter, Read, Write};
+use std::io::{BufReader, Read, Write};
 use std::path::Path;
 
 use sha2::{Digest, Sha256};
@@ -23,6 +23,7 @@ use super::bundle::BinBundle;
 use super::params::PsiParams;
 use super::sender_db::SenderDb;
 use super::shape::DbShape;
+use crate::common::files::write_atomic;
 use crate::Error;
 
 const MAGIC: &[u8; 8] = b"PSIKHEDB";
@@ -56,20 +57,15 @@ impl<W: Write> Hashing<W> {
 
 /// Writes `db` to `path` atomically.
 pub fn save(db: &SenderDb, path: &Path) -> Result<(), Error> {
-    let tmp = path.with_extension("tmp");
-    let file = fs::File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
-    let mut w = Hashing {
-        inner: BufWriter::with_capacity(1 << 20, file),
-        hash: Sha256::new(),
-    };
-    write_body(db, &mut w).map_err(|e| Error::io(&tmp, e))?;
-    let digest = w.hash.finalize();
-    w.inner
-        .write_all(&digest)
-        .and_then(|_| w.inner.into_inner().map_err(|e| e.into_error()))
-        .and_then(|f| f.sync_all())
-        .map_err(|e| Error::io(&tmp, e))?;
-    fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
+    write_atomic(path, |out| {
+        let mut w = Hashing {
+            inner: out,
+            hash: Sha256::new(),
+        };
+        write_body(db, &mut w)?;
+        let digest = w.hash.finalize();
+        w.inner.write_all(&digest)
+    })
 }
 
 fn write_body<W: Write>(db: &SenderDb, w: &mut Hashing<W>) -> std::io::Result<()> {
