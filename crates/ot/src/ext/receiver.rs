@@ -135,20 +135,6 @@ impl OtExtReceiver {
         matrix.answer_check(chan).await
     }
 
-    /// [`OtExtReceiver::send_matrix`], `meanwhile`, then
-    /// [`MatrixSent::answer_check`], with [`Confirm::No`]. To be replaced by
-    /// the steps at its call sites.
-    pub async fn extend_unconfirmed(
-        &mut self,
-        chan: &mut Channel,
-        choices: &ChoiceBits,
-        meanwhile: impl FnOnce() + Send,
-    ) -> Result<ReceiverOts, OtError> {
-        let matrix = self.send_matrix(chan, choices, Confirm::No).await?;
-        meanwhile();
-        matrix.answer_check(chan).await
-    }
-
     /// Extends one random OT per choice bit and hashes every message during
     /// the extension, keeping only the messages (see
     /// [`OtExtSender::extend_random`]).

@@ -147,25 +147,6 @@ impl OtExtSender {
         matrix.send_seed(chan).await?.finish(chan).await
     }
 
-    /// [`OtExtSender::receive_matrix`], [`MatrixReceived::send_seed`], then
-    /// `follow_up` and `meanwhile`, then [`SeedSent::finish`], all with
-    /// [`Confirm::No`]. To be replaced by the steps at its call sites.
-    pub async fn extend_unconfirmed(
-        &mut self,
-        chan: &mut Channel,
-        n: usize,
-        follow_up: Option<&Frame>,
-        meanwhile: impl FnOnce() + Send,
-    ) -> Result<SenderOts, OtError> {
-        let matrix = self.receive_matrix(chan, n, Confirm::No).await?;
-        let seeded = matrix.send_seed(chan).await?;
-        if let Some(follow_up) = follow_up {
-            chan.send(follow_up).await?;
-        }
-        meanwhile();
-        seeded.finish(chan).await
-    }
-
     /// Extends `n` random OTs and hashes every message during the extension
     /// (frame by frame for IKNP, after the check for KOS), keeping only the
     /// messages. When every message is needed this costs less time and

@@ -1,6 +1,6 @@
 use super::receiver::Cheat;
 use super::*;
-use crate::messages::{block_from_le, kind, ExtHeader, PROTOCOL_ID};
+use crate::messages::{kind, ExtHeader, PROTOCOL_ID};
 use crate::{ChoiceBits, SessionId};
 use psikit_transport::{ErrorCode, Frame, Limits, TransportError};
 use rand::rngs::StdRng;
@@ -438,87 +438,6 @@ async fn bootstrap_from_extension_outputs() {
         &mut rng(1)
     )
     .is_err());
-}
-
-/// Unconfirmed extensions: correct outputs in both modes with the
-/// follow-up arriving right after the matrix (KOS: after the seed) and each
-/// caller's work run once, a
-/// cheater is still caught (the receiver hears of it at its next read), and
-/// a peer running the confirmed flow is refused.
-#[tokio::test]
-async fn unconfirmed_extensions() {
-    let follow_up = Frame::new(9, 1, b"challenge".to_vec());
-    for security in [Security::SemiHonest, Security::Malicious] {
-        let (mut s, mut cs, mut r, mut cr) = setup_pair(security, ExtConfig::default(), None).await;
-        let choices = ChoiceBits::random(3000, &mut rng(5));
-        let f = follow_up.clone();
-        let task = tokio::spawn(async move {
-            for _ in 0..2 {
-                let mut ran = 0;
-                let ots = s
-                    .extend_unconfirmed(&mut cs, 3000, Some(&f), || ran += 1)
-                    .await
-                    .unwrap();
-                assert_eq!(ran, 1, "the sender's work runs once");
-                cs.send(&Frame::new(
-                    9,
-                    2,
-                    ots.q()[..4].iter().flat_map(|q| q.to_le_bytes()).collect(),
-                ))
-                .await
-                .unwrap();
-            }
-            (s, cs)
-        });
-        for _ in 0..2 {
-            let mut ran = 0;
-            let ro = r
-                .extend_unconfirmed(&mut cr, &choices, || ran += 1)
-                .await
-                .unwrap();
-            assert_eq!(ran, 1, "the receiver's work runs once");
-            assert_eq!(cr.recv_expect(9, 1).await.unwrap(), follow_up);
-            let q = cr.recv_expect(9, 2).await.unwrap().payload;
-            let q: Vec<u128> = q.chunks_exact(16).map(block_from_le).collect();
-            for (i, q) in q.iter().enumerate() {
-                assert_eq!(q ^ ro.t()[i] == 0, !choices.get(i), "{security:?} row {i}");
-            }
-        }
-        let (s, cs) = task.await.unwrap();
-        // The sender runs the confirmed flow this time: a mismatch.
-        let task = tokio::spawn(async move {
-            let (mut s, mut cs) = (s, cs);
-            s.extend(&mut cs, 3000).await
-        });
-        let ro = r.extend_unconfirmed(&mut cr, &choices, || ()).await;
-        let so = task.await.unwrap();
-        if security == Security::Malicious {
-            assert!(matches!(so, Err(OtError::Mismatch(_))), "{so:?}");
-            assert!(ro.is_err());
-        } else {
-            // IKNP has no check, so both flows are the same.
-            assert!(so.is_ok() && ro.is_ok());
-        }
-    }
-
-    let (mut s, mut cs, mut r, mut cr) =
-        setup_pair(Security::Malicious, ExtConfig::default(), None).await;
-    r.cheat = Some(Cheat {
-        flips: (0..128).map(|j| (j, 37 * j)).collect(),
-        compensate: false,
-    });
-    let task =
-        tokio::spawn(async move { s.extend_unconfirmed(&mut cs, 10_000, None, || ()).await });
-    let choices = ChoiceBits::random(10_000, &mut rng(6));
-    assert!(r.extend_unconfirmed(&mut cr, &choices, || ()).await.is_ok());
-    assert!(matches!(
-        task.await.unwrap(),
-        Err(OtError::ConsistencyCheck)
-    ));
-    match cr.recv().await {
-        Err(TransportError::Peer(m)) => assert_eq!(m.code, ErrorCode::Aborted),
-        other => panic!("receiver should see the abort, got {other:?}"),
-    }
 }
 
 /// The extension driven step by hand, as RR16 does: in an unconfirmed
