@@ -69,16 +69,18 @@
 //! | [`OtExtReceiver::send_matrix`] → [`MatrixSent`] | header, matrix → | [`OtExtSender::receive_matrix`] → [`MatrixReceived`] |
 //! | | ← KOS seed | [`MatrixReceived::send_seed`] → [`SeedSent`] |
 //! | [`MatrixSent::answer_check`]: reads the seed | KOS check → | [`SeedSent::finish`]: reads and verifies the check |
-//! | ([`Confirm::Yes`] only) waits for | ← `KOS_OK` | ([`Confirm::Yes`] only) |
+//! | then, with [`Confirm::Yes`], waits for | ← `KOS_OK` | then, with [`Confirm::Yes`], confirms |
 //!
+//! Both first steps take the same [`Confirm`], which the header carries.
 //! The steps are the same for IKNP, where the seed, the check and the
 //! confirmation are simply not sent. Between two steps the caller may
 //! compute anything and exchange messages of its own, as long as the peer
 //! reads them at the matching point of its own flow: e.g. in an unconfirmed
 //! extension the sender may send frames after [`MatrixReceived::send_seed`],
 //! which the receiver reads after [`MatrixSent::answer_check`] (RR16 sends
-//! its cut-and-choose challenge there). A pending extension that fails or
-//! is dropped before its last step leaves the instance unusable
+//! its cut-and-choose challenge there); in a confirmed one they would
+//! arrive where the receiver expects `KOS_OK`. A pending extension that
+//! fails or is dropped before its last step leaves the instance unusable
 //! ([`OtError::Poisoned`]), as a failed [`OtExtSender::extend`] does.
 //!
 //! # Output hash
@@ -136,7 +138,7 @@ pub const MAX_OTS: usize = 1 << 36;
 /// sender's error frame in place of the next message it reads from the
 /// sender. That suits a protocol whose receiver hears from the sender later
 /// in any case, before anything depends on the check having passed (the
-/// receiver's own security does not). IKNP has no check and ignores this.
+/// receiver's own security never does). IKNP has no check and ignores this.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Confirm {
     /// The sender confirms a passed check and the receiver waits for it.

@@ -374,11 +374,12 @@ impl std::fmt::Debug for MatrixReceived<'_> {
 impl<'a> MatrixReceived<'a> {
     /// Second step: sends the KOS seed, from which both parties derive the
     /// check's weights (nothing for IKNP). Once it has returned, the caller
-    /// may send messages of its own that must wait until the receiver's
-    /// choice bits are fixed (e.g. a cut-and-choose challenge; in a
-    /// [`Confirm::No`] extension the receiver reads them after its check)
-    /// and do its own work while the receiver computes the check. Then
-    /// [`SeedSent::finish`].
+    /// may do its own work while the receiver computes the check and, in a
+    /// [`Confirm::No`] extension, send messages of its own that must wait
+    /// until the receiver's choice bits are fixed, such as a cut-and-choose
+    /// challenge: the receiver reads them after its check (in a
+    /// [`Confirm::Yes`] extension they would arrive in place of the
+    /// confirmation). Then [`SeedSent::finish`].
     pub async fn send_seed(self, chan: &mut Channel) -> Result<SeedSent<'a>, OtError> {
         let seed = match &self.run {
             Some(_) if self.ext.kos() => {
