@@ -79,8 +79,8 @@ pub mod transpose;
 pub use base::{BaseReceiverOutput, BaseSenderOutput};
 pub use choice::ChoiceBits;
 pub use ext::{
-    ExtConfig, OtExtReceiver, OtExtSender, RandomReceiverOts, RandomSenderOts, ReceiverOts,
-    Security, SenderOts,
+    Confirm, ExtConfig, OtExtReceiver, OtExtSender, RandomReceiverOts, RandomSenderOts,
+    ReceiverOts, Security, SenderOts,
 };
 pub use kk13::{Kk13Receiver, Kk13ReceiverOts, Kk13Sender, Kk13SenderOts};
 pub use messages::{kind, PROTOCOL_ID};

@@ -104,7 +104,7 @@ pub const KOS_CONFIRMED: u16 = 0;
 /// one is still reported with an error frame), and may send messages of its
 /// own right after the seed; the receiver goes on without waiting. Saves a
 /// round trip per extension for protocols that hear from the sender later
-/// anyway (`OtExtReceiver::extend_unconfirmed`).
+/// anyway ([`Confirm::No`](crate::ext::Confirm::No)).
 pub const KOS_UNCONFIRMED: u16 = 1;
 
 /// Which extension a header announces.

@@ -1,9 +1,9 @@
 //! What the sender and the receiver of an extension both run: matrix
 //! sizes, the column PRG keys, the KOS check weights and column sums, the
-//! reusable buffers, header checks, and how an extension ends.
+//! reusable buffers and header checks.
 
 use psikit_transport::frame::HEADER_LEN;
-use psikit_transport::{Channel, Frame};
+use psikit_transport::Channel;
 use rayon::prelude::*;
 use sha2::{Digest, Sha256};
 use zeroize::{Zeroize, Zeroizing};
@@ -134,49 +134,6 @@ pub(super) fn finish_rows(
     rows[n..].zeroize();
     rows.truncate(n);
     rows
-}
-
-/// Work a caller runs inside an unconfirmed extension while the peer is busy
-/// (see [`OtExtSender::extend_unconfirmed`]).
-///
-/// [`OtExtSender::extend_unconfirmed`]: super::OtExtSender::extend_unconfirmed
-type Meanwhile<'a> = Box<dyn FnOnce() + Send + 'a>;
-
-/// How an extension ends, on either side: with the sender confirming a
-/// passed KOS check, or without. Without, the sender's optional follow-up
-/// message travels with the seed (after the matrix for IKNP, which has no
-/// check), and each side runs its caller's `meanwhile` work where it would
-/// otherwise wait for the other.
-pub(super) struct Ending<'a> {
-    pub(super) confirm: bool,
-    /// Sender only.
-    pub(super) follow_up: Option<&'a Frame>,
-    meanwhile: Option<Meanwhile<'a>>,
-}
-
-impl<'a> Ending<'a> {
-    pub(super) fn confirmed() -> Self {
-        Self {
-            confirm: true,
-            follow_up: None,
-            meanwhile: None,
-        }
-    }
-
-    pub(super) fn unconfirmed(follow_up: Option<&'a Frame>, meanwhile: Meanwhile<'a>) -> Self {
-        Self {
-            confirm: false,
-            follow_up,
-            meanwhile: Some(meanwhile),
-        }
-    }
-
-    /// Runs the caller's work, at most once.
-    pub(super) fn run_meanwhile(&mut self) {
-        if let Some(work) = self.meanwhile.take() {
-            work();
-        }
-    }
 }
 
 /// Checks mode, position and size of an extension header.

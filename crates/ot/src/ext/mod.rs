@@ -40,11 +40,11 @@
 //! 4. the sender accepts iff `t̃_j = q̃_j ⊕ Δ_j·x̃` for all `j`, where
 //!    `q̃_j = Σ_k χ_k·q_{j,k}`.
 //! 5. the sender confirms (`KOS_OK`), or in an *unconfirmed* extension
-//!    ([`OtExtReceiver::extend_unconfirmed`]) stays silent unless the check
-//!    failed, and the receiver does not wait: the confirmation only tells
-//!    the receiver that the sender accepted, which the receiver's security
-//!    does not depend on, and a protocol that hears from the sender later
-//!    learns of a failure then.
+//!    ([`Confirm::No`]) stays silent unless the check failed, and the
+//!    receiver does not wait: the confirmation only tells the receiver that
+//!    the sender accepted, which the receiver's security does not depend
+//!    on, and a protocol that hears from the sender later learns of a
+//!    failure then.
 //!
 //! Because `x̃` is one-time padded by the random mask block and `t̃_j` follows
 //! from `q̃_j` and `x̃`, the sender learns nothing from the answer, so the
@@ -57,6 +57,32 @@
 //! `PCLMULQDQ`, [`gf128::ColumnSums`]) on a column copy of the matrix kept
 //! until the weights are known (cheaper than transposing the rows back).
 //!
+//! # Steps
+//! [`OtExtSender::extend`] and [`OtExtReceiver::extend`] run a whole
+//! extension. A protocol that wants to act inside one (send its own
+//! messages once the receiver's choice bits are fixed, or compute while the
+//! peer is busy) drives it as steps instead; each step consumes the pending
+//! extension and returns the next one:
+//!
+//! | receiver | messages | sender |
+//! |---|---|---|
+//! | [`OtExtReceiver::send_matrix`] → [`MatrixSent`] | header, matrix → | [`OtExtSender::receive_matrix`] → [`MatrixReceived`] |
+//! | | ← KOS seed | [`MatrixReceived::send_seed`] → [`SeedSent`] |
+//! | [`MatrixSent::answer_check`]: reads the seed | KOS check → | [`SeedSent::finish`]: reads and verifies the check |
+//! | then, with [`Confirm::Yes`], waits for | ← `KOS_OK` | then, with [`Confirm::Yes`], confirms |
+//!
+//! Both first steps take the same [`Confirm`], which the header carries.
+//! The steps are the same for IKNP, where the seed, the check and the
+//! confirmation are simply not sent. Between two steps the caller may
+//! compute anything and exchange messages of its own, as long as the peer
+//! reads them at the matching point of its own flow: e.g. in an unconfirmed
+//! extension the sender may send frames after [`MatrixReceived::send_seed`],
+//! which the receiver reads after [`MatrixSent::answer_check`] (RR16 sends
+//! its cut-and-choose challenge there); in a confirmed one they would
+//! arrive where the receiver expects `KOS_OK`. A pending extension that
+//! fails or is dropped before its last step leaves the instance unusable
+//! ([`OtError::Poisoned`]), as a failed [`OtExtSender::extend`] does.
+//!
 //! # Output hash
 //! Semi-honest extensions hash with the CR hash `π(x) ⊕ x`, malicious ones
 //! with the TCCR hash `π(π(x) ⊕ i) ⊕ π(x)`, tweak `i` = the OT's global row.
@@ -64,8 +90,8 @@
 //! # Layout
 //! This module holds the configuration and the types both roles share;
 //! [`OtExtSender`] is in `sender.rs`, [`OtExtReceiver`] in `receiver.rs`,
-//! what both run (matrix sizes, PRG keys, the KOS weights and column sums,
-//! header checks, how an extension ends) in `common.rs`, and what they
+//! each with its steps, what both run (matrix sizes, PRG keys, the KOS
+//! weights and column sums, header checks) in `common.rs`, and what they
 //! return in `outputs.rs`.
 //!
 //! [`gf128::ColumnSums`]: crate::gf128::ColumnSums
@@ -87,8 +113,8 @@ mod sender;
 pub(crate) use common::{check_frame_rows, check_header_fields};
 use outputs::RowHash;
 pub use outputs::{RandomReceiverOts, RandomSenderOts, ReceiverOts, SenderOts};
-pub use receiver::OtExtReceiver;
-pub use sender::OtExtSender;
+pub use receiver::{MatrixSent, OtExtReceiver};
+pub use sender::{MatrixReceived, OtExtSender, SeedSent};
 
 /// Base OTs (and matrix columns) of the 1-out-of-2 extension.
 pub const BASE_OTS: usize = 128;
@@ -102,6 +128,25 @@ pub const DEFAULT_FRAME_ROWS: usize = 1 << 16;
 /// Most OTs one extension call may produce.
 pub const MAX_OTS: usize = 1 << 36;
 
+/// Whether the sender of a KOS extension confirms a passed check with a
+/// message of its own (`KOS_OK`), which the receiver waits for.
+///
+/// Both parties choose the same: the receiver announces its choice in the
+/// extension header and the sender refuses a header that disagrees, so the
+/// two flows never mix. Without confirmation the receiver goes on right
+/// after sending its check; a failed check still reaches it, as the
+/// sender's error frame in place of the next message it reads from the
+/// sender. That suits a protocol whose receiver hears from the sender later
+/// in any case, before anything depends on the check having passed (the
+/// receiver's own security never does). IKNP has no check and ignores this.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Confirm {
+    /// The sender confirms a passed check and the receiver waits for it.
+    Yes,
+    /// The sender stays silent unless the check fails.
+    No,
+}
+
 /// Semi-honest (IKNP) or malicious (KOS) security.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Security {
@@ -110,13 +155,13 @@ pub enum Security {
 }
 
 impl Security {
-    /// The header's mode and parameter; `confirm` says whether a KOS sender
-    /// confirms a passed check (IKNP has no check, so no parameter).
-    fn header(self, confirm: bool) -> (Mode, u16) {
+    /// The header's mode and parameter (IKNP has no check, so no
+    /// parameter).
+    fn header(self, confirm: Confirm) -> (Mode, u16) {
         match (self, confirm) {
             (Security::SemiHonest, _) => (Mode::Iknp, 0),
-            (Security::Malicious, true) => (Mode::Kos, KOS_CONFIRMED),
-            (Security::Malicious, false) => (Mode::Kos, KOS_UNCONFIRMED),
+            (Security::Malicious, Confirm::Yes) => (Mode::Kos, KOS_CONFIRMED),
+            (Security::Malicious, Confirm::No) => (Mode::Kos, KOS_UNCONFIRMED),
         }
     }
 

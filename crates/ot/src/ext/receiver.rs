@@ -10,10 +10,10 @@ use zeroize::{Zeroize, Zeroizing};
 
 use super::common::{
     chi_weights, column_buffer, column_sums, finish_rows, frame_columns, prg_for, take_columns,
-    total_rows, Ending,
+    total_rows,
 };
 use super::outputs::{hash_in_place, RowRecycler};
-use super::{ExtConfig, RandomReceiverOts, ReceiverOts, Security, BASE_OTS};
+use super::{Confirm, ExtConfig, RandomReceiverOts, ReceiverOts, Security, BASE_OTS};
 use crate::aes_hash::Prg;
 use crate::base::{self, run_in, BaseSenderOutput};
 use crate::gf128;
@@ -131,39 +131,8 @@ impl OtExtReceiver {
         chan: &mut Channel,
         choices: &ChoiceBits,
     ) -> Result<ReceiverOts, OtError> {
-        let (rows, choices, first_row) = self
-            .guarded(chan, choices, false, Ending::confirmed())
-            .await?;
-        let hash = self.security.hash();
-        let recycle = self.rows.handle();
-        Ok(ReceiverOts::new(rows, choices, first_row, hash, recycle))
-    }
-
-    /// Like [`OtExtReceiver::extend`], but returns right after sending the
-    /// KOS check instead of waiting a round trip for the sender's
-    /// confirmation; the sender calls [`OtExtSender::extend_unconfirmed`].
-    /// If the check fails, the sender's error frame arrives in place of the
-    /// next message the caller expects from it, so use this only when the
-    /// sender's security does not depend on the outputs' use before then
-    /// (KOS protects the sender; the receiver's own security needs no
-    /// confirmation), e.g. when the sender answers later in any case.
-    ///
-    /// `meanwhile` is the caller's own work, run exactly once on success:
-    /// after the whole matrix has been sent, while the sender receives and
-    /// checks it.
-    ///
-    /// [`OtExtSender::extend_unconfirmed`]: super::OtExtSender::extend_unconfirmed
-    pub async fn extend_unconfirmed(
-        &mut self,
-        chan: &mut Channel,
-        choices: &ChoiceBits,
-        meanwhile: impl FnOnce() + Send,
-    ) -> Result<ReceiverOts, OtError> {
-        let ending = Ending::unconfirmed(None, Box::new(meanwhile));
-        let (rows, choices, first_row) = self.guarded(chan, choices, false, ending).await?;
-        let hash = self.security.hash();
-        let recycle = self.rows.handle();
-        Ok(ReceiverOts::new(rows, choices, first_row, hash, recycle))
+        let matrix = self.send_matrix(chan, choices, Confirm::Yes).await?;
+        matrix.answer_check(chan).await
     }
 
     /// Extends one random OT per choice bit and hashes every message during
@@ -176,94 +145,116 @@ impl OtExtReceiver {
         chan: &mut Channel,
         choices: &ChoiceBits,
     ) -> Result<RandomReceiverOts, OtError> {
-        let (messages, choices, _) = self
-            .guarded(chan, choices, true, Ending::confirmed())
-            .await?;
+        let matrix = self.start(chan, choices, Confirm::Yes, true).await?;
+        let (messages, choices, _) = matrix.complete(chan).await?;
         Ok(RandomReceiverOts::new(messages, choices))
     }
 
-    /// Runs one extension and marks the instance unusable if it fails.
-    /// Returns the rows (hashed in place if `random`), the choice bits and
-    /// the first row's index.
-    async fn guarded(
+    /// First step of an extension with one OT per choice bit (see [the
+    /// steps]): sends the header, announcing `confirm`, and the whole
+    /// matrix, frame by frame as it is built. The sender runs
+    /// [`OtExtSender::receive_matrix`] with as many OTs and the same
+    /// `confirm`.
+    ///
+    /// Once it has returned the choice bits are fixed, and the caller may do
+    /// its own work while the sender processes the matrix. Then
+    /// [`MatrixSent::answer_check`]; until then the instance is unusable,
+    /// and stays so if a step fails or the extension is dropped.
+    ///
+    /// [the steps]: super#steps
+    /// [`OtExtSender::receive_matrix`]: super::OtExtSender::receive_matrix
+    pub async fn send_matrix(
         &mut self,
         chan: &mut Channel,
         choices: &ChoiceBits,
+        confirm: Confirm,
+    ) -> Result<MatrixSent<'_>, OtError> {
+        self.start(chan, choices, confirm, false).await
+    }
+
+    /// [`OtExtReceiver::send_matrix`], with the rows hashed into random-OT
+    /// messages during the extension if `random` (see
+    /// [`OtExtReceiver::extend_random`]).
+    async fn start(
+        &mut self,
+        chan: &mut Channel,
+        choices: &ChoiceBits,
+        confirm: Confirm,
         random: bool,
-        mut ending: Ending<'_>,
-    ) -> Result<(Vec<u128>, ChoiceBits, u64), OtError> {
+    ) -> Result<MatrixSent<'_>, OtError> {
         if self.poisoned {
             return Err(OtError::Poisoned);
         }
-        if choices.is_empty() {
-            ending.run_meanwhile();
-            return Ok((Vec::new(), ChoiceBits::default(), self.next_row));
-        }
-        let out = self.run(chan, choices, random, ending).await;
-        if out.is_err() {
-            self.poisoned = true;
-        }
-        out
+        // Cleared by the last step only.
+        self.poisoned = true;
+        let run = match choices.is_empty() {
+            true => None,
+            false => Some(self.run(chan, choices, confirm, random).await?),
+        };
+        Ok(MatrixSent {
+            ext: self,
+            run,
+            confirm,
+        })
     }
 
+    /// Sends the header, then the matrix, built into a new [`Run`].
     async fn run(
         &mut self,
         chan: &mut Channel,
         choices: &ChoiceBits,
+        confirm: Confirm,
         random: bool,
-        mut ending: Ending<'_>,
-    ) -> Result<(Vec<u128>, ChoiceBits, u64), OtError> {
+    ) -> Result<Run, OtError> {
         let n = choices.len();
         let m = total_rows(n, self.security)?;
         let frame_rows = self.cfg.frame_rows_for(chan, BASE_OTS)?;
-        let first_row = self.next_row;
-        let (mode, param) = self.security.header(ending.confirm);
+        let (mode, param) = self.security.header(confirm);
         let header = ExtHeader {
             mode,
             param,
-            first_row,
+            first_row: self.next_row,
             n: n as u64,
             frame_rows: frame_rows as u32,
         };
         chan.send(&header.to_frame()).await?;
+        let kos = self.kos();
         // Secret buffers are wiped on every exit path, errors included.
-        let r = Zeroizing::new(choices.padded(m, &mut self.rng));
-        let mut rows = self.rows.take(m);
-        let kos = self.security == Security::Malicious;
+        let mut run = Run {
+            n,
+            first_row: self.next_row,
+            random,
+            r: Zeroizing::new(choices.padded(m, &mut self.rng)),
+            rows: self.rows.take(m),
+            cols: take_columns(&mut self.cols, column_buffer(kos, m, frame_rows)),
+        };
         // IKNP hashes each frame while it is in cache; KOS must first prove
         // consistency on the unhashed rows.
         let in_pipeline = if random && !kos { n } else { 0 };
-        let mut cols = take_columns(&mut self.cols, column_buffer(kos, m, frame_rows));
-        self.send_matrix(chan, frame_rows, &r, &mut rows, &mut cols, in_pipeline)
+        self.send_frames(chan, frame_rows, &mut run, in_pipeline)
             .await?;
-        ending.run_meanwhile();
-        if kos {
-            self.kos_prove(chan, first_row, &r, &cols, ending.confirm)
-                .await?;
-        }
-        self.cols = cols;
-        self.next_row += m as u64;
-        // KOS hashes the rows into random-OT messages only after its check.
-        let hash = (kos && random).then(|| self.security.hash());
-        let rows = finish_rows(&mut rows, n, first_row, hash, self.cfg.pool());
-        Ok((rows, ChoiceBits::from_padded(r.to_vec(), n), first_row))
+        Ok(run)
+    }
+
+    fn kos(&self) -> bool {
+        self.security == Security::Malicious
     }
 
     /// Builds and sends the matrix frame by frame for the padded choice
     /// bytes `r`, filling `rows` with `t_i`; the first `hashed_rows` rows are
     /// then hashed in place into the random-OT messages. Columns go to
-    /// `cols` as in [`OtExtSender::recv_matrix`].
+    /// `cols` as in [`OtExtSender::recv_matrix`]. (`r`, `rows` and `cols`
+    /// are `run`'s.)
     ///
     /// [`OtExtSender::recv_matrix`]: super::OtExtSender::recv_matrix
-    async fn send_matrix(
+    async fn send_frames(
         &self,
         chan: &mut Channel,
         frame_rows: usize,
-        r: &[u8],
-        rows: &mut [u128],
-        cols: &mut [u128],
+        run: &mut Run,
         hashed_rows: usize,
     ) -> Result<(), OtError> {
+        let (r, rows, cols) = (&run.r[..], &mut run.rows[..], &mut run.cols[..]);
         let whole = cols.len() == rows.len();
         let hash = self.security.hash();
         // One payload buffer for every frame (only the last may be shorter).
@@ -289,24 +280,22 @@ impl OtExtReceiver {
 
     /// KOS check, receiver side (see the module docs).
     async fn kos_prove(
-        &mut self,
+        &self,
         chan: &mut Channel,
-        first_row: u64,
-        r: &[u8],
-        cols: &[u128],
-        confirm: bool,
+        run: &Run,
+        confirm: Confirm,
     ) -> Result<(), OtError> {
         let frame = chan.recv_expect(PROTOCOL_ID, kind::KOS_SEED).await?;
         let Ok(seed) = <[u8; 16]>::try_from(frame.payload.as_slice()) else {
             let e = OtError::Malformed(format!("KOS seed of {} bytes", frame.payload.len()));
             return Err(abort(chan, e).await);
         };
-        let chis = chi_weights(&self.sid, first_row, &seed, cols.len() / 128);
+        let chis = chi_weights(&self.sid, run.first_row, &seed, run.cols.len() / 128);
         let (x, mut t_sums) = run_in(self.cfg.pool(), || {
-            let mut rb = bytes_to_blocks(r);
+            let mut rb = bytes_to_blocks(&run.r);
             let x = gf128::reduce(gf128::inner_product(&chis, &rb));
             rb.zeroize();
-            (x, column_sums(cols, &chis))
+            (x, column_sums(&run.cols, &chis))
         });
         #[cfg(test)]
         self.compensate(&chis, &mut t_sums);
@@ -320,7 +309,7 @@ impl OtExtReceiver {
         ))
         .await?;
         answer.zeroize();
-        if !confirm {
+        if confirm == Confirm::No {
             return Ok(());
         }
         let ok = chan.recv_expect(PROTOCOL_ID, kind::KOS_OK).await?;
@@ -351,6 +340,74 @@ impl OtExtReceiver {
         for &(col, row) in &cheat.flips {
             t_sums[col] ^= gf128::mul(chis[row / 128], 1u128 << (row % 128));
         }
+    }
+}
+
+/// What an extension holds between its steps (none for zero OTs).
+struct Run {
+    n: usize,
+    first_row: u64,
+    /// Whether the rows become random-OT messages during the extension.
+    random: bool,
+    /// The choice bits, padded to the matrix's rows.
+    r: Zeroizing<Vec<u8>>,
+    /// The rows `t_i` of the whole matrix (hashed in the pipeline for
+    /// random IKNP).
+    rows: Zeroizing<Vec<u128>>,
+    /// Matrix columns: the whole matrix for the KOS check, else one frame.
+    cols: Zeroizing<Vec<u128>>,
+}
+
+/// A receiver's extension whose matrix has gone out (from
+/// [`OtExtReceiver::send_matrix`]); last step: [`MatrixSent::answer_check`].
+#[must_use = "an extension left half-way makes its instance unusable"]
+pub struct MatrixSent<'a> {
+    ext: &'a mut OtExtReceiver,
+    run: Option<Run>,
+    confirm: Confirm,
+}
+
+impl std::fmt::Debug for MatrixSent<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MatrixSent")
+            .field("n", &self.run.as_ref().map_or(0, |r| r.n))
+            .finish_non_exhaustive()
+    }
+}
+
+impl MatrixSent<'_> {
+    /// Last step: reads the sender's KOS seed, sends the check, and, in a
+    /// [`Confirm::Yes`] extension, waits for the sender's confirmation;
+    /// returns the OTs (IKNP: returns at once). In a [`Confirm::No`]
+    /// extension a failed check shows up later, as the sender's error frame
+    /// in place of the next message the caller reads from it.
+    pub async fn answer_check(self, chan: &mut Channel) -> Result<ReceiverOts, OtError> {
+        let hash = self.ext.security.hash();
+        let recycle = self.ext.rows.handle();
+        let (rows, choices, first_row) = self.complete(chan).await?;
+        Ok(ReceiverOts::new(rows, choices, first_row, hash, recycle))
+    }
+
+    /// [`MatrixSent::answer_check`] for either output: the rows (hashed in
+    /// place if random), the choice bits and the first row's index.
+    async fn complete(self, chan: &mut Channel) -> Result<(Vec<u128>, ChoiceBits, u64), OtError> {
+        let ext = self.ext;
+        let Some(mut run) = self.run else {
+            ext.poisoned = false;
+            return Ok((Vec::new(), ChoiceBits::default(), ext.next_row));
+        };
+        let kos = ext.kos();
+        if kos {
+            ext.kos_prove(chan, &run, self.confirm).await?;
+        }
+        ext.cols = std::mem::take(&mut run.cols);
+        ext.next_row += run.rows.len() as u64;
+        // KOS hashes the rows into random-OT messages only after its check.
+        let hash = (kos && run.random).then(|| ext.security.hash());
+        let rows = finish_rows(&mut run.rows, run.n, run.first_row, hash, ext.cfg.pool());
+        ext.poisoned = false;
+        let choices = ChoiceBits::from_padded(std::mem::take(&mut *run.r), run.n);
+        Ok((rows, choices, run.first_row))
     }
 }
 

@@ -10,10 +10,10 @@ use zeroize::{Zeroize, Zeroizing};
 
 use super::common::{
     check_frame_rows, check_header_fields, chi_weights, column_buffer, column_sums, finish_rows,
-    frame_columns, prg_for, take_columns, total_rows, Ending,
+    frame_columns, prg_for, take_columns, total_rows,
 };
 use super::outputs::{hash_flipped, hash_in_place, RowRecycler};
-use super::{ExtConfig, RandomSenderOts, Security, SenderOts, BASE_OTS};
+use super::{Confirm, ExtConfig, RandomSenderOts, Security, SenderOts, BASE_OTS};
 use crate::aes_hash::Prg;
 use crate::base::{self, run_in, BaseReceiverOutput};
 use crate::matrix::{frames, sender_columns, SUB_BATCH};
@@ -143,40 +143,8 @@ impl OtExtSender {
     /// [`OtExtReceiver::extend`]: super::OtExtReceiver::extend
     /// [`OtExtReceiver::extend_random`]: super::OtExtReceiver::extend_random
     pub async fn extend(&mut self, chan: &mut Channel, n: usize) -> Result<SenderOts, OtError> {
-        let (rows, _, first_row) = self.guarded(chan, n, false, Ending::confirmed()).await?;
-        let hash = self.security.hash();
-        let recycle = self.rows.handle();
-        Ok(SenderOts::new(rows, self.delta, first_row, hash, recycle))
-    }
-
-    /// Like [`OtExtSender::extend`], with a receiver calling
-    /// [`OtExtReceiver::extend_unconfirmed`]: a passed KOS check is not
-    /// confirmed (a failed one still aborts with an error frame), and
-    /// `follow_up` is sent as soon as the whole matrix has arrived (right
-    /// after the KOS seed). The follow-up is for a message that must only be
-    /// sent once the receiver's choice bits are fixed, such as a
-    /// cut-and-choose challenge: sent here, the receiver has it together with
-    /// the seed, instead of one round trip later.
-    ///
-    /// `meanwhile` is the caller's own work, run exactly once on success:
-    /// after the matrix has arrived and the seed has gone out, while the
-    /// receiver computes its check (so a protocol can finish its previous
-    /// batch of OTs there instead of before this extension, where it would
-    /// hold up the receiver's matrix).
-    ///
-    /// [`OtExtReceiver::extend_unconfirmed`]: super::OtExtReceiver::extend_unconfirmed
-    pub async fn extend_unconfirmed(
-        &mut self,
-        chan: &mut Channel,
-        n: usize,
-        follow_up: Option<&Frame>,
-        meanwhile: impl FnOnce() + Send,
-    ) -> Result<SenderOts, OtError> {
-        let ending = Ending::unconfirmed(follow_up, Box::new(meanwhile));
-        let (rows, _, first_row) = self.guarded(chan, n, false, ending).await?;
-        let hash = self.security.hash();
-        let recycle = self.rows.handle();
-        Ok(SenderOts::new(rows, self.delta, first_row, hash, recycle))
+        let matrix = self.receive_matrix(chan, n, Confirm::Yes).await?;
+        matrix.send_seed(chan).await?.finish(chan).await
     }
 
     /// Extends `n` random OTs and hashes every message during the extension
@@ -189,88 +157,107 @@ impl OtExtSender {
         chan: &mut Channel,
         n: usize,
     ) -> Result<RandomSenderOts, OtError> {
-        let (m0, m1, _) = self.guarded(chan, n, true, Ending::confirmed()).await?;
+        let matrix = self.start(chan, n, Confirm::Yes, true).await?;
+        let (m0, m1, _) = matrix.send_seed(chan).await?.complete(chan).await?;
         Ok(RandomSenderOts::new(m0, m1))
     }
 
-    /// Runs one extension and marks the instance unusable if it fails.
-    /// Returns the rows (hashed into `m_{i,0}` if `random`), the `m_{i,1}`
-    /// (if `random`) and the first row's index.
-    async fn guarded(
+    /// First step of an extension of `n` OTs (see [the steps]): reads the
+    /// receiver's header and its whole matrix, turning each frame into rows
+    /// as it arrives. The receiver runs [`OtExtReceiver::send_matrix`] with
+    /// `n` choice bits and the same `confirm`; a header that disagrees (on
+    /// `n`, the security, the confirmation or the position) is refused.
+    ///
+    /// The matrix fixes the receiver's choice bits. Continue with
+    /// [`MatrixReceived::send_seed`]; until the last step the instance is
+    /// unusable, and stays so if a step fails or the extension is dropped.
+    ///
+    /// [the steps]: super#steps
+    /// [`OtExtReceiver::send_matrix`]: super::OtExtReceiver::send_matrix
+    pub async fn receive_matrix(
         &mut self,
         chan: &mut Channel,
         n: usize,
+        confirm: Confirm,
+    ) -> Result<MatrixReceived<'_>, OtError> {
+        self.start(chan, n, confirm, false).await
+    }
+
+    /// [`OtExtSender::receive_matrix`], with the rows hashed into random-OT
+    /// messages during the extension if `random` (see
+    /// [`OtExtSender::extend_random`]).
+    async fn start(
+        &mut self,
+        chan: &mut Channel,
+        n: usize,
+        confirm: Confirm,
         random: bool,
-        mut ending: Ending<'_>,
-    ) -> Result<(Vec<u128>, Vec<u128>, u64), OtError> {
+    ) -> Result<MatrixReceived<'_>, OtError> {
         if self.poisoned {
             return Err(OtError::Poisoned);
         }
-        if n == 0 {
-            ending.run_meanwhile();
-            return Ok((Vec::new(), Vec::new(), self.next_row));
-        }
-        let out = self.run(chan, n, random, ending).await;
-        if out.is_err() {
-            self.poisoned = true;
-        }
-        out
+        // Cleared by the last step only.
+        self.poisoned = true;
+        let run = match n {
+            0 => None,
+            _ => Some(self.run(chan, n, confirm, random).await?),
+        };
+        Ok(MatrixReceived {
+            ext: self,
+            run,
+            confirm,
+        })
     }
 
+    /// Reads and checks the header, then the matrix into a new [`Run`].
     async fn run(
         &mut self,
         chan: &mut Channel,
         n: usize,
+        confirm: Confirm,
         random: bool,
-        mut ending: Ending<'_>,
-    ) -> Result<(Vec<u128>, Vec<u128>, u64), OtError> {
+    ) -> Result<Run, OtError> {
         let m = total_rows(n, self.security)?;
-        let first_row = self.next_row;
         let frame = chan.recv_expect(PROTOCOL_ID, kind::EXT_HEADER).await?;
-        let frame_rows = match self.check_header(chan, &frame.payload, n, ending.confirm) {
+        let frame_rows = match self.check_header(chan, &frame.payload, n, confirm) {
             Ok(r) => r,
             Err(e) => return Err(abort(chan, e).await),
         };
+        let kos = self.kos();
         // Secret buffers are wiped on every exit path, errors included.
-        let mut rows = self.rows.take(m);
-        let mut m1 = Zeroizing::new(vec![0u128; if random { n } else { 0 }]);
-        let kos = self.security == Security::Malicious;
+        let mut run = Run {
+            n,
+            first_row: self.next_row,
+            random,
+            rows: self.rows.take(m),
+            m1: Zeroizing::new(vec![0u128; if random { n } else { 0 }]),
+            cols: take_columns(&mut self.cols, column_buffer(kos, m, frame_rows)),
+        };
         // Messages are hashed frame by frame while the data is in cache and
         // the receiver works on the next frame, except that KOS must check
         // the unhashed rows first: it hashes only `m_{i,1}` in the pipeline
         // and the rows into `m_{i,0}` after the check.
-        let mut cols = take_columns(&mut self.cols, column_buffer(kos, m, frame_rows));
-        self.recv_matrix(chan, frame_rows, &mut rows, &mut m1, &mut cols, !kos)
-            .await?;
-        if kos {
-            self.kos_verify(chan, first_row, &cols, &mut ending).await?;
-        } else {
-            if let Some(follow_up) = ending.follow_up {
-                chan.send(follow_up).await?;
-            }
-            ending.run_meanwhile();
-        }
-        self.cols = cols;
-        self.next_row += m as u64;
-        // KOS hashes the rows into random-OT messages only after its check.
-        let hash = (kos && random).then(|| self.security.hash());
-        let rows = finish_rows(&mut rows, n, first_row, hash, self.cfg.pool());
-        Ok((rows, std::mem::take(&mut *m1), first_row))
+        self.recv_matrix(chan, frame_rows, &mut run, !kos).await?;
+        Ok(run)
+    }
+
+    fn kos(&self) -> bool {
+        self.security == Security::Malicious
     }
 
     /// Receives the matrix frame by frame and turns each into rows `q_i`.
     /// For the first `m1.len()` rows it also writes `m_{i,1}` to `m1` and,
     /// if `hash_rows`, hashes the rows in place into `m_{i,0}`. Columns go
     /// to `cols`: one frame's worth, or the whole matrix for the KOS check.
+    /// (`rows`, `m1` and `cols` are `run`'s.)
     async fn recv_matrix(
         &self,
         chan: &mut Channel,
         frame_rows: usize,
-        rows: &mut [u128],
-        m1: &mut [u128],
-        cols: &mut [u128],
+        run: &mut Run,
         hash_rows: bool,
     ) -> Result<(), OtError> {
+        let (rows, m1, cols) = (&mut run.rows[..], &mut run.m1[..], &mut run.cols[..]);
         let whole = cols.len() == rows.len();
         let (prgs, masks, delta) = (&self.prgs, &self.masks, self.delta);
         let hash = self.security.hash();
@@ -310,32 +297,24 @@ impl OtExtSender {
         chan: &Channel,
         payload: &[u8],
         n: usize,
-        confirm: bool,
+        confirm: Confirm,
     ) -> Result<usize, OtError> {
         let h = ExtHeader::decode(payload)?;
         check_header_fields(&h, self.security.header(confirm), self.next_row, n)?;
         check_frame_rows(chan, h.frame_rows, BASE_OTS)
     }
 
-    /// KOS check, sender side (see the module docs).
+    /// KOS check, sender side (see the module docs), after the seed has
+    /// gone out.
     async fn kos_verify(
-        &mut self,
+        &self,
         chan: &mut Channel,
-        first_row: u64,
-        cols: &[u128],
-        ending: &mut Ending<'_>,
+        run: &Run,
+        seed: &[u8; 16],
+        confirm: Confirm,
     ) -> Result<(), OtError> {
-        let seed: [u8; 16] = self.rng.gen();
-        chan.send(&Frame::new(PROTOCOL_ID, kind::KOS_SEED, seed.to_vec()))
-            .await?;
-        if let Some(follow_up) = ending.follow_up {
-            chan.send(follow_up).await?;
-        }
-        // Our sums, then the caller's work, while the receiver computes its
-        // answer.
-        let chis = chi_weights(&self.sid, first_row, &seed, cols.len() / 128);
-        let q_sums = run_in(self.cfg.pool(), || column_sums(cols, &chis));
-        ending.run_meanwhile();
+        let chis = chi_weights(&self.sid, run.first_row, seed, run.cols.len() / 128);
+        let q_sums = run_in(self.cfg.pool(), || column_sums(&run.cols, &chis));
         let frame = chan.recv_expect(PROTOCOL_ID, kind::KOS_CHECK).await?;
         let answer = match decode_blocks(&frame.payload, BASE_OTS + 1, "KOS check") {
             Ok(a) => a,
@@ -352,11 +331,125 @@ impl OtExtSender {
         if diff != 0 {
             return Err(abort(chan, OtError::ConsistencyCheck).await);
         }
-        if ending.confirm {
+        if confirm == Confirm::Yes {
             chan.send(&Frame::new(PROTOCOL_ID, kind::KOS_OK, Vec::new()))
                 .await?;
         }
         Ok(())
+    }
+}
+
+/// What an extension holds between its steps (none for zero OTs).
+struct Run {
+    n: usize,
+    first_row: u64,
+    /// Whether the rows become random-OT messages during the extension.
+    random: bool,
+    /// The rows `q_i` of the whole matrix (hashed into `m_{i,0}` in the
+    /// pipeline for random IKNP).
+    rows: Zeroizing<Vec<u128>>,
+    /// `m_{i,1}` of every OT when `random`, else empty.
+    m1: Zeroizing<Vec<u128>>,
+    /// Matrix columns: the whole matrix for the KOS check, else one frame.
+    cols: Zeroizing<Vec<u128>>,
+}
+
+/// A sender's extension whose matrix has arrived (from
+/// [`OtExtSender::receive_matrix`]); next: [`MatrixReceived::send_seed`].
+#[must_use = "an extension left half-way makes its instance unusable"]
+pub struct MatrixReceived<'a> {
+    ext: &'a mut OtExtSender,
+    run: Option<Run>,
+    confirm: Confirm,
+}
+
+impl std::fmt::Debug for MatrixReceived<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MatrixReceived")
+            .field("n", &self.run.as_ref().map_or(0, |r| r.n))
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a> MatrixReceived<'a> {
+    /// Second step: sends the KOS seed, from which both parties derive the
+    /// check's weights (nothing for IKNP). Once it has returned, the caller
+    /// may do its own work while the receiver computes the check and, in a
+    /// [`Confirm::No`] extension, send messages of its own that must wait
+    /// until the receiver's choice bits are fixed, such as a cut-and-choose
+    /// challenge: the receiver reads them after its check (in a
+    /// [`Confirm::Yes`] extension they would arrive in place of the
+    /// confirmation). Then [`SeedSent::finish`].
+    pub async fn send_seed(self, chan: &mut Channel) -> Result<SeedSent<'a>, OtError> {
+        let seed = match &self.run {
+            Some(_) if self.ext.kos() => {
+                let seed: [u8; 16] = self.ext.rng.gen();
+                chan.send(&Frame::new(PROTOCOL_ID, kind::KOS_SEED, seed.to_vec()))
+                    .await?;
+                Some(seed)
+            }
+            _ => None,
+        };
+        Ok(SeedSent {
+            ext: self.ext,
+            run: self.run,
+            confirm: self.confirm,
+            seed,
+        })
+    }
+}
+
+/// A sender's extension whose KOS seed has gone out (from
+/// [`MatrixReceived::send_seed`]); last step: [`SeedSent::finish`].
+#[must_use = "an extension left half-way makes its instance unusable"]
+pub struct SeedSent<'a> {
+    ext: &'a mut OtExtSender,
+    run: Option<Run>,
+    confirm: Confirm,
+    /// KOS only.
+    seed: Option<[u8; 16]>,
+}
+
+impl std::fmt::Debug for SeedSent<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SeedSent")
+            .field("n", &self.run.as_ref().map_or(0, |r| r.n))
+            .finish_non_exhaustive()
+    }
+}
+
+impl SeedSent<'_> {
+    /// Last step: reads the receiver's KOS check and verifies it, confirms
+    /// a passed check if the extension is [`Confirm::Yes`], and returns the
+    /// OTs (IKNP: returns at once). A failed check is reported to the
+    /// receiver with an error frame and returned as
+    /// [`OtError::ConsistencyCheck`]; the instance is then unusable.
+    pub async fn finish(self, chan: &mut Channel) -> Result<SenderOts, OtError> {
+        let (delta, hash) = (self.ext.delta, self.ext.security.hash());
+        let recycle = self.ext.rows.handle();
+        let (rows, _, first_row) = self.complete(chan).await?;
+        Ok(SenderOts::new(rows, delta, first_row, hash, recycle))
+    }
+
+    /// [`SeedSent::finish`] for either output: the rows (hashed into
+    /// `m_{i,0}` if random), the `m_{i,1}` (if random) and the first row's
+    /// index.
+    async fn complete(self, chan: &mut Channel) -> Result<(Vec<u128>, Vec<u128>, u64), OtError> {
+        let ext = self.ext;
+        let Some(mut run) = self.run else {
+            ext.poisoned = false;
+            return Ok((Vec::new(), Vec::new(), ext.next_row));
+        };
+        if let Some(seed) = &self.seed {
+            ext.kos_verify(chan, &run, seed, self.confirm).await?;
+        }
+        ext.cols = std::mem::take(&mut run.cols);
+        ext.next_row += run.rows.len() as u64;
+        // KOS hashes the rows into random-OT messages only after its check.
+        let hash = (ext.kos() && run.random).then(|| ext.security.hash());
+        let rows = finish_rows(&mut run.rows, run.n, run.first_row, hash, ext.cfg.pool());
+        ext.poisoned = false;
+        Ok((rows, std::mem::take(&mut *run.m1), run.first_row))
     }
 }
 

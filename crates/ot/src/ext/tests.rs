@@ -1,6 +1,6 @@
 use super::receiver::Cheat;
 use super::*;
-use crate::messages::{block_from_le, kind, ExtHeader, PROTOCOL_ID};
+use crate::messages::{kind, ExtHeader, PROTOCOL_ID};
 use crate::{ChoiceBits, SessionId};
 use psikit_transport::{ErrorCode, Frame, Limits, TransportError};
 use rand::rngs::StdRng;
@@ -440,83 +440,252 @@ async fn bootstrap_from_extension_outputs() {
     .is_err());
 }
 
-/// Unconfirmed extensions: correct outputs in both modes with the
-/// follow-up arriving right after the matrix (KOS: after the seed) and each
-/// caller's work run once, a
-/// cheater is still caught (the receiver hears of it at its next read), and
-/// a peer running the confirmed flow is refused.
+/// The extension driven step by hand, as RR16 does: in an unconfirmed
+/// extension the sender sends a frame of its own between the seed and the
+/// check, which the receiver reads after its check. Outputs are right in
+/// both modes, across extensions and for an empty one, and `extend`
+/// (confirmed) on one side interoperates with confirmed steps on the
+/// other.
 #[tokio::test]
-async fn unconfirmed_extensions() {
-    let follow_up = Frame::new(9, 1, b"challenge".to_vec());
+async fn steps_with_the_callers_frame_between_seed_and_check() {
+    let challenge = Frame::new(9, 1, b"challenge".to_vec());
     for security in [Security::SemiHonest, Security::Malicious] {
         let (mut s, mut cs, mut r, mut cr) = setup_pair(security, ExtConfig::default(), None).await;
-        let choices = ChoiceBits::random(3000, &mut rng(5));
-        let f = follow_up.clone();
+        let sizes = [3000, 70_001, 0, 5];
+        let f = challenge.clone();
         let task = tokio::spawn(async move {
-            for _ in 0..2 {
-                let mut ran = 0;
-                let ots = s
-                    .extend_unconfirmed(&mut cs, 3000, Some(&f), || ran += 1)
-                    .await
-                    .unwrap();
-                assert_eq!(ran, 1, "the sender's work runs once");
-                cs.send(&Frame::new(
-                    9,
-                    2,
-                    ots.q()[..4].iter().flat_map(|q| q.to_le_bytes()).collect(),
-                ))
-                .await
-                .unwrap();
+            let mut outs = Vec::new();
+            for n in sizes {
+                let matrix = s.receive_matrix(&mut cs, n, Confirm::No).await.unwrap();
+                let seeded = matrix.send_seed(&mut cs).await.unwrap();
+                cs.send(&f).await.unwrap();
+                outs.push(seeded.finish(&mut cs).await.unwrap());
             }
-            (s, cs)
+            // Confirmed steps against the receiver's `extend`.
+            let matrix = s.receive_matrix(&mut cs, 1000, Confirm::Yes).await;
+            let seeded = matrix.unwrap().send_seed(&mut cs).await.unwrap();
+            outs.push(seeded.finish(&mut cs).await.unwrap());
+            (outs, s, cs)
         });
-        for _ in 0..2 {
-            let mut ran = 0;
-            let ro = r
-                .extend_unconfirmed(&mut cr, &choices, || ran += 1)
-                .await
-                .unwrap();
-            assert_eq!(ran, 1, "the receiver's work runs once");
-            assert_eq!(cr.recv_expect(9, 1).await.unwrap(), follow_up);
-            let q = cr.recv_expect(9, 2).await.unwrap().payload;
-            let q: Vec<u128> = q.chunks_exact(16).map(block_from_le).collect();
-            for (i, q) in q.iter().enumerate() {
-                assert_eq!(q ^ ro.t()[i] == 0, !choices.get(i), "{security:?} row {i}");
+        let mut choices = Vec::new();
+        let mut routs = Vec::new();
+        for (k, n) in sizes.into_iter().enumerate() {
+            let c = ChoiceBits::random(n, &mut rng(30 + k as u64));
+            let matrix = r.send_matrix(&mut cr, &c, Confirm::No).await.unwrap();
+            routs.push(matrix.answer_check(&mut cr).await.unwrap());
+            assert_eq!(cr.recv_expect(9, 1).await.unwrap(), challenge);
+            choices.push(c);
+        }
+        let c = ChoiceBits::random(1000, &mut rng(40));
+        routs.push(r.extend(&mut cr, &c).await.unwrap());
+        choices.push(c);
+        let (outs, s, cs) = task.await.unwrap();
+        for ((so, ro), c) in outs.iter().zip(&routs).zip(&choices) {
+            match c.is_empty() {
+                true => assert!(so.is_empty() && ro.is_empty()),
+                false => assert_outputs(so, ro, c),
             }
         }
-        let (s, cs) = task.await.unwrap();
-        // The sender runs the confirmed flow this time: a mismatch.
+
+        // The sender runs the confirmed flow, the receiver the unconfirmed
+        // one: KOS refuses the header, IKNP (no check) has one flow.
         let task = tokio::spawn(async move {
             let (mut s, mut cs) = (s, cs);
             s.extend(&mut cs, 3000).await
         });
-        let ro = r.extend_unconfirmed(&mut cr, &choices, || ()).await;
+        let c = ChoiceBits::random(3000, &mut rng(41));
+        let ro = match r.send_matrix(&mut cr, &c, Confirm::No).await {
+            Ok(matrix) => matrix.answer_check(&mut cr).await,
+            Err(e) => Err(e),
+        };
         let so = task.await.unwrap();
         if security == Security::Malicious {
             assert!(matches!(so, Err(OtError::Mismatch(_))), "{so:?}");
             assert!(ro.is_err());
         } else {
-            // IKNP has no check, so both flows are the same.
             assert!(so.is_ok() && ro.is_ok());
         }
     }
+}
 
+/// Passes `count` frames from `from` to `to`, flipping a bit of the payload
+/// of each if `tamper`; returns their (protocol, kind).
+async fn relay(from: &mut Channel, to: &mut Channel, count: usize, tamper: bool) -> Vec<(u8, u8)> {
+    let mut seen = Vec::new();
+    for _ in 0..count {
+        let mut frame = from.recv().await.unwrap();
+        if tamper {
+            frame.payload[5] ^= 0x10;
+        }
+        to.send(&frame).await.unwrap();
+        seen.push((frame.protocol, frame.kind));
+    }
+    seen
+}
+
+/// The messages of an unconfirmed KOS extension driven by steps, in wire
+/// order, with the sender's own frame right after the seed.
+#[tokio::test]
+async fn unconfirmed_steps_wire_order() {
+    let (mut s, _cs, mut r, _cr) =
+        setup_pair(Security::Malicious, ExtConfig::default(), None).await;
+    let (mut cs, mut to_s) = Channel::memory_pair(Limits::default());
+    let (mut to_r, mut cr) = Channel::memory_pair(Limits::default());
+    let sender = tokio::spawn(async move {
+        let matrix = s.receive_matrix(&mut cs, 100_000, Confirm::No).await;
+        let seeded = matrix.unwrap().send_seed(&mut cs).await.unwrap();
+        cs.send(&Frame::new(9, 1, Vec::new())).await.unwrap();
+        seeded.finish(&mut cs).await.unwrap();
+    });
+    let relayed = tokio::spawn(async move {
+        let mut seen = relay(&mut to_r, &mut to_s, 3, false).await; // header, 2 frames
+        seen.append(&mut relay(&mut to_s, &mut to_r, 2, false).await);
+        seen.append(&mut relay(&mut to_r, &mut to_s, 1, false).await);
+        seen
+    });
+    let choices = ChoiceBits::random(100_000, &mut rng(7));
+    let matrix = r.send_matrix(&mut cr, &choices, Confirm::No).await;
+    matrix.unwrap().answer_check(&mut cr).await.unwrap();
+    assert_eq!(cr.recv().await.unwrap().kind, 1);
+    sender.await.unwrap();
+    let ot = |k| (PROTOCOL_ID, k);
+    assert_eq!(
+        relayed.await.unwrap(),
+        [
+            ot(kind::EXT_HEADER),
+            ot(kind::EXT_MATRIX),
+            ot(kind::EXT_MATRIX),
+            ot(kind::KOS_SEED),
+            (9, 1),
+            ot(kind::KOS_CHECK)
+        ]
+    );
+}
+
+/// A failed KOS check, from a matrix inconsistent with one choice vector or
+/// from a check answer tampered with on the way, is caught by `finish`,
+/// reported to the receiver (at its next read, in an unconfirmed
+/// extension), and leaves the sender unusable.
+#[tokio::test]
+async fn failed_check_is_caught_by_finish_and_poisons_the_sender() {
+    // Tampered matrix.
     let (mut s, mut cs, mut r, mut cr) =
         setup_pair(Security::Malicious, ExtConfig::default(), None).await;
     r.cheat = Some(Cheat {
         flips: (0..128).map(|j| (j, 37 * j)).collect(),
         compensate: false,
     });
-    let task =
-        tokio::spawn(async move { s.extend_unconfirmed(&mut cs, 10_000, None, || ()).await });
+    let task = tokio::spawn(async move {
+        let matrix = s.receive_matrix(&mut cs, 10_000, Confirm::No).await;
+        let seeded = matrix.unwrap().send_seed(&mut cs).await.unwrap();
+        let out = seeded.finish(&mut cs).await;
+        (out, s, cs)
+    });
     let choices = ChoiceBits::random(10_000, &mut rng(6));
-    assert!(r.extend_unconfirmed(&mut cr, &choices, || ()).await.is_ok());
-    assert!(matches!(
-        task.await.unwrap(),
-        Err(OtError::ConsistencyCheck)
-    ));
+    let matrix = r.send_matrix(&mut cr, &choices, Confirm::No).await;
+    assert!(matrix.unwrap().answer_check(&mut cr).await.is_ok());
+    let (out, mut s, mut cs) = task.await.unwrap();
+    assert!(matches!(out, Err(OtError::ConsistencyCheck)), "{out:?}");
     match cr.recv().await {
         Err(TransportError::Peer(m)) => assert_eq!(m.code, ErrorCode::Aborted),
         other => panic!("receiver should see the abort, got {other:?}"),
+    }
+    assert!(matches!(
+        s.receive_matrix(&mut cs, 10, Confirm::No).await,
+        Err(OtError::Poisoned)
+    ));
+    assert!(matches!(
+        s.extend(&mut cs, 10).await,
+        Err(OtError::Poisoned)
+    ));
+
+    // Tampered check: the parties talk through a relay that flips a bit of
+    // the receiver's answer.
+    let (mut s, _cs, mut r, _cr) =
+        setup_pair(Security::Malicious, ExtConfig::default(), None).await;
+    let (mut cs, mut to_s) = Channel::memory_pair(Limits::default());
+    let (mut to_r, mut cr) = Channel::memory_pair(Limits::default());
+    let sender = tokio::spawn(async move {
+        let matrix = s.receive_matrix(&mut cs, 1000, Confirm::Yes).await;
+        let seeded = matrix.unwrap().send_seed(&mut cs).await.unwrap();
+        let out = seeded.finish(&mut cs).await;
+        (out, s, cs)
+    });
+    // The relay does not pass the sender's error frame on, and closes the
+    // link after the check.
+    tokio::spawn(async move {
+        relay(&mut to_r, &mut to_s, 2, false).await; // header, matrix
+        relay(&mut to_s, &mut to_r, 1, false).await; // seed
+        relay(&mut to_r, &mut to_s, 1, true).await; // check
+    });
+    let choices = ChoiceBits::random(1000, &mut rng(7));
+    let receiver = async {
+        let matrix = r.send_matrix(&mut cr, &choices, Confirm::Yes).await;
+        matrix.unwrap().answer_check(&mut cr).await
+    };
+    let (sender, received) = tokio::join!(sender, receiver);
+    let (out, mut s, mut cs) = sender.unwrap();
+    assert!(matches!(out, Err(OtError::ConsistencyCheck)), "{out:?}");
+    // The receiver, waiting for the confirmation, sees the link close.
+    assert!(received.is_err());
+    assert!(matches!(
+        s.extend(&mut cs, 10).await,
+        Err(OtError::Poisoned)
+    ));
+}
+
+/// An extension dropped between its steps leaves the instance unusable on
+/// either side.
+#[tokio::test]
+async fn dropped_steps_poison() {
+    for security in [Security::SemiHonest, Security::Malicious] {
+        let (mut s, mut cs, mut r, mut cr) = setup_pair(security, ExtConfig::default(), None).await;
+        let task = tokio::spawn(async move {
+            let matrix = s.receive_matrix(&mut cs, 1000, Confirm::No).await;
+            drop(matrix.unwrap());
+            let out = s.receive_matrix(&mut cs, 1000, Confirm::No).await.err();
+            assert!(matches!(out, Some(OtError::Poisoned)), "{out:?}");
+            assert!(matches!(
+                s.extend_random(&mut cs, 10).await,
+                Err(OtError::Poisoned)
+            ));
+        });
+        let choices = ChoiceBits::random(1000, &mut rng(8));
+        let matrix = r.send_matrix(&mut cr, &choices, Confirm::No).await;
+        drop(matrix.unwrap());
+        let out = r.send_matrix(&mut cr, &choices, Confirm::No).await.err();
+        assert!(matches!(out, Some(OtError::Poisoned)), "{out:?}");
+        assert!(matches!(
+            r.extend(&mut cr, &choices).await,
+            Err(OtError::Poisoned)
+        ));
+        task.await.unwrap();
+
+        // Dropped after the seed (the receiver's check then meets a closed
+        // link), and even an empty extension, which sends nothing.
+        let (mut s, mut cs, mut r, mut cr) = setup_pair(security, ExtConfig::default(), None).await;
+        let task = tokio::spawn(async move {
+            let matrix = s.receive_matrix(&mut cs, 1000, Confirm::No).await;
+            drop(matrix.unwrap().send_seed(&mut cs).await.unwrap());
+            assert!(matches!(
+                s.extend(&mut cs, 1000).await,
+                Err(OtError::Poisoned)
+            ));
+        });
+        let matrix = r.send_matrix(&mut cr, &choices, Confirm::No).await;
+        let _ = matrix.unwrap().answer_check(&mut cr).await;
+        task.await.unwrap();
+        let (mut s, mut cs, mut r, mut cr) = setup_pair(security, ExtConfig::default(), None).await;
+        drop(s.receive_matrix(&mut cs, 0, Confirm::No).await.unwrap());
+        assert!(matches!(s.extend(&mut cs, 0).await, Err(OtError::Poisoned)));
+        drop(
+            r.send_matrix(&mut cr, &ChoiceBits::default(), Confirm::Yes)
+                .await
+                .unwrap(),
+        );
+        assert!(matches!(
+            r.extend_random(&mut cr, &ChoiceBits::default()).await,
+            Err(OtError::Poisoned)
+        ));
     }
 }

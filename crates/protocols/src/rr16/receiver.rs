@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use psikit_ot::{ChoiceBits, OtExtReceiver, ReceiverOts};
+use psikit_ot::{ChoiceBits, Confirm, OtExtReceiver, ReceiverOts};
 use psikit_transport::Channel;
 use rand::rngs::{OsRng, StdRng};
 use rand::SeedableRng;
@@ -102,28 +102,26 @@ async fn receive_steps(
     for (chunk, bucket) in buckets.iter().enumerate() {
         segment_bits(bucket, p.bf_per_chunk, &mut segment);
         let t = Instant::now();
-        let mut folded = Duration::ZERO;
-        let fold_previous = || {
-            if let Some((ots, bucket)) = unfolded.take() {
-                folded = timed(|| fold(&mut acc, bucket, &pi, |i, out| ots.messages_at(i, out)));
-            }
+        let bits = match &upcoming {
+            Some(choices) => choices.bits(),
+            None => ChoiceBits::from_bools(&segment),
         };
         // Unconfirmed: the sender's challenge comes with its KOS seed, and
         // a failed check shows up as its error frame in place of a later
         // message (the summary values are sent only after every check).
-        let (ots, opened) = match upcoming.take() {
-            Some(choices) => {
-                let ots = ot
-                    .extend_unconfirmed(ch, &choices.bits(), fold_previous)
-                    .await?;
-                let opened = answer_challenge(ch, &ots, &p, behaviour).await?;
-                (ots, Some((choices, opened)))
+        let matrix = ot.send_matrix(ch, &bits, Confirm::No).await?;
+        // The matrix is out: fold the previous chunk while the sender
+        // processes it.
+        let folded = match unfolded.take() {
+            Some((ots, bucket)) => {
+                timed(|| fold(&mut acc, bucket, &pi, |i, out| ots.messages_at(i, out)))
             }
-            None => {
-                let choices = ChoiceBits::from_bools(&segment);
-                let ots = ot.extend_unconfirmed(ch, &choices, fold_previous).await?;
-                (ots, None)
-            }
+            None => Duration::ZERO,
+        };
+        let ots = matrix.answer_check(ch).await?;
+        let opened = match upcoming.take() {
+            Some(choices) => Some((choices, answer_challenge(ch, &ots, &p, behaviour).await?)),
+            None => None,
         };
         phases.offline += t.elapsed() - folded;
         phases.online += folded;

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use psikit_ot::{OtExtSender, SenderOts};
+use psikit_ot::{Confirm, OtExtSender, SenderOts};
 use psikit_transport::{Channel, ErrorCode, ErrorMessage, Message};
 use rand::rngs::{OsRng, StdRng};
 use rand::{Rng, SeedableRng};
@@ -81,32 +81,33 @@ async fn send_steps(
     phases.offline += t.elapsed();
     // The previous chunk's OTs, π and bucket, folded inside this chunk's
     // extension while the receiver computes its KOS check (the receiver
-    // folds the previous chunk at the same point).
+    // folds the previous chunk once its matrix is out).
     let mut unfolded: Option<(SenderOts, Vec<u32>, &[u64])> = None;
     let fold_chunk = |acc: &mut [u128], (ots, pi, bucket): (SenderOts, Vec<u32>, &[u64])| {
         timed(|| fold(acc, bucket, &pi, |i, out| ots.messages_at(i, true, out)))
     };
     for (chunk, bucket) in buckets.iter().enumerate() {
         let t = Instant::now();
-        // The challenge travels with the KOS seed, right after the matrix
-        // has fixed the receiver's choice bits, and the check is not
-        // confirmed: the receiver answers both at once without waiting.
         let challenge = upcoming.take();
-        let follow_up = challenge.as_ref().map(Challenge::to_frame);
-        let mut folded = Duration::ZERO;
-        let fold_previous = || {
-            if let Some(previous) = unfolded.take() {
-                folded = fold_chunk(&mut acc, previous);
-            }
-        };
-        let ots = ot
-            .extend_unconfirmed(
-                ch,
-                p.ots_per_chunk as usize,
-                follow_up.as_ref(),
-                fold_previous,
-            )
+        let challenge_frame = challenge.as_ref().map(Challenge::to_frame);
+        // Unconfirmed: the receiver sends its KOS check, its response and π
+        // in one go, without waiting for us; a failed check reaches it as
+        // our error frame in place of a later message.
+        let matrix = ot
+            .receive_matrix(ch, p.ots_per_chunk as usize, Confirm::No)
             .await?;
+        let seeded = matrix.send_seed(ch).await?;
+        // The matrix has fixed the receiver's choice bits: the challenge
+        // goes out right after the KOS seed.
+        if let Some(frame) = &challenge_frame {
+            ch.send(frame).await?;
+        }
+        // The previous chunk is folded while the receiver computes its check.
+        let folded = match unfolded.take() {
+            Some(previous) => fold_chunk(&mut acc, previous),
+            None => Duration::ZERO,
+        };
+        let ots = seeded.finish(ch).await?;
         let opened = match challenge {
             Some(challenge) => {
                 Some(cut_and_choose(ch, &ots, &p, &challenge.indices, &mut opened_ones).await?)
