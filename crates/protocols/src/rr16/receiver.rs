@@ -13,7 +13,7 @@ use rayon::prelude::*;
 use super::messages::{self as msg, Challenge, Response, PROTOCOL_ID};
 use super::params::Rr16Params;
 use super::sender::abort;
-use super::session::{establish, explained, fold, timed, OtSet, Phases, Summary};
+use super::session::{explained, fold, open, timed, Opened, OtSet, Phases, Summary};
 use super::shuffle::Shuffle;
 use super::Rr16Config;
 use crate::Error;
@@ -66,25 +66,15 @@ async fn receive_steps(
     cfg: &Rr16Config,
     behaviour: &Behaviour,
 ) -> Result<ReceiverOutcome, Error> {
-    let (sent0, recv0) = (ch.bytes_sent(), ch.bytes_received());
-    let mut phases = Phases::default();
-    let t = Instant::now();
-    let session = establish(ch, cfg, items.len() as u64, false).await?;
+    let Opened {
+        session,
+        mut ot,
+        buckets,
+        mut acc,
+        mut phases,
+        start_bytes: (sent0, recv0),
+    } = open::<OtExtReceiver>(ch, cfg, items).await?;
     let p = session.params;
-    let mut ot = OtExtReceiver::setup(
-        ch,
-        &session.sid,
-        cfg.security(),
-        cfg.ext_config()?,
-        &mut OsRng,
-    )
-    .await?;
-    phases.offline += t.elapsed();
-
-    let t = Instant::now();
-    let buckets = session.buckets(items);
-    let mut acc = vec![0u128; items.len()];
-    phases.online += t.elapsed();
     let mut rng = StdRng::from_rng(OsRng).map_err(|e| Error::task("seeding the shuffle", e))?;
     let ones = (p.ones_per_chunk + behaviour.extra_ones).min(p.ots_per_chunk);
     let mut draw =

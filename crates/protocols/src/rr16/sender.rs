@@ -13,7 +13,7 @@ use subtle::ConstantTimeEq;
 
 use super::messages::{self as msg, Challenge, Response, PROTOCOL_ID};
 use super::params::Rr16Params;
-use super::session::{establish, explained, fold, timed, OtSet, Phases, Session, Summary};
+use super::session::{explained, fold, open, timed, Opened, OtSet, Phases, Session, Summary};
 use super::Rr16Config;
 use crate::Error;
 
@@ -55,25 +55,15 @@ async fn send_steps(
     items: &[Vec<u8>],
     cfg: &Rr16Config,
 ) -> Result<SenderOutcome, Error> {
-    let (sent0, recv0) = (ch.bytes_sent(), ch.bytes_received());
-    let mut phases = Phases::default();
-    let t = Instant::now();
-    let session = establish(ch, cfg, items.len() as u64, true).await?;
+    let Opened {
+        session,
+        mut ot,
+        buckets,
+        mut acc,
+        mut phases,
+        start_bytes: (sent0, recv0),
+    } = open::<OtExtSender>(ch, cfg, items).await?;
     let p = session.params;
-    let mut ot = OtExtSender::setup(
-        ch,
-        &session.sid,
-        cfg.security(),
-        cfg.ext_config()?,
-        &mut OsRng,
-    )
-    .await?;
-    phases.offline += t.elapsed();
-
-    let t = Instant::now();
-    let buckets = session.buckets(items);
-    let mut acc = vec![0u128; items.len()];
-    phases.online += t.elapsed();
     let mut opened_ones = 0u64;
     let draw = || sample_challenge(p.ots_per_chunk, p.p_chk);
     let t = Instant::now();

@@ -1,11 +1,12 @@
 //! What both RR16 parties do the same way: hello, coin toss, parameters,
 //! Bloom filter buckets and summary values.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use psikit_ot::gather::gather;
-use psikit_ot::{OtError, SessionId};
+use psikit_ot::{OtError, OtExtReceiver, OtExtSender, SessionId};
 use psikit_transport::Channel;
+use rand::rngs::OsRng;
 use rand::RngCore;
 use rayon::prelude::*;
 use sha2::{Digest, Sha256};
@@ -366,6 +367,78 @@ impl OtSet {
             .get((i / 64) as usize)
             .is_some_and(|w| w >> (i % 64) & 1 == 1)
     }
+}
+
+/// The OT extension of one role, as [`open`] sets it up.
+pub trait OtRole: Sized {
+    /// Whether this is the RR16 sender's side (the OT sender).
+    const IS_SENDER: bool;
+
+    /// Runs the base OTs and prepares the extension.
+    fn setup(
+        ch: &mut Channel,
+        sid: &SessionId,
+        cfg: &Rr16Config,
+    ) -> impl std::future::Future<Output = Result<Self, Error>> + Send;
+}
+
+impl OtRole for OtExtSender {
+    const IS_SENDER: bool = true;
+
+    async fn setup(ch: &mut Channel, sid: &SessionId, cfg: &Rr16Config) -> Result<Self, Error> {
+        let ext = cfg.ext_config()?;
+        Ok(OtExtSender::setup(ch, sid, cfg.security(), ext, &mut OsRng).await?)
+    }
+}
+
+impl OtRole for OtExtReceiver {
+    const IS_SENDER: bool = false;
+
+    async fn setup(ch: &mut Channel, sid: &SessionId, cfg: &Rr16Config) -> Result<Self, Error> {
+        let ext = cfg.ext_config()?;
+        Ok(OtExtReceiver::setup(ch, sid, cfg.security(), ext, &mut OsRng).await?)
+    }
+}
+
+/// What both parties hold once the session is open, before the chunks.
+pub struct Opened<Ot> {
+    pub session: Session,
+    pub ot: Ot,
+    /// The party's items' Bloom positions, by chunk.
+    pub buckets: Vec<Vec<u64>>,
+    /// One fold accumulator per item.
+    pub acc: Vec<u128>,
+    pub phases: Phases,
+    /// The channel's byte counts when the run began.
+    pub start_bytes: (u64, u64),
+}
+
+/// The set-up both roles share: hello and coin toss ([`establish`]), the
+/// base OTs of the party's role, then its items' buckets; timed as the
+/// paper splits phases (set-up offline, buckets online).
+pub async fn open<Ot: OtRole>(
+    ch: &mut Channel,
+    cfg: &Rr16Config,
+    items: &[Vec<u8>],
+) -> Result<Opened<Ot>, Error> {
+    let start_bytes = (ch.bytes_sent(), ch.bytes_received());
+    let mut phases = Phases::default();
+    let t = Instant::now();
+    let session = establish(ch, cfg, items.len() as u64, Ot::IS_SENDER).await?;
+    let ot = Ot::setup(ch, &session.sid, cfg).await?;
+    phases.offline += t.elapsed();
+    let t = Instant::now();
+    let buckets = session.buckets(items);
+    let acc = vec![0u128; items.len()];
+    phases.online += t.elapsed();
+    Ok(Opened {
+        session,
+        ot,
+        buckets,
+        acc,
+        phases,
+        start_bytes,
+    })
 }
 
 /// Time spent in input-independent work (OTs, cut-and-choose) and in the
