@@ -163,7 +163,12 @@ impl ClientCache {
         pending: PendingQuery,
         response: &QueryResponse,
     ) -> Result<Vec<bool>, Error> {
-        let outputs = oprf::finalize_batch(chunk, &pending.blinds, &response.evaluated)?;
+        // Finalized as byte slices: the `Vec<u8>` instance of the generic
+        // `finalize_batch` measured 25% slower (38 vs 30 ms for 1024 items
+        // at 2^20) from code generation alone, and so did `#[inline]` here;
+        // see docs/dev-notes.md.
+        let inputs: Vec<&[u8]> = chunk.iter().map(Vec::as_slice).collect();
+        let outputs = oprf::finalize_batch(&inputs, &pending.blinds, &response.evaluated)?;
         Ok(outputs
             .iter()
             .map(|o| self.filter.contains(&tag_from_output(o)))
