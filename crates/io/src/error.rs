@@ -121,6 +121,20 @@ pub enum Error {
         column: String,
     },
 
+    /// A row's encoded key is longer than any protocol accepts.
+    #[error(
+        "{input} row {row}: the key is {len} bytes; keys of at most {max} bytes are accepted",
+        max = crate::spec::MAX_KEY_BYTES
+    )]
+    KeyTooLong {
+        /// The file being read.
+        input: String,
+        /// 1-based data row number.
+        row: u64,
+        /// The encoded key's length.
+        len: usize,
+    },
+
     /// A header was expected but the input is empty.
     #[error("{input}: the file is empty, but a header row naming the key columns was expected")]
     EmptyInput {

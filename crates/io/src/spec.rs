@@ -129,6 +129,11 @@ impl KeySpec {
     }
 }
 
+/// Longest encoded key psikit accepts, in every protocol: the OPRF's input
+/// limit (RFC 9497 inputs carry a 2-byte length), checked while reading so
+/// the error names the file and row.
+pub const MAX_KEY_BYTES: usize = 65_535;
+
 /// A [`KeySpec`] resolved against one file's header: positions to read and
 /// how to encode them. Built once per file so per-row work is index lookups.
 #[derive(Debug)]
@@ -173,12 +178,21 @@ impl KeyPlan {
     /// Computes the item for one data row (`row` is 1-based); `Ok(None)`
     /// means a key field is empty after normalisation and the row is skipped.
     pub(crate) fn key(&mut self, record: &ByteRecord, row: u64) -> Result<Option<Vec<u8>>> {
-        if let [(index, _)] = self.fields[..] {
+        let key = if let [(index, _)] = self.fields[..] {
             let mut key = Vec::new();
             self.normalize_field(record, row, 0, index, &mut key)?;
-            return Ok((!key.is_empty()).then_some(key));
+            (!key.is_empty()).then_some(key)
+        } else {
+            self.composite_key(record, row)?
+        };
+        match key {
+            Some(key) if key.len() > MAX_KEY_BYTES => Err(Error::KeyTooLong {
+                input: self.input.clone(),
+                row,
+                len: key.len(),
+            }),
+            key => Ok(key),
         }
-        self.composite_key(record, row)
     }
 
     /// The length-prefixed encoding of a multi-column key.

@@ -522,3 +522,32 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_key_longer_than_any_protocol_accepts_names_its_file_and_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut text = b"email\na@x\n".to_vec();
+    text.extend(vec![b'x'; psikit_io::MAX_KEY_BYTES + 1]);
+    text.push(b'\n');
+    let path = file(&dir, "long.csv", &text);
+    let mut reader = KeyReader::open(&path, &spec("email")).unwrap();
+    let mut batch = Vec::new();
+    let err = reader.next_batch(10, &mut batch).unwrap_err().to_string();
+    assert!(err.contains("long.csv row 2"), "{err}");
+    assert!(err.contains("65536 bytes"), "{err}");
+    let err = psikit_io::read_rows(&path, &spec("email"))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("long.csv row 2"), "{err}");
+    // Exactly at the limit is accepted.
+    let mut text = b"email\n".to_vec();
+    text.extend(vec![b'y'; psikit_io::MAX_KEY_BYTES]);
+    let path = file(&dir, "limit.csv", &text);
+    assert_eq!(
+        psikit_io::read_rows(&path, &spec("email"))
+            .unwrap()
+            .rows
+            .len(),
+        1
+    );
+}

@@ -34,3 +34,6 @@ pub use psikit_io as io;
 /// The OPRF of the unbalanced protocols (RFC 9497, ristretto255-SHA512),
 /// for front ends that key, derive or time it.
 pub use psikit_primitives::oprf;
+
+// Every key a CSV reader accepts is one the OPRF accepts.
+const _: () = assert!(psikit_io::MAX_KEY_BYTES == psikit_primitives::oprf::MAX_INPUT_LEN);
