@@ -29,7 +29,10 @@ use crate::{keyfile, Error};
 const STATE_FILE: &str = "filter.state";
 const KEY_FILE: &str = "oprf.key";
 const STATE_MAGIC: &[u8; 8] = b"PSIKFLT\0";
-const STATE_VERSION: u8 = 1;
+/// Version 2 ends with a SHA-256 digest of everything before it; version 1
+/// (no digest) is still read.
+const STATE_VERSION: u8 = 2;
+const UNDIGESTED_VERSION: u8 = 1;
 
 /// Rows read from CSV per OPRF batch: large enough to keep both cores busy,
 /// small enough that memory stays bounded by the tags, not the file.
@@ -249,7 +252,13 @@ impl ServerState {
         let key = ServerKey::from_bytes(&key_bytes)?;
         let path = state_path(dir);
         let bytes = fs::read(&path).map_err(|e| Error::io(&path, e))?;
-        Self::decode(key, &bytes).map_err(|e| Error::StateFile(format!("{}: {e}", path.display())))
+        Self::decode(key, &bytes).map_err(|e| {
+            let why = match e {
+                Error::StateFile(why) => why,
+                other => other.to_string(),
+            };
+            Error::StateFile(format!("{}: {why}", path.display()))
+        })
     }
 
     fn encode(&self) -> Vec<u8> {
@@ -275,16 +284,41 @@ impl ServerState {
             w.bytes(t);
         }
         w.u64(filter.len() as u64).bytes(&filter);
-        w.into_bytes()
+        let mut bytes = w.into_bytes();
+        let digest = Sha256::digest(&bytes);
+        bytes.extend_from_slice(&digest);
+        bytes
+    }
+
+    /// The encoding without its digest, once the digest is checked: a
+    /// flipped bit anywhere in the file is an error, never a silently
+    /// different state.
+    fn checked_body(bytes: &[u8]) -> Result<&[u8], Error> {
+        match bytes.get(STATE_MAGIC.len()) {
+            Some(&STATE_VERSION) => {
+                let split = bytes
+                    .len()
+                    .checked_sub(32)
+                    .ok_or_else(|| Error::StateFile("truncated".into()))?;
+                let (body, digest) = bytes.split_at(split);
+                if Sha256::digest(body).as_slice() != digest {
+                    return Err(Error::StateFile(
+                        "damaged: its digest does not match its contents".into(),
+                    ));
+                }
+                Ok(body)
+            }
+            _ => Ok(bytes),
+        }
     }
 
     fn decode(key: ServerKey, bytes: &[u8]) -> Result<Self, Error> {
-        let mut r = Reader::new(bytes);
+        let mut r = Reader::new(Self::checked_body(bytes)?);
         if r.bytes(8, "magic")? != STATE_MAGIC {
             return Err(Error::StateFile("not a psikit filter state".into()));
         }
         let version = r.u8("version")?;
-        if version != STATE_VERSION {
+        if version != STATE_VERSION && version != UNDIGESTED_VERSION {
             return Err(Error::StateFile(format!(
                 "state format version {version}; this build reads version {STATE_VERSION}"
             )));
@@ -423,6 +457,46 @@ mod tests {
 
     fn key() -> ServerKey {
         ServerKey::generate(&mut rand::rngs::OsRng)
+    }
+
+    #[test]
+    fn any_flipped_byte_of_a_saved_state_is_refused() {
+        let (state, _) =
+            ServerState::build(key(), random_tags(300), FilterConfig::default()).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        state.save(dir.path()).unwrap();
+        let path = state_path(dir.path());
+        let good = fs::read(&path).unwrap();
+        // Every byte of the tail (the filter and the digest) and a spread
+        // of the rest.
+        let positions = (good.len() - 64..good.len()).chain((0..good.len()).step_by(97));
+        for at in positions {
+            let mut bad = good.clone();
+            bad[at] ^= 0x10;
+            fs::write(&path, &bad).unwrap();
+            let err = ServerState::load(dir.path())
+                .err()
+                .expect("damage detected");
+            assert!(err.to_string().contains("filter.state"), "{err}");
+        }
+        fs::write(&path, &good[..good.len() - 1]).unwrap();
+        assert!(ServerState::load(dir.path()).is_err());
+        fs::write(&path, &good).unwrap();
+        assert_eq!(ServerState::load(dir.path()).unwrap().len(), 300);
+    }
+
+    #[test]
+    fn states_saved_without_a_digest_still_load() {
+        let (state, _) =
+            ServerState::build(key(), random_tags(50), FilterConfig::default()).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        state.save(dir.path()).unwrap();
+        let path = state_path(dir.path());
+        let mut v1 = fs::read(&path).unwrap();
+        v1.truncate(v1.len() - 32);
+        v1[STATE_MAGIC.len()] = UNDIGESTED_VERSION;
+        fs::write(&path, &v1).unwrap();
+        assert_eq!(ServerState::load(dir.path()).unwrap().len(), 50);
     }
 
     #[test]
