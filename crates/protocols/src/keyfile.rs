@@ -5,11 +5,16 @@ use std::fs;
 use std::io::Write;
 use std::path::Path;
 
+use sha2::{Digest, Sha256};
 use zeroize::Zeroizing;
 
 use crate::Error;
 
-const MAGIC: &[u8; 8] = b"PSIKKEY1";
+/// Key files end with a SHA-256 digest of the secret, so a damaged key
+/// is refused instead of silently becoming another key.
+const MAGIC: &[u8; 8] = b"PSIKKEY2";
+/// Key files of earlier builds (no digest); still read.
+const MAGIC_UNDIGESTED: &[u8; 8] = b"PSIKKEY1";
 
 /// Writes `secret` to a new file at `path` with mode 0600. Fails if the file
 /// exists, so a key is never silently replaced.
@@ -24,6 +29,8 @@ pub fn write_secret(path: &Path, secret: &[u8]) -> Result<(), Error> {
     let mut f = opts.open(path).map_err(|e| Error::io(path, e))?;
     f.write_all(MAGIC).map_err(|e| Error::io(path, e))?;
     f.write_all(secret).map_err(|e| Error::io(path, e))?;
+    f.write_all(&Sha256::digest(secret))
+        .map_err(|e| Error::io(path, e))?;
     f.sync_all().map_err(|e| Error::io(path, e))
 }
 
@@ -47,13 +54,22 @@ pub fn read_secret(path: &Path) -> Result<Zeroizing<Vec<u8>>, Error> {
         }
     }
     let bytes = Zeroizing::new(fs::read(path).map_err(|e| Error::io(path, e))?);
-    match bytes.strip_prefix(MAGIC.as_slice()) {
-        Some(secret) => Ok(Zeroizing::new(secret.to_vec())),
-        None => Err(Error::StateFile(format!(
-            "{} is not a psikit key file",
-            path.display()
-        ))),
+    let refuse = |why: &str| Error::StateFile(format!("{}: {why}", path.display()));
+    if let Some(secret) = bytes.strip_prefix(MAGIC_UNDIGESTED.as_slice()) {
+        return Ok(Zeroizing::new(secret.to_vec()));
     }
+    let body = bytes
+        .strip_prefix(MAGIC.as_slice())
+        .ok_or_else(|| refuse("not a psikit key file"))?;
+    let split = body
+        .len()
+        .checked_sub(32)
+        .ok_or_else(|| refuse("truncated key file"))?;
+    let (secret, digest) = body.split_at(split);
+    if Sha256::digest(secret).as_slice() != digest {
+        return Err(refuse("damaged key file: its digest does not match"));
+    }
+    Ok(Zeroizing::new(secret.to_vec()))
 }
 
 #[cfg(test)]
@@ -67,6 +83,19 @@ mod tests {
         write_secret(&p, &[7; 32]).unwrap();
         assert_eq!(read_secret(&p).unwrap().as_slice(), &[7; 32]);
         assert!(write_secret(&p, &[8; 32]).is_err());
+        // Any flipped byte, or a cut, is refused.
+        let good = fs::read(&p).unwrap();
+        for at in 0..good.len() {
+            let mut bad = good.clone();
+            bad[at] ^= 1;
+            fs::write(&p, &bad).unwrap();
+            assert!(read_secret(&p).is_err(), "flip at {at} undetected");
+        }
+        fs::write(&p, &good[..good.len() - 1]).unwrap();
+        assert!(read_secret(&p).is_err());
+        // A key file of an earlier build (no digest) still reads.
+        fs::write(&p, [b"PSIKKEY1".as_slice(), &[9; 32]].concat()).unwrap();
+        assert_eq!(read_secret(&p).unwrap().as_slice(), &[9; 32]);
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
