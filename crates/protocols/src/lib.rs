@@ -24,7 +24,7 @@ mod error;
 #[cfg(any(feature = "filter", feature = "he"))]
 mod keyfile;
 #[cfg(any(feature = "filter", feature = "he"))]
-mod oprf_wire;
+pub mod oprf_wire;
 
 pub use common::{Match, NoProgress, Progress};
 pub use error::{Error, Violation};

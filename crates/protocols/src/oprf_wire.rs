@@ -5,7 +5,7 @@
 //! identity) in parallel.
 
 use psikit_primitives::oprf::{BlindedElement, EvaluatedElement, ELEMENT_LEN};
-use psikit_transport::{DecodeError, Reader, Writer};
+use psikit_transport::{DecodeError, Message, ProtocolId, Reader, Writer};
 
 pub(crate) fn write_blinded(w: &mut Writer, items: &[BlindedElement]) {
     w.count(items.len())
@@ -45,4 +45,29 @@ pub(crate) fn read_evaluated(
     }
     let raw = r.bytes(n * ELEMENT_LEN, WHAT)?;
     EvaluatedElement::decode_concatenated(raw).map_err(|e| DecodeError::invalid(WHAT, e))
+}
+
+/// The server's OPRF evaluations, in request order: the same message in
+/// every protocol with an OPRF round, under that protocol's id and kind.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Evaluated<const PROTOCOL: ProtocolId, const KIND: u8> {
+    pub evaluated: Vec<EvaluatedElement>,
+}
+
+impl<const PROTOCOL: ProtocolId, const KIND: u8> Message for Evaluated<PROTOCOL, KIND> {
+    const PROTOCOL: ProtocolId = PROTOCOL;
+    const KIND: u8 = KIND;
+    /// How many answers the client expects.
+    type Bounds<'a> = usize;
+
+    fn write(&self, w: &mut Writer) {
+        write_evaluated(w, &self.evaluated);
+    }
+
+    /// Exactly `expected` valid elements, or an error.
+    fn read(r: &mut Reader<'_>, expected: usize) -> Result<Self, DecodeError> {
+        Ok(Self {
+            evaluated: read_evaluated(r, expected)?,
+        })
+    }
 }

@@ -16,17 +16,6 @@ pub struct Match {
     pub label: Option<Vec<u8>>,
 }
 
-/// Matches as a membership vector over `items` inputs.
-pub fn membership(matches: &[Match], items: usize) -> Vec<bool> {
-    let mut out = vec![false; items];
-    for m in matches {
-        if let Some(slot) = out.get_mut(m.index) {
-            *slot = true;
-        }
-    }
-    out
-}
-
 /// Receives progress of a long job (set-up, database builds) so a front
 /// end can show it: the CLI draws a bar, Python calls a callback.
 pub trait Progress: Sync {

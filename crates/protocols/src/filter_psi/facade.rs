@@ -155,11 +155,6 @@ impl FilterClient {
         }
     }
 
-    /// The filter copy, once synced or loaded.
-    pub fn cache(&self) -> Option<&ClientCache> {
-        self.cache.as_ref()
-    }
-
     /// Brings the filter up to date (a full download or a delta) and saves
     /// it when it changed.
     pub async fn sync(&mut self, ch: &mut Channel) -> Result<SyncOutcome, Error> {

@@ -11,7 +11,7 @@
 //! Every frame message implements [`Message`]. Every decoder bounds counts
 //! by the bytes present and by the receiver's limits before allocating.
 
-use psikit_primitives::oprf::{BlindedElement, EvaluatedElement};
+use psikit_primitives::oprf::BlindedElement;
 use psikit_transport::{DecodeError, Message, ProtocolId, Reader, Writer};
 
 use super::PROTOCOL_ID;
@@ -209,33 +209,13 @@ impl Message for QueryRequest {
     }
 }
 
-/// The server's evaluations, in request order.
-#[derive(Debug, PartialEq, Eq)]
-pub struct QueryResponse {
-    pub evaluated: Vec<EvaluatedElement>,
-}
-
-impl Message for QueryResponse {
-    const PROTOCOL: ProtocolId = PROTOCOL_ID;
-    const KIND: u8 = 5;
-    /// How many answers the client expects.
-    type Bounds<'a> = usize;
-
-    fn write(&self, w: &mut Writer) {
-        oprf_wire::write_evaluated(w, &self.evaluated);
-    }
-
-    /// The client knows how many answers it expects; anything else is an
-    /// error, as is any invalid element.
-    fn read(r: &mut Reader<'_>, expected: usize) -> Result<Self, DecodeError> {
-        Ok(Self {
-            evaluated: oprf_wire::read_evaluated(r, expected)?,
-        })
-    }
-}
+/// The server's evaluations, in request order (kind 5).
+pub type QueryResponse = oprf_wire::Evaluated<PROTOCOL_ID, 5>;
 
 #[cfg(test)]
 mod tests {
+    use psikit_primitives::oprf::EvaluatedElement;
+
     use super::*;
     use crate::codec_tests::{check_message, oprf_elements};
 

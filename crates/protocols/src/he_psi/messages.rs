@@ -23,7 +23,7 @@
 //! straight from the frame with [`DecodedResultCt`].
 
 use psikit_he::{wire, Ciphertext, HeError, HeParams};
-use psikit_primitives::oprf::{BlindedElement, EvaluatedElement};
+use psikit_primitives::oprf::BlindedElement;
 use psikit_transport::{DecodeError, Message, ProtocolId, Reader, Writer};
 
 use crate::oprf_wire;
@@ -123,29 +123,8 @@ impl Message for OprfRequest {
     }
 }
 
-/// The server's evaluations, in request order.
-#[derive(Debug, PartialEq, Eq)]
-pub struct OprfResponse {
-    pub evaluated: Vec<EvaluatedElement>,
-}
-
-impl Message for OprfResponse {
-    const PROTOCOL: ProtocolId = PROTOCOL_ID;
-    const KIND: u8 = 4;
-    /// How many answers the client expects.
-    type Bounds<'a> = usize;
-
-    fn write(&self, w: &mut Writer) {
-        oprf_wire::write_evaluated(w, &self.evaluated);
-    }
-
-    /// Exactly `expected` valid elements, or an error.
-    fn read(r: &mut Reader<'_>, expected: usize) -> Result<Self, DecodeError> {
-        Ok(Self {
-            evaluated: oprf_wire::read_evaluated(r, expected)?,
-        })
-    }
-}
+/// The server's evaluations, in request order (kind 4).
+pub type OprfResponse = oprf_wire::Evaluated<PROTOCOL_ID, 4>;
 
 /// Opens a query: the database the client prepared it for and its
 /// relinearization key (exactly [`wire::relin_key_size`] bytes).
@@ -320,6 +299,8 @@ impl Message for QueryDone {
 #[cfg(test)]
 mod tests {
     use psikit_he::{Evaluator, RelinKey, SecretKey};
+
+    use psikit_primitives::oprf::EvaluatedElement;
 
     use super::*;
     use crate::codec_tests::{check_message, oprf_elements};

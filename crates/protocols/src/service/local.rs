@@ -11,7 +11,6 @@ use crate::Error;
 /// A [`Router`] serving on `127.0.0.1` at a free port until dropped.
 pub struct LocalServer {
     addr: String,
-    router: Arc<Router>,
     task: tokio::task::JoinHandle<Result<(), Error>>,
 }
 
@@ -20,9 +19,8 @@ impl LocalServer {
     pub async fn start(router: Router, limits: Limits) -> Result<Self, Error> {
         let listener = Listener::bind("127.0.0.1:0", None, limits).await?;
         let addr = listener.local_addr()?.to_string();
-        let router = Arc::new(router);
-        let task = tokio::spawn(router.clone().run(listener));
-        Ok(Self { addr, router, task })
+        let task = tokio::spawn(Arc::new(router).run(listener));
+        Ok(Self { addr, task })
     }
 
     /// Serves one service with default limits.
@@ -35,10 +33,6 @@ impl LocalServer {
     /// The `host:port` clients connect to.
     pub fn addr(&self) -> &str {
         &self.addr
-    }
-
-    pub fn router(&self) -> &Router {
-        &self.router
     }
 
     /// A new plain-TCP client connection.

@@ -80,11 +80,6 @@ impl Router {
         Ok(())
     }
 
-    /// The limits every connection and service of this router obeys.
-    pub fn limits(&self) -> &ServerLimits {
-        &self.limits
-    }
-
     /// The registered services, in registration order.
     pub fn services(&self) -> &[Arc<dyn Service>] {
         &self.services
