@@ -1,6 +1,8 @@
 //! A framed, byte-counting, time-limited message channel over any async
 //! byte stream (TCP, TLS, or an in-memory pipe for tests).
 
+use std::future::Future;
+use std::task::Poll;
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -48,6 +50,10 @@ impl<T: AsyncRead + AsyncWrite + Unpin + Send> Stream for T {}
 pub struct Channel {
     io: Box<dyn Stream>,
     limits: Limits,
+    /// Whether waits are bounded by the limits' timeouts (tokio timers).
+    /// Off for a channel stepped by hand ([`crate::step::Stepper`]): it
+    /// runs without a runtime, and waiting is its caller's business.
+    clocked: bool,
     bytes_sent: u64,
     bytes_received: u64,
 }
@@ -57,8 +63,18 @@ impl Channel {
         Self {
             io: Box::new(io),
             limits,
+            clocked: true,
             bytes_sent: 0,
             bytes_received: 0,
+        }
+    }
+
+    /// A channel without timers (it needs no runtime): reads wait until
+    /// bytes arrive, however long. For [`crate::step::Stepper`].
+    pub fn unclocked(io: impl Stream + 'static, limits: Limits) -> Self {
+        Self {
+            clocked: false,
+            ..Self::new(io, limits)
         }
     }
 
@@ -102,9 +118,10 @@ impl Channel {
             self.io.write_all(payload).await?;
             self.io.flush().await
         };
-        let written = tokio::time::timeout(self.limits.write_timeout, write)
+        let (clocked, limit) = (self.clocked, self.limits.write_timeout);
+        let written = within(clocked, limit, write)
             .await
-            .map_err(|_| TransportError::Timeout("sending a message"))?;
+            .ok_or(TransportError::Timeout("sending a message"))?;
         if let Err(e) = written {
             return Err(self.explain(e.into()).await);
         }
@@ -125,6 +142,7 @@ impl Channel {
     /// connection and the peer could lose our last frame (an error, a
     /// "server busy").
     pub async fn close(mut self) {
+        let clocked = self.clocked;
         let drain = async {
             if self.io.shutdown().await.is_err() {
                 return;
@@ -138,15 +156,16 @@ impl Channel {
                 }
             }
         };
-        let _ = tokio::time::timeout(DRAIN_TIME, drain).await;
+        let _ = within(clocked, DRAIN_TIME, drain).await;
     }
 
     /// Receives one frame. Returns `Ok(None)` if the peer closed the
     /// connection cleanly between frames.
     pub async fn recv_or_eof(&mut self) -> Result<Option<Frame>, TransportError> {
-        let read = tokio::time::timeout(self.limits.read_timeout, self.read_frame());
-        read.await
-            .map_err(|_| TransportError::Timeout("waiting for a message"))?
+        let (clocked, limit) = (self.clocked, self.limits.read_timeout);
+        within(clocked, limit, self.read_frame())
+            .await
+            .ok_or(TransportError::Timeout("waiting for a message"))?
     }
 
     /// Receives one frame; a closed connection is an error. A peer's error
@@ -266,9 +285,22 @@ impl Channel {
         if !matches!(err, TransportError::Io(_) | TransportError::Closed) {
             return err;
         }
-        let pending = tokio::time::timeout(Duration::from_millis(200), self.read_frame()).await;
+        // A clocked channel waits briefly for the peer's last frame; an
+        // unclocked one takes only what has already arrived.
+        let pending = match self.clocked {
+            true => within(true, Duration::from_millis(200), self.read_frame()).await,
+            false => {
+                let mut read = std::pin::pin!(self.read_frame());
+                std::future::poll_fn(|cx| match read.as_mut().poll(cx) {
+                    Poll::Ready(r) => Poll::Ready(Some(r)),
+                    Poll::Pending => Poll::Ready(None),
+                })
+                .await
+            }
+        };
         match pending {
-            Ok(Ok(Some(frame))) if frame.is_error() => match ErrorMessage::decode(&frame.payload) {
+            Some(Ok(Some(frame))) if frame.is_error() => match ErrorMessage::decode(&frame.payload)
+            {
                 Ok(msg) => TransportError::Peer(msg),
                 Err(_) => err,
             },
@@ -301,6 +333,14 @@ impl Channel {
     ) -> Result<M, TransportError> {
         let frame = self.recv_expect(M::PROTOCOL, M::KIND).await?;
         Ok(M::decode(&frame.payload, bounds)?)
+    }
+}
+
+/// `work`, limited to `limit` when `clocked`; `None` if it ran out.
+async fn within<T>(clocked: bool, limit: Duration, work: impl Future<Output = T>) -> Option<T> {
+    match clocked {
+        true => tokio::time::timeout(limit, work).await.ok(),
+        false => Some(work.await),
     }
 }
 

@@ -6,6 +6,8 @@
 //! * [`frame`]: the frame layout, wire version and the shared error message.
 //! * [`channel`]: a framed channel with size limits, timeouts and byte counts.
 //! * [`net`]: TCP listener/connector with optional (mutual) TLS via rustls.
+//! * [`step`]: a party over a channel run as a sans-IO state machine
+//!   (bytes in, bytes out, no runtime).
 //! * [`ids`]: the table of protocol ids, one per protocol family.
 //!
 //! Protocols define their own message kinds on top of [`frame::Frame`]; this
@@ -16,12 +18,14 @@ pub mod codec;
 pub mod frame;
 pub mod ids;
 pub mod net;
+pub mod step;
 pub mod wire;
 
 pub use channel::{Channel, Limits};
 pub use codec::Message;
 pub use frame::{ErrorCode, ErrorMessage, Frame};
 pub use ids::ProtocolId;
+pub use step::Stepper;
 pub use wire::{DecodeError, Reader, Writer};
 
 use thiserror::Error;

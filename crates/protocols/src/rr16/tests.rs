@@ -232,3 +232,56 @@ async fn malformed_summary_values_are_errors_not_panics() {
         "{err}"
     );
 }
+
+/// Both parties as sans-IO state machines, their bytes carried by hand
+/// between them, with no runtime and no sockets: the same core as over TCP.
+#[test]
+fn stepped_parties_match_plaintext_without_a_runtime() {
+    use std::task::Poll;
+    for malicious in [true, false] {
+        let (s_items, r_items, truth) = sets(11, 300, 200, 120);
+        let cfg = Rr16Config {
+            reveal_to_sender: true,
+            ..small_chunks(malicious)
+        };
+        let mut sender = facade::sender_stepper(s_items.clone(), cfg.clone(), limits());
+        let mut receiver = facade::receiver_stepper(r_items.clone(), cfg, limits());
+        let (mut s_out, mut r_out) = (None, None);
+        while s_out.is_none() || r_out.is_none() {
+            if s_out.is_none() {
+                if let Poll::Ready(r) = sender.advance() {
+                    s_out = Some(r);
+                }
+            }
+            receiver.push(&sender.take_outgoing());
+            if r_out.is_none() {
+                if let Poll::Ready(r) = receiver.advance() {
+                    r_out = Some(r);
+                }
+            }
+            let answer = receiver.take_outgoing();
+            assert!(
+                s_out.is_none() || r_out.is_none() || answer.is_empty(),
+                "bytes after both finished"
+            );
+            sender.push(&answer);
+        }
+        let r = r_out.expect("receiver ran").expect("receiver ok");
+        assert_eq!(r.matches, truth, "malicious = {malicious}");
+        let shared: Vec<&Vec<u8>> = r_items
+            .iter()
+            .zip(&truth)
+            .filter(|(_, t)| **t)
+            .map(|(x, _)| x)
+            .collect();
+        let s = s_out.expect("sender ran").expect("sender ok");
+        let mut revealed: Vec<&Vec<u8>> = s
+            .revealed
+            .expect("revealed")
+            .iter()
+            .map(|&i| &s_items[i])
+            .collect();
+        revealed.sort();
+        assert_eq!(revealed, shared, "malicious = {malicious}");
+    }
+}
