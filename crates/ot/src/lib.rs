@@ -74,6 +74,7 @@ pub mod gf128;
 pub mod kk13;
 mod matrix;
 pub mod messages;
+pub mod silent;
 pub mod transpose;
 
 pub use base::{BaseReceiverOutput, BaseSenderOutput};
