@@ -9,6 +9,7 @@
 //! | [`kind::KOS_SEED`] (5) | sender → receiver | 16-byte seed for the check's weights |
 //! | [`kind::KOS_CHECK`] (6) | receiver → sender | `x̃` then `t̃_0..t̃_127`, 129 × 16 bytes |
 //! | [`kind::KOS_OK`] (7) | sender → receiver | empty: the check passed (not sent in a [`KOS_UNCONFIRMED`] extension) |
+//! | [`kind::SILENT_TREES`] (8) | silent OT sender → receiver | [`SilentTrees`]: `u64 count`, then per GGM tree its masked level sums (2 blocks per level) and its correction block |
 //!
 //! Kind 255 is the transport's error message; a failed KOS check is reported
 //! with code `Aborted`, a malformed message with `BadRequest`. The base-OT
@@ -40,6 +41,7 @@ pub mod kind {
     pub const KOS_SEED: u8 = 5;
     pub const KOS_CHECK: u8 = 6;
     pub const KOS_OK: u8 = 7;
+    pub const SILENT_TREES: u8 = 8;
 }
 
 /// Base OT, sender → receiver: the batch size and the sender's point `A`
@@ -93,6 +95,36 @@ impl Message for BaseReceiverMessage {
             pairs.push([r.array("base OT point")?, r.array("base OT point")?]);
         }
         Ok(Self { pairs })
+    }
+}
+
+/// Silent OT, sender → receiver: for `count` correlations, each GGM tree's
+/// level sums masked with the level's random-OT messages (left, right) and
+/// the tree's correction `Δ ⊕ Σ leaves`, tree-major.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SilentTrees {
+    pub count: u64,
+    pub blocks: Vec<u128>,
+}
+
+impl Message for SilentTrees {
+    const PROTOCOL: ProtocolId = PROTOCOL_ID;
+    const KIND: u8 = kind::SILENT_TREES;
+    /// The number of blocks the receiver's own parameters call for.
+    type Bounds<'a> = usize;
+
+    fn write(&self, w: &mut Writer) {
+        w.u64(self.count);
+        w.bytes(&encode_blocks(&self.blocks));
+    }
+
+    fn read(r: &mut Reader<'_>, blocks: usize) -> Result<Self, DecodeError> {
+        let count = r.u64("silent OT count")?;
+        let bytes = r.bytes(blocks * 16, "silent OT tree sums")?;
+        Ok(Self {
+            count,
+            blocks: bytes.chunks_exact(16).map(block_from_le).collect(),
+        })
     }
 }
 
