@@ -92,7 +92,7 @@ pub fn receiver_expand(alphas: &[usize], off_path: &[u128], depth: usize, leaves
                 // The sibling is the only node of its side computed from
                 // the placeholder: take its garbage value out of the side's
                 // sum and put in what the sender's sum says.
-                tree[sibling] = sum ^ both[side] ^ tree[sibling];
+                tree[sibling] ^= sum ^ both[side];
                 tree[path] = 0;
             }
         });
