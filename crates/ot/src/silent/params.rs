@@ -11,14 +11,17 @@
 //!
 //! `δ` for Expand-Convolute is an estimate of its (pseudo-)minimum
 //! distance ratio: RRT23 (CRYPTO 2023, ePrint 2023/882) measure the
-//! distance of their codes empirically; libOTe, maintained by two of its
-//! authors, configures the weight-21, window-24 instance with `δ = 0.2`
-//! ("conservative") and the weight-7 one with 0.15 ("aggressive"). psikit
-//! uses the conservative instance: `δ = 0.2` gives `t ≥ 173.7`, so at
-//! least [`MIN_TREES`] = 176 trees. [`SilentParams::for_count`] never goes
-//! below it, and [`SilentParams::check`] refuses any set that does, so no
-//! caller (nor a peer proposing sizes) can weaken it. (Silver codes are
-//! broken (RRT23, section 2) and are not offered.)
+//! distance of their codes empirically, and libOTe, maintained by two of
+//! its authors, has configured the weight-7, window-24 instance psikit uses
+//! with `δ = 0.1` (its first release of the code) and later `δ = 0.15`.
+//! psikit takes the lower, more conservative `δ = 0.1`: `t ≥ 397.6`, so at
+//! least [`MIN_TREES`] = 400 trees. (Weight 21 with its estimate `δ = 0.2`
+//! would need only 176 trees, but three times the expander's random reads,
+//! the encoder's main cost; more trees cost only a few more base OTs.)
+//! [`SilentParams::for_count`] never goes below [`MIN_TREES`], and
+//! [`SilentParams::check`] refuses any shape that does, so no caller (nor a
+//! peer proposing sizes) can weaken it. Silver codes are broken (RRT23) and
+//! are not offered.
 
 use crate::OtError;
 
@@ -26,10 +29,10 @@ use super::code::{ExConvCode, WEIGHT};
 
 /// Target computational security in bits.
 pub const SECURITY_BITS: f64 = 128.0;
-/// Estimated minimum-distance ratio of the weight-21 Expand-Convolute code.
-pub const MIN_DIST_RATIO: f64 = 0.2;
-/// The fewest trees (noise weight) giving [`SECURITY_BITS`]: 176.
-pub const MIN_TREES: usize = 176;
+/// Estimated minimum-distance ratio of the weight-7 Expand-Convolute code.
+pub const MIN_DIST_RATIO: f64 = 0.1;
+/// The fewest trees (noise weight) giving [`SECURITY_BITS`]: 400.
+pub const MIN_TREES: usize = 400;
 /// Fewest correlations generated at once (smaller requests are cut from
 /// this many): below it the trees would be too small to be worth it.
 pub const MIN_COUNT: usize = 1 << 12;
@@ -133,7 +136,7 @@ mod tests {
     #[test]
     fn weak_or_impossible_shapes_are_refused() {
         let ok = SilentParams::for_count(1 << 16).expect("params");
-        let weak = SilentParams { trees: 100, ..ok };
+        let weak = SilentParams { trees: 399, ..ok };
         assert!(weak.check().is_err());
         let shallow = SilentParams { depth: 1, ..ok };
         assert!(shallow.check().is_err());
