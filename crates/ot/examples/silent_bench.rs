@@ -7,7 +7,8 @@
 //! ```
 //!
 //! Options: `--log-n 16,20` (correlations per extension, as powers of
-//! two), `--threads 1,2` (per party), `--reps 3`. Prints medians of: the
+//! two), `--threads 1,2` (per party), `--reps 3`, `--vole` (VOLE over
+//! GF(2^128) instead of correlated OT). Prints medians of: the
 //! base-OT set-up, one extension (both parties done), its kernels alone on
 //! one party's pool (GGM expansion of the sender's trees, one
 //! Expand-Convolute encoding of `N` blocks), correlations per second and
@@ -15,7 +16,7 @@
 
 use std::time::{Duration, Instant};
 
-use psikit_ot::silent::{code::ExConvCode, ggm, SilentOtReceiver, SilentOtSender, SilentParams};
+use psikit_ot::silent::{code::ExConvCode, ggm, SilentParams, SilentReceiver, SilentSender};
 use psikit_ot::{ExtConfig, SessionId};
 use psikit_transport::{Channel, Limits};
 use rand::rngs::OsRng;
@@ -36,7 +37,7 @@ fn list(args: &[String], flag: &str, default: &[usize]) -> Vec<usize> {
         .unwrap_or_else(|| default.to_vec())
 }
 
-fn run(log_n: usize, threads: usize) -> Sample {
+fn run(log_n: usize, threads: usize, vole: bool) -> Sample {
     let count = 1usize << log_n;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -52,22 +53,33 @@ fn run(log_n: usize, threads: usize) -> Sample {
         let start = Instant::now();
         let sender = tokio::spawn(async move {
             let cfg = ExtConfig::with_threads(threads).expect("pool");
-            let mut s = SilentOtSender::setup(&mut a, &sid, cfg, &mut OsRng).await?;
+            let mut s = SilentSender::setup(&mut a, &sid, cfg, &mut OsRng).await?;
             let set_up = start.elapsed();
-            let out = s.extend(&mut a, count, &mut OsRng).await?;
-            Ok::<_, psikit_ot::OtError>((set_up, out.q.len(), a.bytes_sent()))
+            let out = match vole {
+                true => s.vole(&mut a, count, &mut OsRng).await?,
+                false => s.cot(&mut a, count, &mut OsRng).await?,
+            };
+            Ok::<_, psikit_ot::OtError>((set_up, out.len()))
         });
         let cfg = ExtConfig::with_threads(threads).expect("pool");
-        let mut r = SilentOtReceiver::setup(&mut b, &sid, cfg, &mut OsRng)
+        let mut r = SilentReceiver::setup(&mut b, &sid, cfg, &mut OsRng)
             .await
             .expect("setup");
         let setup_done = start.elapsed();
         let before = (b.bytes_sent(), b.bytes_received());
         let t = Instant::now();
-        let out = r.extend(&mut b, count, &mut OsRng).await.expect("extend");
-        let (sender_setup, made, _) = sender.await.expect("task").expect("sender");
+        let got = match vole {
+            true => r
+                .vole(&mut b, count, &mut OsRng)
+                .await
+                .expect("vole")
+                .a
+                .len(),
+            false => r.cot(&mut b, count, &mut OsRng).await.expect("cot").t.len(),
+        };
+        let (sender_setup, made) = sender.await.expect("task").expect("sender");
         let extend = t.elapsed();
-        assert_eq!(made, out.t.len());
+        assert_eq!(made, got);
         let bytes = b.bytes_sent() - before.0 + b.bytes_received() - before.1;
         (setup_done.max(sender_setup), extend, bytes)
     });
@@ -109,7 +121,13 @@ fn median(mut v: Vec<Duration>) -> Duration {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let reps = list(&args, "--reps", &[3])[0].max(1);
-    println!("silent correlated OT (semi-honest), in-memory channel, medians of {reps}");
+    let vole = args.iter().any(|a| a == "--vole");
+    let what = if vole {
+        "VOLE over GF(2^128)"
+    } else {
+        "correlated OT"
+    };
+    println!("silent {what} (semi-honest), in-memory channel, medians of {reps}");
     println!(
         "{:>6} {:>7} {:>9} {:>9} {:>9} {:>9} {:>12} {:>12} {:>9} {:>8} {:>8}",
         "log n",
@@ -126,7 +144,7 @@ fn main() {
     );
     for &log_n in &list(&args, "--log-n", &[16, 20]) {
         for &threads in &list(&args, "--threads", &[1, 2]) {
-            let samples: Vec<Sample> = (0..reps).map(|_| run(log_n, threads)).collect();
+            let samples: Vec<Sample> = (0..reps).map(|_| run(log_n, threads, vole)).collect();
             let p = SilentParams::for_count(1 << log_n).expect("params");
             let ext = median(samples.iter().map(|s| s.extend).collect());
             let rate = (1u64 << log_n) as f64 / ext.as_secs_f64();

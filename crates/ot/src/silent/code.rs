@@ -36,21 +36,39 @@ use crate::aes_hash::Prg;
 /// correlation values, GF(2) elements (`u8` holding 0 or 1) for choice
 /// bits. Addition is XOR in both.
 pub trait Symbol:
-    Copy + Default + Send + Sync + BitXor<Output = Self> + BitXorAssign + BitAnd<Output = Self>
+    Copy
+    + Default
+    + Send
+    + Sync
+    + BitXor<Output = Self>
+    + BitXorAssign
+    + BitAnd<Output = Self>
+    + zeroize::DefaultIsZeroes
 {
     /// All ones if `bit`, else zero: `x & mask(b)` is `b·x` without a branch.
     fn mask(bit: bool) -> Self;
+
+    /// Bit `j` of the value (false past its width).
+    fn bit(self, j: usize) -> bool;
 }
 
 impl Symbol for u128 {
     fn mask(bit: bool) -> Self {
         0u128.wrapping_sub(u128::from(bit))
     }
+
+    fn bit(self, j: usize) -> bool {
+        j < 128 && self >> j & 1 == 1
+    }
 }
 
 impl Symbol for u8 {
     fn mask(bit: bool) -> Self {
         0u8.wrapping_sub(u8::from(bit))
+    }
+
+    fn bit(self, j: usize) -> bool {
+        j < 8 && self >> j & 1 == 1
     }
 }
 

@@ -1,21 +1,95 @@
-//! Silent OT: correlated OTs from a few base OTs, with communication
-//! sublinear in their number (dual-LPN pseudorandom correlation
-//! generators with regular noise).
+//! Silent OT and VOLE: correlations from a few base OTs, with
+//! communication sublinear in their number (dual-LPN pseudorandom
+//! correlation generators with regular noise; Boyle et al., CCS 2019;
+//! the VOLE form of Weng et al. / libOTe's silent VOLE).
 //!
 //! | module | what |
 //! |---|---|
 //! | [`params`] | the shape of an extension and the rule keeping it at 128-bit security |
 //! | [`code`] | the Expand-Convolute code (RRT23) compressing the noise |
 //! | [`ggm`] | GGM trees as punctured PRFs |
-//! | [`cot`] | silent correlated OT (Δ-COT over GF(2^128)) between two parties |
+//! | [`sender`], [`receiver`] | the two roles over a `Channel` |
 //!
-//! Security: semi-honest (the base OTs are IKNP; the trees carry no
-//! consistency check yet).
+//! # Outputs
+//! The sender holds a global `Δ ∈ GF(2^128)` (its IKNP base-OT choice, so
+//! it lasts for the session). Per extension of `count`:
+//!
+//! * **correlated OT** ([`SilentSender::cot`]): sender `q`, receiver
+//!   choice bits `b` and `t` with `t_i = q_i ⊕ b_i·Δ`;
+//! * **VOLE over GF(2^128)** ([`SilentSender::vole`]): sender `B`,
+//!   receiver `A` and `C` with `A_i + B_i = C_i·Δ`, `C` pseudorandom
+//!   (volePSI's convention `a + b = c·d`).
+//!
+//! # Protocol of one extension
+//! 1. IKNP correlated OTs: `t·depth` for the trees (their random-OT
+//!    messages; the receiver's random choice bits, negated, spell each
+//!    tree's punctured position `α_i`), plus, for VOLE, 128 per tree whose
+//!    choice bits are the bits of the receiver's noise value `β_i`, packed
+//!    into a share of `β_i·Δ` (`Σ_j t_j·X^j = Σ_j q_j·X^j + β_i·Δ`). For
+//!    correlated OT, `β_i = 1` and the sender's share is `Δ` itself.
+//! 2. The sender expands `t` GGM trees from random roots and sends
+//!    [`crate::messages::SilentTrees`]: per level the left and right sums
+//!    masked with the level's two random-OT messages, and per tree its
+//!    share of `β_i·Δ` plus the sum of its leaves.
+//! 3. The receiver rebuilds every leaf but `α_i` and sets that one so that
+//!    `w = v + e·Δ`, where `v` are the sender's leaves and `e` holds `β_i`
+//!    at `α_i`.
+//! 4. Both apply the Expand-Convolute code `E`: the sender outputs `E(v)`,
+//!    the receiver `E(w)` and `E(e)`; the relations hold by linearity, and
+//!    `E(e)` is pseudorandom by dual LPN ([`params`]).
+//!
+//! # Security
+//! Semi-honest (IKNP base correlations; the trees carry no consistency
+//! check yet). 128-bit computational under dual LPN with regular noise at
+//! the parameters of [`params`], enforced in code.
 
 pub mod code;
-pub mod cot;
 pub mod ggm;
 pub mod params;
+pub mod receiver;
+pub mod sender;
 
-pub use cot::{SilentOtReceiver, SilentOtSender, SilentReceiverOutput, SilentSenderOutput};
 pub use params::SilentParams;
+pub use receiver::SilentReceiver;
+pub use sender::SilentSender;
+
+/// What the receiver's noise carries, and so what an extension makes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Noise {
+    /// `β_i = 1`: correlated OT.
+    Bit,
+    /// `β_i` uniform in GF(2^128) \ {0}: VOLE.
+    Field,
+}
+
+impl Noise {
+    /// Base OTs packed into each tree's share of `β_i·Δ`.
+    fn share_ots(self) -> usize {
+        match self {
+            Noise::Bit => 0,
+            Noise::Field => 128,
+        }
+    }
+
+    /// Base OTs an extension of this shape consumes.
+    fn base_ots(self, p: &SilentParams) -> usize {
+        p.trees * (p.depth + self.share_ots())
+    }
+}
+
+/// `Σ_j v_j·X^j` over the 128 correlated-OT values of one share.
+fn pack_share(values: &[u128]) -> u128 {
+    let powers: [u128; 128] = std::array::from_fn(|j| 1u128 << j);
+    crate::gf128::reduce(crate::gf128::inner_product(values, &powers))
+}
+
+/// Runs `work` on the configuration's pool, or where we are.
+fn run<T: Send>(config: &crate::ExtConfig, work: impl FnOnce() -> T + Send) -> T {
+    match config.pool() {
+        Some(pool) => pool.install(work),
+        None => work(),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -105,11 +105,6 @@ impl SilentParams {
     pub fn security_bits(&self) -> f64 {
         -(self.trees as f64) * (1.0 - 2.0 * MIN_DIST_RATIO).log2()
     }
-
-    /// Base OTs the trees consume: one per level of each tree.
-    pub fn base_ots(&self) -> usize {
-        self.trees * self.depth
-    }
 }
 
 #[cfg(test)]
