@@ -6,6 +6,8 @@
 pub mod connect;
 pub mod files;
 pub mod state_dir;
+#[cfg(any(feature = "rr16", feature = "vole"))]
+pub mod summaries;
 
 /// One item of the querying party's input that the other party holds.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -17,8 +17,8 @@
 //! are chunked transfers (`Channel::send_chunked`), larger than a frame may
 //! be (a chunk's `π_t` is 2.6 MB at 2^20 OTs, the summary values `n`
 //! times up to 21 bytes), so they are not [`Message`]s: their payloads are
-//! encoded by [`pack_indices`] and `Session::encode_summaries`, and decoded
-//! by [`unpack_indices`] and [`split_values`].
+//! encoded by [`pack_indices`] and `common::summaries`, and decoded by
+//! [`unpack_indices`] and `common::summaries`.
 //!
 //! Per chunk: the OT layer's extension header and matrix (R -> S), its KOS
 //! seed (S -> R) immediately followed by the challenge (5), the KOS check
@@ -277,25 +277,6 @@ pub fn unpack_indices(bytes: &[u8], count: usize, width: u32) -> Result<Vec<u32>
         .collect())
 }
 
-/// Splits a received run of fixed-size summary values.
-pub fn split_values(bytes: &[u8], len: usize, max_count: u64) -> Result<Vec<&[u8]>, DecodeError> {
-    if len == 0 || !bytes.len().is_multiple_of(len) {
-        return Err(DecodeError::invalid(
-            "summary values",
-            "length is not a multiple of the value size",
-        ));
-    }
-    let count = (bytes.len() / len) as u64;
-    if count > max_count {
-        return Err(DecodeError::TooLarge {
-            field: "summary values",
-            got: count,
-            max: max_count,
-        });
-    }
-    Ok(bytes.chunks_exact(len).collect())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -401,8 +382,5 @@ mod tests {
         assert!(unpack_indices(&packed, 3, 7).is_err());
         assert_eq!(index_width(1 << 20), 20);
         assert_eq!(index_width((1 << 20) + 1), 21);
-        assert!(split_values(&[0u8; 30], 10, 2).is_err());
-        assert_eq!(split_values(&[0u8; 30], 10, 3).unwrap().len(), 3);
-        assert!(split_values(&[0u8; 31], 10, 9).is_err());
     }
 }

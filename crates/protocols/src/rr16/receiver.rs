@@ -13,9 +13,10 @@ use rayon::prelude::*;
 use super::messages::{self as msg, Challenge, Response, PROTOCOL_ID};
 use super::params::Rr16Params;
 use super::sender::abort;
-use super::session::{explained, fold, open, timed, Opened, OtSet, Phases, Summary};
+use super::session::{explained, fold, open, timed, Opened, OtSet, Phases};
 use super::shuffle::Shuffle;
 use super::Rr16Config;
+use crate::common::summaries::Summary;
 use crate::Error;
 
 /// What the receiver learned and what it cost.
@@ -160,31 +161,10 @@ async fn receive_steps(
         .zip(acc.par_iter())
         .map(|(y, a)| session.summary(y, *a))
         .collect();
-    let max = session.peer_set_size * session.summary_len as u64;
-    let bytes = ch
-        .recv_chunked(PROTOCOL_ID, msg::KIND_SUMMARIES, max)
+    let matches = session
+        .exchange
+        .receive(ch, &mine, session.peer_set_size, cfg.reveal_to_sender)
         .await?;
-    // Sorted and binary-searched: no hashing of values the peer chose.
-    let mut theirs = session.decode_summaries(&bytes, session.peer_set_size)?;
-    drop(bytes);
-    theirs.par_sort_unstable();
-    let matches: Vec<bool> = mine
-        .par_iter()
-        .map(|s| theirs.binary_search(s).is_ok())
-        .collect();
-    if cfg.reveal_to_sender {
-        let found = mine
-            .iter()
-            .zip(&matches)
-            .filter(|(_, m)| **m)
-            .map(|(s, _)| s);
-        ch.send_chunked(
-            PROTOCOL_ID,
-            msg::KIND_REVEAL,
-            &session.encode_summaries(found),
-        )
-        .await?;
-    }
     phases.online += t.elapsed();
     Ok(ReceiverOutcome {
         matches,

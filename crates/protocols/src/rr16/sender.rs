@@ -1,7 +1,6 @@
 //! The sender (Alice): OT sender, checks the receiver's choice bits, sends
 //! summary values of its items.
 
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use psikit_ot::{Confirm, OtExtSender, SenderOts};
@@ -13,8 +12,9 @@ use subtle::ConstantTimeEq;
 
 use super::messages::{self as msg, Challenge, Response, PROTOCOL_ID};
 use super::params::Rr16Params;
-use super::session::{explained, fold, open, timed, Opened, OtSet, Phases, Session, Summary};
+use super::session::{explained, fold, open, timed, Opened, OtSet, Phases};
 use super::Rr16Config;
+use crate::common::summaries::Summary;
 use crate::Error;
 
 /// What the sender learned and what it cost.
@@ -132,20 +132,10 @@ async fn send_steps(
         .zip(acc.par_iter())
         .map(|(x, a)| session.summary(x, *a))
         .collect();
-    // Sorting hides which summary belongs to which item.
-    let mut sorted = summaries.clone();
-    sorted.par_sort_unstable();
-    ch.send_chunked(
-        PROTOCOL_ID,
-        msg::KIND_SUMMARIES,
-        &session.encode_summaries(sorted.iter()),
-    )
-    .await?;
-    drop(sorted);
-    let revealed = match cfg.reveal_to_sender {
-        true => Some(receive_revealed(ch, &session, &summaries).await?),
-        false => None,
-    };
+    let revealed = session
+        .exchange
+        .send(ch, &summaries, cfg.reveal_to_sender)
+        .await?;
     phases.online += t.elapsed();
     Ok(SenderOutcome {
         revealed,
@@ -224,26 +214,4 @@ async fn receive_permutation(
         .await);
     }
     Ok(pi)
-}
-
-/// The receiver's claimed intersection, as indices of our items. A
-/// malicious receiver can omit items or name any of ours (it holds all our
-/// summary values): this output is only as honest as the receiver.
-async fn receive_revealed(
-    ch: &mut Channel,
-    session: &Session,
-    summaries: &[Summary],
-) -> Result<Vec<usize>, Error> {
-    let max = (summaries.len() * session.summary_len) as u64;
-    let bytes = ch.recv_chunked(PROTOCOL_ID, msg::KIND_REVEAL, max).await?;
-    let values = session.decode_summaries(&bytes, summaries.len() as u64)?;
-    let index: HashMap<&Summary, usize> =
-        summaries.iter().enumerate().map(|(i, s)| (s, i)).collect();
-    let mut out: Vec<usize> = values
-        .iter()
-        .filter_map(|v| index.get(v).copied())
-        .collect();
-    out.sort_unstable();
-    out.dedup();
-    Ok(out)
 }

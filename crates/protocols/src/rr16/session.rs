@@ -16,21 +16,8 @@ use super::bloom::{BloomHasher, Positions};
 use super::messages::{self as msg, Commit, Hello, Nonce, Open};
 use super::params::Rr16Params;
 use super::Rr16Config;
+use crate::common::summaries::{pack, summary_len, Exchange, Summary};
 use crate::{Error, Violation};
-
-/// A summary value in fixed-size words: its `summary_len` bytes (at most
-/// 21 for sets below 2^64) little-endian in three `u64`s, zero-padded.
-/// Fixed size keeps them off the heap, and word comparisons make sorting
-/// and binary search cheap (byte arrays compare through `memcmp` calls).
-pub type Summary = [u64; 3];
-
-/// Packs up to 24 bytes into a [`Summary`].
-fn pack_summary(bytes: &[u8]) -> Summary {
-    let mut buf = [0u8; 24];
-    buf[..bytes.len()].copy_from_slice(bytes);
-    let word = |i: usize| u64::from_le_bytes(buf[8 * i..8 * i + 8].try_into().expect("8 bytes"));
-    [word(0), word(1), word(2)]
-}
 
 /// What the hello and coin toss established.
 pub struct Session {
@@ -38,8 +25,8 @@ pub struct Session {
     pub peer_set_size: u64,
     pub hasher: BloomHasher,
     pub sid: SessionId,
-    /// Bytes of each summary value.
-    pub summary_len: usize,
+    /// How the summary values travel (their length set by both set sizes).
+    pub exchange: Exchange,
 }
 
 /// Exchanges hellos and checks that both parties run the same mode.
@@ -165,15 +152,13 @@ pub async fn establish(
         params,
         peer_set_size,
         sid,
-        summary_len: summary_len(sender_size, receiver_size),
+        exchange: Exchange {
+            protocol: msg::PROTOCOL_ID,
+            summaries: msg::KIND_SUMMARIES,
+            reveal: msg::KIND_REVEAL,
+            len: summary_len(sender_size, receiver_size),
+        },
     })
-}
-
-/// Summary values need `lambda + log2(n_s) + log2(n_r)` bits for a 2^-40
-/// chance of any false match.
-fn summary_len(sender: u64, receiver: u64) -> usize {
-    let bits = 40 + 64 - sender.max(1).leading_zeros() + 64 - receiver.max(1).leading_zeros();
-    bits.div_ceil(8) as usize
 }
 
 /// Division by a fixed divisor without a hardware divide (64-bit `div`
@@ -261,27 +246,7 @@ impl Session {
             .chain_update(item)
             .chain_update(acc.to_le_bytes())
             .finalize();
-        pack_summary(&digest[..self.summary_len])
-    }
-
-    /// Summary values as sent: each truncated to the summary length.
-    pub fn encode_summaries<'a>(&self, values: impl Iterator<Item = &'a Summary>) -> Vec<u8> {
-        let (mut out, mut buf) = (Vec::new(), [0u8; 24]);
-        for v in values {
-            for (bytes, w) in buf.chunks_exact_mut(8).zip(v) {
-                bytes.copy_from_slice(&w.to_le_bytes());
-            }
-            out.extend_from_slice(&buf[..self.summary_len]);
-        }
-        out
-    }
-
-    /// Received summary values (at most `max_count`), zero-padded.
-    pub fn decode_summaries(&self, bytes: &[u8], max_count: u64) -> Result<Vec<Summary>, Error> {
-        Ok(msg::split_values(bytes, self.summary_len, max_count)?
-            .into_iter()
-            .map(pack_summary)
-            .collect())
+        pack(&digest, self.exchange.len)
     }
 }
 
@@ -489,12 +454,5 @@ mod tests {
                 assert_eq!(div.div_rem(n), (n / d, n % d), "{n} / {d}");
             }
         }
-    }
-
-    #[test]
-    fn summary_length_covers_lambda_and_set_sizes() {
-        assert_eq!(summary_len(1, 1), 6);
-        assert_eq!(summary_len(1 << 20, 1 << 20), 11);
-        assert_eq!(summary_len(0, 0), 6);
     }
 }

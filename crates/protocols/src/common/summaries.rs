@@ -1,0 +1,198 @@
+//! The last round of the balanced two-party PSIs (RR16, VOLE-PSI): the
+//! sender sends one short pseudorandom *summary value* per item (a
+//! truncated OPRF output, or RR16's `H(x || garbled filter sum)`), sorted so
+//! that their order says nothing; the receiver compares its own; and, if
+//! both parties asked for it, the receiver reveals the matched values so
+//! that the sender can map them back to its items.
+//!
+//! Summary values are `40 + log2 n_s + log2 n_r` bits ([`summary_len`]):
+//! any false match over the whole run has probability at most `2^-40`.
+
+use std::collections::HashMap;
+
+use psikit_transport::{Channel, DecodeError, ProtocolId};
+use rayon::prelude::*;
+
+use crate::Error;
+
+/// A summary value in fixed-size words: its `len` bytes (at most 21 for
+/// sets below 2^64) little-endian in three `u64`s, zero-padded. Fixed size
+/// keeps them off the heap, and word comparisons make sorting and binary
+/// search cheap (byte arrays compare through `memcmp` calls).
+pub type Summary = [u64; 3];
+
+/// Bytes of a summary value for these set sizes: `λ + log2(n_s) +
+/// log2(n_r)` bits for a `2^-40` chance of any false match.
+pub fn summary_len(sender: u64, receiver: u64) -> usize {
+    let bits = 40 + 64 - sender.max(1).leading_zeros() + 64 - receiver.max(1).leading_zeros();
+    bits.div_ceil(8) as usize
+}
+
+/// The first `len` bytes of `bytes` (at most 24) as a [`Summary`].
+pub fn pack(bytes: &[u8], len: usize) -> Summary {
+    let mut buf = [0u8; 24];
+    buf[..len].copy_from_slice(&bytes[..len]);
+    let word = |i: usize| u64::from_le_bytes(buf[8 * i..8 * i + 8].try_into().expect("8 bytes"));
+    [word(0), word(1), word(2)]
+}
+
+/// Where one run's summaries travel: the family's protocol id and the
+/// kinds of its two chunked transfers, and the value length.
+#[derive(Clone, Copy, Debug)]
+pub struct Exchange {
+    pub protocol: ProtocolId,
+    /// Kind of the sender's summary values.
+    pub summaries: u8,
+    /// Kind of the receiver's revealed matches.
+    pub reveal: u8,
+    /// Bytes per value ([`summary_len`]).
+    pub len: usize,
+}
+
+impl Exchange {
+    /// The sender's side: sends its values sorted (hiding which belongs to
+    /// which item), then, if `reveal`, learns which of its items matched.
+    pub async fn send(
+        &self,
+        ch: &mut Channel,
+        values: &[Summary],
+        reveal: bool,
+    ) -> Result<Option<Vec<usize>>, Error> {
+        let mut sorted = values.to_vec();
+        sorted.par_sort_unstable();
+        ch.send_chunked(self.protocol, self.summaries, &self.encode(sorted.iter()))
+            .await?;
+        drop(sorted);
+        match reveal {
+            true => Ok(Some(self.receive_revealed(ch, values).await?)),
+            false => Ok(None),
+        }
+    }
+
+    /// The receiver's side: which of `mine` the sender (of `peer_count`
+    /// items) holds; if `reveal`, tells the sender which matched.
+    pub async fn receive(
+        &self,
+        ch: &mut Channel,
+        mine: &[Summary],
+        peer_count: u64,
+        reveal: bool,
+    ) -> Result<Vec<bool>, Error> {
+        let max = peer_count * self.len as u64;
+        let bytes = ch.recv_chunked(self.protocol, self.summaries, max).await?;
+        // Sorted and binary-searched: no hashing of values the peer chose.
+        let mut theirs = self.decode(&bytes, peer_count)?;
+        drop(bytes);
+        theirs.par_sort_unstable();
+        let matches: Vec<bool> = mine
+            .par_iter()
+            .map(|s| theirs.binary_search(s).is_ok())
+            .collect();
+        if reveal {
+            let found = mine
+                .iter()
+                .zip(&matches)
+                .filter(|(_, m)| **m)
+                .map(|(s, _)| s);
+            ch.send_chunked(self.protocol, self.reveal, &self.encode(found))
+                .await?;
+        }
+        Ok(matches)
+    }
+
+    /// The receiver's claimed intersection, as indices of our items. A
+    /// malicious receiver can omit items or name any of ours (it holds all
+    /// our summary values): this output is only as honest as the receiver.
+    async fn receive_revealed(
+        &self,
+        ch: &mut Channel,
+        summaries: &[Summary],
+    ) -> Result<Vec<usize>, Error> {
+        let max = (summaries.len() * self.len) as u64;
+        let bytes = ch.recv_chunked(self.protocol, self.reveal, max).await?;
+        let values = self.decode(&bytes, summaries.len() as u64)?;
+        let index: HashMap<&Summary, usize> =
+            summaries.iter().enumerate().map(|(i, s)| (s, i)).collect();
+        let mut out: Vec<usize> = values
+            .iter()
+            .filter_map(|v| index.get(v).copied())
+            .collect();
+        out.sort_unstable();
+        out.dedup();
+        Ok(out)
+    }
+
+    /// Values as sent: each truncated to the value length.
+    fn encode<'a>(&self, values: impl Iterator<Item = &'a Summary>) -> Vec<u8> {
+        let (mut out, mut buf) = (Vec::new(), [0u8; 24]);
+        for v in values {
+            for (bytes, w) in buf.chunks_exact_mut(8).zip(v) {
+                bytes.copy_from_slice(&w.to_le_bytes());
+            }
+            out.extend_from_slice(&buf[..self.len]);
+        }
+        out
+    }
+
+    /// Received values (at most `max_count`), zero-padded.
+    fn decode(&self, bytes: &[u8], max_count: u64) -> Result<Vec<Summary>, Error> {
+        Ok(split_values(bytes, self.len, max_count)?
+            .into_iter()
+            .map(|v| pack(v, self.len))
+            .collect())
+    }
+}
+
+/// Splits a received run of fixed-size summary values.
+pub fn split_values(bytes: &[u8], len: usize, max_count: u64) -> Result<Vec<&[u8]>, DecodeError> {
+    if len == 0 || !bytes.len().is_multiple_of(len) {
+        return Err(DecodeError::invalid(
+            "summary values",
+            "length is not a multiple of the value size",
+        ));
+    }
+    let count = (bytes.len() / len) as u64;
+    if count > max_count {
+        return Err(DecodeError::TooLarge {
+            field: "summary values",
+            got: count,
+            max: max_count,
+        });
+    }
+    Ok(bytes.chunks_exact(len).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summary_length_covers_lambda_and_set_sizes() {
+        assert_eq!(summary_len(1, 1), 6);
+        assert_eq!(summary_len(1 << 20, 1 << 20), 11);
+        assert_eq!(summary_len(0, 0), 6);
+    }
+
+    #[test]
+    fn values_split_only_into_whole_values_within_the_count() {
+        assert!(split_values(&[0u8; 30], 10, 2).is_err());
+        assert_eq!(split_values(&[0u8; 30], 10, 3).expect("3 values").len(), 3);
+        assert!(split_values(&[0u8; 31], 10, 9).is_err());
+        assert!(split_values(&[0u8; 0], 0, 9).is_err());
+    }
+
+    #[test]
+    fn encoding_truncates_and_decoding_restores() {
+        let x = Exchange {
+            protocol: 9,
+            summaries: 1,
+            reveal: 2,
+            len: 11,
+        };
+        let values = [pack(&[7u8; 24], 11), pack(&[1u8; 24], 11)];
+        let bytes = x.encode(values.iter());
+        assert_eq!(bytes.len(), 22);
+        assert_eq!(x.decode(&bytes, 2).expect("decode"), values);
+        assert!(x.decode(&bytes, 1).is_err());
+    }
+}
