@@ -8,6 +8,8 @@ pub mod files;
 pub mod state_dir;
 #[cfg(any(feature = "rr16", feature = "vole"))]
 pub mod summaries;
+#[cfg(any(feature = "rr16", feature = "vole"))]
+pub mod two_party;
 
 /// One item of the querying party's input that the other party holds.
 #[derive(Clone, Debug, PartialEq, Eq)]

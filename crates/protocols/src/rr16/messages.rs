@@ -3,7 +3,7 @@
 //!
 //! | kind | direction | message |
 //! |------|-----------|---------|
-//! | 1 | both | [`Hello`]: mode, reveal flag, own set size |
+//! | 1 | both | `common::two_party::Hello`: mode, reveal flag, own set size |
 //! | 2 | S -> R | [`Commit`]: coin toss, commitment to the sender's share |
 //! | 3 | R -> S | [`Nonce`]: coin toss, the receiver's share |
 //! | 4 | S -> R | [`Open`]: coin toss, the sender's share (opening) |
@@ -38,42 +38,6 @@ pub const KIND_PERMUTATION: u8 = 7;
 pub const KIND_SUMMARIES: u8 = 8;
 /// Kind of the chunked transfer of the matched summary values.
 pub const KIND_REVEAL: u8 = 9;
-
-/// First message of each party.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Hello {
-    pub malicious: bool,
-    pub reveal: bool,
-    pub set_size: u64,
-}
-
-impl Message for Hello {
-    const PROTOCOL: ProtocolId = PROTOCOL_ID;
-    const KIND: u8 = 1;
-    type Bounds<'a> = ();
-
-    fn write(&self, w: &mut Writer) {
-        w.u8(u8::from(self.malicious))
-            .u8(u8::from(self.reveal))
-            .u64(self.set_size);
-    }
-
-    fn read(r: &mut Reader<'_>, (): ()) -> Result<Self, DecodeError> {
-        Ok(Self {
-            malicious: flag(r, "mode")?,
-            reveal: flag(r, "reveal flag")?,
-            set_size: r.u64("set size")?,
-        })
-    }
-}
-
-fn flag(r: &mut Reader, field: &'static str) -> Result<bool, DecodeError> {
-    match r.u8(field)? {
-        0 => Ok(false),
-        1 => Ok(true),
-        other => Err(DecodeError::invalid(field, format!("{other}"))),
-    }
-}
 
 /// Defines a coin-toss message: one 32-byte value, nothing else.
 macro_rules! bytes32_message {
@@ -281,12 +245,16 @@ pub fn unpack_indices(bytes: &[u8], count: usize, width: u32) -> Result<Vec<u32>
 mod tests {
     use super::*;
     use crate::codec_tests::check_message;
+    use crate::common::two_party::{Hello, Mode};
 
     #[test]
     fn every_message_round_trips_with_its_layout_and_refuses_truncation_and_trailing_bytes() {
-        let hello = Hello {
-            malicious: true,
-            reveal: false,
+        // RR16's hello is the shared one under RR16's id: layout unchanged.
+        let hello = Hello::<PROTOCOL_ID> {
+            mode: Mode {
+                malicious: true,
+                reveal: false,
+            },
             set_size: 1 << 20,
         };
         let layout = [&[1u8, 0][..], &(1u64 << 20).to_be_bytes()].concat();
@@ -316,9 +284,7 @@ mod tests {
     }
 
     #[test]
-    fn hello_and_challenge_reject_garbage() {
-        assert!(Hello::decode(&[2, 0, 0, 0, 0, 0, 0, 0, 0, 1], ()).is_err());
-
+    fn challenge_rejects_garbage() {
         let f = Challenge {
             indices: vec![0, 3, 4, 1000, 99_999],
         }

@@ -13,11 +13,12 @@ use sha2::{Digest, Sha256};
 use zeroize::Zeroize;
 
 use super::bloom::{BloomHasher, Positions};
-use super::messages::{self as msg, Commit, Hello, Nonce, Open};
+use super::messages::{self as msg, Commit, Nonce, Open};
 use super::params::Rr16Params;
 use super::Rr16Config;
 use crate::common::summaries::{pack, summary_len, Exchange, Summary};
-use crate::{Error, Violation};
+use crate::common::two_party::{hello, Mode};
+use crate::Error;
 
 /// What the hello and coin toss established.
 pub struct Session {
@@ -27,53 +28,6 @@ pub struct Session {
     pub sid: SessionId,
     /// How the summary values travel (their length set by both set sizes).
     pub exchange: Exchange,
-}
-
-/// Exchanges hellos and checks that both parties run the same mode.
-/// Returns the peer's set size.
-pub async fn hello(ch: &mut Channel, cfg: &Rr16Config, own_size: u64) -> Result<u64, Error> {
-    let mine = Hello {
-        malicious: cfg.malicious,
-        reveal: cfg.reveal_to_sender,
-        set_size: own_size,
-    };
-    ch.send_msg(&mine).await?;
-    let peer = ch.recv_msg::<Hello>(()).await?;
-    if peer.malicious != mine.malicious || peer.reveal != mine.reveal {
-        return Err(Violation::Settings(format!(
-            "the peer runs {} security{} but we run {} security{}",
-            mode_name(peer.malicious),
-            reveal_name(peer.reveal),
-            mode_name(mine.malicious),
-            reveal_name(mine.reveal)
-        ))
-        .into());
-    }
-    if peer.set_size > cfg.max_set_size {
-        return Err(Violation::TooLarge {
-            what: "the peer's set size",
-            got: peer.set_size,
-            max: cfg.max_set_size,
-        }
-        .into());
-    }
-    Ok(peer.set_size)
-}
-
-fn mode_name(malicious: bool) -> &'static str {
-    if malicious {
-        "malicious"
-    } else {
-        "semi-honest"
-    }
-}
-
-fn reveal_name(reveal: bool) -> &'static str {
-    if reveal {
-        " with the result revealed to the sender"
-    } else {
-        ""
-    }
 }
 
 /// Replaces a broken-connection error with the reason the peer gave for
@@ -134,7 +88,11 @@ pub async fn establish(
     own_size: u64,
     is_sender: bool,
 ) -> Result<Session, Error> {
-    let peer_set_size = hello(ch, cfg, own_size).await?;
+    let mode = Mode {
+        malicious: cfg.malicious,
+        reveal: cfg.reveal_to_sender,
+    };
+    let peer_set_size = hello::<{ msg::PROTOCOL_ID }>(ch, mode, own_size, cfg.max_set_size).await?;
     let receiver_size = if is_sender { peer_set_size } else { own_size };
     let sender_size = if is_sender { own_size } else { peer_set_size };
     let params = cfg.params_for(receiver_size)?;
