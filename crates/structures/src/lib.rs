@@ -23,7 +23,7 @@ pub use cuckoo_filter::{
     theoretical_bits_per_item, CuckooFilter, CuckooFilterParams, FilterError, Tag, FORMAT_VERSION,
     HEADER_LEN, MAX_KICKS,
 };
-pub use okvs::{Okvs, OkvsError, OkvsParams};
 pub use cuckoo_table::{
     cuckoo_location, cuckoo_locations, CuckooTable, CuckooTableError, Locations, TableEntry,
 };
+pub use okvs::{Okvs, OkvsError, OkvsParams};

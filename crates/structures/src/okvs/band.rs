@@ -1,9 +1,10 @@
 //! Band arithmetic: 192-bit rows as three 64-bit words, and the inner
 //! product of a band with table entries (the decode kernel).
 //!
-//! The kernel is plain code written so that LLVM vectorises it: each bit
-//! becomes an all-ones or all-zeros mask that is ANDed with the entry and
-//! XORed into the sum, with no branch on the (key-dependent) bits.
+//! The kernel is plain portable code (the crate forbids `unsafe`, so no
+//! run-time SIMD dispatch): it branches on the band's bits, so its time
+//! depends on the key's hash (public seed) through the band's weight; only
+//! the decoding party's own timing could show it.
 
 /// Words of a band.
 pub(crate) const BAND_WORDS: usize = 3;
@@ -61,33 +62,43 @@ pub(crate) fn xor_into(a: &mut Band, b: &Band) {
 /// XOR of the entries of `cols` whose band bit is set (`cols.len()` is the
 /// band width, at most 192; the band has no bits beyond it).
 pub(crate) fn dot(band: &Band, cols: &[u128]) -> u128 {
-    let mut acc = 0u128;
-    for (word, chunk) in band.iter().zip(cols.chunks(64)) {
-        acc ^= match <&[u128; 64]>::try_from(chunk) {
-            Ok(full) => dot64(*word, full),
-            Err(_) => dot_short(*word, chunk),
-        };
+    match <&[u128; 192]>::try_from(cols) {
+        Ok(full) => dot_full(band, full),
+        Err(_) => dot_narrow(band, cols),
     }
-    acc
 }
 
-/// The kernel on one full word: 64 masked XORs, vectorised by LLVM.
+/// The kernel: walks the set bits of the three words as three independent
+/// chains (one accumulator each), so the loads of one word overlap those of
+/// the others; only selected entries are read (half the band on average).
+/// Measured faster here than branch-free masking of all 192 entries, which
+/// without AVX at compile time runs at 128 bits per operation.
 #[inline]
-fn dot64(word: u64, cols: &[u128; 64]) -> u128 {
-    let (mut lo, mut hi) = (0u64, 0u64);
-    for (j, &c) in cols.iter().enumerate() {
-        let mask = ((word >> j) & 1).wrapping_neg();
-        lo ^= (c as u64) & mask;
-        hi ^= ((c >> 64) as u64) & mask;
+fn dot_full(band: &Band, cols: &[u128; 192]) -> u128 {
+    let (mut a, mut b, mut c) = (0u128, 0u128, 0u128);
+    let [mut x, mut y, mut z] = *band;
+    while (x | y | z) != 0 {
+        if x != 0 {
+            a ^= cols[x.trailing_zeros() as usize];
+            x &= x - 1;
+        }
+        if y != 0 {
+            b ^= cols[64 + y.trailing_zeros() as usize];
+            y &= y - 1;
+        }
+        if z != 0 {
+            c ^= cols[128 + z.trailing_zeros() as usize];
+            z &= z - 1;
+        }
     }
-    u128::from(lo) | (u128::from(hi) << 64)
+    a ^ b ^ c
 }
 
-/// The same on a partial word (narrow bands of small dense tables).
-fn dot_short(word: u64, cols: &[u128]) -> u128 {
+/// The same for narrow bands (small dense tables).
+fn dot_narrow(band: &Band, cols: &[u128]) -> u128 {
     cols.iter()
         .enumerate()
-        .filter(|(j, _)| (word >> j) & 1 == 1)
+        .filter(|&(j, _)| bit(band, j))
         .fold(0, |acc, (_, &c)| acc ^ c)
 }
 
@@ -103,8 +114,14 @@ mod tests {
 
     #[test]
     fn dot_matches_reference() {
-        let cols: Vec<u128> = (0..192u128).map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15_f39c_c060_5ced_c835)).collect();
-        let band = [0xdead_beef_0123_4567, 0x8000_0000_0000_0001, 0xffff_0000_ffff_0000];
+        let cols: Vec<u128> = (0..192u128)
+            .map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15_f39c_c060_5ced_c835))
+            .collect();
+        let band = [
+            0xdead_beef_0123_4567,
+            0x8000_0000_0000_0001,
+            0xffff_0000_ffff_0000,
+        ];
         assert_eq!(dot(&band, &cols), reference_dot(&band, &cols));
         let short = [0b1011, 0, 0];
         assert_eq!(dot(&short, &cols[..70]), reference_dot(&short, &cols[..70]));

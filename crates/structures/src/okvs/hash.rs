@@ -104,7 +104,11 @@ fn width_mask(width: usize) -> Band {
     let mut mask = [0u64; BAND_WORDS];
     for (i, m) in mask.iter_mut().enumerate() {
         let bits = width.saturating_sub(i * 64).min(64);
-        *m = if bits == 64 { u64::MAX } else { (1u64 << bits) - 1 };
+        *m = if bits == 64 {
+            u64::MAX
+        } else {
+            (1u64 << bits) - 1
+        };
     }
     mask
 }

@@ -93,11 +93,14 @@ use hash::{Row, RowHasher};
 pub use params::{OkvsParams, BAND_WIDTH, BIN_ITEMS, DEFAULT_SECURITY};
 use solve::Equation;
 
-/// Keys decoded per parallel task (amortises the AES batches).
-const DECODE_CHUNK: usize = 1024;
+/// Most keys one decoding task sorts by bin: its buffers (about 100 bytes
+/// a key) stay within reach of the TLB and L3, while the table is read
+/// about once per task rather than once per key.
+const SORT_CHUNK: usize = 1 << 18;
 
-/// Keys hashed per parallel task.
-const HASH_CHUNK: usize = 4096;
+/// Keys per parallel task of the simple passes (hashing, direct decoding,
+/// gathering results).
+const CHUNK: usize = 4096;
 
 /// Why parameters could not be chosen, or an encode or decode was refused.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
@@ -233,9 +236,16 @@ impl Okvs {
                 out: out.len(),
             });
         }
-        keys.par_chunks(DECODE_CHUNK)
-            .zip(out.par_chunks_mut(DECODE_CHUNK))
-            .for_each(|(keys, out)| self.decode_chunk(table, keys, out));
+        if self.params.bins() == 1 {
+            keys.par_chunks(CHUNK)
+                .zip(out.par_chunks_mut(CHUNK))
+                .for_each(|(keys, out)| self.decode_chunk(table, keys, out));
+        } else {
+            let chunk = (keys.len() / (4 * rayon::current_num_threads())).clamp(CHUNK, SORT_CHUNK);
+            keys.par_chunks(chunk)
+                .zip(out.par_chunks_mut(chunk))
+                .for_each(|(keys, out)| self.decode_by_bin(table, keys, out));
+        }
         Ok(())
     }
 
@@ -274,14 +284,19 @@ impl Okvs {
 
     fn rows(&self, keys: &[u128]) -> Vec<Row> {
         let mut rows = vec![Row::default(); keys.len()];
-        keys.par_chunks(HASH_CHUNK)
-            .zip(rows.par_chunks_mut(HASH_CHUNK))
+        keys.par_chunks(CHUNK)
+            .zip(rows.par_chunks_mut(CHUNK))
             .for_each(|(keys, rows)| self.hasher.rows(keys, rows));
         rows
     }
 
     /// Random fill, then the bin's equations solved into its columns.
-    fn encode_bin(&self, eqs: &mut [Equation], cols: &mut [u128], seed: &[u8; 32]) -> Result<(), solve::Inconsistent> {
+    fn encode_bin(
+        &self,
+        eqs: &mut [Equation],
+        cols: &mut [u128],
+        seed: &[u8; 32],
+    ) -> Result<(), solve::Inconsistent> {
         let mut rng = StdRng::from_seed(*seed);
         cols.iter_mut().for_each(|c| *c = rng.gen());
         let starts = self.params.bin_len() - self.params.band_width() + 1;
@@ -296,17 +311,37 @@ impl Okvs {
         for pair in order.windows(2) {
             let (a, b) = (pair[0], pair[1]);
             if keys[a] == keys[b] && values[a] != values[b] {
-                return OkvsError::DuplicateKey { first: a, second: b };
+                return OkvsError::DuplicateKey {
+                    first: a,
+                    second: b,
+                };
             }
         }
         OkvsError::EncodeFailed(self.params.security())
     }
 
+    /// Decodes keys in their order (one bin: its columns stay in cache).
     fn decode_chunk(&self, table: &[u128], keys: &[u128], out: &mut [u128]) {
         let mut rows = vec![Row::default(); keys.len()];
         self.hasher.rows(keys, &mut rows);
         for (row, o) in rows.iter().zip(out) {
             *o = self.decode_row(table, row);
+        }
+    }
+
+    /// Decodes one task's keys grouped by bin, so that each bin's columns
+    /// are read from memory about once per task rather than once per key (a
+    /// band is 3 KiB of table), then puts the values back in order.
+    fn decode_by_bin(&self, table: &[u128], keys: &[u128], out: &mut [u128]) {
+        let mut rows = vec![Row::default(); keys.len()];
+        self.hasher.rows(keys, &mut rows);
+        let (sorted, slots) = sort_by_bin(&rows, self.params.bins());
+        let values: Vec<u128> = sorted
+            .iter()
+            .map(|row| self.decode_row(table, row))
+            .collect();
+        for (o, &slot) in out.iter_mut().zip(&slots) {
+            *o = values[slot as usize];
         }
     }
 
@@ -316,9 +351,23 @@ impl Okvs {
     }
 }
 
-/// The equations grouped by bin (a counting sort), with each bin's offset
-/// (`bins + 1` offsets).
-fn group_by_bin(rows: &[Row], values: &[u128], bins: usize) -> (Vec<Equation>, Vec<usize>) {
+/// `rows` in order of bin (a counting sort) and each row's slot in that
+/// order (fewer than 2^32 rows).
+fn sort_by_bin(rows: &[Row], bins: usize) -> (Vec<Row>, Vec<u32>) {
+    let mut next = bin_offsets(rows, bins);
+    let mut sorted = vec![Row::default(); rows.len()];
+    let mut slots = vec![0u32; rows.len()];
+    for (r, slot) in rows.iter().zip(&mut slots) {
+        let at = &mut next[r.bin as usize];
+        sorted[*at] = *r;
+        *slot = *at as u32;
+        *at += 1;
+    }
+    (sorted, slots)
+}
+
+/// Where each bin's rows begin in bin order (`bins + 1` offsets).
+fn bin_offsets(rows: &[Row], bins: usize) -> Vec<usize> {
     let mut offsets = vec![0usize; bins + 1];
     for r in rows {
         offsets[r.bin as usize + 1] += 1;
@@ -326,6 +375,13 @@ fn group_by_bin(rows: &[Row], values: &[u128], bins: usize) -> (Vec<Equation>, V
     for i in 1..offsets.len() {
         offsets[i] += offsets[i - 1];
     }
+    offsets
+}
+
+/// The equations grouped by bin (a counting sort), with each bin's offset
+/// (`bins + 1` offsets).
+fn group_by_bin(rows: &[Row], values: &[u128], bins: usize) -> (Vec<Equation>, Vec<usize>) {
+    let offsets = bin_offsets(rows, bins);
     let mut next = offsets.clone();
     let mut eqs = vec![Equation::default(); rows.len()];
     for (r, &value) in rows.iter().zip(values) {
@@ -341,13 +397,16 @@ fn group_by_bin(rows: &[Row], values: &[u128], bins: usize) -> (Vec<Equation>, V
     (eqs, offsets)
 }
 
-/// `eqs` cut into the bins' slices.
-fn split_at_offsets<'a>(mut eqs: &'a mut [Equation], offsets: &[usize]) -> Vec<&'a mut [Equation]> {
+/// `items` (grouped by bin) cut into the bins' slices.
+fn split_at_offsets<'a>(
+    mut items: &'a mut [Equation],
+    offsets: &[usize],
+) -> Vec<&'a mut [Equation]> {
     let mut out = Vec::with_capacity(offsets.len().saturating_sub(1));
     for pair in offsets.windows(2) {
-        let (head, tail) = eqs.split_at_mut(pair[1] - pair[0]);
+        let (head, tail) = items.split_at_mut(pair[1] - pair[0]);
         out.push(head);
-        eqs = tail;
+        items = tail;
     }
     out
 }

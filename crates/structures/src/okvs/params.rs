@@ -51,7 +51,7 @@ impl OkvsParams {
             return Err(OkvsError::Security(security));
         }
         let bins = n.div_ceil(BIN_ITEMS).max(1);
-        if u32::try_from(bins).is_err() || n > (u32::MAX as usize) * 64 {
+        if u32::try_from(bins).is_err() {
             return Err(OkvsError::TooLarge(n));
         }
         let target = -f64::from(security);
@@ -110,6 +110,21 @@ impl OkvsParams {
     }
 }
 
+#[cfg(test)]
+impl OkvsParams {
+    /// Parameters with given sizes and no bound check (tests of failures).
+    pub(crate) fn unchecked(capacity: usize, bins: usize, bin_len: usize, width: usize) -> Self {
+        Self {
+            capacity,
+            security: DEFAULT_SECURITY,
+            bins,
+            bin_len,
+            width,
+            failure_log2: failure_log2(capacity, bins, bin_len, width),
+        }
+    }
+}
+
 /// The bound for `bin_len` columns per bin, the band clipped to the bin.
 fn bound(n: usize, bins: usize, bin_len: usize) -> f64 {
     failure_log2(n, bins, bin_len, bin_len.min(BAND_WIDTH))
@@ -124,9 +139,7 @@ fn search_bin_len(n: usize, bins: usize, target: f64) -> (usize, f64) {
     }
     let load = n.div_ceil(bins);
     let step = (load * STEP_PER_MILLE / 1000).max(1);
-    // Start from the rate the bound gives near 2^14 keys per bin (1.24)
-    // and walk down while it holds, or up until it holds.
-    let mut len = (load * 124 / 100 + BAND_WIDTH).max(dense.min(load + BAND_WIDTH));
+    let mut len = secant_guess(n, bins, target, step).max(load + 1);
     let mut b = bound(n, bins, len);
     if b <= target {
         while len > step {
@@ -143,4 +156,21 @@ fn search_bin_len(n: usize, bins: usize, target: f64) -> (usize, f64) {
         }
     }
     (len, b)
+}
+
+/// Where the bound crosses `target`, from the line through two points (the
+/// log of the bound is close to linear in `bin_len` there), so that the
+/// walk in `search_bin_len` takes a step or two, each bound costing
+/// milliseconds for large bins.
+fn secant_guess(n: usize, bins: usize, target: f64, step: usize) -> usize {
+    let load = n.div_ceil(bins);
+    let x0 = load * 122 / 100 + BAND_WIDTH;
+    let x1 = x0 + 4 * step;
+    let (y0, y1) = (bound(n, bins, x0), bound(n, bins, x1));
+    if !(y0.is_finite() && y1.is_finite()) || y1 >= y0 {
+        return x0;
+    }
+    let slope = (y1 - y0) / (x1 - x0) as f64;
+    let guess = x0 as f64 + (target - y0) / slope;
+    guess.clamp(load as f64, 4.0 * x1 as f64).ceil() as usize
 }

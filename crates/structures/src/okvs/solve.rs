@@ -53,7 +53,11 @@ pub(crate) fn sort_by_start(eqs: &[Equation], starts: usize) -> Vec<Equation> {
 
 /// Solves the sorted equations of one bin into `table` (the bin's columns,
 /// pre-filled with random values), overwriting only pivot columns.
-pub(crate) fn solve(eqs: &mut [Equation], width: usize, table: &mut [u128]) -> Result<(), Inconsistent> {
+pub(crate) fn solve(
+    eqs: &mut [Equation],
+    width: usize,
+    table: &mut [u128],
+) -> Result<(), Inconsistent> {
     eliminate(eqs)?;
     back_substitute(eqs, width, table);
     Ok(())
