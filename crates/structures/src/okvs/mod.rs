@@ -33,8 +33,10 @@
 //! by Gaussian elimination within the bands, then back substitution
 //! (`solve.rs`). `w = 192` (three 64-bit words) and about `2^14` keys per
 //! bin. A decode reads one contiguous run of `w` entries and XORs the
-//! selected ones with a branch-free kernel that LLVM vectorises (no explicit
-//! SIMD: the crate forbids `unsafe`).
+//! selected ones (`band.rs`: plain portable code walking the set bits, no
+//! explicit SIMD, since the crate forbids `unsafe`). Batched decoding sorts
+//! its keys by bin first, so a bin's columns are fetched once per batch
+//! rather than 3 KiB per key.
 //!
 //! # Failure bound and parameters
 //! `bin_len` is chosen per `n` as the smallest (to within 0.5%) for which a
@@ -47,18 +49,19 @@
 //! included, so the bound is for the whole structure, and it holds in the
 //! random-oracle model for the row hash. It is computed numerically by
 //! [`OkvsParams::new`] and reported by
-//! [`OkvsParams::failure_bound_log2`]. The rate (`table_len / n`) it gives
-//! is 1.27-1.29 from `2^14` to `2^24` keys and at most 1.3 from 1,400 keys
-//! on (`tests.rs` checks both); small sets cost `n + O(w)` entries, since no
-//! OKVS with hashed rows can fail below `2^-40` with fewer than `n + 40`
-//! columns; up to 151 keys the rows are dense over `n + 41` columns, where
-//! the classical bound `2^(n-m)` applies.
+//! [`OkvsParams::failure_bound_log2`] (about 10 ms for large `n`). The rate
+//! (`table_len / n`) is 1.19-1.27 from 1,000 keys to `2^24` (1.24 at
+//! `2^20`, 1.27 at `2^24`) and at most 1.3 from 137 keys on (`tests.rs`
+//! checks it); up to 151 keys the rows are dense over `n + 41` columns,
+//! where the classical bound `2^(n-m)` applies (any OKVS with hashed rows
+//! needs about 40 columns: two keys' rows collide with probability at least
+//! `2^-m`).
 //!
-//! The RB-OKVS paper chooses `w` from empirical fits of the failure rate
-//! (`lambda` linear in `w` for each `epsilon`), which give rate 1.05-1.1;
+//! The RB-OKVS paper picks `w` from experimental fits of the failure rate
+//! against `w` for each overhead `epsilon` (0.03-0.1 for rate 1.03-1.1);
 //! extrapolating a fit to `2^-40` is not a proof, so we use our bound and
-//! pay about 20% more table for it. Tests encode thousands of random
-//! instances and check that none fails.
+//! pay 15-20% more table for it. Tests encode thousands of random instances
+//! and check that none fails.
 //!
 //! # Why RB-OKVS rather than RR22's clustered 3-hash garbled cuckoo table
 //! RR22's table (weight-3 rows plus a few dense columns, rate about 1.23)

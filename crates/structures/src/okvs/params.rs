@@ -10,7 +10,7 @@ pub const DEFAULT_SECURITY: u32 = 40;
 /// Band width in bits: three 64-bit words per row.
 pub const BAND_WIDTH: usize = 192;
 
-/// Expected keys per bin. A bin's table (about 1.3 * 2^14 * 16 bytes, 330
+/// Expected keys per bin. A bin's table (about 1.25 * 2^14 * 16 bytes, 320
 /// KiB) stays in a core's L2 cache while it is solved, and bins this large
 /// keep the load of the fullest bin close to the mean.
 pub const BIN_ITEMS: usize = 1 << 14;

@@ -54,9 +54,32 @@ fn round_trips_at_edge_sizes() {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(48))]
     #[test]
-    fn round_trips_at_random_sizes(n in 0usize..3000, seed in any::<u64>()) {
+    fn round_trips_at_random_sizes(
+        n in prop_oneof![0usize..3000, BIN_ITEMS - 40..BIN_ITEMS + 40],
+        seed in any::<u64>(),
+    ) {
         round_trip(n, seed);
     }
+}
+
+/// Bins take their randomness from per-bin seeds drawn in order, so the
+/// table does not depend on how many threads encode it.
+#[test]
+fn tables_do_not_depend_on_thread_count() {
+    let n = 5 * BIN_ITEMS / 2;
+    let mut rng = StdRng::seed_from_u64(21);
+    let (keys, values) = random_pairs(n, &mut rng);
+    let okvs = okvs_for(n, 3);
+    let encode_on = |threads: usize| {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .expect("pool");
+        let mut fixed = StdRng::seed_from_u64(22);
+        pool.install(|| okvs.encode(&keys, &values, &mut fixed))
+            .expect("encode")
+    };
+    assert_eq!(encode_on(1), encode_on(2));
 }
 
 /// Zero failures over many random instances at small sizes, where each
