@@ -338,7 +338,7 @@ impl Okvs {
     fn decode_by_bin(&self, table: &[u128], keys: &[u128], out: &mut [u128]) {
         let mut rows = vec![Row::default(); keys.len()];
         self.hasher.rows(keys, &mut rows);
-        let (sorted, slots) = sort_by_bin(&rows, self.params.bins());
+        let (sorted, slots) = sort_by_block(&rows, &self.params);
         let values: Vec<u128> = sorted
             .iter()
             .map(|row| self.decode_row(table, row))
@@ -354,14 +354,26 @@ impl Okvs {
     }
 }
 
-/// `rows` in order of bin (a counting sort) and each row's slot in that
-/// order (fewer than 2^32 rows).
-fn sort_by_bin(rows: &[Row], bins: usize) -> (Vec<Row>, Vec<u32>) {
-    let mut next = bin_offsets(rows, bins);
+/// Most buckets of the decode sort: blocks of columns are widened beyond
+/// 64 for tables above 2^24 entries, keeping the counts within 1 MiB.
+const MAX_BLOCKS: usize = 1 << 18;
+
+/// `rows` in order of position in the table, to within a block of 64 or
+/// more columns (a counting sort), and each row's slot in that order
+/// (fewer than 2^32 rows). Consecutive bands then overlap, so most of a
+/// band's entries are still in L1 from the previous keys.
+fn sort_by_block(rows: &[Row], params: &OkvsParams) -> (Vec<Row>, Vec<u32>) {
+    let table_len = params.table_len();
+    let mut shift = 6;
+    while table_len >> shift > MAX_BLOCKS {
+        shift += 1;
+    }
+    let block = |r: &Row| (r.bin as usize * params.bin_len() + r.start as usize) >> shift;
+    let mut next = offsets_by(rows, (table_len >> shift) + 1, block);
     let mut sorted = vec![Row::default(); rows.len()];
     let mut slots = vec![0u32; rows.len()];
     for (r, slot) in rows.iter().zip(&mut slots) {
-        let at = &mut next[r.bin as usize];
+        let at = &mut next[block(r)];
         sorted[*at] = *r;
         *slot = *at as u32;
         *at += 1;
@@ -369,11 +381,11 @@ fn sort_by_bin(rows: &[Row], bins: usize) -> (Vec<Row>, Vec<u32>) {
     (sorted, slots)
 }
 
-/// Where each bin's rows begin in bin order (`bins + 1` offsets).
-fn bin_offsets(rows: &[Row], bins: usize) -> Vec<usize> {
-    let mut offsets = vec![0usize; bins + 1];
-    for r in rows {
-        offsets[r.bin as usize + 1] += 1;
+/// Where each bucket's items begin in bucket order (`buckets + 1` offsets).
+fn offsets_by<T>(items: &[T], buckets: usize, bucket: impl Fn(&T) -> usize) -> Vec<usize> {
+    let mut offsets = vec![0usize; buckets + 1];
+    for item in items {
+        offsets[bucket(item) + 1] += 1;
     }
     for i in 1..offsets.len() {
         offsets[i] += offsets[i - 1];
@@ -384,7 +396,7 @@ fn bin_offsets(rows: &[Row], bins: usize) -> Vec<usize> {
 /// The equations grouped by bin (a counting sort), with each bin's offset
 /// (`bins + 1` offsets).
 fn group_by_bin(rows: &[Row], values: &[u128], bins: usize) -> (Vec<Equation>, Vec<usize>) {
-    let offsets = bin_offsets(rows, bins);
+    let offsets = offsets_by(rows, bins, |r| r.bin as usize);
     let mut next = offsets.clone();
     let mut eqs = vec![Equation::default(); rows.len()];
     for (r, &value) in rows.iter().zip(values) {
