@@ -8,12 +8,16 @@
 //! [`CuckooTable`] is the client-side cuckoo hash table of the HE PSI
 //! protocol: one item per bin, with a location function shared with the
 //! server ([`cuckoo_locations`]).
+//!
+//! [`okvs`] is an oblivious key-value store (binned random-band OKVS,
+//! GF(2)-linear), the encoding VOLE-based PSI and OPPRFs are built on.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod cuckoo_filter;
 pub mod cuckoo_table;
+pub mod okvs;
 
 pub use cuckoo_filter::{
     theoretical_bits_per_item, CuckooFilter, CuckooFilterParams, FilterError, Tag, FORMAT_VERSION,
@@ -22,3 +26,4 @@ pub use cuckoo_filter::{
 pub use cuckoo_table::{
     cuckoo_location, cuckoo_locations, CuckooTable, CuckooTableError, Locations, TableEntry,
 };
+pub use okvs::{Okvs, OkvsError, OkvsParams};

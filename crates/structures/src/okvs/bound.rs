@@ -1,0 +1,153 @@
+//! The analytical failure bound that chooses the parameters.
+//!
+//! Encoding fails only if the rows of the keys are linearly dependent (with
+//! inconsistent values). For fixed band starts, the band bits being uniform
+//! and independent, a set `S` of rows sums to zero with probability exactly
+//! `2^-|U(S)|`, where `U(S)` is the union of the rows' windows (each covered
+//! column is an XOR of fresh uniform bits, different columns of disjoint
+//! bits). So, by the union bound over the non-zero combinations `x`,
+//!
+//! ```text
+//! P(fail | starts) <= sum over non-empty S of 2^-|U(S)|.
+//! ```
+//!
+//! Group every `S` by the maximal intervals ("components") of `U(S)`: the
+//! rows of `S` in a component `I` lie inside `I`, so at most `2^rows(I)`
+//! sets share a given family of components, each weighing `2^-sum |I|`, and
+//!
+//! ```text
+//! sum_S 2^-|U(S)| <= prod_I (1 + a_I) - 1 <= exp(mu) - 1,
+//! a_I = 2^(rows(I) - |I|),   mu = sum over intervals I inside a bin of a_I,
+//! ```
+//!
+//! where `rows(I)` counts the rows whose window lies in `I`. The starts are
+//! random too, so fix a threshold `t_L` per length `L` and split on the event
+//! "some interval of length `L` holds more than `t_L` rows":
+//!
+//! ```text
+//! P(fail) <= sum_L N_L * P(Bin(n, p_L) > t_L) + exp(sum_L N_L 2^(t_L - L)) - 1,
+//! ```
+//!
+//! with `N_L = bins * (bin_len - L + 1)` intervals of length `L` and `p_L`
+//! an upper bound on the probability that one key's window falls in a given
+//! one (`L - w + 1` start positions, each of probability at most
+//! `ceil(2^32 / bins) / 2^32 * ceil(2^32 / starts) / 2^32`, the bias of the
+//! 32-bit multiply-high maps included). The binomial tail is bounded by the
+//! Chernoff-Hoeffding bound `P(X >= a) <= exp(-n D(a/n || p))`; `t_L` is
+//! chosen where the two terms cross. Every step is an upper bound, so the
+//! result is a proven bound on the failure probability of one encode of at
+//! most `n` keys in the random-oracle model for the row hash (fixed-key AES).
+//! It is loose (the first moment over `S` is), which costs rate, not safety.
+
+use std::f64::consts::LN_2;
+
+/// `log2 P(Bin(n, p) >= a)` bounded by Chernoff-Hoeffding (0 when `a` is at
+/// most the mean, `-inf` when `a > n`).
+fn log2_tail(n: f64, p: f64, a: f64) -> f64 {
+    if a <= n * p {
+        return 0.0;
+    }
+    if a > n {
+        return f64::NEG_INFINITY;
+    }
+    if p >= 1.0 {
+        return 0.0;
+    }
+    let q = a / n;
+    if q >= 1.0 {
+        return n * p.log2();
+    }
+    let kl = q * (q / p).ln() + (1.0 - q) * ((-q).ln_1p() - (-p).ln_1p());
+    -n * kl / LN_2
+}
+
+/// `log2(2^a + 2^b)`.
+fn log2_add(a: f64, b: f64) -> f64 {
+    let (hi, lo) = if a >= b { (a, b) } else { (b, a) };
+    if lo == f64::NEG_INFINITY {
+        return hi;
+    }
+    hi + (1.0 + (lo - hi).exp2()).log2()
+}
+
+/// Probability bound of one `w`-window falling at a given start of a given
+/// bin, with the multiply-high maps' bias.
+fn position_probability(bins: usize, starts: usize) -> f64 {
+    let two32 = 2f64.powi(32);
+    let per = |k: usize| (two32 / k as f64).ceil() / two32;
+    per(bins) * per(starts)
+}
+
+/// `log2` of the proven bound on the probability that encoding `n` keys
+/// into `bins` bins of `bin_len` columns with bands of `width` bits fails.
+/// `+inf` when the bound is useless (at least 1).
+pub(crate) fn failure_log2(n: usize, bins: usize, bin_len: usize, width: usize) -> f64 {
+    if width == 0 || bin_len < width || bins == 0 {
+        return f64::INFINITY;
+    }
+    let starts = bin_len - width + 1;
+    let p_pos = position_probability(bins, starts);
+    let n_f = n as f64;
+    let (mut overload, mut mu) = (f64::NEG_INFINITY, f64::NEG_INFINITY);
+    let mut t = 0usize;
+    for len in width..=bin_len {
+        let p = ((len - width + 1) as f64 * p_pos).min(1.0);
+        let count = ((bins * (bin_len - len + 1)) as f64).log2();
+        // The crossing threshold only grows with the length: walk it up.
+        while log2_tail(n_f, p, (t + 1) as f64) > t as f64 - len as f64 {
+            t += 1;
+        }
+        let (tail, weight) = best_split(n_f, p, len, t);
+        overload = log2_add(overload, count + tail);
+        mu = log2_add(mu, count + weight);
+    }
+    if mu > 4.0 {
+        return f64::INFINITY;
+    }
+    let dependent = mu.exp2().exp_m1().log2();
+    log2_add(overload, dependent)
+}
+
+/// The better of thresholds `t` and `t - 1`: (log2 tail, log2 weight).
+fn best_split(n: f64, p: f64, len: usize, t: usize) -> (f64, f64) {
+    let at = |t: usize| (log2_tail(n, p, (t + 1) as f64), t as f64 - len as f64);
+    let a = at(t);
+    if t == 0 {
+        return a;
+    }
+    let b = at(t - 1);
+    if log2_add(b.0, b.1) < log2_add(a.0, a.1) {
+        b
+    } else {
+        a
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dense_single_bin_is_the_classical_bound() {
+        // One start position: n uniform rows of m bits are dependent with
+        // probability below 2^(n-m); the bound gives log2(expm1(2^(n-m))).
+        let b = failure_log2(100, 1, 141, 141);
+        assert!((b + 41.0).abs() < 1e-6, "{b}");
+    }
+
+    #[test]
+    fn tail_bound_is_an_upper_bound() {
+        // P(Bin(100, 0.1) >= 30) is 2.4e-8 (log2 -25.29).
+        let b = log2_tail(100.0, 0.1, 30.0);
+        assert!(b > -25.28 && b < -15.0, "{b}");
+        assert_eq!(log2_tail(100.0, 0.1, 5.0), 0.0);
+        assert_eq!(log2_tail(100.0, 0.1, 101.0), f64::NEG_INFINITY);
+    }
+
+    #[test]
+    fn more_columns_lower_the_bound() {
+        let tight = failure_log2(8192, 1, 10_000, 192);
+        let loose = failure_log2(8192, 1, 10_600, 192);
+        assert!(loose < tight, "{loose} vs {tight}");
+    }
+}
