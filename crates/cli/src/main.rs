@@ -4,7 +4,7 @@
 // Helpers shared by several families go unused when a build leaves some
 // out; the default build (every family) still checks for dead code.
 #![cfg_attr(
-    not(all(feature = "filter", feature = "he", feature = "rr16")),
+    not(all(feature = "filter", feature = "he", feature = "rr16", feature = "vole")),
     allow(dead_code)
 )]
 
@@ -17,6 +17,8 @@ mod filter_cmd;
 mod he_cmd;
 mod matches;
 mod progress;
+#[cfg(any(feature = "rr16", feature = "vole"))]
+mod psi_cmd;
 mod report;
 #[cfg(feature = "rr16")]
 mod rr16_cmd;
@@ -43,6 +45,10 @@ enum Command {
     #[cfg(feature = "filter")]
     #[command(subcommand)]
     Filter(filter_cmd::FilterCommand),
+    /// Balanced two-party PSI: VOLE-PSI (default) or RR16.
+    #[cfg(any(feature = "rr16", feature = "vole"))]
+    #[command(subcommand)]
+    Psi(psi_cmd::PsiCommand),
     /// Two-party malicious-secure PSI from OT extension and garbled Bloom
     /// filters (Rindal-Rosulek).
     #[cfg(feature = "rr16")]
@@ -65,6 +71,8 @@ fn main() {
         Command::Demo(a) => demo::run(a),
         #[cfg(feature = "filter")]
         Command::Filter(c) => filter_cmd::run(c),
+        #[cfg(any(feature = "rr16", feature = "vole"))]
+        Command::Psi(c) => psi_cmd::run(c),
         #[cfg(feature = "rr16")]
         Command::Rr16(c) => rr16_cmd::run(c),
         #[cfg(feature = "he")]

@@ -34,9 +34,11 @@ pub enum Error {
     #[cfg(feature = "he")]
     #[error("homomorphic encryption: {0}")]
     He(#[from] psikit_he::HeError),
-    #[cfg(feature = "rr16")]
+    #[cfg(any(feature = "rr16", feature = "vole"))]
     #[error("oblivious transfer: {0}")]
     Ot(#[from] psikit_ot::OtError),
+    #[error("OKVS: {0}")]
+    Okvs(#[from] psikit_structures::okvs::OkvsError),
     #[error("protocol aborted: {0}")]
     Aborted(String),
     /// The peer broke the protocol.

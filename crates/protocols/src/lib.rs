@@ -7,6 +7,8 @@
 //!   APSI design of Cong et al.).
 //! * [`rr16`]: malicious-secure PSI from OT extension and garbled Bloom
 //!   filters (Rindal-Rosulek).
+//! * [`vole_psi`]: fast balanced PSI from silent VOLE and an OKVS
+//!   (Raghuraman-Rindal).
 //! * [`service`]: the long-running server that routes requests to them.
 
 pub mod common;
@@ -17,6 +19,8 @@ pub mod he_psi;
 #[cfg(feature = "rr16")]
 pub mod rr16;
 pub mod service;
+#[cfg(feature = "vole")]
+pub mod vole_psi;
 
 #[cfg(test)]
 mod codec_tests;

@@ -19,6 +19,8 @@ pub const OT: ProtocolId = 3;
 pub const RR16: ProtocolId = 4;
 /// Reserved: circuit PSI and its applications.
 pub const CIRCUIT_PSI: ProtocolId = 5;
+/// Balanced PSI from silent VOLE and an OKVS (Raghuraman-Rindal 2022).
+pub const VOLE_PSI: ProtocolId = 6;
 
 /// A human name for a protocol id, for error messages.
 pub fn name(id: ProtocolId) -> &'static str {
@@ -29,6 +31,7 @@ pub fn name(id: ProtocolId) -> &'static str {
         OT => "oblivious transfer",
         RR16 => "RR16 PSI",
         CIRCUIT_PSI => "circuit PSI",
+        VOLE_PSI => "VOLE PSI",
         _ => "unknown protocol",
     }
 }

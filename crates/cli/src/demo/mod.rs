@@ -13,14 +13,21 @@ use psikit_protocols::io::{Column, KeySpec, Normalize, Table};
 mod filter;
 #[cfg(feature = "he")]
 mod he;
+#[cfg(feature = "vole")]
+mod psi;
 #[cfg(feature = "rr16")]
 mod rr16;
+#[cfg(any(feature = "rr16", feature = "vole"))]
+mod two_party;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Protocol {
     /// Unbalanced PSI: DH OPRF + updatable cuckoo filter.
     #[cfg(feature = "filter")]
     Filter,
+    /// Balanced PSI: silent VOLE + OKVS (VOLE-PSI).
+    #[cfg(feature = "vole")]
+    Psi,
     /// Malicious-secure PSI: OT extension + garbled Bloom filter (RR16).
     #[cfg(feature = "rr16")]
     Rr16,
@@ -67,6 +74,10 @@ pub fn run(a: DemoArgs) -> Result<()> {
     #[cfg(feature = "filter")]
     if all || a.protocol == Some(Protocol::Filter) {
         filter::run(&a, &dir.join("filter"))?;
+    }
+    #[cfg(feature = "vole")]
+    if all || a.protocol == Some(Protocol::Psi) {
+        psi::run(&a, &dir.join("psi"))?;
     }
     #[cfg(feature = "rr16")]
     if all || a.protocol == Some(Protocol::Rr16) {

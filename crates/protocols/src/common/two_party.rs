@@ -1,10 +1,114 @@
-//! What the balanced two-party PSIs (RR16, VOLE-PSI) share before their own
-//! rounds: the hello, in which both parties state their mode and set size
-//! and refuse a peer that runs another mode or brings too large a set.
+//! The one two-party driver of the balanced PSIs (RR16, VOLE-PSI): a family
+//! implements [`TwoParty`] (its two roles over a `Channel`) and gets every
+//! entry a front end needs: [`send`] / [`receive`] over a [`Peer`] (listen
+//! or connect, TLS), their blocking forms, and each role as a sans-IO
+//! [`Stepper`]. Also what the families share before their own rounds: the
+//! hello, in which both parties state their mode and set size and refuse a
+//! peer that runs another mode or brings too large a set.
 
-use psikit_transport::{Channel, DecodeError, Message, ProtocolId, Reader, Writer};
+use std::future::Future;
 
+use psikit_transport::{
+    Channel, DecodeError, Limits, Message, ProtocolId, Reader, Stepper, Writer,
+};
+
+use crate::common::connect::{block_on, Peer};
 use crate::{Error, Violation};
+
+/// A balanced two-party PSI: its configuration, outcomes and the two roles
+/// written once over a [`Channel`] (awaiting only the channel, so that
+/// [`Stepper`] can run them).
+pub trait TwoParty: 'static {
+    /// How to run it; both parties must agree on the parts the hello checks.
+    type Config: Clone + Send + Sync + 'static;
+    /// What the sender learns and what it cost.
+    type SenderOutcome: Send + 'static;
+    /// What the receiver learns and what it cost.
+    type ReceiverOutcome: Send + 'static;
+
+    /// The sender's role on its distinct `keys`.
+    fn run_sender<'a>(
+        ch: &'a mut Channel,
+        keys: &'a [Vec<u8>],
+        config: &'a Self::Config,
+    ) -> impl Future<Output = Result<Self::SenderOutcome, Error>> + Send + 'a;
+
+    /// The receiver's role on its distinct `keys`.
+    fn run_receiver<'a>(
+        ch: &'a mut Channel,
+        keys: &'a [Vec<u8>],
+        config: &'a Self::Config,
+    ) -> impl Future<Output = Result<Self::ReceiverOutcome, Error>> + Send + 'a;
+}
+
+/// The sender's run with its distinct `keys`: it learns nothing, unless the
+/// configuration reveals the intersection to it. A listening sender calls
+/// `listening` with its address before it waits.
+pub async fn send<P: TwoParty>(
+    peer: &Peer,
+    keys: &[Vec<u8>],
+    config: &P::Config,
+    listening: impl FnOnce(&str),
+) -> Result<P::SenderOutcome, Error> {
+    let mut ch = peer.open(listening).await?;
+    P::run_sender(&mut ch, keys, config).await
+}
+
+/// The receiver's run with its distinct `keys`: learns which of them the
+/// sender holds.
+pub async fn receive<P: TwoParty>(
+    peer: &Peer,
+    keys: &[Vec<u8>],
+    config: &P::Config,
+    listening: impl FnOnce(&str),
+) -> Result<P::ReceiverOutcome, Error> {
+    let mut ch = peer.open(listening).await?;
+    P::run_receiver(&mut ch, keys, config).await
+}
+
+/// [`send`], blocking.
+pub fn send_blocking<P: TwoParty>(
+    peer: &Peer,
+    keys: &[Vec<u8>],
+    config: &P::Config,
+    listening: impl FnOnce(&str),
+) -> Result<P::SenderOutcome, Error> {
+    block_on(send::<P>(peer, keys, config, listening))?
+}
+
+/// [`receive`], blocking.
+pub fn receive_blocking<P: TwoParty>(
+    peer: &Peer,
+    keys: &[Vec<u8>],
+    config: &P::Config,
+    listening: impl FnOnce(&str),
+) -> Result<P::ReceiverOutcome, Error> {
+    block_on(receive::<P>(peer, keys, config, listening))?
+}
+
+/// The sender's run as a sans-IO state machine: push the receiver's bytes
+/// in, take the sender's out, [`Stepper::advance`] until `Ready`. Frames up
+/// to `limits.max_frame_bytes` are accepted.
+pub fn sender_stepper<P: TwoParty>(
+    keys: Vec<Vec<u8>>,
+    config: P::Config,
+    limits: Limits,
+) -> Stepper<Result<P::SenderOutcome, Error>> {
+    Stepper::new(limits, |mut ch| async move {
+        P::run_sender(&mut ch, &keys, &config).await
+    })
+}
+
+/// The receiver's run as a sans-IO state machine (see [`sender_stepper`]).
+pub fn receiver_stepper<P: TwoParty>(
+    keys: Vec<Vec<u8>>,
+    config: P::Config,
+    limits: Limits,
+) -> Stepper<Result<P::ReceiverOutcome, Error>> {
+    Stepper::new(limits, |mut ch| async move {
+        P::run_receiver(&mut ch, &keys, &config).await
+    })
+}
 
 /// What both parties must agree on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

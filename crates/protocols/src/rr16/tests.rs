@@ -11,6 +11,7 @@ use super::messages::{self as msg};
 use super::receiver::{receive, Behaviour};
 use super::session::establish;
 use super::*;
+use crate::common::two_party;
 
 fn limits() -> Limits {
     Limits {
@@ -244,8 +245,10 @@ fn stepped_parties_match_plaintext_without_a_runtime() {
             reveal_to_sender: true,
             ..small_chunks(malicious)
         };
-        let mut sender = facade::sender_stepper(s_items.clone(), cfg.clone(), limits());
-        let mut receiver = facade::receiver_stepper(r_items.clone(), cfg, limits());
+        let mut sender =
+            two_party::sender_stepper::<facade::Rr16>(s_items.clone(), cfg.clone(), limits());
+        let mut receiver =
+            two_party::receiver_stepper::<facade::Rr16>(r_items.clone(), cfg, limits());
         let (mut s_out, mut r_out) = (None, None);
         while s_out.is_none() || r_out.is_none() {
             if s_out.is_none() {

@@ -1,0 +1,21 @@
+//! VOLE-PSI's demo (`psikit psi`'s default protocol).
+
+use std::path::Path;
+
+use anyhow::Result;
+use psikit_protocols::vole_psi::{facade::VolePsi, VoleConfig};
+
+use super::two_party::Pair;
+use super::DemoArgs;
+
+/// VOLE-PSI over loopback TCP on two generated files of the client's size,
+/// the receiver's result checked and revealed to the sender.
+pub(super) fn run(a: &DemoArgs, dir: &Path) -> Result<()> {
+    println!("\n== psi: balanced PSI, silent VOLE + OKVS (VOLE-PSI, semi-honest) ==");
+    let pair = Pair::generate(a, dir)?;
+    let cfg = VoleConfig {
+        reveal_to_sender: true,
+        ..VoleConfig::default()
+    };
+    pair.run::<VolePsi>("semi-honest", &cfg)
+}

@@ -1,0 +1,93 @@
+//! The balanced two-party demos' shared run: two generated files, the
+//! sender listening on a free loopback port and the receiver connecting,
+//! the receiver's result checked and revealed to the sender.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::time::Instant;
+
+use anyhow::{ensure, Context, Result};
+use psikit_protocols::common::connect::{runtime, Limits, Peer, ServerAddr};
+use psikit_protocols::common::two_party;
+use psikit_protocols::io::{read_rows, write_overlapping_pair, Table};
+
+use super::{check, email_spec, matched_ids, DemoArgs};
+use crate::matches::unique_keys;
+use crate::psi_cmd::Report;
+use crate::report;
+
+/// Two generated files of the client's size and their expected overlap.
+pub(super) struct Pair {
+    sender_keys: Vec<Vec<u8>>,
+    receiver_table: Table,
+    receiver_keys: Vec<Vec<u8>>,
+    receiver_rows: Vec<Vec<usize>>,
+    expected: BTreeSet<u64>,
+}
+
+impl Pair {
+    pub(super) fn generate(a: &DemoArgs, dir: &Path) -> Result<Self> {
+        std::fs::create_dir_all(dir)?;
+        let (sender_csv, receiver_csv) = (dir.join("sender.csv"), dir.join("receiver.csv"));
+        let n = a.client_items.max(1);
+        let overlap = a.overlap.min(n);
+        let plan = write_overlapping_pair(&sender_csv, &receiver_csv, n, n, overlap, a.seed)?;
+        println!("generated two files of {n} rows with {overlap} in common");
+        let spec = email_spec();
+        let (sender_keys, _) = unique_keys(&read_rows(&sender_csv, &spec)?);
+        let receiver_table = read_rows(&receiver_csv, &spec)?;
+        let (receiver_keys, receiver_rows) = unique_keys(&receiver_table);
+        Ok(Self {
+            sender_keys,
+            receiver_table,
+            receiver_keys,
+            receiver_rows,
+            expected: plan.common_ids.iter().copied().collect(),
+        })
+    }
+
+    /// Runs `P` under `cfg` (which must reveal the result to the sender)
+    /// and checks both parties' outputs.
+    pub(super) fn run<P: Report>(&self, name: &str, cfg: &P::Config) -> Result<()> {
+        let t = Instant::now();
+        let (sender_out, receiver_out) = runtime()?.block_on(async {
+            // The sender listens on a free port and tells the receiver
+            // where, as two parties on two machines would.
+            let (port_tx, port_rx) = tokio::sync::oneshot::channel::<String>();
+            let listen = Peer::Listen {
+                addr: "127.0.0.1:0".into(),
+                tls: None,
+                limits: Limits::default(),
+                accept_timeout: None,
+            };
+            let (keys, cfg2) = (self.sender_keys.clone(), cfg.clone());
+            let sender = tokio::spawn(async move {
+                two_party::send::<P>(&listen, &keys, &cfg2, |addr| {
+                    let _ = port_tx.send(addr.to_string());
+                })
+                .await
+            });
+            let addr = port_rx.await.context("the sender did not listen")?;
+            let connect = Peer::Connect(ServerAddr::plain(addr));
+            let receiver =
+                two_party::receive::<P>(&connect, &self.receiver_keys, cfg, |_| {}).await?;
+            anyhow::Ok((sender.await??, receiver))
+        })?;
+        println!("{name}: done in {}", report::secs(t.elapsed()));
+        for line in P::receiver_lines(&receiver_out) {
+            println!("  receiver: {line}");
+        }
+        let matches = P::matches(&receiver_out);
+        check(
+            &format!("{name} receiver"),
+            &matched_ids(&self.receiver_table, &self.receiver_rows, matches)?,
+            &self.expected,
+        )?;
+        let revealed = P::revealed(&sender_out).map_or(0, <[usize]>::len);
+        ensure!(
+            revealed == self.expected.len(),
+            "the {name} sender was told {revealed} matches"
+        );
+        Ok(())
+    }
+}

@@ -1,0 +1,34 @@
+//! VOLE-PSI's facade: the family as a [`TwoParty`] protocol, so every front
+//! end reaches it through `common::two_party` (`send` / `receive` over a
+//! peer, blocking forms, sans-IO steppers).
+
+use psikit_transport::Channel;
+
+use super::{run_receiver, run_sender, ReceiverOutcome, SenderOutcome, VoleConfig};
+use crate::common::two_party::TwoParty;
+use crate::Error;
+
+/// VOLE-PSI as a two-party protocol.
+pub struct VolePsi;
+
+impl TwoParty for VolePsi {
+    type Config = VoleConfig;
+    type SenderOutcome = SenderOutcome;
+    type ReceiverOutcome = ReceiverOutcome;
+
+    async fn run_sender(
+        ch: &mut Channel,
+        keys: &[Vec<u8>],
+        config: &VoleConfig,
+    ) -> Result<SenderOutcome, Error> {
+        run_sender(ch, keys, config).await
+    }
+
+    async fn run_receiver(
+        ch: &mut Channel,
+        keys: &[Vec<u8>],
+        config: &VoleConfig,
+    ) -> Result<ReceiverOutcome, Error> {
+        run_receiver(ch, keys, config).await
+    }
+}

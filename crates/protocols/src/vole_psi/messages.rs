@@ -1,0 +1,81 @@
+//! Wire messages of VOLE-PSI (protocol id [`PROTOCOL_ID`]). The silent
+//! VOLE's own messages travel under the OT layer's protocol id.
+//!
+//! | kind | direction | message |
+//! |------|-----------|---------|
+//! | 1 | both | `common::two_party::Hello`: mode, reveal flag, own set size |
+//! | 2 | R -> S | [`OkvsSeed`]: the public hashing seed of the receiver's OKVS |
+//! | 3 | R -> S | [`KIND_MASKED`]: the OKVS table masked with the VOLE's `C`, 16 bytes per entry (chunked transfer) |
+//! | 4 | S -> R | [`KIND_SUMMARIES`]: the sender's truncated OPRF values (chunked transfer) |
+//! | 5 | R -> S | [`KIND_REVEAL`]: matched values, if the result is revealed (chunked transfer) |
+//!
+//! Order: hellos, seed, the silent VOLE (base OTs, IKNP, trees), then 3,
+//! 4 and 5. Kinds 3 to 5 are larger than a frame may be (the masked table
+//! is about 20 MB at 2^20 items), so they are chunked transfers whose exact
+//! length is known in advance: the masked table has the length the OKVS
+//! parameters give, summary values are checked by
+//! `common::summaries`.
+
+use psikit_transport::{DecodeError, Message, ProtocolId, Reader, Writer};
+
+pub const PROTOCOL_ID: u8 = psikit_transport::ids::VOLE_PSI;
+
+/// Kind of the chunked transfer of the masked OKVS table.
+pub const KIND_MASKED: u8 = 3;
+/// Kind of the chunked transfer of the sender's summary values.
+pub const KIND_SUMMARIES: u8 = 4;
+/// Kind of the chunked transfer of the matched summary values.
+pub const KIND_REVEAL: u8 = 5;
+
+/// The receiver's OKVS hashing seed (public).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OkvsSeed(pub [u8; 16]);
+
+impl Message for OkvsSeed {
+    const PROTOCOL: ProtocolId = PROTOCOL_ID;
+    const KIND: u8 = 2;
+    type Bounds<'a> = ();
+
+    fn write(&self, w: &mut Writer) {
+        w.bytes(&self.0);
+    }
+
+    fn read(r: &mut Reader<'_>, (): ()) -> Result<Self, DecodeError> {
+        r.array("OKVS seed").map(Self)
+    }
+}
+
+/// 16-byte little-endian blocks as sent.
+pub fn encode_blocks(blocks: &[u128]) -> Vec<u8> {
+    blocks.iter().flat_map(|b| b.to_le_bytes()).collect()
+}
+
+/// Exactly `count` blocks, or an error.
+pub fn decode_blocks(bytes: &[u8], count: usize) -> Result<Vec<u128>, DecodeError> {
+    if bytes.len() != count * 16 {
+        return Err(DecodeError::invalid(
+            "masked OKVS table",
+            format!("{} bytes, expected {}", bytes.len(), count * 16),
+        ));
+    }
+    Ok(bytes
+        .chunks_exact(16)
+        .map(|b| u128::from_le_bytes(b.try_into().expect("16 bytes")))
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codec_tests::check_message;
+
+    #[test]
+    fn seed_and_blocks_round_trip_and_refuse_bad_lengths() {
+        check_message(&OkvsSeed([7; 16]), (), &[7; 16]);
+        let blocks = [1u128, u128::MAX, 3];
+        let bytes = encode_blocks(&blocks);
+        assert_eq!(decode_blocks(&bytes, 3).expect("3 blocks"), blocks);
+        assert!(decode_blocks(&bytes, 2).is_err());
+        assert!(decode_blocks(&bytes[..47], 3).is_err());
+    }
+}

@@ -1,0 +1,132 @@
+//! Balanced PSI from silent VOLE and an OKVS: the VOLE-based OPRF of
+//! Raghuraman and Rindal ("Blazing Fast PSI from Improved OKVS and
+//! Subfield VOLE", CCS 2022, "RR22"; the design of Rindal-Schoppmann 2021),
+//! with psikit's own silent VOLE and random-band OKVS.
+//!
+//! # Protocol
+//! The receiver with set `Y` hashes each item to a key `k_y` and encodes
+//! the pairs `(k_y, h(k_y))` into an OKVS table `P` of `m` entries. A silent
+//! VOLE of length `m` gives the receiver `A` and a pseudorandom `C`, the
+//! sender `Δ` and `B`, with `A + B = C·Δ`. The receiver sends `P + C`
+//! (uniform, since `C` is); the sender computes `K = B + Δ·(P + C) = A +
+//! Δ·P`. The OPRF is then
+//!
+//! * at the sender, for any `x`: `F(x) = H(Decode(K, k_x) + Δ·h(k_x))`;
+//! * at the receiver, for its own `y`: `F(y) = H(Decode(A, k_y))`,
+//!
+//! equal because `Decode(P, k_y) = h(k_y)`. The sender sends its values
+//! `F(x)`, truncated and sorted; the receiver looks its own up
+//! (`common::summaries`). `h` and `H` are the correlation-robust hash of
+//! fixed-key AES, as in the reference implementation (volePSI).
+//!
+//! # Security model
+//! * Semi-honest: secure if both parties follow the protocol (the silent
+//!   VOLE is semi-honest, see `psikit_ot::silent`). A malicious mode is
+//!   not offered yet; use RR16 (`rr16`) where malicious security is needed.
+//! * 128-bit computational security (silent VOLE under dual LPN at the
+//!   parameters `psikit_ot::silent::params` enforces; fixed-key AES as a
+//!   random permutation); 40-bit statistical: the OKVS fails to encode with
+//!   probability below `2^-40` (the receiver then draws another seed, which
+//!   reveals nothing), and an item outside the intersection matches with
+//!   probability below `2^-40` over the whole run (summary values are
+//!   `40 + log2 n_s + log2 n_r` bits).
+//!
+//! # Leakage
+//! Both parties learn each other's set size. Only the receiver learns the
+//! intersection. With [`VoleConfig::reveal_to_sender`], the receiver then
+//! sends the matched values and the sender learns the intersection too;
+//! that output is only as honest as the receiver (it can omit matches or
+//! name any of the sender's items), exactly as for RR16.
+
+pub mod facade;
+mod messages;
+mod oprf;
+mod receiver;
+mod sender;
+
+pub use receiver::{run_receiver, ReceiverOutcome};
+pub use sender::{run_sender, SenderOutcome};
+
+use std::time::Duration;
+
+use psikit_ot::ExtConfig;
+
+use crate::common::summaries::{summary_len, Exchange};
+use crate::common::two_party::Mode;
+use crate::Error;
+
+/// Protocol id of VOLE-PSI's own messages.
+pub const PROTOCOL_ID: u8 = messages::PROTOCOL_ID;
+
+/// How to run the protocol. Both parties must agree on `reveal_to_sender`.
+#[derive(Debug, Clone)]
+pub struct VoleConfig {
+    /// Whether the receiver sends the intersection to the sender.
+    pub reveal_to_sender: bool,
+    /// Largest peer set accepted (bounds memory a peer can make us use).
+    pub max_set_size: u64,
+    /// Threads for the parallel parts; `None` uses rayon's global pool.
+    pub threads: Option<usize>,
+}
+
+impl Default for VoleConfig {
+    fn default() -> Self {
+        Self {
+            reveal_to_sender: false,
+            max_set_size: 1 << 26,
+            threads: None,
+        }
+    }
+}
+
+/// Largest set either party may bring: keeps summary values within one
+/// 128-bit OPRF output (`40 + 44 + 44` bits).
+pub const MAX_SET_SIZE: u64 = 1 << 44;
+
+impl VoleConfig {
+    fn check(&self) -> Result<(), Error> {
+        if self.max_set_size > MAX_SET_SIZE {
+            return Err(Error::Config(format!(
+                "VOLE-PSI sets are limited to 2^44 items, not {}",
+                self.max_set_size
+            )));
+        }
+        Ok(())
+    }
+
+    fn mode(&self) -> Mode {
+        Mode {
+            malicious: false,
+            reveal: self.reveal_to_sender,
+        }
+    }
+
+    fn ext_config(&self) -> Result<ExtConfig, Error> {
+        match self.threads {
+            None => Ok(ExtConfig::default()),
+            Some(t) => ExtConfig::with_threads(t).map_err(|e| Error::Config(e.to_string())),
+        }
+    }
+}
+
+/// How the summary values of a run travel.
+fn exchange(sender_size: u64, receiver_size: u64) -> Exchange {
+    Exchange {
+        protocol: PROTOCOL_ID,
+        summaries: messages::KIND_SUMMARIES,
+        reveal: messages::KIND_REVEAL,
+        len: summary_len(sender_size, receiver_size),
+    }
+}
+
+/// Where a party's time went.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Phases {
+    /// Hellos, base OTs and the silent VOLE.
+    pub vole: Duration,
+    /// Hashing, the OKVS, the OPRF values and the last round.
+    pub online: Duration,
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,81 @@
+//! The sender: holds the VOLE's `Δ`, evaluates the OPRF on its items and
+//! sends the values.
+
+use std::time::Instant;
+
+use psikit_ot::silent::SilentSender;
+use psikit_ot::{gf128, SessionId};
+use psikit_structures::okvs::{Okvs, OkvsParams};
+use psikit_transport::Channel;
+use rand::rngs::OsRng;
+use rayon::prelude::*;
+
+use super::messages::{self as msg, OkvsSeed};
+use super::{exchange, oprf, Phases, VoleConfig};
+use crate::common::two_party::hello;
+use crate::Error;
+
+/// What the sender learned and what it cost.
+#[derive(Debug, Clone)]
+pub struct SenderOutcome {
+    /// Indices of the sender's items in the intersection, if the receiver
+    /// revealed it (see [`VoleConfig::reveal_to_sender`]).
+    pub revealed: Option<Vec<usize>>,
+    pub phases: Phases,
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+}
+
+/// Runs VOLE-PSI as the sender on `items` (distinct byte strings).
+pub async fn run_sender(
+    ch: &mut Channel,
+    items: &[Vec<u8>],
+    cfg: &VoleConfig,
+) -> Result<SenderOutcome, Error> {
+    cfg.check()?;
+    let (sent0, recv0) = (ch.bytes_sent(), ch.bytes_received());
+    let mut phases = Phases::default();
+    let t = Instant::now();
+    let n_s = items.len() as u64;
+    let n_r = hello::<{ msg::PROTOCOL_ID }>(ch, cfg.mode(), n_s, cfg.max_set_size).await?;
+    let OkvsSeed(seed) = ch.recv_msg(()).await?;
+    let okvs = Okvs::new(OkvsParams::new(n_r as usize)?, seed);
+    let m = okvs.params().table_len();
+    let sid = SessionId::new(&[&seed[..], &n_s.to_be_bytes(), &n_r.to_be_bytes()].concat());
+    let mut vole = SilentSender::setup(ch, &sid, cfg.ext_config()?, &mut OsRng).await?;
+    let delta = vole.delta();
+    let b = vole.vole(ch, m, &mut OsRng).await?;
+    phases.vole += t.elapsed();
+
+    let t = Instant::now();
+    let masked = ch
+        .recv_chunked(msg::PROTOCOL_ID, msg::KIND_MASKED, m as u64 * 16)
+        .await?;
+    let masked = msg::decode_blocks(&masked, m)?;
+    // K = B + Δ·(P + C) = A + Δ·P.
+    let k: Vec<u128> = b
+        .par_iter()
+        .zip(masked.par_iter())
+        .map(|(b, pc)| b ^ gf128::mul(delta, *pc))
+        .collect();
+    drop(masked);
+    let keys = oprf::item_keys(items);
+    let mut decoded = vec![0u128; keys.len()];
+    okvs.decode(&k, &keys, &mut decoded)?;
+    let hashed = oprf::okvs_values(&keys);
+    let inputs: Vec<u128> = decoded
+        .par_iter()
+        .zip(hashed.par_iter())
+        .map(|(d, h)| d ^ gf128::mul(delta, *h))
+        .collect();
+    let x = exchange(n_s, n_r);
+    let values = oprf::summaries(inputs, x.len);
+    let revealed = x.send(ch, &values, cfg.reveal_to_sender).await?;
+    phases.online += t.elapsed();
+    Ok(SenderOutcome {
+        revealed,
+        phases,
+        bytes_sent: ch.bytes_sent() - sent0,
+        bytes_received: ch.bytes_received() - recv0,
+    })
+}

@@ -1,0 +1,186 @@
+//! VOLE-PSI end to end on in-memory channels, against the plaintext
+//! intersection.
+
+use std::task::Poll;
+
+use psikit_transport::{Channel, ErrorCode, Limits, TransportError};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+use super::facade::VolePsi;
+use super::*;
+use crate::common::two_party;
+
+/// Distinct random items of 1 to 40 bytes: `n_s` for the sender, `n_r`
+/// for the receiver, `overlap` of them shared; returns the receiver's
+/// truth mask, computed from the sets themselves (short random items also
+/// collide by chance).
+fn sets(
+    seed: u64,
+    n_s: usize,
+    n_r: usize,
+    overlap: usize,
+) -> (Vec<Vec<u8>>, Vec<Vec<u8>>, Vec<bool>) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let item = |rng: &mut StdRng| {
+        let len = rng.gen_range(1..40);
+        (0..len).map(|_| rng.gen()).collect::<Vec<u8>>()
+    };
+    let shared: Vec<Vec<u8>> = (0..overlap).map(|_| item(&mut rng)).collect();
+    let mut sender = shared.clone();
+    sender.extend((overlap..n_s).map(|_| item(&mut rng)));
+    let mut receiver = shared;
+    receiver.extend((overlap..n_r).map(|_| item(&mut rng)));
+    for set in [&mut sender, &mut receiver] {
+        set.sort();
+        set.dedup();
+    }
+    let held: std::collections::HashSet<&Vec<u8>> = sender.iter().collect();
+    let truth = receiver.iter().map(|y| held.contains(y)).collect();
+    (sender, receiver, truth)
+}
+
+async fn run_pair(
+    sender_items: Vec<Vec<u8>>,
+    receiver_items: Vec<Vec<u8>>,
+    cfg: VoleConfig,
+) -> (Result<SenderOutcome, Error>, Result<ReceiverOutcome, Error>) {
+    let (mut a, mut b) = Channel::memory_pair(Limits::default());
+    let cfg2 = cfg.clone();
+    let sender = tokio::spawn(async move { run_sender(&mut a, &sender_items, &cfg2).await });
+    let receiver = run_receiver(&mut b, &receiver_items, &cfg).await;
+    drop(b);
+    (sender.await.expect("sender task"), receiver)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn matches_the_plaintext_intersection() {
+    for (i, (n_s, n_r, overlap)) in [
+        (1, 1, 1),
+        (0, 10, 0),
+        (10, 0, 0),
+        (40, 25, 10),
+        (300, 200, 150),
+        (64, 64, 64),
+        (5000, 3000, 1234),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let (s, r, truth) = sets(i as u64, n_s, n_r, overlap);
+        let (s_out, r_out) = run_pair(s, r, VoleConfig::default()).await;
+        let r_out = r_out.expect("receiver");
+        assert_eq!(r_out.matches, truth, "sizes {n_s} {n_r} {overlap}");
+        assert!(s_out.expect("sender").revealed.is_none());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sender_learns_the_intersection_only_when_revealed() {
+    let (s, r, truth) = sets(9, 500, 400, 123);
+    let cfg = VoleConfig {
+        reveal_to_sender: true,
+        ..VoleConfig::default()
+    };
+    let (s_out, r_out) = run_pair(s.clone(), r.clone(), cfg).await;
+    assert_eq!(r_out.expect("receiver").matches, truth);
+    let mut revealed: Vec<&Vec<u8>> = s_out
+        .expect("sender")
+        .revealed
+        .expect("revealed")
+        .iter()
+        .map(|&i| &s[i])
+        .collect();
+    revealed.sort();
+    let shared: Vec<&Vec<u8>> = r
+        .iter()
+        .zip(&truth)
+        .filter(|(_, t)| **t)
+        .map(|(x, _)| x)
+        .collect();
+    assert_eq!(revealed, shared);
+}
+
+#[tokio::test]
+async fn mismatched_reveal_settings_are_refused_by_both() {
+    let (s, r, _) = sets(3, 10, 10, 5);
+    let reveal = VoleConfig {
+        reveal_to_sender: true,
+        ..VoleConfig::default()
+    };
+    let (mut a, mut b) = Channel::memory_pair(Limits::default());
+    let sender = tokio::spawn(async move { run_sender(&mut a, &s, &reveal).await });
+    let receiver = run_receiver(&mut b, &r, &VoleConfig::default()).await;
+    for err in [receiver.err(), sender.await.expect("task").err()] {
+        let text = err.expect("refused").to_string();
+        assert!(text.contains("revealed"), "{text}");
+    }
+}
+
+#[tokio::test]
+async fn an_oversized_peer_set_is_refused_before_any_work() {
+    let (s, r, _) = sets(4, 50, 10, 5);
+    let small = VoleConfig {
+        max_set_size: 20,
+        ..VoleConfig::default()
+    };
+    let (_, r_out) = run_pair(s, r, small).await;
+    let text = r_out.expect_err("refused").to_string();
+    assert!(text.contains("set size"), "{text}");
+}
+
+#[tokio::test]
+async fn a_truncated_masked_table_is_an_error_not_a_panic() {
+    // A receiver that stops after announcing a table it never finishes.
+    let (s, _, _) = sets(5, 100, 100, 0);
+    let (mut a, mut b) = Channel::memory_pair(Limits::default());
+    let sender = tokio::spawn(async move { run_sender(&mut a, &s, &VoleConfig::default()).await });
+    let mode = VoleConfig::default().mode();
+    two_party::hello::<{ messages::PROTOCOL_ID }>(&mut b, mode, 100, 1 << 20)
+        .await
+        .expect("hello");
+    b.send_msg(&messages::OkvsSeed([1; 16]))
+        .await
+        .expect("seed");
+    b.send_error(
+        messages::PROTOCOL_ID,
+        &psikit_transport::ErrorMessage::new(ErrorCode::Aborted, "stopping"),
+    )
+    .await;
+    drop(b);
+    let err = sender.await.expect("task").expect_err("sender fails");
+    assert!(
+        matches!(
+            &err,
+            Error::Ot(_) | Error::Transport(TransportError::Peer(_) | TransportError::Closed)
+        ),
+        "{err}"
+    );
+}
+
+/// Both parties as sans-IO state machines, bytes carried by hand, no
+/// runtime: the same core as over TCP.
+#[test]
+fn stepped_parties_match_plaintext_without_a_runtime() {
+    let (s, r, truth) = sets(12, 700, 600, 321);
+    let limits = Limits::default();
+    let mut sender = two_party::sender_stepper::<VolePsi>(s, VoleConfig::default(), limits);
+    let mut receiver = two_party::receiver_stepper::<VolePsi>(r, VoleConfig::default(), limits);
+    let (mut s_out, mut r_out) = (None, None);
+    while s_out.is_none() || r_out.is_none() {
+        if s_out.is_none() {
+            if let Poll::Ready(x) = sender.advance() {
+                s_out = Some(x);
+            }
+        }
+        receiver.push(&sender.take_outgoing());
+        if r_out.is_none() {
+            if let Poll::Ready(x) = receiver.advance() {
+                r_out = Some(x);
+            }
+        }
+        sender.push(&receiver.take_outgoing());
+    }
+    assert_eq!(r_out.expect("ran").expect("receiver").matches, truth);
+    assert!(s_out.expect("ran").expect("sender").revealed.is_none());
+}
