@@ -324,8 +324,10 @@ fn errors_are_one_clear_line_and_exit_nonzero() {
 
 /// RR16 as two processes over TCP: the receiver listens, the sender
 /// connects, the result is revealed to the sender.
-#[test]
-fn rr16_two_processes_over_tcp() {
+/// Runs `command send` and `command receive` (e.g. `["psi"]` or
+/// `["psi", "--protocol", "rr16"]`) as two processes over loopback TCP,
+/// with the result revealed to the sender, and checks both outputs.
+fn two_processes_over_tcp(command: &[&str]) {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     write(
@@ -343,9 +345,10 @@ fn rr16_two_processes_over_tcp() {
         .port();
     let addr = format!("127.0.0.1:{port}");
     let receiver = psikit()
+        .arg(command[0])
+        .arg("receive")
+        .args(&command[1..])
         .args([
-            "rr16",
-            "receive",
             "--reveal",
             "--key",
             "email",
@@ -366,9 +369,10 @@ fn rr16_two_processes_over_tcp() {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let out = psikit()
+            .arg(command[0])
+            .arg("send")
+            .args(&command[1..])
             .args([
-                "rr16",
-                "send",
                 "--reveal",
                 "--key",
                 "email",
@@ -407,6 +411,39 @@ fn rr16_two_processes_over_tcp() {
         std::fs::read_to_string(d.join("a-out.csv")).unwrap(),
         "email\nbob@x.org\ncarol@x.org\n"
     );
+}
+
+#[test]
+fn rr16_two_processes_over_tcp() {
+    two_processes_over_tcp(&["rr16"]);
+}
+
+#[test]
+fn psi_two_processes_over_tcp_with_vole_and_rr16() {
+    two_processes_over_tcp(&["psi"]);
+    two_processes_over_tcp(&["psi", "--protocol", "rr16", "--malicious"]);
+}
+
+#[test]
+fn psi_refuses_a_malicious_vole_run_with_a_pointer_to_rr16() {
+    let dir = tempfile::tempdir().unwrap();
+    write(&dir.path().join("a.csv"), "email\na@x.org\n");
+    let out = run_err(
+        psikit()
+            .args([
+                "psi",
+                "send",
+                "--malicious",
+                "--key",
+                "email",
+                "--connect",
+                "127.0.0.1:9",
+            ])
+            .arg("--input")
+            .arg(dir.path().join("a.csv")),
+    );
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(text.contains("--protocol rr16"), "{text}");
 }
 
 /// The RR16 benchmark runs both parties as worker processes and checks
