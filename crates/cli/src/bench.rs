@@ -1,8 +1,9 @@
 //! `psikit bench`: performance figures of the PSI protocols, checked
 //! against the targets of the issue. `psikit bench filter` (the default, in
 //! [`filter`]) measures the filter protocol (DH OPRF + cuckoo filter),
-//! `psikit bench rr16` (in [`rr16`]) the RR16 protocol and `psikit bench he`
-//! (in [`he`]) the HE protocol. What every benchmark shares (figures, CPU
+//! `psikit bench rr16` (in [`rr16`]) the RR16 protocol, `psikit bench psi`
+//! (in [`psi`]) VOLE-PSI and `psikit bench he` (in [`he`]) the HE protocol;
+//! the two-party ones run through [`two_party`]. What every benchmark shares (figures, CPU
 //! accounting, tables) is in [`harness`], [`cpu`] and [`table`].
 
 use anyhow::Result;
@@ -17,9 +18,13 @@ mod filter;
 mod harness;
 #[cfg(feature = "he")]
 mod he;
+#[cfg(feature = "vole")]
+mod psi;
 #[cfg(feature = "rr16")]
 mod rr16;
 mod table;
+#[cfg(any(feature = "rr16", feature = "vole"))]
+mod two_party;
 
 // ---------------------------------------------------------------------------
 // Command line
@@ -48,10 +53,13 @@ enum BenchProtocol {
     /// Malicious-secure PSI (RR16) and its semi-honest variant.
     #[cfg(feature = "rr16")]
     Rr16(rr16::Rr16BenchArgs),
-    /// Internal: one party of one RR16 run in its own process.
-    #[cfg(feature = "rr16")]
+    /// Balanced PSI: VOLE-PSI (and RR16 with --with-rr16).
+    #[cfg(feature = "vole")]
+    Psi(psi::PsiBenchArgs),
+    /// Internal: one party of one two-party run in its own process.
+    #[cfg(any(feature = "rr16", feature = "vole"))]
     #[command(hide = true)]
-    Rr16Worker(rr16::Rr16WorkerArgs),
+    TwoPartyWorker(two_party::WorkerArgs),
     /// Unbalanced labeled PSI from homomorphic encryption (APSI design).
     #[cfg(feature = "he")]
     He(he::HeBenchArgs),
@@ -74,8 +82,10 @@ pub fn run(a: BenchArgs) -> Result<()> {
         Some(BenchProtocol::FilterWorker(w)) => run_worker(&w),
         #[cfg(feature = "rr16")]
         Some(BenchProtocol::Rr16(a)) => rr16::run(&a),
-        #[cfg(feature = "rr16")]
-        Some(BenchProtocol::Rr16Worker(w)) => rr16::worker(&w),
+        #[cfg(feature = "vole")]
+        Some(BenchProtocol::Psi(a)) => psi::run(&a),
+        #[cfg(any(feature = "rr16", feature = "vole"))]
+        Some(BenchProtocol::TwoPartyWorker(w)) => two_party::worker(&w),
         #[cfg(feature = "he")]
         Some(BenchProtocol::He(a)) => he::run(&a),
         #[cfg(feature = "he")]

@@ -1,31 +1,17 @@
 //! `psikit bench rr16`: RR16 (malicious, and its semi-honest variant) on
-//! loopback TCP, next to the paper's figures and libPSI's.
-//!
-//! Every run starts two worker processes of this binary, a sender and a
-//! receiver, each with `RAYON_NUM_THREADS` set to the thread count, so "one
-//! thread per party" means exactly that and each party's peak memory is its
-//! own process's `VmHWM`. The sender listens on an ephemeral port and
-//! announces it on its first output line; the parent then starts the
-//! receiver. Each worker times the protocol from the established
-//! connection to its output and prints its figures as `name value` lines.
-//!
-//! Items are `user{id}@example.com`; the sender holds ids `0..n`, the
-//! receiver `n/2..3n/2`, so the intersection (`n/2` items) is known and
-//! every run is checked against it.
+//! loopback TCP, next to the paper's figures and libPSI's. Runs go through
+//! the shared two-party runner (`two_party`: one process per party).
 
-use std::io::{BufRead, BufReader, Read};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::Instant;
 
-use anyhow::{bail, ensure, Context, Result};
+use anyhow::{ensure, Result};
 use clap::Args;
-use psikit_protocols::common::connect::{runtime, Limits, Peer, ServerAddr};
-use psikit_protocols::rr16::{run_receiver, run_sender, Rr16Config};
+use psikit_protocols::rr16::facade::Rr16;
+use psikit_protocols::rr16::{ReceiverOutcome, Rr16Config, SenderOutcome};
 
-use super::cpu::CpuSnapshot;
-use super::harness::{item, median_of, Metrics};
+use super::harness::Metrics;
 use super::table::{count, num, size, time, TextTable};
+use super::two_party::{med, med_both, run_all, Benched, Config, Protocol, Run};
 
 /// Issue targets for n = 2^20, malicious, one thread per party.
 const TARGET_LOG2: u32 = 20;
@@ -54,40 +40,30 @@ pub struct Rr16BenchArgs {
     quick: bool,
 }
 
-/// One party of one run, in its own process.
-#[derive(Args, Clone, Debug)]
-pub struct Rr16WorkerArgs {
-    /// Run the receiver (connects to --connect); otherwise the sender.
-    #[arg(long)]
-    receiver: bool,
-    #[arg(long)]
-    log2: u32,
-    #[arg(long)]
-    semi_honest: bool,
-    /// The sender's address (receiver only).
-    #[arg(long)]
-    connect: Option<String>,
-}
+impl Benched for Rr16 {
+    fn config(malicious: bool) -> Result<Rr16Config> {
+        Ok(Rr16Config {
+            malicious,
+            ..Rr16Config::default()
+        })
+    }
 
-#[derive(Clone, Copy, Debug, PartialEq)]
-struct Config {
-    malicious: bool,
-    log2: u32,
-    threads: usize,
-}
+    fn sender_figures(out: &SenderOutcome, m: &mut Metrics) {
+        m.set("offline", out.phases.offline.as_secs_f64());
+        m.set("online", out.phases.online.as_secs_f64());
+        m.set("sent", out.bytes_sent as f64);
+        m.set("received", out.bytes_received as f64);
+    }
 
-impl Config {
-    fn mode(&self) -> &'static str {
-        if self.malicious {
-            "malicious"
-        } else {
-            "semi-honest"
-        }
+    fn receiver_figures(out: &ReceiverOutcome, m: &mut Metrics) {
+        m.set("ots", out.params.n_ot as f64);
+        m.set("chunks", out.params.chunks as f64);
+        m.set("offline", out.phases.offline.as_secs_f64());
+        m.set("online", out.phases.online.as_secs_f64());
+        m.set("sent", out.bytes_sent as f64);
+        m.set("received", out.bytes_received as f64);
     }
 }
-
-/// The figures of one run: (sender, receiver).
-type Run = (Metrics, Metrics);
 
 pub fn run(a: &Rr16BenchArgs) -> Result<()> {
     let sizes = a.log2.clone().unwrap_or(if a.quick {
@@ -104,7 +80,6 @@ pub fn run(a: &Rr16BenchArgs) -> Result<()> {
         "thread counts must be at least 1"
     );
     let runs = a.runs.unwrap_or(if a.quick { 1 } else { 3 }).max(1);
-    let exe = std::env::current_exe().context("cannot find the psikit executable")?;
     let modes: &[bool] = if a.malicious_only {
         &[true]
     } else {
@@ -113,150 +88,23 @@ pub fn run(a: &Rr16BenchArgs) -> Result<()> {
     println!("# psikit bench rr16: {runs} run(s) per row, medians; two processes on loopback TCP");
     println!("# bigger sets: --log2 22 (about 4x the 2^20 time and memory)\n");
     let started = Instant::now();
-    let mut results: Vec<(Config, Vec<Run>)> = Vec::new();
+    let mut configs = Vec::new();
     for &malicious in modes {
         for &log2 in &sizes {
             for &threads in &a.threads {
-                let cfg = Config {
+                configs.push(Config {
+                    protocol: Protocol::Rr16,
                     malicious,
                     log2,
                     threads,
-                };
-                let mut done = Vec::new();
-                for r in 0..runs {
-                    eprintln!(
-                        "rr16 {} n=2^{log2}, {threads} thread(s) per party: run {}/{runs}",
-                        cfg.mode(),
-                        r + 1
-                    );
-                    done.push(one_run(&exe, cfg)?);
-                }
-                results.push((cfg, done));
+                });
             }
         }
     }
+    let results = run_all(&configs, runs)?;
     println!("{}", render(&results));
     println!("(benchmark took {:.0} s)", started.elapsed().as_secs_f64());
     Ok(())
-}
-
-/// Starts the sender, then the receiver on the sender's port, and collects
-/// both parties' figures.
-fn one_run(exe: &Path, cfg: Config) -> Result<Run> {
-    let worker = |receiver: bool, connect: Option<&str>| -> Result<Child> {
-        let mut cmd = Command::new(exe);
-        cmd.args(["bench", "rr16-worker", "--log2", &cfg.log2.to_string()])
-            .env("RAYON_NUM_THREADS", cfg.threads.to_string())
-            .stdout(Stdio::piped());
-        if receiver {
-            cmd.arg("--receiver");
-        }
-        if !cfg.malicious {
-            cmd.arg("--semi-honest");
-        }
-        if let Some(addr) = connect {
-            cmd.args(["--connect", addr]);
-        }
-        cmd.spawn()
-            .with_context(|| format!("cannot start {}", exe.display()))
-    };
-    let mut sender = worker(false, None)?;
-    let mut out = BufReader::new(sender.stdout.take().context("no sender stdout")?);
-    let mut first = String::new();
-    out.read_line(&mut first)?;
-    let Some(addr) = first.trim().strip_prefix("listening ") else {
-        let _ = sender.kill();
-        bail!("the sender worker did not announce its address");
-    };
-    let receiver = worker(true, Some(addr))?;
-    let receiver_out = receiver.wait_with_output()?;
-    let mut rest = String::new();
-    out.read_to_string(&mut rest)?;
-    let sender_status = sender.wait()?;
-    ensure!(receiver_out.status.success(), "the receiver worker failed");
-    ensure!(sender_status.success(), "the sender worker failed");
-    Ok((
-        Metrics::decode(&rest)?,
-        Metrics::decode(&String::from_utf8_lossy(&receiver_out.stdout))?,
-    ))
-}
-
-/// Entry point of the hidden `psikit bench rr16-worker`.
-pub fn worker(a: &Rr16WorkerArgs) -> Result<()> {
-    let n = 1u64 << a.log2;
-    let ids = if a.receiver { n / 2..n / 2 + n } else { 0..n };
-    let items: Vec<Vec<u8>> = ids.map(item).collect();
-    let cfg = Rr16Config {
-        malicious: !a.semi_honest,
-        ..Rr16Config::default()
-    };
-    let limits = Limits::default();
-    let mut m = Metrics::default();
-    runtime()?.block_on(async {
-        let peer = match &a.connect {
-            Some(addr) if a.receiver => Peer::Connect(ServerAddr {
-                addr: addr.clone(),
-                tls: None,
-                limits,
-            }),
-            None if !a.receiver => Peer::Listen {
-                addr: "127.0.0.1:0".into(),
-                tls: None,
-                limits,
-                accept_timeout: None,
-            },
-            _ => bail!("the receiver needs --connect and the sender must not have it"),
-        };
-        let mut ch = peer.open(|addr| println!("listening {addr}")).await?;
-        let cpu = CpuSnapshot::now();
-        let t = Instant::now();
-        let (phases, sent, received) = if a.receiver {
-            let out = run_receiver(&mut ch, &items, &cfg).await?;
-            // Receiver item j has id n/2 + j: a match exactly when j < n/2.
-            let wrong = (0..items.len())
-                .filter(|&j| out.matches[j] != ((j as u64) < n / 2))
-                .count();
-            ensure!(wrong == 0, "{wrong} receiver outputs differ from the truth");
-            m.set("ots", out.params.n_ot as f64);
-            m.set("chunks", out.params.chunks as f64);
-            (out.phases, out.bytes_sent, out.bytes_received)
-        } else {
-            let out = run_sender(&mut ch, &items, &cfg).await?;
-            (out.phases, out.bytes_sent, out.bytes_received)
-        };
-        m.set("total", t.elapsed().as_secs_f64());
-        if let Some(c) = cpu {
-            let used = c.since();
-            m.set("cpu", used.own);
-            if let Some(steal) = used.steal {
-                m.set("steal_cores", steal);
-            }
-        }
-        m.set("offline", phases.offline.as_secs_f64());
-        m.set("online", phases.online.as_secs_f64());
-        m.set("sent", sent as f64);
-        m.set("received", received as f64);
-        anyhow::Ok(())
-    })?;
-    m.set_peak_memory("peak");
-    print!("{}", m.encode());
-    Ok(())
-}
-
-/// Median over runs of one party's figure.
-fn med(runs: &[Run], receiver: bool, key: &str) -> Option<f64> {
-    median_of(
-        runs.iter()
-            .filter_map(|(s, r)| if receiver { r } else { s }.get(key)),
-    )
-}
-
-/// Median over runs of a figure combining both parties.
-fn med_both(runs: &[Run], f: impl Fn(f64, f64) -> f64, key: &str) -> Option<f64> {
-    median_of(
-        runs.iter()
-            .filter_map(|(s, r)| Some(f(s.get(key)?, r.get(key)?))),
-    )
 }
 
 fn render(results: &[(Config, Vec<Run>)]) -> String {
@@ -349,6 +197,7 @@ fn reference() -> String {
 /// The issue's targets at n = 2^20, malicious, one thread per party.
 fn targets(results: &[(Config, Vec<Run>)]) -> String {
     let goal = Config {
+        protocol: Protocol::Rr16,
         malicious: true,
         log2: TARGET_LOG2,
         threads: 1,

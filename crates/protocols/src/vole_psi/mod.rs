@@ -119,12 +119,22 @@ fn exchange(sender_size: u64, receiver_size: u64) -> Exchange {
     }
 }
 
-/// Where a party's time went.
+/// Where a party's time and traffic went.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Phases {
-    /// Hellos, base OTs and the silent VOLE.
+    /// The silent VOLE: base OTs and one extension.
     pub vole: Duration,
-    /// Hashing, the OKVS, the OPRF values and the last round.
+    /// Correlations the VOLE made (the OKVS table length).
+    pub vole_len: usize,
+    /// Bytes both ways up to the end of the VOLE (the hellos and the seed
+    /// are 60 bytes of it).
+    pub vole_bytes: u64,
+    /// The receiver's OKVS encoding (zero at the sender).
+    pub okvs_encode: Duration,
+    /// Decoding the OKVS at this party's items.
+    pub okvs_decode: Duration,
+    /// Everything after the VOLE, the OKVS decode included (the hellos,
+    /// item hashing and the receiver's OKVS encode come before the VOLE).
     pub online: Duration,
 }
 

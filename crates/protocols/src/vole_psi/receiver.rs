@@ -39,18 +39,22 @@ pub async fn run_receiver(
     cfg.check()?;
     let (sent0, recv0) = (ch.bytes_sent(), ch.bytes_received());
     let mut phases = Phases::default();
-    let t = Instant::now();
     let n_r = items.len() as u64;
     let n_s = hello::<{ msg::PROTOCOL_ID }>(ch, cfg.mode(), n_r, cfg.max_set_size).await?;
     let keys = oprf::item_keys(items);
+    let e = Instant::now();
     let (okvs, table) = encode(&keys)?;
+    phases.okvs_encode = e.elapsed();
     let seed = okvs.seed();
     ch.send_msg(&OkvsSeed(seed)).await?;
     let m = okvs.params().table_len();
     let sid = SessionId::new(&[&seed[..], &n_s.to_be_bytes(), &n_r.to_be_bytes()].concat());
+    let t = Instant::now();
     let mut vole = SilentReceiver::setup(ch, &sid, cfg.ext_config()?, &mut OsRng).await?;
     let v = vole.vole(ch, m, &mut OsRng).await?;
     phases.vole += t.elapsed();
+    phases.vole_len = m;
+    phases.vole_bytes = ch.bytes_sent() - sent0 + ch.bytes_received() - recv0;
 
     let t = Instant::now();
     let masked: Vec<u128> = table
@@ -67,7 +71,9 @@ pub async fn run_receiver(
     .await?;
     drop(masked);
     let mut decoded = vec![0u128; keys.len()];
+    let d = Instant::now();
     okvs.decode(&v.a, &keys, &mut decoded)?;
+    phases.okvs_decode = d.elapsed();
     let x = exchange(n_s, n_r);
     let mine = oprf::summaries(decoded, x.len);
     let matches = x.receive(ch, &mine, n_s, cfg.reveal_to_sender).await?;

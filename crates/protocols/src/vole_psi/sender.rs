@@ -35,17 +35,19 @@ pub async fn run_sender(
     cfg.check()?;
     let (sent0, recv0) = (ch.bytes_sent(), ch.bytes_received());
     let mut phases = Phases::default();
-    let t = Instant::now();
     let n_s = items.len() as u64;
     let n_r = hello::<{ msg::PROTOCOL_ID }>(ch, cfg.mode(), n_s, cfg.max_set_size).await?;
     let OkvsSeed(seed) = ch.recv_msg(()).await?;
     let okvs = Okvs::new(OkvsParams::new(n_r as usize)?, seed);
     let m = okvs.params().table_len();
     let sid = SessionId::new(&[&seed[..], &n_s.to_be_bytes(), &n_r.to_be_bytes()].concat());
+    let t = Instant::now();
     let mut vole = SilentSender::setup(ch, &sid, cfg.ext_config()?, &mut OsRng).await?;
     let delta = vole.delta();
     let b = vole.vole(ch, m, &mut OsRng).await?;
     phases.vole += t.elapsed();
+    phases.vole_len = m;
+    phases.vole_bytes = ch.bytes_sent() - sent0 + ch.bytes_received() - recv0;
 
     let t = Instant::now();
     let masked = ch
@@ -61,7 +63,9 @@ pub async fn run_sender(
     drop(masked);
     let keys = oprf::item_keys(items);
     let mut decoded = vec![0u128; keys.len()];
+    let d = Instant::now();
     okvs.decode(&k, &keys, &mut decoded)?;
+    phases.okvs_decode = d.elapsed();
     let hashed = oprf::okvs_values(&keys);
     let inputs: Vec<u128> = decoded
         .par_iter()

@@ -1,0 +1,226 @@
+//! What the balanced two-party benchmarks (`psikit bench rr16`, `psikit
+//! bench psi`) share: every run starts two worker processes of this binary
+//! (`psikit bench two-party-worker`), a sender and a receiver, each with
+//! `RAYON_NUM_THREADS` set to the thread count, so "one thread per party"
+//! means exactly that and each party's peak memory is its own process's
+//! `VmHWM`. The sender listens on an ephemeral port and announces it on its
+//! first output line; the parent then starts the receiver. Each worker
+//! times the protocol from the established connection to its output and
+//! prints its figures as `name value` lines.
+//!
+//! Items are `user{id}@example.com`; the sender holds ids `0..n`, the
+//! receiver `n/2..3n/2`, so the intersection (`n/2` items) is known and
+//! every run is checked against it.
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Instant;
+
+use anyhow::{bail, ensure, Context, Result};
+use clap::{Args, ValueEnum};
+use psikit_protocols::common::connect::{runtime, Channel, Limits, Peer, ServerAddr};
+
+use super::cpu::CpuSnapshot;
+use super::harness::{item, median_of, Metrics};
+use crate::psi_cmd::Report;
+
+/// The protocols a two-party benchmark can run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Protocol {
+    Vole,
+    Rr16,
+}
+
+/// One party of one run, in its own process.
+#[derive(Args, Clone, Debug)]
+pub struct WorkerArgs {
+    #[arg(long, value_enum)]
+    protocol: Protocol,
+    /// Run the receiver (connects to --connect); otherwise the sender.
+    #[arg(long)]
+    receiver: bool,
+    #[arg(long)]
+    log2: u32,
+    #[arg(long)]
+    malicious: bool,
+    /// The sender's address (receiver only).
+    #[arg(long)]
+    connect: Option<String>,
+}
+
+/// One run's configuration.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Config {
+    pub protocol: Protocol,
+    pub malicious: bool,
+    pub log2: u32,
+    pub threads: usize,
+}
+
+impl Config {
+    pub fn mode(&self) -> &'static str {
+        if self.malicious {
+            "malicious"
+        } else {
+            "semi-honest"
+        }
+    }
+}
+
+/// The figures of one run: (sender, receiver).
+pub type Run = (Metrics, Metrics);
+
+/// Starts the sender, then the receiver on the sender's port, and collects
+/// both parties' figures.
+pub fn one_run(exe: &Path, cfg: Config) -> Result<Run> {
+    let worker = |receiver: bool, connect: Option<&str>| -> Result<Child> {
+        let mut cmd = Command::new(exe);
+        let protocol = format!("{:?}", cfg.protocol).to_lowercase();
+        cmd.args(["bench", "two-party-worker", "--protocol", &protocol])
+            .args(["--log2", &cfg.log2.to_string()])
+            .env("RAYON_NUM_THREADS", cfg.threads.to_string())
+            .stdout(Stdio::piped());
+        if receiver {
+            cmd.arg("--receiver");
+        }
+        if cfg.malicious {
+            cmd.arg("--malicious");
+        }
+        if let Some(addr) = connect {
+            cmd.args(["--connect", addr]);
+        }
+        cmd.spawn()
+            .with_context(|| format!("cannot start {}", exe.display()))
+    };
+    let mut sender = worker(false, None)?;
+    let mut out = BufReader::new(sender.stdout.take().context("no sender stdout")?);
+    let mut first = String::new();
+    out.read_line(&mut first)?;
+    let Some(addr) = first.trim().strip_prefix("listening ") else {
+        let _ = sender.kill();
+        bail!("the sender worker did not announce its address");
+    };
+    let receiver = worker(true, Some(addr))?;
+    let receiver_out = receiver.wait_with_output()?;
+    let mut rest = String::new();
+    out.read_to_string(&mut rest)?;
+    let sender_status = sender.wait()?;
+    ensure!(receiver_out.status.success(), "the receiver worker failed");
+    ensure!(sender_status.success(), "the sender worker failed");
+    Ok((
+        Metrics::decode(&rest)?,
+        Metrics::decode(&String::from_utf8_lossy(&receiver_out.stdout))?,
+    ))
+}
+
+/// A protocol as the benchmark runs it: its configuration for a mode, and
+/// the figures of each party's outcome.
+pub trait Benched: Report {
+    fn config(malicious: bool) -> Result<Self::Config>;
+    fn sender_figures(out: &Self::SenderOutcome, m: &mut Metrics);
+    fn receiver_figures(out: &Self::ReceiverOutcome, m: &mut Metrics);
+}
+
+/// Entry point of the hidden `psikit bench two-party-worker`.
+pub fn worker(a: &WorkerArgs) -> Result<()> {
+    match a.protocol {
+        #[cfg(feature = "vole")]
+        Protocol::Vole => party::<psikit_protocols::vole_psi::facade::VolePsi>(a),
+        #[cfg(feature = "rr16")]
+        Protocol::Rr16 => party::<psikit_protocols::rr16::facade::Rr16>(a),
+        #[allow(unreachable_patterns)]
+        other => bail!("this psikit was built without {other:?}"),
+    }
+}
+
+fn party<P: Benched>(a: &WorkerArgs) -> Result<()> {
+    let n = 1u64 << a.log2;
+    let ids = if a.receiver { n / 2..n / 2 + n } else { 0..n };
+    let items: Vec<Vec<u8>> = ids.map(item).collect();
+    let cfg = P::config(a.malicious)?;
+    let limits = Limits::default();
+    let mut m = Metrics::default();
+    runtime()?.block_on(async {
+        let peer = match &a.connect {
+            Some(addr) if a.receiver => Peer::Connect(ServerAddr {
+                addr: addr.clone(),
+                tls: None,
+                limits,
+            }),
+            None if !a.receiver => Peer::Listen {
+                addr: "127.0.0.1:0".into(),
+                tls: None,
+                limits,
+                accept_timeout: None,
+            },
+            _ => bail!("the receiver needs --connect and the sender must not have it"),
+        };
+        let mut ch: Channel = peer.open(|addr| println!("listening {addr}")).await?;
+        let cpu = CpuSnapshot::now();
+        let t = Instant::now();
+        if a.receiver {
+            let out = P::run_receiver(&mut ch, &items, &cfg).await?;
+            // Receiver item j has id n/2 + j: a match exactly when j < n/2.
+            let matches = P::matches(&out);
+            let wrong = (0..items.len())
+                .filter(|&j| matches[j] != ((j as u64) < n / 2))
+                .count();
+            ensure!(wrong == 0, "{wrong} receiver outputs differ from the truth");
+            P::receiver_figures(&out, &mut m);
+        } else {
+            let out = P::run_sender(&mut ch, &items, &cfg).await?;
+            P::sender_figures(&out, &mut m);
+        }
+        m.set("total", t.elapsed().as_secs_f64());
+        if let Some(c) = cpu {
+            let used = c.since();
+            m.set("cpu", used.own);
+            if let Some(steal) = used.steal {
+                m.set("steal_cores", steal);
+            }
+        }
+        anyhow::Ok(())
+    })?;
+    m.set_peak_memory("peak");
+    print!("{}", m.encode());
+    Ok(())
+}
+
+/// Median over runs of one party's figure.
+pub fn med(runs: &[Run], receiver: bool, key: &str) -> Option<f64> {
+    median_of(
+        runs.iter()
+            .filter_map(|(s, r)| if receiver { r } else { s }.get(key)),
+    )
+}
+
+/// Median over runs of a figure combining both parties.
+pub fn med_both(runs: &[Run], f: impl Fn(f64, f64) -> f64, key: &str) -> Option<f64> {
+    median_of(
+        runs.iter()
+            .filter_map(|(s, r)| Some(f(s.get(key)?, r.get(key)?))),
+    )
+}
+
+/// Runs every configuration `runs` times.
+pub fn run_all(configs: &[Config], runs: usize) -> Result<Vec<(Config, Vec<Run>)>> {
+    let exe = std::env::current_exe().context("cannot find the psikit executable")?;
+    let mut results = Vec::new();
+    for &cfg in configs {
+        let mut done = Vec::new();
+        for r in 0..runs {
+            eprintln!(
+                "{:?} {} n=2^{}, {} thread(s) per party: run {}/{runs}",
+                cfg.protocol,
+                cfg.mode(),
+                cfg.log2,
+                cfg.threads,
+                r + 1
+            );
+            done.push(one_run(&exe, cfg)?);
+        }
+        results.push((cfg, done));
+    }
+    Ok(results)
+}
