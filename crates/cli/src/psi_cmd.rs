@@ -132,6 +132,7 @@ fn vole(a: &PsiArgs, sending: bool) -> Result<()> {
     let cfg = VoleConfig {
         reveal_to_sender: a.party.reveal,
         max_set_size: a.party.max_peer_items,
+        key_format: a.party.csv.spec()?.key_format(),
         ..VoleConfig::default()
     };
     party::<VolePsi>(&a.party, &cfg, sending)

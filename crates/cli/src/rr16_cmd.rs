@@ -42,6 +42,7 @@ pub fn party_run(a: &PartyArgs, semi_honest: bool, sending: bool) -> Result<()> 
         malicious: !semi_honest,
         reveal_to_sender: a.reveal,
         max_set_size: a.max_peer_items,
+        key_format: a.csv.spec()?.key_format(),
         ..Rr16Config::default()
     };
     party::<Rr16>(a, &cfg, sending)

@@ -119,11 +119,17 @@ pub struct Mode {
     pub reveal: bool,
 }
 
+/// Longest key-format description a hello carries.
+pub const MAX_KEY_FORMAT: u64 = 256;
+
 /// First message of each party, under its family's protocol id (kind 1).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Hello<const PROTOCOL: ProtocolId> {
     pub mode: Mode,
     pub set_size: u64,
+    /// How the party encodes its keys (`psikit_io::KeySpec::key_format`:
+    /// column count and normalisation, never data), or empty if unknown.
+    pub key_format: String,
 }
 
 impl<const PROTOCOL: ProtocolId> Message for Hello<PROTOCOL> {
@@ -134,7 +140,8 @@ impl<const PROTOCOL: ProtocolId> Message for Hello<PROTOCOL> {
     fn write(&self, w: &mut Writer) {
         w.u8(u8::from(self.mode.malicious))
             .u8(u8::from(self.mode.reveal))
-            .u64(self.set_size);
+            .u64(self.set_size)
+            .string(&self.key_format);
     }
 
     fn read(r: &mut Reader<'_>, (): ()) -> Result<Self, DecodeError> {
@@ -144,6 +151,7 @@ impl<const PROTOCOL: ProtocolId> Message for Hello<PROTOCOL> {
                 reveal: flag(r, "reveal flag")?,
             },
             set_size: r.u64("set size")?,
+            key_format: r.string(MAX_KEY_FORMAT, "key format")?,
         })
     }
 }
@@ -156,20 +164,42 @@ fn flag(r: &mut Reader, field: &'static str) -> Result<bool, DecodeError> {
     }
 }
 
+/// What a party states in its hello.
+#[derive(Clone, Debug)]
+pub struct Terms<'a> {
+    pub mode: Mode,
+    /// Its key encoding (see [`Hello::key_format`]); empty if unknown.
+    pub key_format: &'a str,
+    pub set_size: u64,
+    /// Largest peer set accepted.
+    pub max_peer_size: u64,
+}
+
 /// Exchanges hellos; returns the peer's set size, or an error if the peer
-/// runs another mode or its set exceeds `max_set_size`.
+/// runs another mode, encodes its keys differently (when both say how), or
+/// its set exceeds the limit. Two parties that encode keys differently
+/// could never find a common item: refusing says why instead of returning
+/// an empty intersection.
 pub async fn hello<const PROTOCOL: ProtocolId>(
     ch: &mut Channel,
-    mode: Mode,
-    own_size: u64,
-    max_set_size: u64,
+    terms: &Terms<'_>,
 ) -> Result<u64, Error> {
+    let (mode, max_set_size) = (terms.mode, terms.max_peer_size);
     ch.send_msg(&Hello::<PROTOCOL> {
         mode,
-        set_size: own_size,
+        set_size: terms.set_size,
+        key_format: terms.key_format.to_string(),
     })
     .await?;
     let peer = ch.recv_msg::<Hello<PROTOCOL>>(()).await?;
+    let ours = terms.key_format;
+    if !ours.is_empty() && !peer.key_format.is_empty() && peer.key_format != ours {
+        return Err(Violation::Settings(format!(
+            "the peer encodes its keys as \"{}\" but we encode ours as \"{ours}\": use the same number of key columns and the same --normalize on both sides",
+            peer.key_format
+        ))
+        .into());
+    }
     if peer.mode != mode {
         return Err(Violation::Settings(format!(
             "the peer runs {} but we run {}",
@@ -214,10 +244,14 @@ mod tests {
                 reveal: false,
             },
             set_size: 258,
+            key_format: "k".into(),
         };
         let frame = h.to_frame();
         assert_eq!((frame.protocol, frame.kind), (4, 1));
-        assert_eq!(frame.payload, [1, 0, 0, 0, 0, 0, 0, 0, 1, 2]);
+        assert_eq!(
+            frame.payload,
+            [1, 0, 0, 0, 0, 0, 0, 0, 1, 2, 0, 0, 0, 1, b'k']
+        );
         assert_eq!(Hello::<4>::decode(&frame.payload, ()).expect("decode"), h);
         assert!(Hello::<4>::decode(&[2, 0, 0, 0, 0, 0, 0, 0, 0, 1], ()).is_err());
         assert!(Hello::<4>::decode(&[1, 0, 0], ()).is_err());

@@ -3,7 +3,7 @@
 //!
 //! | kind | direction | message |
 //! |------|-----------|---------|
-//! | 1 | both | `common::two_party::Hello`: mode, reveal flag, own set size |
+//! | 1 | both | `common::two_party::Hello`: mode, reveal flag, own set size, key format |
 //! | 2 | S -> R | [`Commit`]: coin toss, commitment to the sender's share |
 //! | 3 | R -> S | [`Nonce`]: coin toss, the receiver's share |
 //! | 4 | S -> R | [`Open`]: coin toss, the sender's share (opening) |
@@ -256,8 +256,9 @@ mod tests {
                 reveal: false,
             },
             set_size: 1 << 20,
+            key_format: String::new(),
         };
-        let layout = [&[1u8, 0][..], &(1u64 << 20).to_be_bytes()].concat();
+        let layout = [&[1u8, 0][..], &(1u64 << 20).to_be_bytes(), &[0, 0, 0, 0]].concat();
         check_message(&hello, (), &layout);
 
         check_message(&Commit([1; 32]), (), &[1; 32]);

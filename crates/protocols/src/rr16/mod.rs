@@ -79,6 +79,9 @@ pub struct Rr16Config {
     pub search: Search,
     /// Threads for the parallel parts; `None` uses rayon's global pool.
     pub threads: Option<usize>,
+    /// How this party encodes its keys (`psikit_io::KeySpec::key_format`),
+    /// compared with the peer's at the start; empty to skip the check.
+    pub key_format: String,
 }
 
 impl Default for Rr16Config {
@@ -89,6 +92,7 @@ impl Default for Rr16Config {
             max_set_size: 1 << 24,
             search: Search::default(),
             threads: None,
+            key_format: String::new(),
         }
     }
 }

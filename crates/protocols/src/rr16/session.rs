@@ -17,7 +17,7 @@ use super::messages::{self as msg, Commit, Nonce, Open};
 use super::params::Rr16Params;
 use super::Rr16Config;
 use crate::common::summaries::{pack, summary_len, Exchange, Summary};
-use crate::common::two_party::{hello, Mode};
+use crate::common::two_party::{hello, Mode, Terms};
 use crate::Error;
 
 /// What the hello and coin toss established.
@@ -88,11 +88,16 @@ pub async fn establish(
     own_size: u64,
     is_sender: bool,
 ) -> Result<Session, Error> {
-    let mode = Mode {
-        malicious: cfg.malicious,
-        reveal: cfg.reveal_to_sender,
+    let terms = Terms {
+        mode: Mode {
+            malicious: cfg.malicious,
+            reveal: cfg.reveal_to_sender,
+        },
+        key_format: &cfg.key_format,
+        set_size: own_size,
+        max_peer_size: cfg.max_set_size,
     };
-    let peer_set_size = hello::<{ msg::PROTOCOL_ID }>(ch, mode, own_size, cfg.max_set_size).await?;
+    let peer_set_size = hello::<{ msg::PROTOCOL_ID }>(ch, &terms).await?;
     let receiver_size = if is_sender { peer_set_size } else { own_size };
     let sender_size = if is_sender { own_size } else { peer_set_size };
     let params = cfg.params_for(receiver_size)?;

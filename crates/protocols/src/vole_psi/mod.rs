@@ -52,7 +52,7 @@ use std::time::Duration;
 use psikit_ot::ExtConfig;
 
 use crate::common::summaries::{summary_len, Exchange};
-use crate::common::two_party::Mode;
+use crate::common::two_party::{Mode, Terms};
 use crate::Error;
 
 /// Protocol id of VOLE-PSI's own messages.
@@ -67,6 +67,9 @@ pub struct VoleConfig {
     pub max_set_size: u64,
     /// Threads for the parallel parts; `None` uses rayon's global pool.
     pub threads: Option<usize>,
+    /// How this party encodes its keys (`psikit_io::KeySpec::key_format`),
+    /// compared with the peer's at the start; empty to skip the check.
+    pub key_format: String,
 }
 
 impl Default for VoleConfig {
@@ -75,6 +78,7 @@ impl Default for VoleConfig {
             reveal_to_sender: false,
             max_set_size: 1 << 26,
             threads: None,
+            key_format: String::new(),
         }
     }
 }
@@ -94,10 +98,16 @@ impl VoleConfig {
         Ok(())
     }
 
-    fn mode(&self) -> Mode {
-        Mode {
-            malicious: false,
-            reveal: self.reveal_to_sender,
+    /// What this party states in its hello.
+    fn terms(&self, set_size: u64) -> Terms<'_> {
+        Terms {
+            mode: Mode {
+                malicious: false,
+                reveal: self.reveal_to_sender,
+            },
+            key_format: &self.key_format,
+            set_size,
+            max_peer_size: self.max_set_size,
         }
     }
 

@@ -40,7 +40,7 @@ pub async fn run_receiver(
     let (sent0, recv0) = (ch.bytes_sent(), ch.bytes_received());
     let mut phases = Phases::default();
     let n_r = items.len() as u64;
-    let n_s = hello::<{ msg::PROTOCOL_ID }>(ch, cfg.mode(), n_r, cfg.max_set_size).await?;
+    let n_s = hello::<{ msg::PROTOCOL_ID }>(ch, &cfg.terms(n_r)).await?;
     let keys = oprf::item_keys(items);
     let e = Instant::now();
     let (okvs, table) = encode(&keys)?;

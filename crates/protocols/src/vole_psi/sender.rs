@@ -36,7 +36,7 @@ pub async fn run_sender(
     let (sent0, recv0) = (ch.bytes_sent(), ch.bytes_received());
     let mut phases = Phases::default();
     let n_s = items.len() as u64;
-    let n_r = hello::<{ msg::PROTOCOL_ID }>(ch, cfg.mode(), n_s, cfg.max_set_size).await?;
+    let n_r = hello::<{ msg::PROTOCOL_ID }>(ch, &cfg.terms(n_s)).await?;
     let OkvsSeed(seed) = ch.recv_msg(()).await?;
     let okvs = Okvs::new(OkvsParams::new(n_r as usize)?, seed);
     let m = okvs.params().table_len();

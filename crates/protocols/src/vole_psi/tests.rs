@@ -135,8 +135,8 @@ async fn a_truncated_masked_table_is_an_error_not_a_panic() {
     let (s, _, _) = sets(5, 100, 100, 0);
     let (mut a, mut b) = Channel::memory_pair(Limits::default());
     let sender = tokio::spawn(async move { run_sender(&mut a, &s, &VoleConfig::default()).await });
-    let mode = VoleConfig::default().mode();
-    two_party::hello::<{ messages::PROTOCOL_ID }>(&mut b, mode, 100, 1 << 20)
+    let cfg = VoleConfig::default();
+    two_party::hello::<{ messages::PROTOCOL_ID }>(&mut b, &cfg.terms(100))
         .await
         .expect("hello");
     b.send_msg(&messages::OkvsSeed([1; 16]))
@@ -183,4 +183,29 @@ fn stepped_parties_match_plaintext_without_a_runtime() {
     }
     assert_eq!(r_out.expect("ran").expect("receiver").matches, truth);
     assert!(s_out.expect("ran").expect("sender").revealed.is_none());
+}
+
+#[tokio::test]
+async fn differently_encoded_keys_are_refused_with_both_formats_named() {
+    let (s, r, _) = sets(6, 10, 10, 5);
+    let format = |f: &str| VoleConfig {
+        key_format: f.into(),
+        ..VoleConfig::default()
+    };
+    let (mut a, mut b) = Channel::memory_pair(Limits::default());
+    let cfg = format("psikit-key-v1;columns=1;normalize=trim,lower");
+    let sender = tokio::spawn(async move { run_sender(&mut a, &s, &cfg).await });
+    let receiver = run_receiver(
+        &mut b,
+        &r,
+        &format("psikit-key-v1;columns=1;normalize=trim"),
+    )
+    .await;
+    for err in [receiver.err(), sender.await.expect("task").err()] {
+        let text = err.expect("refused").to_string();
+        assert!(
+            text.contains("normalize=trim,lower") && text.contains("--normalize"),
+            "{text}"
+        );
+    }
 }
