@@ -76,9 +76,12 @@
 //! Columns not fixed by a pivot are filled with uniformly random values
 //! from the caller's cryptographic RNG (one 32-byte seed per bin drawn from
 //! it, expanded by ChaCha12). The table is then uniform among all solutions,
-//! so decoding a key whose row is independent of the encoded rows gives a
-//! value uniform and independent of the encoded values: what PSI needs.
-//! Decoding is deterministic; the seed is public and chosen by the encoder.
+//! so decoding a key whose row is independent of the encoded rows (all but
+//! a probability bounded like the failure probability) gives a value
+//! uniform and independent of the encoded values: what PSI needs. Decoding
+//! is deterministic. The seed is public; the bound is over its choice, so
+//! the encoding side draws it fresh after its keys are fixed (keys chosen
+//! knowing the seed could be made to fail).
 
 mod band;
 mod bound;
