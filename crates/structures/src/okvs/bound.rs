@@ -11,7 +11,8 @@
 //! P(fail | starts) <= sum over non-empty S of 2^-|U(S)|.
 //! ```
 //!
-//! Group every `S` by the maximal intervals ("components") of `U(S)`: the
+//! Group every `S` by the maximal intervals ("components") of `U(S)`, taken
+//! inside each bin (bins share no columns): the
 //! rows of `S` in a component `I` lie inside `I`, so at most `2^rows(I)`
 //! sets share a given family of components, each weighing `2^-sum |I|`, and
 //!
@@ -36,7 +37,8 @@
 //! Chernoff-Hoeffding bound `P(X >= a) <= exp(-n D(a/n || p))`; `t_L` is
 //! chosen where the two terms cross. Every step is an upper bound, so the
 //! result is a proven bound on the failure probability of one encode of at
-//! most `n` keys in the random-oracle model for the row hash (fixed-key AES).
+//! most `n` distinct keys in the random-oracle model for the row hash
+//! (fixed-key AES), over the choice of the seed.
 //! It is loose (the first moment over `S` is), which costs rate, not safety.
 
 use std::f64::consts::LN_2;
