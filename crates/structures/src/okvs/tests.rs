@@ -277,6 +277,17 @@ fn parameters_meet_rate_and_bound() {
         OkvsParams::new(152).expect("params").band_width(),
         BAND_WIDTH
     );
+    for (n, security) in [(5000, 80), (100_000, 64), (300, 20), (3, 128)] {
+        let p = OkvsParams::with_security(n, security).expect("params");
+        assert!(
+            p.failure_bound_log2() <= -f64::from(security),
+            "n {n}, {security} bits"
+        );
+    }
+    assert_eq!(
+        OkvsParams::with_security(10, 129),
+        Err(OkvsError::Security(129))
+    );
 }
 
 /// The single-key row function agrees with the batched one.
