@@ -41,22 +41,22 @@
 //!
 //! # Failure bound and parameters
 //! `bin_len` is chosen per `n` as the smallest (to within 0.5%) for which a
-//! **proven** bound on the failure probability of one encode of `n` keys is
-//! at most `2^-40` (`OkvsParams::with_security` for other levels). The bound
-//! (derived in `bound.rs`) is the union bound over dependent row sets
-//! (`P(S sums to 0) = 2^-|union of windows|`), grouped by the intervals the
-//! windows cover, plus Chernoff-Hoeffding tails for the event that some
-//! interval of some bin holds too many rows; the union over bins is
-//! included, so the bound is for the whole structure, and it holds in the
-//! random-oracle model for the row hash. It is computed numerically by
-//! [`OkvsParams::new`] and reported by
-//! [`OkvsParams::failure_bound_log2`] (10-30 ms for large `n`). The rate
-//! (`table_len / n`) is 1.18-1.25 from 1,000 keys to `2^24` (1.21 at
-//! `2^16`, 1.23 at `2^20`, 1.25 at `2^24`) and at most 1.3 from 137 keys on
-//! (`tests.rs` checks it); up to 151 keys the rows are dense over `n + 41` columns,
-//! where the classical bound `2^(n-m)` applies (any OKVS with hashed rows
-//! needs about 40 columns: two keys' rows collide with probability at least
-//! `2^-m`).
+//! **proven** bound on the failure probability of one encode of `n`
+//! distinct keys is at most `2^-40` (`OkvsParams::with_security` for other
+//! levels). The bound (derived in `bound.rs`) is the union bound over
+//! dependent row sets (`P(S sums to 0) = 2^-|union of windows|`), grouped
+//! by the intervals the windows cover, plus binomial tail bounds
+//! (Stirling-Robbins, Chernoff-Hoeffding) for the event that some interval
+//! of some bin holds too many rows; the union over bins is included, so the
+//! bound is for the whole structure, and it holds in the random-oracle
+//! model for the row hash. It is computed numerically by
+//! [`OkvsParams::new`] and reported by [`OkvsParams::failure_bound_log2`]
+//! (10-30 ms for large `n`). The rate (`table_len / n`) is 1.18-1.25 from
+//! 1,000 keys to `2^24` (1.21 at `2^16`, 1.23 at `2^20`, 1.25 at `2^24`)
+//! and at most 1.3 from 137 keys on (`tests.rs` checks it); up to 151 keys
+//! the rows are dense over `n + 41` columns, where the classical bound
+//! `2^(n-m)` applies (any OKVS with hashed rows needs about 40 columns: two
+//! keys' rows collide with probability at least `2^-m`).
 //!
 //! The RB-OKVS paper picks `w` from experimental fits of the failure rate
 //! against `w` for each overhead `epsilon` (0.03-0.1 for rate 1.03-1.1);
@@ -70,7 +70,10 @@
 //! extrapolated experiments of 2-core sizes; its encoder needs hypergraph
 //! peeling and a dense sub-system. The band structure has a short bound
 //! that we can prove and check in code, a simple encoder, and decodes with
-//! one contiguous read that batches well.
+//! one contiguous read that batches well. The price is decode work: about
+//! 96 XORs a key, 2-3 times RR22's per-key decode time (see
+//! `docs/benchmarks.md`); a tighter proven bound would allow narrower
+//! bands.
 //!
 //! # Security: random fill
 //! Columns not fixed by a pivot are filled with uniformly random values
