@@ -58,9 +58,11 @@ impl RowHasher {
 
     /// The row of one key.
     pub fn row(&self, key: u128) -> Row {
-        let mut rows = [Row::default()];
-        self.rows(&[key], &mut rows);
-        rows[0]
+        let mut x1 = Block::from(key.to_le_bytes());
+        let mut x2 = x1;
+        self.e1.encrypt_block(&mut x1);
+        self.e2.encrypt_block(&mut x2);
+        self.row_from(mmo(&x1, key), mmo(&x2, key))
     }
 
     /// The rows of `keys` into `out` (same length).
@@ -80,10 +82,8 @@ impl RowHasher {
         let len = keys.len();
         self.e1.encrypt_blocks(&mut b1[..len]);
         self.e2.encrypt_blocks(&mut b2[..len]);
-        for (((k, x1), x2), row) in keys.iter().zip(&b1).zip(&b2).zip(out) {
-            let h1 = u128::from_le_bytes((*x1).into()) ^ k;
-            let h2 = u128::from_le_bytes((*x2).into()) ^ k;
-            *row = self.row_from(h1, h2);
+        for (((&k, x1), x2), row) in keys.iter().zip(&b1).zip(&b2).zip(out) {
+            *row = self.row_from(mmo(x1, k), mmo(x2, k));
         }
     }
 
@@ -97,6 +97,11 @@ impl RowHasher {
         }
         Row { bin, start, band }
     }
+}
+
+/// `E(k) xor k` from the encrypted block.
+fn mmo(encrypted: &Block, key: u128) -> u128 {
+    u128::from_le_bytes((*encrypted).into()) ^ key
 }
 
 /// Band with the low `width` bits set.

@@ -41,27 +41,27 @@
 //!
 //! # Failure bound and parameters
 //! `bin_len` is chosen per `n` as the smallest (to within 0.5%) for which a
-//! **proven** bound on the failure probability of one encode of `n` keys is
-//! at most `2^-40` (`OkvsParams::with_security` for other levels). The bound
-//! (derived in `bound.rs`) is the union bound over dependent row sets
-//! (`P(S sums to 0) = 2^-|union of windows|`), grouped by the intervals the
-//! windows cover, plus Chernoff-Hoeffding tails for the event that some
-//! interval of some bin holds too many rows; the union over bins is
-//! included, so the bound is for the whole structure, and it holds in the
-//! random-oracle model for the row hash. It is computed numerically by
-//! [`OkvsParams::new`] and reported by
-//! [`OkvsParams::failure_bound_log2`] (about 10 ms for large `n`). The rate
-//! (`table_len / n`) is 1.19-1.27 from 1,000 keys to `2^24` (1.24 at
-//! `2^20`, 1.27 at `2^24`) and at most 1.3 from 137 keys on (`tests.rs`
-//! checks it); up to 151 keys the rows are dense over `n + 41` columns,
-//! where the classical bound `2^(n-m)` applies (any OKVS with hashed rows
-//! needs about 40 columns: two keys' rows collide with probability at least
-//! `2^-m`).
+//! **proven** bound on the failure probability of one encode of `n`
+//! distinct keys is at most `2^-40` (`OkvsParams::with_security` for other
+//! levels). The bound (derived in `bound.rs`) is the union bound over
+//! dependent row sets (`P(S sums to 0) = 2^-|union of windows|`), grouped
+//! by the intervals the windows cover, plus binomial tail bounds
+//! (Stirling-Robbins, Chernoff-Hoeffding) for the event that some interval
+//! of some bin holds too many rows; the union over bins is included, so the
+//! bound is for the whole structure, and it holds in the random-oracle
+//! model for the row hash. It is computed numerically by
+//! [`OkvsParams::new`] and reported by [`OkvsParams::failure_bound_log2`]
+//! (10-30 ms for large `n`). The rate (`table_len / n`) is 1.18-1.25 from
+//! 1,000 keys to `2^24` (1.21 at `2^16`, 1.23 at `2^20`, 1.25 at `2^24`)
+//! and at most 1.3 from 137 keys on (`tests.rs` checks it); up to 151 keys
+//! the rows are dense over `n + 41` columns, where the classical bound
+//! `2^(n-m)` applies (any OKVS with hashed rows needs about 40 columns: two
+//! keys' rows collide with probability at least `2^-m`).
 //!
 //! The RB-OKVS paper picks `w` from experimental fits of the failure rate
 //! against `w` for each overhead `epsilon` (0.03-0.1 for rate 1.03-1.1);
 //! extrapolating a fit to `2^-40` is not a proof, so we use our bound and
-//! pay 15-20% more table for it. Tests encode thousands of random instances
+//! pay 10-20% more table for it. Tests encode thousands of random instances
 //! and check that none fails.
 //!
 //! # Why RB-OKVS rather than RR22's clustered 3-hash garbled cuckoo table
@@ -70,15 +70,21 @@
 //! extrapolated experiments of 2-core sizes; its encoder needs hypergraph
 //! peeling and a dense sub-system. The band structure has a short bound
 //! that we can prove and check in code, a simple encoder, and decodes with
-//! one contiguous read that batches well.
+//! one contiguous read that batches well. The price is decode work: about
+//! 96 XORs a key, 2-3 times RR22's per-key decode time (see
+//! `docs/benchmarks.md`); a tighter proven bound would allow narrower
+//! bands.
 //!
 //! # Security: random fill
 //! Columns not fixed by a pivot are filled with uniformly random values
 //! from the caller's cryptographic RNG (one 32-byte seed per bin drawn from
 //! it, expanded by ChaCha12). The table is then uniform among all solutions,
-//! so decoding a key whose row is independent of the encoded rows gives a
-//! value uniform and independent of the encoded values: what PSI needs.
-//! Decoding is deterministic; the seed is public and chosen by the encoder.
+//! so decoding a key whose row is independent of the encoded rows (all but
+//! a probability bounded like the failure probability) gives a value
+//! uniform and independent of the encoded values: what PSI needs. Decoding
+//! is deterministic. The seed is public; the bound is over its choice, so
+//! the encoding side draws it fresh after its keys are fixed (keys chosen
+//! knowing the seed could be made to fail).
 
 mod band;
 mod bound;
@@ -97,10 +103,11 @@ use hash::{Row, RowHasher};
 pub use params::{OkvsParams, BAND_WIDTH, BIN_ITEMS, DEFAULT_SECURITY};
 use solve::Equation;
 
-/// Most keys one decoding task sorts by position: its buffers (about 100 bytes
-/// a key) stay within reach of the TLB and L3, while the table is read
-/// about once per task rather than once per key.
-const SORT_CHUNK: usize = 1 << 18;
+/// Most keys one decoding task sorts by position (its buffers take about
+/// 100 bytes a key). Large tasks read the table once per many keys: at
+/// 2^24 keys (a 340 MB table) 2^20-key tasks decode twice as fast as
+/// 2^18-key tasks; 2^22 gains nothing more.
+const SORT_CHUNK: usize = 1 << 20;
 
 /// Keys per parallel task of the simple passes (hashing, direct decoding,
 /// gathering results).
@@ -115,6 +122,15 @@ pub enum OkvsError {
     /// Too many keys for the table's sizes.
     #[error("an OKVS for {0} keys is too large")]
     TooLarge(usize),
+    /// No table sizes meet the failure bound (not expected for any `n`;
+    /// reported rather than searched for ever).
+    #[error("no OKVS sizes for {n} keys meet the 2^-{security} failure bound")]
+    NoParameters {
+        /// Number of keys.
+        n: usize,
+        /// The statistical security asked for.
+        security: u32,
+    },
     /// `keys` and `values` have different lengths.
     #[error("{keys} keys but {values} values")]
     LengthMismatch {

@@ -277,4 +277,29 @@ fn parameters_meet_rate_and_bound() {
         OkvsParams::new(152).expect("params").band_width(),
         BAND_WIDTH
     );
+    for (n, security) in [(5000, 80), (100_000, 64), (300, 20), (3, 128)] {
+        let p = OkvsParams::with_security(n, security).expect("params");
+        assert!(
+            p.failure_bound_log2() <= -f64::from(security),
+            "n {n}, {security} bits"
+        );
+    }
+    assert_eq!(
+        OkvsParams::with_security(10, 129),
+        Err(OkvsError::Security(129))
+    );
+}
+
+/// The single-key row function agrees with the batched one.
+#[test]
+fn single_and_batched_rows_agree() {
+    let okvs = okvs_for(5 * BIN_ITEMS, 12);
+    let keys: Vec<u128> = (0..100u128)
+        .map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15_f39c_c060_5ced_c835))
+        .collect();
+    let mut rows = vec![hash::Row::default(); keys.len()];
+    okvs.hasher.rows(&keys, &mut rows);
+    for (k, r) in keys.iter().zip(&rows) {
+        assert_eq!(okvs.hasher.row(*k), *r);
+    }
 }
