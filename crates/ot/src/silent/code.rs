@@ -101,6 +101,27 @@ impl Symbol for u8 {
     fn bit(self, j: usize) -> bool {
         j < 8 && self >> j & 1 == 1
     }
+
+    /// Bytes take the bit-sliced loop on every vector kernel (it needs no
+    /// vector instructions, but [`Kernel::Portable`] stays the reference).
+    fn convolute_steps(x: &mut [Self], first: usize, coeffs: &[u128], kernel: Kernel) -> usize {
+        if kernel == Kernel::Portable {
+            return 0;
+        }
+        let steps = (4 * coeffs.len()).min(x.len().saturating_sub(first + ACC + 2));
+        if steps == 0 {
+            return 0;
+        }
+        // Entries beyond the steps' reach are left alone, so are bits that
+        // are zero throughout it.
+        let planes = x[first..first + steps + ACC + 2]
+            .iter()
+            .fold(0, |acc, &b| acc | b);
+        for j in (0..8).filter(|j| planes >> j & 1 == 1) {
+            convolute_bit_plane(x, j, first, &coeffs[..steps.div_ceil(4)], steps);
+        }
+        steps
+    }
 }
 
 /// Accumulator window of the convolution (RRT23's "24").
@@ -108,6 +129,32 @@ pub const ACC: usize = 24;
 /// Expander weight (RRT23's weight-7 instance; `super::params` takes the
 /// most conservative distance estimate published for it).
 pub const WEIGHT: usize = 7;
+
+/// Steps `first, first + 1, ..` (one per coefficient word) of a pass on bit
+/// `j` of every byte. Passes are XORs, so each bit plane evolves alone;
+/// with one bit per entry, the `ACC + 2` entries in reach of a step fit in
+/// one machine word, which slides along instead of 25 byte updates per
+/// step. The caller keeps every step's reach inside `x`.
+fn convolute_bit_plane(x: &mut [u8], j: usize, first: usize, coeffs: &[u128], steps: usize) {
+    let words = coeffs
+        .iter()
+        .flat_map(|&c| (0..4).map(move |k| (c >> (32 * k)) as u32));
+    let bit = |b: u8| u64::from(b >> j & 1);
+    // Bit `p` of `window` is entry `i + p`, for `p <= ACC + 1`.
+    let mut window = (0..ACC + 2).fold(0, |w, p| w | bit(x[first + p]) << p);
+    for (i, word) in (first..first + steps).zip(words) {
+        let reach = (u64::from(word) & ((1 << ACC) - 1)) << 1 | 1 << (ACC + 1);
+        window ^= reach & 0u64.wrapping_sub(window & 1);
+        x[i] = x[i] & !(1 << j) | ((window & 1) as u8) << j;
+        window = window >> 1 | bit(x[i + ACC + 2]) << (ACC + 1);
+    }
+    for (p, y) in x[first + steps..first + steps + ACC + 2]
+        .iter_mut()
+        .enumerate()
+    {
+        *y = *y & !(1 << j) | ((window >> p & 1) as u8) << j;
+    }
+}
 
 /// Which loop runs the convolution passes. All give the same result: the
 /// vector kernels keep the pass's sliding window of `ACC + 2` entries in
@@ -371,6 +418,10 @@ mod x86 {
                 let xi = broadcast4(v[0], s);
                 let m = targets((words >> (32 * s)) as u32, s);
                 for (r, y) in v.iter_mut().enumerate() {
+                    // Step `s` reaches registers `(s + 1) / 4 ..= (s + 1 + ACC) / 4`.
+                    if r < (s + 1) / 4 || r > (s + 1 + ACC) / 4 {
+                        continue;
+                    }
                     let lanes = mask4(&LANE_MASKS.0[(m >> (4 * r)) as usize & 15]);
                     // y ^ (xi & lanes)
                     *y = _mm512_ternarylogic_epi64::<0x78>(*y, xi, lanes);
@@ -574,6 +625,24 @@ mod tests {
                 let mut got = x.clone();
                 convolute(&mut got, SEEDS[0], kernel);
                 assert!(got == want, "{kernel:?} differs at length {len}");
+            }
+        }
+    }
+
+    #[test]
+    fn every_kernel_convolutes_bytes_like_the_portable_one() {
+        let mut rng = StdRng::seed_from_u64(4);
+        for len in [1, 25, 26, 27, 28, 29, 100, STREAMED + 27, 3 * STREAMED + 17] {
+            // Choice bits, and bytes with every bit in use.
+            for top in [2, 256] {
+                let x: Vec<u8> = (0..len).map(|_| rng.gen_range(0..top) as u8).collect();
+                let mut want = x.clone();
+                convolute(&mut want, SEEDS[1], Kernel::Portable);
+                for kernel in available_kernels() {
+                    let mut got = x.clone();
+                    convolute(&mut got, SEEDS[1], kernel);
+                    assert!(got == want, "{kernel:?} differs at length {len}");
+                }
             }
         }
     }
