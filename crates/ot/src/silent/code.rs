@@ -331,10 +331,13 @@ impl CoefficientStream {
         let mut block = [0u128; STREAM_BLOCKS + 1];
         let blocks = (first % 4 + out.len()).div_ceil(4);
         self.0.fill((first / 4) as u64, &mut block[..blocks]);
-        for (i, o) in out.iter_mut().enumerate() {
-            let w = first % 4 + i;
-            *o = (block[w / 4] >> (32 * (w % 4))) as u32;
+        // Split whole blocks first (constant shifts), then drop the words
+        // before `first`: one copy instead of a variable shift per word.
+        let mut words = [0u32; 4 * (STREAM_BLOCKS + 1)];
+        for (w, b) in words.chunks_exact_mut(4).zip(&block[..blocks]) {
+            w.copy_from_slice(&[0, 32, 64, 96].map(|s| (b >> s) as u32));
         }
+        out.copy_from_slice(&words[first % 4..first % 4 + out.len()]);
     }
 }
 
