@@ -26,7 +26,7 @@
 //! it pins its own `aes` and `rand` versions, which would put second copies
 //! of both in every build.
 
-use std::ops::{BitAnd, BitXor, BitXorAssign};
+use std::ops::{BitAnd, BitXor, BitXorAssign, Range};
 
 use rayon::prelude::*;
 
@@ -50,6 +50,16 @@ pub trait Symbol:
 
     /// Bit `j` of the value (false past its width).
     fn bit(self, j: usize) -> bool;
+
+    /// Takes the convolution steps `first, first + 1, ..` of a pass on a
+    /// vector `kernel` (`coeffs[g]` holds the coefficient words of steps
+    /// `first + 4g .. first + 4g + 4`, one per 32 bits) and returns how many
+    /// it took; the portable loop continues from there. Symbols without a
+    /// vector kernel, or a CPU without the kernel's instructions, take none.
+    fn convolute_steps(x: &mut [Self], first: usize, coeffs: &[u128], kernel: Kernel) -> usize {
+        let _ = (x, first, coeffs, kernel);
+        0
+    }
 }
 
 impl Symbol for u128 {
@@ -59,6 +69,27 @@ impl Symbol for u128 {
 
     fn bit(self, j: usize) -> bool {
         j < 128 && self >> j & 1 == 1
+    }
+
+    fn convolute_steps(x: &mut [Self], first: usize, coeffs: &[u128], kernel: Kernel) -> usize {
+        let cpu = psikit_primitives::cpu::features();
+        match kernel {
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx512 if cpu.avx512f => {
+                // SAFETY: the CPU dispatch just confirmed AVX-512F at run
+                // time, the only extension the kernel uses; it reaches
+                // memory only through checked sub-slices of `x`.
+                unsafe { x86::convolute_avx512(x, first, coeffs) }
+            }
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx2 if cpu.avx2 => {
+                // SAFETY: the CPU dispatch just confirmed AVX2 at run time,
+                // the only extension the kernel uses; it reaches memory only
+                // through checked sub-slices of `x`.
+                unsafe { x86::convolute_avx2(x, first, coeffs) }
+            }
+            _ => 0,
+        }
     }
 }
 
@@ -70,6 +101,27 @@ impl Symbol for u8 {
     fn bit(self, j: usize) -> bool {
         j < 8 && self >> j & 1 == 1
     }
+
+    /// Bytes take the bit-sliced loop on every vector kernel (it needs no
+    /// vector instructions, but [`Kernel::Portable`] stays the reference).
+    fn convolute_steps(x: &mut [Self], first: usize, coeffs: &[u128], kernel: Kernel) -> usize {
+        if kernel == Kernel::Portable {
+            return 0;
+        }
+        let steps = (4 * coeffs.len()).min(x.len().saturating_sub(first + ACC + 2));
+        if steps == 0 {
+            return 0;
+        }
+        // Entries beyond the steps' reach are left alone, so are bits that
+        // are zero throughout it.
+        let planes = x[first..first + steps + ACC + 2]
+            .iter()
+            .fold(0, |acc, &b| acc | b);
+        for j in (0..8).filter(|j| planes >> j & 1 == 1) {
+            convolute_bit_plane(x, j, first, &coeffs[..steps.div_ceil(4)], steps);
+        }
+        steps
+    }
 }
 
 /// Accumulator window of the convolution (RRT23's "24").
@@ -77,6 +129,60 @@ pub const ACC: usize = 24;
 /// Expander weight (RRT23's weight-7 instance; `super::params` takes the
 /// most conservative distance estimate published for it).
 pub const WEIGHT: usize = 7;
+
+/// Steps `first, first + 1, ..` (one per coefficient word) of a pass on bit
+/// `j` of every byte. Passes are XORs, so each bit plane evolves alone;
+/// with one bit per entry, the `ACC + 2` entries in reach of a step fit in
+/// one machine word, which slides along instead of 25 byte updates per
+/// step. The caller keeps every step's reach inside `x`.
+fn convolute_bit_plane(x: &mut [u8], j: usize, first: usize, coeffs: &[u128], steps: usize) {
+    let words = coeffs
+        .iter()
+        .flat_map(|&c| (0..4).map(move |k| (c >> (32 * k)) as u32));
+    let bit = |b: u8| u64::from(b >> j & 1);
+    // Bit `p` of `window` is entry `i + p`, for `p <= ACC + 1`.
+    let mut window = (0..ACC + 2).fold(0, |w, p| w | bit(x[first + p]) << p);
+    for (i, word) in (first..first + steps).zip(words) {
+        let reach = (u64::from(word) & ((1 << ACC) - 1)) << 1 | 1 << (ACC + 1);
+        window ^= reach & 0u64.wrapping_sub(window & 1);
+        x[i] = x[i] & !(1 << j) | ((window & 1) as u8) << j;
+        window = window >> 1 | bit(x[i + ACC + 2]) << (ACC + 1);
+    }
+    for (p, y) in x[first + steps..first + steps + ACC + 2]
+        .iter_mut()
+        .enumerate()
+    {
+        *y = *y & !(1 << j) | ((window >> p & 1) as u8) << j;
+    }
+}
+
+/// Which loop runs the convolution passes. All give the same result: the
+/// vector kernels keep the pass's sliding window of `ACC + 2` entries in
+/// registers instead of reading and writing it back at every step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kernel {
+    /// The portable loop (the reference).
+    Portable,
+    /// 256-bit registers, two `u128` entries each.
+    Avx2,
+    /// 512-bit registers, four `u128` entries each.
+    Avx512,
+}
+
+impl Kernel {
+    /// The fastest kernel this CPU supports (psikit's one run-time
+    /// dispatch, [`psikit_primitives::cpu`]).
+    pub fn best() -> Self {
+        let cpu = psikit_primitives::cpu::features();
+        if cfg!(target_arch = "x86_64") && cpu.avx512f {
+            Kernel::Avx512
+        } else if cfg!(target_arch = "x86_64") && cpu.avx2 {
+            Kernel::Avx2
+        } else {
+            Kernel::Portable
+        }
+    }
+}
 
 /// Public seeds of the code's randomness (two convolution passes, expander).
 const SEEDS: [u128; 3] = [
@@ -116,8 +222,9 @@ impl ExConvCode {
     pub fn dual_encode<T: Symbol>(&self, x: &mut [T]) {
         assert_eq!(x.len(), self.n, "the code takes {} inputs", self.n);
         let (out, tail) = x.split_at_mut(self.k);
+        let kernel = Kernel::best();
         for &seed in &SEEDS[..2] {
-            convolute(tail, seed);
+            convolute(tail, seed, kernel);
         }
         expand(out, tail);
     }
@@ -126,31 +233,46 @@ impl ExConvCode {
 /// One convolution pass over `x`: entry `i` is added to `x[i+1+b]` for each
 /// random bit `b < ACC` that is set, then to `x[i+1+ACC]` (indices mod the
 /// length). Sequential by nature (each entry is final only once its
-/// predecessors are added in), but streaming and branch-free.
-fn convolute<T: Symbol>(x: &mut [T], seed: u128) {
+/// predecessors are added in), but streaming and branch-free. `kernel`
+/// takes what steps it can of each refill of coefficients, the portable
+/// loop the rest (at least the wrap-around at the end).
+fn convolute<T: Symbol>(x: &mut [T], seed: u128, kernel: Kernel) {
     let len = x.len();
     let bits = CoefficientStream::new(seed);
-    // Entries whose window stays inside the slice take the fast loop.
-    let straight = len.saturating_sub(ACC + 1);
     let mut block = [0u128; STREAM_BLOCKS];
     for start in (0..len).step_by(STREAMED) {
         bits.fill((start / STREAMED) as u64, &mut block);
         let end = (start + STREAMED).min(len);
-        for i in start..end {
-            let coeffs = coefficient_word(&block, i - start);
-            let xi = x[i];
-            if i < straight {
-                let window = &mut x[i + 1..i + 2 + ACC];
-                for (b, y) in window[..ACC].iter_mut().enumerate() {
-                    *y ^= xi & T::mask(coeffs >> b & 1 == 1);
-                }
-                window[ACC] ^= xi;
-            } else {
-                for b in 0..ACC {
-                    x[(i + 1 + b) % len] ^= xi & T::mask(coeffs >> b & 1 == 1);
-                }
-                x[(i + 1 + ACC) % len] ^= xi;
+        let taken = T::convolute_steps(x, start, &block[..(end - start) / 4], kernel);
+        convolute_portable(x, start + taken..end, start, &block);
+    }
+}
+
+/// Steps `steps` of a pass whose coefficient refill `block` starts at step
+/// `start`: the portable kernel.
+fn convolute_portable<T: Symbol>(
+    x: &mut [T],
+    steps: Range<usize>,
+    start: usize,
+    block: &[u128; STREAM_BLOCKS],
+) {
+    let len = x.len();
+    // Entries whose window stays inside the slice take the fast loop.
+    let straight = len.saturating_sub(ACC + 1);
+    for i in steps {
+        let coeffs = coefficient_word(block, i - start);
+        let xi = x[i];
+        if i < straight {
+            let window = &mut x[i + 1..i + 2 + ACC];
+            for (b, y) in window[..ACC].iter_mut().enumerate() {
+                *y ^= xi & T::mask(coeffs >> b & 1 == 1);
             }
+            window[ACC] ^= xi;
+        } else {
+            for b in 0..ACC {
+                x[(i + 1 + b) % len] ^= xi & T::mask(coeffs >> b & 1 == 1);
+            }
+            x[(i + 1 + ACC) % len] ^= xi;
         }
     }
 }
@@ -209,10 +331,13 @@ impl CoefficientStream {
         let mut block = [0u128; STREAM_BLOCKS + 1];
         let blocks = (first % 4 + out.len()).div_ceil(4);
         self.0.fill((first / 4) as u64, &mut block[..blocks]);
-        for (i, o) in out.iter_mut().enumerate() {
-            let w = first % 4 + i;
-            *o = (block[w / 4] >> (32 * (w % 4))) as u32;
+        // Split whole blocks first (constant shifts), then drop the words
+        // before `first`: one copy instead of a variable shift per word.
+        let mut words = [0u32; 4 * (STREAM_BLOCKS + 1)];
+        for (w, b) in words.chunks_exact_mut(4).zip(&block[..blocks]) {
+            w.copy_from_slice(&[0, 32, 64, 96].map(|s| (b >> s) as u32));
         }
+        out.copy_from_slice(&words[first % 4..first % 4 + out.len()]);
     }
 }
 
@@ -225,6 +350,193 @@ fn coefficient_word(block: &[u128; STREAM_BLOCKS], w: usize) -> u32 {
 /// at most `bound / 2^32` is irrelevant for a public code).
 fn reduce(word: u32, bound: usize) -> usize {
     ((u64::from(word) * bound as u64) >> 32) as usize
+}
+
+/// The vector convolution kernels. Both run the pass in groups of steps
+/// over a window of entries held in registers (entry `i0 + p` of a group
+/// starting at step `i0` in register `p / L`, lane `p % L`, for `L` entries
+/// per register): each step broadcasts its entry (final by then) and adds
+/// it, masked per lane, into every register its targets fall in; after a
+/// group the first register is final and stored, the others move down and
+/// the next entries are loaded. Only whole groups whose window stays inside
+/// `x` run here; the wrap-around at the end is left to the portable loop.
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use core::arch::x86_64::{
+        __m256i, __m512i, _mm256_and_si256, _mm256_load_si256, _mm256_loadu_si256,
+        _mm256_permute4x64_epi64, _mm256_storeu_si256, _mm256_xor_si256, _mm512_load_si512,
+        _mm512_loadu_si512, _mm512_shuffle_i64x2, _mm512_storeu_si512, _mm512_ternarylogic_epi64,
+    };
+
+    use super::ACC;
+
+    /// Positions, counted from the first entry of its group, that step `s`
+    /// of a group adds its entry to: the next `ACC` entries selected by the
+    /// coefficient `word` and always the one after them.
+    fn targets(word: u32, s: usize) -> u64 {
+        (u64::from(word) & ((1 << ACC) - 1)) << (s + 1) | 1 << (s + 1 + ACC)
+    }
+
+    /// Entry `n` selects (all ones) the `u128` lanes `l` with bit `l` of
+    /// `n` set, as one 512-bit mask; entries below 4 also serve as 256-bit
+    /// masks. A table lookup is a plain load, cheaper than building masks.
+    #[repr(align(64))]
+    struct LaneMasks([[u64; 8]; 16]);
+
+    static LANE_MASKS: LaneMasks = LaneMasks(lane_masks());
+
+    const fn lane_masks() -> [[u64; 8]; 16] {
+        let mut t = [[0; 8]; 16];
+        let mut n = 0;
+        while n < 16 {
+            let mut q = 0;
+            while q < 8 {
+                if n >> (q / 2) & 1 == 1 {
+                    t[n][q] = u64::MAX;
+                }
+                q += 1;
+            }
+            n += 1;
+        }
+        t
+    }
+
+    /// AVX-512 kernel: groups of 4 steps over a window of 32 entries in 8
+    /// registers, one `vpternlogq` per register and step. Returns the steps
+    /// taken.
+    ///
+    /// Callers must have checked AVX-512F (hence `unsafe` to call).
+    #[target_feature(enable = "avx512f")]
+    pub(super) fn convolute_avx512(x: &mut [u128], first: usize, coeffs: &[u128]) -> usize {
+        // Group `g` reads entries up to `first + 4g + 32`.
+        let groups = coeffs.len().min(x.len().saturating_sub(first + 28) / 4);
+        if groups == 0 {
+            return 0;
+        }
+        let mut w: [__m512i; 7] = [0, 1, 2, 3, 4, 5, 6].map(|r| load4(x, first + 4 * r));
+        for (g, &words) in coeffs[..groups].iter().enumerate() {
+            let i = first + 4 * g;
+            let mut v = [w[0], w[1], w[2], w[3], w[4], w[5], w[6], load4(x, i + 28)];
+            for s in 0..4 {
+                let xi = broadcast4(v[0], s);
+                let m = targets((words >> (32 * s)) as u32, s);
+                for (r, y) in v.iter_mut().enumerate() {
+                    // Step `s` reaches registers `(s + 1) / 4 ..= (s + 1 + ACC) / 4`.
+                    if r < (s + 1) / 4 || r > (s + 1 + ACC) / 4 {
+                        continue;
+                    }
+                    let lanes = mask4(&LANE_MASKS.0[(m >> (4 * r)) as usize & 15]);
+                    // y ^ (xi & lanes)
+                    *y = _mm512_ternarylogic_epi64::<0x78>(*y, xi, lanes);
+                }
+            }
+            store4(x, i, v[0]);
+            w = [v[1], v[2], v[3], v[4], v[5], v[6], v[7]];
+        }
+        for (r, y) in w.into_iter().enumerate() {
+            store4(x, first + 4 * (groups + r), y);
+        }
+        4 * groups
+    }
+
+    /// Lane `s` of `v` in all four lanes.
+    #[target_feature(enable = "avx512f")]
+    fn broadcast4(v: __m512i, s: usize) -> __m512i {
+        match s {
+            0 => _mm512_shuffle_i64x2::<0x00>(v, v),
+            1 => _mm512_shuffle_i64x2::<0x55>(v, v),
+            2 => _mm512_shuffle_i64x2::<0xaa>(v, v),
+            _ => _mm512_shuffle_i64x2::<0xff>(v, v),
+        }
+    }
+
+    #[target_feature(enable = "avx512f")]
+    fn mask4(lanes: &[u64; 8]) -> __m512i {
+        // SAFETY: `lanes` is 64 readable bytes, 64-byte aligned (a row of
+        // `LANE_MASKS`).
+        unsafe { _mm512_load_si512(lanes.as_ptr().cast()) }
+    }
+
+    #[target_feature(enable = "avx512f")]
+    fn load4(x: &[u128], p: usize) -> __m512i {
+        let entries = &x[p..p + 4];
+        // SAFETY: `entries` is 64 readable bytes (bounds checked above).
+        unsafe { _mm512_loadu_si512(entries.as_ptr().cast()) }
+    }
+
+    #[target_feature(enable = "avx512f")]
+    fn store4(x: &mut [u128], p: usize, v: __m512i) {
+        let entries = &mut x[p..p + 4];
+        // SAFETY: `entries` is 64 writable bytes (bounds checked above).
+        unsafe { _mm512_storeu_si512(entries.as_mut_ptr().cast(), v) }
+    }
+
+    /// AVX2 kernel: groups of 2 steps over a window of 28 entries in 14
+    /// registers, an AND and an XOR per register and step. Returns the steps
+    /// taken.
+    ///
+    /// Callers must have checked AVX2 (hence `unsafe` to call).
+    #[target_feature(enable = "avx2")]
+    pub(super) fn convolute_avx2(x: &mut [u128], first: usize, coeffs: &[u128]) -> usize {
+        // Group `g` reads entries up to `first + 2g + 28`.
+        let groups = (2 * coeffs.len()).min(x.len().saturating_sub(first + 26) / 2);
+        if groups == 0 {
+            return 0;
+        }
+        let mut w: [__m256i; 13] = std::array::from_fn(|r| load2(x, first + 2 * r));
+        for g in 0..groups {
+            let i = first + 2 * g;
+            let words = coeffs[g / 2] >> (64 * (g % 2));
+            let mut v: [__m256i; 14] = std::array::from_fn(|r| match w.get(r) {
+                Some(&y) => y,
+                None => load2(x, i + 26),
+            });
+            for s in 0..2 {
+                let xi = broadcast2(v[0], s);
+                let m = targets((words >> (32 * s)) as u32, s);
+                for (r, y) in v.iter_mut().enumerate() {
+                    let lanes = mask2(&LANE_MASKS.0[(m >> (2 * r)) as usize & 3]);
+                    *y = _mm256_xor_si256(*y, _mm256_and_si256(xi, lanes));
+                }
+            }
+            store2(x, i, v[0]);
+            w = std::array::from_fn(|r| v[r + 1]);
+        }
+        for (r, y) in w.into_iter().enumerate() {
+            store2(x, first + 2 * (groups + r), y);
+        }
+        2 * groups
+    }
+
+    /// Lane `s` of `v` in both lanes.
+    #[target_feature(enable = "avx2")]
+    fn broadcast2(v: __m256i, s: usize) -> __m256i {
+        match s {
+            0 => _mm256_permute4x64_epi64::<0x44>(v),
+            _ => _mm256_permute4x64_epi64::<0xee>(v),
+        }
+    }
+
+    #[target_feature(enable = "avx2")]
+    fn mask2(lanes: &[u64; 8]) -> __m256i {
+        // SAFETY: `lanes` is 64 readable bytes, 64-byte aligned (a row of
+        // `LANE_MASKS`); the first 32 are read.
+        unsafe { _mm256_load_si256(lanes.as_ptr().cast()) }
+    }
+
+    #[target_feature(enable = "avx2")]
+    fn load2(x: &[u128], p: usize) -> __m256i {
+        let entries = &x[p..p + 2];
+        // SAFETY: `entries` is 32 readable bytes (bounds checked above).
+        unsafe { _mm256_loadu_si256(entries.as_ptr().cast()) }
+    }
+
+    #[target_feature(enable = "avx2")]
+    fn store2(x: &mut [u128], p: usize, v: __m256i) {
+        let entries = &mut x[p..p + 2];
+        // SAFETY: `entries` is 32 writable bytes (bounds checked above).
+        unsafe { _mm256_storeu_si256(entries.as_mut_ptr().cast(), v) }
+    }
 }
 
 #[cfg(test)]
@@ -280,6 +592,77 @@ mod tests {
             let mut y = x.clone();
             code.dual_encode(&mut y);
             assert_eq!(y[..k], reference_encode(&code, &x)[..], "k = {k}");
+        }
+    }
+
+    /// The kernels this CPU can run.
+    fn available_kernels() -> Vec<Kernel> {
+        let cpu = psikit_primitives::cpu::features();
+        let x86 = cfg!(target_arch = "x86_64");
+        [
+            (Kernel::Portable, true),
+            (Kernel::Avx2, x86 && cpu.avx2),
+            (Kernel::Avx512, x86 && cpu.avx512f),
+        ]
+        .into_iter()
+        .filter_map(|(kernel, runs)| runs.then_some(kernel))
+        .collect()
+    }
+
+    #[test]
+    fn every_kernel_convolutes_like_the_portable_one() {
+        let mut rng = StdRng::seed_from_u64(3);
+        // Shorter than the window, around the kernels' group and window
+        // sizes, around refills of coefficients, and large.
+        let lengths = [
+            1, 2, 7, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 35, 36, 37, 100,
+        ]
+        .into_iter()
+        .chain([STREAMED - 1, STREAMED, STREAMED + 26, STREAMED + 29])
+        .chain([3 * STREAMED + 17, 1 << 16]);
+        for len in lengths {
+            let x: Vec<u128> = (0..len).map(|_| rng.gen()).collect();
+            let mut want = x.clone();
+            convolute(&mut want, SEEDS[0], Kernel::Portable);
+            for kernel in available_kernels() {
+                let mut got = x.clone();
+                convolute(&mut got, SEEDS[0], kernel);
+                assert!(got == want, "{kernel:?} differs at length {len}");
+            }
+        }
+    }
+
+    #[test]
+    fn every_kernel_convolutes_bytes_like_the_portable_one() {
+        let mut rng = StdRng::seed_from_u64(4);
+        for len in [1, 25, 26, 27, 28, 29, 100, STREAMED + 27, 3 * STREAMED + 17] {
+            // Choice bits, and bytes with every bit in use.
+            for top in [2, 256] {
+                let x: Vec<u8> = (0..len).map(|_| rng.gen_range(0..top) as u8).collect();
+                let mut want = x.clone();
+                convolute(&mut want, SEEDS[1], Kernel::Portable);
+                for kernel in available_kernels() {
+                    let mut got = x.clone();
+                    convolute(&mut got, SEEDS[1], kernel);
+                    assert!(got == want, "{kernel:?} differs at length {len}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn vector_kernels_take_the_steps_before_the_wrap_around() {
+        let mut x = vec![1u128; 1000];
+        let coeffs = [u128::MAX; 250];
+        for kernel in available_kernels() {
+            let taken = u128::convolute_steps(&mut x, 0, &coeffs, kernel);
+            match kernel {
+                Kernel::Portable => assert_eq!(taken, 0),
+                _ => assert!(
+                    (1000 - 36..=1000 - ACC - 1).contains(&taken),
+                    "{kernel:?}: {taken}"
+                ),
+            }
         }
     }
 
