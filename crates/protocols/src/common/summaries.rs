@@ -80,14 +80,11 @@ impl Exchange {
     ) -> Result<Vec<bool>, Error> {
         let max = peer_count * self.len as u64;
         let bytes = ch.recv_chunked(self.protocol, self.summaries, max).await?;
-        // Sorted and binary-searched: no hashing of values the peer chose.
         let mut theirs = self.decode(&bytes, peer_count)?;
         drop(bytes);
         theirs.par_sort_unstable();
-        let matches: Vec<bool> = mine
-            .par_iter()
-            .map(|s| theirs.binary_search(s).is_ok())
-            .collect();
+        let index = SortedIndex::new(&theirs, self.len);
+        let matches: Vec<bool> = mine.par_iter().map(|s| index.contains(s)).collect();
         if reveal {
             let found = mine
                 .iter()
@@ -143,6 +140,48 @@ impl Exchange {
     }
 }
 
+/// Sorted values with a directory of where each value of their leading
+/// bits starts: a lookup reads one short run (about two values) instead of
+/// binary-searching the whole array, whose last levels each miss the cache
+/// (a binary search per item was a fifth of the receiver's time at 2^20).
+/// Comparisons only: no hashing of values the peer chose, and skewed
+/// values only lengthen runs.
+struct SortedIndex<'a> {
+    sorted: &'a [Summary],
+    /// `starts[b]`: the first value whose leading bits are `>= b`.
+    starts: Vec<u32>,
+    /// Right shift of a value's first word giving its leading bits.
+    shift: u32,
+}
+
+impl<'a> SortedIndex<'a> {
+    /// `sorted` must be sorted; `len` is the values' byte length.
+    fn new(sorted: &'a [Summary], len: usize) -> Self {
+        // Leading bits of the first word's `8·min(len, 8)` value bits: about
+        // two values per directory entry.
+        let value_bits = 8 * len.min(8) as u32;
+        let dir_bits = (sorted.len().max(1).ilog2()).clamp(1, 24).min(value_bits);
+        let shift = value_bits - dir_bits;
+        let mut starts = vec![0u32; (1 << dir_bits) + 1];
+        let mut next = 0usize;
+        for (b, start) in starts.iter_mut().enumerate() {
+            while next < sorted.len() && ((sorted[next][0] >> shift) as usize) < b {
+                next += 1;
+            }
+            *start = next as u32;
+        }
+        Self { sorted, starts, shift }
+    }
+
+    fn contains(&self, s: &Summary) -> bool {
+        let b = (s[0] >> self.shift) as usize;
+        match (self.starts.get(b), self.starts.get(b + 1)) {
+            (Some(&lo), Some(&hi)) => self.sorted[lo as usize..hi as usize].contains(s),
+            _ => false,
+        }
+    }
+}
+
 /// Splits a received run of fixed-size summary values.
 pub fn split_values(bytes: &[u8], len: usize, max_count: u64) -> Result<Vec<&[u8]>, DecodeError> {
     if len == 0 || !bytes.len().is_multiple_of(len) {
@@ -179,6 +218,24 @@ mod tests {
         assert_eq!(split_values(&[0u8; 30], 10, 3).expect("3 values").len(), 3);
         assert!(split_values(&[0u8; 31], 10, 9).is_err());
         assert!(split_values(&[0u8; 0], 0, 9).is_err());
+    }
+
+    #[test]
+    fn the_index_finds_exactly_the_values_held() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(1);
+        for (len, n) in [(6, 0), (6, 1), (6, 1000), (11, 5000), (16, 3)] {
+            let mut held: Vec<Summary> = (0..n)
+                .map(|_| pack(&rng.gen::<[u8; 24]>(), len))
+                .collect();
+            held.sort_unstable();
+            let index = SortedIndex::new(&held, len);
+            assert!(held.iter().all(|s| index.contains(s)), "len {len} n {n}");
+            let absent = (0..1000)
+                .map(|_| pack(&rng.gen::<[u8; 24]>(), len))
+                .filter(|s| held.binary_search(s).is_err());
+            assert!(absent.into_iter().all(|s| !index.contains(&s)));
+        }
     }
 
     #[test]
