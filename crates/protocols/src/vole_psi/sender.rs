@@ -37,8 +37,13 @@ pub async fn run_sender(
     let mut phases = Phases::default();
     let n_s = items.len() as u64;
     let n_r = hello::<{ msg::PROTOCOL_ID }>(ch, &cfg.terms(n_s)).await?;
+    // What does not depend on the receiver is done while it encodes its
+    // OKVS (we would only wait for its seed otherwise).
+    let params = OkvsParams::new(n_r as usize)?;
+    let keys = oprf::item_keys(items);
+    let hashed = oprf::okvs_values(&keys);
     let OkvsSeed(seed) = ch.recv_msg(()).await?;
-    let okvs = Okvs::new(OkvsParams::new(n_r as usize)?, seed);
+    let okvs = Okvs::new(params, seed);
     let m = okvs.params().table_len();
     let sid = SessionId::new(&[&seed[..], &n_s.to_be_bytes(), &n_r.to_be_bytes()].concat());
     let t = Instant::now();
@@ -61,12 +66,10 @@ pub async fn run_sender(
         .map(|(b, pc)| b ^ gf128::mul(delta, *pc))
         .collect();
     drop(masked);
-    let keys = oprf::item_keys(items);
     let mut decoded = vec![0u128; keys.len()];
     let d = Instant::now();
     okvs.decode(&k, &keys, &mut decoded)?;
     phases.okvs_decode = d.elapsed();
-    let hashed = oprf::okvs_values(&keys);
     let inputs: Vec<u128> = decoded
         .par_iter()
         .zip(hashed.par_iter())
