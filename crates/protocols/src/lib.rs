@@ -21,6 +21,9 @@ pub mod service;
 #[cfg(test)]
 mod codec_tests;
 mod error;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 #[cfg(any(feature = "filter", feature = "he"))]
 mod keyfile;
 #[cfg(any(feature = "filter", feature = "he"))]

@@ -261,7 +261,7 @@ impl ServerState {
         })
     }
 
-    fn encode(&self) -> Vec<u8> {
+    pub(crate) fn encode(&self) -> Vec<u8> {
         let filter = self.filter.to_bytes();
         let mut w = Writer::with_capacity(filter.len() + 16 * self.tags.len() + 256);
         w.bytes(STATE_MAGIC).u8(STATE_VERSION);
@@ -312,7 +312,7 @@ impl ServerState {
         }
     }
 
-    fn decode(key: ServerKey, bytes: &[u8]) -> Result<Self, Error> {
+    pub(crate) fn decode(key: ServerKey, bytes: &[u8]) -> Result<Self, Error> {
         let mut r = Reader::new(Self::checked_body(bytes)?);
         if r.bytes(8, "magic")? != STATE_MAGIC {
             return Err(Error::StateFile("not a psikit filter state".into()));

@@ -57,15 +57,18 @@ impl<W: Write> Hashing<W> {
 
 /// Writes `db` to `path` atomically.
 pub fn save(db: &SenderDb, path: &Path) -> Result<(), Error> {
-    write_atomic(path, |out| {
-        let mut w = Hashing {
-            inner: out,
-            hash: Sha256::new(),
-        };
-        write_body(db, &mut w)?;
-        let digest = w.hash.finalize();
-        w.inner.write_all(&digest)
-    })
+    write_atomic(path, |out| write_to(db, out))
+}
+
+/// Writes the file's contents (body, then its digest) to `out`.
+pub(crate) fn write_to<W: Write>(db: &SenderDb, out: W) -> std::io::Result<()> {
+    let mut w = Hashing {
+        inner: out,
+        hash: Sha256::new(),
+    };
+    write_body(db, &mut w)?;
+    let digest = w.hash.finalize();
+    w.inner.write_all(&digest)
 }
 
 fn write_body<W: Write>(db: &SenderDb, w: &mut Hashing<W>) -> std::io::Result<()> {
@@ -139,8 +142,14 @@ impl<R: Read> Checked<R> {
 /// Loads a database written by [`save`].
 pub fn load(path: &Path) -> Result<SenderDb, Error> {
     let file = fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    read_from(BufReader::with_capacity(1 << 20, file), path)
+}
+
+/// Reads a database written by [`write_to`] from `input`; `path` names it
+/// in errors.
+pub(crate) fn read_from<R: Read>(input: R, path: &Path) -> Result<SenderDb, Error> {
     let mut r = Checked {
-        inner: BufReader::with_capacity(1 << 20, file),
+        inner: input,
         hash: Sha256::new(),
     };
     let bad = |what: &str| Error::StateFile(format!("{}: {what}", path.display()));
