@@ -198,6 +198,11 @@ pub(crate) fn read_from<R: Read>(input: R, path: &Path) -> Result<SenderDb, Erro
     if stored[..] != digest[..] {
         return Err(bad("checksum mismatch (the file is corrupt)"));
     }
+    // The digest ends the file: bytes after it are damage the digest
+    // does not cover.
+    if r.inner.read(&mut [0u8; 1]).map_err(io)? != 0 {
+        return Err(bad("bytes after the checksum (the file is corrupt)"));
+    }
     let items = usize::try_from(items).map_err(|_| bad("item count too large"))?;
     Ok(SenderDb::from_parts(params, shape, bundles, items))
 }
@@ -262,6 +267,10 @@ mod tests {
         fs::write(&path, &flipped).unwrap();
         let err = load(&path).err().unwrap().to_string();
         assert!(err.contains("checksum") || err.contains("corrupt"), "{err}");
+
+        fs::write(&path, [&good[..], b"x"].concat()).unwrap();
+        let err = load(&path).err().unwrap().to_string();
+        assert!(err.contains("after the checksum"), "{err}");
 
         fs::write(&path, &good[..good.len() - 40]).unwrap();
         assert!(load(&path).err().unwrap().to_string().contains("truncated"));
