@@ -73,8 +73,6 @@ const EXPECTED_ANSWERS: usize = 3;
 const DELTA_SLOTS: u64 = 4096;
 /// Largest filter the fuzzed decoders accept, in bytes.
 const MAX_FILTER: usize = 1 << 20;
-/// Bits per value of a fuzzed permutation (`index_width(2^20)`).
-const PI_WIDTH: u32 = 20;
 
 /// The first byte (which decoder) and the rest (its input).
 fn split(data: &[u8]) -> Option<(u8, &[u8])> {
@@ -378,9 +376,11 @@ pub fn ot_messages(data: &[u8]) {
     }
 }
 
-/// RR16's messages and chunked payloads. The receiver's bounds (OTs per
-/// chunk, challenged OTs, values expected) are the input's next two bytes,
-/// so edge cases of the bounds are explored too.
+/// RR16's messages and chunked payloads. The receiver's bounds are the
+/// input's next two bytes (a big-endian `u16`), so edge cases of the
+/// bounds are explored too: OTs per chunk for a challenge, challenged OTs
+/// for a response, bits per value (top 6 bits) and values (low 10) for
+/// π, value length (high byte) and most values (low byte) for summaries.
 pub fn rr16_messages(data: &[u8]) {
     let Some((which, rest)) = split(data) else {
         return;
@@ -397,8 +397,8 @@ pub fn rr16_messages(data: &[u8]) {
         4 => drop(round_trip::<rr16::Challenge>(payload, u32::from(bound))),
         5 => drop(round_trip::<rr16::Response>(payload, usize::from(bound))),
         6 => {
-            let width = u32::from(bound >> 11).min(PI_WIDTH + 12);
-            let count = usize::from(bound & 0x7ff);
+            let width = u32::from(bound >> 10);
+            let count = usize::from(bound & 0x3ff);
             if let Ok(pi) = rr16::unpack_indices(payload, count, width) {
                 assert_eq!(rr16::pack_indices(&pi, width), payload);
             }
