@@ -10,5 +10,9 @@ for family in filter he rr16 vole; do
     cargo clippy -p psikit-cli --no-default-features --features "$family" --locked -- -D warnings
 done
 cargo test --workspace --locked
+# The fuzz corpus replayed through the fuzz targets' entry points (the
+# fuzzers themselves need nightly: see docs/reliability.md).
+cargo clippy -p psikit-protocols --all-targets --features fuzzing --locked -- -D warnings
+cargo test -p psikit-protocols --features fuzzing --locked --test fuzz_corpus
 # The portable kernels end to end, as on a CPU without vector extensions.
 PSIKIT_PORTABLE=1 cargo test -p psikit-ot --locked

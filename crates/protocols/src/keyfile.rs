@@ -27,11 +27,18 @@ pub fn write_secret(path: &Path, secret: &[u8]) -> Result<(), Error> {
         opts.mode(0o600);
     }
     let mut f = opts.open(path).map_err(|e| Error::io(path, e))?;
-    f.write_all(MAGIC).map_err(|e| Error::io(path, e))?;
-    f.write_all(secret).map_err(|e| Error::io(path, e))?;
-    f.write_all(&Sha256::digest(secret))
+    f.write_all(&encode(secret))
         .map_err(|e| Error::io(path, e))?;
     f.sync_all().map_err(|e| Error::io(path, e))
+}
+
+/// A key file's contents: magic, the secret, its digest.
+pub(crate) fn encode(secret: &[u8]) -> Zeroizing<Vec<u8>> {
+    let mut out = Zeroizing::new(Vec::with_capacity(MAGIC.len() + secret.len() + 32));
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(secret);
+    out.extend_from_slice(&Sha256::digest(secret));
+    out
 }
 
 /// Reads a key written by [`write_secret`], refusing files that group or
@@ -54,22 +61,26 @@ pub fn read_secret(path: &Path) -> Result<Zeroizing<Vec<u8>>, Error> {
         }
     }
     let bytes = Zeroizing::new(fs::read(path).map_err(|e| Error::io(path, e))?);
-    let refuse = |why: &str| Error::StateFile(format!("{}: {why}", path.display()));
+    let secret =
+        decode(&bytes).map_err(|why| Error::StateFile(format!("{}: {why}", path.display())))?;
+    Ok(Zeroizing::new(secret.to_vec()))
+}
+
+/// The secret in a key file's contents (either format), or why the
+/// contents are not a key file.
+pub(crate) fn decode(bytes: &[u8]) -> Result<&[u8], &'static str> {
     if let Some(secret) = bytes.strip_prefix(MAGIC_UNDIGESTED.as_slice()) {
-        return Ok(Zeroizing::new(secret.to_vec()));
+        return Ok(secret);
     }
     let body = bytes
         .strip_prefix(MAGIC.as_slice())
-        .ok_or_else(|| refuse("not a psikit key file"))?;
-    let split = body
-        .len()
-        .checked_sub(32)
-        .ok_or_else(|| refuse("truncated key file"))?;
+        .ok_or("not a psikit key file")?;
+    let split = body.len().checked_sub(32).ok_or("truncated key file")?;
     let (secret, digest) = body.split_at(split);
     if Sha256::digest(secret).as_slice() != digest {
-        return Err(refuse("damaged key file: its digest does not match"));
+        return Err("damaged key file: its digest does not match");
     }
-    Ok(Zeroizing::new(secret.to_vec()))
+    Ok(secret)
 }
 
 #[cfg(test)]

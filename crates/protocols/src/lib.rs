@@ -25,6 +25,9 @@ pub mod vole_psi;
 #[cfg(test)]
 mod codec_tests;
 mod error;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 #[cfg(any(feature = "filter", feature = "he"))]
 mod keyfile;
 #[cfg(any(feature = "filter", feature = "he"))]

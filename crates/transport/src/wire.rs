@@ -127,7 +127,9 @@ impl<'a> Reader<'a> {
         })
     }
 
-    /// An unsigned LEB128 integer of at most 10 bytes.
+    /// An unsigned LEB128 integer of at most 10 bytes, in its shortest
+    /// form (what [`Writer::varint`] writes): with overlong forms accepted,
+    /// one message would have many encodings.
     pub fn varint(&mut self, field: &'static str) -> Result<u64, DecodeError> {
         let mut value = 0u64;
         for shift in (0..64).step_by(7) {
@@ -138,6 +140,12 @@ impl<'a> Reader<'a> {
             }
             value |= bits << shift;
             if byte & 0x80 == 0 {
+                if byte == 0 && shift > 0 {
+                    return Err(DecodeError::invalid(
+                        field,
+                        "varint is not in its shortest form",
+                    ));
+                }
                 return Ok(value);
             }
         }
@@ -281,6 +289,10 @@ mod tests {
             DecodeError::TrailingBytes { count: 1 }
         );
         assert!(Reader::new(&[0xff; 11]).varint("v").is_err());
+        // Overlong forms of 0 and 56 (found by the filter_messages fuzzer).
+        assert!(Reader::new(&[0x80, 0x00]).varint("v").is_err());
+        assert!(Reader::new(&[0xb8, 0x00]).varint("v").is_err());
+        assert_eq!(Reader::new(&[0xb8, 0x01]).varint("v"), Ok(184));
         assert!(Reader::new(&[0xff; 3]).varint("v").is_err());
         assert!(Reader::new(&[0, 0, 0, 1, 0xff]).string(8, "s").is_err());
     }

@@ -177,6 +177,11 @@ impl ClientCache {
 
     /// Saves the cache atomically to `path`.
     pub fn save(&self, path: &Path) -> Result<(), Error> {
+        write_atomic(path, |out| out.write_all(&self.encode()))
+    }
+
+    /// The cache file's contents.
+    pub(crate) fn encode(&self) -> Vec<u8> {
         let filter = self.filter.to_bytes();
         let mut w = Writer::with_capacity(filter.len() + 128);
         w.bytes(CACHE_MAGIC).u8(CACHE_VERSION);
@@ -186,7 +191,7 @@ impl ClientCache {
             .u32(self.max_query_items)
             .u64(filter.len() as u64)
             .bytes(&filter);
-        write_atomic(path, |out| out.write_all(&w.into_bytes()))
+        w.into_bytes()
     }
 
     /// Loads a cache saved by [`ClientCache::save`], checking its digest.
@@ -202,7 +207,7 @@ impl ClientCache {
             .map_err(|e| Error::StateFile(format!("{}: {e}", path.display())))
     }
 
-    fn decode(bytes: &[u8]) -> Result<Self, Error> {
+    pub(crate) fn decode(bytes: &[u8]) -> Result<Self, Error> {
         let mut r = Reader::new(bytes);
         if r.bytes(8, "magic")? != CACHE_MAGIC || r.u8("version")? != CACHE_VERSION {
             return Err(Error::StateFile(

@@ -261,7 +261,7 @@ impl ServerState {
         })
     }
 
-    fn encode(&self) -> Vec<u8> {
+    pub(crate) fn encode(&self) -> Vec<u8> {
         let filter = self.filter.to_bytes();
         let mut w = Writer::with_capacity(filter.len() + 16 * self.tags.len() + 256);
         w.bytes(STATE_MAGIC).u8(STATE_VERSION);
@@ -312,7 +312,7 @@ impl ServerState {
         }
     }
 
-    fn decode(key: ServerKey, bytes: &[u8]) -> Result<Self, Error> {
+    pub(crate) fn decode(key: ServerKey, bytes: &[u8]) -> Result<Self, Error> {
         let mut r = Reader::new(Self::checked_body(bytes)?);
         if r.bytes(8, "magic")? != STATE_MAGIC {
             return Err(Error::StateFile("not a psikit filter state".into()));
@@ -357,6 +357,18 @@ impl ServerState {
             .map_err(|_| Error::StateFile("filter length overflows".into()))?;
         let filter = CuckooFilter::from_bytes(r.bytes(filter_len, "filter")?, filter_len)?;
         r.finish()?;
+        // Deltas are cut from the history: a slot outside the filter would
+        // fail every sync that reaches back to it.
+        let slots = filter.capacity_slots();
+        if history
+            .iter()
+            .flat_map(|(_, s)| s)
+            .any(|&slot| slot >= slots)
+        {
+            return Err(Error::StateFile(format!(
+                "history names a slot outside the filter's {slots}"
+            )));
+        }
         Ok(Self {
             key,
             config,
@@ -497,6 +509,19 @@ mod tests {
         v1[STATE_MAGIC.len()] = UNDIGESTED_VERSION;
         fs::write(&path, &v1).unwrap();
         assert_eq!(ServerState::load(dir.path()).unwrap().len(), 50);
+    }
+
+    #[test]
+    fn a_history_slot_outside_the_filter_is_refused() {
+        // Found by the filter_files fuzzer: such a state loaded, and the
+        // next sync reaching back to that epoch panicked in export_slots.
+        let (mut state, _) =
+            ServerState::build(key(), random_tags(50), FilterConfig::default()).unwrap();
+        state.update(random_tags(1), vec![]).unwrap();
+        let slots = state.filter().capacity_slots();
+        state.history[0].1.push(slots);
+        let err = ServerState::decode(key(), &state.encode()).err();
+        assert!(matches!(err, Some(Error::StateFile(_))), "{err:?}");
     }
 
     #[test]

@@ -57,15 +57,18 @@ impl<W: Write> Hashing<W> {
 
 /// Writes `db` to `path` atomically.
 pub fn save(db: &SenderDb, path: &Path) -> Result<(), Error> {
-    write_atomic(path, |out| {
-        let mut w = Hashing {
-            inner: out,
-            hash: Sha256::new(),
-        };
-        write_body(db, &mut w)?;
-        let digest = w.hash.finalize();
-        w.inner.write_all(&digest)
-    })
+    write_atomic(path, |out| write_to(db, out))
+}
+
+/// Writes the file's contents (body, then its digest) to `out`.
+pub(crate) fn write_to<W: Write>(db: &SenderDb, out: W) -> std::io::Result<()> {
+    let mut w = Hashing {
+        inner: out,
+        hash: Sha256::new(),
+    };
+    write_body(db, &mut w)?;
+    let digest = w.hash.finalize();
+    w.inner.write_all(&digest)
 }
 
 fn write_body<W: Write>(db: &SenderDb, w: &mut Hashing<W>) -> std::io::Result<()> {
@@ -139,8 +142,14 @@ impl<R: Read> Checked<R> {
 /// Loads a database written by [`save`].
 pub fn load(path: &Path) -> Result<SenderDb, Error> {
     let file = fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    read_from(BufReader::with_capacity(1 << 20, file), path)
+}
+
+/// Reads a database written by [`write_to`] from `input`; `path` names it
+/// in errors.
+pub(crate) fn read_from<R: Read>(input: R, path: &Path) -> Result<SenderDb, Error> {
     let mut r = Checked {
-        inner: BufReader::with_capacity(1 << 20, file),
+        inner: input,
         hash: Sha256::new(),
     };
     let bad = |what: &str| Error::StateFile(format!("{}: {what}", path.display()));
@@ -188,6 +197,11 @@ pub fn load(path: &Path) -> Result<SenderDb, Error> {
     r.inner.read_exact(&mut stored).map_err(io)?;
     if stored[..] != digest[..] {
         return Err(bad("checksum mismatch (the file is corrupt)"));
+    }
+    // The digest ends the file: bytes after it are damage the digest
+    // does not cover.
+    if r.inner.read(&mut [0u8; 1]).map_err(io)? != 0 {
+        return Err(bad("bytes after the checksum (the file is corrupt)"));
     }
     let items = usize::try_from(items).map_err(|_| bad("item count too large"))?;
     Ok(SenderDb::from_parts(params, shape, bundles, items))
@@ -253,6 +267,10 @@ mod tests {
         fs::write(&path, &flipped).unwrap();
         let err = load(&path).err().unwrap().to_string();
         assert!(err.contains("checksum") || err.contains("corrupt"), "{err}");
+
+        fs::write(&path, [&good[..], b"x"].concat()).unwrap();
+        let err = load(&path).err().unwrap().to_string();
+        assert!(err.contains("after the checksum"), "{err}");
 
         fs::write(&path, &good[..good.len() - 40]).unwrap();
         assert!(load(&path).err().unwrap().to_string().contains("truncated"));

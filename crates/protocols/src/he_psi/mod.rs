@@ -37,7 +37,7 @@
 mod bundle;
 pub mod client;
 mod cost;
-mod db_file;
+pub(crate) mod db_file;
 mod eval;
 pub mod facade;
 mod hashing;
@@ -50,7 +50,7 @@ pub mod presets;
 pub mod receiver;
 pub mod select;
 pub mod sender;
-mod sender_db;
+pub(crate) mod sender_db;
 pub mod service;
 mod shape;
 pub mod state;

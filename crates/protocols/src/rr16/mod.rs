@@ -45,7 +45,7 @@
 
 mod bloom;
 pub mod facade;
-mod messages;
+pub(crate) mod messages;
 pub mod params;
 mod receiver;
 mod sender;

@@ -1,0 +1,481 @@
+//! Entry points for the fuzz targets in `fuzz/` (cargo feature `fuzzing`,
+//! off by default; not a public API).
+//!
+//! Each target is one `fn(&[u8])` that runs one family of decoders of peer
+//! or file data on the input, ignores whether decoding succeeded, and
+//! panics only when an invariant breaks: a message that decodes must
+//! re-encode to the same bytes (one message, one encoding), and what a
+//! loader accepts must be usable by the code that runs on it next. The
+//! same functions replay the checked-in corpus as an ordinary test
+//! (`tests/fuzz_corpus.rs`), so what the fuzzers once found stays fixed.
+//!
+//! Where one input carries several messages, its first byte picks which
+//! decoder reads the rest. File formats guarded by a SHA-256 digest are
+//! also decoded a second time with the digest recomputed over the mutated
+//! contents: a fuzzer cannot forge a digest, and without that second pass
+//! it would never get past the check to the fields behind it.
+
+mod seeds;
+
+use std::future::Future;
+use std::io::Cursor;
+use std::path::Path;
+use std::pin::pin;
+use std::sync::OnceLock;
+use std::task::{Context, Poll, Waker};
+
+use psikit_he::{wire, HeParams, RelinKey};
+use psikit_io::{Column, KeyReader, KeySpec, LabeledItem, Normalize};
+use psikit_primitives::oprf::ServerKey;
+use psikit_structures::CuckooFilter;
+use psikit_transport::{Channel, ErrorMessage, Limits, Message};
+use sha2::{Digest, Sha256};
+
+use crate::filter_psi::messages::{
+    DeltaBody, FilterVersion, QueryRequest, QueryResponse, SyncHeader, SyncRequest,
+};
+use crate::filter_psi::{ClientCache, FilterSnapshot, ServerState};
+use crate::he_psi::messages as he;
+use crate::he_psi::params::PsiParams;
+use crate::rr16::messages as rr16;
+
+pub use seeds::{seeds, Seed};
+
+/// A target: its name (of its `fuzz/fuzz_targets/*.rs` file and of its
+/// `fuzz/corpus/` directory) and its function.
+pub type Target = (&'static str, fn(&[u8]));
+
+/// Every target.
+pub const TARGETS: &[Target] = &[
+    ("frame", frame),
+    ("filter_messages", filter_messages),
+    ("cuckoo_filter", cuckoo_filter),
+    ("filter_files", filter_files),
+    ("key_file", key_file),
+    ("he_messages", he_messages),
+    ("he_db", he_db),
+    ("apsi_params", apsi_params),
+    ("ot_messages", ot_messages),
+    ("rr16_messages", rr16_messages),
+    ("csv_keys", csv_keys),
+];
+
+/// Frame limit of the fuzzed channel: large enough for every seed, small
+/// enough that a frame announcing the limit costs little per run.
+const MAX_FRAME: u32 = 1 << 20;
+/// Largest chunked transfer the fuzzed channel accepts.
+const MAX_TRANSFER: u64 = 1 << 20;
+/// Items per OPRF request the fuzzed decoders accept.
+const MAX_ITEMS: u32 = 8;
+/// OPRF answers the fuzzed client expects (the seeds carry this many).
+const EXPECTED_ANSWERS: usize = 3;
+/// Slots of the filter a fuzzed delta is decoded against.
+const DELTA_SLOTS: u64 = 4096;
+/// Largest filter the fuzzed decoders accept, in bytes.
+const MAX_FILTER: usize = 1 << 20;
+
+/// The first byte (which decoder) and the rest (its input).
+fn split(data: &[u8]) -> Option<(u8, &[u8])> {
+    data.split_first().map(|(&which, rest)| (which, rest))
+}
+
+/// Decodes `payload` as an `M` within `bounds`; a message that decodes
+/// must re-encode to exactly `payload`.
+fn round_trip<M: Message>(payload: &[u8], bounds: M::Bounds<'_>) -> Option<M> {
+    let message = M::decode(payload, bounds).ok()?;
+    assert_eq!(
+        message.to_frame().payload,
+        payload,
+        "{} re-encodes differently",
+        std::any::type_name::<M>()
+    );
+    Some(message)
+}
+
+/// Runs a future over in-memory data to completion. Nothing it awaits can
+/// be pending (an unclocked channel over a buffer), so one poll does.
+fn run<F: Future>(future: F) -> F::Output {
+    let mut future = pin!(future);
+    match future
+        .as_mut()
+        .poll(&mut Context::from_waker(Waker::noop()))
+    {
+        Poll::Ready(out) => out,
+        Poll::Pending => unreachable!("an in-memory channel never waits"),
+    }
+}
+
+/// A channel whose peer sent `stream` and then closed.
+fn channel(stream: &[u8]) -> Channel {
+    let limits = Limits {
+        max_frame_bytes: MAX_FRAME,
+        ..Limits::default()
+    };
+    Channel::unclocked(Cursor::new(stream.to_vec()), limits)
+}
+
+/// Frames read from a byte stream (`Channel::recv_or_eof`, error frames
+/// through `ErrorMessage::decode`), or with a first byte of 1 a chunked
+/// transfer (`Channel::recv_chunked`). Every frame read must be exactly
+/// the bytes it was read from.
+pub fn frame(data: &[u8]) {
+    let Some((which, stream)) = split(data) else {
+        return;
+    };
+    let mut ch = channel(stream);
+    if which & 1 == 1 {
+        if let Ok(body) = run(ch.recv_chunked(1, 3, MAX_TRANSFER)) {
+            assert!(body.len() as u64 <= MAX_TRANSFER);
+        }
+        return;
+    }
+    let mut at = 0usize;
+    while let Ok(Some(frame)) = run(ch.recv_or_eof()) {
+        let len = frame.wire_len() as usize;
+        let wire = [&frame.header()[..], &frame.payload].concat();
+        assert_eq!(wire, stream[at..at + len], "frame differs from its bytes");
+        at += len;
+        if frame.is_error() {
+            if let Ok(message) = ErrorMessage::decode(&frame.payload) {
+                assert_eq!(message.to_frame(frame.protocol), frame);
+            }
+        }
+    }
+}
+
+/// The filter protocol's messages and its delta body.
+pub fn filter_messages(data: &[u8]) {
+    let Some((which, payload)) = split(data) else {
+        return;
+    };
+    match which % 5 {
+        0 => drop(round_trip::<SyncRequest>(payload, ())),
+        1 => drop(round_trip::<SyncHeader>(payload, ())),
+        2 => drop(round_trip::<QueryRequest>(payload, MAX_ITEMS)),
+        3 => drop(round_trip::<QueryResponse>(payload, EXPECTED_ANSWERS)),
+        _ => {
+            if let Ok(delta) = DeltaBody::decode(payload, DELTA_SLOTS) {
+                assert_eq!(delta.encode(), payload, "delta re-encodes differently");
+            }
+        }
+    }
+}
+
+/// A serialized cuckoo filter (`u32` length, then the filter) and a delta
+/// body applied to it, as a client applies a sync answer. A filter that
+/// loads must serialize back to its bytes, and stay loadable after the
+/// delta, an insert and a delete.
+pub fn cuckoo_filter(data: &[u8]) {
+    let Some((len, rest)) = data.split_first_chunk::<4>() else {
+        return;
+    };
+    let len = u32::from_be_bytes(*len) as usize;
+    let Some((filter, delta)) = rest.split_at_checked(len) else {
+        return;
+    };
+    let Ok(mut filter) = CuckooFilter::from_bytes(filter, MAX_FILTER) else {
+        return;
+    };
+    assert_eq!(
+        filter.to_bytes(),
+        rest[..len],
+        "filter re-encodes differently"
+    );
+    if let Ok(delta) = DeltaBody::decode(delta, filter.capacity_slots()) {
+        if filter.import_slots(&delta.slots, &delta.packed).is_ok() {
+            assert_eq!(filter.export_slots(&delta.slots), delta.packed);
+        }
+    }
+    let tag: [u8; 16] = Sha256::digest(data)[..16]
+        .try_into()
+        .expect("16 of 32 bytes");
+    if filter.insert(&tag).is_ok() {
+        assert!(filter.contains(&tag));
+        assert!(filter.delete(&tag));
+    }
+    let again = CuckooFilter::from_bytes(&filter.to_bytes(), MAX_FILTER);
+    assert!(again.is_ok_and(|f| f.len() == filter.len()));
+}
+
+/// The filter server's state file (first byte even) or the client's cache
+/// file (odd). A state that loads must save back to its bytes and answer
+/// every sync its history allows; a cache must save back to its bytes.
+pub fn filter_files(data: &[u8]) {
+    let Some((which, file)) = split(data) else {
+        return;
+    };
+    if which & 1 == 0 {
+        for file in [file.to_vec(), digest_last(file, 9)] {
+            filter_state(&file);
+        }
+    } else {
+        for file in [file.to_vec(), digest_cache(file)] {
+            if let Ok(cache) = ClientCache::decode(&file) {
+                assert_eq!(cache.encode(), file, "cache re-encodes differently");
+            }
+        }
+    }
+}
+
+fn filter_state(file: &[u8]) {
+    let key = ServerKey::from_bytes(&[1; 32]).expect("a valid scalar");
+    let Ok(state) = ServerState::decode(key, file) else {
+        return;
+    };
+    if file.get(8) == Some(&2) {
+        assert_eq!(state.encode(), file, "state re-encodes differently");
+    }
+    let current = state.version();
+    let snapshot = FilterSnapshot::new(state);
+    let mut requests = vec![SyncRequest { have: None }];
+    requests.extend((0..=current.epoch).rev().take(70).map(|epoch| SyncRequest {
+        have: Some(FilterVersion { epoch, ..current }),
+    }));
+    for request in &requests {
+        let (header, body) = snapshot.answer_sync(request, MAX_ITEMS);
+        assert_eq!(header.version, current);
+        // The client's side of the same answer: a fresh client takes the
+        // full filter.
+        if request.have.is_none() {
+            let mut cache = None;
+            ClientCache::apply_sync(&mut cache, &header, body.bytes()).expect("full sync");
+        }
+    }
+}
+
+/// `file` with its last 32 bytes replaced by the SHA-256 of the rest, if
+/// it is at least `min` bytes longer than a digest.
+fn digest_last(file: &[u8], min: usize) -> Vec<u8> {
+    let mut out = file.to_vec();
+    if let Some(split) = file.len().checked_sub(32).filter(|&s| s >= min) {
+        let digest = Sha256::digest(&file[..split]);
+        out[split..].copy_from_slice(&digest);
+    }
+    out
+}
+
+/// A cache file with the digest field recomputed over the filter bytes it
+/// announces (magic 8, version 1, id 16, epoch 8, digest 32, items 4,
+/// length 8, filter).
+fn digest_cache(file: &[u8]) -> Vec<u8> {
+    const DIGEST: usize = 33;
+    const FILTER: usize = 77;
+    let mut out = file.to_vec();
+    if let Some(filter) = file.get(FILTER..) {
+        let digest = Sha256::digest(filter);
+        out[DIGEST..DIGEST + 32].copy_from_slice(&digest);
+    }
+    out
+}
+
+/// A secret key file (either format); a key that loads must be a valid
+/// OPRF key that saves back to the same file.
+pub fn key_file(data: &[u8]) {
+    for file in [data.to_vec(), digest_last(data, 8)] {
+        let Ok(secret) = crate::keyfile::decode(&file) else {
+            continue;
+        };
+        if let Ok(key) = ServerKey::from_bytes(secret) {
+            if file.starts_with(b"PSIKKEY2") {
+                assert_eq!(*crate::keyfile::encode(&key.to_bytes()), file);
+            }
+        }
+    }
+}
+
+/// The parameters the HE messages are decoded against (APSI's 256K-1024
+/// set: n = 4096).
+fn he_params() -> &'static HeParams {
+    static PARAMS: OnceLock<HeParams> = OnceLock::new();
+    PARAMS.get_or_init(|| {
+        let json = crate::he_psi::presets::apsi_preset("256K-1024").expect("a preset");
+        PsiParams::from_apsi_json(json)
+            .and_then(|p| p.he_params())
+            .expect("the preset's parameters")
+    })
+}
+
+/// The HE protocol's messages, with the ciphertexts and key they carry
+/// decoded as the receiving side decodes them.
+pub fn he_messages(data: &[u8]) {
+    let Some((which, payload)) = split(data) else {
+        return;
+    };
+    let params = he_params();
+    match which % 9 {
+        0 => drop(round_trip::<he::ParamsRequest>(payload, ())),
+        1 => {
+            if let Some(response) = round_trip::<he::ParamsResponse>(payload, ()) {
+                drop(PsiParams::from_apsi_json(&response.params_json));
+            }
+        }
+        2 => drop(round_trip::<he::OprfRequest>(payload, MAX_ITEMS)),
+        3 => drop(round_trip::<he::OprfResponse>(payload, EXPECTED_ANSWERS)),
+        4 => {
+            if let Some(header) = round_trip::<he::QueryHeader>(payload, params) {
+                if let Ok(key) = RelinKey::from_bytes(params, &header.relin_key) {
+                    assert_eq!(key.to_bytes().ok(), Some(header.relin_key));
+                }
+            }
+        }
+        5 => {
+            if let Some(query) = round_trip::<he::QueryCt>(payload, params) {
+                if let Ok(ct) = query.ciphertext(params) {
+                    assert_eq!(wire::encode_query_ct(&ct).ok(), Some(query.ct));
+                }
+            }
+        }
+        6 => drop(round_trip::<he::ResultCt>(payload, params)),
+        7 => drop(he::DecodedResultCt::decode(payload, params)),
+        _ => drop(round_trip::<he::QueryDone>(payload, ())),
+    }
+}
+
+/// An HE sender database file; the digest is recomputed over the mutated
+/// contents in a second pass.
+pub fn he_db(data: &[u8]) {
+    for file in [data.to_vec(), digest_last(data, 8)] {
+        drop(crate::he_psi::db_file::read_from(
+            file.as_slice(),
+            Path::new("fuzz"),
+        ));
+    }
+}
+
+/// APSI's JSON parameter files; parameters that load must write out and
+/// load back as the same parameters.
+pub fn apsi_params(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let Ok(params) = PsiParams::from_apsi_json(text) else {
+        return;
+    };
+    let again = PsiParams::from_apsi_json(&params.to_apsi_json());
+    assert_eq!(
+        again.ok(),
+        Some(params),
+        "parameters change when written out"
+    );
+}
+
+/// The OT layer's messages.
+pub fn ot_messages(data: &[u8]) {
+    use psikit_ot::messages::{BaseReceiverMessage, BaseSenderMessage, ExtHeader};
+    let Some((which, payload)) = split(data) else {
+        return;
+    };
+    match which % 3 {
+        0 => drop(round_trip::<BaseSenderMessage>(payload, ())),
+        1 => drop(round_trip::<BaseReceiverMessage>(payload, ())),
+        _ => {
+            if let Ok(header) = ExtHeader::decode(payload) {
+                assert_eq!(header.to_frame().payload, payload);
+            }
+        }
+    }
+}
+
+/// RR16's messages and chunked payloads. The receiver's bounds are the
+/// input's next two bytes (a big-endian `u16`), so edge cases of the
+/// bounds are explored too: OTs per chunk for a challenge, challenged OTs
+/// for a response, bits per value (top 6 bits) and values (low 10) for
+/// π, value length (high byte) and most values (low byte) for summaries.
+pub fn rr16_messages(data: &[u8]) {
+    let Some((which, rest)) = split(data) else {
+        return;
+    };
+    let Some((bound, payload)) = rest.split_first_chunk::<2>() else {
+        return;
+    };
+    let bound = u16::from_be_bytes(*bound);
+    match which % 8 {
+        0 => drop(round_trip::<rr16::Hello>(payload, ())),
+        1 => drop(round_trip::<rr16::Commit>(payload, ())),
+        2 => drop(round_trip::<rr16::Nonce>(payload, ())),
+        3 => drop(round_trip::<rr16::Open>(payload, ())),
+        4 => drop(round_trip::<rr16::Challenge>(payload, u32::from(bound))),
+        5 => drop(round_trip::<rr16::Response>(payload, usize::from(bound))),
+        6 => {
+            let width = u32::from(bound >> 10);
+            let count = usize::from(bound & 0x3ff);
+            if let Ok(pi) = rr16::unpack_indices(payload, count, width) {
+                assert_eq!(rr16::pack_indices(&pi, width), payload);
+            }
+        }
+        _ => {
+            let len = usize::from(bound >> 8);
+            if let Ok(values) = rr16::split_values(payload, len, u64::from(bound & 0xff)) {
+                assert_eq!(values.concat(), payload);
+            }
+        }
+    }
+}
+
+/// A CSV file read under a key spec given on the input's first line, as
+/// the CLI gives it: `key columns;label columns;normalisation`, then a
+/// byte of flags (bit 0: no header row; bits 1-2: the delimiter). The
+/// streaming reader and the table reader must agree, keys must be within
+/// the limit, and labels must decode back to their columns.
+pub fn csv_keys(data: &[u8]) {
+    let Some((flags, rest)) = split(data) else {
+        return;
+    };
+    let Some(newline) = rest.iter().position(|&b| b == b'\n') else {
+        return;
+    };
+    let (line, csv) = (&rest[..newline], &rest[newline + 1..]);
+    let Some(spec) = std::str::from_utf8(line)
+        .ok()
+        .and_then(|l| key_spec(l, flags))
+    else {
+        return;
+    };
+    let Ok(mut reader) = KeyReader::from_reader(csv, &spec) else {
+        return;
+    };
+    let mut items: Vec<LabeledItem> = Vec::new();
+    let mut batch = Vec::new();
+    while let Ok(n) = reader.next_labeled_batch(7, &mut batch) {
+        if n == 0 {
+            break;
+        }
+        items.append(&mut batch);
+    }
+    for item in &items {
+        assert!(!item.key.is_empty() && item.key.len() <= psikit_io::MAX_KEY_BYTES);
+        let fields = psikit_io::decode_label(&item.label).expect("a label decodes");
+        let mut again = Vec::new();
+        psikit_io::encode_label(&fields, &mut again);
+        assert_eq!(again, item.label);
+    }
+    if let Ok(table) = psikit_io::read_rows_from(csv, &spec) {
+        let keys: Vec<&[u8]> = table.keys().collect();
+        let streamed: Vec<&[u8]> = items.iter().map(|i| i.key.as_slice()).collect();
+        // The stream may have stopped at an error the table also hits
+        // (a label column missing only matters to the stream).
+        assert!(keys.starts_with(&streamed), "readers disagree");
+    }
+    drop(psikit_io::decode_label(csv));
+}
+
+/// The spec of [`csv_keys`]'s first line.
+fn key_spec(line: &str, flags: u8) -> Option<KeySpec> {
+    let mut parts = line.split(';');
+    let columns = Column::parse_list(parts.next()?).ok()?;
+    let labels = match parts.next().unwrap_or("") {
+        "" => Vec::new(),
+        list => Column::parse_list(list).ok()?,
+    };
+    let normalize = match parts.next() {
+        Some(n) => Normalize::parse(n).ok()?,
+        None => Normalize::default(),
+    };
+    Some(KeySpec {
+        columns,
+        normalize,
+        has_headers: flags & 1 == 0,
+        delimiter: [b',', b'\t', b';', b'|'][usize::from(flags >> 1 & 3)],
+        label_columns: labels,
+    })
+}

@@ -1,0 +1,413 @@
+//! The seed corpus: real messages and files from the real encoders, one
+//! list per target, in each target's input layout (see the targets' docs),
+//! plus a few malformed inputs the encoders cannot make. Written to
+//! `fuzz/corpus/` by `cargo test -p psikit-protocols --features fuzzing
+//! --test fuzz_corpus -- --ignored`.
+
+use psikit_he::{wire, Evaluator, RelinKey, SecretKey};
+use psikit_ot::messages::{BaseReceiverMessage, BaseSenderMessage, ExtHeader, Mode};
+use psikit_primitives::oprf::{self, BlindedElement, ServerKey};
+use psikit_structures::{CuckooFilter, CuckooFilterParams};
+use psikit_transport::{ErrorCode, ErrorMessage, Frame, Limits};
+use rand::rngs::OsRng;
+use tokio::io::AsyncReadExt;
+
+use super::*;
+use crate::filter_psi::FilterConfig;
+use crate::he_psi::sender_db::{DbEntry, SenderDb};
+
+/// One seed input of one target.
+pub struct Seed {
+    /// The target (a name in [`TARGETS`]).
+    pub target: &'static str,
+    /// The file name, unique within the target.
+    pub name: &'static str,
+    pub bytes: Vec<u8>,
+}
+
+/// Every target's seeds.
+pub fn seeds() -> Vec<Seed> {
+    let mut out = Vec::new();
+    let mut add = |target, list: Vec<(&'static str, Vec<u8>)>| {
+        out.extend(list.into_iter().map(|(name, bytes)| Seed {
+            target,
+            name,
+            bytes,
+        }));
+    };
+    add("frame", frames());
+    add("filter_messages", filter_message_seeds());
+    add("cuckoo_filter", cuckoo_filter_seeds());
+    add("filter_files", filter_file_seeds());
+    add("key_file", key_file_seeds());
+    add("he_messages", he_message_seeds());
+    add("he_db", he_db_seeds());
+    add("apsi_params", apsi_param_seeds());
+    add("ot_messages", ot_message_seeds());
+    add("rr16_messages", rr16_message_seeds());
+    add("csv_keys", csv_seeds());
+    out
+}
+
+/// `which` followed by `payload`.
+fn tagged(which: u8, payload: &[u8]) -> Vec<u8> {
+    [&[which][..], payload].concat()
+}
+
+/// The payload of `message`, after the selector `which`.
+fn message<M: Message>(which: u8, message: &M) -> Vec<u8> {
+    tagged(which, &message.to_frame().payload)
+}
+
+/// Blinded elements and their evaluations for `n` items.
+fn oprf_round(n: usize) -> (Vec<BlindedElement>, Vec<oprf::EvaluatedElement>) {
+    let items: Vec<Vec<u8>> = (0..n).map(|i| format!("item{i}").into_bytes()).collect();
+    let (_, blinded) = oprf::blind_batch(&items, &mut OsRng).expect("blind");
+    let evaluated = ServerKey::generate(&mut OsRng).blind_evaluate_batch(&blinded);
+    (blinded, evaluated)
+}
+
+/// What a channel puts on the wire for `send`'s frames.
+fn sent(send: impl FnOnce(&mut Channel)) -> Vec<u8> {
+    let (ours, mut theirs) = tokio::io::duplex(1 << 20);
+    let mut ch = Channel::unclocked(ours, Limits::default());
+    send(&mut ch);
+    drop(ch);
+    let mut wire = Vec::new();
+    run(theirs.read_to_end(&mut wire)).expect("in-memory read");
+    wire
+}
+
+fn frames() -> Vec<(&'static str, Vec<u8>)> {
+    let messages = sent(|ch| {
+        run(ch.send_msg(&SyncRequest { have: None })).expect("send");
+        run(ch.send_msg(&he::QueryDone { packages: 3 })).expect("send");
+        run(ch.send_error(1, &ErrorMessage::new(ErrorCode::Stale, "filter changed")));
+    });
+    let body: Vec<u8> = (0..3000u32).map(|i| i as u8).collect();
+    let chunked = sent(|ch| run(ch.send_chunked(1, 3, &body)).expect("send"));
+    let oversized = Frame::new(1, 1, Vec::new()).header().map(|b| b | 0x70);
+    vec![
+        ("messages", tagged(0, &messages)),
+        ("chunked", tagged(1, &chunked)),
+        ("cut-short", tagged(0, &messages[..messages.len() - 3])),
+        ("oversized", tagged(0, &oversized)),
+    ]
+}
+
+fn filter_message_seeds() -> Vec<(&'static str, Vec<u8>)> {
+    let version = FilterVersion {
+        filter_id: [7; 16],
+        epoch: 42,
+    };
+    let (blinded, evaluated) = oprf_round(EXPECTED_ANSWERS);
+    let header = SyncHeader {
+        mode: crate::filter_psi::messages::SyncMode::Delta,
+        version,
+        from_epoch: 40,
+        digest: [5; 32],
+        max_query_items: 1000,
+    };
+    let (_, delta) = filter_and_delta();
+    vec![
+        ("sync-none", message(0, &SyncRequest { have: None })),
+        (
+            "sync-have",
+            message(
+                0,
+                &SyncRequest {
+                    have: Some(version),
+                },
+            ),
+        ),
+        ("sync-header", message(1, &header)),
+        ("query", message(2, &QueryRequest { version, blinded })),
+        ("answers", message(3, &QueryResponse { evaluated })),
+        ("delta", tagged(4, &delta.encode())),
+        (
+            "delta-repeated-slot",
+            tagged(4, &[0, 0, 0, 2, 5, 0, 0, 0, 0, 0]),
+        ),
+    ]
+}
+
+/// A small filter as a client holds it, and the delta of the server's
+/// next update to it.
+fn filter_and_delta() -> (Vec<u8>, DeltaBody) {
+    let tag = |i: u32| -> [u8; 16] {
+        Sha256::digest(i.to_le_bytes())[..16]
+            .try_into()
+            .expect("16 bytes")
+    };
+    let params = CuckooFilterParams::for_capacity(150, 10, 4, 0.9).expect("params");
+    let mut filter = CuckooFilter::new(params, 1).expect("filter");
+    for i in 0..120 {
+        filter.insert(&tag(i)).expect("insert");
+    }
+    let before = filter.to_bytes();
+    filter.set_track_changes(true);
+    for i in 120..130 {
+        filter.insert(&tag(i)).expect("insert");
+    }
+    filter.delete(&tag(3));
+    let slots = filter.take_changed_slots();
+    let packed = filter.export_slots(&slots);
+    (before, DeltaBody { slots, packed })
+}
+
+fn cuckoo_filter_seeds() -> Vec<(&'static str, Vec<u8>)> {
+    let (filter, delta) = filter_and_delta();
+    let with_delta = |filter: &[u8], delta: &[u8]| {
+        [&(filter.len() as u32).to_be_bytes()[..], filter, delta].concat()
+    };
+    let empty = CuckooFilter::new(
+        CuckooFilterParams::for_capacity(1, 4, 1, 1.0).expect("p"),
+        0,
+    )
+    .expect("filter")
+    .to_bytes();
+    vec![
+        ("filter-delta", with_delta(&filter, &delta.encode())),
+        ("filter", with_delta(&filter, &[])),
+        (
+            "empty",
+            with_delta(
+                &empty,
+                &DeltaBody {
+                    slots: vec![],
+                    packed: vec![],
+                }
+                .encode(),
+            ),
+        ),
+    ]
+}
+
+fn filter_file_seeds() -> Vec<(&'static str, Vec<u8>)> {
+    let key = ServerKey::generate(&mut OsRng);
+    let tags = crate::filter_psi::tags_for_items(
+        &key,
+        &(0..60u32)
+            .map(|i| psikit_io::Item {
+                key: i.to_le_bytes().to_vec(),
+                row: 1,
+            })
+            .collect::<Vec<_>>(),
+    )
+    .expect("tags");
+    let config = FilterConfig {
+        fpr_log2: 8,
+        history_epochs: 3,
+        ..FilterConfig::default()
+    };
+    let (mut state, _) = ServerState::build(key, tags[..50].to_vec(), config).expect("build");
+    for pair in tags[50..].chunks(2) {
+        state.update(pair.to_vec(), vec![]).expect("update");
+    }
+    let file = state.encode();
+    let mut undigested = file[..file.len() - 32].to_vec();
+    undigested[8] = 1;
+    let snapshot = FilterSnapshot::new(state);
+    let (header, body) = snapshot.answer_sync(&SyncRequest { have: None }, MAX_ITEMS);
+    let mut cache = None;
+    ClientCache::apply_sync(&mut cache, &header, body.bytes()).expect("sync");
+    let cache = cache.expect("a cache").encode();
+    vec![
+        ("state", tagged(0, &file)),
+        ("state-undigested", tagged(0, &undigested)),
+        ("cache", tagged(1, &cache)),
+    ]
+}
+
+fn key_file_seeds() -> Vec<(&'static str, Vec<u8>)> {
+    let key = ServerKey::generate(&mut OsRng).to_bytes();
+    vec![
+        ("key", crate::keyfile::encode(&key).to_vec()),
+        ("key-undigested", [&b"PSIKKEY1"[..], &key].concat()),
+    ]
+}
+
+fn he_message_seeds() -> Vec<(&'static str, Vec<u8>)> {
+    let params = he_params();
+    let json = crate::he_psi::presets::apsi_preset("256K-1024").expect("a preset");
+    let (blinded, evaluated) = oprf_round(EXPECTED_ANSWERS);
+    let sk = SecretKey::generate(params).expect("secret key");
+    let relin = RelinKey::generate(&sk).expect("relinearization key");
+    let slots: Vec<u64> = (0..params.degree() as u64).map(|i| i % 7).collect();
+    let mut ct = sk.encrypt_slots(&slots).expect("encrypt");
+    let query = he::QueryCt::encode(&ct).expect("query ciphertext");
+    Evaluator::new(params, &relin)
+        .and_then(|ev| ev.to_lowest(&mut ct))
+        .expect("to the lowest level");
+    let result = he::ResultCt::encode(5, 2, &ct).expect("result ciphertext");
+    let response = he::ParamsResponse {
+        params_json: json.into(),
+        max_label_bytes: 16,
+        db_id: [3; 32],
+        max_query_items: 500,
+        bundle_counts: vec![4, 0, 9],
+    };
+    let header = he::QueryHeader {
+        db_id: [8; 32],
+        relin_key: relin.to_bytes().expect("key bytes"),
+    };
+    let mut broken = wire::encode_query_ct(&ct_fresh(&sk, &slots)).expect("query");
+    broken[40] = 0xff;
+    broken[41] = 0xff;
+    vec![
+        ("params-request", message(0, &he::ParamsRequest)),
+        ("params", message(1, &response)),
+        ("oprf", message(2, &he::OprfRequest { blinded })),
+        ("oprf-answers", message(3, &he::OprfResponse { evaluated })),
+        ("query-header", message(4, &header)),
+        ("query-ct", message(5, &query)),
+        ("query-ct-out-of-range", tagged(5, &broken)),
+        ("result-ct", message(6, &result)),
+        ("result-ct-decoded", message(7, &result)),
+        ("done", message(8, &he::QueryDone { packages: 7 })),
+    ]
+}
+
+/// A fresh encryption of `slots`.
+fn ct_fresh(sk: &SecretKey, slots: &[u64]) -> psikit_he::Ciphertext {
+    sk.encrypt_slots(slots).expect("encrypt")
+}
+
+/// Small parameters (n = 256, not secure: for tests only) so that a
+/// database file stays a few kilobytes.
+const SMALL_PARAMS: &str = r#"{"table_params": {"hash_func_count": 3, "table_size": 51,
+    "max_items_per_bin": 16}, "item_params": {"felts_per_item": 5},
+    "query_params": {"ps_low_degree": 0, "query_powers": [1, 3, 4]},
+    "seal_params": {"plain_modulus": 65537, "poly_modulus_degree": 256,
+    "coeff_modulus_bits": [30, 30]}}"#;
+
+fn he_db_seeds() -> Vec<(&'static str, Vec<u8>)> {
+    let file = |max_label: usize, items: u32| {
+        let params = PsiParams::from_apsi_json(SMALL_PARAMS).expect("parameters");
+        let mut db = SenderDb::new(params, max_label).expect("a database");
+        let outputs: Vec<[u8; 64]> = (0..items)
+            .map(|i| {
+                let half = Sha256::digest(i.to_le_bytes());
+                [half, half].concat().try_into().expect("64 bytes")
+            })
+            .collect();
+        let labels: Vec<Vec<u8>> = (0..items).map(|i| format!("l{i}").into_bytes()).collect();
+        let entries: Vec<DbEntry> = outputs
+            .iter()
+            .zip(&labels)
+            .map(|(oprf, label)| DbEntry {
+                oprf: *oprf,
+                label: &label[..label.len().min(max_label)],
+            })
+            .collect();
+        db.insert_or_assign(&entries).expect("insert");
+        let mut bytes = Vec::new();
+        crate::he_psi::db_file::write_to(&db, &mut bytes).expect("in memory");
+        bytes
+    };
+    vec![("db", file(4, 12)), ("empty-db", file(0, 0))]
+}
+
+fn apsi_param_seeds() -> Vec<(&'static str, Vec<u8>)> {
+    let mut out: Vec<(&'static str, Vec<u8>)> = crate::he_psi::presets::APSI_PRESETS
+        .iter()
+        .map(|&(name, json)| (name, json.as_bytes().to_vec()))
+        .collect();
+    out.push(("small", SMALL_PARAMS.as_bytes().to_vec()));
+    out.push(("empty-object", b"{}".to_vec()));
+    out
+}
+
+fn ot_message_seeds() -> Vec<(&'static str, Vec<u8>)> {
+    let (blinded, _) = oprf_round(4);
+    let point = |i: usize| blinded[i].to_bytes();
+    let header = ExtHeader {
+        mode: Mode::Kos,
+        param: psikit_ot::messages::KOS_UNCONFIRMED,
+        first_row: 1 << 20,
+        n: 12_345,
+        frame_rows: 65_536,
+    };
+    vec![
+        (
+            "base-sender",
+            message(
+                0,
+                &BaseSenderMessage {
+                    count: 128,
+                    point: point(0),
+                },
+            ),
+        ),
+        (
+            "base-receiver",
+            message(
+                1,
+                &BaseReceiverMessage {
+                    pairs: vec![[point(1), point(2)], [point(3), point(0)]],
+                },
+            ),
+        ),
+        ("ext-header", tagged(2, &header.to_frame().payload)),
+    ]
+}
+
+fn rr16_message_seeds() -> Vec<(&'static str, Vec<u8>)> {
+    /// Selector, the two bound bytes, the payload.
+    fn bounded(which: u8, bound: u16, payload: &[u8]) -> Vec<u8> {
+        [&[which][..], &bound.to_be_bytes(), payload].concat()
+    }
+    let hello = rr16::Hello {
+        malicious: true,
+        reveal: false,
+        set_size: 1 << 20,
+    };
+    let challenge = rr16::Challenge {
+        indices: vec![0, 3, 4, 1000, 1999],
+    };
+    let response = rr16::Response {
+        zero_bits: vec![true, false, true, true, false, false, true, false, true],
+        proof: 0x1234,
+    };
+    let pi: Vec<u32> = (0..20).map(|i| (i * 97) % 2048).collect();
+    let values: Vec<u8> = (0..30).collect();
+    vec![
+        ("hello", bounded(0, 0, &hello.to_frame().payload)),
+        (
+            "commit",
+            bounded(1, 0, &rr16::Commit([1; 32]).to_frame().payload),
+        ),
+        (
+            "nonce",
+            bounded(2, 0, &rr16::Nonce([2; 32]).to_frame().payload),
+        ),
+        (
+            "open",
+            bounded(3, 0, &rr16::Open([3; 32]).to_frame().payload),
+        ),
+        ("challenge", bounded(4, 2000, &challenge.to_frame().payload)),
+        ("response", bounded(5, 9, &response.to_frame().payload)),
+        (
+            "permutation",
+            bounded(6, 11 << 10 | 20, &rr16::pack_indices(&pi, 11)),
+        ),
+        ("summaries", bounded(7, 10 << 8 | 3, &values)),
+    ]
+}
+
+fn csv_seeds() -> Vec<(&'static str, Vec<u8>)> {
+    let labeled = "email;name,tier;trim,lower\n\
+                   email,name,tier\n\
+                   A@x.com,Alice,gold\n \
+                   b@y.org ,\"Bob, Jr\",\"say \"\"hi\"\"\"\n\
+                   ,Nobody,none\n";
+    let composite = "#0,#2;;nfc,collapse,digits\n1,x,2\n3,,4\n5 5,y,6\n";
+    let tabs = "id;;none\nid\tv\n1\ta\n2\tb\n";
+    let header_missing = "email;;trim\nname\nAlice\n";
+    vec![
+        ("labeled", tagged(0, labeled.as_bytes())),
+        ("composite", tagged(1, composite.as_bytes())),
+        ("tabs", tagged(2, tabs.as_bytes())),
+        ("header-missing", tagged(0, header_missing.as_bytes())),
+    ]
+}
