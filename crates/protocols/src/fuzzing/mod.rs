@@ -37,6 +37,8 @@ use crate::filter_psi::messages::{
 use crate::filter_psi::{ClientCache, FilterSnapshot, ServerState};
 use crate::he_psi::messages as he;
 use crate::he_psi::params::PsiParams;
+use crate::common::summaries::split_values;
+use crate::common::two_party::Hello;
 use crate::rr16::messages as rr16;
 
 pub use seeds::{seeds, Seed};
@@ -390,7 +392,7 @@ pub fn rr16_messages(data: &[u8]) {
     };
     let bound = u16::from_be_bytes(*bound);
     match which % 8 {
-        0 => drop(round_trip::<rr16::Hello>(payload, ())),
+        0 => drop(round_trip::<Hello<{ rr16::PROTOCOL_ID }>>(payload, ())),
         1 => drop(round_trip::<rr16::Commit>(payload, ())),
         2 => drop(round_trip::<rr16::Nonce>(payload, ())),
         3 => drop(round_trip::<rr16::Open>(payload, ())),
@@ -405,7 +407,7 @@ pub fn rr16_messages(data: &[u8]) {
         }
         _ => {
             let len = usize::from(bound >> 8);
-            if let Ok(values) = rr16::split_values(payload, len, u64::from(bound & 0xff)) {
+            if let Ok(values) = split_values(payload, len, u64::from(bound & 0xff)) {
                 assert_eq!(values.concat(), payload);
             }
         }

@@ -357,10 +357,13 @@ fn rr16_message_seeds() -> Vec<(&'static str, Vec<u8>)> {
     fn bounded(which: u8, bound: u16, payload: &[u8]) -> Vec<u8> {
         [&[which][..], &bound.to_be_bytes(), payload].concat()
     }
-    let hello = rr16::Hello {
-        malicious: true,
-        reveal: false,
+    let hello = Hello::<{ rr16::PROTOCOL_ID }> {
+        mode: crate::common::two_party::Mode {
+            malicious: true,
+            reveal: false,
+        },
         set_size: 1 << 20,
+        key_format: "psikit-key-v1;columns=1;normalize=trim,lower".into(),
     };
     let challenge = rr16::Challenge {
         indices: vec![0, 3, 4, 1000, 1999],
