@@ -5,7 +5,7 @@ use rand::{CryptoRng, Rng, RngCore};
 use zeroize::Zeroizing;
 
 use super::code::Symbol;
-use super::params::SilentParams;
+use super::params::{parts, SilentParams};
 use super::{ggm, pack_share, run, Noise};
 use crate::messages::SilentTrees;
 use crate::{ChoiceBits, ExtConfig, OtError, OtExtReceiver, ReceiverOts, Security, SessionId};
@@ -55,11 +55,15 @@ impl SilentReceiver {
         count: usize,
         rng: &mut R,
     ) -> Result<CotOutput, OtError> {
-        let params = SilentParams::for_count(count)?;
-        let betas = vec![1u8; params.trees];
-        let Noisy { w, e } = self.punctured(ch, &params, Noise::Bit, &betas, rng).await?;
-        let (t, bits) = self.encode(&params, w, e);
-        let choices: Vec<bool> = bits.iter().map(|&b| b == 1).collect();
+        let (mut t, mut choices) = (Zeroizing::new(Vec::with_capacity(count)), Vec::new());
+        for part in parts(count) {
+            let params = SilentParams::for_count(part)?;
+            let betas = vec![1u8; params.trees];
+            let Noisy { w, e } = self.punctured(ch, &params, Noise::Bit, &betas, rng).await?;
+            let (tp, bits) = self.encode(&params, w, e);
+            t.extend_from_slice(&tp);
+            choices.extend(bits.iter().map(|&b| b == 1));
+        }
         Ok(CotOutput {
             choices: ChoiceBits::from_bools(&choices),
             t,
@@ -73,19 +77,18 @@ impl SilentReceiver {
         count: usize,
         rng: &mut R,
     ) -> Result<VoleOutput, OtError> {
-        let params = SilentParams::for_count(count)?;
-        let betas: Vec<u128> = (0..params.trees)
-            .map(|_| loop {
-                let b: u128 = rng.gen();
-                if b != 0 {
-                    break b;
-                }
-            })
-            .collect();
-        let Noisy { w, e } = self
-            .punctured(ch, &params, Noise::Field, &betas, rng)
-            .await?;
-        let (a, c) = self.encode(&params, w, e);
+        let mut a = Zeroizing::new(Vec::with_capacity(count));
+        let mut c = Zeroizing::new(Vec::with_capacity(count));
+        for part in parts(count) {
+            let params = SilentParams::for_count(part)?;
+            let betas: Vec<u128> = (0..params.trees).map(|_| nonzero(rng)).collect();
+            let Noisy { w, e } = self
+                .punctured(ch, &params, Noise::Field, &betas, rng)
+                .await?;
+            let (ap, cp) = self.encode(&params, w, e);
+            a.extend_from_slice(&ap);
+            c.extend_from_slice(&cp);
+        }
         Ok(VoleOutput { a, c })
     }
 
@@ -170,6 +173,16 @@ fn share(ots: &ReceiverOts, noise: Noise, p: &SilentParams, i: usize) -> u128 {
         Noise::Field => {
             let first = p.trees * p.depth + i * 128;
             pack_share(&ots.t()[first..first + 128])
+        }
+    }
+}
+
+/// A uniform nonzero element of GF(2^128).
+fn nonzero<R: RngCore + CryptoRng>(rng: &mut R) -> u128 {
+    loop {
+        let b: u128 = rng.gen();
+        if b != 0 {
+            return b;
         }
     }
 }

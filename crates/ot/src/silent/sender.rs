@@ -4,7 +4,7 @@ use psikit_transport::Channel;
 use rand::{CryptoRng, Rng, RngCore};
 use zeroize::Zeroizing;
 
-use super::params::SilentParams;
+use super::params::{parts, SilentParams};
 use super::{ggm, pack_share, run, Noise};
 use crate::messages::SilentTrees;
 use crate::{ExtConfig, OtError, OtExtSender, Security, SessionId};
@@ -42,7 +42,7 @@ impl SilentSender {
         count: usize,
         rng: &mut R,
     ) -> Result<Zeroizing<Vec<u128>>, OtError> {
-        self.extend(ch, count, Noise::Bit, rng).await
+        self.extend_parts(ch, count, Noise::Bit, rng).await
     }
 
     /// `count` VOLE correlations: `B` with `A + B = C·Δ` at the receiver.
@@ -52,7 +52,22 @@ impl SilentSender {
         count: usize,
         rng: &mut R,
     ) -> Result<Zeroizing<Vec<u128>>, OtError> {
-        self.extend(ch, count, Noise::Field, rng).await
+        self.extend_parts(ch, count, Noise::Field, rng).await
+    }
+
+    /// One extension per part of `count` ([`parts`]), concatenated.
+    async fn extend_parts<R: RngCore + CryptoRng>(
+        &mut self,
+        ch: &mut Channel,
+        count: usize,
+        noise: Noise,
+        rng: &mut R,
+    ) -> Result<Zeroizing<Vec<u128>>, OtError> {
+        let mut out = Zeroizing::new(Vec::with_capacity(count));
+        for part in parts(count) {
+            out.extend_from_slice(&self.extend(ch, part, noise, rng).await?);
+        }
+        Ok(out)
     }
 
     async fn extend<R: RngCore + CryptoRng>(

@@ -63,6 +63,9 @@ async fn correlated_ots_and_voles_satisfy_their_relations() {
         (1 << 16, false),
         (1 << 16, true),
         (70_000, true),
+        // Two parts (params::parts), concatenated.
+        (params::MAX_PART + 1000, false),
+        (params::MAX_PART + 7, true),
     ];
     let (delta, made) = session(&runs).await;
     for ((count, _), m) in runs.iter().zip(made) {

@@ -170,7 +170,11 @@ impl<'a> SortedIndex<'a> {
             }
             *start = next as u32;
         }
-        Self { sorted, starts, shift }
+        Self {
+            sorted,
+            starts,
+            shift,
+        }
     }
 
     fn contains(&self, s: &Summary) -> bool {
@@ -225,9 +229,8 @@ mod tests {
         use rand::{Rng, SeedableRng};
         let mut rng = rand::rngs::StdRng::seed_from_u64(1);
         for (len, n) in [(6, 0), (6, 1), (6, 1000), (11, 5000), (16, 3)] {
-            let mut held: Vec<Summary> = (0..n)
-                .map(|_| pack(&rng.gen::<[u8; 24]>(), len))
-                .collect();
+            let mut held: Vec<Summary> =
+                (0..n).map(|_| pack(&rng.gen::<[u8; 24]>(), len)).collect();
             held.sort_unstable();
             let index = SortedIndex::new(&held, len);
             assert!(held.iter().all(|s| index.contains(s)), "len {len} n {n}");

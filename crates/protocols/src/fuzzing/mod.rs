@@ -31,14 +31,14 @@ use psikit_structures::CuckooFilter;
 use psikit_transport::{Channel, ErrorMessage, Limits, Message};
 use sha2::{Digest, Sha256};
 
+use crate::common::summaries::split_values;
+use crate::common::two_party::Hello;
 use crate::filter_psi::messages::{
     DeltaBody, FilterVersion, QueryRequest, QueryResponse, SyncHeader, SyncRequest,
 };
 use crate::filter_psi::{ClientCache, FilterSnapshot, ServerState};
 use crate::he_psi::messages as he;
 use crate::he_psi::params::PsiParams;
-use crate::common::summaries::split_values;
-use crate::common::two_party::Hello;
 use crate::rr16::messages as rr16;
 
 pub use seeds::{seeds, Seed};
