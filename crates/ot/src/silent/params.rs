@@ -41,11 +41,13 @@ pub const MAX_COUNT: usize = 1 << 30;
 
 /// Most correlations made by one extension; larger requests run as several
 /// extensions of about equal size ([`parts`]). Per extension the encoder's
-/// random reads stay within the last-level cache up to about this size;
-/// a single extension of 2^24 took three times as long per correlation
-/// (reads from DRAM), while each extra part costs only its trees and base
-/// OTs (about 1.7 MB of traffic for a VOLE part).
-pub const MAX_PART: usize = 1 << 20;
+/// random reads stay near the last-level cache up to about this size; a
+/// single extension of 2^24 took three times as long per correlation
+/// (reads from DRAM), while each extra part costs its trees and base OTs
+/// (about 1.7 MB of traffic for a VOLE part). 2^21 keeps VOLE-PSI at 2^20
+/// items (1.29 M correlations) in one part: two parts cost it 12 bits per
+/// item of traffic.
+pub const MAX_PART: usize = 1 << 21;
 
 /// How an extension of `count` correlations is split: `ceil(count /
 /// MAX_PART)` parts of sizes differing by at most one.
