@@ -4,14 +4,12 @@
 use std::time::Duration;
 
 use psikit_transport::{Channel, ErrorCode, Limits, TransportError};
-use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
 
 use super::messages::{self as msg};
 use super::receiver::{receive, Behaviour};
 use super::session::establish;
 use super::*;
-use crate::common::two_party;
+use crate::common::two_party::testing::{sets, step_pair};
 
 fn limits() -> Limits {
     Limits {
@@ -19,27 +17,6 @@ fn limits() -> Limits {
         read_timeout: Duration::from_secs(30),
         write_timeout: Duration::from_secs(30),
     }
-}
-
-/// Distinct random items: `n_s` for the sender, `n_r` for the receiver,
-/// `overlap` of them shared; returns the receiver's truth mask.
-fn sets(
-    seed: u64,
-    n_s: usize,
-    n_r: usize,
-    overlap: usize,
-) -> (Vec<Vec<u8>>, Vec<Vec<u8>>, Vec<bool>) {
-    let mut rng = StdRng::seed_from_u64(seed);
-    let mut item = || rng.gen::<[u8; 16]>().to_vec();
-    let shared: Vec<Vec<u8>> = (0..overlap).map(|_| item()).collect();
-    let mut sender: Vec<Vec<u8>> = shared.clone();
-    sender.extend((overlap..n_s).map(|_| item()));
-    let mut receiver: Vec<(Vec<u8>, bool)> = shared.into_iter().map(|x| (x, true)).collect();
-    receiver.extend((overlap..n_r).map(|_| (item(), false)));
-    receiver.sort();
-    sender.sort();
-    let (receiver, truth) = receiver.into_iter().unzip();
-    (sender, receiver, truth)
 }
 
 async fn run_pair(
@@ -238,38 +215,15 @@ async fn malformed_summary_values_are_errors_not_panics() {
 /// between them, with no runtime and no sockets: the same core as over TCP.
 #[test]
 fn stepped_parties_match_plaintext_without_a_runtime() {
-    use std::task::Poll;
     for malicious in [true, false] {
         let (s_items, r_items, truth) = sets(11, 300, 200, 120);
         let cfg = Rr16Config {
             reveal_to_sender: true,
             ..small_chunks(malicious)
         };
-        let mut sender =
-            two_party::sender_stepper::<facade::Rr16>(s_items.clone(), cfg.clone(), limits());
-        let mut receiver =
-            two_party::receiver_stepper::<facade::Rr16>(r_items.clone(), cfg, limits());
-        let (mut s_out, mut r_out) = (None, None);
-        while s_out.is_none() || r_out.is_none() {
-            if s_out.is_none() {
-                if let Poll::Ready(r) = sender.advance() {
-                    s_out = Some(r);
-                }
-            }
-            receiver.push(&sender.take_outgoing());
-            if r_out.is_none() {
-                if let Poll::Ready(r) = receiver.advance() {
-                    r_out = Some(r);
-                }
-            }
-            let answer = receiver.take_outgoing();
-            assert!(
-                s_out.is_none() || r_out.is_none() || answer.is_empty(),
-                "bytes after both finished"
-            );
-            sender.push(&answer);
-        }
-        let r = r_out.expect("receiver ran").expect("receiver ok");
+        let (s_out, r_out) =
+            step_pair::<facade::Rr16>(s_items.clone(), r_items.clone(), cfg, limits());
+        let r = r_out.expect("receiver");
         assert_eq!(r.matches, truth, "malicious = {malicious}");
         let shared: Vec<&Vec<u8>> = r_items
             .iter()
@@ -277,7 +231,7 @@ fn stepped_parties_match_plaintext_without_a_runtime() {
             .filter(|(_, t)| **t)
             .map(|(x, _)| x)
             .collect();
-        let s = s_out.expect("sender ran").expect("sender ok");
+        let s = s_out.expect("sender");
         let mut revealed: Vec<&Vec<u8>> = s
             .revealed
             .expect("revealed")

@@ -1,44 +1,14 @@
 //! VOLE-PSI end to end on in-memory channels, against the plaintext
 //! intersection.
 
-use std::task::Poll;
-
 use psikit_transport::{Channel, ErrorCode, Limits, TransportError};
-use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
 
 use super::facade::VolePsi;
 use super::*;
-use crate::common::two_party;
-
-/// Distinct random items of 1 to 40 bytes: `n_s` for the sender, `n_r`
-/// for the receiver, `overlap` of them shared; returns the receiver's
-/// truth mask, computed from the sets themselves (short random items also
-/// collide by chance).
-fn sets(
-    seed: u64,
-    n_s: usize,
-    n_r: usize,
-    overlap: usize,
-) -> (Vec<Vec<u8>>, Vec<Vec<u8>>, Vec<bool>) {
-    let mut rng = StdRng::seed_from_u64(seed);
-    let item = |rng: &mut StdRng| {
-        let len = rng.gen_range(1..40);
-        (0..len).map(|_| rng.gen()).collect::<Vec<u8>>()
-    };
-    let shared: Vec<Vec<u8>> = (0..overlap).map(|_| item(&mut rng)).collect();
-    let mut sender = shared.clone();
-    sender.extend((overlap..n_s).map(|_| item(&mut rng)));
-    let mut receiver = shared;
-    receiver.extend((overlap..n_r).map(|_| item(&mut rng)));
-    for set in [&mut sender, &mut receiver] {
-        set.sort();
-        set.dedup();
-    }
-    let held: std::collections::HashSet<&Vec<u8>> = sender.iter().collect();
-    let truth = receiver.iter().map(|y| held.contains(y)).collect();
-    (sender, receiver, truth)
-}
+use crate::common::two_party::{
+    self,
+    testing::{sets, step_pair},
+};
 
 async fn run_pair(
     sender_items: Vec<Vec<u8>>,
@@ -163,26 +133,9 @@ async fn a_truncated_masked_table_is_an_error_not_a_panic() {
 #[test]
 fn stepped_parties_match_plaintext_without_a_runtime() {
     let (s, r, truth) = sets(12, 700, 600, 321);
-    let limits = Limits::default();
-    let mut sender = two_party::sender_stepper::<VolePsi>(s, VoleConfig::default(), limits);
-    let mut receiver = two_party::receiver_stepper::<VolePsi>(r, VoleConfig::default(), limits);
-    let (mut s_out, mut r_out) = (None, None);
-    while s_out.is_none() || r_out.is_none() {
-        if s_out.is_none() {
-            if let Poll::Ready(x) = sender.advance() {
-                s_out = Some(x);
-            }
-        }
-        receiver.push(&sender.take_outgoing());
-        if r_out.is_none() {
-            if let Poll::Ready(x) = receiver.advance() {
-                r_out = Some(x);
-            }
-        }
-        sender.push(&receiver.take_outgoing());
-    }
-    assert_eq!(r_out.expect("ran").expect("receiver").matches, truth);
-    assert!(s_out.expect("ran").expect("sender").revealed.is_none());
+    let (s_out, r_out) = step_pair::<VolePsi>(s, r, VoleConfig::default(), Limits::default());
+    assert_eq!(r_out.expect("receiver").matches, truth);
+    assert!(s_out.expect("sender").revealed.is_none());
 }
 
 #[tokio::test]
