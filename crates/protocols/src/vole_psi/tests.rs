@@ -100,8 +100,7 @@ async fn an_oversized_peer_set_is_refused_before_any_work() {
 }
 
 #[tokio::test]
-async fn a_truncated_masked_table_is_an_error_not_a_panic() {
-    // A receiver that stops after announcing a table it never finishes.
+async fn a_receiver_that_stops_after_its_seed_is_an_error_not_a_panic() {
     let (s, _, _) = sets(5, 100, 100, 0);
     let (mut a, mut b) = Channel::memory_pair(Limits::default());
     let sender = tokio::spawn(async move { run_sender(&mut a, &s, &VoleConfig::default()).await });
@@ -160,5 +159,77 @@ async fn differently_encoded_keys_are_refused_with_both_formats_named() {
             text.contains("normalize=trim,lower") && text.contains("--normalize"),
             "{text}"
         );
+    }
+}
+
+/// A receiver that runs the VOLE honestly, then sends a masked table of
+/// the wrong size (announced too large, or cut short before it hangs up):
+/// the sender refuses it with a clear error, without a panic or a wait.
+#[tokio::test]
+async fn a_masked_table_of_the_wrong_size_is_refused() {
+    use psikit_ot::silent::SilentReceiver;
+    use psikit_ot::{ExtConfig, SessionId};
+    use psikit_structures::okvs::OkvsParams;
+    for oversized in [true, false] {
+        let (s, _, _) = sets(7, 200, 200, 0);
+        let (mut a, mut b) = Channel::memory_pair(Limits::default());
+        let sender =
+            tokio::spawn(async move { run_sender(&mut a, &s, &VoleConfig::default()).await });
+        let (n_r, seed) = (150u64, [3u8; 16]);
+        let n_s = two_party::hello::<{ messages::PROTOCOL_ID }>(
+            &mut b,
+            &VoleConfig::default().terms(n_r),
+        )
+        .await
+        .expect("hello");
+        b.send_msg(&messages::OkvsSeed(seed)).await.expect("seed");
+        let m = OkvsParams::new(n_r as usize).expect("params").table_len();
+        let sid = SessionId::new(&[&seed[..], &n_s.to_be_bytes(), &n_r.to_be_bytes()].concat());
+        let mut vole =
+            SilentReceiver::setup(&mut b, &sid, ExtConfig::default(), &mut rand::rngs::OsRng)
+                .await
+                .expect("setup");
+        vole.vole(&mut b, m, &mut rand::rngs::OsRng)
+            .await
+            .expect("vole");
+        let table = vec![0u8; m * 16 + usize::from(oversized) * 16];
+        let sent = match oversized {
+            true => {
+                b.send_chunked(messages::PROTOCOL_ID, messages::KIND_MASKED, &table)
+                    .await
+            }
+            false => {
+                // The total announced, then half of it, then gone.
+                let total = (table.len() as u64).to_be_bytes();
+                b.send_payload(messages::PROTOCOL_ID, messages::KIND_MASKED, &total)
+                    .await
+                    .expect("head");
+                b.send_payload(
+                    messages::PROTOCOL_ID,
+                    messages::KIND_MASKED,
+                    &table[..table.len() / 2],
+                )
+                .await
+            }
+        };
+        let _ = sent;
+        drop(b);
+        let err = sender.await.expect("task").expect_err("refused");
+        match oversized {
+            true => assert!(
+                matches!(
+                    err,
+                    Error::Transport(TransportError::TransferTooLarge { .. })
+                ),
+                "{err}"
+            ),
+            false => assert!(
+                matches!(
+                    err,
+                    Error::Transport(TransportError::Closed | TransportError::Io(_))
+                ),
+                "{err}"
+            ),
+        }
     }
 }
