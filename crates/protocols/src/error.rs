@@ -64,6 +64,14 @@ pub enum Error {
     Unsupported(u8),
 }
 
+impl Error {
+    /// Whether the server refused the request for load ("server busy"):
+    /// the request may be repeated later.
+    pub fn is_busy(&self) -> bool {
+        matches!(self, Error::Transport(TransportError::Peer(m)) if m.code == ErrorCode::Busy)
+    }
+}
+
 /// How a peer broke a protocol: what a server tells its client, and what
 /// a client reports about its server.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]

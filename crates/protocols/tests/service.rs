@@ -105,3 +105,36 @@ async fn every_client_over_the_limit_hears_that_the_server_is_busy() {
     }
     drop(holder);
 }
+
+/// A client refused as busy retries with backoff and succeeds once a slot
+/// frees up (the CLI's filter and HE clients go through the same blocking
+/// entries).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_server_is_retried_until_a_slot_frees() {
+    use psikit_protocols::common::connect::ServerAddr;
+    use psikit_protocols::filter_psi::FilterClient;
+    let server = serve(1).await;
+    let mut holder = server
+        .connect(common::limits(Duration::from_secs(10)))
+        .await
+        .unwrap();
+    holder.send(&Frame::new(1, 1, vec![0])).await.unwrap();
+    holder.recv().await.unwrap();
+    let addr = ServerAddr {
+        addr: server.addr().to_string(),
+        tls: None,
+        limits: common::limits(Duration::from_secs(10)),
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let client = tokio::task::spawn_blocking(move || {
+        let mut client = FilterClient::with_cache_file(&cache, 1 << 30)?;
+        client.query_blocking(&addr, &[b"absent".to_vec()])
+    });
+    // Refused at least once (the first retry waits about 200 ms), then
+    // served once the holder leaves.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    drop(holder);
+    let query = client.await.unwrap().expect("served after retrying");
+    assert_eq!(query.outcome.matches, vec![false]);
+}

@@ -38,6 +38,36 @@ impl ServerAddr {
     }
 }
 
+/// Retries of a request a server refused as busy (all its connection
+/// slots taken): how many, and the first wait, doubled each time with
+/// random jitter (so clients refused together do not return together).
+/// Five retries wait about 6 s in all.
+pub const BUSY_RETRIES: u32 = 5;
+const BUSY_FIRST_WAIT: Duration = Duration::from_millis(200);
+
+/// Waits between attempts of a request refused as busy. Only requests
+/// safe to repeat use it: syncs and queries, which change nothing at the
+/// server.
+#[derive(Debug, Default)]
+pub struct BusyRetry {
+    done: u32,
+}
+
+impl BusyRetry {
+    /// Whether `result` is a busy refusal worth another attempt; if so,
+    /// first waits out the backoff.
+    pub async fn again<T>(&mut self, result: &Result<T, Error>) -> bool {
+        if !matches!(result, Err(e) if e.is_busy()) || self.done >= BUSY_RETRIES {
+            return false;
+        }
+        let base = BUSY_FIRST_WAIT * 2u32.pow(self.done);
+        let jitter = rand::random::<f64>() * 0.5 + 0.75;
+        self.done += 1;
+        tokio::time::sleep(base.mul_f64(jitter)).await;
+        true
+    }
+}
+
 /// How one party of a two-party protocol meets the other.
 #[derive(Clone, Debug)]
 pub enum Peer {

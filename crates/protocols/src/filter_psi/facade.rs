@@ -20,7 +20,7 @@ use super::client::QueryOutcome;
 use super::config::FilterConfig;
 use super::state::{tags_from_reader, ServerState, UpdateReport};
 use super::Tag;
-use crate::common::connect::{block_on, Channel, ServerAddr};
+use crate::common::connect::{block_on, BusyRetry, Channel, ServerAddr};
 use crate::common::state_dir;
 use crate::{Error, Progress, Violation};
 
@@ -203,23 +203,41 @@ impl FilterClient {
         cache.query(ch, items).await
     }
 
-    /// [`FilterClient::sync`] over a new connection, blocking.
+    /// [`FilterClient::sync`] over a new connection, blocking; a busy
+    /// server is retried with backoff ([`BusyRetry`]).
     pub fn sync_blocking(&mut self, server: &ServerAddr) -> Result<SyncOutcome, Error> {
         block_on(async {
-            let mut ch = server.connect().await?;
-            self.sync(&mut ch).await
+            let mut retry = BusyRetry::default();
+            loop {
+                let result = match server.connect().await {
+                    Ok(mut ch) => self.sync(&mut ch).await,
+                    Err(e) => Err(e),
+                };
+                if !retry.again(&result).await {
+                    return result;
+                }
+            }
         })?
     }
 
-    /// [`FilterClient::query`] over a new connection, blocking.
+    /// [`FilterClient::query`] over a new connection, blocking; a busy
+    /// server is retried with backoff ([`BusyRetry`]).
     pub fn query_blocking(
         &mut self,
         server: &ServerAddr,
         items: &[Vec<u8>],
     ) -> Result<ClientQuery, Error> {
         block_on(async {
-            let mut ch = server.connect().await?;
-            self.query(&mut ch, items).await
+            let mut retry = BusyRetry::default();
+            loop {
+                let result = match server.connect().await {
+                    Ok(mut ch) => self.query(&mut ch, items).await,
+                    Err(e) => Err(e),
+                };
+                if !retry.again(&result).await {
+                    return result;
+                }
+            }
         })?
     }
 }

@@ -22,7 +22,7 @@ use super::params::PsiParams;
 use super::select::{self, Selection, SelectionInput};
 use super::sender_db::UpdateStats;
 use super::state::{HeState, Row};
-use crate::common::connect::{block_on, Channel, ServerAddr};
+use crate::common::connect::{block_on, BusyRetry, Channel, ServerAddr};
 use crate::common::state_dir;
 use crate::{Error, Match, Progress};
 
@@ -319,15 +319,24 @@ pub async fn query(
     })
 }
 
-/// [`query`] over a new connection, blocking.
+/// [`query`] over a new connection, blocking; a busy server is retried
+/// with backoff ([`BusyRetry`]).
 pub fn query_blocking(
     server: &ServerAddr,
     keys: &[Vec<u8>],
     pad_to: Option<usize>,
 ) -> Result<Session, Error> {
     block_on(async {
-        let mut ch = server.connect().await?;
-        query(&mut ch, keys, pad_to).await
+        let mut retry = BusyRetry::default();
+        loop {
+            let result = match server.connect().await {
+                Ok(mut ch) => query(&mut ch, keys, pad_to).await,
+                Err(e) => Err(e),
+            };
+            if !retry.again(&result).await {
+                return result;
+            }
+        }
     })?
 }
 
