@@ -487,6 +487,27 @@ fn bench_rr16_runs_two_worker_processes() {
     assert!(out.contains("targets need --log2 20"), "{out}");
 }
 
+/// The VOLE-PSI benchmark runs both parties as worker processes, checks
+/// each run against the known intersection, and prints its tables.
+#[test]
+fn bench_psi_runs_two_worker_processes() {
+    let out = run_ok(psikit().args([
+        "bench",
+        "psi",
+        "--log2",
+        "6",
+        "--threads",
+        "1",
+        "--runs",
+        "1",
+        "--with-rr16",
+    ]));
+    assert!(out.contains("| Vole     | semi-honest | 2^6"), "{out}");
+    assert!(out.contains("| Rr16     | semi-honest | 2^6"), "{out}");
+    assert!(out.contains("VOLE-PSI parts"), "{out}");
+    assert!(out.contains("targets need --log2 20"), "{out}");
+}
+
 /// The APSI parameter file the HE tests use (small and quick).
 fn he_params_file() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../protocols/src/he_psi/apsi-params/256K-1024.json")
