@@ -40,6 +40,8 @@ use crate::filter_psi::{ClientCache, FilterSnapshot, ServerState};
 use crate::he_psi::messages as he;
 use crate::he_psi::params::PsiParams;
 use crate::rr16::messages as rr16;
+use crate::vole_psi::messages as vole;
+use psikit_ot::messages::SilentTrees;
 
 pub use seeds::{seeds, Seed};
 
@@ -59,6 +61,7 @@ pub const TARGETS: &[Target] = &[
     ("apsi_params", apsi_params),
     ("ot_messages", ot_messages),
     ("rr16_messages", rr16_messages),
+    ("vole_messages", vole_messages),
     ("csv_keys", csv_keys),
 ];
 
@@ -411,6 +414,29 @@ pub fn rr16_messages(data: &[u8]) {
                 assert_eq!(values.concat(), payload);
             }
         }
+    }
+}
+
+/// VOLE-PSI's messages and the silent OT's trees: a selector byte, two
+/// bound bytes (blocks expected, big-endian), then the payload. A decoded
+/// message must re-encode to its bytes.
+pub fn vole_messages(data: &[u8]) {
+    let Some((which, rest)) = split(data) else {
+        return;
+    };
+    let Some((bound, payload)) = rest.split_first_chunk::<2>() else {
+        return;
+    };
+    let blocks = usize::from(u16::from_be_bytes(*bound));
+    match which % 4 {
+        0 => drop(round_trip::<Hello<{ vole::PROTOCOL_ID }>>(payload, ())),
+        1 => drop(round_trip::<vole::OkvsSeed>(payload, ())),
+        2 => {
+            if let Ok(table) = vole::decode_blocks(payload, blocks) {
+                assert_eq!(vole::encode_blocks(&table), payload);
+            }
+        }
+        _ => drop(round_trip::<SilentTrees>(payload, blocks)),
     }
 }
 

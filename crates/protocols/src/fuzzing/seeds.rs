@@ -45,6 +45,7 @@ pub fn seeds() -> Vec<Seed> {
     add("apsi_params", apsi_param_seeds());
     add("ot_messages", ot_message_seeds());
     add("rr16_messages", rr16_message_seeds());
+    add("vole_messages", vole_message_seeds());
     add("csv_keys", csv_seeds());
     out
 }
@@ -349,6 +350,32 @@ fn ot_message_seeds() -> Vec<(&'static str, Vec<u8>)> {
             ),
         ),
         ("ext-header", tagged(2, &header.to_frame().payload)),
+    ]
+}
+
+fn vole_message_seeds() -> Vec<(&'static str, Vec<u8>)> {
+    /// Selector, the two bound bytes, the payload.
+    fn bounded(which: u8, blocks: u16, payload: &[u8]) -> Vec<u8> {
+        [&[which][..], &blocks.to_be_bytes(), payload].concat()
+    }
+    let hello = Hello::<{ vole::PROTOCOL_ID }> {
+        mode: crate::common::two_party::Mode {
+            malicious: false,
+            reveal: true,
+        },
+        set_size: 1 << 16,
+        key_format: "psikit-key-v1;columns=2;normalize=trim".into(),
+    };
+    let table: Vec<u128> = (0..5).map(|i| u128::MAX / 7 * i).collect();
+    let trees = SilentTrees {
+        count: 4096,
+        blocks: (0..9).collect(),
+    };
+    vec![
+        ("hello", bounded(0, 0, &hello.to_frame().payload)),
+        ("okvs-seed", bounded(1, 0, &vole::OkvsSeed([9; 16]).to_frame().payload)),
+        ("masked-table", bounded(2, 5, &vole::encode_blocks(&table))),
+        ("silent-trees", bounded(3, 9, &trees.to_frame().payload)),
     ]
 }
 

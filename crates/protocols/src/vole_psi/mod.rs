@@ -39,7 +39,7 @@
 //! name any of the sender's items), exactly as for RR16.
 
 pub mod facade;
-mod messages;
+pub(crate) mod messages;
 mod oprf;
 mod receiver;
 mod sender;
