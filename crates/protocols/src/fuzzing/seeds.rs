@@ -373,7 +373,10 @@ fn vole_message_seeds() -> Vec<(&'static str, Vec<u8>)> {
     };
     vec![
         ("hello", bounded(0, 0, &hello.to_frame().payload)),
-        ("okvs-seed", bounded(1, 0, &vole::OkvsSeed([9; 16]).to_frame().payload)),
+        (
+            "okvs-seed",
+            bounded(1, 0, &vole::OkvsSeed([9; 16]).to_frame().payload),
+        ),
         ("masked-table", bounded(2, 5, &vole::encode_blocks(&table))),
         ("silent-trees", bounded(3, 9, &trees.to_frame().payload)),
     ]
