@@ -126,10 +126,8 @@ pub fn run(cmd: PsiCommand) -> Result<()> {
 #[cfg(feature = "vole")]
 fn vole(a: &PsiArgs, sending: bool) -> Result<()> {
     use psikit_protocols::vole_psi::{facade::VolePsi, VoleConfig};
-    if a.malicious {
-        bail!("VOLE-PSI has no malicious mode yet; use --protocol rr16 --malicious");
-    }
     let cfg = VoleConfig {
+        malicious: a.malicious,
         reveal_to_sender: a.party.reveal,
         max_set_size: a.party.max_peer_items,
         key_format: a.party.csv.spec()?.key_format(),

@@ -8,7 +8,8 @@
 //!
 //! Options: `--log-n 16,20` (correlations per extension, as powers of
 //! two), `--threads 1,2` (per party), `--reps 3`, `--vole` (VOLE over
-//! GF(2^128) instead of correlated OT). Prints medians of: the
+//! GF(2^128) instead of correlated OT), `--malicious` (KOS base
+//! correlations and the trees' consistency check). Prints medians of: the
 //! base-OT set-up, one extension (both parties done), its kernels alone on
 //! one party's pool (GGM expansion of the sender's trees, one
 //! Expand-Convolute encoding of `N` blocks), correlations per second and
@@ -17,7 +18,7 @@
 use std::time::{Duration, Instant};
 
 use psikit_ot::silent::{code::ExConvCode, ggm, SilentParams, SilentReceiver, SilentSender};
-use psikit_ot::{ExtConfig, SessionId};
+use psikit_ot::{ExtConfig, Security, SessionId};
 use psikit_transport::{Channel, Limits};
 use rand::rngs::OsRng;
 
@@ -37,7 +38,7 @@ fn list(args: &[String], flag: &str, default: &[usize]) -> Vec<usize> {
         .unwrap_or_else(|| default.to_vec())
 }
 
-fn run(log_n: usize, threads: usize, vole: bool) -> Sample {
+fn run(log_n: usize, threads: usize, vole: bool, security: Security) -> Sample {
     let count = 1usize << log_n;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -53,7 +54,7 @@ fn run(log_n: usize, threads: usize, vole: bool) -> Sample {
         let start = Instant::now();
         let sender = tokio::spawn(async move {
             let cfg = ExtConfig::with_threads(threads).expect("pool");
-            let mut s = SilentSender::setup(&mut a, &sid, cfg, &mut OsRng).await?;
+            let mut s = SilentSender::setup(&mut a, &sid, security, cfg, &mut OsRng).await?;
             let set_up = start.elapsed();
             let out = match vole {
                 true => s.vole(&mut a, count, &mut OsRng).await?,
@@ -62,7 +63,7 @@ fn run(log_n: usize, threads: usize, vole: bool) -> Sample {
             Ok::<_, psikit_ot::OtError>((set_up, out.len()))
         });
         let cfg = ExtConfig::with_threads(threads).expect("pool");
-        let mut r = SilentReceiver::setup(&mut b, &sid, cfg, &mut OsRng)
+        let mut r = SilentReceiver::setup(&mut b, &sid, security, cfg, &mut OsRng)
             .await
             .expect("setup");
         let setup_done = start.elapsed();
@@ -122,12 +123,16 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let reps = list(&args, "--reps", &[3])[0].max(1);
     let vole = args.iter().any(|a| a == "--vole");
+    let (security, model) = match args.iter().any(|a| a == "--malicious") {
+        true => (Security::Malicious, "malicious"),
+        false => (Security::SemiHonest, "semi-honest"),
+    };
     let what = if vole {
         "VOLE over GF(2^128)"
     } else {
         "correlated OT"
     };
-    println!("silent {what} (semi-honest), in-memory channel, medians of {reps}");
+    println!("silent {what} ({model}), in-memory channel, medians of {reps}");
     println!(
         "{:>6} {:>7} {:>9} {:>9} {:>9} {:>9} {:>12} {:>12} {:>9} {:>8} {:>8}",
         "log n",
@@ -144,7 +149,9 @@ fn main() {
     );
     for &log_n in &list(&args, "--log-n", &[16, 20]) {
         for &threads in &list(&args, "--threads", &[1, 2]) {
-            let samples: Vec<Sample> = (0..reps).map(|_| run(log_n, threads, vole)).collect();
+            let samples: Vec<Sample> = (0..reps)
+                .map(|_| run(log_n, threads, vole, security))
+                .collect();
             let p = SilentParams::for_count(1 << log_n).expect("params");
             let ext = median(samples.iter().map(|s| s.extend).collect());
             let rate = (1u64 << log_n) as f64 / ext.as_secs_f64();

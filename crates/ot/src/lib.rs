@@ -103,6 +103,10 @@ pub enum OtError {
     Mismatch(String),
     #[error("KOS consistency check failed: the receiver's matrix is not consistent with one choice vector")]
     ConsistencyCheck,
+    #[error(
+        "silent OT consistency check failed: the sender's GGM trees are not consistent with one Δ"
+    )]
+    SilentCheck,
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
     #[error("this OT instance failed earlier and can no longer be used")]

@@ -10,6 +10,8 @@
 //! | [`kind::KOS_CHECK`] (6) | receiver → sender | `x̃` then `t̃_0..t̃_127`, 129 × 16 bytes |
 //! | [`kind::KOS_OK`] (7) | sender → receiver | empty: the check passed (not sent in a [`KOS_UNCONFIRMED`] extension) |
 //! | [`kind::SILENT_TREES`] (8) | silent OT sender → receiver | [`SilentTrees`]: `u64 count`, then per GGM tree its masked level sums (2 blocks per level) and its correction block |
+//! | [`kind::SILENT_CHALLENGE`] (9) | silent OT receiver → sender | [`SilentChallenge`]: the 16-byte key of the malicious check's weights |
+//! | [`kind::SILENT_CHECK`] (10) | silent OT sender → receiver | [`SilentCheck`]: the 32-byte hash the receiver compares |
 //!
 //! Kind 255 is the transport's error message; a failed KOS check is reported
 //! with code `Aborted`, a malformed message with `BadRequest`. The base-OT
@@ -42,6 +44,8 @@ pub mod kind {
     pub const KOS_CHECK: u8 = 6;
     pub const KOS_OK: u8 = 7;
     pub const SILENT_TREES: u8 = 8;
+    pub const SILENT_CHALLENGE: u8 = 9;
+    pub const SILENT_CHECK: u8 = 10;
 }
 
 /// Base OT, sender → receiver: the batch size and the sender's point `A`
@@ -125,6 +129,46 @@ impl Message for SilentTrees {
             count,
             blocks: bytes.chunks_exact(16).map(block_from_le).collect(),
         })
+    }
+}
+
+/// Malicious silent OT, receiver → sender, after all trees of an
+/// extension: the key of the check's weights (`silent::check`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SilentChallenge(pub u128);
+
+impl Message for SilentChallenge {
+    const PROTOCOL: ProtocolId = PROTOCOL_ID;
+    const KIND: u8 = kind::SILENT_CHALLENGE;
+    type Bounds<'a> = ();
+
+    fn write(&self, w: &mut Writer) {
+        w.bytes(&self.0.to_le_bytes());
+    }
+
+    fn read(r: &mut Reader<'_>, (): ()) -> Result<Self, DecodeError> {
+        Ok(Self(u128::from_le_bytes(
+            r.array("silent check challenge")?,
+        )))
+    }
+}
+
+/// Malicious silent OT, sender → receiver: the hash of the sender's side
+/// of the check.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SilentCheck(pub [u8; 32]);
+
+impl Message for SilentCheck {
+    const PROTOCOL: ProtocolId = PROTOCOL_ID;
+    const KIND: u8 = kind::SILENT_CHECK;
+    type Bounds<'a> = ();
+
+    fn write(&self, w: &mut Writer) {
+        w.bytes(&self.0);
+    }
+
+    fn read(r: &mut Reader<'_>, (): ()) -> Result<Self, DecodeError> {
+        r.array("silent check hash").map(Self)
     }
 }
 
@@ -235,7 +279,7 @@ pub(crate) fn block_from_le(bytes: &[u8]) -> u128 {
 /// Tells the peer why we are giving up (best effort), then returns `err`.
 pub(crate) async fn abort(chan: &mut Channel, err: OtError) -> OtError {
     let code = match &err {
-        OtError::ConsistencyCheck => Some(ErrorCode::Aborted),
+        OtError::ConsistencyCheck | OtError::SilentCheck => Some(ErrorCode::Aborted),
         OtError::Malformed(_) | OtError::InvalidPoint(_) | OtError::Mismatch(_) => {
             Some(ErrorCode::BadRequest)
         }

@@ -51,6 +51,9 @@ pub trait Symbol:
     /// Bit `j` of the value (false past its width).
     fn bit(self, j: usize) -> bool;
 
+    /// The value as an element of GF(2^128) (bytes hold noise bits).
+    fn field(self) -> u128;
+
     /// Takes the convolution steps `first, first + 1, ..` of a pass on a
     /// vector `kernel` (`coeffs[g]` holds the coefficient words of steps
     /// `first + 4g .. first + 4g + 4`, one per 32 bits) and returns how many
@@ -69,6 +72,10 @@ impl Symbol for u128 {
 
     fn bit(self, j: usize) -> bool {
         j < 128 && self >> j & 1 == 1
+    }
+
+    fn field(self) -> u128 {
+        self
     }
 
     fn convolute_steps(x: &mut [Self], first: usize, coeffs: &[u128], kernel: Kernel) -> usize {
@@ -100,6 +107,10 @@ impl Symbol for u8 {
 
     fn bit(self, j: usize) -> bool {
         j < 8 && self >> j & 1 == 1
+    }
+
+    fn field(self) -> u128 {
+        u128::from(self)
     }
 
     /// Bytes take the bit-sliced loop on every vector kernel (it needs no

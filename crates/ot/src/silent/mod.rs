@@ -8,6 +8,7 @@
 //! | [`params`] | the shape of an extension and the rule keeping it at 128-bit security |
 //! | [`code`] | the Expand-Convolute code (RRT23) compressing the noise |
 //! | [`ggm`] | GGM trees as punctured PRFs |
+//! | [`check`] | the malicious consistency check of the trees |
 //! | [`sender`], [`receiver`] | the two roles over a `Channel` |
 //!
 //! # Outputs
@@ -38,11 +39,32 @@
 //!    the receiver `E(w)` and `E(e)`; the relations hold by linearity, and
 //!    `E(e)` is pseudorandom by dual LPN ([`params`]).
 //!
+//! All base correlations of an extension come from one IKNP (or KOS)
+//! extension, whatever the number of parts ([`params::parts`]).
+//!
 //! # Security
-//! Semi-honest (IKNP base correlations; the trees carry no consistency
-//! check yet). 128-bit computational under dual LPN with regular noise at
-//! the parameters of [`params`], enforced in code.
+//! 128-bit computational under dual LPN with regular noise at the
+//! parameters of [`params`], enforced in code, with either security:
+//!
+//! * [`Security::SemiHonest`](crate::Security): IKNP base correlations;
+//! * [`Security::Malicious`](crate::Security): KOS base correlations
+//!   (unconfirmed: a failed check reaches the receiver as an error frame
+//!   in place of the trees) and the consistency check of the trees
+//!   ([`check`]): after the trees, the receiver sends a challenge and the
+//!   sender answers with a hash the receiver compares (one more round
+//!   trip, 48 bytes and 128 base correlations per extension). A cheating
+//!   sender is caught unless it guessed the receiver's choices on the
+//!   correlations it tampered with, and a wrong guess aborts: the
+//!   selective-failure leakage of Boyle et al. (CCS 2019) and Ferret (CCS
+//!   2020), under which LPN with regular noise is assumed to stay hard. A
+//!   malicious receiver chooses its own noise, which VOLE allows (its
+//!   outputs are its choice), and cannot learn more of `Δ` than KOS's
+//!   inherent leakage.
+//!
+//! The receiver runs an extension in three steps ([`Pending`]) so that a
+//! protocol can compute while the sender expands and sends its trees.
 
+pub mod check;
 pub mod code;
 pub mod ggm;
 pub mod params;
@@ -50,7 +72,7 @@ pub mod receiver;
 pub mod sender;
 
 pub use params::SilentParams;
-pub use receiver::SilentReceiver;
+pub use receiver::{Pending, SilentReceiver};
 pub use sender::SilentSender;
 
 /// What the receiver's noise carries, and so what an extension makes.

@@ -2,13 +2,18 @@
 
 use psikit_transport::Channel;
 use rand::{CryptoRng, Rng, RngCore};
+use subtle::ConstantTimeEq;
 use zeroize::Zeroizing;
 
+use super::check::{self, CHECK_OTS};
 use super::code::Symbol;
 use super::params::{parts, SilentParams};
 use super::{ggm, pack_share, run, Noise};
-use crate::messages::SilentTrees;
-use crate::{ChoiceBits, ExtConfig, OtError, OtExtReceiver, ReceiverOts, Security, SessionId};
+use crate::ext::Confirm;
+use crate::messages::{abort, SilentChallenge, SilentCheck, SilentTrees};
+use crate::{
+    gf128, ChoiceBits, ExtConfig, OtError, OtExtReceiver, ReceiverOts, Security, SessionId,
+};
 
 /// The silent receiver: base OTs once, then any number of extensions.
 pub struct SilentReceiver {
@@ -28,23 +33,43 @@ pub struct VoleOutput {
     pub c: Zeroizing<Vec<u128>>,
 }
 
-/// The receiver's punctured trees before encoding: leaves `w = v + e·Δ`
-/// and the noise `e`.
+/// An extension under way, in three steps so that a protocol can compute
+/// while the sender works: [`SilentReceiver::start_vole`] (or
+/// [`SilentReceiver::start_cot`]) runs the base correlations, which fixes
+/// the noise; [`Pending::receive_trees`] reads the sender's trees (and
+/// sends the malicious check's challenge); `finish` rebuilds, checks and
+/// compresses. The sender runs its whole side in one call.
+pub struct Pending<T: Symbol> {
+    shapes: Vec<SilentParams>,
+    noise: Noise,
+    ots: ReceiverOts,
+    /// Per part, each tree's noise value `β_i`.
+    betas: Vec<Vec<T>>,
+    /// The malicious check's challenge (`None`: semi-honest).
+    challenge: Option<u128>,
+    trees: Vec<SilentTrees>,
+    config: ExtConfig,
+}
+
+/// The receiver's punctured trees of one part before encoding: leaves
+/// `w = v + e·Δ` and the noise `e`.
 struct Noisy<T: Symbol> {
     w: Zeroizing<Vec<u128>>,
     e: Zeroizing<Vec<T>>,
 }
 
 impl SilentReceiver {
-    /// Runs the base OTs (semi-honest IKNP underneath).
+    /// Runs the base OTs: IKNP underneath for [`Security::SemiHonest`], KOS
+    /// plus the trees' consistency check for [`Security::Malicious`].
     pub async fn setup<R: RngCore + CryptoRng>(
         ch: &mut Channel,
         sid: &SessionId,
+        security: Security,
         config: ExtConfig,
         rng: &mut R,
     ) -> Result<Self, OtError> {
         let sid = sid.derive("silent");
-        let ext = OtExtReceiver::setup(ch, &sid, Security::SemiHonest, config.clone(), rng).await?;
+        let ext = OtExtReceiver::setup(ch, &sid, security, config.clone(), rng).await?;
         Ok(Self { ext, config })
     }
 
@@ -55,19 +80,7 @@ impl SilentReceiver {
         count: usize,
         rng: &mut R,
     ) -> Result<CotOutput, OtError> {
-        let (mut t, mut choices) = (Zeroizing::new(Vec::with_capacity(count)), Vec::new());
-        for part in parts(count) {
-            let params = SilentParams::for_count(part)?;
-            let betas = vec![1u8; params.trees];
-            let Noisy { w, e } = self.punctured(ch, &params, Noise::Bit, &betas, rng).await?;
-            let (tp, bits) = self.encode(&params, w, e);
-            t.extend_from_slice(&tp);
-            choices.extend(bits.iter().map(|&b| b == 1));
-        }
-        Ok(CotOutput {
-            choices: ChoiceBits::from_bools(&choices),
-            t,
-        })
+        self.start_cot(ch, count, rng).await?.finish(ch).await
     }
 
     /// `count` VOLE correlations with pseudorandom `c`.
@@ -77,103 +90,247 @@ impl SilentReceiver {
         count: usize,
         rng: &mut R,
     ) -> Result<VoleOutput, OtError> {
-        let mut a = Zeroizing::new(Vec::with_capacity(count));
-        let mut c = Zeroizing::new(Vec::with_capacity(count));
-        for part in parts(count) {
-            let params = SilentParams::for_count(part)?;
-            let betas: Vec<u128> = (0..params.trees).map(|_| nonzero(rng)).collect();
-            let Noisy { w, e } = self
-                .punctured(ch, &params, Noise::Field, &betas, rng)
-                .await?;
-            let (ap, cp) = self.encode(&params, w, e);
-            a.extend_from_slice(&ap);
-            c.extend_from_slice(&cp);
-        }
-        Ok(VoleOutput { a, c })
+        self.start_vole(ch, count, rng).await?.finish(ch).await
     }
 
-    /// Both vectors through the code, cut to `count`.
-    fn encode<T: Symbol>(
-        &self,
-        params: &SilentParams,
-        mut w: Zeroizing<Vec<u128>>,
-        mut e: Zeroizing<Vec<T>>,
-    ) -> (Zeroizing<Vec<u128>>, Zeroizing<Vec<T>>) {
-        let code = params.code();
-        run(&self.config, || {
-            code.dual_encode(&mut w[..]);
-            code.dual_encode(&mut e[..]);
-        });
-        w.truncate(params.count);
-        e.truncate(params.count);
-        (w, e)
-    }
-
-    /// Steps 1-3: the base OTs (choice bits: the negated punctured
-    /// positions, then the bits of each `β_i` for VOLE), the sender's
-    /// trees, and the rebuilt leaves with the noise `β_i` at `α_i`.
-    async fn punctured<T: Symbol, R: RngCore + CryptoRng>(
+    /// First step of [`SilentReceiver::cot`].
+    pub async fn start_cot<R: RngCore + CryptoRng>(
         &mut self,
         ch: &mut Channel,
-        params: &SilentParams,
-        noise: Noise,
-        betas: &[T],
+        count: usize,
         rng: &mut R,
-    ) -> Result<Noisy<T>, OtError> {
-        let (trees, depth) = (params.trees, params.depth);
-        let mut bits = ChoiceBits::random(noise.base_ots(params), rng);
-        for (i, beta) in betas.iter().enumerate() {
-            for j in 0..noise.share_ots() {
-                bits.set(trees * depth + i * 128 + j, beta.bit(j));
+    ) -> Result<Pending<u8>, OtError> {
+        self.start(ch, count, Noise::Bit, |_| 1u8, rng).await
+    }
+
+    /// First step of [`SilentReceiver::vole`].
+    pub async fn start_vole<R: RngCore + CryptoRng>(
+        &mut self,
+        ch: &mut Channel,
+        count: usize,
+        rng: &mut R,
+    ) -> Result<Pending<u128>, OtError> {
+        self.start(ch, count, Noise::Field, nonzero, rng).await
+    }
+
+    /// Picks the noise (punctured positions, values `β` from `beta`) and
+    /// the check's challenge, then runs the base correlations whose choice
+    /// bits encode them: per part the negated positions, then the bits of
+    /// each `β_i` for VOLE; last, in malicious mode, the bits of `c'`.
+    async fn start<T: Symbol, R: RngCore + CryptoRng>(
+        &mut self,
+        ch: &mut Channel,
+        count: usize,
+        noise: Noise,
+        beta: impl Fn(&mut R) -> T,
+        rng: &mut R,
+    ) -> Result<Pending<T>, OtError> {
+        let shapes = parts(count)
+            .into_iter()
+            .map(SilentParams::for_count)
+            .collect::<Result<Vec<_>, _>>()?;
+        let malicious = self.ext.security() == Security::Malicious;
+        let tree_ots: usize = shapes.iter().map(|p| noise.base_ots(p)).sum();
+        let check_ots = if malicious { CHECK_OTS } else { 0 };
+        let mut bits = ChoiceBits::random(tree_ots + check_ots, rng);
+        let betas: Vec<Vec<T>> = shapes
+            .iter()
+            .map(|p| (0..p.trees).map(|_| beta(rng)).collect())
+            .collect();
+        let mut first = 0;
+        for (p, betas) in shapes.iter().zip(&betas) {
+            for (i, b) in betas.iter().enumerate() {
+                for j in 0..noise.share_ots() {
+                    bits.set(first + p.trees * p.depth + i * 128 + j, b.bit(j));
+                }
+            }
+            first += noise.base_ots(p);
+        }
+        let challenge = malicious.then(|| rng.gen::<u128>());
+        if let Some(x) = challenge {
+            let c = noise_weight(x, &shapes, &bits, &betas, noise);
+            for j in 0..CHECK_OTS {
+                bits.set(tree_ots + j, c >> j & 1 == 1);
             }
         }
-        let ots = self.ext.extend(ch, &bits).await?;
-        let per_tree = 2 * depth + 1;
-        let message: SilentTrees = ch.recv_msg(trees * per_tree).await?;
-        if message.count != params.count as u64 {
-            return Err(OtError::Mismatch(format!(
-                "the sender made {} silent correlations, we asked for {}",
-                message.count, params.count
-            )));
+        let matrix = self.ext.send_matrix(ch, &bits, Confirm::No).await?;
+        let ots = matrix.answer_check(ch).await?;
+        Ok(Pending {
+            shapes,
+            noise,
+            ots,
+            betas,
+            challenge,
+            trees: Vec::new(),
+            config: self.config.clone(),
+        })
+    }
+}
+
+/// The punctured position of each tree of the part whose base correlations
+/// start at `first`: level `l` of tree `i` took choice bit `¬α_l`.
+fn alphas(bits: &ChoiceBits, p: &SilentParams, first: usize) -> Vec<usize> {
+    (0..p.trees)
+        .map(|i| {
+            (0..p.depth).fold(0, |a, l| {
+                a << 1 | usize::from(!bits.get(first + i * p.depth + l))
+            })
+        })
+        .collect()
+}
+
+/// `c' = Σ χ_i·e_i` over all parts' noise vectors (laid end to end).
+fn noise_weight<T: Symbol>(
+    challenge: u128,
+    shapes: &[SilentParams],
+    bits: &ChoiceBits,
+    betas: &[Vec<T>],
+    noise: Noise,
+) -> u128 {
+    let (mut c, mut first, mut at) = (0u128, 0usize, 0u64);
+    for (p, betas) in shapes.iter().zip(betas) {
+        for (i, (alpha, b)) in alphas(bits, p, first).into_iter().zip(betas).enumerate() {
+            let position = at + ((i << p.depth) + alpha) as u64;
+            c ^= gf128::mul(check::weight(challenge, position), b.field());
         }
-        // Level l of tree i took choice bit c = ¬α_l: we can open side c.
-        let alphas: Vec<usize> = (0..trees)
-            .map(|i| (0..depth).fold(0, |a, l| a << 1 | usize::from(!bits.get(i * depth + l))))
-            .collect();
+        first += noise.base_ots(p);
+        at += p.n() as u64;
+    }
+    c
+}
+
+impl<T: Symbol> Pending<T> {
+    /// Test hook: the receiver's base choice bit `i`.
+    #[cfg(test)]
+    pub(crate) fn choice(&self, i: usize) -> bool {
+        self.ots.choices().get(i)
+    }
+
+    /// Second step: reads every part's trees, then (malicious) sends the
+    /// check's challenge. `finish` calls it if the caller did not.
+    pub async fn receive_trees(&mut self, ch: &mut Channel) -> Result<(), OtError> {
+        if !self.trees.is_empty() {
+            return Ok(());
+        }
+        for p in &self.shapes {
+            let message: SilentTrees = ch.recv_msg(p.trees * (2 * p.depth + 1)).await?;
+            if message.count != p.count as u64 {
+                return Err(OtError::Mismatch(format!(
+                    "the sender made {} silent correlations, we asked for {}",
+                    message.count, p.count
+                )));
+            }
+            self.trees.push(message);
+        }
+        if let Some(x) = self.challenge {
+            ch.send_msg(&SilentChallenge(x)).await?;
+        }
+        Ok(())
+    }
+
+    /// Rebuilds each part's leaves, adds them into the check, compresses
+    /// them; then (malicious) compares the sender's check hash. Returns
+    /// `E(w)` and `E(e)`, cut to the count asked for.
+    async fn finish_raw(
+        mut self,
+        ch: &mut Channel,
+    ) -> Result<(Zeroizing<Vec<u128>>, Zeroizing<Vec<T>>), OtError> {
+        self.receive_trees(ch).await?;
+        let count = self.shapes.iter().map(|p| p.count).sum();
+        let mut w_out = Zeroizing::new(Vec::with_capacity(count));
+        let mut e_out = Zeroizing::new(Vec::with_capacity(count));
+        let tree_ots: usize = self.shapes.iter().map(|p| self.noise.base_ots(p)).sum();
+        let mut sum = match self.challenge {
+            Some(_) => (pack_share(&self.ots.t()[tree_ots..]), 0),
+            None => (0, 0),
+        };
+        let (mut first, mut at) = (0, 0u64);
+        for (k, p) in self.shapes.iter().enumerate() {
+            let Noisy { mut w, mut e } = self.punctured(p, k, first);
+            if let Some(x) = self.challenge {
+                sum = gf128::add_wide(sum, check::weighted_sum(x, at, &w));
+            }
+            let code = p.code();
+            run(&self.config, || {
+                code.dual_encode(&mut w[..]);
+                code.dual_encode(&mut e[..]);
+            });
+            w_out.extend_from_slice(&w[..p.count]);
+            e_out.extend_from_slice(&e[..p.count]);
+            first += self.noise.base_ots(p);
+            at += p.n() as u64;
+        }
+        if self.challenge.is_some() {
+            let SilentCheck(theirs) = ch.recv_msg(()).await?;
+            let ours = check::digest(gf128::reduce(sum));
+            if !bool::from(ours.ct_eq(&theirs)) {
+                return Err(abort(ch, OtError::SilentCheck).await);
+            }
+        }
+        Ok((w_out, e_out))
+    }
+
+    /// Step 3 for part `k` (base correlations from `first`): the rebuilt
+    /// leaves with the noise `β_i` at `α_i`.
+    fn punctured(&self, p: &SilentParams, k: usize, first: usize) -> Noisy<T> {
+        let (trees, depth) = (p.trees, p.depth);
+        let bits = self.ots.choices();
+        let blocks = &self.trees[k].blocks;
+        let per_tree = 2 * depth + 1;
+        let alphas = alphas(bits, p, first);
         let off_path: Zeroizing<Vec<u128>> = Zeroizing::new(
             (0..trees * depth)
                 .map(|ot| {
                     let (i, l) = (ot / depth, ot % depth);
-                    let side = usize::from(bits.get(ot));
-                    message.blocks[i * per_tree + 2 * l + side] ^ ots.message(ot)
+                    let side = usize::from(bits.get(first + ot));
+                    blocks[i * per_tree + 2 * l + side] ^ self.ots.message(first + ot)
                 })
                 .collect(),
         );
-        let mut w = Zeroizing::new(vec![0u128; params.n()]);
+        let mut w = Zeroizing::new(vec![0u128; p.n()]);
         run(&self.config, || {
             ggm::receiver_expand(&alphas, &off_path, depth, &mut w)
         });
-        let mut e = Zeroizing::new(vec![T::default(); params.n()]);
+        let mut e = Zeroizing::new(vec![T::default(); p.n()]);
         for (i, (tree, &alpha)) in w.chunks_mut(1 << depth).zip(&alphas).enumerate() {
-            let correction =
-                message.blocks[i * per_tree + 2 * depth] ^ share(&ots, noise, params, i);
+            let correction = blocks[i * per_tree + 2 * depth] ^ self.share(p, first, i);
             tree[alpha] = tree.iter().fold(correction, |a, x| a ^ x);
-            e[(i << depth) + alpha] = betas[i];
+            e[(i << depth) + alpha] = self.betas[k][i];
         }
-        Ok(Noisy { w, e })
+        Noisy { w, e }
+    }
+
+    /// Our share of `β_i·Δ` for tree `i` of the part starting at `first`
+    /// (the sender's share is in its correction block): none for
+    /// correlated OT, where the sender's share is `Δ` itself.
+    fn share(&self, p: &SilentParams, first: usize, i: usize) -> u128 {
+        match self.noise {
+            Noise::Bit => 0,
+            Noise::Field => {
+                let at = first + p.trees * p.depth + i * 128;
+                pack_share(&self.ots.t()[at..at + 128])
+            }
+        }
     }
 }
 
-/// Our share of `β_i·Δ` for tree `i` (the sender's share is in its
-/// correction block): none for correlated OT, where the sender's share is
-/// `Δ` itself.
-fn share(ots: &ReceiverOts, noise: Noise, p: &SilentParams, i: usize) -> u128 {
-    match noise {
-        Noise::Bit => 0,
-        Noise::Field => {
-            let first = p.trees * p.depth + i * 128;
-            pack_share(&ots.t()[first..first + 128])
-        }
+impl Pending<u128> {
+    /// Last step of [`SilentReceiver::vole`].
+    pub async fn finish(self, ch: &mut Channel) -> Result<VoleOutput, OtError> {
+        let (a, c) = self.finish_raw(ch).await?;
+        Ok(VoleOutput { a, c })
+    }
+}
+
+impl Pending<u8> {
+    /// Last step of [`SilentReceiver::cot`].
+    pub async fn finish(self, ch: &mut Channel) -> Result<CotOutput, OtError> {
+        let (t, bits) = self.finish_raw(ch).await?;
+        let choices: Vec<bool> = bits.iter().map(|&b| b == 1).collect();
+        Ok(CotOutput {
+            choices: ChoiceBits::from_bools(&choices),
+            t,
+        })
     }
 }
 

@@ -4,29 +4,50 @@ use psikit_transport::Channel;
 use rand::{CryptoRng, Rng, RngCore};
 use zeroize::Zeroizing;
 
+use super::check::{self, CHECK_OTS};
 use super::params::{parts, SilentParams};
 use super::{ggm, pack_share, run, Noise};
-use crate::messages::SilentTrees;
-use crate::{ExtConfig, OtError, OtExtSender, Security, SessionId};
+use crate::ext::Confirm;
+use crate::messages::{SilentChallenge, SilentCheck, SilentTrees};
+use crate::{gf128, ExtConfig, OtError, OtExtSender, Security, SenderOts, SessionId};
+
+/// An extension's base correlations: the random-OT messages (the trees'
+/// level keys) and the correlated values (the noise and check shares).
+struct Keys<'a> {
+    m0: Vec<u128>,
+    m1: Vec<u128>,
+    q: &'a [u128],
+}
 
 /// The silent sender: base OTs once, then any number of extensions, all
 /// under one `Δ`.
 pub struct SilentSender {
     ext: OtExtSender,
     config: ExtConfig,
+    /// Test hook: the block of the first trees message to corrupt.
+    #[cfg(test)]
+    pub(crate) tamper: Option<usize>,
 }
 
 impl SilentSender {
-    /// Runs the base OTs (semi-honest IKNP underneath) under a random `Δ`.
+    /// Runs the base OTs under a random `Δ`: IKNP underneath for
+    /// [`Security::SemiHonest`]; KOS plus the trees' consistency check
+    /// ([`super::check`]) for [`Security::Malicious`].
     pub async fn setup<R: RngCore + CryptoRng>(
         ch: &mut Channel,
         sid: &SessionId,
+        security: Security,
         config: ExtConfig,
         rng: &mut R,
     ) -> Result<Self, OtError> {
         let sid = sid.derive("silent");
-        let ext = OtExtSender::setup(ch, &sid, Security::SemiHonest, config.clone(), rng).await?;
-        Ok(Self { ext, config })
+        let ext = OtExtSender::setup(ch, &sid, security, config.clone(), rng).await?;
+        Ok(Self {
+            ext,
+            config,
+            #[cfg(test)]
+            tamper: None,
+        })
     }
 
     /// The global correlation `Δ` (secret).
@@ -42,7 +63,7 @@ impl SilentSender {
         count: usize,
         rng: &mut R,
     ) -> Result<Zeroizing<Vec<u128>>, OtError> {
-        self.extend_parts(ch, count, Noise::Bit, rng).await
+        self.extend(ch, count, Noise::Bit, rng).await
     }
 
     /// `count` VOLE correlations: `B` with `A + B = C·Δ` at the receiver.
@@ -52,24 +73,12 @@ impl SilentSender {
         count: usize,
         rng: &mut R,
     ) -> Result<Zeroizing<Vec<u128>>, OtError> {
-        self.extend_parts(ch, count, Noise::Field, rng).await
+        self.extend(ch, count, Noise::Field, rng).await
     }
 
-    /// One extension per part of `count` ([`parts`]), concatenated.
-    async fn extend_parts<R: RngCore + CryptoRng>(
-        &mut self,
-        ch: &mut Channel,
-        count: usize,
-        noise: Noise,
-        rng: &mut R,
-    ) -> Result<Zeroizing<Vec<u128>>, OtError> {
-        let mut out = Zeroizing::new(Vec::with_capacity(count));
-        for part in parts(count) {
-            out.extend_from_slice(&self.extend(ch, part, noise, rng).await?);
-        }
-        Ok(out)
-    }
-
+    /// One extension of `count`: the base correlations of all its parts
+    /// ([`parts`]) at once, then each part's trees; in malicious mode the
+    /// check over all parts before any is compressed.
     async fn extend<R: RngCore + CryptoRng>(
         &mut self,
         ch: &mut Channel,
@@ -77,16 +86,73 @@ impl SilentSender {
         noise: Noise,
         rng: &mut R,
     ) -> Result<Zeroizing<Vec<u128>>, OtError> {
-        let params = SilentParams::for_count(count)?;
+        let shapes = parts(count)
+            .into_iter()
+            .map(SilentParams::for_count)
+            .collect::<Result<Vec<_>, _>>()?;
+        let malicious = self.ext.security() == Security::Malicious;
+        let tree_ots: usize = shapes.iter().map(|p| noise.base_ots(p)).sum();
+        let check_ots = if malicious { CHECK_OTS } else { 0 };
+        let ots = self.base(ch, tree_ots + check_ots).await?;
+        let keys = Keys {
+            m0: ots.messages_for(false),
+            m1: ots.messages_for(true),
+            q: ots.q(),
+        };
+        let mut out = Zeroizing::new(Vec::with_capacity(count));
+        let mut unchecked = Vec::new();
+        let mut first = 0;
+        for p in &shapes {
+            let leaves = self.send_trees(ch, p, noise, &keys, first, rng).await?;
+            first += noise.base_ots(p);
+            match malicious {
+                true => unchecked.push(leaves),
+                false => out.extend_from_slice(&self.encode(p, leaves)),
+            }
+        }
+        if malicious {
+            let SilentChallenge(challenge) = ch.recv_msg(()).await?;
+            let mut sum = (pack_share(&ots.q()[tree_ots..]), 0);
+            let mut at = 0u64;
+            for leaves in &unchecked {
+                sum = gf128::add_wide(sum, check::weighted_sum(challenge, at, leaves));
+                at += leaves.len() as u64;
+            }
+            let hash = check::digest(gf128::reduce(sum));
+            ch.send_msg(&SilentCheck(hash)).await?;
+            for (p, leaves) in shapes.iter().zip(unchecked) {
+                out.extend_from_slice(&self.encode(p, leaves));
+            }
+        }
+        Ok(out)
+    }
+
+    /// The base correlations: IKNP, or KOS without confirmation (a failed
+    /// check reaches the receiver as an error frame in place of the trees).
+    async fn base(&mut self, ch: &mut Channel, n: usize) -> Result<SenderOts, OtError> {
+        let matrix = self.ext.receive_matrix(ch, n, Confirm::No).await?;
+        matrix.send_seed(ch).await?.finish(ch).await
+    }
+
+    /// Expands one part's trees and sends them; returns the leaves `v`,
+    /// not yet compressed. Its base correlations start at `first`.
+    async fn send_trees<R: RngCore + CryptoRng>(
+        &self,
+        ch: &mut Channel,
+        params: &SilentParams,
+        noise: Noise,
+        keys: &Keys<'_>,
+        first: usize,
+        rng: &mut R,
+    ) -> Result<Zeroizing<Vec<u128>>, OtError> {
         let (trees, depth) = (params.trees, params.depth);
-        let ots = self.ext.extend(ch, noise.base_ots(&params)).await?;
         let roots: Zeroizing<Vec<u128>> = Zeroizing::new((0..trees).map(|_| rng.gen()).collect());
         let mut leaves = Zeroizing::new(vec![0u128; params.n()]);
         let sums = run(&self.config, || {
             ggm::sender_expand(&roots, depth, &mut leaves)
         });
-        let (m0, m1) = (ots.messages_for(false), ots.messages_for(true));
-        let shares = &ots.q()[trees * depth..];
+        let (m0, m1) = (&keys.m0[first..], &keys.m1[first..]);
+        let shares = &keys.q[first + trees * depth..];
         let mut blocks = Vec::with_capacity(trees * (2 * depth + 1));
         for (i, tree) in leaves.chunks(1 << depth).enumerate() {
             for ot in i * depth..(i + 1) * depth {
@@ -99,13 +165,26 @@ impl SilentSender {
             };
             blocks.push(tree.iter().fold(share, |a, x| a ^ x));
         }
+        #[cfg(test)]
+        if let (Some(i), 0) = (self.tamper, first) {
+            blocks[i] ^= 1;
+        }
         let message = SilentTrees {
-            count: count as u64,
+            count: params.count as u64,
             blocks,
         };
         ch.send_msg(&message).await?;
-        run(&self.config, || params.code().dual_encode(&mut leaves[..]));
-        leaves.truncate(count);
         Ok(leaves)
+    }
+
+    /// `E(v)`, cut to the part's count.
+    fn encode(
+        &self,
+        params: &SilentParams,
+        mut leaves: Zeroizing<Vec<u128>>,
+    ) -> Zeroizing<Vec<u128>> {
+        run(&self.config, || params.code().dual_encode(&mut leaves[..]));
+        leaves.truncate(params.count);
+        leaves
     }
 }

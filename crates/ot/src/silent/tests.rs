@@ -6,7 +6,7 @@ use rand::rngs::OsRng;
 
 use super::receiver::{CotOutput, VoleOutput};
 use super::*;
-use crate::{gf128, ExtConfig, OtError, SessionId};
+use crate::{gf128, ExtConfig, OtError, Security, SessionId};
 
 /// What each party got from one extension.
 enum Made {
@@ -18,12 +18,13 @@ use zeroize::Zeroizing;
 
 /// Runs one session with an extension per `(count, vole)`, returning `Δ`
 /// and the outputs.
-async fn session(runs: &[(usize, bool)]) -> (u128, Vec<Made>) {
+async fn session(security: Security, runs: &[(usize, bool)]) -> (u128, Vec<Made>) {
     let (mut a, mut b) = Channel::memory_pair(Limits::default());
     let sid = SessionId::new(b"silent test");
     let owned = runs.to_vec();
     let sender = tokio::spawn(async move {
-        let mut s = SilentSender::setup(&mut a, &sid, ExtConfig::default(), &mut OsRng).await?;
+        let mut s =
+            SilentSender::setup(&mut a, &sid, security, ExtConfig::default(), &mut OsRng).await?;
         let mut outs = Vec::new();
         for (count, vole) in owned {
             outs.push(match vole {
@@ -33,7 +34,7 @@ async fn session(runs: &[(usize, bool)]) -> (u128, Vec<Made>) {
         }
         Ok::<_, OtError>((s.delta(), outs))
     });
-    let mut r = SilentReceiver::setup(&mut b, &sid, ExtConfig::default(), &mut OsRng)
+    let mut r = SilentReceiver::setup(&mut b, &sid, security, ExtConfig::default(), &mut OsRng)
         .await
         .expect("receiver setup");
     let mut received = Vec::new();
@@ -57,6 +58,15 @@ async fn session(runs: &[(usize, bool)]) -> (u128, Vec<Made>) {
 
 #[tokio::test]
 async fn correlated_ots_and_voles_satisfy_their_relations() {
+    check_relations(Security::SemiHonest).await;
+}
+
+#[tokio::test]
+async fn malicious_extensions_satisfy_their_relations() {
+    check_relations(Security::Malicious).await;
+}
+
+async fn check_relations(security: Security) {
     let runs = [
         (1, false),
         (5000, true),
@@ -67,7 +77,7 @@ async fn correlated_ots_and_voles_satisfy_their_relations() {
         (params::MAX_PART + 1000, false),
         (params::MAX_PART + 7, true),
     ];
-    let (delta, made) = session(&runs).await;
+    let (delta, made) = session(security, &runs).await;
     for ((count, _), m) in runs.iter().zip(made) {
         match m {
             Made::Cot(q, r) => {
@@ -98,6 +108,70 @@ async fn correlated_ots_and_voles_satisfy_their_relations() {
                 assert_eq!(sample.len(), 1000);
                 assert!(!sample.contains(&0));
             }
+        }
+    }
+}
+
+/// A malicious VOLE whose sender corrupts block `block` of its first
+/// trees message. Returns whether the receiver's base choice `choice`
+/// (the bit deciding whether it reads that block) was set, and what the
+/// receiver got.
+async fn tampered_vole(
+    block: usize,
+    choice: usize,
+) -> (
+    bool,
+    Result<(u128, Zeroizing<Vec<u128>>, VoleOutput), OtError>,
+) {
+    let (mut a, mut b) = Channel::memory_pair(Limits::default());
+    let sid = SessionId::new(b"silent cheat test");
+    let count = 5000;
+    let sender = tokio::spawn(async move {
+        let security = Security::Malicious;
+        let mut s =
+            SilentSender::setup(&mut a, &sid, security, ExtConfig::default(), &mut OsRng).await?;
+        s.tamper = Some(block);
+        let out = s.vole(&mut a, count, &mut OsRng).await?;
+        Ok::<_, OtError>((s.delta(), out))
+    });
+    let security = Security::Malicious;
+    let mut r = SilentReceiver::setup(&mut b, &sid, security, ExtConfig::default(), &mut OsRng)
+        .await
+        .expect("receiver setup");
+    let pending = r
+        .start_vole(&mut b, count, &mut OsRng)
+        .await
+        .expect("start");
+    let chose = pending.choice(choice);
+    let got = pending.finish(&mut b).await;
+    drop(b);
+    let sent = sender.await.expect("sender task");
+    (chose, got.and_then(|v| sent.map(|(d, s)| (d, s, v))))
+}
+
+#[tokio::test]
+async fn a_corrupted_correction_block_is_always_caught() {
+    let depth = SilentParams::for_count(5000).expect("shape").depth;
+    // Tree 0's correction block sets the punctured leaf: always read.
+    let (_, got) = tampered_vole(2 * depth, 0).await;
+    assert!(matches!(got, Err(OtError::SilentCheck)), "{:?}", got.err());
+}
+
+#[tokio::test]
+async fn a_corrupted_level_sum_is_caught_exactly_when_it_is_read() {
+    // Block 0 is tree 0's masked left sum at the top level; the receiver
+    // reads it iff its choice bit 0 is 0 (it opens side `¬α_0`). Passing
+    // otherwise is the selective failure the check allows.
+    for _ in 0..4 {
+        let (chose, got) = tampered_vole(0, 0).await;
+        match (chose, got) {
+            (false, Err(OtError::SilentCheck)) => {}
+            (true, Ok((delta, b, r))) => {
+                for i in 0..b.len() {
+                    assert_eq!(r.a[i] ^ b[i], gf128::mul(r.c[i], delta), "VOLE {i}");
+                }
+            }
+            (chose, got) => panic!("choice {chose}: {:?}", got.err()),
         }
     }
 }

@@ -9,7 +9,8 @@
 use std::future::Future;
 
 use psikit_transport::{
-    Channel, DecodeError, Limits, Message, ProtocolId, Reader, Stepper, Writer,
+    Channel, DecodeError, ErrorCode, ErrorMessage, Limits, Message, ProtocolId, Reader, Stepper,
+    Writer,
 };
 
 use crate::common::connect::{block_on, Peer};
@@ -108,6 +109,19 @@ pub fn receiver_stepper<P: TwoParty>(
     Stepper::new(limits, |mut ch| async move {
         P::run_receiver(&mut ch, &keys, &config).await
     })
+}
+
+/// Tells the peer why we stop (an `Aborted` error frame under `protocol`,
+/// best effort), then returns the error: how a party that caught its peer
+/// cheating ends the run.
+pub async fn abort(ch: &mut Channel, protocol: ProtocolId, why: impl Into<String>) -> Error {
+    let why = why.into();
+    ch.send_error(
+        protocol,
+        &ErrorMessage::new(ErrorCode::Aborted, why.clone()),
+    )
+    .await;
+    Error::Aborted(why)
 }
 
 /// What both parties must agree on.

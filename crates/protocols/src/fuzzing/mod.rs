@@ -41,7 +41,7 @@ use crate::he_psi::messages as he;
 use crate::he_psi::params::PsiParams;
 use crate::rr16::messages as rr16;
 use crate::vole_psi::messages as vole;
-use psikit_ot::messages::SilentTrees;
+use psikit_ot::messages::{SilentChallenge, SilentCheck, SilentTrees};
 
 pub use seeds::{seeds, Seed};
 
@@ -417,7 +417,7 @@ pub fn rr16_messages(data: &[u8]) {
     }
 }
 
-/// VOLE-PSI's messages and the silent OT's trees: a selector byte, two
+/// VOLE-PSI's messages and the silent OT's (trees, malicious check): a selector byte, two
 /// bound bytes (blocks expected, big-endian), then the payload. A decoded
 /// message must re-encode to its bytes.
 pub fn vole_messages(data: &[u8]) {
@@ -428,7 +428,7 @@ pub fn vole_messages(data: &[u8]) {
         return;
     };
     let blocks = usize::from(u16::from_be_bytes(*bound));
-    match which % 4 {
+    match which % 9 {
         0 => drop(round_trip::<Hello<{ vole::PROTOCOL_ID }>>(payload, ())),
         1 => drop(round_trip::<vole::OkvsSeed>(payload, ())),
         2 => {
@@ -436,7 +436,12 @@ pub fn vole_messages(data: &[u8]) {
                 assert_eq!(vole::encode_blocks(&table), payload);
             }
         }
-        _ => drop(round_trip::<SilentTrees>(payload, blocks)),
+        3 => drop(round_trip::<SilentTrees>(payload, blocks)),
+        4 => drop(round_trip::<vole::Commitment>(payload, ())),
+        5 => drop(round_trip::<vole::ReceiverOffset>(payload, ())),
+        6 => drop(round_trip::<vole::SenderOffset>(payload, ())),
+        7 => drop(round_trip::<SilentChallenge>(payload, ())),
+        _ => drop(round_trip::<SilentCheck>(payload, ())),
     }
 }
 

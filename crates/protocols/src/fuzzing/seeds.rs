@@ -379,6 +379,26 @@ fn vole_message_seeds() -> Vec<(&'static str, Vec<u8>)> {
         ),
         ("masked-table", bounded(2, 5, &vole::encode_blocks(&table))),
         ("silent-trees", bounded(3, 9, &trees.to_frame().payload)),
+        (
+            "commitment",
+            bounded(4, 0, &vole::Commitment([5; 32]).to_frame().payload),
+        ),
+        (
+            "receiver-offset",
+            bounded(5, 0, &vole::ReceiverOffset([6; 16]).to_frame().payload),
+        ),
+        (
+            "sender-offset",
+            bounded(6, 0, &vole::SenderOffset([7; 16]).to_frame().payload),
+        ),
+        (
+            "silent-challenge",
+            bounded(7, 0, &SilentChallenge(u128::MAX / 3).to_frame().payload),
+        ),
+        (
+            "silent-check",
+            bounded(8, 0, &SilentCheck([8; 32]).to_frame().payload),
+        ),
     ]
 }
 

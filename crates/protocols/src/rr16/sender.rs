@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use psikit_ot::{Confirm, OtExtSender, SenderOts};
-use psikit_transport::{Channel, ErrorCode, ErrorMessage, Message};
+use psikit_transport::{Channel, Message};
 use rand::rngs::{OsRng, StdRng};
 use rand::{Rng, SeedableRng};
 use rayon::prelude::*;
@@ -15,6 +15,7 @@ use super::params::Rr16Params;
 use super::session::{explained, fold, open, timed, Opened, OtSet, Phases};
 use super::Rr16Config;
 use crate::common::summaries::Summary;
+use crate::common::two_party;
 use crate::Error;
 
 /// What the sender learned and what it cost.
@@ -31,13 +32,7 @@ pub struct SenderOutcome {
 
 /// Tells the peer why we stop, then returns the error.
 pub(super) async fn abort(ch: &mut Channel, why: impl Into<String>) -> Error {
-    let why = why.into();
-    ch.send_error(
-        PROTOCOL_ID,
-        &ErrorMessage::new(ErrorCode::Aborted, why.clone()),
-    )
-    .await;
-    Error::Aborted(why)
+    two_party::abort(ch, PROTOCOL_ID, why).await
 }
 
 /// Runs RR16 as the sender on `items` (distinct byte strings).

@@ -8,9 +8,12 @@
 //! | 3 | R -> S | [`KIND_MASKED`]: the OKVS table masked with the VOLE's `C`, 16 bytes per entry (chunked transfer) |
 //! | 4 | S -> R | [`KIND_SUMMARIES`]: the sender's truncated OPRF values (chunked transfer) |
 //! | 5 | R -> S | [`KIND_REVEAL`]: matched values, if the result is revealed (chunked transfer) |
+//! | 6 | S -> R | [`Commitment`] (malicious): the sender's commitment to its offset share |
+//! | 7 | R -> S | [`ReceiverOffset`] (malicious): the receiver's offset share |
+//! | 8 | S -> R | [`SenderOffset`] (malicious): the sender's offset share, opening 6 |
 //!
-//! Order: hellos, seed, the silent VOLE (base OTs, IKNP, trees), then 3,
-//! 4 and 5. Kinds 3 to 5 are larger than a frame may be (the masked table
+//! Order: hellos, 6, seed, the silent VOLE (base OTs, IKNP or KOS, trees,
+//! and in malicious mode its check), then 7, 3, 8, 4 and 5. Kinds 3 to 5 are larger than a frame may be (the masked table
 //! is about 20 MB at 2^20 items), so they are chunked transfers whose exact
 //! length is known in advance: the masked table has the length the OKVS
 //! parameters give, summary values are checked by
@@ -31,19 +34,41 @@ pub const KIND_REVEAL: u8 = 5;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OkvsSeed(pub [u8; 16]);
 
-impl Message for OkvsSeed {
-    const PROTOCOL: ProtocolId = PROTOCOL_ID;
-    const KIND: u8 = 2;
-    type Bounds<'a> = ();
+/// Malicious mode: `SHA-256(label, w_s)`, sent before the VOLE.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Commitment(pub [u8; 32]);
 
-    fn write(&self, w: &mut Writer) {
-        w.bytes(&self.0);
-    }
+/// Malicious mode: the receiver's share `w_r` of the offset, sent once its
+/// VOLE is done.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReceiverOffset(pub [u8; 16]);
 
-    fn read(r: &mut Reader<'_>, (): ()) -> Result<Self, DecodeError> {
-        r.array("OKVS seed").map(Self)
-    }
+/// Malicious mode: the sender's share `w_s`, opening its [`Commitment`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SenderOffset(pub [u8; 16]);
+
+macro_rules! bytes_message {
+    ($name:ident, $kind:literal, $field:literal) => {
+        impl Message for $name {
+            const PROTOCOL: ProtocolId = PROTOCOL_ID;
+            const KIND: u8 = $kind;
+            type Bounds<'a> = ();
+
+            fn write(&self, w: &mut Writer) {
+                w.bytes(&self.0);
+            }
+
+            fn read(r: &mut Reader<'_>, (): ()) -> Result<Self, DecodeError> {
+                r.array($field).map(Self)
+            }
+        }
+    };
 }
+
+bytes_message!(OkvsSeed, 2, "OKVS seed");
+bytes_message!(Commitment, 6, "offset commitment");
+bytes_message!(ReceiverOffset, 7, "receiver's offset share");
+bytes_message!(SenderOffset, 8, "sender's offset share");
 
 /// 16-byte little-endian blocks as sent.
 pub fn encode_blocks(blocks: &[u128]) -> Vec<u8> {
@@ -72,6 +97,9 @@ mod tests {
     #[test]
     fn seed_and_blocks_round_trip_and_refuse_bad_lengths() {
         check_message(&OkvsSeed([7; 16]), (), &[7; 16]);
+        check_message(&Commitment([1; 32]), (), &[1; 32]);
+        check_message(&ReceiverOffset([2; 16]), (), &[2; 16]);
+        check_message(&SenderOffset([3; 16]), (), &[3; 16]);
         let blocks = [1u128, u128::MAX, 3];
         let bytes = encode_blocks(&blocks);
         assert_eq!(decode_blocks(&bytes, 3).expect("3 blocks"), blocks);

@@ -4,16 +4,15 @@
 use std::time::Instant;
 
 use psikit_ot::silent::SilentReceiver;
-use psikit_ot::SessionId;
 use psikit_structures::okvs::{Okvs, OkvsError, OkvsParams};
 use psikit_transport::Channel;
 use rand::rngs::OsRng;
 use rand::Rng;
 use rayon::prelude::*;
 
-use super::messages::{self as msg, OkvsSeed};
-use super::{exchange, oprf, Phases, VoleConfig};
-use crate::common::two_party::hello;
+use super::messages::{self as msg, Commitment, OkvsSeed, ReceiverOffset, SenderOffset};
+use super::{exchange, oprf, session_id, Phases, VoleConfig};
+use crate::common::two_party::{abort, hello};
 use crate::Error;
 
 /// What the receiver learned and what it cost.
@@ -26,11 +25,12 @@ pub struct ReceiverOutcome {
     pub bytes_received: u64,
 }
 
-/// Encoding attempts before giving up: each fails with probability below
-/// `2^-40`, so a second failure means something else is wrong.
-const ENCODE_ATTEMPTS: usize = 3;
-
 /// Runs VOLE-PSI as the receiver on `items` (distinct byte strings).
+///
+/// The order lets each party compute while the other does: the VOLE's
+/// base correlations come first, then the receiver hashes its items while
+/// the sender expands its trees, and encodes its OKVS while the sender
+/// compresses its share of the VOLE and hashes its own items.
 pub async fn run_receiver(
     ch: &mut Channel,
     items: &[Vec<u8>],
@@ -41,22 +41,38 @@ pub async fn run_receiver(
     let mut phases = Phases::default();
     let n_r = items.len() as u64;
     let n_s = hello::<{ msg::PROTOCOL_ID }>(ch, &cfg.terms(n_r)).await?;
-    let keys = oprf::item_keys(items);
-    let e = Instant::now();
-    let (okvs, table) = encode(&keys)?;
-    phases.okvs_encode = e.elapsed();
-    let seed = okvs.seed();
-    ch.send_msg(&OkvsSeed(seed)).await?;
+    let commitment = match cfg.malicious {
+        true => Some(ch.recv_msg::<Commitment>(()).await?),
+        false => None,
+    };
+    let okvs = Okvs::new(OkvsParams::new(items.len())?, OsRng.gen());
+    ch.send_msg(&OkvsSeed(okvs.seed())).await?;
     let m = okvs.params().table_len();
-    let sid = SessionId::new(&[&seed[..], &n_s.to_be_bytes(), &n_r.to_be_bytes()].concat());
+
     let t = Instant::now();
-    let mut vole = SilentReceiver::setup(ch, &sid, cfg.ext_config()?, &mut OsRng).await?;
-    let v = vole.vole(ch, m, &mut OsRng).await?;
+    let sid = session_id(&okvs.seed(), n_s, n_r);
+    let mut vole =
+        SilentReceiver::setup(ch, &sid, cfg.security(), cfg.ext_config()?, &mut OsRng).await?;
+    let mut pending = vole.start_vole(ch, m, &mut OsRng).await?;
+    phases.vole += t.elapsed();
+    let keys = oprf::item_keys(items);
+    let t = Instant::now();
+    pending.receive_trees(ch).await?;
+    phases.vole += t.elapsed();
+    let e = Instant::now();
+    let table = encode(&okvs, &keys)?;
+    phases.okvs_encode = e.elapsed();
+    let t = Instant::now();
+    let v = pending.finish(ch).await?;
     phases.vole += t.elapsed();
     phases.vole_len = m;
     phases.vole_bytes = ch.bytes_sent() - sent0 + ch.bytes_received() - recv0;
 
     let t = Instant::now();
+    let offset: u128 = OsRng.gen();
+    if cfg.malicious {
+        ch.send_msg(&ReceiverOffset(offset.to_le_bytes())).await?;
+    }
     let masked: Vec<u128> = table
         .par_iter()
         .zip(v.c.par_iter())
@@ -74,8 +90,15 @@ pub async fn run_receiver(
     let d = Instant::now();
     okvs.decode(&v.a, &keys, &mut decoded)?;
     phases.okvs_decode = d.elapsed();
+    let outputs = match commitment {
+        Some(c) => {
+            let w = offset ^ opened(ch, &c).await?;
+            oprf::bind(decoded, w, &keys)
+        }
+        None => decoded,
+    };
     let x = exchange(n_s, n_r);
-    let mine = oprf::summaries(decoded, x.len);
+    let mine = oprf::summaries(outputs, x.len);
     let matches = x.receive(ch, &mine, n_s, cfg.reveal_to_sender).await?;
     phases.online += t.elapsed();
     Ok(ReceiverOutcome {
@@ -86,17 +109,27 @@ pub async fn run_receiver(
     })
 }
 
-/// The receiver's OKVS of `(k_y, h(k_y))` under a fresh public seed.
-fn encode(keys: &[u128]) -> Result<(Okvs, Vec<u128>), Error> {
-    let params = OkvsParams::new(keys.len())?;
+/// The sender's offset share, checked against its commitment.
+async fn opened(ch: &mut Channel, commitment: &Commitment) -> Result<u128, Error> {
+    let SenderOffset(share) = ch.recv_msg(()).await?;
+    let share = u128::from_le_bytes(share);
+    if oprf::commit(share) != commitment.0 {
+        let why = "the sender's offset share does not open its commitment";
+        return Err(abort(ch, msg::PROTOCOL_ID, why).await);
+    }
+    Ok(share)
+}
+
+/// The receiver's OKVS of `(k_y, h(k_y))` under its public seed. A failure
+/// has probability below `2^-40` (the OKVS's proven bound); the run then
+/// ends with an error rather than drawing a seed the sender already used.
+fn encode(okvs: &Okvs, keys: &[u128]) -> Result<Vec<u128>, Error> {
     let values = oprf::okvs_values(keys);
-    let mut attempt = 1;
-    loop {
-        let okvs = Okvs::new(params.clone(), OsRng.gen());
-        match okvs.encode(keys, &values, &mut OsRng) {
-            Ok(table) => return Ok((okvs, table)),
-            Err(OkvsError::EncodeFailed(_)) if attempt < ENCODE_ATTEMPTS => attempt += 1,
-            Err(e) => return Err(e.into()),
-        }
+    match okvs.encode(keys, &values, &mut OsRng) {
+        Ok(table) => Ok(table),
+        Err(OkvsError::EncodeFailed(why)) => Err(Error::Config(format!(
+            "the OKVS could not encode this set ({why}; probability below 2^-40): run again"
+        ))),
+        Err(e) => Err(e.into()),
     }
 }

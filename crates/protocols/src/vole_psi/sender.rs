@@ -3,15 +3,16 @@
 
 use std::time::Instant;
 
+use psikit_ot::gf128;
 use psikit_ot::silent::SilentSender;
-use psikit_ot::{gf128, SessionId};
 use psikit_structures::okvs::{Okvs, OkvsParams};
 use psikit_transport::Channel;
 use rand::rngs::OsRng;
+use rand::Rng;
 use rayon::prelude::*;
 
-use super::messages::{self as msg, OkvsSeed};
-use super::{exchange, oprf, Phases, VoleConfig};
+use super::messages::{self as msg, Commitment, OkvsSeed, ReceiverOffset, SenderOffset};
+use super::{exchange, oprf, session_id, Phases, VoleConfig};
 use crate::common::two_party::hello;
 use crate::Error;
 
@@ -37,27 +38,41 @@ pub async fn run_sender(
     let mut phases = Phases::default();
     let n_s = items.len() as u64;
     let n_r = hello::<{ msg::PROTOCOL_ID }>(ch, &cfg.terms(n_s)).await?;
-    // What does not depend on the receiver is done while it encodes its
-    // OKVS (we would only wait for its seed otherwise).
-    let params = OkvsParams::new(n_r as usize)?;
-    let keys = oprf::item_keys(items);
-    let hashed = oprf::okvs_values(&keys);
+    let share: u128 = OsRng.gen();
+    if cfg.malicious {
+        ch.send_msg(&Commitment(oprf::commit(share))).await?;
+    }
     let OkvsSeed(seed) = ch.recv_msg(()).await?;
-    let okvs = Okvs::new(params, seed);
+    let okvs = Okvs::new(OkvsParams::new(n_r as usize)?, seed);
     let m = okvs.params().table_len();
-    let sid = SessionId::new(&[&seed[..], &n_s.to_be_bytes(), &n_r.to_be_bytes()].concat());
+
     let t = Instant::now();
-    let mut vole = SilentSender::setup(ch, &sid, cfg.ext_config()?, &mut OsRng).await?;
+    let sid = session_id(&seed, n_s, n_r);
+    let mut vole =
+        SilentSender::setup(ch, &sid, cfg.security(), cfg.ext_config()?, &mut OsRng).await?;
     let delta = vole.delta();
     let b = vole.vole(ch, m, &mut OsRng).await?;
     phases.vole += t.elapsed();
     phases.vole_len = m;
     phases.vole_bytes = ch.bytes_sent() - sent0 + ch.bytes_received() - recv0;
+    // Done while the receiver encodes its OKVS.
+    let keys = oprf::item_keys(items);
+    let hashed = oprf::okvs_values(&keys);
 
     let t = Instant::now();
+    let offset = match cfg.malicious {
+        true => {
+            let ReceiverOffset(theirs) = ch.recv_msg(()).await?;
+            Some(share ^ u128::from_le_bytes(theirs))
+        }
+        false => None,
+    };
     let masked = ch
         .recv_chunked(msg::PROTOCOL_ID, msg::KIND_MASKED, m as u64 * 16)
         .await?;
+    if offset.is_some() {
+        ch.send_msg(&SenderOffset(share.to_le_bytes())).await?;
+    }
     let masked = msg::decode_blocks(&masked, m)?;
     // K = B + Δ·(P + C) = A + Δ·P.
     let k: Vec<u128> = b
@@ -75,8 +90,12 @@ pub async fn run_sender(
         .zip(hashed.par_iter())
         .map(|(d, h)| d ^ gf128::mul(delta, *h))
         .collect();
+    let outputs = match offset {
+        Some(w) => oprf::bind(inputs, w, &keys),
+        None => inputs,
+    };
     let x = exchange(n_s, n_r);
-    let values = oprf::summaries(inputs, x.len);
+    let values = oprf::summaries(outputs, x.len);
     let revealed = x.send(ch, &values, cfg.reveal_to_sender).await?;
     phases.online += t.elapsed();
     Ok(SenderOutcome {

@@ -25,6 +25,19 @@ async fn run_pair(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn matches_the_plaintext_intersection() {
+    check_against_plaintext(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malicious_mode_matches_the_plaintext_intersection() {
+    check_against_plaintext(true).await;
+}
+
+async fn check_against_plaintext(malicious: bool) {
+    let cfg = VoleConfig {
+        malicious,
+        ..VoleConfig::default()
+    };
     for (i, (n_s, n_r, overlap)) in [
         (1, 1, 1),
         (0, 10, 0),
@@ -38,7 +51,7 @@ async fn matches_the_plaintext_intersection() {
     .enumerate()
     {
         let (s, r, truth) = sets(i as u64, n_s, n_r, overlap);
-        let (s_out, r_out) = run_pair(s, r, VoleConfig::default()).await;
+        let (s_out, r_out) = run_pair(s, r, cfg.clone()).await;
         let r_out = r_out.expect("receiver");
         assert_eq!(r_out.matches, truth, "sizes {n_s} {n_r} {overlap}");
         assert!(s_out.expect("sender").revealed.is_none());
@@ -69,6 +82,77 @@ async fn the_sender_learns_the_intersection_only_when_revealed() {
         .map(|(x, _)| x)
         .collect();
     assert_eq!(revealed, shared);
+}
+
+#[tokio::test]
+async fn mismatched_security_settings_are_refused_by_both() {
+    let (s, r, _) = sets(3, 10, 10, 5);
+    let malicious = VoleConfig {
+        malicious: true,
+        ..VoleConfig::default()
+    };
+    let (mut a, mut b) = Channel::memory_pair(Limits::default());
+    let sender = tokio::spawn(async move { run_sender(&mut a, &s, &malicious).await });
+    let receiver = run_receiver(&mut b, &r, &VoleConfig::default()).await;
+    for err in [receiver.err(), sender.await.expect("task").err()] {
+        let text = err.expect("refused").to_string();
+        assert!(text.contains("malicious"), "{text}");
+    }
+}
+
+/// A malicious-mode sender that runs everything honestly but opens its
+/// offset commitment with another value: the receiver aborts, names the
+/// reason, and tells the sender.
+#[tokio::test]
+async fn a_sender_that_opens_another_offset_is_caught() {
+    use psikit_ot::silent::SilentSender;
+    use psikit_structures::okvs::OkvsParams;
+    let (_, r, _) = sets(8, 300, 300, 100);
+    let cfg = VoleConfig {
+        malicious: true,
+        ..VoleConfig::default()
+    };
+    let (mut a, mut b) = Channel::memory_pair(Limits::default());
+    let cheater_cfg = cfg.clone();
+    let cheater = tokio::spawn(async move {
+        let n_r = two_party::hello::<{ messages::PROTOCOL_ID }>(&mut a, &cheater_cfg.terms(300))
+            .await
+            .expect("hello");
+        a.send_msg(&messages::Commitment(oprf::commit(1)))
+            .await
+            .expect("commit");
+        let messages::OkvsSeed(seed) = a.recv_msg(()).await.expect("seed");
+        let m = OkvsParams::new(n_r as usize).expect("params").table_len();
+        let sid = session_id(&seed, 300, n_r);
+        let mut vole = SilentSender::setup(
+            &mut a,
+            &sid,
+            cheater_cfg.security(),
+            ExtConfig::default(),
+            &mut rand::rngs::OsRng,
+        )
+        .await
+        .expect("setup");
+        vole.vole(&mut a, m, &mut rand::rngs::OsRng)
+            .await
+            .expect("vole");
+        let _: messages::ReceiverOffset = a.recv_msg(()).await.expect("offset");
+        a.recv_chunked(messages::PROTOCOL_ID, messages::KIND_MASKED, m as u64 * 16)
+            .await
+            .expect("table");
+        a.send_msg(&messages::SenderOffset(2u128.to_le_bytes()))
+            .await
+            .expect("opening");
+        a.recv().await
+    });
+    let err = run_receiver(&mut b, &r, &cfg).await.expect_err("caught");
+    assert!(
+        matches!(&err, Error::Aborted(why) if why.contains("commitment")),
+        "{err}"
+    );
+    drop(b);
+    let told = cheater.await.expect("task").expect_err("error frame");
+    assert!(told.to_string().contains("commitment"), "{told}");
 }
 
 #[tokio::test]
@@ -131,10 +215,20 @@ async fn a_receiver_that_stops_after_its_seed_is_an_error_not_a_panic() {
 /// runtime: the same core as over TCP.
 #[test]
 fn stepped_parties_match_plaintext_without_a_runtime() {
-    let (s, r, truth) = sets(12, 700, 600, 321);
-    let (s_out, r_out) = step_pair::<VolePsi>(s, r, VoleConfig::default(), Limits::default());
-    assert_eq!(r_out.expect("receiver").matches, truth);
-    assert!(s_out.expect("sender").revealed.is_none());
+    for malicious in [false, true] {
+        let (s, r, truth) = sets(12, 700, 600, 321);
+        let cfg = VoleConfig {
+            malicious,
+            ..VoleConfig::default()
+        };
+        let (s_out, r_out) = step_pair::<VolePsi>(s, r, cfg, Limits::default());
+        assert_eq!(
+            r_out.expect("receiver").matches,
+            truth,
+            "malicious {malicious}"
+        );
+        assert!(s_out.expect("sender").revealed.is_none());
+    }
 }
 
 #[tokio::test]
@@ -176,6 +270,7 @@ async fn a_masked_table_of_the_wrong_size_is_refused() {
         let sender =
             tokio::spawn(async move { run_sender(&mut a, &s, &VoleConfig::default()).await });
         let (n_r, seed) = (150u64, [3u8; 16]);
+        let security = psikit_ot::Security::SemiHonest;
         let n_s = two_party::hello::<{ messages::PROTOCOL_ID }>(
             &mut b,
             &VoleConfig::default().terms(n_r),
@@ -185,10 +280,15 @@ async fn a_masked_table_of_the_wrong_size_is_refused() {
         b.send_msg(&messages::OkvsSeed(seed)).await.expect("seed");
         let m = OkvsParams::new(n_r as usize).expect("params").table_len();
         let sid = SessionId::new(&[&seed[..], &n_s.to_be_bytes(), &n_r.to_be_bytes()].concat());
-        let mut vole =
-            SilentReceiver::setup(&mut b, &sid, ExtConfig::default(), &mut rand::rngs::OsRng)
-                .await
-                .expect("setup");
+        let mut vole = SilentReceiver::setup(
+            &mut b,
+            &sid,
+            security,
+            ExtConfig::default(),
+            &mut rand::rngs::OsRng,
+        )
+        .await
+        .expect("setup");
         vole.vole(&mut b, m, &mut rand::rngs::OsRng)
             .await
             .expect("vole");
