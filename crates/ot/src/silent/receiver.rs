@@ -8,7 +8,7 @@ use zeroize::Zeroizing;
 use super::check::{self, CHECK_OTS};
 use super::code::Symbol;
 use super::params::{parts, SilentParams};
-use super::{ggm, pack_share, run, Noise};
+use super::{concat, ggm, pack_share, run, Noise};
 use crate::ext::Confirm;
 use crate::messages::{abort, SilentChallenge, SilentCheck, SilentTrees};
 use crate::{
@@ -236,9 +236,7 @@ impl<T: Symbol> Pending<T> {
         ch: &mut Channel,
     ) -> Result<(Zeroizing<Vec<u128>>, Zeroizing<Vec<T>>), OtError> {
         self.receive_trees(ch).await?;
-        let count = self.shapes.iter().map(|p| p.count).sum();
-        let mut w_out = Zeroizing::new(Vec::with_capacity(count));
-        let mut e_out = Zeroizing::new(Vec::with_capacity(count));
+        let (mut w_parts, mut e_parts) = (Vec::new(), Vec::new());
         let tree_ots: usize = self.shapes.iter().map(|p| self.noise.base_ots(p)).sum();
         let mut sum = match self.challenge {
             Some(_) => (pack_share(&self.ots.t()[tree_ots..]), 0),
@@ -255,8 +253,10 @@ impl<T: Symbol> Pending<T> {
                 code.dual_encode(&mut w[..]);
                 code.dual_encode(&mut e[..]);
             });
-            w_out.extend_from_slice(&w[..p.count]);
-            e_out.extend_from_slice(&e[..p.count]);
+            w.truncate(p.count);
+            e.truncate(p.count);
+            w_parts.push(w);
+            e_parts.push(e);
             first += self.noise.base_ots(p);
             at += p.n() as u64;
         }
@@ -267,7 +267,7 @@ impl<T: Symbol> Pending<T> {
                 return Err(abort(ch, OtError::SilentCheck).await);
             }
         }
-        Ok((w_out, e_out))
+        Ok((concat(w_parts), concat(e_parts)))
     }
 
     /// Step 3 for part `k` (base correlations from `first`): the rebuilt

@@ -6,7 +6,7 @@ use zeroize::Zeroizing;
 
 use super::check::{self, CHECK_OTS};
 use super::params::{parts, SilentParams};
-use super::{ggm, pack_share, run, Noise};
+use super::{concat, ggm, pack_share, run, Noise};
 use crate::ext::Confirm;
 use crate::messages::{SilentChallenge, SilentCheck, SilentTrees};
 use crate::{gf128, ExtConfig, OtError, OtExtSender, Security, SenderOts, SessionId};
@@ -99,7 +99,7 @@ impl SilentSender {
             m1: ots.messages_for(true),
             q: ots.q(),
         };
-        let mut out = Zeroizing::new(Vec::with_capacity(count));
+        let mut out = Vec::with_capacity(shapes.len());
         let mut unchecked = Vec::new();
         let mut first = 0;
         for p in &shapes {
@@ -107,7 +107,7 @@ impl SilentSender {
             first += noise.base_ots(p);
             match malicious {
                 true => unchecked.push(leaves),
-                false => out.extend_from_slice(&self.encode(p, leaves)),
+                false => out.push(self.encode(p, leaves)),
             }
         }
         if malicious {
@@ -121,10 +121,10 @@ impl SilentSender {
             let hash = check::digest(gf128::reduce(sum));
             ch.send_msg(&SilentCheck(hash)).await?;
             for (p, leaves) in shapes.iter().zip(unchecked) {
-                out.extend_from_slice(&self.encode(p, leaves));
+                out.push(self.encode(p, leaves));
             }
         }
-        Ok(out)
+        Ok(concat(out))
     }
 
     /// The base correlations: IKNP, or KOS without confirmation (a failed

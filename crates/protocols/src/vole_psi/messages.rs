@@ -20,6 +20,7 @@
 //! `common::summaries`.
 
 use psikit_transport::{DecodeError, Message, ProtocolId, Reader, Writer};
+use rayon::prelude::*;
 
 pub const PROTOCOL_ID: u8 = psikit_transport::ids::VOLE_PSI;
 
@@ -72,7 +73,11 @@ bytes_message!(SenderOffset, 8, "sender's offset share");
 
 /// 16-byte little-endian blocks as sent.
 pub fn encode_blocks(blocks: &[u128]) -> Vec<u8> {
-    blocks.iter().flat_map(|b| b.to_le_bytes()).collect()
+    let mut out = vec![0u8; blocks.len() * 16];
+    out.par_chunks_mut(16)
+        .zip(blocks.par_iter())
+        .for_each(|(o, b)| o.copy_from_slice(&b.to_le_bytes()));
+    out
 }
 
 /// Exactly `count` blocks, or an error.

@@ -73,12 +73,12 @@ pub async fn run_receiver(
     if cfg.malicious {
         ch.send_msg(&ReceiverOffset(offset.to_le_bytes())).await?;
     }
-    let masked: Vec<u128> = table
-        .par_iter()
+    // P + C, over P.
+    let mut masked = table;
+    masked
+        .par_iter_mut()
         .zip(v.c.par_iter())
-        .map(|(p, c)| p ^ c)
-        .collect();
-    drop(table);
+        .for_each(|(p, c)| *p ^= c);
     ch.send_chunked(
         msg::PROTOCOL_ID,
         msg::KIND_MASKED,

@@ -74,12 +74,11 @@ pub async fn run_sender(
         ch.send_msg(&SenderOffset(share.to_le_bytes())).await?;
     }
     let masked = msg::decode_blocks(&masked, m)?;
-    // K = B + Δ·(P + C) = A + Δ·P.
-    let k: Vec<u128> = b
-        .par_iter()
+    // K = B + Δ·(P + C) = A + Δ·P, over B.
+    let mut k = b;
+    k.par_iter_mut()
         .zip(masked.par_iter())
-        .map(|(b, pc)| b ^ gf128::mul(delta, *pc))
-        .collect();
+        .for_each(|(k, pc)| *k ^= gf128::mul(delta, *pc));
     drop(masked);
     let mut decoded = vec![0u128; keys.len()];
     let d = Instant::now();
