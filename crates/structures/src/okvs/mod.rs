@@ -482,13 +482,12 @@ impl Okvs {
         let mut built = 0;
         for &i in &scratch.order {
             let row = &rows[i as usize];
-            let base = row.start as usize / 64;
-            let to = (base + 4) * 16;
+            let to = row.start as usize / 4 + subsets::BAND_GROUPS;
             if to > built {
                 subsets.build(cols, built..to);
                 built = to;
             }
-            out[i as usize] = subsets.dot(base, &band::align(&row.band, row.start as usize));
+            out[i as usize] = subsets.dot_band(row.start as usize, &row.band);
         }
     }
 

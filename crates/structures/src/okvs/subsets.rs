@@ -109,6 +109,42 @@ impl Subsets {
     }
 }
 
+/// Groups a band starting at any column of a group covers (192 bits from
+/// up to 3 columns into the first group).
+pub(crate) const BAND_GROUPS: usize = 49;
+
+impl Subsets {
+    /// The inner product of the band `bits` of a row starting at column
+    /// `start` with the bin: the band shifted to the start of its group of
+    /// 4 columns takes 49 lookups (a 64-aligned window takes 64, a quarter
+    /// of them on zeros). The groups it covers must be built.
+    #[inline]
+    pub fn dot_band(&self, start: usize, bits: &super::band::Band) -> u128 {
+        let s = (start % 4) as u32;
+        let at = start / 4 * SUBSETS;
+        let window: &[u128; BAND_GROUPS * SUBSETS] = self.entries[at..at + BAND_GROUPS * SUBSETS]
+            .try_into()
+            .expect("window of 49 groups");
+        // `x >> (64 - s)` as `(x >> 1) >> (63 - s)`: zero at s = 0.
+        let carry = |x: u64| (x >> 1) >> (63 - s);
+        let words = [
+            bits[0] << s,
+            bits[1] << s | carry(bits[0]),
+            bits[2] << s | carry(bits[1]),
+        ];
+        let mut acc = [0u128; 4];
+        for (w, &x) in words.iter().enumerate() {
+            let word = &window[w * GROUPS_PER_WORD * SUBSETS..(w + 1) * GROUPS_PER_WORD * SUBSETS];
+            for i in 0..GROUPS_PER_WORD {
+                let subset = ((x >> (4 * i)) & 15) as usize;
+                acc[i % 4] ^= word[i * SUBSETS + subset];
+            }
+        }
+        acc[0] ^= window[48 * SUBSETS + carry(bits[2]) as usize];
+        acc[0] ^ acc[1] ^ acc[2] ^ acc[3]
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::band::{self, align};
@@ -136,6 +172,7 @@ mod tests {
                 let band: band::Band = [rng.gen(), rng.gen(), rng.gen()];
                 let expect = band::dot(&band, &cols[start..start + 192]);
                 assert_eq!(t.dot(start / 64, &align(&band, start)), expect);
+                assert_eq!(t.dot_band(start, &band), expect);
             }
         }
     }
