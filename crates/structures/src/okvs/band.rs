@@ -1,5 +1,7 @@
-//! Band arithmetic: 192-bit rows as three 64-bit words, and the inner
-//! product of a band with table entries (the decode kernel).
+//! Band arithmetic: 192-bit rows as three 64-bit words, their aligned
+//! four-word form, and the inner product of a band with table entries by
+//! walking its set bits (single decodes, sparse batches, and the reference
+//! the subset tables of `subsets.rs` are tested against).
 //!
 //! The kernel is plain portable code (the crate forbids `unsafe`, so no
 //! run-time SIMD dispatch): it branches on the band's bits, so its time
@@ -13,50 +15,42 @@ pub(crate) const BAND_WORDS: usize = 3;
 /// band's `j`-th column.
 pub(crate) type Band = [u64; BAND_WORDS];
 
-/// Whether the band is all zeros.
-pub(crate) fn is_zero(band: &Band) -> bool {
-    band.iter().all(|&w| w == 0)
+/// A band placed in a window of four words starting at a 64-aligned
+/// column: bit `j` of word `i` for column `64 * (start / 64 + i) + j` of the
+/// bin. Elimination and the subset tables work in this form, so rows are
+/// combined with whole-word moves and no bit shifts.
+pub(crate) type Aligned = [u64; 4];
+
+/// The band of a row starting at column `start`, in its aligned window
+/// (the low `start % 64` bits of the first word are zero; a 192-bit band
+/// fits in 256 bits).
+pub(crate) fn align(band: &Band, start: usize) -> Aligned {
+    let s = (start % 64) as u32;
+    // `x >> (64 - s)` as `(x >> 1) >> (63 - s)`: zero, not an overflow, at s = 0.
+    let carry = |x: u64| (x >> 1) >> (63 - s);
+    [
+        band[0] << s,
+        band[1] << s | carry(band[0]),
+        band[2] << s | carry(band[1]),
+        carry(band[2]),
+    ]
 }
 
-/// Index of the lowest set bit (the band must not be zero).
-pub(crate) fn first_one(band: &Band) -> usize {
+/// Index of the lowest set bit, `None` if all words are zero.
+pub(crate) fn first_one(words: &[u64]) -> Option<usize> {
     let mut base = 0;
-    for &w in band {
+    for &w in words {
         if w != 0 {
-            return base + w.trailing_zeros() as usize;
+            return Some(base + w.trailing_zeros() as usize);
         }
         base += 64;
     }
-    base
+    None
 }
 
 /// Bit `j` of the band.
-pub(crate) fn bit(band: &Band, j: usize) -> bool {
+pub(crate) fn bit(band: &[u64], j: usize) -> bool {
     (band[j / 64] >> (j % 64)) & 1 == 1
-}
-
-/// `band >> shift` (bit `j` of the result is bit `j + shift`), `shift` below
-/// 192: aligns a row to a window starting `shift` columns later.
-pub(crate) fn shr(band: &Band, shift: usize) -> Band {
-    let (words, bits) = (shift / 64, shift % 64);
-    let mut out = [0u64; BAND_WORDS];
-    for (i, o) in out.iter_mut().enumerate() {
-        let lo = band.get(i + words).copied().unwrap_or(0);
-        let hi = band.get(i + words + 1).copied().unwrap_or(0);
-        *o = if bits == 0 {
-            lo
-        } else {
-            (lo >> bits) | (hi << (64 - bits))
-        };
-    }
-    out
-}
-
-/// `a ^= b`.
-pub(crate) fn xor_into(a: &mut Band, b: &Band) {
-    for (x, y) in a.iter_mut().zip(b) {
-        *x ^= y;
-    }
 }
 
 /// XOR of the entries of `cols` whose band bit is set (`cols.len()` is the
@@ -128,16 +122,18 @@ mod tests {
     }
 
     #[test]
-    fn shift_moves_bits_down() {
-        let band = [1 << 5, 1 << 63, 1];
-        for shift in [0, 1, 5, 63, 64, 70, 127, 128, 191] {
-            let s = shr(&band, shift);
-            for j in 0..192 {
-                let expect = j + shift < 192 && bit(&band, j + shift);
-                assert_eq!(bit(&s, j), expect, "shift {shift} bit {j}");
+    fn aligning_moves_bits_to_their_columns() {
+        let band = [1 << 5 | 1, 1 << 63, 1 << 63 | 2];
+        for start in [0, 1, 5, 63, 64, 70, 127, 128, 191, 1000] {
+            let a = align(&band, start);
+            for col in 0..256 {
+                let j = (start / 64 * 64 + col).checked_sub(start);
+                let expect = j.is_some_and(|j| j < 192 && bit(&band, j));
+                assert_eq!(bit(&a, col), expect, "start {start} column {col}");
             }
         }
-        assert_eq!(first_one(&band), 5);
-        assert!(is_zero(&[0; 3]));
+        assert_eq!(first_one(&band), Some(0));
+        assert_eq!(first_one(&[0, 0, 1 << 7]), Some(135));
+        assert_eq!(first_one(&[0; 4]), None);
     }
 }

@@ -72,6 +72,29 @@ impl RowHasher {
         }
     }
 
+    /// The bins of `keys` into `out` (same length): the bins of their rows,
+    /// from `E1` alone.
+    pub fn bins(&self, keys: &[u128], out: &mut [u32]) {
+        if self.bins == 1 {
+            out.fill(0);
+            return;
+        }
+        let mut b1 = [Block::default(); BATCH];
+        for (keys, out) in keys.chunks(BATCH).zip(out.chunks_mut(BATCH)) {
+            for (k, x1) in keys.iter().zip(&mut b1) {
+                *x1 = Block::from(k.to_le_bytes());
+            }
+            self.e1.encrypt_blocks(&mut b1[..keys.len()]);
+            for ((&k, x1), bin) in keys.iter().zip(&b1).zip(out) {
+                *bin = self.bin(mmo(x1, k));
+            }
+        }
+    }
+
+    fn bin(&self, h1: u128) -> u32 {
+        ((h1 as u32 as u64 * self.bins) >> 32) as u32
+    }
+
     fn rows_batch(&self, keys: &[u128], out: &mut [Row]) {
         let mut b1 = [Block::default(); BATCH];
         let mut b2 = [Block::default(); BATCH];
@@ -88,7 +111,7 @@ impl RowHasher {
     }
 
     fn row_from(&self, h1: u128, h2: u128) -> Row {
-        let bin = ((h1 as u32 as u64 * self.bins) >> 32) as u32;
+        let bin = self.bin(h1);
         let start = (((h1 >> 32) as u32 as u64 * self.starts) >> 32) as u32;
         let bits: [u64; BAND_WORDS] = [(h1 >> 64) as u64, h2 as u64, (h2 >> 64) as u64];
         let mut band = [0u64; BAND_WORDS];

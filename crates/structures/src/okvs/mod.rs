@@ -33,11 +33,15 @@
 //! by Gaussian elimination within the bands, then back substitution
 //! (`solve.rs`). `w = 192` (three 64-bit words) and about `2^14` keys per
 //! bin. A decode reads one contiguous run of `w` entries and XORs the
-//! selected ones (`band.rs`: plain portable code walking the set bits, no
-//! explicit SIMD, since the crate forbids `unsafe`). Batched decoding sorts
-//! its keys by position first (64-column blocks), so the table is fetched
-//! about once per batch rather than 3 KiB per key (3.3 times faster at
-//! `2^20` than decoding in the keys' order).
+//! selected ones. One key (`decode_one`) walks the band's set bits
+//! (`band.rs`); batches split their keys by bin (one AES block a key, then
+//! each bin hashes its own keys), and each bin's keys are decoded in order
+//! of position through subset tables (`subsets.rs`: the XORs of all 16
+//! subsets of each aligned group of 4 columns, so 64 lookups a key instead
+//! of about 96 bit-steps, and no data-dependent branches), built just ahead
+//! of the sweep. Back substitution uses the same tables, kept in step as
+//! pivots are set. All of it is plain portable code, no explicit SIMD,
+//! since the crate forbids `unsafe`.
 //!
 //! # Failure bound and parameters
 //! `bin_len` is chosen per `n` as the smallest (to within 0.5%) for which a
@@ -70,10 +74,10 @@
 //! extrapolated experiments of 2-core sizes; its encoder needs hypergraph
 //! peeling and a dense sub-system. The band structure has a short bound
 //! that we can prove and check in code, a simple encoder, and decodes with
-//! one contiguous read that batches well. The price is decode work: about
-//! 96 XORs a key, 2-3 times RR22's per-key decode time (see
-//! `docs/benchmarks.md`); a tighter proven bound would allow narrower
-//! bands.
+//! one contiguous read that batches well. The price is decode work: 64
+//! table lookups a key (about 96 XORs without the subset tables), more than
+//! RR22's three reads (see `docs/benchmarks.md`); a tighter proven bound
+//! would allow narrower bands.
 //!
 //! # Security: random fill
 //! Columns not fixed by a pivot are filled with uniformly random values
@@ -91,26 +95,39 @@ mod bound;
 mod hash;
 mod params;
 mod solve;
+mod subsets;
 #[cfg(test)]
 mod tests;
 
 use rand::rngs::StdRng;
 use rand::{CryptoRng, Rng, RngCore, SeedableRng};
 use rayon::prelude::*;
+use std::ops::Range;
 use thiserror::Error;
 
 use hash::{Row, RowHasher};
 pub use params::{OkvsParams, BAND_WIDTH, BIN_ITEMS, DEFAULT_SECURITY};
 use solve::Equation;
+use subsets::Subsets;
 
-/// Most keys one decoding task sorts by position (its buffers take about
-/// 100 bytes a key). Large tasks read the table once per many keys: at
-/// 2^24 keys (a 340 MB table) 2^20-key tasks decode twice as fast as
-/// 2^18-key tasks; 2^22 gains nothing more.
-const SORT_CHUNK: usize = 1 << 20;
+/// Most keys one decoding batch groups by bin at once (its buffers take
+/// about 90 bytes a key). A bin's subset tables are built once per batch,
+/// so large batches amortise them: at `2^24` keys a batch of `2^21` keys
+/// puts about 2,000 keys in each bin of about 20,000 columns.
+const DECODE_BATCH: usize = 1 << 21;
 
-/// Keys per parallel task of the simple passes (hashing, direct decoding,
-/// gathering results).
+/// Most keys of one bin that one decoding task takes (the task sorts them
+/// by position and builds the bin's subset tables once); a bin's keys at
+/// capacity, about 2^14, fit in one task.
+const DECODE_PART: usize = 1 << 15;
+
+/// A decoding task with fewer keys than `1 / SPARSE` of the bin's columns
+/// walks band bits instead of building the bin's subset tables (four table
+/// entries a column, about the work of one band walk per 16 columns).
+const SPARSE: usize = 16;
+
+/// Keys per parallel task of the simple passes (hashing, gathering
+/// results); grouping by bin takes at least this many keys a task.
 const CHUNK: usize = 4096;
 
 /// Why parameters could not be chosen, or an encode or decode was refused.
@@ -231,15 +248,16 @@ impl Okvs {
         rng: &mut R,
     ) -> Result<Vec<u128>, OkvsError> {
         self.check_encode(keys, values)?;
-        let rows = self.rows(keys);
-        let (mut eqs, offsets) = group_by_bin(&rows, values, self.params.bins());
+        let split = self.split(keys, Some(values));
         let seeds: Vec<[u8; 32]> = (0..self.params.bins()).map(|_| rng.gen()).collect();
         let mut table = vec![0u128; self.params.table_len()];
-        let solved = split_at_offsets(&mut eqs, &offsets)
-            .into_par_iter()
-            .zip(table.par_chunks_mut(self.params.bin_len()))
+        let solved = table
+            .par_chunks_mut(self.params.bin_len())
             .zip(seeds.par_iter())
-            .try_for_each(|((eqs, cols), seed)| self.encode_bin(eqs, cols, seed));
+            .enumerate()
+            .try_for_each_init(Scratch::default, |scratch, (bin, (cols, seed))| {
+                self.encode_bin(&split, bin, cols, seed, scratch)
+            });
         match solved {
             Ok(()) => Ok(table),
             Err(solve::Inconsistent) => Err(self.failure(keys, values)),
@@ -256,15 +274,8 @@ impl Okvs {
                 out: out.len(),
             });
         }
-        if self.params.bins() == 1 {
-            keys.par_chunks(CHUNK)
-                .zip(out.par_chunks_mut(CHUNK))
-                .for_each(|(keys, out)| self.decode_chunk(table, keys, out));
-        } else {
-            let chunk = (keys.len() / (4 * rayon::current_num_threads())).clamp(CHUNK, SORT_CHUNK);
-            keys.par_chunks(chunk)
-                .zip(out.par_chunks_mut(chunk))
-                .for_each(|(keys, out)| self.decode_sorted(table, keys, out));
+        for (keys, out) in keys.chunks(DECODE_BATCH).zip(out.chunks_mut(DECODE_BATCH)) {
+            self.decode_batch(table, keys, out);
         }
         Ok(())
     }
@@ -302,26 +313,80 @@ impl Okvs {
         Ok(())
     }
 
-    fn rows(&self, keys: &[u128]) -> Vec<Row> {
-        let mut rows = vec![Row::default(); keys.len()];
-        keys.par_chunks(CHUNK)
-            .zip(rows.par_chunks_mut(CHUNK))
-            .for_each(|(keys, rows)| self.hasher.rows(keys, rows));
-        rows
+    /// Splits the input by bin: bins from one AES block a key, then each
+    /// chunk's keys (and values) copied into its parts of the bins. Bins
+    /// then hash their own keys into reused buffers, so no array of rows or
+    /// equations as large as the input is written.
+    fn split(&self, keys: &[u128], values: Option<&[u128]>) -> Split {
+        let bins = self.params.bins();
+        let chunk = keys
+            .len()
+            .div_ceil(4 * rayon::current_num_threads())
+            .max(CHUNK);
+        let mut bin_of = vec![0u32; keys.len()];
+        keys.par_chunks(chunk)
+            .zip(bin_of.par_chunks_mut(chunk))
+            .for_each(|(keys, bin_of)| self.hasher.bins(keys, bin_of));
+        let by_bin = |items: &[u128], bin_of: &[u32], count: &[usize]| {
+            let mut parts: Vec<Vec<u128>> = count.iter().map(|&n| Vec::with_capacity(n)).collect();
+            for (&x, &b) in items.iter().zip(bin_of) {
+                parts[b as usize].push(x);
+            }
+            parts
+        };
+        let (keys, values) = bin_of
+            .par_chunks(chunk)
+            .enumerate()
+            .map(|(c, bin_of)| {
+                let mut count = vec![0usize; bins];
+                for &b in bin_of {
+                    count[b as usize] += 1;
+                }
+                let items = c * chunk..c * chunk + bin_of.len();
+                let values = match values {
+                    Some(values) => by_bin(&values[items.clone()], bin_of, &count),
+                    None => Vec::new(),
+                };
+                (by_bin(&keys[items], bin_of, &count), values)
+            })
+            .unzip();
+        Split {
+            chunk,
+            bin_of,
+            keys,
+            values,
+        }
     }
 
     /// Random fill, then the bin's equations solved into its columns.
     fn encode_bin(
         &self,
-        eqs: &mut [Equation],
+        split: &Split,
+        bin: usize,
         cols: &mut [u128],
         seed: &[u8; 32],
+        scratch: &mut Scratch,
     ) -> Result<(), solve::Inconsistent> {
         let mut rng = StdRng::from_seed(*seed);
         cols.iter_mut().for_each(|c| *c = rng.gen());
+        self.hash_bin(split, bin, 0..split.keys.len(), &mut scratch.rows);
         let starts = self.params.bin_len() - self.params.band_width() + 1;
-        let mut sorted = solve::sort_by_start(eqs, starts);
-        solve::solve(&mut sorted, self.params.band_width(), cols)
+        let values = split
+            .values
+            .iter()
+            .flat_map(|parts| parts[bin].iter().copied());
+        solve::sort_by_start(&scratch.rows, values, starts, &mut scratch.eqs);
+        solve::solve(&mut scratch.eqs, cols, &mut scratch.subsets)
+    }
+
+    /// The rows of the keys of `bin` from `chunks`, in input order.
+    fn hash_bin(&self, split: &Split, bin: usize, chunks: Range<usize>, rows: &mut Vec<Row>) {
+        rows.clear();
+        for parts in &split.keys[chunks] {
+            let at = rows.len();
+            rows.resize(at + parts[bin].len(), Row::default());
+            self.hasher.rows(&parts[bin], &mut rows[at..]);
+        }
     }
 
     /// Tells a repeated key from the unlikely failure.
@@ -340,28 +405,89 @@ impl Okvs {
         OkvsError::EncodeFailed(self.params.security())
     }
 
-    /// Decodes keys in their order (one bin: its columns stay in cache).
-    fn decode_chunk(&self, table: &[u128], keys: &[u128], out: &mut [u128]) {
-        let mut rows = vec![Row::default(); keys.len()];
-        self.hasher.rows(keys, &mut rows);
-        for (row, o) in rows.iter().zip(out) {
-            *o = self.decode_row(table, row);
+    /// Decodes keys grouped by bin, each bin's keys (in parts of about
+    /// [`DECODE_PART`] at most) by one task, then puts the values back in
+    /// order.
+    fn decode_batch(&self, table: &[u128], keys: &[u128], out: &mut [u128]) {
+        let split = self.split(keys, None);
+        let (bins, chunks) = (self.params.bins(), split.keys.len());
+        // Where each chunk's part of each bin lies in the grouped order
+        // (bins in order, chunks in order inside).
+        let mut firsts = vec![vec![0usize; bins]; chunks];
+        let mut at = 0;
+        for b in 0..bins {
+            for (first, parts) in firsts.iter_mut().zip(&split.keys) {
+                first[b] = at;
+                at += parts[b].len();
+            }
         }
+        let mut values = vec![0u128; keys.len()];
+        let mut tasks = Vec::new();
+        let mut rest = &mut values[..];
+        for b in 0..bins {
+            let (mut first, mut len) = (0, 0);
+            for c in 0..chunks {
+                len += split.keys[c][b].len();
+                if len >= DECODE_PART || c + 1 == chunks {
+                    let (vals, tail) = std::mem::take(&mut rest).split_at_mut(len);
+                    rest = tail;
+                    if len > 0 {
+                        tasks.push((b, first..c + 1, vals));
+                    }
+                    (first, len) = (c + 1, 0);
+                }
+            }
+        }
+        tasks
+            .into_par_iter()
+            .for_each_init(Scratch::default, |scratch, (bin, chunks, vals)| {
+                self.decode_part(table, &split, bin, chunks, vals, scratch)
+            });
+        out.par_chunks_mut(split.chunk)
+            .zip(split.bin_of.par_chunks(split.chunk))
+            .zip(firsts)
+            .for_each(|((out, bin_of), mut next)| {
+                for (o, &b) in out.iter_mut().zip(bin_of) {
+                    *o = values[next[b as usize]];
+                    next[b as usize] += 1;
+                }
+            });
     }
 
-    /// Decodes one task's keys in order of position, so that the table is
-    /// read from memory about once per task rather than once per key (a
-    /// band is 3 KiB of table), then puts the values back in order.
-    fn decode_sorted(&self, table: &[u128], keys: &[u128], out: &mut [u128]) {
-        let mut rows = vec![Row::default(); keys.len()];
-        self.hasher.rows(keys, &mut rows);
-        let (sorted, slots) = sort_by_block(&rows, &self.params);
-        let values: Vec<u128> = sorted
-            .iter()
-            .map(|row| self.decode_row(table, row))
-            .collect();
-        for (o, &slot) in out.iter_mut().zip(&slots) {
-            *o = values[slot as usize];
+    /// Decodes the keys of `bin` from `chunks` into `out`: in order of
+    /// position through the bin's subset tables, built as the sweep reaches
+    /// them, or by walking band bits if the keys are few for the bin's size.
+    fn decode_part(
+        &self,
+        table: &[u128],
+        split: &Split,
+        bin: usize,
+        chunks: Range<usize>,
+        out: &mut [u128],
+        scratch: &mut Scratch,
+    ) {
+        self.hash_bin(split, bin, chunks, &mut scratch.rows);
+        let rows = &scratch.rows;
+        let bin_len = self.params.bin_len();
+        if rows.len() * SPARSE < bin_len {
+            for (row, o) in rows.iter().zip(out) {
+                *o = self.decode_row(table, row);
+            }
+            return;
+        }
+        let cols = &table[bin * bin_len..(bin + 1) * bin_len];
+        order_by_word(rows, bin_len.div_ceil(64), &mut scratch.order);
+        let subsets = &mut scratch.subsets;
+        subsets.reset(bin_len);
+        let mut built = 0;
+        for &i in &scratch.order {
+            let row = &rows[i as usize];
+            let to = row.start as usize / 4 + subsets::BAND_GROUPS;
+            if to > built {
+                subsets.build(cols, built..to);
+                built = to;
+            }
+            out[i as usize] = subsets.dot_band(row.start as usize, &row.band);
         }
     }
 
@@ -371,74 +497,41 @@ impl Okvs {
     }
 }
 
-/// Most buckets of the decode sort: blocks of columns are widened beyond
-/// 64 for tables above 2^24 entries, keeping the counts within 1 MiB.
-const MAX_BLOCKS: usize = 1 << 18;
+/// The input split by bin (`Okvs::split`): `keys[c][b]` (and
+/// `values[c][b]` when encoding) holds, in input order, the items of chunk
+/// `c` (`chunk` items) that fall in bin `b`; `bin_of` is each item's bin.
+struct Split {
+    chunk: usize,
+    bin_of: Vec<u32>,
+    keys: Vec<Vec<Vec<u128>>>,
+    values: Vec<Vec<Vec<u128>>>,
+}
 
-/// `rows` in order of position in the table, to within a block of 64 or
-/// more columns (a counting sort), and each row's slot in that order
-/// (fewer than 2^32 rows). Consecutive bands then overlap, so most of a
-/// band's entries are still in L1 from the previous keys.
-fn sort_by_block(rows: &[Row], params: &OkvsParams) -> (Vec<Row>, Vec<u32>) {
-    let table_len = params.table_len();
-    let mut shift = 6;
-    while table_len >> shift > MAX_BLOCKS {
-        shift += 1;
+/// Buffers one worker reuses from bin to bin, so that bins after the first
+/// touch no fresh pages.
+#[derive(Default)]
+struct Scratch {
+    rows: Vec<Row>,
+    eqs: Vec<Equation>,
+    order: Vec<u32>,
+    subsets: Subsets,
+}
+
+/// Indices of `rows` in order of the 64-column word their start lies in
+/// (a counting sort; `words` words), into `order`.
+fn order_by_word(rows: &[Row], words: usize, order: &mut Vec<u32>) {
+    let mut next = vec![0u32; words + 1];
+    for r in rows {
+        next[r.start as usize / 64 + 1] += 1;
     }
-    let block = |r: &Row| (r.bin as usize * params.bin_len() + r.start as usize) >> shift;
-    let mut next = offsets_by(rows, (table_len >> shift) + 1, block);
-    let mut sorted = vec![Row::default(); rows.len()];
-    let mut slots = vec![0u32; rows.len()];
-    for (r, slot) in rows.iter().zip(&mut slots) {
-        let at = &mut next[block(r)];
-        sorted[*at] = *r;
-        *slot = *at as u32;
+    for i in 1..next.len() {
+        next[i] += next[i - 1];
+    }
+    order.clear();
+    order.resize(rows.len(), 0);
+    for (i, r) in rows.iter().enumerate() {
+        let at = &mut next[r.start as usize / 64];
+        order[*at as usize] = i as u32;
         *at += 1;
     }
-    (sorted, slots)
-}
-
-/// Where each bucket's items begin in bucket order (`buckets + 1` offsets).
-fn offsets_by<T>(items: &[T], buckets: usize, bucket: impl Fn(&T) -> usize) -> Vec<usize> {
-    let mut offsets = vec![0usize; buckets + 1];
-    for item in items {
-        offsets[bucket(item) + 1] += 1;
-    }
-    for i in 1..offsets.len() {
-        offsets[i] += offsets[i - 1];
-    }
-    offsets
-}
-
-/// The equations grouped by bin (a counting sort), with each bin's offset
-/// (`bins + 1` offsets).
-fn group_by_bin(rows: &[Row], values: &[u128], bins: usize) -> (Vec<Equation>, Vec<usize>) {
-    let offsets = offsets_by(rows, bins, |r| r.bin as usize);
-    let mut next = offsets.clone();
-    let mut eqs = vec![Equation::default(); rows.len()];
-    for (r, &value) in rows.iter().zip(values) {
-        let slot = &mut next[r.bin as usize];
-        eqs[*slot] = Equation {
-            start: r.start,
-            pivot: 0,
-            band: r.band,
-            value,
-        };
-        *slot += 1;
-    }
-    (eqs, offsets)
-}
-
-/// `items` (grouped by bin) cut into the bins' slices.
-fn split_at_offsets<'a>(
-    mut items: &'a mut [Equation],
-    offsets: &[usize],
-) -> Vec<&'a mut [Equation]> {
-    let mut out = Vec::with_capacity(offsets.len().saturating_sub(1));
-    for pair in offsets.windows(2) {
-        let (head, tail) = items.split_at_mut(pair[1] - pair[0]);
-        out.push(head);
-        items = tail;
-    }
-    out
 }

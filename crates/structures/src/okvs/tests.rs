@@ -302,4 +302,8 @@ fn single_and_batched_rows_agree() {
     for (k, r) in keys.iter().zip(&rows) {
         assert_eq!(okvs.hasher.row(*k), *r);
     }
+    let mut bins = vec![0u32; keys.len()];
+    okvs.hasher.bins(&keys, &mut bins);
+    assert!(bins.iter().zip(&rows).all(|(&b, r)| b == r.bin));
+    assert!(bins.iter().any(|&b| b != bins[0]));
 }
