@@ -9,13 +9,18 @@ use super::two_party::Pair;
 use super::DemoArgs;
 
 /// VOLE-PSI over loopback TCP on two generated files of the client's size,
-/// the receiver's result checked and revealed to the sender.
+/// semi-honest then malicious, each receiver's result checked and revealed
+/// to the sender.
 pub(super) fn run(a: &DemoArgs, dir: &Path) -> Result<()> {
-    println!("\n== psi: balanced PSI, silent VOLE + OKVS (VOLE-PSI, semi-honest) ==");
+    println!("\n== psi: balanced PSI, silent VOLE + OKVS (VOLE-PSI) ==");
     let pair = Pair::generate(a, dir)?;
-    let cfg = VoleConfig {
-        reveal_to_sender: true,
-        ..VoleConfig::default()
-    };
-    pair.run::<VolePsi>("semi-honest", &cfg)
+    for (name, malicious) in [("semi-honest", false), ("malicious", true)] {
+        let cfg = VoleConfig {
+            malicious,
+            reveal_to_sender: true,
+            ..VoleConfig::default()
+        };
+        pair.run::<VolePsi>(name, &cfg)?;
+    }
+    Ok(())
 }
