@@ -81,6 +81,27 @@ pub fn inner_product_portable(a: &[u128], b: &[u128]) -> Wide {
     })
 }
 
+/// `acc[i] += c·x[i]` for every `i` (a VOLE's `K = B + Δ·(P + C)` and
+/// its evaluation `Decode(K, x) + Δ·h(x)`): one feature check per batch,
+/// not per product. The slices must have equal length.
+pub fn mul_acc(c: u128, x: &[u128], acc: &mut [u128]) {
+    assert_eq!(x.len(), acc.len(), "multiply-accumulate of unequal lengths");
+    #[cfg(target_arch = "x86_64")]
+    if has_clmul() {
+        // SAFETY: `has_clmul` just confirmed PCLMULQDQ and SSE2 at run time.
+        unsafe { x86::mul_acc(c, x, acc) };
+        return;
+    }
+    mul_acc_portable(c, x, acc);
+}
+
+/// Portable [`mul_acc`], the reference the fast path is tested against.
+pub fn mul_acc_portable(c: u128, x: &[u128], acc: &mut [u128]) {
+    for (a, x) in acc.iter_mut().zip(x) {
+        *a ^= reduce(clmul_portable(c, *x));
+    }
+}
+
 /// XOR of two unreduced values (sums in the field are XORs).
 pub fn add_wide(a: Wide, b: Wide) -> Wide {
     (a.0 ^ b.0, a.1 ^ b.1)
@@ -195,6 +216,26 @@ mod x86 {
         (lo ^ (mid << 64), hi ^ (mid >> 64))
     }
 
+    /// The kernel of [`super::mul_acc`]: four PCLMULQDQ per product and the
+    /// portable reduction, inlined into one loop.
+    ///
+    /// # Safety
+    /// The CPU must support `pclmulqdq` and `sse2`.
+    #[target_feature(enable = "pclmulqdq,sse2")]
+    pub(super) unsafe fn mul_acc(c: u128, x: &[u128], acc: &mut [u128]) {
+        let c: __m128i = bytemuck::cast(c);
+        for (a, x) in acc.iter_mut().zip(x) {
+            let x: __m128i = bytemuck::cast(*x);
+            let lo: u128 = bytemuck::cast(_mm_clmulepi64_si128::<0x00>(c, x));
+            let hi: u128 = bytemuck::cast(_mm_clmulepi64_si128::<0x11>(c, x));
+            let mid: u128 = bytemuck::cast(_mm_xor_si128(
+                _mm_clmulepi64_si128::<0x01>(c, x),
+                _mm_clmulepi64_si128::<0x10>(c, x),
+            ));
+            *a ^= super::reduce((lo ^ (mid << 64), hi ^ (mid >> 64)));
+        }
+    }
+
     /// The kernel of [`super::ColumnSums::add`]: three PCLMULQDQ per term
     /// (Karatsuba), one column's parts held in registers while its blocks
     /// stream by. Hand-written because this loop runs once per OT and the
@@ -247,6 +288,23 @@ mod tests {
             assert_eq!(clmul(a, b), clmul_portable(a, b));
         }
         assert_eq!(clmul_portable(u128::MAX, u128::MAX).1 >> 126, 1);
+    }
+
+    #[test]
+    fn mul_acc_fast_path_equals_portable() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(4);
+        for len in [0usize, 1, 5, 300] {
+            let c: u128 = rng.gen();
+            let x: Vec<u128> = (0..len).map(|_| rng.gen()).collect();
+            let start: Vec<u128> = (0..len).map(|_| rng.gen()).collect();
+            let (mut fast, mut portable) = (start.clone(), start.clone());
+            mul_acc(c, &x, &mut fast);
+            mul_acc_portable(c, &x, &mut portable);
+            assert_eq!(fast, portable, "length {len}");
+            for i in 0..len {
+                assert_eq!(fast[i], start[i] ^ mul(c, x[i]));
+            }
+        }
     }
 
     #[test]

@@ -16,6 +16,9 @@ use super::{exchange, oprf, session_id, Phases, VoleConfig};
 use crate::common::two_party::hello;
 use crate::Error;
 
+/// Blocks per parallel task of the field products.
+const CHUNK: usize = 1 << 14;
+
 /// What the sender learned and what it cost.
 #[derive(Debug, Clone)]
 pub struct SenderOutcome {
@@ -76,22 +79,22 @@ pub async fn run_sender(
     let masked = msg::decode_blocks(&masked, m)?;
     // K = B + Δ·(P + C) = A + Δ·P, over B.
     let mut k = b;
-    k.par_iter_mut()
-        .zip(masked.par_iter())
-        .for_each(|(k, pc)| *k ^= gf128::mul(delta, *pc));
+    k.par_chunks_mut(CHUNK)
+        .zip(masked.par_chunks(CHUNK))
+        .for_each(|(k, pc)| gf128::mul_acc(delta, pc, k));
     drop(masked);
     let mut decoded = vec![0u128; keys.len()];
     let d = Instant::now();
     okvs.decode(&k, &keys, &mut decoded)?;
     phases.okvs_decode = d.elapsed();
-    let inputs: Vec<u128> = decoded
-        .par_iter()
-        .zip(hashed.par_iter())
-        .map(|(d, h)| d ^ gf128::mul(delta, *h))
-        .collect();
+    // Decode(K, k_x) + Δ·h(k_x), over the decoded values.
+    decoded
+        .par_chunks_mut(CHUNK)
+        .zip(hashed.par_chunks(CHUNK))
+        .for_each(|(d, h)| gf128::mul_acc(delta, h, d));
     let outputs = match offset {
-        Some(w) => oprf::bind(inputs, w, &keys),
-        None => inputs,
+        Some(w) => oprf::bind(decoded, w, &keys),
+        None => decoded,
     };
     let x = exchange(n_s, n_r);
     let values = oprf::summaries(outputs, x.len);
