@@ -77,8 +77,9 @@ impl SilentSender {
     }
 
     /// One extension of `count`: the base correlations of all its parts
-    /// ([`parts`]) at once, then each part's trees; in malicious mode the
-    /// check over all parts before any is compressed.
+    /// ([`parts`]) at once, then every part's trees, then (malicious) the
+    /// receiver's challenge, then each part compressed, and (malicious) the
+    /// check's hash over all parts.
     async fn extend<R: RngCore + CryptoRng>(
         &mut self,
         ch: &mut Channel,
@@ -99,30 +100,36 @@ impl SilentSender {
             m1: ots.messages_for(true),
             q: ots.q(),
         };
-        let mut out = Vec::with_capacity(shapes.len());
-        let mut unchecked = Vec::new();
+        // All trees first, so the receiver can go on while we compress
+        // (it needs every part's trees before its own work); each part's
+        // leaves are expanded again from its roots when compressed, which
+        // costs one GGM expansion instead of holding 2 blocks per output.
+        let mut roots = Vec::with_capacity(shapes.len());
         let mut first = 0;
         for p in &shapes {
-            let leaves = self.send_trees(ch, p, noise, &keys, first, rng).await?;
+            roots.push(self.send_trees(ch, p, noise, &keys, first, rng).await?);
             first += noise.base_ots(p);
-            match malicious {
-                true => unchecked.push(leaves),
-                false => out.push(self.encode(p, leaves)),
-            }
         }
-        if malicious {
-            let SilentChallenge(challenge) = ch.recv_msg(()).await?;
-            let mut sum = (pack_share(&ots.q()[tree_ots..]), 0);
-            let mut at = 0u64;
-            for leaves in &unchecked {
-                sum = gf128::add_wide(sum, check::weighted_sum(challenge, at, leaves));
-                at += leaves.len() as u64;
+        let challenge = match malicious {
+            true => Some(ch.recv_msg::<SilentChallenge>(()).await?.0),
+            false => None,
+        };
+        let mut sum = match challenge {
+            Some(_) => (pack_share(&ots.q()[tree_ots..]), 0),
+            None => (0, 0),
+        };
+        let (mut out, mut at) = (Vec::with_capacity(shapes.len()), 0u64);
+        for (p, roots) in shapes.iter().zip(&roots) {
+            let leaves = self.leaves(p, roots);
+            if let Some(x) = challenge {
+                sum = gf128::add_wide(sum, check::weighted_sum(x, at, &leaves));
             }
+            at += leaves.len() as u64;
+            out.push(self.encode(p, leaves));
+        }
+        if challenge.is_some() {
             let hash = check::digest(gf128::reduce(sum));
             ch.send_msg(&SilentCheck(hash)).await?;
-            for (p, leaves) in shapes.iter().zip(unchecked) {
-                out.push(self.encode(p, leaves));
-            }
         }
         Ok(concat(out))
     }
@@ -134,8 +141,8 @@ impl SilentSender {
         matrix.send_seed(ch).await?.finish(ch).await
     }
 
-    /// Expands one part's trees and sends them; returns the leaves `v`,
-    /// not yet compressed. Its base correlations start at `first`.
+    /// Expands one part's trees from fresh roots and sends them; returns
+    /// the roots. Its base correlations start at `first`.
     async fn send_trees<R: RngCore + CryptoRng>(
         &self,
         ch: &mut Channel,
@@ -174,7 +181,16 @@ impl SilentSender {
             blocks,
         };
         ch.send_msg(&message).await?;
-        Ok(leaves)
+        Ok(roots)
+    }
+
+    /// The leaves `v` of one part's trees, from their roots.
+    fn leaves(&self, params: &SilentParams, roots: &[u128]) -> Zeroizing<Vec<u128>> {
+        let mut leaves = Zeroizing::new(vec![0u128; params.n()]);
+        run(&self.config, || {
+            ggm::sender_expand(roots, params.depth, &mut leaves)
+        });
+        leaves
     }
 
     /// `E(v)`, cut to the part's count.
