@@ -2,7 +2,8 @@
 //! against the targets of the issue. `psikit bench filter` (the default, in
 //! [`filter`]) measures the filter protocol (DH OPRF + cuckoo filter),
 //! `psikit bench rr16` (in [`rr16`]) the RR16 protocol, `psikit bench psi`
-//! (in [`psi`]) VOLE-PSI and `psikit bench he` (in [`he`]) the HE protocol;
+//! (in [`psi`]) VOLE-PSI, `psikit bench he` (in [`he`]) the HE protocol
+//! and `psikit bench load` (in [`load`]) one server under many clients;
 //! the two-party ones run through [`two_party`]. What every benchmark shares (figures, CPU
 //! accounting, tables) is in [`harness`], [`cpu`] and [`table`].
 
@@ -18,6 +19,8 @@ mod filter;
 mod harness;
 #[cfg(feature = "he")]
 mod he;
+#[cfg(all(feature = "filter", feature = "he"))]
+mod load;
 #[cfg(feature = "vole")]
 mod psi;
 #[cfg(feature = "rr16")]
@@ -67,6 +70,10 @@ enum BenchProtocol {
     #[cfg(feature = "he")]
     #[command(hide = true)]
     HeWorker(he::HeWorkerArgs),
+    /// Many concurrent clients (filter and HE) and hostile ones against
+    /// one server.
+    #[cfg(all(feature = "filter", feature = "he"))]
+    Load(load::LoadBenchArgs),
 }
 
 /// Entry point of `psikit bench`.
@@ -90,5 +97,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
         Some(BenchProtocol::He(a)) => he::run(&a),
         #[cfg(feature = "he")]
         Some(BenchProtocol::HeWorker(w)) => he::worker(&w),
+        #[cfg(all(feature = "filter", feature = "he"))]
+        Some(BenchProtocol::Load(a)) => load::run(&a),
     }
 }

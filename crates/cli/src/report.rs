@@ -46,7 +46,12 @@ pub fn log2_prob(log2: f64) -> String {
 
 /// Peak resident memory of this process (Linux `VmHWM`), if known.
 pub fn peak_memory() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    peak_memory_of("self")
+}
+
+/// Peak resident memory of process `pid` (`"self"` or a number), if known.
+pub fn peak_memory_of(pid: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib * 1024)

@@ -1,6 +1,7 @@
 //! `psikit serve`: the long-running server, for the filter protocol, the HE
 //! protocol, or both on one port.
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -92,13 +93,18 @@ pub fn run(a: ServeArgs) -> Result<()> {
             listener.local_addr()?,
             if listener.is_tls() { " with TLS" } else { "" }
         );
+        // Announced on stdout, where scripts read the address; a closed
+        // stdout must not stop the server, so write errors are ignored.
+        let mut out = std::io::stdout();
         for service in router.services() {
-            println!(
+            let _ = writeln!(
+                out,
                 "psikit: serving {} on {at} ({})",
                 service.name(),
                 service.describe()
             );
         }
+        let _ = out.flush();
         router.run(listener).await?;
         Ok(())
     })

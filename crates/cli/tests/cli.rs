@@ -486,6 +486,26 @@ fn bench_psi_runs_two_worker_processes() {
     assert!(out.contains("targets need --log2 20"), "{out}");
 }
 
+/// The load benchmark: legitimate clients of both services and hostile
+/// ones against one server; it fails if any legitimate client does.
+#[test]
+fn bench_load_serves_every_client_among_hostile_ones() {
+    let out = run_ok(psikit().args([
+        "bench",
+        "load",
+        "--clients",
+        "8",
+        "--hostile",
+        "4",
+        "--server-items",
+        "1024",
+        "--client-items",
+        "16",
+    ]));
+    assert!(out.contains("| filter  | 4       | 0"), "{out}");
+    assert!(out.contains("| HE      | 4       | 0"), "{out}");
+}
+
 /// The APSI parameter file the HE tests use (small and quick).
 fn he_params_file() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../protocols/src/he_psi/apsi-params/256K-1024.json")
