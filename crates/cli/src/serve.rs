@@ -13,7 +13,7 @@ use psikit_protocols::common::connect::{runtime, Listener};
 use psikit_protocols::filter_psi::FilterService;
 #[cfg(feature = "he")]
 use psikit_protocols::he_psi::HeService;
-use psikit_protocols::service::{Router, ServerLimits};
+use psikit_protocols::service::{QueryBudget, Router, ServerLimits};
 
 use crate::args::{NetArgs, ServerTlsArgs};
 
@@ -49,6 +49,15 @@ pub struct ServeArgs {
     /// Seconds between checks for an updated state.
     #[arg(long, default_value_t = 2)]
     pub reload_secs: u64,
+    /// Most items (OPRF evaluations) one client IP address may query per
+    /// --query-budget-window-secs, against dictionary attacks; further
+    /// requests are refused with the time until they fit. Default: no
+    /// limit.
+    #[arg(long)]
+    pub query_budget: Option<u64>,
+    /// The window of --query-budget (it refills continuously over it).
+    #[arg(long, default_value_t = 86_400, requires = "query_budget")]
+    pub query_budget_window_secs: u64,
     #[command(flatten)]
     pub tls: ServerTlsArgs,
     #[command(flatten)]
@@ -62,6 +71,10 @@ impl ServeArgs {
             max_query_items: self.max_query_items,
             max_concurrent_queries: self.he_concurrent_queries.max(1),
             reload_every: Duration::from_secs(self.reload_secs.max(1)),
+            query_budget: self.query_budget.map(|items| QueryBudget {
+                items,
+                window: Duration::from_secs(self.query_budget_window_secs.max(1)),
+            }),
         }
     }
 

@@ -100,6 +100,9 @@ pub enum Violation {
     /// A value that cannot be what the protocol says it is.
     #[error("invalid {0}")]
     Invalid(&'static str),
+    /// The client used up its query budget (`service::QueryBudget`).
+    #[error("{0}")]
+    Budget(String),
 }
 
 impl Error {

@@ -141,6 +141,38 @@ async fn queries_larger_than_the_server_limit_are_split() {
     assert_eq!(out.matches, truth);
 }
 
+/// A server with a query budget answers a client until its budget is
+/// spent, then refuses with a message saying so; the client's answers
+/// before that are right.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_query_budget_refuses_a_client_that_spent_it() {
+    use psikit_protocols::service::{LocalServer, QueryBudget};
+    let mut rng = StdRng::seed_from_u64(9);
+    let (server_set, client_set, truth) = random_sets(&mut rng, 1000, 300, 100);
+    let budget = QueryBudget {
+        items: 500,
+        window: Duration::from_secs(3600),
+    };
+    let server_limits = ServerLimits {
+        query_budget: Some(budget),
+        ..ServerLimits::default()
+    };
+    let service = Arc::new(FilterService::new(state_for(&server_set), server_limits));
+    let mut router = Router::new(server_limits);
+    router.register(service).unwrap();
+    let server = LocalServer::start(router, limits()).await.unwrap();
+    let (mut ch, cache) = client(server.addr()).await;
+    let first = cache.query(&mut ch, &client_set).await.unwrap();
+    assert_eq!(first.matches, truth);
+    // 300 of 500 spent: another 300 do not fit, on a new connection too.
+    let (mut ch, cache) = client(server.addr()).await;
+    let err = cache.query(&mut ch, &client_set).await.unwrap_err();
+    assert!(err.to_string().contains("query budget exceeded"), "{err}");
+    let (mut ch, cache) = client(server.addr()).await;
+    let rest = cache.query(&mut ch, &client_set[..200]).await.unwrap();
+    assert_eq!(rest.matches, truth[..200]);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn updates_are_reloaded_live_stale_clients_are_told_then_get_a_delta() {
     let mut rng = StdRng::seed_from_u64(3);

@@ -5,6 +5,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use psikit_primitives::oprf::ELEMENT_LEN;
 use psikit_transport::{Channel, Frame, Message, ProtocolId};
 
 use super::messages::{
@@ -197,6 +198,15 @@ impl Service for FilterService {
 
     fn name(&self) -> &'static str {
         "the filter protocol"
+    }
+
+    /// A query request's blinded elements (32 bytes each; its other fields
+    /// take fewer than 32 bytes).
+    fn oprf_cost(&self, frame: &Frame) -> u64 {
+        match frame.kind == QueryRequest::KIND {
+            true => (frame.payload.len() / ELEMENT_LEN) as u64,
+            false => 0,
+        }
     }
 
     fn describe(&self) -> String {

@@ -11,6 +11,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use psikit_he::Ciphertext;
+use psikit_primitives::oprf::ELEMENT_LEN;
 use psikit_transport::{Channel, Frame, Message, ProtocolId, TransportError};
 use tokio::sync::{mpsc, Semaphore};
 
@@ -166,6 +167,15 @@ impl Service for HeService {
 
     fn name(&self) -> &'static str {
         "the HE protocol"
+    }
+
+    /// An OPRF request's blinded elements (32 bytes each after a short
+    /// count).
+    fn oprf_cost(&self, frame: &Frame) -> u64 {
+        match frame.kind == OprfRequest::KIND {
+            true => (frame.payload.len() / ELEMENT_LEN) as u64,
+            false => 0,
+        }
     }
 
     fn describe(&self) -> String {

@@ -17,6 +17,9 @@ pub struct ServerLimits {
     pub max_concurrent_queries: usize,
     /// How often services check their state files for updates.
     pub reload_every: Duration,
+    /// OPRF evaluations allowed per client (IP address) and time window;
+    /// `None`: unlimited.
+    pub query_budget: Option<super::QueryBudget>,
 }
 
 impl Default for ServerLimits {
@@ -26,6 +29,7 @@ impl Default for ServerLimits {
             max_query_items: 1 << 18,
             max_concurrent_queries: 2,
             reload_every: Duration::from_secs(2),
+            query_budget: None,
         }
     }
 }

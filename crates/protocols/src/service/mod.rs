@@ -9,11 +9,13 @@
 //! at once, routes each frame by its protocol byte, tells clients why a
 //! request failed, and runs the one reload watcher for every service.
 
+mod budget;
 mod limits;
 mod live;
 mod local;
 
 use std::future::Future;
+use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,7 +25,9 @@ use psikit_transport::{ids, Channel, ErrorCode, ErrorMessage, Frame, ProtocolId}
 use tokio::sync::Semaphore;
 
 use crate::Error;
+use budget::Budgets;
 
+pub use budget::QueryBudget;
 pub use limits::ServerLimits;
 pub use live::LiveState;
 pub use local::LocalServer;
@@ -51,18 +55,28 @@ pub trait Service: Send + Sync + 'static {
 
     /// The current state in a few words: sizes, epoch, memory.
     fn describe(&self) -> String;
+
+    /// OPRF evaluations `frame` asks for, charged against the client's
+    /// query budget before it is handled ([`QueryBudget`]). Zero for
+    /// requests that evaluate nothing.
+    fn oprf_cost(&self, frame: &Frame) -> u64 {
+        let _ = frame;
+        0
+    }
 }
 
 /// Serves a set of [`Service`]s, at most one per protocol id, on one port.
 pub struct Router {
     services: Vec<Arc<dyn Service>>,
     limits: ServerLimits,
+    budgets: Option<Budgets>,
 }
 
 impl Router {
     pub fn new(limits: ServerLimits) -> Self {
         Self {
             services: Vec::new(),
+            budgets: limits.query_budget.map(Budgets::new),
             limits,
         }
     }
@@ -93,8 +107,16 @@ impl Router {
     /// request fails. The client is told why before the connection closes
     /// (also when its frame could not be read: another wire version, an
     /// oversized or malformed frame), and the close lets it read that.
-    pub async fn serve_connection(&self, mut ch: Channel) -> Result<(), Error> {
-        let outcome = self.serve_requests(&mut ch).await;
+    /// Without a client address, no query budget applies (see
+    /// [`Router::run`], which knows it).
+    pub async fn serve_connection(&self, ch: Channel) -> Result<(), Error> {
+        self.serve_client(ch, None).await
+    }
+
+    /// [`Router::serve_connection`] for a client at `client`, whose
+    /// requests are charged to its query budget if one is set.
+    async fn serve_client(&self, mut ch: Channel, client: Option<IpAddr>) -> Result<(), Error> {
+        let outcome = self.serve_requests(&mut ch, client).await;
         if let Err((protocol, e)) = &outcome {
             if let Some(msg) = e.to_peer_message() {
                 ch.send_error(*protocol, &msg).await;
@@ -105,7 +127,11 @@ impl Router {
     }
 
     /// The request loop; an error comes with the protocol to report it in.
-    async fn serve_requests(&self, ch: &mut Channel) -> Result<(), (ProtocolId, Error)> {
+    async fn serve_requests(
+        &self,
+        ch: &mut Channel,
+        client: Option<IpAddr>,
+    ) -> Result<(), (ProtocolId, Error)> {
         loop {
             let frame = match ch.recv_or_eof().await {
                 Ok(Some(frame)) => frame,
@@ -114,7 +140,10 @@ impl Router {
             };
             let protocol = frame.protocol;
             let outcome = match self.service(protocol) {
-                Some(service) => service.handle(frame, ch).await,
+                Some(service) => match self.charge(client, service.oprf_cost(&frame)) {
+                    Ok(()) => service.handle(frame, ch).await,
+                    Err(e) => Err(e),
+                },
                 None => Err(Error::Unsupported(protocol)),
             };
             match outcome {
@@ -127,6 +156,15 @@ impl Router {
                 }
                 Err(e) => return Err((protocol, e)),
             }
+        }
+    }
+
+    /// Charges `items` OPRF evaluations to `client`'s budget, if both are
+    /// known.
+    fn charge(&self, client: Option<IpAddr>, items: u64) -> Result<(), Error> {
+        match (&self.budgets, client) {
+            (Some(budgets), Some(ip)) => budgets.charge(ip, items, std::time::Instant::now()),
+            _ => Ok(()),
         }
     }
 
@@ -160,7 +198,7 @@ impl Router {
                     ch.close().await;
                     return;
                 };
-                if let Err(e) = router.serve_connection(ch).await {
+                if let Err(e) = router.serve_client(ch, Some(peer.ip())).await {
                     eprintln!("psikit: {peer}: {e}");
                 }
             });
