@@ -42,27 +42,44 @@ fn is_state_entry(entry: &std::fs::DirEntry) -> bool {
     entry.file_name() != LOCK_FILE
 }
 
-/// Refuses a directory that holds anything unless forced: a state there
-/// would share its OPRF key file with the new one. Returns whether the
-/// directory must be [`clear`]ed before the new state is saved; callers
-/// clear it only once the new state is built. `update` names the command
-/// that changes a state in place.
-pub fn check_fresh(dir: &Path, force: bool, update: &str) -> Result<bool, Error> {
+/// The files of a protocol's state directory: `main` is written last, so
+/// its presence means a complete state; `before` are written before it
+/// (the OPRF key). Without `main`, those (and the atomic writer's
+/// temporary files) are what a set-up interrupted part-way left.
+pub struct Layout {
+    pub main: &'static str,
+    pub before: &'static [&'static str],
+}
+
+/// Refuses a directory that holds a state, or files that are none of a
+/// state's, unless forced: a state there would share its OPRF key file
+/// with the new one. An interrupted set-up's leftovers (see [`Layout`])
+/// are replaced without `force`. Returns whether the directory must be
+/// [`clear`]ed before the new state is saved; callers clear it only once
+/// the new state is built. `update` names the command that changes a
+/// state in place.
+pub fn check_fresh(dir: &Path, force: bool, update: &str, layout: &Layout) -> Result<bool, Error> {
     if !dir.exists() {
         return Ok(false);
     }
-    let populated = std::fs::read_dir(dir)
+    let names: Vec<String> = std::fs::read_dir(dir)
         .map_err(|e| Error::io(dir, e))?
         .filter_map(Result::ok)
-        .any(|entry| is_state_entry(&entry));
-    if populated && !force {
+        .filter(is_state_entry)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    let leftover = |n: &String| {
+        layout.before.contains(&n.as_str()) || (n.starts_with('.') && n.ends_with(".tmp"))
+    };
+    let kept = names.iter().any(|n| n == layout.main || !leftover(n));
+    if kept && !force {
         return Err(Error::Config(format!(
             "{} is not empty; use `{update}` to change the state in it, or --force to replace \
              everything in it",
             dir.display()
         )));
     }
-    Ok(populated)
+    Ok(!names.is_empty())
 }
 
 /// Empties a state directory that [`check_fresh`] allowed to be replaced
@@ -88,19 +105,38 @@ pub fn clear(dir: &Path) -> Result<(), Error> {
 mod tests {
     use super::*;
 
+    const LAYOUT: Layout = Layout {
+        main: "state",
+        before: &["oprf.key"],
+    };
+
     #[test]
     fn a_populated_directory_needs_force() {
         let dir = tempfile::tempdir().expect("tempdir");
         let fresh = dir.path().join("new");
-        assert!(!check_fresh(&fresh, false, "update").expect("absent is fresh"));
+        assert!(!check_fresh(&fresh, false, "update", &LAYOUT).expect("absent is fresh"));
         std::fs::create_dir(&fresh).expect("mkdir");
-        assert!(!check_fresh(&fresh, false, "update").expect("empty is fresh"));
+        assert!(!check_fresh(&fresh, false, "update", &LAYOUT).expect("empty is fresh"));
         std::fs::write(fresh.join("oprf.key"), b"k").expect("write");
-        let err = check_fresh(&fresh, false, "psikit x update").expect_err("populated");
+        std::fs::write(fresh.join("state"), b"s").expect("write");
+        let err = check_fresh(&fresh, false, "psikit x update", &LAYOUT).expect_err("populated");
         assert!(err.to_string().contains("psikit x update"));
-        assert!(check_fresh(&fresh, true, "update").expect("forced"));
+        assert!(check_fresh(&fresh, true, "update", &LAYOUT).expect("forced"));
         clear(&fresh).expect("clear");
-        assert!(!check_fresh(&fresh, false, "update").expect("cleared"));
+        assert!(!check_fresh(&fresh, false, "update", &LAYOUT).expect("cleared"));
+    }
+
+    #[test]
+    fn an_interrupted_set_up_is_replaced_but_other_files_are_kept() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let d = dir.path();
+        // A key and a temporary file, no state: a set-up killed part-way.
+        std::fs::write(d.join("oprf.key"), b"k").expect("write");
+        std::fs::write(d.join(".state.00ff.tmp"), b"t").expect("write");
+        assert!(check_fresh(d, false, "update", &LAYOUT).expect("leftovers are replaced"));
+        // Anything else is no leftover of ours: refused unless forced.
+        std::fs::write(d.join("notes.txt"), b"mine").expect("write");
+        assert!(check_fresh(d, false, "update", &LAYOUT).is_err());
     }
 
     #[test]
@@ -109,7 +145,7 @@ mod tests {
         let state = dir.path().join("state");
         let held = lock(&state).expect("first lock");
         assert!(
-            !check_fresh(&state, false, "update").expect("fresh"),
+            !check_fresh(&state, false, "update", &LAYOUT).expect("fresh"),
             "the lock file is no part of the state"
         );
         let err = lock(&state).err().expect("second lock refused");

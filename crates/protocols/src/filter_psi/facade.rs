@@ -51,7 +51,7 @@ pub fn setup(
 ) -> Result<SetupReport, Error> {
     config.validate()?;
     let _lock = state_dir::lock(dir)?;
-    let clear = state_dir::check_fresh(dir, force, "psikit filter update")?;
+    let clear = state_dir::check_fresh(dir, force, "psikit filter update", &super::state::LAYOUT)?;
     let mut reader = KeyReader::open(input, spec)?;
     progress.stage("computing OPRF", None);
     let t = Instant::now();

@@ -28,6 +28,12 @@ use crate::{keyfile, Error};
 
 const STATE_FILE: &str = "filter.state";
 const KEY_FILE: &str = "oprf.key";
+
+/// The state directory's files: the key is written before the state file.
+pub(crate) const LAYOUT: crate::common::state_dir::Layout = crate::common::state_dir::Layout {
+    main: STATE_FILE,
+    before: &[KEY_FILE],
+};
 const STATE_MAGIC: &[u8; 8] = b"PSIKFLT\0";
 /// Version 2 ends with a SHA-256 digest of everything before it; version 1
 /// (no digest) is still read.

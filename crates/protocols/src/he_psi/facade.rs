@@ -135,7 +135,12 @@ pub fn build(
     progress: &dyn Progress,
 ) -> Result<BuildReport, Error> {
     let _lock = state_dir::lock(dir)?;
-    let clear = state_dir::check_fresh(dir, options.force, "psikit he db update")?;
+    let clear = state_dir::check_fresh(
+        dir,
+        options.force,
+        "psikit he db update",
+        &super::state::LAYOUT,
+    )?;
     let (items, read) = read_labeled(csv, spec, progress)?;
     let max_label = label_room(csv, spec, &options, &items)?;
     let (params, selection) = match options.params {

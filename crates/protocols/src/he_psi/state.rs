@@ -21,6 +21,12 @@ use crate::{keyfile, Error};
 
 const KEY_FILE: &str = "oprf.key";
 const DB_FILE: &str = "he.db";
+
+/// The state directory's files: the key is written before the database.
+pub(crate) const LAYOUT: crate::common::state_dir::Layout = crate::common::state_dir::Layout {
+    main: DB_FILE,
+    before: &[KEY_FILE],
+};
 /// Items per OPRF batch: enough to keep both cores busy between progress
 /// reports.
 const OPRF_BATCH: usize = 1 << 15;
