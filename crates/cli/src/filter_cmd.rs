@@ -257,11 +257,13 @@ pub fn print_query(o: &QueryOutcome) {
 }
 
 fn query(a: &QueryArgs) -> Result<()> {
-    let table = read_rows(&a.input, &a.csv.spec()?)?;
+    let spec = a.csv.spec()?;
+    let table = read_rows(&a.input, &spec)?;
     let (keys, rows_of_key) = unique_keys(&table);
     let done = a
         .client
         .client()?
+        .with_key_format(spec.key_format())
         .query_blocking(&a.client.server()?, &keys)?;
     done.syncs.iter().for_each(print_sync);
     let result = done.outcome;

@@ -205,7 +205,8 @@ fn a_damaged_filter_cache_is_replaced_not_a_dead_end() {
     let state = d.join("state");
     run_ok(
         psikit()
-            .args(["filter", "setup", "--key", "email", "--input"])
+            .args(["filter", "setup", "--key", "email", "--normalize", "trim,lower"])
+            .arg("--input")
             .arg(d.join("server.csv"))
             .arg("--state")
             .arg(&state),
@@ -229,6 +230,8 @@ fn a_damaged_filter_cache_is_replaced_not_a_dead_end() {
                 &server.addr,
                 "--key",
                 "email",
+                "--normalize",
+                "trim,lower",
             ])
             .arg("--input")
             .arg(d.join("client.csv"))
@@ -484,6 +487,74 @@ fn bench_psi_runs_two_worker_processes() {
     assert!(out.contains("| Rr16     | semi-honest | 2^6"), "{out}");
     assert!(out.contains("VOLE-PSI parts"), "{out}");
     assert!(out.contains("targets need --log2 20"), "{out}");
+}
+
+/// A filter state remembers how its keys were encoded: an update or a
+/// query that encodes them otherwise is refused in one line naming the fix.
+#[test]
+fn filter_updates_and_queries_with_another_key_encoding_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write(
+        &d.join("server.csv"),
+        "email
+a@x
+b@x
+",
+    );
+    write(
+        &d.join("client.csv"),
+        "email
+a@x
+",
+    );
+    let state = d.join("state");
+    run_ok(
+        psikit()
+            .args([
+                "filter",
+                "setup",
+                "--key",
+                "email",
+                "--normalize",
+                "trim,lower",
+                "--input",
+            ])
+            .arg(d.join("server.csv"))
+            .arg("--state")
+            .arg(&state),
+    );
+    let out = run_err(
+        psikit()
+            .args(["filter", "update", "--key", "email", "--add"])
+            .arg(d.join("client.csv"))
+            .arg("--state")
+            .arg(&state),
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--normalize"));
+    let server = serve(&state);
+    let out = run_err(
+        psikit()
+            .args([
+                "filter",
+                "query",
+                "--server",
+                &server.addr,
+                "--key",
+                "email",
+                "--input",
+            ])
+            .arg(d.join("client.csv"))
+            .arg("--cache")
+            .arg(d.join("cache"))
+            .arg("--output")
+            .arg(d.join("out.csv")),
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("normalize=trim,lower") && err.contains("--normalize"),
+        "{err}"
+    );
 }
 
 /// The load benchmark: legitimate clients of both services and hostile

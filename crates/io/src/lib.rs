@@ -49,7 +49,7 @@ pub use error::{Error, Result};
 pub use label::{decode_label, encode_label};
 pub use normalize::Normalize;
 pub use reader::{Item, KeyReader, LabeledItem, ReadStats};
-pub use spec::{Column, KeySpec, MAX_KEY_BYTES};
+pub use spec::{Column, KeySpec, MAX_KEY_BYTES, MAX_KEY_FORMAT};
 pub use synth::{
     overlap_plan, synthetic_row, write_overlapping_pair, write_synthetic_csv, OverlapPlan,
     SyntheticRow,

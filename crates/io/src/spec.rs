@@ -134,6 +134,10 @@ impl KeySpec {
 /// the error names the file and row.
 pub const MAX_KEY_BYTES: usize = 65_535;
 
+/// Longest [`KeySpec::key_format`] a peer or a file may state (ours are
+/// under 60 bytes).
+pub const MAX_KEY_FORMAT: u64 = 256;
+
 /// A [`KeySpec`] resolved against one file's header: positions to read and
 /// how to encode them. Built once per file so per-row work is index lookups.
 #[derive(Debug)]

@@ -141,6 +141,41 @@ async fn queries_larger_than_the_server_limit_are_split() {
     assert_eq!(out.matches, truth);
 }
 
+/// A client whose keys are encoded otherwise than the server's is refused
+/// before it queries, with both encodings named.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_encoding_keys_otherwise_is_refused() {
+    use psikit_protocols::filter_psi::FilterClient;
+    let mut rng = StdRng::seed_from_u64(10);
+    let (server_set, client_set, truth) = random_sets(&mut rng, 500, 100, 50);
+    let mut state = state_for(&server_set);
+    state.set_key_format("psikit-key-v1;columns=1;normalize=trim,lower".into());
+    let srv = start(state, ServerLimits::default()).await;
+    let query = |format: &str| {
+        let (addr, items, format) = (srv.addr.clone(), client_set.clone(), format.to_string());
+        async move {
+            let mut ch = connect(&addr, None, limits()).await.unwrap();
+            FilterClient::in_memory(1 << 30)
+                .with_key_format(format)
+                .query(&mut ch, &items)
+                .await
+        }
+    };
+    let err = query("psikit-key-v1;columns=1;normalize=trim")
+        .await
+        .err()
+        .unwrap();
+    let text = err.to_string();
+    assert!(
+        text.contains("normalize=trim,lower") && text.contains("--normalize"),
+        "{text}"
+    );
+    let same = query("psikit-key-v1;columns=1;normalize=trim,lower")
+        .await
+        .unwrap();
+    assert_eq!(same.outcome.matches, truth);
+}
+
 /// A server with a query budget answers a client until its budget is
 /// spent, then refuses with a message saying so; the client's answers
 /// before that are right.

@@ -8,6 +8,7 @@
 
 use std::future::Future;
 
+use psikit_io::MAX_KEY_FORMAT;
 use psikit_transport::{
     Channel, DecodeError, ErrorCode, ErrorMessage, Limits, Message, ProtocolId, Reader, Stepper,
     Writer,
@@ -132,9 +133,6 @@ pub struct Mode {
     /// Whether the receiver reveals the intersection to the sender.
     pub reveal: bool,
 }
-
-/// Longest key-format description a hello carries.
-pub const MAX_KEY_FORMAT: u64 = 256;
 
 /// First message of each party, under its family's protocol id (kind 1).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -37,6 +37,8 @@ pub struct SyncOutcome {
     pub epoch: u64,
     /// Bytes of filter data (full or delta body) received.
     pub body_bytes: u64,
+    /// How the server's keys are encoded; empty if it did not say.
+    pub key_format: String,
 }
 
 /// The client's copy of the server's filter.
@@ -87,6 +89,7 @@ impl ClientCache {
             kind: SyncKind::UpToDate,
             epoch: header.version.epoch,
             body_bytes: body.map_or(0, |b| b.len() as u64),
+            key_format: header.key_format.clone(),
         };
         let body_of = || body.ok_or(Violation::Unexpected("a sync without its body"));
         match header.mode {

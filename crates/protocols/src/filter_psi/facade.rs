@@ -59,7 +59,8 @@ pub fn setup(
     let tags = tags_from_reader(&key, &mut reader, &mut |rows| progress.advance(rows))?;
     let oprf_time = t.elapsed();
     let t = Instant::now();
-    let (state, duplicates) = ServerState::build(key, tags, config)?;
+    let (mut state, duplicates) = ServerState::build(key, tags, config)?;
+    state.set_key_format(spec.key_format());
     let build_time = t.elapsed();
     if clear {
         state_dir::clear(dir)?;
@@ -90,6 +91,7 @@ pub fn update(
     }
     let _lock = state_dir::lock(dir)?;
     let mut state = ServerState::load(dir)?;
+    same_key_format(state.key_format(), &spec.key_format(), "this update")?;
     let tags_of = |path: Option<&Path>| -> Result<Vec<Tag>, Error> {
         let Some(path) = path else {
             return Ok(Vec::new());
@@ -101,6 +103,17 @@ pub fn update(
     let report = state.update(add, remove)?;
     state.save(dir)?;
     Ok((state, report))
+}
+
+/// Refuses keys encoded otherwise than the state's (when both are
+/// known): they could never match. `whose` names the other side.
+pub(crate) fn same_key_format(state: &str, other: &str, whose: &str) -> Result<(), Error> {
+    if state.is_empty() || other.is_empty() || state == other {
+        return Ok(());
+    }
+    Err(Error::Config(format!(
+        "the server's keys are encoded as \"{state}\" but {whose} encodes them as \"{other}\": use the same number of key columns and the same --normalize"
+    )))
 }
 
 /// What a [`FilterClient::query`] did: the syncs it needed, then the query.
@@ -117,6 +130,8 @@ pub struct FilterClient {
     path: Option<PathBuf>,
     max_filter_bytes: u64,
     discarded: Option<String>,
+    /// How our keys are encoded, compared with the server's before a query.
+    key_format: String,
 }
 
 impl FilterClient {
@@ -137,7 +152,16 @@ impl FilterClient {
             path: Some(path.to_path_buf()),
             max_filter_bytes,
             discarded,
+            key_format: String::new(),
         })
+    }
+
+    /// Makes [`FilterClient::query`] refuse a server whose keys are
+    /// encoded otherwise (`psikit_io::KeySpec::key_format`): no key could
+    /// match, and the client says why instead of finding nothing.
+    pub fn with_key_format(mut self, format: String) -> Self {
+        self.key_format = format;
+        self
     }
 
     /// Why the cache file could not be used, if it was damaged.
@@ -152,6 +176,7 @@ impl FilterClient {
             path: None,
             max_filter_bytes,
             discarded: None,
+            key_format: String::new(),
         }
     }
 
@@ -180,6 +205,7 @@ impl FilterClient {
         items: &[Vec<u8>],
     ) -> Result<ClientQuery, Error> {
         let mut syncs = vec![self.sync(ch).await?];
+        same_key_format(&syncs[0].key_format, &self.key_format, "this client")?;
         let outcome = match self.query_synced(ch, items).await {
             Err(e) if e.is_stale() => {
                 syncs.push(self.sync(ch).await?);

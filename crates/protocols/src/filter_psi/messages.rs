@@ -98,6 +98,9 @@ pub struct SyncHeader {
     pub digest: [u8; 32],
     /// Most items the server accepts in one [`QueryRequest`].
     pub max_query_items: u32,
+    /// How the server's keys are encoded (`psikit_io::KeySpec::key_format`),
+    /// or empty if unknown.
+    pub key_format: String,
 }
 
 impl Message for SyncHeader {
@@ -110,7 +113,8 @@ impl Message for SyncHeader {
         self.version.write(w);
         w.u64(self.from_epoch)
             .bytes(&self.digest)
-            .u32(self.max_query_items);
+            .u32(self.max_query_items)
+            .string(&self.key_format);
     }
 
     fn read(r: &mut Reader<'_>, (): ()) -> Result<Self, DecodeError> {
@@ -126,6 +130,7 @@ impl Message for SyncHeader {
             from_epoch: r.u64("from epoch")?,
             digest: r.array("digest")?,
             max_query_items: r.u32("max query items")?,
+            key_format: r.string(psikit_io::MAX_KEY_FORMAT, "key format")?,
         })
     }
 }
@@ -243,6 +248,7 @@ mod tests {
             from_epoch: 3,
             digest: [5; 32],
             max_query_items: 1000,
+            key_format: "psikit-key-v1;columns=1;normalize=trim".into(),
         };
         let layout = [
             &[2u8][..],
@@ -250,6 +256,8 @@ mod tests {
             &3u64.to_be_bytes(),
             &[5; 32],
             &1000u32.to_be_bytes(),
+            &38u32.to_be_bytes(),
+            b"psikit-key-v1;columns=1;normalize=trim",
         ]
         .concat();
         check_message(&header, (), &layout);

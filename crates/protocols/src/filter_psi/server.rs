@@ -54,6 +54,7 @@ impl FilterSnapshot {
             from_epoch: 0,
             digest: self.digest,
             max_query_items,
+            key_format: self.state.key_format().to_string(),
         };
         let delta = req.have.and_then(|have| {
             let slots = self.state.changed_since(have)?;

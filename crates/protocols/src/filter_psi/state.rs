@@ -37,7 +37,9 @@ pub(crate) const LAYOUT: crate::common::state_dir::Layout = crate::common::state
 const STATE_MAGIC: &[u8; 8] = b"PSIKFLT\0";
 /// Version 2 ends with a SHA-256 digest of everything before it; version 1
 /// (no digest) is still read.
-const STATE_VERSION: u8 = 2;
+const STATE_VERSION: u8 = 3;
+/// Digested, without the key format (read as unknown).
+const UNFORMATTED_VERSION: u8 = 2;
 const UNDIGESTED_VERSION: u8 = 1;
 
 /// Rows read from CSV per OPRF batch: large enough to keep both cores busy,
@@ -107,6 +109,10 @@ pub struct ServerState {
     /// (epoch, slots changed by the update that produced it), oldest
     /// first, covering a contiguous run of epochs ending at the current one.
     history: VecDeque<(u64, Vec<u64>)>,
+    /// How the set's keys were encoded (`psikit_io::KeySpec::key_format`),
+    /// sent to clients so that one encoding its keys otherwise is told;
+    /// empty if unknown.
+    key_format: String,
 }
 
 impl ServerState {
@@ -129,6 +135,7 @@ impl ServerState {
             tags,
             filter,
             history: VecDeque::new(),
+            key_format: String::new(),
         };
         Ok((state, duplicates))
     }
@@ -271,6 +278,7 @@ impl ServerState {
         let filter = self.filter.to_bytes();
         let mut w = Writer::with_capacity(filter.len() + 16 * self.tags.len() + 256);
         w.bytes(STATE_MAGIC).u8(STATE_VERSION);
+        w.string(&self.key_format);
         let c = &self.config;
         w.u32(c.fpr_log2)
             .u32(c.bucket_size)
@@ -301,7 +309,7 @@ impl ServerState {
     /// different state.
     fn checked_body(bytes: &[u8]) -> Result<&[u8], Error> {
         match bytes.get(STATE_MAGIC.len()) {
-            Some(&STATE_VERSION) => {
+            Some(&STATE_VERSION | &UNFORMATTED_VERSION) => {
                 let split = bytes
                     .len()
                     .checked_sub(32)
@@ -324,11 +332,15 @@ impl ServerState {
             return Err(Error::StateFile("not a psikit filter state".into()));
         }
         let version = r.u8("version")?;
-        if version != STATE_VERSION && version != UNDIGESTED_VERSION {
+        if ![STATE_VERSION, UNFORMATTED_VERSION, UNDIGESTED_VERSION].contains(&version) {
             return Err(Error::StateFile(format!(
                 "state format version {version}; this build reads version {STATE_VERSION}"
             )));
         }
+        let key_format = match version {
+            STATE_VERSION => r.string(psikit_io::MAX_KEY_FORMAT, "key format")?,
+            _ => String::new(),
+        };
         let config = FilterConfig {
             fpr_log2: r.u32("fpr")?,
             bucket_size: r.u32("bucket size")?,
@@ -382,7 +394,18 @@ impl ServerState {
             tags,
             filter,
             history,
+            key_format,
         })
+    }
+
+    /// How the set's keys are encoded; empty if unknown.
+    pub fn key_format(&self) -> &str {
+        &self.key_format
+    }
+
+    /// Records how the set's keys are encoded.
+    pub fn set_key_format(&mut self, format: String) {
+        self.key_format = format;
     }
 }
 
@@ -504,17 +527,36 @@ mod tests {
     }
 
     #[test]
-    fn states_saved_without_a_digest_still_load() {
+    fn states_of_older_formats_still_load() {
         let (state, _) =
             ServerState::build(key(), random_tags(50), FilterConfig::default()).unwrap();
         let dir = tempfile::tempdir().unwrap();
         state.save(dir.path()).unwrap();
         let path = state_path(dir.path());
-        let mut v1 = fs::read(&path).unwrap();
-        v1.truncate(v1.len() - 32);
-        v1[STATE_MAGIC.len()] = UNDIGESTED_VERSION;
-        fs::write(&path, &v1).unwrap();
-        assert_eq!(ServerState::load(dir.path()).unwrap().len(), 50);
+        let current = fs::read(&path).unwrap();
+        // Formats 1 and 2 lack the key format (here empty: a zero length
+        // after the version); format 1 also the digest.
+        let mut body = current[..current.len() - 32].to_vec();
+        let after = STATE_MAGIC.len() + 1;
+        let length: Vec<u8> = body.drain(after..after + 4).collect();
+        assert_eq!(length, [0; 4]);
+        body[STATE_MAGIC.len()] = UNFORMATTED_VERSION;
+        let v2 = [&body[..], &Sha256::digest(&body)[..]].concat();
+        body[STATE_MAGIC.len()] = UNDIGESTED_VERSION;
+        for old in [v2, body] {
+            fs::write(&path, &old).unwrap();
+            let loaded = ServerState::load(dir.path()).unwrap();
+            assert_eq!((loaded.len(), loaded.key_format()), (50, ""));
+        }
+    }
+
+    #[test]
+    fn the_key_format_is_saved_with_the_state() {
+        let (mut state, _) =
+            ServerState::build(key(), random_tags(10), FilterConfig::default()).unwrap();
+        state.set_key_format("psikit-key-v1;columns=2;normalize=trim".into());
+        let back = ServerState::decode(key(), &state.encode()).unwrap();
+        assert_eq!(back.key_format(), "psikit-key-v1;columns=2;normalize=trim");
     }
 
     #[test]

@@ -108,6 +108,7 @@ fn filter_message_seeds() -> Vec<(&'static str, Vec<u8>)> {
         from_epoch: 40,
         digest: [5; 32],
         max_query_items: 1000,
+        key_format: "psikit-key-v1;columns=1;normalize=trim,lower".into(),
     };
     let (_, delta) = filter_and_delta();
     vec![
@@ -206,7 +207,10 @@ fn filter_file_seeds() -> Vec<(&'static str, Vec<u8>)> {
         state.update(pair.to_vec(), vec![]).expect("update");
     }
     let file = state.encode();
+    // Format 1: no key format (an empty one is four zero bytes after the
+    // version) and no digest.
     let mut undigested = file[..file.len() - 32].to_vec();
+    undigested.drain(9..13);
     undigested[8] = 1;
     let snapshot = FilterSnapshot::new(state);
     let (header, body) = snapshot.answer_sync(&SyncRequest { have: None }, MAX_ITEMS);
