@@ -77,15 +77,7 @@ pub fn filter_update<'py>(
     add: Option<&Source>,
     remove: Option<&Source>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let spec = match (add, remove) {
-        (Some(a), Some(r)) if a.spec().key_format() != r.spec().key_format() => {
-            return Err(errors::input(
-                "add and remove must use the same key columns count and normalisation",
-            ))
-        }
-        (Some(s), _) | (None, Some(s)) => s.spec().clone(),
-        (None, None) => return Err(errors::input("nothing to do: give add= and/or remove=")),
-    };
+    let spec = Source::update_spec(add, remove)?;
     let (new_state, report) = py
         .detach(|| -> Result<_, Error> {
             let add = add.map(Source::file).transpose()?;

@@ -99,16 +99,7 @@ pub fn he_update_db<'py>(
     remove: Option<&Source>,
     progress: Option<Py<PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let spec = match (add, remove) {
-        (Some(a), Some(r)) if a.spec().key_format() != r.spec().key_format() => {
-            return Err(errors::input(
-                "add and remove must use the same key columns count and normalisation",
-            ))
-        }
-        (Some(s), _) => s.spec().clone(),
-        (None, Some(r)) => r.spec().clone(),
-        (None, None) => return Err(errors::input("nothing to do: give add= and/or remove=")),
-    };
+    let spec = Source::update_spec(add, remove)?;
     let callback = progress.map(progress::Callback::new);
     let done = py
         .detach(|| -> Result<_, Error> {

@@ -39,9 +39,7 @@ pub struct Source {
 
 /// The normalisation the CLI's `--normalize` would give.
 fn normalize(option: &str) -> PyResult<Normalize> {
-    Normalize::parse(option)
-        .map_err(Error::from)
-        .py_err()
+    Normalize::parse(option).map_err(Error::from).py_err()
 }
 
 #[pymethods]
@@ -74,7 +72,11 @@ impl Source {
         spec.delimiter = match delimiter {
             "tab" | "\\t" | "\t" => b'\t',
             d if d.len() == 1 => d.as_bytes()[0],
-            d => return Err(errors::input(format!("delimiter must be one byte, got {d:?}"))),
+            d => {
+                return Err(errors::input(format!(
+                    "delimiter must be one byte, got {d:?}"
+                )))
+            }
         };
         spec.label_columns = parse(&label)?;
         Ok(Source {
@@ -151,6 +153,30 @@ pub struct Loaded {
 impl Source {
     pub fn spec(&self) -> &KeySpec {
         &self.spec
+    }
+
+    /// The one spec an update's additions and removals are read with (the
+    /// facades take one): theirs, when they select and encode keys alike.
+    pub fn update_spec(add: Option<&Source>, remove: Option<&Source>) -> PyResult<KeySpec> {
+        match (add, remove) {
+            (Some(a), Some(r)) => {
+                let (x, y) = (&a.spec, &r.spec);
+                if x.columns != y.columns
+                    || x.normalize != y.normalize
+                    || x.has_headers != y.has_headers
+                    || x.delimiter != y.delimiter
+                {
+                    return Err(errors::input(
+                        "add and remove must select and normalise their keys alike: give both as \
+                         CSV paths with the same key columns, or both as in-memory data, with the \
+                         same normalize",
+                    ));
+                }
+                Ok(x.clone())
+            }
+            (Some(s), None) | (None, Some(s)) => Ok(s.spec.clone()),
+            (None, None) => Err(errors::input("nothing to do: give add= and/or remove=")),
+        }
     }
 
     pub fn is_csv(&self) -> bool {

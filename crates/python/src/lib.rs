@@ -30,7 +30,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("PsikitError", py.get_type::<errors::PsikitError>())?;
     m.add("InputError", py.get_type::<errors::InputError>())?;
     m.add("ProtocolError", py.get_type::<errors::ProtocolError>())?;
-    m.add("StaleFilterError", py.get_type::<errors::StaleFilterError>())?;
+    m.add(
+        "StaleFilterError",
+        py.get_type::<errors::StaleFilterError>(),
+    )?;
     m.add("ParametersError", py.get_type::<errors::ParametersError>())?;
     m.add_class::<input::Source>()?;
     m.add_class::<server::Server>()?;

@@ -5,9 +5,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use psikit_protocols::common::connect::{
-    ClientTlsFiles, Limits, Peer, ServerAddr, ServerTlsFiles,
-};
+use psikit_protocols::common::connect::{ClientTlsFiles, Limits, Peer, ServerAddr, ServerTlsFiles};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
@@ -17,7 +15,9 @@ use crate::errors;
 /// largest single message accepted), the CLI's defaults being 60 and 16.
 pub fn limits(timeout: f64, max_message_mib: u32) -> PyResult<Limits> {
     if !(timeout.is_finite() && timeout > 0.0) {
-        return Err(errors::input("timeout must be a positive number of seconds"));
+        return Err(errors::input(
+            "timeout must be a positive number of seconds",
+        ));
     }
     let bytes = max_message_mib
         .checked_mul(1 << 20)
@@ -83,7 +83,11 @@ pub fn server_tls(tls: Option<&Bound<'_, PyDict>>) -> PyResult<Option<ServerTlsF
     }))
 }
 
-pub fn server(addr: String, tls: Option<&Bound<'_, PyDict>>, limits: Limits) -> PyResult<ServerAddr> {
+pub fn server(
+    addr: String,
+    tls: Option<&Bound<'_, PyDict>>,
+    limits: Limits,
+) -> PyResult<ServerAddr> {
     Ok(ServerAddr {
         addr,
         tls: client_tls(tls)?,

@@ -175,10 +175,7 @@ pub fn psi_run<'py>(
     }
     .py_err()?;
     let d = PyDict::new(py);
-    d.set_item(
-        "output",
-        done.output.map(|o| o.into_py(py)).transpose()?,
-    )?;
+    d.set_item("output", done.output.map(|o| o.into_py(py)).transpose()?)?;
     d.set_item("bytes_sent", done.sent)?;
     d.set_item("bytes_received", done.received)?;
     Ok(d)

@@ -63,7 +63,9 @@ impl Server {
         tls: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
         if !(reload_secs.is_finite() && reload_secs > 0.0) {
-            return Err(errors::input("reload_secs must be a positive number of seconds"));
+            return Err(errors::input(
+                "reload_secs must be a positive number of seconds",
+            ));
         }
         let defaults = ServerLimits::default();
         let limits = ServerLimits {
