@@ -35,4 +35,5 @@ cli="$target/debug/psikit"
 [ -x "$cli" ] || cargo build --locked -p psikit-cli
 start=$(date +%s)
 (cd "$work" && PSIKIT_CLI="$cli" "$py" -m pytest -q -p no:cacheprovider "$root/python/tests")
-echo "psikit: Python tests ran in $(( $(date +%s) - start )) s"
+(cd "$work" && "$py" "$root/python/examples/end_to_end.py" --server-items 5000 --client-items 500)
+echo "psikit: Python tests and example ran in $(( $(date +%s) - start )) s"

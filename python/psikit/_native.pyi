@@ -73,6 +73,25 @@ class Server:
     def __enter__(self) -> Server: ...
     def __exit__(self, *args: object) -> bool: ...
 
+class FilterClient:
+    """A filter client keeping its filter between calls (see psikit.filter.Client)."""
+
+    def __init__(
+        self,
+        server: str,
+        cache: Optional[str] = None,
+        max_filter_mib: int = 4096,
+        timeout: float = 60.0,
+        max_message_mib: int = 16,
+        tls: Optional[Dict[str, Any]] = None,
+    ) -> None: ...
+    @property
+    def server(self) -> str: ...
+    @property
+    def discarded_cache(self) -> Optional[str]: ...
+    def sync(self) -> Dict[str, Any]: ...
+    def query(self, source: Source) -> Dict[str, Any]: ...
+
 Progress = Callable[[str, int, Optional[int]], None]
 
 def filter_setup(

@@ -27,7 +27,7 @@ from ._data import DEFAULT_NORMALIZE, Columns, Normalize, prepare, result
 PathLike = Union[str, "os.PathLike[str]"]
 Progress = Callable[[str, int, Optional[int]], None]
 
-__all__ = ["setup", "update", "query"]
+__all__ = ["setup", "update", "query", "Client"]
 
 
 def setup(
@@ -120,3 +120,66 @@ def query(
     )
     matches = result(p, out)
     return (matches, out) if details else matches
+
+
+class Client:
+    """A filter client that keeps its copy of the server's filter between
+    queries: in memory, and in ``cache`` (a file) if given, so that each
+    query downloads only what changed on the server since the last one.
+    Thread-safe (calls take turns).
+
+    >>> client = psikit.filter.Client("host:7700", cache="filter.cache")  # doctest: +SKIP
+    >>> client.sync()  # doctest: +SKIP
+    {'kind': 'full', 'epoch': 3, 'bytes': 4718592}
+    >>> client.query(df, key="email", normalize=("trim", "lower"))  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        server: str,
+        *,
+        cache: Optional[PathLike] = None,
+        timeout: float = 60.0,
+        max_filter_mib: int = 4096,
+        tls: Optional[Dict[str, Any]] = None,
+    ) -> None:
+        self._native = _native.FilterClient(
+            server, None if cache is None else os.fspath(cache), max_filter_mib, timeout, 16, tls
+        )
+
+    @property
+    def server(self) -> str:
+        """The server's ``host:port``."""
+        return self._native.server
+
+    @property
+    def discarded_cache(self) -> Optional[str]:
+        """Why the cache file could not be used (it is replaced by the next
+        sync), if it was damaged."""
+        return self._native.discarded_cache
+
+    def sync(self) -> Dict[str, Any]:
+        """Brings the filter up to date: ``kind`` is ``"full"``, ``"delta"``
+        or ``"up_to_date"``; ``epoch`` the server's epoch; ``bytes`` the
+        filter data received."""
+        return self._native.sync()
+
+    def query(
+        self,
+        data: Any,
+        *,
+        key: Columns = None,
+        normalize: Optional[Normalize] = DEFAULT_NORMALIZE,
+        has_header: bool = True,
+        delimiter: str = ",",
+        details: bool = False,
+    ) -> Any:
+        """Syncs, then returns the rows of ``data`` the server holds, as
+        :func:`query` does."""
+        p = prepare(data, key=key, normalize=normalize, has_header=has_header, delimiter=delimiter)
+        out = self._native.query(p.source)
+        matches = result(p, out)
+        return (matches, out) if details else matches
+
+    def __repr__(self) -> str:
+        return f"psikit.filter.Client({self.server!r})"

@@ -80,3 +80,32 @@ def test_composite_keys(tmp_path):
     psikit.filter.setup(server, tmp_path / "srv", normalize=NORM)
     with psikit.Server(filter_state=str(tmp_path / "srv")) as s:
         assert psikit.filter.query(s.addr, client, normalize=NORM) == [client[0], client[2]]
+
+
+def test_client_object_keeps_its_filter(tmp_path, small_sets):
+    state = tmp_path / "srv"
+    psikit.filter.setup(small_sets.server, state, normalize=NORM)
+    with psikit.Server(filter_state=str(state), reload_secs=0.1) as server:
+        client = psikit.filter.Client(server.addr)
+        assert client.sync()["kind"] == "full"
+        assert client.query(small_sets.client, normalize=NORM) == small_sets.truth()
+        _, info = client.query(small_sets.client[:5], normalize=NORM, details=True)
+        assert [s["kind"] for s in info["syncs"]] == ["up_to_date"]
+        psikit.filter.update(state, add=["late@example.org"], normalize=NORM)
+        deadline = time.monotonic() + 20
+        while client.query(["late@example.org"], normalize=NORM) != ["late@example.org"]:
+            assert time.monotonic() < deadline, "the update never reached the client"
+            time.sleep(0.1)
+        assert client.sync()["kind"] == "up_to_date"
+
+
+def test_damaged_cache_is_replaced(tmp_path, small_sets):
+    state = tmp_path / "srv"
+    psikit.filter.setup(small_sets.server, state, normalize=NORM)
+    cache = tmp_path / "f.cache"
+    cache.write_bytes(b"not a filter cache")
+    with psikit.Server(filter_state=str(state)) as server:
+        client = psikit.filter.Client(server.addr, cache=cache)
+        assert client.discarded_cache
+        assert client.query(small_sets.client, normalize=NORM) == small_sets.truth()
+    assert psikit.filter.Client("127.0.0.1:1", cache=cache).discarded_cache is None

@@ -2,8 +2,10 @@
 //! (`filter_psi::facade::{setup, update}`) and client queries
 //! (`FilterClient`), as `psikit filter setup|update|query` do them.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
+use psikit_protocols::common::connect::ServerAddr;
 use psikit_protocols::filter_psi::{
     self, FilterClient, FilterConfig, ServerState, SyncKind, SyncOutcome,
 };
@@ -129,18 +131,40 @@ pub fn filter_query<'py>(
     tls: Option<&Bound<'py, PyDict>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let server = net::server(server, tls, net::limits(timeout, max_message_mib)?)?;
-    let max_bytes = max_filter_mib
+    let max_bytes = filter_bytes(max_filter_mib)?;
+    let client = py
+        .detach(|| open_client(cache.as_deref(), max_bytes))
+        .py_err()?;
+    query_with(py, &Mutex::new(client), &server, source)
+}
+
+fn filter_bytes(max_filter_mib: u64) -> PyResult<u64> {
+    max_filter_mib
         .checked_mul(1 << 20)
-        .ok_or_else(|| errors::input("max_filter_mib is too large"))?;
+        .ok_or_else(|| errors::input("max_filter_mib is too large"))
+}
+
+fn open_client(cache: Option<&Path>, max_bytes: u64) -> Result<FilterClient, Error> {
+    match cache {
+        Some(path) => FilterClient::with_cache_file(path, max_bytes),
+        None => Ok(FilterClient::in_memory(max_bytes)),
+    }
+}
+
+/// One query of `client` (a sync first, then the query; a second sync and
+/// a retry if the server updated in between).
+fn query_with<'py>(
+    py: Python<'py>,
+    client: &Mutex<FilterClient>,
+    server: &ServerAddr,
+    source: &Source,
+) -> PyResult<Bound<'py, PyDict>> {
     let (output, done, discarded) = py
         .detach(|| -> Result<_, Error> {
-            let loaded = source.load()?;
-            let mut client = match &cache {
-                Some(path) => FilterClient::with_cache_file(path, max_bytes)?,
-                None => FilterClient::in_memory(max_bytes),
-            };
+            let mut client = client.lock().map_err(|_| POISONED)?;
             let discarded = client.discarded_cache().map(str::to_owned);
-            let done = client.query_blocking(&server, &loaded.keys)?;
+            let loaded = source.load()?;
+            let done = client.query_blocking(server, &loaded.keys)?;
             let output = loaded.output_matches(&done.outcome.matches, source.is_csv());
             Ok((output, done, discarded))
         })
@@ -156,4 +180,71 @@ pub fn filter_query<'py>(
     d.set_item("bytes_received", done.outcome.bytes_received)?;
     d.set_item("discarded_cache", discarded)?;
     Ok(d)
+}
+
+const POISONED: Error = Error::Internal("an earlier call on this filter client panicked");
+
+/// A filter client that keeps its copy of the server's filter between
+/// calls, in memory and, with `cache`, in a file (see
+/// `psikit.filter.Client`). Calls from several threads take turns.
+#[pyclass(module = "psikit._native", name = "FilterClient")]
+pub struct PyFilterClient {
+    server: ServerAddr,
+    client: Mutex<FilterClient>,
+}
+
+#[pymethods]
+impl PyFilterClient {
+    #[new]
+    #[pyo3(signature = (server, cache=None, max_filter_mib=4096, timeout=60.0, max_message_mib=16, tls=None))]
+    fn new(
+        py: Python<'_>,
+        server: String,
+        cache: Option<PathBuf>,
+        max_filter_mib: u64,
+        timeout: f64,
+        max_message_mib: u32,
+        tls: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Self> {
+        let server = net::server(server, tls, net::limits(timeout, max_message_mib)?)?;
+        let max_bytes = filter_bytes(max_filter_mib)?;
+        let client = py
+            .detach(|| open_client(cache.as_deref(), max_bytes))
+            .py_err()?;
+        Ok(Self {
+            server,
+            client: Mutex::new(client),
+        })
+    }
+
+    /// Brings the filter up to date: a full download, a delta, or nothing.
+    fn sync<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let outcome = py
+            .detach(|| -> Result<_, Error> {
+                let mut client = self.client.lock().map_err(|_| POISONED)?;
+                client.sync_blocking(&self.server)
+            })
+            .py_err()?;
+        sync_dict(py, &outcome)
+    }
+
+    /// Syncs, then queries the rows of `source`.
+    fn query<'py>(&self, py: Python<'py>, source: &Source) -> PyResult<Bound<'py, PyDict>> {
+        query_with(py, &self.client, &self.server, source)
+    }
+
+    /// Why the cache file given could not be used (it is replaced by the
+    /// next sync), if it was damaged.
+    #[getter]
+    fn discarded_cache(&self) -> Option<String> {
+        self.client
+            .lock()
+            .ok()
+            .and_then(|c| c.discarded_cache().map(str::to_owned))
+    }
+
+    #[getter]
+    fn server(&self) -> String {
+        self.server.addr.clone()
+    }
 }

@@ -37,6 +37,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ParametersError", py.get_type::<errors::ParametersError>())?;
     m.add_class::<input::Source>()?;
     m.add_class::<server::Server>()?;
+    m.add_class::<filter::PyFilterClient>()?;
     m.add_function(wrap_pyfunction!(filter::filter_setup, m)?)?;
     m.add_function(wrap_pyfunction!(filter::filter_update, m)?)?;
     m.add_function(wrap_pyfunction!(filter::filter_query, m)?)?;
