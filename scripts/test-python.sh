@@ -5,8 +5,8 @@
 # tree. Called by scripts/test.sh; runs alone too.
 #
 # Needs python3 (3.9+, with venv) and access to PyPI for maturin, pytest
-# and, optionally, pandas and pyarrow (their tests are skipped without
-# them). PSIKIT_WHEEL_PROFILE picks the cargo profile of the wheel
+# and, optionally, pandas, pyarrow and tqdm (their tests are skipped
+# without them). PSIKIT_WHEEL_PROFILE picks the cargo profile of the wheel
 # (default: release, what `pip install ./python` builds).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,8 +19,8 @@ trap 'rm -rf "$work"' EXIT
 python3 -m venv "$work/venv"
 py="$work/venv/bin/python"
 "$py" -m pip install -q --disable-pip-version-check "maturin>=1.9.4,<2" "pytest>=7"
-if ! "$py" -m pip install -q --disable-pip-version-check pandas pyarrow; then
-    echo "psikit: could not install pandas and pyarrow; their tests will be skipped" >&2
+if ! "$py" -m pip install -q --disable-pip-version-check pandas pyarrow tqdm; then
+    echo "psikit: could not install pandas, pyarrow and tqdm; their tests will be skipped" >&2
 fi
 
 start=$(date +%s)

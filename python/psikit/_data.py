@@ -160,15 +160,15 @@ def prepare(
         if keys or labels:
             raise InputError("key= and label= go with tables and CSV paths; a list holds the keys themselves")
         rows = []
-        width = None
+        n_fields: Optional[int] = None
         for it in items:
             fields = list(it) if isinstance(it, tuple) else [it]
-            if width is None:
-                width = len(fields)
-            elif len(fields) != width:
+            if n_fields is None:
+                n_fields = len(fields)
+            elif len(fields) != n_fields:
                 raise InputError("every item of a list must have as many fields as the first")
             rows.append([_item(f, "a list item") for f in fields])
-        return Prepared("list", _native.Source.rows(rows, width or 1, norm), items)
+        return Prepared("list", _native.Source.rows(rows, n_fields or 1, norm), items)
     raise InputError(
         f"unsupported input {type(data).__name__}: give a list of str/bytes, a pandas DataFrame, "
         "a pyarrow Table (or an object with __arrow_c_stream__), or a CSV path"
@@ -178,10 +178,12 @@ def prepare(
 def _table(kind: str, data: Any, keys: List[str], labels: List[str], norm: str, column, names: List[str]) -> Prepared:
     if not keys:
         raise InputError("a table needs key= (one column name or several)")
-    for role, cols in (("key", keys), ("label", labels)):
-        for c in cols:
+    for role, wanted in (("key", keys), ("label", labels)):
+        for c in wanted:
             if c not in names:
                 raise InputError(f"{role} column {c!r} not found; available columns: {', '.join(map(repr, names))}")
+            if names.count(c) > 1:
+                raise InputError(f"{role} column {c!r} appears more than once in the table")
     cols = [[_cell(v) for v in column(c)] for c in keys + labels]
     rows = [list(r) for r in zip(*cols)] if cols else []
     return Prepared(kind, _native.Source.rows(rows, len(keys), norm, len(labels)), data, labels)
@@ -224,3 +226,46 @@ def result(p: Prepared, out: Dict[str, Any], label_names: Sequence[str] = ()) ->
         d.update(zip(names, extra))
         dicts.append(d)
     return dicts
+
+
+class ProgressReporter:
+    """The ``progress=`` argument of long jobs as a native callback:
+    a callable ``progress(stage, done, total)`` is called as it is;
+    ``True`` draws a tqdm bar per stage when tqdm is installed (nothing
+    otherwise). Use as a context manager so bars are closed."""
+
+    def __init__(self, progress: Any) -> None:
+        self._bar: Any = None
+        self._stage: Optional[str] = None
+        self._tqdm: Any = None
+        self.callback: Any = None
+        if callable(progress):
+            self.callback = progress
+        elif progress is True:
+            try:
+                from tqdm.auto import tqdm
+            except ImportError:
+                return
+            self._tqdm = tqdm
+            self.callback = self._update
+        elif progress not in (None, False):
+            raise InputError("progress must be a callable (stage, done, total), True (tqdm) or None")
+
+    def _update(self, stage: str, done: int, total: Optional[int]) -> None:
+        if stage != self._stage:
+            self.close()
+            self._stage = stage
+            self._bar = self._tqdm(desc=stage, total=total, leave=False)
+        if self._bar is not None and done > self._bar.n:
+            self._bar.update(done - self._bar.n)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+
+    def __enter__(self) -> "ProgressReporter":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

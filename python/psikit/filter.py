@@ -22,10 +22,10 @@ import os
 from typing import Any, Callable, Dict, Optional, Union
 
 from . import _native
-from ._data import DEFAULT_NORMALIZE, Columns, Normalize, prepare, result
+from ._data import DEFAULT_NORMALIZE, Columns, Normalize, ProgressReporter, prepare, result
 
 PathLike = Union[str, "os.PathLike[str]"]
-Progress = Callable[[str, int, Optional[int]], None]
+Progress = Union[Callable[[str, int, Optional[int]], None], bool]
 
 __all__ = ["setup", "update", "query", "Client"]
 
@@ -51,7 +51,8 @@ def setup(
     or a CSV path (``key=`` a header name or ``"#N"``). A fresh OPRF key is
     made; a directory that holds a state is refused unless ``force=True``
     (then every client downloads the new filter). ``progress`` is called as
-    ``progress(stage, done, total)``.
+    ``progress(stage, done, total)``; ``progress=True`` draws tqdm bars when
+    tqdm is installed.
 
     Returns counts: ``items``, ``epoch``, ``filter_bytes``, ``bits_per_item``,
     ``fpr`` (per client item), ``rows_read``, ``rows_skipped``, ``duplicates``.
@@ -59,9 +60,10 @@ def setup(
     >>> psikit.filter.setup("server.csv", "./srv", key="email", normalize=("trim", "lower"))  # doctest: +SKIP
     """
     p = prepare(data, key=key, normalize=normalize, has_header=has_header, delimiter=delimiter)
-    return _native.filter_setup(
-        p.source, os.fspath(state), fpr_bits, bucket_size, load, force, progress
-    )
+    with ProgressReporter(progress) as bar:
+        return _native.filter_setup(
+            p.source, os.fspath(state), fpr_bits, bucket_size, load, force, bar.callback
+        )
 
 
 def update(
@@ -81,7 +83,7 @@ def update(
     >>> psikit.filter.update("./srv", add=["new@x.org"], remove=["gone@x.org"])  # doctest: +SKIP
     {'added': 1, 'removed': 1, 'epoch': 1, ...}
     """
-    kw = dict(key=key, normalize=normalize, has_header=has_header, delimiter=delimiter)
+    kw: Dict[str, Any] = dict(key=key, normalize=normalize, has_header=has_header, delimiter=delimiter)
     a = prepare(add, **kw).source if add is not None else None
     r = prepare(remove, **kw).source if remove is not None else None
     return _native.filter_update(os.fspath(state), a, r)

@@ -23,10 +23,10 @@ import os
 from typing import Any, Callable, Dict, Optional, Sequence, Union
 
 from . import _native
-from ._data import DEFAULT_NORMALIZE, Columns, Normalize, prepare, result
+from ._data import DEFAULT_NORMALIZE, Columns, Normalize, ProgressReporter, prepare, result
 
 PathLike = Union[str, "os.PathLike[str]"]
-Progress = Callable[[str, int, Optional[int]], None]
+Progress = Union[Callable[[str, int, Optional[int]], None], bool]
 
 __all__ = ["build_db", "update_db", "query"]
 
@@ -57,7 +57,8 @@ def build_db(
     Parameters come from ``params`` (APSI's JSON format) or are chosen for
     ``capacity`` (default: the rows read), ``client_items`` and the labels
     (``goal``: ``"time"`` or ``"comm"``; at most ``2**-fpp_bits``
-    false-positive probability per query).
+    false-positive probability per query). ``progress`` as for
+    :func:`psikit.filter.setup`.
 
     >>> psikit.he.build_db(df, "./he-srv", key="email", label=["name", "tier"])  # doctest: +SKIP
     {'items': 4096, 'max_label_bytes': 17, ...}
@@ -66,18 +67,19 @@ def build_db(
         data, key=key, label=label, normalize=normalize, has_header=has_header,
         delimiter=delimiter, allow_dict=True,
     )
-    return _native.he_build_db(
-        p.source,
-        os.fspath(state),
-        None if params is None else os.fspath(params),
-        max_label_bytes,
-        capacity,
-        client_items,
-        goal,
-        fpp_bits,
-        force,
-        progress,
-    )
+    with ProgressReporter(progress) as bar:
+        return _native.he_build_db(
+            p.source,
+            os.fspath(state),
+            None if params is None else os.fspath(params),
+            max_label_bytes,
+            capacity,
+            client_items,
+            goal,
+            fpp_bits,
+            force,
+            bar.callback,
+        )
 
 
 def update_db(
@@ -98,10 +100,11 @@ def update_db(
 
     >>> psikit.he.update_db("./he-srv", add={"new@x.org": "bronze"}, remove=["gone@x.org"])  # doctest: +SKIP
     """
-    kw = dict(key=key, normalize=normalize, has_header=has_header, delimiter=delimiter)
+    kw: Dict[str, Any] = dict(key=key, normalize=normalize, has_header=has_header, delimiter=delimiter)
     a = prepare(add, label=label, allow_dict=True, **kw).source if add is not None else None
     r = prepare(remove, **kw).source if remove is not None else None
-    return _native.he_update_db(os.fspath(state), a, r, progress)
+    with ProgressReporter(progress) as bar:
+        return _native.he_update_db(os.fspath(state), a, r, bar.callback)
 
 
 def query(

@@ -21,6 +21,13 @@ def test_missing_table_column():
         psikit.encode_keys(pd.DataFrame({"email": ["a"]}), key="mail")
 
 
+def test_ambiguous_table_column():
+    pd = pytest.importorskip("pandas")
+    df = pd.DataFrame([["a", "b"]], columns=["email", "email"])
+    with pytest.raises(psikit.InputError, match="more than once"):
+        psikit.encode_keys(df, key="email")
+
+
 def test_wrong_types():
     with pytest.raises(psikit.InputError, match="str or bytes"):
         psikit.encode_keys([1, 2, 3])
@@ -88,3 +95,10 @@ def test_progress_callback(tmp_path):
     psikit.filter.setup([f"x{i}" for i in range(1000)], tmp_path / "srv",
                         progress=lambda stage, done, total: seen.append((stage, done)))
     assert seen and seen[0][0]
+
+
+def test_progress_with_tqdm(tmp_path):
+    pytest.importorskip("tqdm")
+    psikit.he.build_db(["a", "b"], tmp_path / "he", progress=True)
+    with pytest.raises(psikit.InputError, match="progress must be"):
+        psikit.filter.setup(["a"], tmp_path / "srv", progress="yes")
