@@ -102,3 +102,39 @@ def test_progress_with_tqdm(tmp_path):
     psikit.he.build_db(["a", "b"], tmp_path / "he", progress=True)
     with pytest.raises(psikit.InputError, match="progress must be"):
         psikit.filter.setup(["a"], tmp_path / "srv", progress="yes")
+
+
+def _interrupt_after(seconds: float):
+    import os
+    import signal
+    import threading
+
+    timer = threading.Timer(seconds, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.start()
+    return timer
+
+
+def test_ctrl_c_interrupts_a_waiting_party():
+    import time
+
+    t0 = time.monotonic()
+    _interrupt_after(0.5)
+    with pytest.raises(KeyboardInterrupt):
+        psikit.psi.receive(["a"], listen=f"127.0.0.1:{free_port()}")
+    assert time.monotonic() - t0 < 10
+
+
+def test_ctrl_c_interrupts_a_query_to_a_silent_server():
+    import socket
+    import time
+
+    with socket.socket() as silent:  # accepts connections, never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        addr = "127.0.0.1:%d" % silent.getsockname()[1]
+        for query in (psikit.filter.query, psikit.he.query):
+            t0 = time.monotonic()
+            _interrupt_after(0.5)
+            with pytest.raises(KeyboardInterrupt):
+                query(addr, ["a"])
+            assert time.monotonic() - t0 < 10

@@ -3,9 +3,8 @@
 //! (`FilterClient`), as `psikit filter setup|update|query` do them.
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 
-use psikit_protocols::common::connect::ServerAddr;
+use psikit_protocols::common::connect::{BusyRetry, ServerAddr};
 use psikit_protocols::filter_psi::{
     self, FilterClient, FilterConfig, ServerState, SyncKind, SyncOutcome,
 };
@@ -15,7 +14,8 @@ use pyo3::types::PyDict;
 
 use crate::errors::{self, IntoPy};
 use crate::input::Source;
-use crate::{net, progress};
+use crate::{interrupt, net, progress};
+use tokio::sync::Mutex;
 
 fn state_dict<'py>(py: Python<'py>, state: &ServerState) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
@@ -159,16 +159,23 @@ fn query_with<'py>(
     server: &ServerAddr,
     source: &Source,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let (output, done, discarded) = py
-        .detach(|| -> Result<_, Error> {
-            let mut client = client.lock().map_err(|_| POISONED)?;
-            let discarded = client.discarded_cache().map(str::to_owned);
-            let loaded = source.load()?;
-            let done = client.query_blocking(server, &loaded.keys)?;
-            let output = loaded.output_matches(&done.outcome.matches, source.is_csv());
-            Ok((output, done, discarded))
-        })
-        .py_err()?;
+    let loaded = py.detach(|| source.load()).py_err()?;
+    let (done, discarded) = interrupt::run(py, async {
+        let mut client = client.lock().await;
+        let discarded = client.discarded_cache().map(str::to_owned);
+        let mut retry = BusyRetry::default();
+        let done = loop {
+            let result = match server.connect().await {
+                Ok(mut ch) => client.query(&mut ch, &loaded.keys).await,
+                Err(e) => Err(e),
+            };
+            if !retry.again(&result).await {
+                break result?;
+            }
+        };
+        Ok((done, discarded))
+    })?;
+    let output = loaded.output_matches(&done.outcome.matches, source.is_csv());
     let d = output.into_py(py)?;
     let syncs = done
         .syncs
@@ -182,11 +189,10 @@ fn query_with<'py>(
     Ok(d)
 }
 
-const POISONED: Error = Error::Internal("an earlier call on this filter client panicked");
-
 /// A filter client that keeps its copy of the server's filter between
 /// calls, in memory and, with `cache`, in a file (see
 /// `psikit.filter.Client`). Calls from several threads take turns.
+/// (A tokio mutex: a call holds it across the awaits of its query.)
 #[pyclass(module = "psikit._native", name = "FilterClient")]
 pub struct PyFilterClient {
     server: ServerAddr,
@@ -219,12 +225,19 @@ impl PyFilterClient {
 
     /// Brings the filter up to date: a full download, a delta, or nothing.
     fn sync<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let outcome = py
-            .detach(|| -> Result<_, Error> {
-                let mut client = self.client.lock().map_err(|_| POISONED)?;
-                client.sync_blocking(&self.server)
-            })
-            .py_err()?;
+        let outcome = interrupt::run(py, async {
+            let mut client = self.client.lock().await;
+            let mut retry = BusyRetry::default();
+            loop {
+                let result = match self.server.connect().await {
+                    Ok(mut ch) => client.sync(&mut ch).await,
+                    Err(e) => Err(e),
+                };
+                if !retry.again(&result).await {
+                    return result;
+                }
+            }
+        })?;
         sync_dict(py, &outcome)
     }
 
@@ -238,7 +251,7 @@ impl PyFilterClient {
     #[getter]
     fn discarded_cache(&self) -> Option<String> {
         self.client
-            .lock()
+            .try_lock()
             .ok()
             .and_then(|c| c.discarded_cache().map(str::to_owned))
     }

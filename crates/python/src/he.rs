@@ -5,6 +5,7 @@
 
 use std::path::PathBuf;
 
+use psikit_protocols::common::connect::BusyRetry;
 use psikit_protocols::he_psi::facade::{self, BuildOptions};
 use psikit_protocols::he_psi::select::{Goal, SelectionInput};
 use psikit_protocols::he_psi::HeState;
@@ -14,7 +15,7 @@ use pyo3::types::PyDict;
 
 use crate::errors::{self, IntoPy};
 use crate::input::Source;
-use crate::{net, progress};
+use crate::{interrupt, net, progress};
 
 fn state_dict<'py>(py: Python<'py>, state: &HeState) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
@@ -144,10 +145,21 @@ pub fn he_query<'py>(
     tls: Option<&Bound<'py, PyDict>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let server = net::server(server, tls, net::limits(timeout, max_message_mib)?)?;
-    let (output, names, session) = py
+    let loaded = py.detach(|| source.load()).py_err()?;
+    let session = interrupt::run(py, async {
+        let mut retry = BusyRetry::default();
+        loop {
+            let result = match server.connect().await {
+                Ok(mut ch) => facade::query(&mut ch, &loaded.keys, pad_to).await,
+                Err(e) => Err(e),
+            };
+            if !retry.again(&result).await {
+                return result;
+            }
+        }
+    })?;
+    let (output, names) = py
         .detach(|| -> Result<_, Error> {
-            let loaded = source.load()?;
-            let session = facade::query_blocking(&server, &loaded.keys, pad_to)?;
             let labeled = session.max_label_bytes > 0;
             if !labeled && !label_names.is_empty() {
                 return Err(Error::Config(
@@ -160,7 +172,7 @@ pub fn he_query<'py>(
             for fields in cells.iter_mut().flatten() {
                 fields.resize(names.len(), Vec::new());
             }
-            Ok((loaded.output(&cells, source.is_csv()), names, session))
+            Ok((loaded.output(&cells, source.is_csv()), names))
         })
         .py_err()?;
     let d = output.into_py(py)?;

@@ -16,6 +16,7 @@ mod errors;
 mod filter;
 mod he;
 mod input;
+mod interrupt;
 mod net;
 mod progress;
 mod psi;

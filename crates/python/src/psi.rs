@@ -11,7 +11,7 @@ use pyo3::types::PyDict;
 
 use crate::errors::{self, IntoPy};
 use crate::input::{Loaded, Output, Source};
-use crate::net;
+use crate::{interrupt, net};
 
 /// What a party learns from each family's outcomes.
 trait Outcomes: TwoParty {
@@ -59,16 +59,16 @@ struct Run {
     received: u64,
 }
 
-fn run<P: Outcomes>(
+async fn run<P: Outcomes>(
     loaded: &Loaded,
     peer: &Peer,
     config: &P::Config,
     sending: bool,
     with_fields: bool,
-    listening: impl FnOnce(&str),
+    listening: impl FnOnce(&str) + Send,
 ) -> Result<Run, Error> {
     if sending {
-        let out = two_party::send_blocking::<P>(peer, &loaded.keys, config, listening)?;
+        let out = two_party::send::<P>(peer, &loaded.keys, config, listening).await?;
         let (sent, received) = P::sender_traffic(&out);
         let output = P::revealed(&out).map(|revealed| {
             let mut matches = vec![false; loaded.keys.len()];
@@ -85,7 +85,7 @@ fn run<P: Outcomes>(
             received,
         })
     } else {
-        let out = two_party::receive_blocking::<P>(peer, &loaded.keys, config, listening)?;
+        let out = two_party::receive::<P>(peer, &loaded.keys, config, listening).await?;
         let (sent, received) = P::receiver_traffic(&out);
         Ok(Run {
             output: Some(loaded.output_matches(P::matches(&out), with_fields)),
@@ -149,10 +149,11 @@ pub fn psi_run<'py>(
                 key_format,
                 ..VoleConfig::default()
             };
-            py.detach(|| {
-                let loaded = source.load()?;
-                run::<VolePsi>(&loaded, &peer, &config, sending, with_fields, listening)
-            })
+            let loaded = py.detach(|| source.load()).py_err()?;
+            interrupt::run(
+                py,
+                run::<VolePsi>(&loaded, &peer, &config, sending, with_fields, listening),
+            )
         }
         "rr16" => {
             let config = Rr16Config {
@@ -162,18 +163,18 @@ pub fn psi_run<'py>(
                 key_format,
                 ..Rr16Config::default()
             };
-            py.detach(|| {
-                let loaded = source.load()?;
-                run::<Rr16>(&loaded, &peer, &config, sending, with_fields, listening)
-            })
+            let loaded = py.detach(|| source.load()).py_err()?;
+            interrupt::run(
+                py,
+                run::<Rr16>(&loaded, &peer, &config, sending, with_fields, listening),
+            )
         }
         other => {
             return Err(errors::input(format!(
                 "protocol must be \"vole\" or \"rr16\", got {other:?}"
             )))
         }
-    }
-    .py_err()?;
+    }?;
     let d = PyDict::new(py);
     d.set_item("output", done.output.map(|o| o.into_py(py)).transpose()?)?;
     d.set_item("bytes_sent", done.sent)?;
