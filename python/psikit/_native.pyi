@@ -92,6 +92,24 @@ class FilterClient:
     def sync(self) -> Dict[str, Any]: ...
     def query(self, source: Source) -> Dict[str, Any]: ...
 
+class PsiParty:
+    """One two-party PSI party as a sans-IO state machine (see psikit.psi.Party)."""
+
+    def __init__(
+        self,
+        role: str,
+        source: Source,
+        protocol: str = "vole",
+        malicious: bool = False,
+        reveal: bool = False,
+        max_peer_items: int = ...,
+        max_message_mib: int = 16,
+    ) -> None: ...
+    def step(self, incoming: Optional[bytes] = None, peer_closed: bool = False) -> bytes: ...
+    @property
+    def done(self) -> bool: ...
+    def result(self) -> Dict[str, Any]: ...
+
 Progress = Callable[[str, int, Optional[int]], None]
 
 def filter_setup(

@@ -22,7 +22,7 @@ from typing import Any, Callable, Dict, Optional
 from . import _native
 from ._data import DEFAULT_NORMALIZE, Columns, Normalize, prepare, result
 
-__all__ = ["send", "receive", "PROTOCOLS"]
+__all__ = ["send", "receive", "Party", "PROTOCOLS"]
 
 #: The balanced PSIs: ``"vole"`` (VOLE-PSI, fastest, least traffic) and
 #: ``"rr16"`` (Rindal-Rosulek, OT extension and garbled Bloom filters).
@@ -117,3 +117,61 @@ def receive(
     """
     return _run("receive", data, key, normalize, listen, connect, protocol, malicious, reveal,
                 max_peer_items, accept_timeout, timeout, tls, on_listening, has_header, delimiter, details)
+
+
+class Party:
+    """One party of a balanced PSI at the message level: bytes in, bytes
+    out, over whatever transport the caller has (a message queue, HTTP, a
+    distributed engine's shuffle). No sockets, threads or timeouts.
+
+    Start with ``out = party.step()``, deliver ``out`` to the peer (when not
+    empty), feed each chunk of the peer's bytes to ``party.step(chunk)``
+    (any split: messages delimit themselves), and deliver what it returns,
+    until ``party.done``; then ``party.result()`` gives the matching rows
+    (as :func:`receive` returns them; for a sender ``None``, or its rows in
+    the intersection with ``reveal=True``) or raises the party's error.
+
+    >>> a = psikit.psi.Party("receive", ["x", "y"])
+    >>> b = psikit.psi.Party("send", ["y", "z"])
+    >>> to_b, to_a = a.step(), b.step()
+    >>> while not (a.done and b.done):
+    ...     to_b, to_a = a.step(to_a), b.step(to_b)
+    >>> a.result()
+    ['y']
+    """
+
+    def __init__(
+        self,
+        role: str,
+        data: Any,
+        *,
+        key: Columns = None,
+        normalize: Optional[Normalize] = DEFAULT_NORMALIZE,
+        protocol: str = "vole",
+        malicious: bool = False,
+        reveal: bool = False,
+        max_peer_items: int = 1 << 24,
+        has_header: bool = True,
+        delimiter: str = ",",
+    ) -> None:
+        self._prepared = prepare(data, key=key, normalize=normalize, has_header=has_header, delimiter=delimiter)
+        self._native = _native.PsiParty(
+            role, self._prepared.source, protocol, malicious, reveal, max_peer_items, 16
+        )
+
+    def step(self, incoming: Optional[bytes] = None, *, peer_closed: bool = False) -> bytes:
+        """Pushes the peer's bytes (none to start), runs the party as far as
+        it can go, and returns the bytes to deliver to the peer (possibly
+        empty). ``peer_closed=True`` says the peer hung up."""
+        return self._native.step(incoming, peer_closed)
+
+    @property
+    def done(self) -> bool:
+        """Whether the party has finished, successfully or not."""
+        return self._native.done
+
+    def result(self) -> Any:
+        """The finished party's matching rows, of the input's kind (``None``
+        for a sender without reveal); raises its error if it failed."""
+        out = self._native.result()["output"]
+        return None if out is None else result(self._prepared, out)

@@ -61,3 +61,60 @@ def test_other_settings_are_refused(small_sets):
             functools.partial(psikit.psi.receive, small_sets.client, normalize=NORM),
             functools.partial(psikit.psi.send, small_sets.server, normalize="trim"),
         )
+
+
+def exchange(a, b, max_rounds=10_000):
+    """Carries the two parties' bytes to each other until both finish."""
+    to_b, to_a = a.step(), b.step()
+    rounds = 0
+    while not (a.done and b.done):
+        to_b, to_a = a.step(to_a), b.step(to_b)
+        rounds += 1
+        assert rounds < max_rounds, "the parties made no progress"
+
+
+@pytest.mark.parametrize("protocol,malicious", MODES)
+def test_message_level_parties(protocol, malicious, small_sets):
+    kw = dict(protocol=protocol, malicious=malicious, normalize=NORM, reveal=True)
+    receiver = psikit.psi.Party("receive", small_sets.client, **kw)
+    sender = psikit.psi.Party("send", small_sets.server, **kw)
+    exchange(receiver, sender)
+    assert receiver.result() == small_sets.truth()
+    held = {c.strip().lower() for c in small_sets.client}
+    assert sender.result() == [s for s in small_sets.server if s in held]
+    assert receiver.result() == small_sets.truth()  # may be asked again
+
+
+def test_message_level_bytes_in_any_split(small_sets):
+    receiver = psikit.psi.Party("receive", small_sets.client, normalize=NORM)
+    sender = psikit.psi.Party("send", small_sets.server, normalize=NORM)
+    to_b, to_a = receiver.step(), sender.step()
+    while not (receiver.done and sender.done):
+        a_in, b_in = to_a, to_b
+        to_b, to_a = b"", b""
+        for i in range(0, max(len(a_in), 1), 1000):  # 1000-byte pieces
+            to_b += receiver.step(a_in[i:i + 1000])
+        for i in range(0, max(len(b_in), 1), 1000):
+            to_a += sender.step(b_in[i:i + 1000])
+    assert receiver.result() == small_sets.truth()
+
+
+def test_message_level_malformed_bytes_raise():
+    party = psikit.psi.Party("receive", ["a", "b"])
+    party.step()
+    party.step(b"\x00\x00\x00\x05garbage-that-is-no-frame")
+    assert party.done
+    with pytest.raises(psikit.ProtocolError):
+        party.result()
+    with pytest.raises(psikit.ProtocolError):
+        party.result()
+    unfinished = psikit.psi.Party("send", ["a"])
+    unfinished.step()
+    with pytest.raises(psikit.InputError, match="not finished"):
+        unfinished.result()
+    closed = psikit.psi.Party("send", ["a"])
+    closed.step()
+    closed.step(peer_closed=True)
+    assert closed.done
+    with pytest.raises(psikit.ProtocolError):
+        closed.result()

@@ -236,6 +236,7 @@ pub type OutRow = (u64, Option<Vec<String>>, Vec<String>);
 
 /// A client's result: the CSV header (CSV sources with one), the matched
 /// rows in input order, and counts.
+#[derive(Clone)]
 pub struct Output {
     pub headers: Option<Vec<String>>,
     pub rows: Vec<OutRow>,

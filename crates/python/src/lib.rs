@@ -21,6 +21,7 @@ mod net;
 mod progress;
 mod psi;
 mod server;
+mod steps;
 
 use pyo3::prelude::*;
 
@@ -39,6 +40,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<input::Source>()?;
     m.add_class::<server::Server>()?;
     m.add_class::<filter::PyFilterClient>()?;
+    m.add_class::<steps::PsiParty>()?;
     m.add_function(wrap_pyfunction!(filter::filter_setup, m)?)?;
     m.add_function(wrap_pyfunction!(filter::filter_update, m)?)?;
     m.add_function(wrap_pyfunction!(filter::filter_query, m)?)?;

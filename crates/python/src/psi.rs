@@ -14,7 +14,7 @@ use crate::input::{Loaded, Output, Source};
 use crate::{interrupt, net};
 
 /// What a party learns from each family's outcomes.
-trait Outcomes: TwoParty {
+pub trait Outcomes: TwoParty {
     fn revealed(out: &Self::SenderOutcome) -> Option<&[usize]>;
     fn matches(out: &Self::ReceiverOutcome) -> &[bool];
     fn sender_traffic(out: &Self::SenderOutcome) -> (u64, u64);
@@ -70,15 +70,7 @@ async fn run<P: Outcomes>(
     if sending {
         let out = two_party::send::<P>(peer, &loaded.keys, config, listening).await?;
         let (sent, received) = P::sender_traffic(&out);
-        let output = P::revealed(&out).map(|revealed| {
-            let mut matches = vec![false; loaded.keys.len()];
-            for &i in revealed {
-                if let Some(m) = matches.get_mut(i) {
-                    *m = true;
-                }
-            }
-            loaded.output_matches(&matches, with_fields)
-        });
+        let output = sender_output::<P>(loaded, &out, with_fields);
         Ok(Run {
             output,
             sent,
@@ -93,6 +85,23 @@ async fn run<P: Outcomes>(
             received,
         })
     }
+}
+
+/// The sender's rows the receiver reported, when the run revealed them.
+pub fn sender_output<P: Outcomes>(
+    loaded: &Loaded,
+    out: &P::SenderOutcome,
+    with_fields: bool,
+) -> Option<Output> {
+    P::revealed(out).map(|revealed| {
+        let mut matches = vec![false; loaded.keys.len()];
+        for &i in revealed {
+            if let Some(m) = matches.get_mut(i) {
+                *m = true;
+            }
+        }
+        loaded.output_matches(&matches, with_fields)
+    })
 }
 
 /// Runs one party of a balanced PSI (see `psikit.psi.send` / `receive`).
