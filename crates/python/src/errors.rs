@@ -1,0 +1,104 @@
+//! The exception hierarchy: `PsikitError` and one subclass per kind of
+//! failure a caller handles differently. Each carries the one line the CLI
+//! prints after `psikit: error:` (the error and its causes, each said once).
+
+use std::error::Error as StdError;
+
+use psikit_protocols::Error;
+use pyo3::create_exception;
+use pyo3::exceptions::PyException;
+use pyo3::PyErr;
+
+create_exception!(
+    psikit,
+    PsikitError,
+    PyException,
+    "Base class of every error psikit raises."
+);
+create_exception!(
+    psikit,
+    InputError,
+    PsikitError,
+    "Bad input or arguments: a missing or ambiguous column, a key too long, \
+     an unknown normalisation option, a state directory in use or of the wrong kind."
+);
+create_exception!(
+    psikit,
+    ProtocolError,
+    PsikitError,
+    "The network or the peer failed: connection refused or closed, a timeout, \
+     a malformed or unexpected message, a peer running other settings or aborting."
+);
+create_exception!(
+    psikit,
+    StaleFilterError,
+    ProtocolError,
+    "The server's filter changed while the client queried; sync and retry."
+);
+create_exception!(
+    psikit,
+    ParametersError,
+    PsikitError,
+    "Protocol parameters that are malformed, insecure or unusable (HE parameters, \
+     filter settings)."
+);
+
+/// The error and its causes on one line, each said once (as the CLI's
+/// `one_line`): error types that print their source in their own message
+/// would otherwise repeat it.
+pub fn one_line(e: &(dyn StdError + 'static)) -> String {
+    let mut line = String::new();
+    let mut cause: Option<&(dyn StdError + 'static)> = Some(e);
+    while let Some(c) = cause {
+        let text = c.to_string();
+        if !line.contains(&text) {
+            if !line.is_empty() {
+                line.push_str(": ");
+            }
+            line.push_str(&text);
+        }
+        cause = c.source();
+    }
+    line
+}
+
+/// The Python exception for a protocols error.
+pub fn to_py(e: Error) -> PyErr {
+    let msg = one_line(&e);
+    if e.is_stale() {
+        return StaleFilterError::new_err(msg);
+    }
+    match e {
+        Error::Input(_) | Error::Config(_) | Error::Misuse(_) => InputError::new_err(msg),
+        Error::Params(_) | Error::Filter(_) | Error::He(_) => ParametersError::new_err(msg),
+        Error::Transport(_)
+        | Error::Decode(_)
+        | Error::Oprf(_)
+        | Error::Ot(_)
+        | Error::Okvs(_)
+        | Error::Aborted(_)
+        | Error::Peer(_)
+        | Error::DigestMismatch
+        | Error::Unsupported(_)
+        | Error::StaleFilter { .. } => ProtocolError::new_err(msg),
+        Error::Io { .. } | Error::StateFile(_) | Error::Task { .. } | Error::Internal(_) => {
+            PsikitError::new_err(msg)
+        }
+    }
+}
+
+/// A bad argument found by the bindings themselves.
+pub fn input(msg: impl Into<String>) -> PyErr {
+    InputError::new_err(msg.into())
+}
+
+/// `Result<T, Error>` into a `PyResult<T>`.
+pub trait IntoPy<T> {
+    fn py_err(self) -> pyo3::PyResult<T>;
+}
+
+impl<T> IntoPy<T> for Result<T, Error> {
+    fn py_err(self) -> pyo3::PyResult<T> {
+        self.map_err(to_py)
+    }
+}

@@ -1,0 +1,263 @@
+//! The filter family: set-up and updates of a server state directory
+//! (`filter_psi::facade::{setup, update}`) and client queries
+//! (`FilterClient`), as `psikit filter setup|update|query` do them.
+
+use std::path::{Path, PathBuf};
+
+use psikit_protocols::common::connect::{BusyRetry, ServerAddr};
+use psikit_protocols::filter_psi::{
+    self, FilterClient, FilterConfig, ServerState, SyncKind, SyncOutcome,
+};
+use psikit_protocols::Error;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use crate::errors::{self, IntoPy};
+use crate::input::Source;
+use crate::{interrupt, net, progress};
+use tokio::sync::Mutex;
+
+fn state_dict<'py>(py: Python<'py>, state: &ServerState) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    let f = state.filter();
+    d.set_item("items", state.len())?;
+    d.set_item("epoch", state.version().epoch)?;
+    d.set_item("filter_bytes", f.size_bytes())?;
+    d.set_item("bits_per_item", f.bits_per_item())?;
+    d.set_item("fpr", f.estimated_fpr())?;
+    Ok(d)
+}
+
+/// Builds a filter state in `state` from `source` (see `psikit.filter.setup`).
+#[pyfunction]
+#[pyo3(signature = (source, state, fpr_bits=30, bucket_size=4, load=0.90, force=false, progress=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn filter_setup<'py>(
+    py: Python<'py>,
+    source: &Source,
+    state: PathBuf,
+    fpr_bits: u32,
+    bucket_size: u32,
+    load: f64,
+    force: bool,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let config = FilterConfig {
+        fpr_log2: fpr_bits,
+        bucket_size,
+        build_load: load,
+        rebuild_load: FilterConfig::default().rebuild_load.max(load),
+        ..FilterConfig::default()
+    };
+    let callback = progress.map(progress::Callback::new);
+    let done = py
+        .detach(|| -> Result<_, Error> {
+            let (path, _guard) = source.file()?;
+            filter_psi::setup(
+                &path,
+                source.spec(),
+                config,
+                &state,
+                force,
+                progress::of(&callback),
+            )
+        })
+        .py_err()?;
+    let d = state_dict(py, &done.state)?;
+    d.set_item("rows_read", done.read.rows_read)?;
+    d.set_item("rows_skipped", done.read.rows_skipped)?;
+    d.set_item("duplicates", done.duplicates)?;
+    Ok(d)
+}
+
+/// Adds and removes items as one new epoch (see `psikit.filter.update`).
+#[pyfunction]
+#[pyo3(signature = (state, add=None, remove=None))]
+pub fn filter_update<'py>(
+    py: Python<'py>,
+    state: PathBuf,
+    add: Option<&Source>,
+    remove: Option<&Source>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let spec = Source::update_spec(add, remove)?;
+    let (new_state, report) = py
+        .detach(|| -> Result<_, Error> {
+            let add = add.map(Source::file).transpose()?;
+            let remove = remove.map(Source::file).transpose()?;
+            filter_psi::update(
+                &state,
+                &spec,
+                add.as_ref().map(|(p, _)| p.as_path()),
+                remove.as_ref().map(|(p, _)| p.as_path()),
+            )
+        })
+        .py_err()?;
+    let d = state_dict(py, &new_state)?;
+    d.set_item("added", report.added)?;
+    d.set_item("already_present", report.already_present)?;
+    d.set_item("removed", report.removed)?;
+    d.set_item("not_found", report.not_found)?;
+    d.set_item("changed_slots", report.changed_slots)?;
+    d.set_item("rebuilt", report.rebuilt)?;
+    Ok(d)
+}
+
+fn sync_dict<'py>(py: Python<'py>, s: &SyncOutcome) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    let kind = match s.kind {
+        SyncKind::UpToDate => "up_to_date",
+        SyncKind::Full => "full",
+        SyncKind::Delta => "delta",
+    };
+    d.set_item("kind", kind)?;
+    d.set_item("epoch", s.epoch)?;
+    d.set_item("bytes", s.body_bytes)?;
+    Ok(d)
+}
+
+/// Syncs the filter (kept in `cache` if given) and queries the rows of
+/// `source` (see `psikit.filter.query`).
+#[pyfunction]
+#[pyo3(signature = (server, source, cache=None, max_filter_mib=4096, timeout=60.0, max_message_mib=16, tls=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn filter_query<'py>(
+    py: Python<'py>,
+    server: String,
+    source: &Source,
+    cache: Option<PathBuf>,
+    max_filter_mib: u64,
+    timeout: f64,
+    max_message_mib: u32,
+    tls: Option<&Bound<'py, PyDict>>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let server = net::server(server, tls, net::limits(timeout, max_message_mib)?)?;
+    let max_bytes = filter_bytes(max_filter_mib)?;
+    let client = py
+        .detach(|| open_client(cache.as_deref(), max_bytes))
+        .py_err()?;
+    query_with(py, &Mutex::new(client), &server, source)
+}
+
+fn filter_bytes(max_filter_mib: u64) -> PyResult<u64> {
+    max_filter_mib
+        .checked_mul(1 << 20)
+        .ok_or_else(|| errors::input("max_filter_mib is too large"))
+}
+
+fn open_client(cache: Option<&Path>, max_bytes: u64) -> Result<FilterClient, Error> {
+    match cache {
+        Some(path) => FilterClient::with_cache_file(path, max_bytes),
+        None => Ok(FilterClient::in_memory(max_bytes)),
+    }
+}
+
+/// One query of `client` (a sync first, then the query; a second sync and
+/// a retry if the server updated in between).
+fn query_with<'py>(
+    py: Python<'py>,
+    client: &Mutex<FilterClient>,
+    server: &ServerAddr,
+    source: &Source,
+) -> PyResult<Bound<'py, PyDict>> {
+    let loaded = py.detach(|| source.load()).py_err()?;
+    let (done, discarded) = interrupt::run(py, async {
+        let mut client = client.lock().await;
+        let discarded = client.discarded_cache().map(str::to_owned);
+        let mut retry = BusyRetry::default();
+        let done = loop {
+            let result = match server.connect().await {
+                Ok(mut ch) => client.query(&mut ch, &loaded.keys).await,
+                Err(e) => Err(e),
+            };
+            if !retry.again(&result).await {
+                break result?;
+            }
+        };
+        Ok((done, discarded))
+    })?;
+    let output = loaded.output_matches(&done.outcome.matches, source.is_csv());
+    let d = output.into_py(py)?;
+    let syncs = done
+        .syncs
+        .iter()
+        .map(|s| sync_dict(py, s))
+        .collect::<PyResult<Vec<_>>>()?;
+    d.set_item("syncs", syncs)?;
+    d.set_item("bytes_sent", done.outcome.bytes_sent)?;
+    d.set_item("bytes_received", done.outcome.bytes_received)?;
+    d.set_item("discarded_cache", discarded)?;
+    Ok(d)
+}
+
+/// A filter client that keeps its copy of the server's filter between
+/// calls, in memory and, with `cache`, in a file (see
+/// `psikit.filter.Client`). Calls from several threads take turns.
+/// (A tokio mutex: a call holds it across the awaits of its query.)
+#[pyclass(module = "psikit._native", name = "FilterClient")]
+pub struct PyFilterClient {
+    server: ServerAddr,
+    client: Mutex<FilterClient>,
+}
+
+#[pymethods]
+impl PyFilterClient {
+    #[new]
+    #[pyo3(signature = (server, cache=None, max_filter_mib=4096, timeout=60.0, max_message_mib=16, tls=None))]
+    fn new(
+        py: Python<'_>,
+        server: String,
+        cache: Option<PathBuf>,
+        max_filter_mib: u64,
+        timeout: f64,
+        max_message_mib: u32,
+        tls: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Self> {
+        let server = net::server(server, tls, net::limits(timeout, max_message_mib)?)?;
+        let max_bytes = filter_bytes(max_filter_mib)?;
+        let client = py
+            .detach(|| open_client(cache.as_deref(), max_bytes))
+            .py_err()?;
+        Ok(Self {
+            server,
+            client: Mutex::new(client),
+        })
+    }
+
+    /// Brings the filter up to date: a full download, a delta, or nothing.
+    fn sync<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let outcome = interrupt::run(py, async {
+            let mut client = self.client.lock().await;
+            let mut retry = BusyRetry::default();
+            loop {
+                let result = match self.server.connect().await {
+                    Ok(mut ch) => client.sync(&mut ch).await,
+                    Err(e) => Err(e),
+                };
+                if !retry.again(&result).await {
+                    return result;
+                }
+            }
+        })?;
+        sync_dict(py, &outcome)
+    }
+
+    /// Syncs, then queries the rows of `source`.
+    fn query<'py>(&self, py: Python<'py>, source: &Source) -> PyResult<Bound<'py, PyDict>> {
+        query_with(py, &self.client, &self.server, source)
+    }
+
+    /// Why the cache file given could not be used (it is replaced by the
+    /// next sync), if it was damaged.
+    #[getter]
+    fn discarded_cache(&self) -> Option<String> {
+        self.client
+            .try_lock()
+            .ok()
+            .and_then(|c| c.discarded_cache().map(str::to_owned))
+    }
+
+    #[getter]
+    fn server(&self) -> String {
+        self.server.addr.clone()
+    }
+}

@@ -1,0 +1,185 @@
+//! The HE family (labeled PSI, APSI design): building and updating a
+//! database (`he_psi::facade::{build, update}`) and client queries
+//! (`he_psi::facade::query_blocking`), as `psikit he db build|update` and
+//! `psikit he query` do them.
+
+use std::path::PathBuf;
+
+use psikit_protocols::common::connect::BusyRetry;
+use psikit_protocols::he_psi::facade::{self, BuildOptions};
+use psikit_protocols::he_psi::select::{Goal, SelectionInput};
+use psikit_protocols::he_psi::HeState;
+use psikit_protocols::Error;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use crate::errors::{self, IntoPy};
+use crate::input::Source;
+use crate::{interrupt, net, progress};
+
+fn state_dict<'py>(py: Python<'py>, state: &HeState) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    let db = state.db();
+    d.set_item("items", db.len())?;
+    d.set_item("max_label_bytes", db.shape().max_label_bytes)?;
+    d.set_item("bundles", db.memory().bundles)?;
+    Ok(d)
+}
+
+/// Builds a database in `state` from `source`, whose label columns give
+/// the labels (see `psikit.he.build_db`).
+#[pyfunction]
+#[pyo3(signature = (source, state, params=None, max_label_bytes=None, capacity=None,
+    client_items=1024, goal="time", fpp_bits=40, force=false, progress=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn he_build_db<'py>(
+    py: Python<'py>,
+    source: &Source,
+    state: PathBuf,
+    params: Option<PathBuf>,
+    max_label_bytes: Option<usize>,
+    capacity: Option<u64>,
+    client_items: u64,
+    goal: &str,
+    fpp_bits: u32,
+    force: bool,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let goal = match goal {
+        "time" => Goal::Time,
+        "comm" => Goal::Comm,
+        other => {
+            return Err(errors::input(format!(
+                "goal must be \"time\" or \"comm\", got {other:?}"
+            )))
+        }
+    };
+    let workload = SelectionInput {
+        server_items: 0,
+        client_items,
+        label_bytes: 0,
+        goal,
+        max_fpp_log2: -f64::from(fpp_bits),
+    };
+    let callback = progress.map(progress::Callback::new);
+    let done = py
+        .detach(|| -> Result<_, Error> {
+            let options = BuildOptions {
+                params: params.as_deref().map(facade::load_params).transpose()?,
+                max_label_bytes,
+                capacity,
+                workload,
+                force,
+            };
+            let (path, _guard) = source.file()?;
+            facade::build(
+                &path,
+                source.spec(),
+                &state,
+                options,
+                progress::of(&callback),
+            )
+        })
+        .py_err()?;
+    let d = state_dict(py, &done.state)?;
+    d.set_item("rows_read", done.read.rows_read)?;
+    d.set_item("rows_skipped", done.read.rows_skipped)?;
+    d.set_item("duplicates", done.stats.duplicates)?;
+    d.set_item("build_seconds", done.build_time.as_secs_f64())?;
+    Ok(d)
+}
+
+/// Removes the keys of `remove`, then adds or relabels the rows of `add`
+/// (see `psikit.he.update_db`).
+#[pyfunction]
+#[pyo3(signature = (state, add=None, remove=None, progress=None))]
+pub fn he_update_db<'py>(
+    py: Python<'py>,
+    state: PathBuf,
+    add: Option<&Source>,
+    remove: Option<&Source>,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let spec = Source::update_spec(add, remove)?;
+    let callback = progress.map(progress::Callback::new);
+    let done = py
+        .detach(|| -> Result<_, Error> {
+            let add = add.map(Source::file).transpose()?;
+            let remove = remove.map(Source::file).transpose()?;
+            facade::update(
+                &state,
+                &spec,
+                add.as_ref().map(|(p, _)| p.as_path()),
+                remove.as_ref().map(|(p, _)| p.as_path()),
+                progress::of(&callback),
+            )
+        })
+        .py_err()?;
+    let d = state_dict(py, &done.state)?;
+    if let Some(s) = &done.removed {
+        d.set_item("removed", s.removed)?;
+        d.set_item("not_found", s.missing)?;
+    }
+    if let Some((s, _)) = &done.added {
+        d.set_item("added", s.inserted)?;
+        d.set_item("relabelled", s.relabelled)?;
+        d.set_item("duplicates", s.duplicates)?;
+    }
+    Ok(d)
+}
+
+/// Queries the rows of `source` against an HE server; matched rows come
+/// with their label columns (see `psikit.he.query`).
+#[pyfunction]
+#[pyo3(signature = (server, source, pad_to=None, label_names=Vec::new(), timeout=60.0,
+    max_message_mib=16, tls=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn he_query<'py>(
+    py: Python<'py>,
+    server: String,
+    source: &Source,
+    pad_to: Option<usize>,
+    label_names: Vec<String>,
+    timeout: f64,
+    max_message_mib: u32,
+    tls: Option<&Bound<'py, PyDict>>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let server = net::server(server, tls, net::limits(timeout, max_message_mib)?)?;
+    let loaded = py.detach(|| source.load()).py_err()?;
+    let session = interrupt::run(py, async {
+        let mut retry = BusyRetry::default();
+        loop {
+            let result = match server.connect().await {
+                Ok(mut ch) => facade::query(&mut ch, &loaded.keys, pad_to).await,
+                Err(e) => Err(e),
+            };
+            if !retry.again(&result).await {
+                return result;
+            }
+        }
+    })?;
+    let (output, names) = py
+        .detach(|| -> Result<_, Error> {
+            let labeled = session.max_label_bytes > 0;
+            if !labeled && !label_names.is_empty() {
+                return Err(Error::Config(
+                    "the server's database is unlabeled: drop label_names".into(),
+                ));
+            }
+            let (width, mut cells) =
+                facade::label_cells(&session.matches, loaded.keys.len(), labeled)?;
+            let names = facade::label_names(width, &label_names)?;
+            for fields in cells.iter_mut().flatten() {
+                fields.resize(names.len(), Vec::new());
+            }
+            Ok((loaded.output(&cells, source.is_csv()), names))
+        })
+        .py_err()?;
+    let d = output.into_py(py)?;
+    d.set_item("label_names", names)?;
+    d.set_item("bytes_sent", session.bytes_sent)?;
+    d.set_item("bytes_received", session.bytes_received)?;
+    d.set_item("fpp_log2", session.fpp_log2)?;
+    d.set_item("queried", session.queried)?;
+    Ok(d)
+}

@@ -1,0 +1,336 @@
+//! Where a call's items come from, read with the CLI's key encoding.
+//!
+//! A [`Source`] is either a CSV file (read exactly as the CLI reads it:
+//! the same [`KeySpec`] from `key`, `normalize`, header and delimiter) or
+//! rows of fields handed over by Python (lists, data frames, Arrow tables).
+//! Rows are written as an in-memory CSV with `io::encode_label` (a
+//! canonical record per row) and read back through the same `io` reader,
+//! so a key from a data frame is byte for byte the key the CLI computes
+//! for the same cell in a CSV file: one code path, no second encoder.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use psikit_protocols::io::{encode_label, read_rows, read_rows_from, Column, KeySpec, Normalize};
+use psikit_protocols::io::{ReadStats, Table};
+use psikit_protocols::Error;
+use pyo3::prelude::*;
+use pyo3::pybacked::PyBackedBytes;
+use pyo3::types::{PyBytes, PyDict};
+
+use crate::errors::{self, IntoPy};
+
+/// What a source holds.
+enum Data {
+    /// A CSV file, read with the source's spec.
+    Csv(PathBuf),
+    /// Rows from Python, as CSV bytes with a header `c0,c1,...` (so that a
+    /// leading byte-order mark in a first value is never stripped) and one
+    /// record per row, in order: data row `r` (1-based) is Python row `r - 1`.
+    Rows(Vec<u8>),
+}
+
+/// Items for one call: where they are and how to turn them into keys.
+#[pyclass(frozen, module = "psikit._native")]
+pub struct Source {
+    data: Data,
+    spec: KeySpec,
+}
+
+/// The normalisation the CLI's `--normalize` would give.
+fn normalize(option: &str) -> PyResult<Normalize> {
+    Normalize::parse(option).map_err(Error::from).py_err()
+}
+
+#[pymethods]
+impl Source {
+    /// A CSV file read as the CLI reads it: key columns by header name or
+    /// `#N`, label columns likewise (server databases only).
+    #[staticmethod]
+    #[pyo3(signature = (path, key, normalize, has_header=true, delimiter=",", label=Vec::new()))]
+    fn csv(
+        path: PathBuf,
+        key: Vec<String>,
+        normalize: &str,
+        has_header: bool,
+        delimiter: &str,
+        label: Vec<String>,
+    ) -> PyResult<Source> {
+        let parse = |cols: &[String]| {
+            cols.iter()
+                .map(|c| Column::parse(c))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(Error::from)
+                .py_err()
+        };
+        let mut spec = KeySpec::new(parse(&key)?);
+        if spec.columns.is_empty() {
+            return Err(Error::from(psikit_protocols::io::Error::NoColumns)).py_err();
+        }
+        spec.normalize = self::normalize(normalize)?;
+        spec.has_headers = has_header;
+        spec.delimiter = match delimiter {
+            "tab" | "\\t" | "\t" => b'\t',
+            d if d.len() == 1 => d.as_bytes()[0],
+            d => {
+                return Err(errors::input(format!(
+                    "delimiter must be one byte, got {d:?}"
+                )))
+            }
+        };
+        spec.label_columns = parse(&label)?;
+        Ok(Source {
+            data: Data::Csv(path),
+            spec,
+        })
+    }
+
+    /// Rows of fields (bytes), the first `key_columns` of each forming the
+    /// key and the next `label_columns` the label.
+    #[staticmethod]
+    #[pyo3(signature = (rows, key_columns, normalize, label_columns=0))]
+    fn rows(
+        py: Python<'_>,
+        rows: Vec<Vec<PyBackedBytes>>,
+        key_columns: usize,
+        normalize: &str,
+        label_columns: usize,
+    ) -> PyResult<Source> {
+        if key_columns == 0 {
+            return Err(Error::from(psikit_protocols::io::Error::NoColumns)).py_err();
+        }
+        let width = key_columns + label_columns;
+        if let Some(i) = rows.iter().position(|r| r.len() != width) {
+            return Err(errors::input(format!(
+                "row {i} has {} fields where {width} were expected",
+                rows[i].len()
+            )));
+        }
+        let mut spec = KeySpec::new((0..key_columns).map(Column::Index).collect());
+        spec.normalize = self::normalize(normalize)?;
+        spec.label_columns = (key_columns..width).map(Column::Index).collect();
+        let csv = py.detach(|| {
+            let mut csv = Vec::new();
+            let header: Vec<String> = (0..width).map(|i| format!("c{i}")).collect();
+            encode_label(&header, &mut csv);
+            csv.push(b'\n');
+            for row in &rows {
+                let fields: Vec<&[u8]> = row.iter().map(|f| &f[..]).collect();
+                encode_label(&fields, &mut csv);
+                csv.push(b'\n');
+            }
+            csv
+        });
+        Ok(Source {
+            data: Data::Rows(csv),
+            spec,
+        })
+    }
+
+    /// `psikit-key-v1;columns=N;normalize=...`: what both parties must
+    /// share for their keys to match (compared by the two-party hello).
+    #[getter]
+    fn key_format(&self) -> String {
+        self.spec.key_format()
+    }
+
+    fn __repr__(&self) -> String {
+        match &self.data {
+            Data::Csv(p) => format!("Source.csv({:?}, {})", p.display(), self.spec.key_format()),
+            Data::Rows(_) => format!("Source.rows({})", self.spec.key_format()),
+        }
+    }
+}
+
+/// A source's rows, ready for a client or a party: the table, its
+/// distinct keys and, per key, the table rows carrying it (as the CLI).
+pub struct Loaded {
+    pub table: Table,
+    pub keys: Vec<Vec<u8>>,
+    pub rows_of_key: Vec<Vec<usize>>,
+}
+
+impl Source {
+    pub fn spec(&self) -> &KeySpec {
+        &self.spec
+    }
+
+    /// The one spec an update's additions and removals are read with (the
+    /// facades take one): theirs, when they select and encode keys alike.
+    pub fn update_spec(add: Option<&Source>, remove: Option<&Source>) -> PyResult<KeySpec> {
+        match (add, remove) {
+            (Some(a), Some(r)) => {
+                let (x, y) = (&a.spec, &r.spec);
+                if x.columns != y.columns
+                    || x.normalize != y.normalize
+                    || x.has_headers != y.has_headers
+                    || x.delimiter != y.delimiter
+                {
+                    return Err(errors::input(
+                        "add and remove must select and normalise their keys alike: give both as \
+                         CSV paths with the same key columns, or both as in-memory data, with the \
+                         same normalize",
+                    ));
+                }
+                Ok(x.clone())
+            }
+            (Some(s), None) | (None, Some(s)) => Ok(s.spec.clone()),
+            (None, None) => Err(errors::input("nothing to do: give add= and/or remove=")),
+        }
+    }
+
+    pub fn is_csv(&self) -> bool {
+        matches!(self.data, Data::Csv(_))
+    }
+
+    /// Reads every row (the client side).
+    pub fn load(&self) -> Result<Loaded, Error> {
+        let table = match &self.data {
+            Data::Csv(path) => read_rows(path, &self.spec)?,
+            Data::Rows(csv) => read_rows_from(&csv[..], &self.spec)?,
+        };
+        let mut index: HashMap<&[u8], usize> = HashMap::new();
+        let (mut keys, mut rows_of_key) = (Vec::new(), Vec::<Vec<usize>>::new());
+        for (i, row) in table.rows.iter().enumerate() {
+            let slot = *index.entry(row.key.as_slice()).or_insert_with(|| {
+                keys.push(row.key.clone());
+                rows_of_key.push(Vec::new());
+                keys.len() - 1
+            });
+            rows_of_key[slot].push(i);
+        }
+        drop(index);
+        Ok(Loaded {
+            table,
+            keys,
+            rows_of_key,
+        })
+    }
+
+    /// A file holding the source (the server side, whose facades stream
+    /// from a path): the CSV itself, or the rows written to a temporary
+    /// file kept alive by the returned guard.
+    pub fn file(&self) -> Result<(PathBuf, Option<tempfile::TempDir>), Error> {
+        match &self.data {
+            Data::Csv(path) => Ok((path.clone(), None)),
+            Data::Rows(csv) => {
+                let dir = tempfile::tempdir().map_err(|e| Error::Io {
+                    path: std::env::temp_dir(),
+                    source: e,
+                })?;
+                let path = dir.path().join("rows.csv");
+                std::fs::write(&path, csv).map_err(|e| Error::Io {
+                    path: path.clone(),
+                    source: e,
+                })?;
+                Ok((path, Some(dir)))
+            }
+        }
+    }
+}
+
+/// One matched row for Python: its 1-based data row, its fields when the
+/// source is a CSV file (Python has the rows of its own data), and the
+/// extra values (labels) to append.
+pub type OutRow = (u64, Option<Vec<String>>, Vec<String>);
+
+/// A client's result: the CSV header (CSV sources with one), the matched
+/// rows in input order, and counts.
+#[derive(Clone)]
+pub struct Output {
+    pub headers: Option<Vec<String>>,
+    pub rows: Vec<OutRow>,
+    pub distinct: usize,
+    pub matched: usize,
+    pub stats: ReadStats,
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+impl Loaded {
+    /// The rows whose key `k` has `extras[k] = Some(values)`, in input
+    /// order, each with its values (as the CLI's `write_matches_with`).
+    pub fn output(&self, extras: &[Option<Vec<Vec<u8>>>], with_fields: bool) -> Output {
+        let mut selected: Vec<(usize, &[Vec<u8>])> = self
+            .rows_of_key
+            .iter()
+            .zip(extras)
+            .filter_map(|(rows, extra)| Some((rows, extra.as_deref()?)))
+            .flat_map(|(rows, extra)| rows.iter().map(move |&r| (r, extra)))
+            .collect();
+        selected.sort_unstable_by_key(|(r, _)| *r);
+        let rows = selected
+            .into_iter()
+            .map(|(r, extra)| {
+                let row = &self.table.rows[r];
+                let fields = with_fields.then(|| row.record.iter().map(text).collect());
+                (row.row, fields, extra.iter().map(|v| text(v)).collect())
+            })
+            .collect();
+        Output {
+            headers: self
+                .table
+                .headers
+                .as_ref()
+                .filter(|_| with_fields)
+                .map(|h| h.iter().map(text).collect()),
+            rows,
+            distinct: self.keys.len(),
+            matched: extras.iter().filter(|e| e.is_some()).count(),
+            stats: self.table.stats,
+        }
+    }
+
+    /// [`Loaded::output`] for a plain match/no-match per key.
+    pub fn output_matches(&self, matches: &[bool], with_fields: bool) -> Output {
+        let extras: Vec<_> = matches.iter().map(|&m| m.then(Vec::new)).collect();
+        self.output(&extras, with_fields)
+    }
+}
+
+impl Output {
+    /// `{"headers", "rows", "distinct", "matched", "rows_read",
+    /// "rows_skipped"}` plus the family's `extra` entries.
+    pub fn into_py<'py>(self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        d.set_item("headers", self.headers)?;
+        d.set_item("rows", self.rows)?;
+        d.set_item("distinct", self.distinct)?;
+        d.set_item("matched", self.matched)?;
+        d.set_item("rows_read", self.stats.rows_read)?;
+        d.set_item("rows_skipped", self.stats.rows_skipped)?;
+        Ok(d)
+    }
+}
+
+/// The keys a source gives, in row order (`None` for a skipped row), as
+/// the CLI would compute them: for checking that a Python table and a CSV
+/// file agree, and for callers carrying keys to their own protocol runs.
+#[pyfunction]
+pub fn encode_keys<'py>(
+    py: Python<'py>,
+    source: &Source,
+) -> PyResult<Vec<Option<Bound<'py, PyBytes>>>> {
+    let table = py
+        .detach(|| match &source.data {
+            Data::Csv(path) => read_rows(path, &source.spec),
+            Data::Rows(csv) => read_rows_from(&csv[..], &source.spec),
+        })
+        .map_err(Error::from)
+        .py_err()?;
+    let mut out = vec![None; table.stats.rows_read as usize];
+    for row in table.rows {
+        if let Some(slot) = usize::try_from(row.row - 1)
+            .ok()
+            .and_then(|i| out.get_mut(i))
+        {
+            *slot = Some(row.key);
+        }
+    }
+    Ok(out
+        .into_iter()
+        .map(|k| k.map(|k| PyBytes::new(py, &k)))
+        .collect())
+}

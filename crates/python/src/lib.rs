@@ -1,0 +1,54 @@
+//! `psikit._native`: the Rust half of the `psikit` Python package.
+//!
+//! The bindings are a front end like the CLI: they call the protocols'
+//! facades (`filter_psi::facade`, `he_psi::facade`, `common::two_party`
+//! with `rr16::facade::Rr16` / `vole_psi::facade::VolePsi`), the service
+//! layer for [`server::Server`], and `io` for the key encoding, never a
+//! lower crate. The Python modules (`python/psikit/`) turn lists, data
+//! frames, Arrow tables and CSV paths into a [`input::Source`] and the
+//! results back into the caller's kind of table.
+//!
+//! Every call that reads data or talks to a peer runs with the GIL
+//! released (`Python::detach`). Errors become `psikit.PsikitError` or one
+//! of its subclasses, with the one-line message the CLI prints.
+
+mod errors;
+mod filter;
+mod he;
+mod input;
+mod interrupt;
+mod net;
+mod progress;
+mod psi;
+mod server;
+mod steps;
+
+use pyo3::prelude::*;
+
+/// The extension module.
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add("PsikitError", py.get_type::<errors::PsikitError>())?;
+    m.add("InputError", py.get_type::<errors::InputError>())?;
+    m.add("ProtocolError", py.get_type::<errors::ProtocolError>())?;
+    m.add(
+        "StaleFilterError",
+        py.get_type::<errors::StaleFilterError>(),
+    )?;
+    m.add("ParametersError", py.get_type::<errors::ParametersError>())?;
+    m.add_class::<input::Source>()?;
+    m.add_class::<server::Server>()?;
+    m.add_class::<filter::PyFilterClient>()?;
+    m.add_class::<steps::PsiParty>()?;
+    m.add_function(wrap_pyfunction!(filter::filter_setup, m)?)?;
+    m.add_function(wrap_pyfunction!(filter::filter_update, m)?)?;
+    m.add_function(wrap_pyfunction!(filter::filter_query, m)?)?;
+    m.add_function(wrap_pyfunction!(he::he_build_db, m)?)?;
+    m.add_function(wrap_pyfunction!(he::he_update_db, m)?)?;
+    m.add_function(wrap_pyfunction!(he::he_query, m)?)?;
+    m.add_function(wrap_pyfunction!(psi::psi_run, m)?)?;
+    m.add_function(wrap_pyfunction!(input::encode_keys, m)?)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

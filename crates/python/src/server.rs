@@ -1,0 +1,170 @@
+//! `psikit.Server`: the long-running server of `psikit serve` (the service
+//! layer's `Router` with a `FilterService` and/or an `HeService`) on a
+//! background runtime, one port for every state given. Updates written to
+//! the state directories are picked up live, as by `psikit serve`.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use psikit_protocols::common::connect::{runtime, Listener};
+use psikit_protocols::filter_psi::FilterService;
+use psikit_protocols::he_psi::HeService;
+use psikit_protocols::service::{Router, ServerLimits};
+use psikit_protocols::Error;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use crate::errors::{self, IntoPy};
+use crate::net;
+
+/// The runtime and the accept loop of a serving server.
+struct Running {
+    runtime: tokio::runtime::Runtime,
+    task: tokio::task::JoinHandle<Result<(), Error>>,
+}
+
+impl Running {
+    /// Stops accepting, ends the connections' tasks and the reload watcher,
+    /// and waits (briefly) for the runtime's threads.
+    fn stop(self) {
+        self.task.abort();
+        self.runtime.shutdown_timeout(Duration::from_secs(5));
+    }
+}
+
+/// A psikit server on one port (see `psikit.Server`).
+#[pyclass(module = "psikit._native")]
+pub struct Server {
+    addr: String,
+    services: Vec<(String, String)>,
+    running: Mutex<Option<Running>>,
+}
+
+#[pymethods]
+impl Server {
+    #[new]
+    #[pyo3(signature = (listen="127.0.0.1:0", filter_state=None, he_state=None, he_cache=true,
+        max_connections=None, max_query_items=None, he_concurrent_queries=None,
+        reload_secs=2.0, timeout=60.0, max_message_mib=16, tls=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        listen: &str,
+        filter_state: Option<PathBuf>,
+        he_state: Option<PathBuf>,
+        he_cache: bool,
+        max_connections: Option<usize>,
+        max_query_items: Option<u32>,
+        he_concurrent_queries: Option<usize>,
+        reload_secs: f64,
+        timeout: f64,
+        max_message_mib: u32,
+        tls: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Self> {
+        if !(reload_secs.is_finite() && reload_secs > 0.0) {
+            return Err(errors::input(
+                "reload_secs must be a positive number of seconds",
+            ));
+        }
+        let defaults = ServerLimits::default();
+        let limits = ServerLimits {
+            max_connections: max_connections.unwrap_or(defaults.max_connections),
+            max_query_items: max_query_items.unwrap_or(defaults.max_query_items),
+            max_concurrent_queries: he_concurrent_queries
+                .unwrap_or(defaults.max_concurrent_queries)
+                .max(1),
+            reload_every: Duration::from_secs_f64(reload_secs),
+        };
+        let net_limits = net::limits(timeout, max_message_mib)?;
+        let tls = net::server_tls(tls)?;
+        let listen = listen.to_owned();
+        let (addr, services, running) = py
+            .detach(|| -> Result<_, Error> {
+                let mut router = Router::new(limits);
+                if let Some(dir) = &filter_state {
+                    router.register(Arc::new(FilterService::open(dir, limits)?))?;
+                }
+                if let Some(dir) = &he_state {
+                    router.register(Arc::new(HeService::open(dir, he_cache, limits)?))?;
+                }
+                if router.services().is_empty() {
+                    return Err(Error::Config(
+                        "nothing to serve: give filter_state=DIR and/or he_state=DIR".into(),
+                    ));
+                }
+                let services = router
+                    .services()
+                    .iter()
+                    .map(|s| (s.name().to_string(), s.describe()))
+                    .collect();
+                let runtime = runtime()?;
+                let listener =
+                    runtime.block_on(Listener::bind(&listen, tls.as_ref(), net_limits))?;
+                let addr = listener.local_addr()?.to_string();
+                let task = runtime.spawn(Arc::new(router).run(listener));
+                Ok((addr, services, Running { runtime, task }))
+            })
+            .py_err()?;
+        Ok(Server {
+            addr,
+            services,
+            running: Mutex::new(Some(running)),
+        })
+    }
+
+    /// The `host:port` the server listens on (the port chosen when
+    /// listening on port 0).
+    #[getter]
+    fn addr(&self) -> String {
+        self.addr.clone()
+    }
+
+    /// `(name, description)` of each service served.
+    #[getter]
+    fn services(&self) -> Vec<(String, String)> {
+        self.services.clone()
+    }
+
+    /// Whether the server still serves.
+    #[getter]
+    fn running(&self) -> bool {
+        self.running.lock().map(|r| r.is_some()).unwrap_or(false)
+    }
+
+    /// Stops serving: no new connections, open ones are closed. Idempotent.
+    fn close(&self, py: Python<'_>) {
+        let running = self.running.lock().ok().and_then(|mut r| r.take());
+        if let Some(running) = running {
+            py.detach(|| running.stop());
+        }
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_args))]
+    fn __exit__(&self, py: Python<'_>, _args: &Bound<'_, pyo3::types::PyTuple>) -> bool {
+        self.close(py);
+        false
+    }
+
+    fn __repr__(&self) -> String {
+        let names: Vec<&str> = self.services.iter().map(|(n, _)| n.as_str()).collect();
+        format!(
+            "Server(addr={:?}, services={:?}, running={})",
+            self.addr,
+            names,
+            self.running()
+        )
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(running) = self.running.get_mut().ok().and_then(Option::take) {
+            running.stop();
+        }
+    }
+}

@@ -1,0 +1,86 @@
+"""psikit: private set intersection you can deploy.
+
+Families (one-shot functions, tables in and tables out of the same kind):
+
+* :mod:`psikit.filter` -- unbalanced PSI with an updatable cuckoo filter
+  (``setup``, ``update``, ``query``);
+* :mod:`psikit.he` -- unbalanced labeled PSI with homomorphic encryption
+  (``build_db``, ``update_db``, ``query``);
+* :mod:`psikit.psi` -- balanced two-party PSI, VOLE-PSI or RR16
+  (``send``, ``receive``).
+
+:class:`Server` serves filter and HE state directories on one port.
+Errors are :class:`PsikitError` or a subclass. Keys are encoded exactly as
+the ``psikit`` command line encodes them (``key_format``, ``encode_keys``).
+
+>>> import psikit
+>>> psikit.filter.setup(["a", "b"], "srv")  # doctest: +SKIP
+>>> with psikit.Server(filter_state="srv") as s:  # doctest: +SKIP
+...     psikit.filter.query(s.addr, ["b", "c"])
+['b']
+"""
+
+from __future__ import annotations
+
+from typing import Any, List, Optional
+
+from . import _native
+from ._native import (
+    InputError,
+    ParametersError,
+    ProtocolError,
+    PsikitError,
+    Server,
+    StaleFilterError,
+)
+from . import filter, he, psi  # noqa: A004 - the family is called filter, as in the CLI
+from ._data import DEFAULT_NORMALIZE, Columns, Normalize, prepare
+
+__version__: str = _native.__version__
+
+__all__ = [
+    "filter",
+    "he",
+    "psi",
+    "Server",
+    "PsikitError",
+    "InputError",
+    "ProtocolError",
+    "StaleFilterError",
+    "ParametersError",
+    "encode_keys",
+    "key_format",
+]
+
+
+def encode_keys(
+    data: Any,
+    *,
+    key: Columns = None,
+    normalize: Optional[Normalize] = DEFAULT_NORMALIZE,
+    has_header: bool = True,
+    delimiter: str = ",",
+) -> List[Optional[bytes]]:
+    """The item bytes of each row of ``data`` (``None`` for a row skipped for
+    an empty key), exactly as the CLI computes them from a CSV file with the
+    same ``--key`` and ``--normalize``.
+
+    >>> psikit.encode_keys([" A@x.org"], normalize=("trim", "lower"))
+    [b'a@x.org']
+    >>> psikit.encode_keys([("Ann", "Lee")], normalize="trim")
+    [b'\\x03\\x00\\x00\\x00Ann\\x03\\x00\\x00\\x00Lee']
+    """
+    p = prepare(data, key=key, normalize=normalize, has_header=has_header, delimiter=delimiter)
+    return _native.encode_keys(p.source)
+
+
+def key_format(
+    data: Any,
+    *,
+    key: Columns = None,
+    normalize: Optional[Normalize] = DEFAULT_NORMALIZE,
+) -> str:
+    """What two parties must share for their keys to match, e.g.
+    ``"psikit-key-v1;columns=1;normalize=trim,lower"``.
+    """
+    return prepare(data, key=key, normalize=normalize).source.key_format

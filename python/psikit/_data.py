@@ -1,0 +1,271 @@
+"""Inputs of every kind into a native ``Source``, results back into the
+caller's kind.
+
+Kinds: a plain list (of ``str``/``bytes`` items, or of tuples of them for a
+composite key), a ``dict`` (item -> label, for HE databases), a pandas
+DataFrame, a pyarrow Table (or anything exporting the Arrow C stream
+interface, ``__arrow_c_stream__``, read through pyarrow), and a CSV path
+(``str`` or ``os.PathLike``), which is read by the same reader as the CLI.
+
+Cells of tables become key fields as a CSV file would hold them: ``str``
+as UTF-8, ``bytes`` as they are, missing values (``None``, NaN) as empty
+(the row is skipped, as the CLI skips a row with an empty key), anything
+else through ``str()``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+from . import _native
+from ._native import InputError
+
+Normalize = Union[str, Sequence[str]]
+Columns = Union[str, Sequence[str], None]
+
+#: The CLI's default normalisation (``--normalize trim``).
+DEFAULT_NORMALIZE = "trim"
+
+
+def normalize_option(normalize: Optional[Normalize]) -> str:
+    """``("trim", "lower")`` or ``"trim,lower"`` as the CLI's option string."""
+    if normalize is None:
+        return "none"
+    if isinstance(normalize, str):
+        return normalize
+    try:
+        parts = [str(n) for n in normalize]
+    except TypeError:
+        raise InputError(f"normalize must be a string or a sequence of strings, got {normalize!r}") from None
+    return ",".join(parts) if parts else "none"
+
+
+def _columns(cols: Columns, what: str) -> List[str]:
+    if cols is None:
+        return []
+    if isinstance(cols, str):
+        return [cols]
+    out = list(cols)
+    for c in out:
+        if not isinstance(c, str):
+            raise InputError(f"{what} columns must be names (str), got {c!r}")
+    return out
+
+
+def _cell(value: Any) -> bytes:
+    """One table cell as the bytes a CSV file would hold for it."""
+    if value is None:
+        return b""
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, (bytearray, memoryview)):
+        return bytes(value)
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    if isinstance(value, float) and math.isnan(value):
+        return b""
+    try:
+        # pandas.NA, NaT and numpy NaN-likes
+        if value != value:  # noqa: PLR0124
+            return b""
+    except Exception:  # pragma: no cover - exotic objects
+        pass
+    if type(value).__name__ in ("NAType", "NaTType"):
+        return b""
+    return str(value).encode("utf-8")
+
+
+def _item(value: Any, what: str) -> bytes:
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    raise InputError(f"{what} must be str or bytes, got {type(value).__name__}")
+
+
+def _is_pandas(data: Any) -> bool:
+    return type(data).__module__.split(".")[0] == "pandas" and hasattr(data, "iloc") and hasattr(data, "columns")
+
+
+def _is_arrow_table(data: Any) -> bool:
+    return type(data).__module__.split(".")[0] == "pyarrow" and hasattr(data, "column_names")
+
+
+def _pyarrow():
+    try:
+        import pyarrow
+    except ImportError:  # pragma: no cover - depends on the environment
+        raise InputError("this input needs pyarrow: pip install 'psikit[pyarrow]'") from None
+    return pyarrow
+
+
+@dataclass
+class Prepared:
+    """A caller's data, ready for a native call, and how to give results back."""
+
+    kind: str  # "list", "dict", "pandas", "arrow", "csv"
+    source: Any
+    data: Any = None
+    labels: List[str] = field(default_factory=list)
+
+
+def prepare(
+    data: Any,
+    *,
+    key: Columns = None,
+    normalize: Optional[Normalize] = DEFAULT_NORMALIZE,
+    label: Columns = None,
+    has_header: bool = True,
+    delimiter: str = ",",
+    allow_dict: bool = False,
+) -> Prepared:
+    """Turns ``data`` into a :class:`Prepared` (see the module docs)."""
+    norm = normalize_option(normalize)
+    keys = _columns(key, "key")
+    labels = _columns(label, "label")
+    if isinstance(data, (str, os.PathLike)):
+        if not keys:
+            raise InputError("a CSV path needs key= (a column name or '#N', or several)")
+        src = _native.Source.csv(os.fspath(data), keys, norm, has_header, delimiter, labels)
+        return Prepared("csv", src, data, labels)
+    if _is_pandas(data):
+        return _table("pandas", data, keys, labels, norm, lambda c: data[c].tolist(), list(map(str, data.columns)))
+    if not _is_arrow_table(data) and hasattr(data, "__arrow_c_stream__"):
+        data = _pyarrow().table(data)
+    if _is_arrow_table(data):
+        return _table("arrow", data, keys, labels, norm, lambda c: data.column(c).to_pylist(), list(data.column_names))
+    if isinstance(data, dict):
+        if not allow_dict:
+            raise InputError("a dict (item -> label) is an input for HE databases only")
+        if keys or labels:
+            raise InputError("key= and label= go with tables and CSV paths, not with a dict")
+        rows, width = [], None
+        for item, lab in data.items():
+            fields = list(item) if isinstance(item, tuple) else [item]
+            row = [_item(f, "an item") for f in fields]
+            labs = list(lab) if isinstance(lab, tuple) else [lab]
+            row += [_item(lab_, "a label") for lab_ in labs]
+            if width is None:
+                width = (len(fields), len(labs))
+            elif width != (len(fields), len(labs)):
+                raise InputError("every item and every label of a dict must have as many fields as the first")
+            rows.append(row)
+        nk, nl = width or (1, 1)
+        return Prepared("dict", _native.Source.rows(rows, nk, norm, nl), list(data.keys()))
+    if isinstance(data, (list, tuple)) or (hasattr(data, "__iter__") and not isinstance(data, (bytes, bytearray))):
+        items = list(data)
+        if keys or labels:
+            raise InputError("key= and label= go with tables and CSV paths; a list holds the keys themselves")
+        rows = []
+        n_fields: Optional[int] = None
+        for it in items:
+            fields = list(it) if isinstance(it, tuple) else [it]
+            if n_fields is None:
+                n_fields = len(fields)
+            elif len(fields) != n_fields:
+                raise InputError("every item of a list must have as many fields as the first")
+            rows.append([_item(f, "a list item") for f in fields])
+        return Prepared("list", _native.Source.rows(rows, n_fields or 1, norm), items)
+    raise InputError(
+        f"unsupported input {type(data).__name__}: give a list of str/bytes, a pandas DataFrame, "
+        "a pyarrow Table (or an object with __arrow_c_stream__), or a CSV path"
+    )
+
+
+def _table(kind: str, data: Any, keys: List[str], labels: List[str], norm: str, column, names: List[str]) -> Prepared:
+    if not keys:
+        raise InputError("a table needs key= (one column name or several)")
+    for role, wanted in (("key", keys), ("label", labels)):
+        for c in wanted:
+            if c not in names:
+                raise InputError(f"{role} column {c!r} not found; available columns: {', '.join(map(repr, names))}")
+            if names.count(c) > 1:
+                raise InputError(f"{role} column {c!r} appears more than once in the table")
+    cols = [[_cell(v) for v in column(c)] for c in keys + labels]
+    rows = [list(r) for r in zip(*cols)] if cols else []
+    return Prepared(kind, _native.Source.rows(rows, len(keys), norm, len(labels)), data, labels)
+
+
+def result(p: Prepared, out: Dict[str, Any], label_names: Sequence[str] = ()) -> Any:
+    """The matched rows of ``out`` (a native result) in the kind of ``p``.
+
+    * list: the matching items, in input order (for HE: a dict item -> label,
+      a label being a ``str``, or a tuple of ``str`` for several columns);
+    * pandas / Arrow: the matching rows, with one column per label column;
+    * CSV path: a list of dicts (header -> value, then the label columns).
+    """
+    rows: List[Tuple[int, Optional[List[str]], List[str]]] = out["rows"]
+    positions = [r - 1 for r, _, _ in rows]
+    labels = [extra for _, _, extra in rows]
+    names = list(label_names)
+    if p.kind in ("list", "dict"):
+        items = [p.data[i] for i in positions]
+        if not names:
+            return items
+        return {item: (lab[0] if len(lab) == 1 else tuple(lab)) for item, lab in zip(items, labels)}
+    if p.kind == "pandas":
+        df = p.data.iloc[positions].copy()
+        for j, name in enumerate(names):
+            df[name] = [lab[j] for lab in labels]
+        return df
+    if p.kind == "arrow":
+        pa = _pyarrow()
+        table = p.data.take(pa.array(positions, type=pa.int64()))
+        for j, name in enumerate(names):
+            table = table.append_column(name, pa.array([lab[j] for lab in labels], type=pa.string()))
+        return table
+    headers = out.get("headers")
+    dicts = []
+    for (_, fields, extra) in rows:
+        fields = fields or []
+        cols = headers if headers is not None else [f"#{i}" for i in range(len(fields))]
+        d = dict(zip(cols, fields))
+        d.update(zip(names, extra))
+        dicts.append(d)
+    return dicts
+
+
+class ProgressReporter:
+    """The ``progress=`` argument of long jobs as a native callback:
+    a callable ``progress(stage, done, total)`` is called as it is;
+    ``True`` draws a tqdm bar per stage when tqdm is installed (nothing
+    otherwise). Use as a context manager so bars are closed."""
+
+    def __init__(self, progress: Any) -> None:
+        self._bar: Any = None
+        self._stage: Optional[str] = None
+        self._tqdm: Any = None
+        self.callback: Any = None
+        if callable(progress):
+            self.callback = progress
+        elif progress is True:
+            try:
+                from tqdm.auto import tqdm
+            except ImportError:
+                return
+            self._tqdm = tqdm
+            self.callback = self._update
+        elif progress not in (None, False):
+            raise InputError("progress must be a callable (stage, done, total), True (tqdm) or None")
+
+    def _update(self, stage: str, done: int, total: Optional[int]) -> None:
+        if stage != self._stage:
+            self.close()
+            self._stage = stage
+            self._bar = self._tqdm(desc=stage, total=total, leave=False)
+        if self._bar is not None and done > self._bar.n:
+            self._bar.update(done - self._bar.n)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+
+    def __enter__(self) -> "ProgressReporter":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

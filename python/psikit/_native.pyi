@@ -1,0 +1,176 @@
+"""Type stubs of the extension module ``psikit._native`` (the Rust half).
+
+Use the documented modules (:mod:`psikit.filter`, :mod:`psikit.he`,
+:mod:`psikit.psi`, :class:`psikit.Server`); this module's functions are
+their building blocks and may change.
+"""
+
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+__version__: str
+
+class PsikitError(Exception):
+    """Base class of every error psikit raises."""
+
+class InputError(PsikitError):
+    """Bad input or arguments (missing column, key too long, unknown option, ...)."""
+
+class ProtocolError(PsikitError):
+    """The network or the peer failed (refused, closed, timeout, malformed, other settings)."""
+
+class StaleFilterError(ProtocolError):
+    """The server's filter changed while the client queried."""
+
+class ParametersError(PsikitError):
+    """Malformed, insecure or unusable protocol parameters."""
+
+class Source:
+    """Items for one call and how they become keys (the CLI's KeySpec)."""
+
+    @staticmethod
+    def csv(
+        path: str,
+        key: Sequence[str],
+        normalize: str,
+        has_header: bool = True,
+        delimiter: str = ",",
+        label: Sequence[str] = ...,
+    ) -> Source: ...
+    @staticmethod
+    def rows(
+        rows: Sequence[Sequence[bytes]],
+        key_columns: int,
+        normalize: str,
+        label_columns: int = 0,
+    ) -> Source: ...
+    @property
+    def key_format(self) -> str: ...
+
+class Server:
+    """psikit's server (filter and/or HE states) on one port, in the background."""
+
+    def __init__(
+        self,
+        listen: str = "127.0.0.1:0",
+        filter_state: Optional[str] = None,
+        he_state: Optional[str] = None,
+        he_cache: bool = True,
+        max_connections: Optional[int] = None,
+        max_query_items: Optional[int] = None,
+        he_concurrent_queries: Optional[int] = None,
+        reload_secs: float = 2.0,
+        timeout: float = 60.0,
+        max_message_mib: int = 16,
+        tls: Optional[Dict[str, Any]] = None,
+    ) -> None: ...
+    @property
+    def addr(self) -> str: ...
+    @property
+    def services(self) -> List[Tuple[str, str]]: ...
+    @property
+    def running(self) -> bool: ...
+    def close(self) -> None: ...
+    def __enter__(self) -> Server: ...
+    def __exit__(self, *args: object) -> bool: ...
+
+class FilterClient:
+    """A filter client keeping its filter between calls (see psikit.filter.Client)."""
+
+    def __init__(
+        self,
+        server: str,
+        cache: Optional[str] = None,
+        max_filter_mib: int = 4096,
+        timeout: float = 60.0,
+        max_message_mib: int = 16,
+        tls: Optional[Dict[str, Any]] = None,
+    ) -> None: ...
+    @property
+    def server(self) -> str: ...
+    @property
+    def discarded_cache(self) -> Optional[str]: ...
+    def sync(self) -> Dict[str, Any]: ...
+    def query(self, source: Source) -> Dict[str, Any]: ...
+
+class PsiParty:
+    """One two-party PSI party as a sans-IO state machine (see psikit.psi.Party)."""
+
+    def __init__(
+        self,
+        role: str,
+        source: Source,
+        protocol: str = "vole",
+        malicious: bool = False,
+        reveal: bool = False,
+        max_peer_items: int = ...,
+        max_message_mib: int = 16,
+    ) -> None: ...
+    def step(self, incoming: Optional[bytes] = None, peer_closed: bool = False) -> bytes: ...
+    @property
+    def done(self) -> bool: ...
+    def result(self) -> Dict[str, Any]: ...
+
+Progress = Callable[[str, int, Optional[int]], None]
+
+def filter_setup(
+    source: Source,
+    state: str,
+    fpr_bits: int = 30,
+    bucket_size: int = 4,
+    load: float = 0.9,
+    force: bool = False,
+    progress: Optional[Progress] = None,
+) -> Dict[str, Any]: ...
+def filter_update(state: str, add: Optional[Source] = None, remove: Optional[Source] = None) -> Dict[str, Any]: ...
+def filter_query(
+    server: str,
+    source: Source,
+    cache: Optional[str] = None,
+    max_filter_mib: int = 4096,
+    timeout: float = 60.0,
+    max_message_mib: int = 16,
+    tls: Optional[Dict[str, Any]] = None,
+) -> Dict[str, Any]: ...
+def he_build_db(
+    source: Source,
+    state: str,
+    params: Optional[str] = None,
+    max_label_bytes: Optional[int] = None,
+    capacity: Optional[int] = None,
+    client_items: int = 1024,
+    goal: str = "time",
+    fpp_bits: int = 40,
+    force: bool = False,
+    progress: Optional[Progress] = None,
+) -> Dict[str, Any]: ...
+def he_update_db(
+    state: str,
+    add: Optional[Source] = None,
+    remove: Optional[Source] = None,
+    progress: Optional[Progress] = None,
+) -> Dict[str, Any]: ...
+def he_query(
+    server: str,
+    source: Source,
+    pad_to: Optional[int] = None,
+    label_names: Sequence[str] = ...,
+    timeout: float = 60.0,
+    max_message_mib: int = 16,
+    tls: Optional[Dict[str, Any]] = None,
+) -> Dict[str, Any]: ...
+def psi_run(
+    role: str,
+    source: Source,
+    protocol: str = "vole",
+    listen: Optional[str] = None,
+    connect: Optional[str] = None,
+    malicious: bool = False,
+    reveal: bool = False,
+    max_peer_items: int = ...,
+    accept_timeout: Optional[float] = None,
+    timeout: float = 60.0,
+    max_message_mib: int = 16,
+    tls: Optional[Dict[str, Any]] = None,
+    on_listening: Optional[Callable[[str], None]] = None,
+) -> Dict[str, Any]: ...
+def encode_keys(source: Source) -> List[Optional[bytes]]: ...

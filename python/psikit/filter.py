@@ -1,0 +1,187 @@
+"""Unbalanced PSI with an updatable cuckoo filter (``psikit filter``).
+
+The server holds a large set; it builds a *state directory* once
+(:func:`setup`), changes it with :func:`update`, and serves it with
+:class:`psikit.Server` (or ``psikit serve --filter-state DIR``). A client
+downloads the filter once (about 37 bits per server item), keeps it
+current with small deltas (``cache=``), and finds which of its items the
+server holds with :func:`query`: one round trip per query.
+
+Example::
+
+    import psikit
+    psikit.filter.setup(["a@x.org", "b@x.org"], "srv", normalize=("trim", "lower"))
+    with psikit.Server(filter_state="srv") as server:
+        psikit.filter.query(server.addr, ["B@x.org ", "c@x.org"], normalize=("trim", "lower"))
+    # -> ['B@x.org ']
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, Dict, Optional, Union
+
+from . import _native
+from ._data import DEFAULT_NORMALIZE, Columns, Normalize, ProgressReporter, prepare, result
+
+PathLike = Union[str, "os.PathLike[str]"]
+Progress = Union[Callable[[str, int, Optional[int]], None], bool]
+
+__all__ = ["setup", "update", "query", "Client"]
+
+
+def setup(
+    data: Any,
+    state: PathLike,
+    *,
+    key: Columns = None,
+    normalize: Optional[Normalize] = DEFAULT_NORMALIZE,
+    fpr_bits: int = 30,
+    bucket_size: int = 4,
+    load: float = 0.90,
+    force: bool = False,
+    has_header: bool = True,
+    delimiter: str = ",",
+    progress: Optional[Progress] = None,
+) -> Dict[str, Any]:
+    """Builds a server state in the directory ``state`` from ``data``.
+
+    ``data`` is a list of items (``str``/``bytes``, or tuples for a composite
+    key), a DataFrame or Arrow table with ``key=`` naming the key column(s),
+    or a CSV path (``key=`` a header name or ``"#N"``). A fresh OPRF key is
+    made; a directory that holds a state is refused unless ``force=True``
+    (then every client downloads the new filter). ``progress`` is called as
+    ``progress(stage, done, total)``; ``progress=True`` draws tqdm bars when
+    tqdm is installed.
+
+    Returns counts: ``items``, ``epoch``, ``filter_bytes``, ``bits_per_item``,
+    ``fpr`` (per client item), ``rows_read``, ``rows_skipped``, ``duplicates``.
+
+    >>> psikit.filter.setup("server.csv", "./srv", key="email", normalize=("trim", "lower"))  # doctest: +SKIP
+    """
+    p = prepare(data, key=key, normalize=normalize, has_header=has_header, delimiter=delimiter)
+    with ProgressReporter(progress) as bar:
+        return _native.filter_setup(
+            p.source, os.fspath(state), fpr_bits, bucket_size, load, force, bar.callback
+        )
+
+
+def update(
+    state: PathLike,
+    *,
+    add: Any = None,
+    remove: Any = None,
+    key: Columns = None,
+    normalize: Optional[Normalize] = DEFAULT_NORMALIZE,
+    has_header: bool = True,
+    delimiter: str = ",",
+) -> Dict[str, Any]:
+    """Adds the items of ``add`` and removes those of ``remove`` as one new
+    epoch. Running servers pick the change up; clients download only the
+    changed slots. Use the key columns and normalisation of :func:`setup`.
+
+    >>> psikit.filter.update("./srv", add=["new@x.org"], remove=["gone@x.org"])  # doctest: +SKIP
+    {'added': 1, 'removed': 1, 'epoch': 1, ...}
+    """
+    kw: Dict[str, Any] = dict(key=key, normalize=normalize, has_header=has_header, delimiter=delimiter)
+    a = prepare(add, **kw).source if add is not None else None
+    r = prepare(remove, **kw).source if remove is not None else None
+    return _native.filter_update(os.fspath(state), a, r)
+
+
+def query(
+    server: str,
+    data: Any,
+    *,
+    key: Columns = None,
+    normalize: Optional[Normalize] = DEFAULT_NORMALIZE,
+    cache: Optional[PathLike] = None,
+    has_header: bool = True,
+    delimiter: str = ",",
+    timeout: float = 60.0,
+    max_filter_mib: int = 4096,
+    tls: Optional[Dict[str, Any]] = None,
+    details: bool = False,
+) -> Any:
+    """The rows of ``data`` whose key the server at ``server`` (``host:port``)
+    holds, in input order and of the input's kind: a list gives the matching
+    items, a DataFrame / Arrow table the matching rows, a CSV path a list of
+    dicts (header -> value).
+
+    ``cache`` is a file keeping the filter between calls (only what changed
+    is downloaded next time); without it the filter is downloaded each call.
+    ``tls={"ca": "ca.pem"}`` (and optionally ``server_name``, ``client_cert``,
+    ``client_key``) connects with TLS. With ``details=True`` the result is
+    ``(matches, info)``, ``info`` holding the syncs, byte counts and counts.
+
+    >>> psikit.filter.query("host:7700", df, key="email", normalize=("trim", "lower"), cache="f.cache")  # doctest: +SKIP
+    """
+    p = prepare(data, key=key, normalize=normalize, has_header=has_header, delimiter=delimiter)
+    out = _native.filter_query(
+        server, p.source, None if cache is None else os.fspath(cache), max_filter_mib, timeout, 16, tls
+    )
+    matches = result(p, out)
+    return (matches, out) if details else matches
+
+
+class Client:
+    """A filter client that keeps its copy of the server's filter between
+    queries: in memory, and in ``cache`` (a file) if given, so that each
+    query downloads only what changed on the server since the last one.
+    Thread-safe (calls take turns).
+
+    >>> client = psikit.filter.Client("host:7700", cache="filter.cache")  # doctest: +SKIP
+    >>> client.sync()  # doctest: +SKIP
+    {'kind': 'full', 'epoch': 3, 'bytes': 4718592}
+    >>> client.query(df, key="email", normalize=("trim", "lower"))  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        server: str,
+        *,
+        cache: Optional[PathLike] = None,
+        timeout: float = 60.0,
+        max_filter_mib: int = 4096,
+        tls: Optional[Dict[str, Any]] = None,
+    ) -> None:
+        self._native = _native.FilterClient(
+            server, None if cache is None else os.fspath(cache), max_filter_mib, timeout, 16, tls
+        )
+
+    @property
+    def server(self) -> str:
+        """The server's ``host:port``."""
+        return self._native.server
+
+    @property
+    def discarded_cache(self) -> Optional[str]:
+        """Why the cache file could not be used (it is replaced by the next
+        sync), if it was damaged."""
+        return self._native.discarded_cache
+
+    def sync(self) -> Dict[str, Any]:
+        """Brings the filter up to date: ``kind`` is ``"full"``, ``"delta"``
+        or ``"up_to_date"``; ``epoch`` the server's epoch; ``bytes`` the
+        filter data received."""
+        return self._native.sync()
+
+    def query(
+        self,
+        data: Any,
+        *,
+        key: Columns = None,
+        normalize: Optional[Normalize] = DEFAULT_NORMALIZE,
+        has_header: bool = True,
+        delimiter: str = ",",
+        details: bool = False,
+    ) -> Any:
+        """Syncs, then returns the rows of ``data`` the server holds, as
+        :func:`query` does."""
+        p = prepare(data, key=key, normalize=normalize, has_header=has_header, delimiter=delimiter)
+        out = self._native.query(p.source)
+        matches = result(p, out)
+        return (matches, out) if details else matches
+
+    def __repr__(self) -> str:
+        return f"psikit.filter.Client({self.server!r})"

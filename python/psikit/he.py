@@ -1,0 +1,140 @@
+"""Unbalanced labeled PSI with homomorphic encryption (``psikit he``, the
+APSI design).
+
+The server builds a database of keys and *labels* (extra columns) with
+:func:`build_db`, changes it with :func:`update_db` and serves it with
+:class:`psikit.Server` (``he_state=``) or ``psikit serve --he-state``. A
+client sends its keys encrypted under its own key and gets back, for the
+keys the server holds, their labels (:func:`query`); nothing is downloaded
+in advance. Both parties are assumed semi-honest.
+
+Example::
+
+    import psikit
+    psikit.he.build_db({"a@x.org": "gold", "b@x.org": "silver"}, "he-srv")
+    with psikit.Server(he_state="he-srv") as server:
+        psikit.he.query(server.addr, ["b@x.org", "c@x.org"])
+    # -> {'b@x.org': 'silver'}
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, Dict, Optional, Sequence, Union
+
+from . import _native
+from ._data import DEFAULT_NORMALIZE, Columns, Normalize, ProgressReporter, prepare, result
+
+PathLike = Union[str, "os.PathLike[str]"]
+Progress = Union[Callable[[str, int, Optional[int]], None], bool]
+
+__all__ = ["build_db", "update_db", "query"]
+
+
+def build_db(
+    data: Any,
+    state: PathLike,
+    *,
+    key: Columns = None,
+    label: Columns = None,
+    normalize: Optional[Normalize] = DEFAULT_NORMALIZE,
+    params: Optional[PathLike] = None,
+    max_label_bytes: Optional[int] = None,
+    capacity: Optional[int] = None,
+    client_items: int = 1024,
+    goal: str = "time",
+    fpp_bits: int = 40,
+    force: bool = False,
+    has_header: bool = True,
+    delimiter: str = ",",
+    progress: Optional[Progress] = None,
+) -> Dict[str, Any]:
+    """Builds a database (and its OPRF key) in the directory ``state``.
+
+    ``data``: a table or CSV path with ``key=`` and ``label=`` columns, a
+    ``dict`` mapping item -> label (a ``str``/``bytes``, or a tuple for
+    several label columns), or a list of items (an unlabeled database).
+    Parameters come from ``params`` (APSI's JSON format) or are chosen for
+    ``capacity`` (default: the rows read), ``client_items`` and the labels
+    (``goal``: ``"time"`` or ``"comm"``; at most ``2**-fpp_bits``
+    false-positive probability per query). ``progress`` as for
+    :func:`psikit.filter.setup`.
+
+    >>> psikit.he.build_db(df, "./he-srv", key="email", label=["name", "tier"])  # doctest: +SKIP
+    {'items': 4096, 'max_label_bytes': 17, ...}
+    """
+    p = prepare(
+        data, key=key, label=label, normalize=normalize, has_header=has_header,
+        delimiter=delimiter, allow_dict=True,
+    )
+    with ProgressReporter(progress) as bar:
+        return _native.he_build_db(
+            p.source,
+            os.fspath(state),
+            None if params is None else os.fspath(params),
+            max_label_bytes,
+            capacity,
+            client_items,
+            goal,
+            fpp_bits,
+            force,
+            bar.callback,
+        )
+
+
+def update_db(
+    state: PathLike,
+    *,
+    add: Any = None,
+    remove: Any = None,
+    key: Columns = None,
+    label: Columns = None,
+    normalize: Optional[Normalize] = DEFAULT_NORMALIZE,
+    has_header: bool = True,
+    delimiter: str = ",",
+    progress: Optional[Progress] = None,
+) -> Dict[str, Any]:
+    """Removes the keys of ``remove``, then adds (or relabels) the rows of
+    ``add``; running servers reload the database. A labeled database takes
+    labels with every addition (``label=`` columns, or a dict).
+
+    >>> psikit.he.update_db("./he-srv", add={"new@x.org": "bronze"}, remove=["gone@x.org"])  # doctest: +SKIP
+    """
+    kw: Dict[str, Any] = dict(key=key, normalize=normalize, has_header=has_header, delimiter=delimiter)
+    a = prepare(add, label=label, allow_dict=True, **kw).source if add is not None else None
+    r = prepare(remove, **kw).source if remove is not None else None
+    with ProgressReporter(progress) as bar:
+        return _native.he_update_db(os.fspath(state), a, r, bar.callback)
+
+
+def query(
+    server: str,
+    data: Any,
+    *,
+    key: Columns = None,
+    normalize: Optional[Normalize] = DEFAULT_NORMALIZE,
+    pad_to: Optional[int] = None,
+    label_names: Sequence[str] = (),
+    has_header: bool = True,
+    delimiter: str = ",",
+    timeout: float = 60.0,
+    tls: Optional[Dict[str, Any]] = None,
+    details: bool = False,
+) -> Any:
+    """The rows of ``data`` whose key the HE server at ``server`` holds, with
+    their labels, in the input's kind: a list gives a dict item -> label
+    (a ``str``, or a tuple for several label columns; a plain list of items
+    for an unlabeled database), a DataFrame / Arrow table the matching rows
+    with the label columns appended, a CSV path a list of dicts.
+
+    Label columns are named by ``label_names`` or ``label`` /
+    ``label_1..label_k``, as the CLI names them. ``pad_to`` adds random
+    dummies so the server learns that size instead of the number of items.
+
+    >>> psikit.he.query("host:7700", ["a@x.org"], normalize=("trim", "lower"))  # doctest: +SKIP
+    {'a@x.org': 'gold'}
+    """
+    p = prepare(data, key=key, normalize=normalize, has_header=has_header, delimiter=delimiter)
+    out = _native.he_query(server, p.source, pad_to, list(label_names), timeout, 16, tls)
+    matches = result(p, out, out["label_names"])
+    return (matches, out) if details else matches

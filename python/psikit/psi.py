@@ -1,0 +1,177 @@
+"""Balanced two-party PSI (``psikit psi``): VOLE-PSI (default) or RR16.
+
+One party listens, the other connects; either may be the sender or the
+receiver. The receiver learns which of its rows the sender holds; the
+sender learns nothing, unless both pass ``reveal=True`` (then the receiver
+sends it the intersection, and the sender must trust that report). Both
+parties must use the same protocol, ``malicious`` setting, number of key
+columns and normalisation (checked at the start).
+
+Example (two processes, or two threads)::
+
+    # receiver
+    psikit.psi.receive(["a", "b", "c"], listen="0.0.0.0:7702")      # -> ['b', 'c']
+    # sender
+    psikit.psi.send(["b", "c", "d"], connect="host:7702")           # -> None
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, Optional
+
+from . import _native
+from ._data import DEFAULT_NORMALIZE, Columns, Normalize, prepare, result
+
+__all__ = ["send", "receive", "Party", "PROTOCOLS"]
+
+#: The balanced PSIs: ``"vole"`` (VOLE-PSI, fastest, least traffic) and
+#: ``"rr16"`` (Rindal-Rosulek, OT extension and garbled Bloom filters).
+#: Circuit PSI will join here.
+PROTOCOLS = ("vole", "rr16")
+
+
+def _run(
+    role: str,
+    data: Any,
+    key: Columns,
+    normalize: Optional[Normalize],
+    listen: Optional[str],
+    connect: Optional[str],
+    protocol: str,
+    malicious: bool,
+    reveal: bool,
+    max_peer_items: int,
+    accept_timeout: Optional[float],
+    timeout: float,
+    tls: Optional[Dict[str, Any]],
+    on_listening: Optional[Callable[[str], None]],
+    has_header: bool,
+    delimiter: str,
+    details: bool,
+) -> Any:
+    p = prepare(data, key=key, normalize=normalize, has_header=has_header, delimiter=delimiter)
+    out = _native.psi_run(
+        role, p.source, protocol, listen, connect, malicious, reveal, max_peer_items,
+        accept_timeout, timeout, 16, tls, on_listening,
+    )
+    matches = None if out["output"] is None else result(p, out["output"])
+    return (matches, out) if details else matches
+
+
+def send(
+    data: Any,
+    *,
+    listen: Optional[str] = None,
+    connect: Optional[str] = None,
+    key: Columns = None,
+    normalize: Optional[Normalize] = DEFAULT_NORMALIZE,
+    protocol: str = "vole",
+    malicious: bool = False,
+    reveal: bool = False,
+    max_peer_items: int = 1 << 24,
+    accept_timeout: Optional[float] = None,
+    timeout: float = 60.0,
+    tls: Optional[Dict[str, Any]] = None,
+    on_listening: Optional[Callable[[str], None]] = None,
+    has_header: bool = True,
+    delimiter: str = ",",
+    details: bool = False,
+) -> Any:
+    """The sender's run on ``data``: give ``listen="host:port"`` or
+    ``connect="host:port"``. Returns ``None``, or with ``reveal=True`` the
+    rows of ``data`` the receiver reported in the intersection (same kind as
+    ``data``). ``on_listening(addr)`` is called with the bound address once
+    listening (useful with port 0); ``accept_timeout`` bounds the wait.
+
+    >>> psikit.psi.send(df, key="email", connect="host:7702", normalize=("trim", "lower"))  # doctest: +SKIP
+    """
+    return _run("send", data, key, normalize, listen, connect, protocol, malicious, reveal,
+                max_peer_items, accept_timeout, timeout, tls, on_listening, has_header, delimiter, details)
+
+
+def receive(
+    data: Any,
+    *,
+    listen: Optional[str] = None,
+    connect: Optional[str] = None,
+    key: Columns = None,
+    normalize: Optional[Normalize] = DEFAULT_NORMALIZE,
+    protocol: str = "vole",
+    malicious: bool = False,
+    reveal: bool = False,
+    max_peer_items: int = 1 << 24,
+    accept_timeout: Optional[float] = None,
+    timeout: float = 60.0,
+    tls: Optional[Dict[str, Any]] = None,
+    on_listening: Optional[Callable[[str], None]] = None,
+    has_header: bool = True,
+    delimiter: str = ",",
+    details: bool = False,
+) -> Any:
+    """The receiver's run on ``data``: the rows of ``data`` whose key the
+    sender holds, in input order and of the input's kind (a list gives the
+    matching items, a table the matching rows, a CSV path a list of dicts).
+
+    >>> psikit.psi.receive(["a", "b"], listen="0.0.0.0:7702", protocol="rr16", malicious=True)  # doctest: +SKIP
+    ['b']
+    """
+    return _run("receive", data, key, normalize, listen, connect, protocol, malicious, reveal,
+                max_peer_items, accept_timeout, timeout, tls, on_listening, has_header, delimiter, details)
+
+
+class Party:
+    """One party of a balanced PSI at the message level: bytes in, bytes
+    out, over whatever transport the caller has (a message queue, HTTP, a
+    distributed engine's shuffle). No sockets, threads or timeouts.
+
+    Start with ``out = party.step()``, deliver ``out`` to the peer (when not
+    empty), feed each chunk of the peer's bytes to ``party.step(chunk)``
+    (any split: messages delimit themselves), and deliver what it returns,
+    until ``party.done``; then ``party.result()`` gives the matching rows
+    (as :func:`receive` returns them; for a sender ``None``, or its rows in
+    the intersection with ``reveal=True``) or raises the party's error.
+
+    >>> a = psikit.psi.Party("receive", ["x", "y"])
+    >>> b = psikit.psi.Party("send", ["y", "z"])
+    >>> to_b, to_a = a.step(), b.step()
+    >>> while not (a.done and b.done):
+    ...     to_b, to_a = a.step(to_a), b.step(to_b)
+    >>> a.result()
+    ['y']
+    """
+
+    def __init__(
+        self,
+        role: str,
+        data: Any,
+        *,
+        key: Columns = None,
+        normalize: Optional[Normalize] = DEFAULT_NORMALIZE,
+        protocol: str = "vole",
+        malicious: bool = False,
+        reveal: bool = False,
+        max_peer_items: int = 1 << 24,
+        has_header: bool = True,
+        delimiter: str = ",",
+    ) -> None:
+        self._prepared = prepare(data, key=key, normalize=normalize, has_header=has_header, delimiter=delimiter)
+        self._native = _native.PsiParty(
+            role, self._prepared.source, protocol, malicious, reveal, max_peer_items, 16
+        )
+
+    def step(self, incoming: Optional[bytes] = None, *, peer_closed: bool = False) -> bytes:
+        """Pushes the peer's bytes (none to start), runs the party as far as
+        it can go, and returns the bytes to deliver to the peer (possibly
+        empty). ``peer_closed=True`` says the peer hung up."""
+        return self._native.step(incoming, peer_closed)
+
+    @property
+    def done(self) -> bool:
+        """Whether the party has finished, successfully or not."""
+        return self._native.done
+
+    def result(self) -> Any:
+        """The finished party's matching rows, of the input's kind (``None``
+        for a sender without reveal); raises its error if it failed."""
+        out = self._native.result()["output"]
+        return None if out is None else result(self._prepared, out)

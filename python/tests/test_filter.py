@@ -1,0 +1,111 @@
+"""The filter family end to end against the plaintext truth."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+import psikit
+from conftest import norm, write_csv
+
+NORM = ("trim", "lower")
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory, sets):
+    state = tmp_path_factory.mktemp("filter") / "srv"
+    report = psikit.filter.setup(sets.server, state, normalize=NORM)
+    assert report["items"] == len(sets.server)
+    with psikit.Server(filter_state=str(state), reload_secs=0.1) as server:
+        yield state, server
+
+
+def test_query_list_matches_truth(served, sets):
+    _, server = served
+    got = psikit.filter.query(server.addr, sets.client, normalize=NORM)
+    assert got == sets.truth()
+    assert len(got) > 100
+
+
+def test_query_details_and_cache(served, sets, tmp_path):
+    _, server = served
+    cache = tmp_path / "filter.cache"
+    got, info = psikit.filter.query(server.addr, sets.client, normalize=NORM, cache=cache, details=True)
+    assert got == sets.truth()
+    assert info["syncs"][0]["kind"] == "full"
+    assert info["distinct"] == len(set(sets.client)) - 1  # the empty key is skipped
+    assert info["rows_skipped"] == 1
+    _, again = psikit.filter.query(server.addr, sets.client[:10], normalize=NORM, cache=cache, details=True)
+    assert again["syncs"][0]["kind"] == "up_to_date"
+
+
+def test_csv_path_gives_dicts(served, sets, tmp_path):
+    _, server = served
+    rows = [(i, c) for i, c in enumerate(sets.client)]
+    path = write_csv(tmp_path / "client.csv", ["id", "email"], rows)
+    got = psikit.filter.query(server.addr, path, key="email", normalize=NORM)
+    assert [d["email"] for d in got] == sets.truth()
+    assert set(got[0]) == {"id", "email"}
+
+
+def test_update_is_served_live(tmp_path, small_sets):
+    state = tmp_path / "srv"
+    psikit.filter.setup(small_sets.server, state, normalize=NORM)
+    added = ["new1@example.org", "new2@example.org"]
+    removed = small_sets.server[:50]
+    with psikit.Server(filter_state=str(state), reload_secs=0.1) as server:
+        before = psikit.filter.query(server.addr, small_sets.client + added, normalize=NORM)
+        assert before == small_sets.truth()
+        report = psikit.filter.update(state, add=added, remove=removed, normalize=NORM)
+        assert (report["added"], report["removed"], report["epoch"]) == (2, 50, 1)
+        held = {norm(s) for s in small_sets.server[50:]} | set(added)
+        want = [c for c in small_sets.client + added if norm(c) in held]
+        cache = tmp_path / "c.cache"
+        deadline = time.monotonic() + 20
+        while True:
+            got, info = psikit.filter.query(
+                server.addr, small_sets.client + added, normalize=NORM, cache=cache, details=True
+            )
+            if got == want or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        assert got == want
+        assert info["syncs"][-1]["epoch"] == 1
+
+
+def test_composite_keys(tmp_path):
+    server = [("Ann", "Lee", "1990"), ("Bo", "Chan", "1985"), ("Cy", "Diaz", "1970")]
+    client = [("ann ", "LEE", "1990"), ("Bo", "Chan", "1986"), ("CY", "diaz", "1970")]
+    psikit.filter.setup(server, tmp_path / "srv", normalize=NORM)
+    with psikit.Server(filter_state=str(tmp_path / "srv")) as s:
+        assert psikit.filter.query(s.addr, client, normalize=NORM) == [client[0], client[2]]
+
+
+def test_client_object_keeps_its_filter(tmp_path, small_sets):
+    state = tmp_path / "srv"
+    psikit.filter.setup(small_sets.server, state, normalize=NORM)
+    with psikit.Server(filter_state=str(state), reload_secs=0.1) as server:
+        client = psikit.filter.Client(server.addr)
+        assert client.sync()["kind"] == "full"
+        assert client.query(small_sets.client, normalize=NORM) == small_sets.truth()
+        _, info = client.query(small_sets.client[:5], normalize=NORM, details=True)
+        assert [s["kind"] for s in info["syncs"]] == ["up_to_date"]
+        psikit.filter.update(state, add=["late@example.org"], normalize=NORM)
+        deadline = time.monotonic() + 20
+        while client.query(["late@example.org"], normalize=NORM) != ["late@example.org"]:
+            assert time.monotonic() < deadline, "the update never reached the client"
+            time.sleep(0.1)
+        assert client.sync()["kind"] == "up_to_date"
+
+
+def test_damaged_cache_is_replaced(tmp_path, small_sets):
+    state = tmp_path / "srv"
+    psikit.filter.setup(small_sets.server, state, normalize=NORM)
+    cache = tmp_path / "f.cache"
+    cache.write_bytes(b"not a filter cache")
+    with psikit.Server(filter_state=str(state)) as server:
+        client = psikit.filter.Client(server.addr, cache=cache)
+        assert client.discarded_cache
+        assert client.query(small_sets.client, normalize=NORM) == small_sets.truth()
+    assert psikit.filter.Client("127.0.0.1:1", cache=cache).discarded_cache is None
