@@ -205,7 +205,14 @@ fn a_damaged_filter_cache_is_replaced_not_a_dead_end() {
     let state = d.join("state");
     run_ok(
         psikit()
-            .args(["filter", "setup", "--key", "email", "--normalize", "trim,lower"])
+            .args([
+                "filter",
+                "setup",
+                "--key",
+                "email",
+                "--normalize",
+                "trim,lower",
+            ])
             .arg("--input")
             .arg(d.join("server.csv"))
             .arg("--state")

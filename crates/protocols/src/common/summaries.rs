@@ -58,7 +58,7 @@ impl Exchange {
         values: &[Summary],
         reveal: bool,
     ) -> Result<Option<Vec<usize>>, Error> {
-        let sorted = sorted_copy(values);
+        let sorted = sorted_copy(values, |s| s[0]);
         ch.send_chunked(self.protocol, self.summaries, &self.encode(&sorted))
             .await?;
         drop(sorted);
@@ -79,9 +79,9 @@ impl Exchange {
     ) -> Result<Vec<bool>, Error> {
         // Our own values sorted, indexed before the sender's arrive (while
         // it computes them); theirs are then looked up in any order.
-        let mut order: Vec<u32> = (0..mine.len() as u32).collect();
-        order.par_sort_unstable_by_key(|&i| mine[i as usize]);
-        let sorted: Vec<Summary> = order.iter().map(|&i| mine[i as usize]).collect();
+        let numbered: Vec<(Summary, u32)> = mine.iter().zip(0u32..).map(|(s, i)| (*s, i)).collect();
+        let numbered = sorted_copy(&numbered, |p| p.0[0]);
+        let (sorted, order): (Vec<Summary>, Vec<u32>) = numbered.into_iter().unzip();
         let index = SortedIndex::new(&sorted, self.len);
         let max = peer_count * self.len as u64;
         let bytes = ch.recv_chunked(self.protocol, self.summaries, max).await?;
@@ -204,31 +204,54 @@ impl<'a> SortedIndex<'a> {
     }
 }
 
-/// A sorted copy of pseudorandom values: a counting pass on their leading
-/// 16 bits, then each bucket (about `n / 65536` values) sorted on its
-/// own; faster than a comparison sort of the whole array at 2^20, and
-/// still correct (only slower) for values that are not random.
-fn sorted_copy(values: &[Summary]) -> Vec<Summary> {
-    const BITS: u32 = 16;
-    let bucket = |s: &Summary| (s[0] >> (64 - BITS)) as usize;
-    let mut starts = vec![0usize; (1 << BITS) + 1];
-    for s in values.iter() {
-        starts[bucket(s) + 1] += 1;
-    }
-    for b in 0..1 << BITS {
-        starts[b + 1] += starts[b];
-    }
-    let mut next = starts.clone();
-    let mut out = vec![[0u64; 3]; values.len()];
-    for s in values.iter() {
-        let b = bucket(s);
-        out[next[b]] = *s;
-        next[b] += 1;
-    }
-    for b in 0..1 << BITS {
-        out[starts[b]..starts[b + 1]].sort_unstable();
+/// A sorted copy of pseudorandom values: two levels of 256-way bucketing
+/// on the leading bytes (each a counting pass whose 256 write streams stay
+/// in the caches; the second runs on one first-level bucket at a time,
+/// which fits in L2 up to millions of values), then a comparison sort of
+/// each small bucket. Several times faster than a comparison sort of the
+/// whole array at 2^20 to 2^24 values; values that are not random are
+/// still sorted, only slower.
+fn sorted_copy<T: Copy + Ord + Default>(values: &[T], word: impl Fn(&T) -> u64) -> Vec<T> {
+    let mut out = vec![T::default(); values.len()];
+    let first = bucket_into(values, &mut out, |v| (word(v) >> 56) as usize);
+    let mut scratch = Vec::new();
+    for range in first {
+        let bucket = &mut out[range];
+        if bucket.len() <= 64 {
+            bucket.sort_unstable();
+            continue;
+        }
+        scratch.clear();
+        scratch.resize(bucket.len(), T::default());
+        for sub in bucket_into(bucket, &mut scratch, |v| (word(v) >> 48) as usize & 0xff) {
+            scratch[sub].sort_unstable();
+        }
+        bucket.copy_from_slice(&scratch);
     }
     out
+}
+
+/// Scatters `from` into `to` by `byte` (below 256), keeping their order
+/// within a bucket; returns each bucket's range.
+fn bucket_into<T: Copy>(
+    from: &[T],
+    to: &mut [T],
+    byte: impl Fn(&T) -> usize,
+) -> Vec<std::ops::Range<usize>> {
+    let mut starts = [0usize; 257];
+    for s in from {
+        starts[byte(s) + 1] += 1;
+    }
+    for b in 0..256 {
+        starts[b + 1] += starts[b];
+    }
+    let mut next = starts;
+    for s in from {
+        let b = byte(s);
+        to[next[b]] = *s;
+        next[b] += 1;
+    }
+    (0..256).map(|b| starts[b]..starts[b + 1]).collect()
 }
 
 /// Splits a received run of fixed-size summary values.
@@ -299,7 +322,7 @@ mod tests {
         for values in [random, skewed, Vec::new()] {
             let mut want = values.clone();
             want.sort_unstable();
-            assert_eq!(sorted_copy(&values), want);
+            assert_eq!(sorted_copy(&values, |s| s[0]), want);
         }
     }
 
