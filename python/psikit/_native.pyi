@@ -62,6 +62,8 @@ class Server:
         timeout: float = 60.0,
         max_message_mib: int = 16,
         tls: Optional[Dict[str, Any]] = None,
+        query_budget: Optional[int] = None,
+        query_budget_window: float = 86400.0,
     ) -> None: ...
     @property
     def addr(self) -> str: ...

@@ -438,14 +438,19 @@ pub fn print_session(s: &Session) {
 }
 
 fn query(a: &QueryArgs) -> Result<()> {
-    let table = read_rows(&a.csv, &a.columns.spec()?)?;
+    let spec = a.columns.spec()?;
+    let table = read_rows(&a.csv, &spec)?;
     let (keys, rows_of_key) = unique_keys(&table);
     let server = ServerAddr {
         addr: a.server.clone(),
         tls: a.tls.files(),
         limits: a.net.limits()?,
     };
-    let session = facade::query_blocking(&server, &keys, a.pad_to)?;
+    let options = facade::QueryOptions {
+        pad_to: a.pad_to,
+        key_format: spec.key_format(),
+    };
+    let session = facade::query_blocking(&server, &keys, &options)?;
     print_session(&session);
     let labeled = session.max_label_bytes > 0;
     if !labeled && !a.label_names.is_empty() {

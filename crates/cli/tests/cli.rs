@@ -564,6 +564,61 @@ a@x
     );
 }
 
+/// An HE database remembers how its keys were encoded, as a filter state
+/// does: another encoding is refused by `he db update` and `he query`.
+#[test]
+fn he_updates_and_queries_with_another_key_encoding_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write(
+        &d.join("server.csv"),
+        "email
+a@x
+b@x
+",
+    );
+    write(
+        &d.join("client.csv"),
+        "email
+a@x
+",
+    );
+    let params = he_params_file();
+    let server_csv = d.join("server.csv");
+    he_db(
+        d,
+        &[
+            "build",
+            "--csv",
+            server_csv.to_str().unwrap(),
+            "--params",
+            params.to_str().unwrap(),
+        ],
+    );
+    let out = run_err(
+        psikit()
+            .args(["he", "db", "update", "--key", "email", "--add"])
+            .arg(d.join("client.csv"))
+            .arg("--state")
+            .arg(d.join("he-state")),
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--normalize"));
+    let server = serve_with("--he-state", &d.join("he-state"));
+    let out = run_err(
+        psikit()
+            .args(["he", "query", "--server", &server.addr, "--key", "email"])
+            .arg("--csv")
+            .arg(d.join("client.csv"))
+            .arg("--out")
+            .arg(d.join("out.csv")),
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("normalize=trim,lower") && err.contains("--normalize"),
+        "{err}"
+    );
+}
+
 /// The load benchmark: legitimate clients of both services and hostile
 /// ones against one server; it fails if any legitimate client does.
 #[test]
@@ -747,6 +802,8 @@ fn he_build_serve_query_update_requery_with_labels() {
                 "update",
                 "--key",
                 "email",
+                "--normalize",
+                "trim,lower",
                 "--label",
                 "name,tier",
             ])

@@ -146,11 +146,15 @@ pub fn he_query<'py>(
 ) -> PyResult<Bound<'py, PyDict>> {
     let server = net::server(server, tls, net::limits(timeout, max_message_mib)?)?;
     let loaded = py.detach(|| source.load()).py_err()?;
+    let options = facade::QueryOptions {
+        pad_to,
+        key_format: source.spec().key_format(),
+    };
     let session = interrupt::run(py, async {
         let mut retry = BusyRetry::default();
         loop {
             let result = match server.connect().await {
-                Ok(mut ch) => facade::query(&mut ch, &loaded.keys, pad_to).await,
+                Ok(mut ch) => facade::query(&mut ch, &loaded.keys, &options).await,
                 Err(e) => Err(e),
             };
             if !retry.again(&result).await {

@@ -10,7 +10,7 @@ use std::time::Duration;
 use psikit_protocols::common::connect::{runtime, Listener};
 use psikit_protocols::filter_psi::FilterService;
 use psikit_protocols::he_psi::HeService;
-use psikit_protocols::service::{Router, ServerLimits};
+use psikit_protocols::service::{QueryBudget, Router, ServerLimits};
 use psikit_protocols::Error;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -46,7 +46,8 @@ impl Server {
     #[new]
     #[pyo3(signature = (listen="127.0.0.1:0", filter_state=None, he_state=None, he_cache=true,
         max_connections=None, max_query_items=None, he_concurrent_queries=None,
-        reload_secs=2.0, timeout=60.0, max_message_mib=16, tls=None))]
+        reload_secs=2.0, timeout=60.0, max_message_mib=16, tls=None, query_budget=None,
+        query_budget_window=86400.0))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -61,6 +62,8 @@ impl Server {
         timeout: f64,
         max_message_mib: u32,
         tls: Option<&Bound<'_, PyDict>>,
+        query_budget: Option<u64>,
+        query_budget_window: f64,
     ) -> PyResult<Self> {
         if !(reload_secs.is_finite() && reload_secs > 0.0) {
             return Err(errors::input(
@@ -75,6 +78,18 @@ impl Server {
                 .unwrap_or(defaults.max_concurrent_queries)
                 .max(1),
             reload_every: Duration::from_secs_f64(reload_secs),
+            query_budget: match query_budget {
+                None => None,
+                Some(_) if !(query_budget_window.is_finite() && query_budget_window >= 1.0) => {
+                    return Err(errors::input(
+                        "query_budget_window must be at least one second",
+                    ));
+                }
+                Some(items) => Some(QueryBudget {
+                    items,
+                    window: Duration::from_secs_f64(query_budget_window),
+                }),
+            },
         };
         let net_limits = net::limits(timeout, max_message_mib)?;
         let tls = net::server_tls(tls)?;

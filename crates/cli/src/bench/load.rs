@@ -256,7 +256,7 @@ fn check_filter(server: &ServerAddr, keys: &[Vec<u8>], half: u64) -> Result<()> 
 }
 
 fn check_he(server: &ServerAddr, keys: &[Vec<u8>], ids: &[u64], half: u64) -> Result<()> {
-    let session = he::query_blocking(server, keys, None)?;
+    let session = he::query_blocking(server, keys, &Default::default())?;
     let mut found = vec![false; keys.len()];
     for m in &session.matches {
         found[m.index] = true;

@@ -36,3 +36,15 @@ impl Progress for NoProgress {
     fn stage(&self, _: &str, _: Option<u64>) {}
     fn advance(&self, _: u64) {}
 }
+
+/// Refuses keys encoded otherwise than a server state's (when both are
+/// known; `psikit_io::KeySpec::key_format`): they could never match.
+/// `whose` names the other side in the message.
+pub(crate) fn same_key_format(state: &str, other: &str, whose: &str) -> Result<(), crate::Error> {
+    if state.is_empty() || other.is_empty() || state == other {
+        return Ok(());
+    }
+    Err(crate::Error::Config(format!(
+        "the server's keys are encoded as \"{state}\" but {whose} encodes them as \"{other}\": use the same number of key columns and the same --normalize"
+    )))
+}

@@ -21,7 +21,7 @@ use super::config::FilterConfig;
 use super::state::{tags_from_reader, ServerState, UpdateReport};
 use super::Tag;
 use crate::common::connect::{block_on, BusyRetry, Channel, ServerAddr};
-use crate::common::state_dir;
+use crate::common::{same_key_format, state_dir};
 use crate::{Error, Progress, Violation};
 
 /// What [`setup`] built.
@@ -103,17 +103,6 @@ pub fn update(
     let report = state.update(add, remove)?;
     state.save(dir)?;
     Ok((state, report))
-}
-
-/// Refuses keys encoded otherwise than the state's (when both are
-/// known): they could never match. `whose` names the other side.
-pub(crate) fn same_key_format(state: &str, other: &str, whose: &str) -> Result<(), Error> {
-    if state.is_empty() || other.is_empty() || state == other {
-        return Ok(());
-    }
-    Err(Error::Config(format!(
-        "the server's keys are encoded as \"{state}\" but {whose} encodes them as \"{other}\": use the same number of key columns and the same --normalize"
-    )))
 }
 
 /// What a [`FilterClient::query`] did: the syncs it needed, then the query.

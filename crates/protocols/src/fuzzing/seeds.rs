@@ -251,6 +251,7 @@ fn he_message_seeds() -> Vec<(&'static str, Vec<u8>)> {
         db_id: [3; 32],
         max_query_items: 500,
         bundle_counts: vec![4, 0, 9],
+        key_format: "psikit-key-v1;columns=1;normalize=trim".into(),
     };
     let header = he::QueryHeader {
         db_id: [8; 32],

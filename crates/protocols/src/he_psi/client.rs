@@ -23,6 +23,7 @@ pub struct HeClient {
     db_id: [u8; 32],
     max_query_items: u32,
     bundle_counts: Vec<u32>,
+    key_format: String,
 }
 
 /// Time per phase of a query, as the client saw it.
@@ -64,7 +65,13 @@ impl HeClient {
             db_id: resp.db_id,
             max_query_items: resp.max_query_items,
             bundle_counts: resp.bundle_counts,
+            key_format: resp.key_format,
         })
+    }
+
+    /// How the database's keys are encoded; empty if the server did not say.
+    pub fn key_format(&self) -> &str {
+        &self.key_format
     }
 
     pub fn params(&self) -> &PsiParams {

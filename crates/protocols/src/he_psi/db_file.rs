@@ -28,7 +28,9 @@ use crate::Error;
 
 const MAGIC: &[u8; 8] = b"PSIKHEDB";
 /// Bumped whenever the layout changes; older files are refused.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
+/// The format before the key format was recorded (read as unknown).
+const UNFORMATTED_VERSION: u32 = 1;
 /// Longest parameter JSON accepted from a file.
 const MAX_PARAMS_JSON: usize = 1 << 16;
 
@@ -78,6 +80,8 @@ fn write_body<W: Write>(db: &SenderDb, w: &mut Hashing<W>) -> std::io::Result<()
     w.put(&(json.len() as u32).to_le_bytes())?;
     w.put(json.as_bytes())?;
     w.put(&(db.shape().max_label_bytes as u32).to_le_bytes())?;
+    w.put(&(db.key_format().len() as u32).to_le_bytes())?;
+    w.put(db.key_format().as_bytes())?;
     w.put(&(db.len() as u64).to_le_bytes())?;
     w.put(&(db.bundles().len() as u32).to_le_bytes())?;
     for bundles in db.bundles() {
@@ -161,7 +165,7 @@ pub(crate) fn read_from<R: Read>(input: R, path: &Path) -> Result<SenderDb, Erro
         return Err(bad("not a psikit HE sender database"));
     }
     let version = r.u32().map_err(io)?;
-    if version != FORMAT_VERSION {
+    if version != FORMAT_VERSION && version != UNFORMATTED_VERSION {
         return Err(bad(&format!(
             "format version {version}; this build reads version {FORMAT_VERSION}"
         )));
@@ -175,6 +179,17 @@ pub(crate) fn read_from<R: Read>(input: R, path: &Path) -> Result<SenderDb, Erro
     let params = PsiParams::from_apsi_json(&json)?;
     let max_label = r.u32().map_err(io)? as usize;
     let shape = DbShape::new(&params, max_label)?;
+    let key_format = match version {
+        FORMAT_VERSION => {
+            let len = r.u32().map_err(io)? as u64;
+            if len > psikit_io::MAX_KEY_FORMAT {
+                return Err(bad("key format too long"));
+            }
+            String::from_utf8(r.take(len as usize).map_err(io)?)
+                .map_err(|_| bad("key format is not UTF-8"))?
+        }
+        _ => String::new(),
+    };
     let items = r.u64().map_err(io)?;
     if r.u32().map_err(io)? as usize != shape.bundle_idx_count() {
         return Err(bad("bundle index count does not match the parameters"));
@@ -204,7 +219,9 @@ pub(crate) fn read_from<R: Read>(input: R, path: &Path) -> Result<SenderDb, Erro
         return Err(bad("bytes after the checksum (the file is corrupt)"));
     }
     let items = usize::try_from(items).map_err(|_| bad("item count too large"))?;
-    Ok(SenderDb::from_parts(params, shape, bundles, items))
+    Ok(SenderDb::from_parts(
+        params, shape, bundles, items, key_format,
+    ))
 }
 
 fn read_bundle<R: Read>(r: &mut Checked<R>, shape: &DbShape) -> std::io::Result<Option<BinBundle>> {

@@ -23,7 +23,7 @@ use super::select::{self, Selection, SelectionInput};
 use super::sender_db::UpdateStats;
 use super::state::{HeState, Row};
 use crate::common::connect::{block_on, BusyRetry, Channel, ServerAddr};
-use crate::common::state_dir;
+use crate::common::{same_key_format, state_dir};
 use crate::{Error, Match, Progress};
 
 /// Rows per batch while reading a CSV file.
@@ -156,6 +156,7 @@ pub fn build(
     };
     let t = Instant::now();
     let mut state = HeState::create(params, max_label, false)?;
+    state.set_key_format(spec.key_format())?;
     let stats = insert_rows(&mut state, items, progress)?;
     let build_time = t.elapsed();
     // The old key must go too, since saving keeps a key already there.
@@ -226,6 +227,7 @@ pub fn update(
     }
     let _lock = state_dir::lock(dir)?;
     let mut state = HeState::load(dir, false)?;
+    same_key_format(state.db().key_format(), &spec.key_format(), "this update")?;
     let max_label = state.db().shape().max_label_bytes;
     check_label_flags(max_label, !spec.label_columns.is_empty(), add.is_some())?;
     let t = Instant::now();
@@ -297,17 +299,29 @@ pub struct Session {
     pub max_label_bytes: usize,
 }
 
-/// Fetches the parameters, makes fresh keys and queries `keys`, padded with
-/// random dummies to `pad_to` items if asked (so the server learns the
-/// padded size instead of ours).
+/// How a client queries.
+#[derive(Clone, Debug, Default)]
+pub struct QueryOptions {
+    /// Pad the query with random dummies to this many items, so the server
+    /// learns the padded size instead of ours.
+    pub pad_to: Option<usize>,
+    /// How our keys are encoded (`psikit_io::KeySpec::key_format`): a
+    /// database whose keys are encoded otherwise is refused before the
+    /// query, since no key could match. Empty: no check.
+    pub key_format: String,
+}
+
+/// Fetches the parameters, makes fresh keys and queries `keys` (see
+/// [`QueryOptions`]).
 pub async fn query(
     ch: &mut Channel,
     keys: &[Vec<u8>],
-    pad_to: Option<usize>,
+    options: &QueryOptions,
 ) -> Result<Session, Error> {
-    let queried = padded(keys, pad_to)?;
+    let queried = padded(keys, options.pad_to)?;
     let t = Instant::now();
     let client = HeClient::connect(ch).await?;
+    same_key_format(client.key_format(), &options.key_format, "this client")?;
     let setup = t.elapsed();
     let mut outcome = client.query(ch, &queried).await?;
     // A dummy can only match by a false positive; it is no item of ours.
@@ -329,13 +343,13 @@ pub async fn query(
 pub fn query_blocking(
     server: &ServerAddr,
     keys: &[Vec<u8>],
-    pad_to: Option<usize>,
+    options: &QueryOptions,
 ) -> Result<Session, Error> {
     block_on(async {
         let mut retry = BusyRetry::default();
         loop {
             let result = match server.connect().await {
-                Ok(mut ch) => query(&mut ch, keys, pad_to).await,
+                Ok(mut ch) => query(&mut ch, keys, options).await,
                 Err(e) => Err(e),
             };
             if !retry.again(&result).await {

@@ -62,6 +62,9 @@ pub struct ParamsResponse {
     pub db_id: [u8; 32],
     pub max_query_items: u32,
     pub bundle_counts: Vec<u32>,
+    /// How the database's keys are encoded (`psikit_io::KeySpec::key_format`),
+    /// or empty if unknown.
+    pub key_format: String,
 }
 
 impl Message for ParamsResponse {
@@ -78,6 +81,7 @@ impl Message for ParamsResponse {
         for &c in &self.bundle_counts {
             w.u32(c);
         }
+        w.string(&self.key_format);
     }
 
     fn read(r: &mut Reader<'_>, (): ()) -> Result<Self, DecodeError> {
@@ -89,12 +93,14 @@ impl Message for ParamsResponse {
         let bundle_counts = (0..n)
             .map(|_| r.u32("bundle count"))
             .collect::<Result<_, _>>()?;
+        let key_format = r.string(psikit_io::MAX_KEY_FORMAT, "key format")?;
         Ok(Self {
             params_json,
             max_label_bytes,
             db_id,
             max_query_items,
             bundle_counts,
+            key_format,
         })
     }
 }
@@ -317,6 +323,7 @@ mod tests {
             db_id: [3; 32],
             max_query_items: 500,
             bundle_counts: vec![4, 0, 9],
+            key_format: "k1".into(),
         };
         let layout = [
             &2u32.to_be_bytes()[..],
@@ -328,6 +335,8 @@ mod tests {
             &4u32.to_be_bytes(),
             &0u32.to_be_bytes(),
             &9u32.to_be_bytes(),
+            &2u32.to_be_bytes(),
+            b"k1",
         ]
         .concat();
         check_message(&params, (), &layout);

@@ -63,6 +63,10 @@ pub struct SenderDb {
     /// `bundles[i]`: the bin bundles at bundle index `i`.
     bundles: Vec<Vec<BinBundle>>,
     items: usize,
+    /// How the items' keys were encoded (`psikit_io::KeySpec::key_format`),
+    /// told to clients so that one encoding its keys otherwise is refused;
+    /// empty if unknown.
+    key_format: String,
 }
 
 /// Items of a batch in the form placement needs: for entry `e`, its felts
@@ -104,6 +108,7 @@ impl SenderDb {
             items: 0,
             params,
             shape,
+            key_format: String::new(),
         })
     }
 
@@ -113,6 +118,7 @@ impl SenderDb {
         shape: DbShape,
         bundles: Vec<Vec<BinBundle>>,
         items: usize,
+        key_format: String,
     ) -> Self {
         Self {
             field: Field::new(shape.plain_modulus),
@@ -120,7 +126,18 @@ impl SenderDb {
             shape,
             bundles,
             items,
+            key_format,
         }
+    }
+
+    /// How the items' keys were encoded; empty if unknown.
+    pub fn key_format(&self) -> &str {
+        &self.key_format
+    }
+
+    /// Records how the items' keys are encoded.
+    pub fn set_key_format(&mut self, format: String) {
+        self.key_format = format;
     }
 
     pub fn params(&self) -> &PsiParams {

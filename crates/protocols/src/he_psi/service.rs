@@ -82,6 +82,7 @@ impl HeService {
             db_id: snap.db_id(),
             max_query_items: self.limits.max_query_items,
             bundle_counts: db.bundle_counts().iter().map(|&c| c as u32).collect(),
+            key_format: db.key_format().to_string(),
         };
         Ok(ch.send_msg(&response).await?)
     }

@@ -142,6 +142,15 @@ impl HeState {
     }
 
     /// Removes the items with these keys.
+    /// Records how the database's keys are encoded
+    /// (`psikit_io::KeySpec::key_format`); clients are told it.
+    pub fn set_key_format(&mut self, format: String) -> Result<(), Error> {
+        self.sender.update(|db| {
+            db.set_key_format(format);
+            Ok(())
+        })
+    }
+
     pub fn remove(&mut self, keys: &[Vec<u8>]) -> Result<UpdateStats, Error> {
         let outputs = self.evaluate(keys.iter().map(Vec::as_slice), &mut |_| {})?;
         self.sender.update(|db| Ok(db.remove(&outputs)))
