@@ -40,6 +40,7 @@ impl Progress for NoProgress {
 /// Refuses keys encoded otherwise than a server state's (when both are
 /// known; `psikit_io::KeySpec::key_format`): they could never match.
 /// `whose` names the other side in the message.
+#[cfg(any(feature = "filter", feature = "he"))]
 pub(crate) fn same_key_format(state: &str, other: &str, whose: &str) -> Result<(), crate::Error> {
     if state.is_empty() || other.is_empty() || state == other {
         return Ok(());
