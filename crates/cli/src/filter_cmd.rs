@@ -12,7 +12,7 @@ use psikit_protocols::filter_psi::{
 use psikit_protocols::io::read_rows;
 
 use crate::args::{ClientTlsArgs, CsvArgs, NetArgs};
-use crate::matches::{print_read, unique_keys, write_matches};
+use crate::matches::{print_read, write_matches};
 use crate::progress::Bar;
 use crate::report;
 
@@ -259,7 +259,7 @@ pub fn print_query(o: &QueryOutcome) {
 fn query(a: &QueryArgs) -> Result<()> {
     let spec = a.csv.spec()?;
     let table = read_rows(&a.input, &spec)?;
-    let (keys, rows_of_key) = unique_keys(&table);
+    let (keys, rows_of_key) = table.unique_keys();
     let done = a
         .client
         .client()?

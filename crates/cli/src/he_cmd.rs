@@ -16,7 +16,7 @@ use psikit_protocols::io::{read_rows, Column, KeySpec};
 use psikit_protocols::Progress;
 
 use crate::args::{ClientTlsArgs, CsvArgs, NetArgs};
-use crate::matches::{print_read, unique_keys, write_matches_with};
+use crate::matches::{print_read, write_matches_with};
 use crate::progress::Bar;
 use crate::report;
 
@@ -440,7 +440,7 @@ pub fn print_session(s: &Session) {
 fn query(a: &QueryArgs) -> Result<()> {
     let spec = a.columns.spec()?;
     let table = read_rows(&a.csv, &spec)?;
-    let (keys, rows_of_key) = unique_keys(&table);
+    let (keys, rows_of_key) = table.unique_keys();
     let server = ServerAddr {
         addr: a.server.clone(),
         tls: a.tls.files(),

@@ -1,26 +1,10 @@
 //! Client-side CSV handling shared by the protocols: distinct keys in, the
 //! matched rows out.
 
-use std::collections::HashMap;
 use std::path::Path;
 
 use anyhow::Result;
 use psikit_protocols::io::{MatchWriter, ReadStats, Table};
-
-/// Unique keys of a table and, for each, the rows that carry it.
-pub fn unique_keys(table: &Table) -> (Vec<Vec<u8>>, Vec<Vec<usize>>) {
-    let mut index: HashMap<&[u8], usize> = HashMap::new();
-    let (mut keys, mut rows) = (Vec::new(), Vec::<Vec<usize>>::new());
-    for (i, row) in table.rows.iter().enumerate() {
-        let slot = *index.entry(row.key.as_slice()).or_insert_with(|| {
-            keys.push(row.key.clone());
-            rows.push(Vec::new());
-            keys.len() - 1
-        });
-        rows[slot].push(i);
-    }
-    (keys, rows)
-}
 
 /// One client key's outcome for [`write_matches_with`]: `None` if it did
 /// not match, else the extra values to write after each of its rows.

@@ -13,7 +13,7 @@ use psikit_protocols::common::two_party::{self, TwoParty};
 use psikit_protocols::io::{read_rows, Table};
 
 use crate::args::{ClientTlsArgs, CsvArgs, NetArgs, ServerTlsArgs};
-use crate::matches::{unique_keys, write_matches};
+use crate::matches::write_matches;
 
 #[derive(Subcommand)]
 pub enum PsiCommand {
@@ -169,7 +169,7 @@ pub fn party<P: Report>(a: &PartyArgs, cfg: &P::Config, sending: bool) -> Result
         ),
     };
     let table = read_rows(&a.input, &a.csv.spec()?)?;
-    let (keys, rows_of_key) = unique_keys(&table);
+    let (keys, rows_of_key) = table.unique_keys();
     let peer = a.peer()?;
     if sending {
         let out = two_party::send_blocking::<P>(&peer, &keys, cfg, announce)?;

@@ -41,6 +41,23 @@ pub struct Table {
 }
 
 impl Table {
+    /// The distinct keys in order of first appearance and, for each, the
+    /// rows that carry it: what a client queries, and how its matches map
+    /// back to rows.
+    pub fn unique_keys(&self) -> (Vec<Vec<u8>>, Vec<Vec<usize>>) {
+        let mut index: std::collections::HashMap<&[u8], usize> = std::collections::HashMap::new();
+        let (mut keys, mut rows) = (Vec::new(), Vec::<Vec<usize>>::new());
+        for (i, row) in self.rows.iter().enumerate() {
+            let slot = *index.entry(row.key.as_slice()).or_insert_with(|| {
+                keys.push(row.key.clone());
+                rows.push(Vec::new());
+                keys.len() - 1
+            });
+            rows[slot].push(i);
+        }
+        (keys, rows)
+    }
+
     /// The keys in row order, e.g. to feed a protocol.
     pub fn keys(&self) -> impl ExactSizeIterator<Item = &[u8]> + '_ {
         self.rows.iter().map(|r| r.key.as_slice())

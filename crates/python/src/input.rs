@@ -8,7 +8,6 @@
 //! so a key from a data frame is byte for byte the key the CLI computes
 //! for the same cell in a CSV file: one code path, no second encoder.
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 
 use psikit_protocols::io::{encode_label, read_rows, read_rows_from, Column, KeySpec, Normalize};
@@ -189,17 +188,7 @@ impl Source {
             Data::Csv(path) => read_rows(path, &self.spec)?,
             Data::Rows(csv) => read_rows_from(&csv[..], &self.spec)?,
         };
-        let mut index: HashMap<&[u8], usize> = HashMap::new();
-        let (mut keys, mut rows_of_key) = (Vec::new(), Vec::<Vec<usize>>::new());
-        for (i, row) in table.rows.iter().enumerate() {
-            let slot = *index.entry(row.key.as_slice()).or_insert_with(|| {
-                keys.push(row.key.clone());
-                rows_of_key.push(Vec::new());
-                keys.len() - 1
-            });
-            rows_of_key[slot].push(i);
-        }
-        drop(index);
+        let (keys, rows_of_key) = table.unique_keys();
         Ok(Loaded {
             table,
             keys,

@@ -15,7 +15,6 @@ use psikit_protocols::NoProgress;
 
 use super::{check, email_spec, matched_ids, DemoArgs};
 use crate::filter_cmd::print_query;
-use crate::matches::unique_keys;
 use crate::report;
 
 pub(super) fn run(a: &DemoArgs, dir: &Path) -> Result<()> {
@@ -69,7 +68,7 @@ pub(super) fn run(a: &DemoArgs, dir: &Path) -> Result<()> {
         println!("server listening on {addr}");
 
         let table = read_rows(&client_csv, &spec)?;
-        let (keys, rows_of_key) = unique_keys(&table);
+        let (keys, rows_of_key) = table.unique_keys();
         let mut ch = server.connect(Limits::default()).await?;
         let mut client = FilterClient::in_memory(1 << 32);
         let sync = client.sync(&mut ch).await?;

@@ -21,7 +21,6 @@ use psikit_protocols::{Match, NoProgress};
 
 use super::{check, email_spec, DemoArgs};
 use crate::he_cmd;
-use crate::matches::unique_keys;
 use crate::report;
 
 /// The HE demo's parameters: APSI's 256K-1024 set (n 4096, shipped as a
@@ -161,7 +160,7 @@ async fn he_query(
     what: &str,
     expected: &BTreeMap<u64, String>,
 ) -> Result<()> {
-    let (keys, rows_of_key) = unique_keys(table);
+    let (keys, rows_of_key) = table.unique_keys();
     let mut ch = ServerAddr::plain(addr).connect().await?;
     let session = he_facade::query(&mut ch, &keys, &Default::default()).await?;
     he_cmd::print_session(&session);

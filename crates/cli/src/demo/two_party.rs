@@ -12,7 +12,6 @@ use psikit_protocols::common::two_party;
 use psikit_protocols::io::{read_rows, write_overlapping_pair, Table};
 
 use super::{check, email_spec, matched_ids, DemoArgs};
-use crate::matches::unique_keys;
 use crate::psi_cmd::Report;
 use crate::report;
 
@@ -34,9 +33,9 @@ impl Pair {
         let plan = write_overlapping_pair(&sender_csv, &receiver_csv, n, n, overlap, a.seed)?;
         println!("generated two files of {n} rows with {overlap} in common");
         let spec = email_spec();
-        let (sender_keys, _) = unique_keys(&read_rows(&sender_csv, &spec)?);
+        let (sender_keys, _) = read_rows(&sender_csv, &spec)?.unique_keys();
         let receiver_table = read_rows(&receiver_csv, &spec)?;
-        let (receiver_keys, receiver_rows) = unique_keys(&receiver_table);
+        let (receiver_keys, receiver_rows) = receiver_table.unique_keys();
         Ok(Self {
             sender_keys,
             receiver_table,

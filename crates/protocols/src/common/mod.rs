@@ -49,3 +49,33 @@ pub(crate) fn same_key_format(state: &str, other: &str, whose: &str) -> Result<(
         "the server's keys are encoded as \"{state}\" but {whose} encodes them as \"{other}\": use the same number of key columns and the same --normalize"
     )))
 }
+
+/// Defines a message that is one fixed-size byte array and nothing else
+/// (seeds, commitments, shares) under a family's protocol id.
+#[cfg(any(feature = "rr16", feature = "vole"))]
+macro_rules! byte_array_message {
+    ($(#[$doc:meta])* $name:ident: [u8; $len:literal], $protocol:expr, $kind:literal, $field:literal) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub struct $name(pub [u8; $len]);
+
+        impl psikit_transport::Message for $name {
+            const PROTOCOL: psikit_transport::ProtocolId = $protocol;
+            const KIND: u8 = $kind;
+            type Bounds<'a> = ();
+
+            fn write(&self, w: &mut psikit_transport::Writer) {
+                w.bytes(&self.0);
+            }
+
+            fn read(
+                r: &mut psikit_transport::Reader<'_>,
+                (): (),
+            ) -> Result<Self, psikit_transport::DecodeError> {
+                r.array($field).map(Self)
+            }
+        }
+    };
+}
+#[cfg(any(feature = "rr16", feature = "vole"))]
+pub(crate) use byte_array_message;

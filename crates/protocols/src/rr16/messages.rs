@@ -30,6 +30,8 @@
 
 use psikit_transport::{DecodeError, Message, ProtocolId, Reader, Writer};
 
+use crate::common::byte_array_message;
+
 pub const PROTOCOL_ID: u8 = psikit_transport::ids::RR16;
 
 /// Kind of the chunked transfer of a chunk's permutation `π_t`.
@@ -39,46 +41,17 @@ pub const KIND_SUMMARIES: u8 = 8;
 /// Kind of the chunked transfer of the matched summary values.
 pub const KIND_REVEAL: u8 = 9;
 
-/// Defines a coin-toss message: one 32-byte value, nothing else.
-macro_rules! bytes32_message {
-    ($(#[$doc:meta])* $name:ident, $kind:literal, $field:literal) => {
-        $(#[$doc])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-        pub struct $name(pub [u8; 32]);
-
-        impl Message for $name {
-            const PROTOCOL: ProtocolId = PROTOCOL_ID;
-            const KIND: u8 = $kind;
-            type Bounds<'a> = ();
-
-            fn write(&self, w: &mut Writer) {
-                w.bytes(&self.0);
-            }
-
-            fn read(r: &mut Reader<'_>, (): ()) -> Result<Self, DecodeError> {
-                r.array($field).map(Self)
-            }
-        }
-    };
-}
-
-bytes32_message!(
+byte_array_message!(
     /// Coin toss: the sender's commitment to its share.
-    Commit,
-    2,
-    "coin-toss commitment"
+    Commit: [u8; 32], PROTOCOL_ID, 2, "coin-toss commitment"
 );
-bytes32_message!(
+byte_array_message!(
     /// Coin toss: the receiver's share.
-    Nonce,
-    3,
-    "coin-toss share"
+    Nonce: [u8; 32], PROTOCOL_ID, 3, "coin-toss share"
 );
-bytes32_message!(
+byte_array_message!(
     /// Coin toss: the sender's share, opening its commitment.
-    Open,
-    4,
-    "coin-toss opening"
+    Open: [u8; 32], PROTOCOL_ID, 4, "coin-toss opening"
 );
 
 /// The cut-and-choose challenge: strictly increasing OT indices of one

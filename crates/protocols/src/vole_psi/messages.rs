@@ -13,14 +13,17 @@
 //! | 8 | S -> R | [`SenderOffset`] (malicious): the sender's offset share, opening 6 |
 //!
 //! Order: hellos, 6, seed, the silent VOLE (base OTs, IKNP or KOS, trees,
-//! and in malicious mode its check), then 7, 3, 8, 4 and 5. Kinds 3 to 5 are larger than a frame may be (the masked table
+//! and in malicious mode its check), then 7, 3, 8, 4 and 5. Kinds 3 to 5
+//! are larger than a frame may be (the masked table
 //! is about 20 MB at 2^20 items), so they are chunked transfers whose exact
 //! length is known in advance: the masked table has the length the OKVS
 //! parameters give, summary values are checked by
 //! `common::summaries`.
 
-use psikit_transport::{DecodeError, Message, ProtocolId, Reader, Writer};
+use psikit_transport::DecodeError;
 use rayon::prelude::*;
+
+use crate::common::byte_array_message;
 
 pub const PROTOCOL_ID: u8 = psikit_transport::ids::VOLE_PSI;
 
@@ -31,45 +34,23 @@ pub const KIND_SUMMARIES: u8 = 4;
 /// Kind of the chunked transfer of the matched summary values.
 pub const KIND_REVEAL: u8 = 5;
 
-/// The receiver's OKVS hashing seed (public).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct OkvsSeed(pub [u8; 16]);
-
-/// Malicious mode: `SHA-256(label, w_s)`, sent before the VOLE.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Commitment(pub [u8; 32]);
-
-/// Malicious mode: the receiver's share `w_r` of the offset, sent once its
-/// VOLE is done.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ReceiverOffset(pub [u8; 16]);
-
-/// Malicious mode: the sender's share `w_s`, opening its [`Commitment`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SenderOffset(pub [u8; 16]);
-
-macro_rules! bytes_message {
-    ($name:ident, $kind:literal, $field:literal) => {
-        impl Message for $name {
-            const PROTOCOL: ProtocolId = PROTOCOL_ID;
-            const KIND: u8 = $kind;
-            type Bounds<'a> = ();
-
-            fn write(&self, w: &mut Writer) {
-                w.bytes(&self.0);
-            }
-
-            fn read(r: &mut Reader<'_>, (): ()) -> Result<Self, DecodeError> {
-                r.array($field).map(Self)
-            }
-        }
-    };
-}
-
-bytes_message!(OkvsSeed, 2, "OKVS seed");
-bytes_message!(Commitment, 6, "offset commitment");
-bytes_message!(ReceiverOffset, 7, "receiver's offset share");
-bytes_message!(SenderOffset, 8, "sender's offset share");
+byte_array_message!(
+    /// The receiver's OKVS hashing seed (public).
+    OkvsSeed: [u8; 16], PROTOCOL_ID, 2, "OKVS seed"
+);
+byte_array_message!(
+    /// Malicious mode: `SHA-256(label, w_s)`, sent before the VOLE.
+    Commitment: [u8; 32], PROTOCOL_ID, 6, "offset commitment"
+);
+byte_array_message!(
+    /// Malicious mode: the receiver's share `w_r` of the offset, sent once
+    /// its VOLE is done.
+    ReceiverOffset: [u8; 16], PROTOCOL_ID, 7, "receiver's offset share"
+);
+byte_array_message!(
+    /// Malicious mode: the sender's share `w_s`, opening its [`Commitment`].
+    SenderOffset: [u8; 16], PROTOCOL_ID, 8, "sender's offset share"
+);
 
 /// 16-byte little-endian blocks as sent.
 pub fn encode_blocks(blocks: &[u128]) -> Vec<u8> {
