@@ -7,20 +7,8 @@ use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-fn psikit() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_psikit"))
-}
-
-fn run_ok(cmd: &mut Command) -> String {
-    let out = cmd.output().expect("run psikit");
-    assert!(
-        out.status.success(),
-        "psikit failed: {}\n{}",
-        String::from_utf8_lossy(&out.stderr),
-        String::from_utf8_lossy(&out.stdout)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
+mod common;
+use common::{psikit, run_ok};
 
 fn write(path: &Path, text: &str) {
     std::fs::write(path, text).unwrap();

@@ -7,19 +7,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn psikit() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_psikit"))
-}
-
-fn run_ok(cmd: &mut Command) -> String {
-    let out = cmd.output().expect("run psikit");
-    assert!(
-        out.status.success(),
-        "psikit failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
+mod common;
+use common::{psikit, run_ok};
 
 /// `n` rows `email[,label]` for ids `first..first + n`.
 fn rows(path: &Path, first: usize, n: usize, labels: bool) {
