@@ -9,9 +9,14 @@
 //!   filters (Rindal-Rosulek).
 //! * [`vole_psi`]: fast balanced PSI from silent VOLE and an OKVS
 //!   (Raghuraman-Rindal).
+//! * [`cpsi`]: circuit PSI and what it computes on the intersection
+//!   (cardinality, sums, threshold, union; Pinkas et al. with the EPC
+//!   paper's framework).
 //! * [`service`]: the long-running server that routes requests to them.
 
 pub mod common;
+#[cfg(feature = "cpsi")]
+pub mod cpsi;
 #[cfg(feature = "filter")]
 pub mod filter_psi;
 #[cfg(feature = "he")]

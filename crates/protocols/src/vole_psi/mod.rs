@@ -63,7 +63,7 @@
 
 pub mod facade;
 pub(crate) mod messages;
-mod oprf;
+pub(crate) mod oprf;
 mod receiver;
 mod sender;
 

@@ -1,0 +1,205 @@
+//! Wire messages of circuit PSI (protocol id [`PROTOCOL_ID`]). The OT
+//! layer's messages (silent VOLE and OT, IKNP) travel under its own id.
+//!
+//! | kind | direction | message |
+//! |------|-----------|---------|
+//! | 1 | both | [`Hello`]: the agreed run ([`Agreed`]), own set size, whether it brings values, longest item (union), key format |
+//! | 2 | R -> S | [`Seeds`]: the hashing seed of the tables and the OPRF's OKVS seed |
+//! | 3 | R -> S | [`KIND_MASKED`]: the OPRF's OKVS masked by the VOLE, 16 bytes per entry |
+//! | 4 | S -> R | [`HintSeed`]: the OPPRF hint's OKVS seed |
+//! | 5 | S -> R | [`KIND_HINT_TAGS`]: the hint for the tags, `⌈ℓ/8⌉` bytes per entry |
+//! | 6 | S -> R | [`KIND_HINT_VALUES`]: the hint for the sender's values, 8 bytes per entry |
+//! | 7 | both | [`KIND_OPEN`]: one GMW layer's openings |
+//! | 8 | chooser -> OT sender | [`KIND_FLIPS`]: choice corrections of derandomised OTs |
+//! | 9 | OT sender -> chooser | [`KIND_PADS`]: the two masked messages of derandomised OTs |
+//! | 10 | both | [`Share`]: a party's share of a result |
+//! | 11 | S -> R | [`KIND_UNION`]: the union's encrypted items |
+//!
+//! Order: hellos, 2, the OPRF's silent VOLE, 3, 4, 5, (6), the OT
+//! extensions' base OTs and extensions, 7 per circuit layer, then the
+//! application's 8, 9, 10, 11. Every chunked transfer has a length both
+//! parties know in advance, and [`recv_exact`] refuses any other.
+
+use psikit_io::MAX_KEY_FORMAT;
+use psikit_transport::{Channel, DecodeError, Message, ProtocolId, Reader, Writer};
+
+use super::rot::OtKind;
+use super::{Agreed, App};
+use crate::common::byte_array_message;
+use crate::{Error, Violation};
+
+pub const PROTOCOL_ID: ProtocolId = psikit_transport::ids::CIRCUIT_PSI;
+
+pub const KIND_MASKED: u8 = 3;
+pub const KIND_HINT_TAGS: u8 = 5;
+pub const KIND_HINT_VALUES: u8 = 6;
+pub const KIND_OPEN: u8 = 7;
+pub const KIND_FLIPS: u8 = 8;
+pub const KIND_PADS: u8 = 9;
+pub const KIND_UNION: u8 = 11;
+
+/// Longest item the union carries (bytes).
+pub const MAX_UNION_ITEM: u16 = 1024;
+
+/// First message of each party.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hello {
+    pub agreed: Agreed,
+    pub set_size: u64,
+    /// Whether this party brings a value per item (sums).
+    pub has_values: bool,
+    /// Its longest item in bytes (the union pads items to the provider's).
+    pub max_item_len: u16,
+    /// `psikit_io::KeySpec::key_format`, or empty.
+    pub key_format: String,
+}
+
+impl Message for Hello {
+    const PROTOCOL: ProtocolId = PROTOCOL_ID;
+    const KIND: u8 = 1;
+    type Bounds<'a> = ();
+
+    fn write(&self, w: &mut Writer) {
+        let a = &self.agreed;
+        w.u8(a.app.code())
+            .u64(a.app.threshold())
+            .u8(match a.ot {
+                OtKind::Iknp => 0,
+                OtKind::Silent => 1,
+            })
+            .u8(u8::from(a.both_learn))
+            .u64(self.set_size)
+            .u8(u8::from(self.has_values))
+            .u16(self.max_item_len)
+            .string(&self.key_format);
+    }
+
+    fn read(r: &mut Reader<'_>, (): ()) -> Result<Self, DecodeError> {
+        let code = r.u8("application")?;
+        let threshold = r.u64("threshold")?;
+        let app = App::from_code(code, threshold)
+            .ok_or_else(|| DecodeError::invalid("application", code))?;
+        let ot = match r.u8("OT kind")? {
+            0 => OtKind::Iknp,
+            1 => OtKind::Silent,
+            other => return Err(DecodeError::invalid("OT kind", other)),
+        };
+        let both_learn = flag(r, "output flag")?;
+        let set_size = r.u64("set size")?;
+        let has_values = flag(r, "values flag")?;
+        let max_item_len = r.u16("longest item")?;
+        if max_item_len > MAX_UNION_ITEM {
+            return Err(DecodeError::invalid("longest item", max_item_len));
+        }
+        Ok(Self {
+            agreed: Agreed {
+                app,
+                ot,
+                both_learn,
+            },
+            set_size,
+            has_values,
+            max_item_len,
+            key_format: r.string(MAX_KEY_FORMAT, "key format")?,
+        })
+    }
+}
+
+fn flag(r: &mut Reader, field: &'static str) -> Result<bool, DecodeError> {
+    match r.u8(field)? {
+        0 => Ok(false),
+        1 => Ok(true),
+        other => Err(DecodeError::invalid(field, other)),
+    }
+}
+
+/// The receiver's fresh seeds: the tables' hashing seed, then the OPRF's
+/// OKVS seed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Seeds {
+    pub hashing: u128,
+    pub okvs: [u8; 16],
+}
+
+impl Message for Seeds {
+    const PROTOCOL: ProtocolId = PROTOCOL_ID;
+    const KIND: u8 = 2;
+    type Bounds<'a> = ();
+
+    fn write(&self, w: &mut Writer) {
+        w.bytes(&self.hashing.to_le_bytes()).bytes(&self.okvs);
+    }
+
+    fn read(r: &mut Reader<'_>, (): ()) -> Result<Self, DecodeError> {
+        Ok(Self {
+            hashing: u128::from_le_bytes(r.array("hashing seed")?),
+            okvs: r.array("OKVS seed")?,
+        })
+    }
+}
+
+byte_array_message!(
+    /// The sender's OKVS seed for the OPPRF hints.
+    HintSeed: [u8; 16], PROTOCOL_ID, 4, "hint seed"
+);
+
+/// A party's share of a result (a count, a sum, a bit), sent to the
+/// party that learns it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Share(pub u64);
+
+impl Message for Share {
+    const PROTOCOL: ProtocolId = PROTOCOL_ID;
+    const KIND: u8 = 10;
+    type Bounds<'a> = ();
+
+    fn write(&self, w: &mut Writer) {
+        w.u64(self.0);
+    }
+
+    fn read(r: &mut Reader<'_>, (): ()) -> Result<Self, DecodeError> {
+        Ok(Self(r.u64("result share")?))
+    }
+}
+
+/// Sends a chunked transfer of `kind`.
+pub async fn send(ch: &mut Channel, kind: u8, bytes: &[u8]) -> Result<(), Error> {
+    ch.send_chunked(PROTOCOL_ID, kind, bytes).await?;
+    Ok(())
+}
+
+/// Receives a chunked transfer of `kind` that must be exactly `len` bytes.
+pub async fn recv_exact(ch: &mut Channel, kind: u8, len: usize) -> Result<Vec<u8>, Error> {
+    let bytes = ch.recv_chunked(PROTOCOL_ID, kind, len as u64).await?;
+    if bytes.len() != len {
+        return Err(Violation::Count {
+            what: "bytes in a circuit-PSI transfer",
+            got: bytes.len() as u64,
+            expected: len as u64,
+        }
+        .into());
+    }
+    Ok(bytes)
+}
+
+/// `width`-byte little-endian truncations of 128-bit blocks.
+pub fn pack_blocks(blocks: &[u128], width: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(blocks.len() * width);
+    for b in blocks {
+        out.extend_from_slice(&b.to_le_bytes()[..width]);
+    }
+    out
+}
+
+/// The inverse of [`pack_blocks`] (upper bytes zero); `bytes` must hold a
+/// whole number of entries (checked by the caller's exact length).
+pub fn unpack_blocks(bytes: &[u8], width: usize) -> Vec<u128> {
+    bytes
+        .chunks_exact(width)
+        .map(|c| {
+            let mut b = [0u8; 16];
+            b[..width].copy_from_slice(c);
+            u128::from_le_bytes(b)
+        })
+        .collect()
+}

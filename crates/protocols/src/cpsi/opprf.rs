@@ -1,0 +1,223 @@
+//! Step 2 of the framework (paper §3.1, Fig. 2): the batch OPPRF, built
+//! as Rindal-Schoppmann (Eurocrypt 2021) do: the VOLE-based OPRF of
+//! VOLE-PSI on the receiver's `M` bin keys, then a "hint" OKVS from the
+//! sender that programs the function at its own bin keys.
+//!
+//! The receiver gets `F(k)` for each of its keys; the sender can evaluate
+//! `F` anywhere. The sender programs its `(key, value)` pairs by encoding
+//! `key ↦ value ⊕ H_j(F(key))` into an OKVS and sending it; the receiver
+//! decodes at its keys and removes its own `H_j(F(key))`: programmed keys
+//! give the value, others a pseudorandom one. `H_0` masks tags and `H_1`
+//! values (the TCCR hash of fixed-key AES with tweaks 0 and 1), so both
+//! can be programmed under one OPRF.
+//!
+//! The OKVS is GF(2)-linear (a decoded value is the XOR of table entries),
+//! so the sender sends each hint entry truncated to the bytes the
+//! receiver keeps: `⌈ℓ/8⌉` for tags, 8 for values.
+
+use psikit_ot::silent::{SilentReceiver, SilentSender};
+use psikit_ot::{aes_hash, gf128, ExtConfig, Security, SessionId};
+use psikit_structures::okvs::{Okvs, OkvsError, OkvsParams};
+use psikit_transport::Channel;
+use rand::rngs::OsRng;
+use rand::Rng;
+use rayon::prelude::*;
+
+use super::messages::{self as msg, HintSeed};
+use crate::vole_psi::oprf;
+use crate::Error;
+
+/// Blocks per parallel task.
+const CHUNK: usize = 1 << 14;
+
+/// Mask tweak of tags.
+const TAGS: u128 = 0;
+/// Mask tweak of values.
+const VALUES: u128 = 1;
+
+/// `H_tweak(F(k))` for each OPRF output.
+fn masks(outputs: &[u128], tweak: u128) -> Vec<u128> {
+    let mut m = outputs.to_vec();
+    m.par_chunks_mut(CHUNK)
+        .for_each(|c| aes_hash::tccr_many(c, |_| tweak));
+    m
+}
+
+/// The receiver's OPRF: its outputs `F(k)` at `keys`.
+pub async fn oprf_receive(
+    ch: &mut Channel,
+    sid: &SessionId,
+    okvs: &Okvs,
+    keys: &[u128],
+    config: &ExtConfig,
+) -> Result<Vec<u128>, Error> {
+    let m = okvs.params().table_len();
+    let mut vole =
+        SilentReceiver::setup(ch, sid, Security::SemiHonest, config.clone(), &mut OsRng).await?;
+    let mut pending = vole.start_vole(ch, m, &mut OsRng).await?;
+    pending.receive_trees(ch).await?;
+    let table = encode(okvs, keys, &oprf::okvs_values(keys))?;
+    let v = pending.finish(ch).await?;
+    let mut masked = table;
+    masked
+        .par_iter_mut()
+        .zip(v.c.par_iter())
+        .for_each(|(p, c)| *p ^= c);
+    msg::send(ch, msg::KIND_MASKED, &msg::pack_blocks(&masked, 16)).await?;
+    drop(masked);
+    let mut out = vec![0u128; keys.len()];
+    okvs.decode(&v.a, keys, &mut out)?;
+    out.par_chunks_mut(CHUNK).for_each(aes_hash::cr_many);
+    Ok(out)
+}
+
+/// The sender's side of the OPRF: a key with which to evaluate `F`.
+pub struct OprfKey {
+    okvs: Okvs,
+    delta: u128,
+    k: Vec<u128>,
+}
+
+/// Runs the sender's side of the OPRF over the receiver's `okvs`.
+pub async fn oprf_send(
+    ch: &mut Channel,
+    sid: &SessionId,
+    okvs: Okvs,
+    config: &ExtConfig,
+) -> Result<OprfKey, Error> {
+    let m = okvs.params().table_len();
+    let mut vole =
+        SilentSender::setup(ch, sid, Security::SemiHonest, config.clone(), &mut OsRng).await?;
+    let delta = vole.delta();
+    let b = vole.vole(ch, m, &mut OsRng).await?;
+    let masked = msg::recv_exact(ch, msg::KIND_MASKED, m * 16).await?;
+    let masked = msg::unpack_blocks(&masked, 16);
+    // K = B + Δ·(P + C) = A + Δ·P.
+    let mut k = b.to_vec();
+    k.par_chunks_mut(CHUNK)
+        .zip(masked.par_chunks(CHUNK))
+        .for_each(|(k, pc)| gf128::mul_acc(delta, pc, k));
+    Ok(OprfKey { okvs, delta, k })
+}
+
+impl OprfKey {
+    /// `F(k)` at each key: `H(Decode(K, k) + Δ·h(k))`.
+    pub fn eval(&self, keys: &[u128]) -> Result<Vec<u128>, Error> {
+        let mut out = vec![0u128; keys.len()];
+        self.okvs.decode(&self.k, keys, &mut out)?;
+        let hashed = oprf::okvs_values(keys);
+        out.par_chunks_mut(CHUNK)
+            .zip(hashed.par_chunks(CHUNK))
+            .for_each(|(d, h)| gf128::mul_acc(self.delta, h, d));
+        out.par_chunks_mut(CHUNK).for_each(aes_hash::cr_many);
+        Ok(out)
+    }
+}
+
+/// What the sender programs: per key its tag (`ℓ` bits) and, if it brings
+/// values, a 64-bit value.
+pub struct Program<'a> {
+    pub keys: &'a [u128],
+    pub tags: &'a [u128],
+    pub values: Option<&'a [u64]>,
+}
+
+/// Bytes of a tag hint entry.
+pub fn tag_width(ell: u32) -> usize {
+    ell.div_ceil(8) as usize
+}
+
+/// The hint OKVS for `capacity` programmed keys (the receiver's bound is
+/// three per sender item).
+pub fn hint_okvs(capacity: usize, seed: [u8; 16]) -> Result<Okvs, Error> {
+    Ok(Okvs::new(OkvsParams::new(capacity.max(1))?, seed))
+}
+
+/// The sender programs `F` and sends the hints.
+pub async fn program(
+    ch: &mut Channel,
+    key: &OprfKey,
+    p: &Program<'_>,
+    capacity: usize,
+    ell: u32,
+) -> Result<(), Error> {
+    let okvs = hint_okvs(capacity, OsRng.gen())?;
+    ch.send_msg(&HintSeed(okvs.seed())).await?;
+    let f = key.eval(p.keys)?;
+    let mut tags = masks(&f, TAGS);
+    tags.par_iter_mut()
+        .zip(p.tags.par_iter())
+        .for_each(|(m, t)| *m ^= t);
+    let table = encode(&okvs, p.keys, &tags)?;
+    msg::send(
+        ch,
+        msg::KIND_HINT_TAGS,
+        &msg::pack_blocks(&table, tag_width(ell)),
+    )
+    .await?;
+    if let Some(values) = p.values {
+        let mut v = masks(&f, VALUES);
+        v.par_iter_mut()
+            .zip(values.par_iter())
+            .for_each(|(m, x)| *m ^= u128::from(*x));
+        let table = encode(&okvs, p.keys, &v)?;
+        msg::send(ch, msg::KIND_HINT_VALUES, &msg::pack_blocks(&table, 8)).await?;
+    }
+    Ok(())
+}
+
+/// What the receiver gets per bin: the programmed tag (`ℓ` bits) and value
+/// where its key was programmed, pseudorandom ones elsewhere.
+pub struct Programmed {
+    pub tags: Vec<u128>,
+    pub values: Option<Vec<u64>>,
+}
+
+/// The receiver reads the hints and evaluates them at its keys.
+pub async fn receive_program(
+    ch: &mut Channel,
+    keys: &[u128],
+    f: &[u128],
+    capacity: usize,
+    ell: u32,
+    with_values: bool,
+) -> Result<Programmed, Error> {
+    let HintSeed(seed) = ch.recv_msg(()).await?;
+    let okvs = hint_okvs(capacity, seed)?;
+    let len = okvs.params().table_len();
+    let width = tag_width(ell);
+    let table = msg::recv_exact(ch, msg::KIND_HINT_TAGS, len * width).await?;
+    let mut tags = decode(&okvs, &msg::unpack_blocks(&table, width), keys)?;
+    let tag_mask = (1u128 << ell) - 1;
+    tags.par_iter_mut()
+        .zip(masks(f, TAGS).par_iter())
+        .for_each(|(t, m)| *t = (*t ^ m) & tag_mask);
+    let values = match with_values {
+        true => {
+            let table = msg::recv_exact(ch, msg::KIND_HINT_VALUES, len * 8).await?;
+            let v = decode(&okvs, &msg::unpack_blocks(&table, 8), keys)?;
+            let m = masks(f, VALUES);
+            Some(v.iter().zip(&m).map(|(v, m)| (v ^ m) as u64).collect())
+        }
+        false => None,
+    };
+    Ok(Programmed { tags, values })
+}
+
+fn decode(okvs: &Okvs, table: &[u128], keys: &[u128]) -> Result<Vec<u128>, Error> {
+    let mut out = vec![0u128; keys.len()];
+    okvs.decode(table, keys, &mut out)?;
+    Ok(out)
+}
+
+/// An OKVS encoding; a failure (probability below `2^-40`) ends the run
+/// with an error asking to run again (fresh seeds then).
+fn encode(okvs: &Okvs, keys: &[u128], values: &[u128]) -> Result<Vec<u128>, Error> {
+    match okvs.encode(keys, values, &mut OsRng) {
+        Ok(table) => Ok(table),
+        Err(OkvsError::EncodeFailed(why)) => Err(Error::Config(format!(
+            "the OKVS could not encode this set ({why}; probability below 2^-40): run again"
+        ))),
+        Err(e) => Err(e.into()),
+    }
+}

@@ -1,0 +1,127 @@
+//! The receiver: holds the cuckoo table, evaluates the OPPRF at its item
+//! of each bin, and follows every round of the circuit.
+
+use psikit_structures::okvs::{Okvs, OkvsParams};
+use psikit_transport::Channel;
+use rand::rngs::OsRng;
+use rand::Rng;
+
+use super::apps::{self, weighted_sum};
+use super::gmw::{self, Triples};
+use super::hashing::{self, CuckooBins};
+use super::messages::Seeds;
+use super::opprf;
+use super::rot::Rots;
+use super::sender::triples_needed;
+use super::{
+    hello, rng, session_id, App, CpsiConfig, Input, Meter, Outcome, Output, Phases, Shares, Sums,
+};
+use crate::vole_psi::oprf::item_keys;
+use crate::Error;
+
+/// Runs circuit PSI as the receiver (the cuckoo-table side).
+pub async fn run_receiver(
+    ch: &mut Channel,
+    input: Input<'_>,
+    cfg: &CpsiConfig,
+) -> Result<Outcome, Error> {
+    let (sent0, recv0) = (ch.bytes_sent(), ch.bytes_received());
+    let mut meter = Meter::start(ch);
+    let mut phases = Phases::default();
+    let peer = hello(ch, cfg, &input).await?;
+    let n_r = input.keys.len();
+    let m = hashing::bins(n_r)?;
+    let ell = hashing::tag_bits(m);
+    (phases.bins, phases.tag_bits) = (m, ell);
+    let seeds = Seeds {
+        hashing: OsRng.gen(),
+        okvs: OsRng.gen(),
+    };
+    ch.send_msg(&seeds).await?;
+    let keys = item_keys(input.keys);
+    let mut rng = rng()?;
+    let table = CuckooBins::build(&keys, m, seeds.hashing, &mut rng)?;
+    let bin_keys = table.opprf_keys(&keys, &mut rng);
+    phases.hashing = meter.mark(ch);
+
+    let ext = cfg.ext_config()?;
+    let sid = session_id(&seeds, peer.set_size, n_r as u64);
+    let okvs = Okvs::new(OkvsParams::new(m)?, seeds.okvs);
+    let f = opprf::oprf_receive(ch, &sid, &okvs, &bin_keys, &ext).await?;
+    let capacity = hashing::HASHES as usize * peer.set_size as usize;
+    let programmed =
+        opprf::receive_program(ch, &bin_keys, &f, capacity, ell, peer.has_values).await?;
+    drop((f, bin_keys));
+    phases.opprf = meter.mark(ch);
+
+    let mut rots = Rots::setup(ch, &sid, cfg.ot, false, &ext).await?;
+    let mut triples = Triples::generate(&mut rots, ch, triples_needed(cfg.app, m, ell)).await?;
+    phases.triples = meter.mark(ch);
+    let shares = gmw::equal(ch, &mut triples, &programmed.tags, ell, false).await?;
+    phases.equality = meter.mark(ch);
+
+    let ones = vec![1u64; m];
+    let output = match cfg.app {
+        App::Shares => Output::Shares(Shares {
+            membership: shares,
+            item_of_bin: Some(table.item_of_bin),
+            sender_values: programmed.values,
+        }),
+        App::Cardinality => {
+            let count = weighted_sum(ch, &mut rots, &shares, Some(&ones), false).await?;
+            Output::Cardinality(apps::open(ch, count, true, cfg.both_learn).await?)
+        }
+        App::Sum => {
+            let count = weighted_sum(ch, &mut rots, &shares, Some(&ones), false).await?;
+            let cardinality = apps::open(ch, count, true, cfg.both_learn).await?;
+            let sender_values = match &programmed.values {
+                Some(z) => {
+                    let mine = weighted_sum(ch, &mut rots, &shares, Some(z), false).await?;
+                    let theirs = weighted_sum(ch, &mut rots, &shares, None, true).await?;
+                    apps::open(ch, mine.wrapping_add(theirs), true, cfg.both_learn).await?
+                }
+                None => None,
+            };
+            let receiver_values = match input.values {
+                Some(v) => {
+                    let x: Vec<u64> = table
+                        .item_of_bin
+                        .iter()
+                        .map(|item| item.map_or(0, |i| v[i as usize]))
+                        .collect();
+                    let share = weighted_sum(ch, &mut rots, &shares, Some(&x), false).await?;
+                    apps::open(ch, share, true, cfg.both_learn).await?
+                }
+                None => None,
+            };
+            Output::Sum(cardinality.map(|cardinality| Sums {
+                cardinality,
+                sender_values,
+                receiver_values,
+            }))
+        }
+        App::Threshold(t) => {
+            let count = weighted_sum(ch, &mut rots, &shares, Some(&ones), false).await?;
+            let bit = apps::at_least(ch, &mut triples, count, t, (m as u64).max(t), false).await?;
+            let open = apps::open(ch, u64::from(bit), true, cfg.both_learn).await?;
+            Output::Threshold(open.map(|b| b & 1 == 1))
+        }
+        App::Union => {
+            let items: Vec<Option<&[u8]>> = table
+                .item_of_bin
+                .iter()
+                .map(|item| item.map(|i| input.keys[i as usize].as_slice()))
+                .collect();
+            let width = input.keys.iter().map(Vec::len).max().unwrap_or(0);
+            apps::union_provide(ch, &mut rots, &shares, &items, width).await?;
+            Output::Union(None)
+        }
+    };
+    phases.application = meter.mark(ch);
+    Ok(Outcome {
+        output,
+        phases,
+        bytes_sent: ch.bytes_sent() - sent0,
+        bytes_received: ch.bytes_received() - recv0,
+    })
+}

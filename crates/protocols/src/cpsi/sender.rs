@@ -1,0 +1,142 @@
+//! The sender: holds the simple table, programs the OPPRF with a random
+//! tag per bin, and leads every round of the circuit.
+
+use psikit_structures::okvs::{Okvs, OkvsParams};
+use psikit_transport::Channel;
+use rand::Rng;
+
+use super::apps::{self, weighted_sum};
+use super::gmw::{self, Triples};
+use super::hashing::{self, bin_key};
+use super::messages::Seeds;
+use super::opprf::{self, Program};
+use super::rot::Rots;
+use super::{
+    hello, rng, session_id, App, CpsiConfig, Input, Meter, Outcome, Output, Phases, Shares, Sums,
+};
+use crate::vole_psi::oprf::item_keys;
+use crate::Error;
+
+/// Runs circuit PSI as the sender (the simple-table side).
+pub async fn run_sender(
+    ch: &mut Channel,
+    input: Input<'_>,
+    cfg: &CpsiConfig,
+) -> Result<Outcome, Error> {
+    let (sent0, recv0) = (ch.bytes_sent(), ch.bytes_received());
+    let mut meter = Meter::start(ch);
+    let mut phases = Phases::default();
+    let peer = hello(ch, cfg, &input).await?;
+    let n_s = input.keys.len();
+    let m = hashing::bins(peer.set_size as usize)?;
+    let ell = hashing::tag_bits(m);
+    (phases.bins, phases.tag_bits) = (m, ell);
+    let seeds: Seeds = ch.recv_msg(()).await?;
+    let keys = item_keys(input.keys);
+    let simple = hashing::simple_table(&keys, m, seeds.hashing);
+    phases.hashing = meter.mark(ch);
+
+    let ext = cfg.ext_config()?;
+    let sid = session_id(&seeds, n_s as u64, peer.set_size);
+    let okvs = Okvs::new(OkvsParams::new(m)?, seeds.okvs);
+    let key = opprf::oprf_send(ch, &sid, okvs, &ext).await?;
+    let mut rng = rng()?;
+    let tag_mask = (1u128 << ell) - 1;
+    let tags: Vec<u128> = (0..m).map(|_| rng.gen::<u128>() & tag_mask).collect();
+    // The sender's value shares: it programs `value + w_bin` and keeps `-w_bin`.
+    let masks: Option<Vec<u64>> = input.values.map(|_| (0..m).map(|_| rng.gen()).collect());
+    let bin_keys: Vec<u128> = simple
+        .iter()
+        .map(|&(bin, i)| bin_key(keys[i as usize], bin))
+        .collect();
+    let bin_tags: Vec<u128> = simple.iter().map(|&(bin, _)| tags[bin as usize]).collect();
+    let bin_values: Option<Vec<u64>> = input.values.zip(masks.as_ref()).map(|(v, w)| {
+        simple
+            .iter()
+            .map(|&(bin, i)| v[i as usize].wrapping_add(w[bin as usize]))
+            .collect()
+    });
+    let program = Program {
+        keys: &bin_keys,
+        tags: &bin_tags,
+        values: bin_values.as_deref(),
+    };
+    opprf::program(ch, &key, &program, hashing::HASHES as usize * n_s, ell).await?;
+    drop((key, bin_keys, bin_tags, bin_values));
+    phases.opprf = meter.mark(ch);
+
+    let mut rots = Rots::setup(ch, &sid, cfg.ot, true, &ext).await?;
+    let mut triples = Triples::generate(&mut rots, ch, triples_needed(cfg.app, m, ell)).await?;
+    phases.triples = meter.mark(ch);
+    let shares = gmw::equal(ch, &mut triples, &tags, ell, true).await?;
+    phases.equality = meter.mark(ch);
+
+    let my_values: Option<Vec<u64>> = masks.map(|w| w.iter().map(|x| x.wrapping_neg()).collect());
+    let learns = cfg.both_learn;
+    let output = match cfg.app {
+        App::Shares => Output::Shares(Shares {
+            membership: shares,
+            item_of_bin: None,
+            sender_values: my_values,
+        }),
+        App::Cardinality => {
+            let count = weighted_sum(ch, &mut rots, &shares, None, false).await?;
+            Output::Cardinality(apps::open(ch, count, false, learns).await?)
+        }
+        App::Sum => {
+            let count = weighted_sum(ch, &mut rots, &shares, None, false).await?;
+            let cardinality = apps::open(ch, count, false, learns).await?;
+            let sender_values = match &my_values {
+                Some(w) => {
+                    let theirs = weighted_sum(ch, &mut rots, &shares, None, false).await?;
+                    let mine = weighted_sum(ch, &mut rots, &shares, Some(w), true).await?;
+                    apps::open(ch, theirs.wrapping_add(mine), false, learns).await?
+                }
+                None => None,
+            };
+            let receiver_values = match peer.has_values {
+                true => {
+                    let share = weighted_sum(ch, &mut rots, &shares, None, false).await?;
+                    apps::open(ch, share, false, learns).await?
+                }
+                false => None,
+            };
+            Output::Sum(cardinality.map(|cardinality| Sums {
+                cardinality,
+                sender_values,
+                receiver_values,
+            }))
+        }
+        App::Threshold(t) => {
+            let count = weighted_sum(ch, &mut rots, &shares, None, false).await?;
+            let bit = apps::at_least(ch, &mut triples, count, t, (m as u64).max(t), true).await?;
+            Output::Threshold(
+                apps::open(ch, u64::from(bit), false, learns)
+                    .await?
+                    .map(|b| b & 1 == 1),
+            )
+        }
+        App::Union => {
+            let width = usize::from(peer.max_item_len);
+            Output::Union(Some(
+                apps::union_learn(ch, &mut rots, &shares, width).await?,
+            ))
+        }
+    };
+    phases.application = meter.mark(ch);
+    Ok(Outcome {
+        output,
+        phases,
+        bytes_sent: ch.bytes_sent() - sent0,
+        bytes_received: ch.bytes_received() - recv0,
+    })
+}
+
+/// AND triples a run uses: the equality circuit, and the threshold's adder.
+pub(super) fn triples_needed(app: App, m: usize, ell: u32) -> usize {
+    let adder = match app {
+        App::Threshold(t) => gmw::adder_cost(apps::threshold_bits((m as u64).max(t))),
+        _ => 0,
+    };
+    gmw::equality_cost(m, ell) + adder
+}

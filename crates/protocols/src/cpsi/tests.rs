@@ -1,0 +1,191 @@
+//! Circuit PSI end to end on in-memory channels, against the plaintext
+//! computation.
+
+use std::collections::HashMap;
+
+use psikit_transport::{Channel, Limits};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+use super::*;
+use crate::common::two_party::testing::sets;
+
+struct Party {
+    keys: Vec<Vec<u8>>,
+    values: Option<Vec<u64>>,
+}
+
+async fn run_pair(sender: Party, receiver: Party, cfg: CpsiConfig) -> (Outcome, Outcome) {
+    let (mut a, mut b) = Channel::memory_pair(Limits::default());
+    let cfg2 = cfg.clone();
+    let task = tokio::spawn(async move {
+        let input = Input {
+            keys: &sender.keys,
+            values: sender.values.as_deref(),
+        };
+        run_sender(&mut a, input, &cfg2).await
+    });
+    let input = Input {
+        keys: &receiver.keys,
+        values: receiver.values.as_deref(),
+    };
+    let r = run_receiver(&mut b, input, &cfg).await.expect("receiver");
+    drop(b);
+    (task.await.expect("sender task").expect("sender"), r)
+}
+
+fn values(n: usize, seed: u64, max: u64) -> Vec<u64> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    (0..n).map(|_| rng.gen_range(0..=max)).collect()
+}
+
+/// Size triples (sender, receiver, overlap) covering unequal sizes, empty
+/// sets and intersections, and full overlap.
+const SIZES: [(usize, usize, usize); 6] = [
+    (0, 10, 0),
+    (10, 0, 0),
+    (50, 30, 0),
+    (64, 64, 64),
+    (300, 500, 120),
+    (3000, 2000, 999),
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shares_recombine_to_membership() {
+    for ot in [OtKind::Silent, OtKind::Iknp] {
+        for (i, &(n_s, n_r, overlap)) in SIZES.iter().enumerate() {
+            let (s, r, truth) = sets(40 + i as u64, n_s, n_r, overlap);
+            let sv = values(s.len(), i as u64, u64::MAX);
+            let by_key: HashMap<&Vec<u8>, u64> = s.iter().zip(&sv).map(|(k, v)| (k, *v)).collect();
+            let mut cfg = CpsiConfig::new(App::Shares);
+            cfg.ot = ot;
+            let (so, ro) = run_pair(
+                Party {
+                    keys: s.clone(),
+                    values: Some(sv.clone()),
+                },
+                Party {
+                    keys: r.clone(),
+                    values: None,
+                },
+                cfg,
+            )
+            .await;
+            let (Output::Shares(ss), Output::Shares(rs)) = (so.output, ro.output) else {
+                panic!("shares expected");
+            };
+            let item_of_bin = rs.item_of_bin.expect("receiver's bins");
+            let (sw, rw) = (ss.sender_values.expect("w"), rs.sender_values.expect("z"));
+            let mut seen = 0;
+            for (bin, item) in item_of_bin.iter().enumerate() {
+                let member = ss.membership.get(bin) ^ rs.membership.get(bin);
+                match item {
+                    Some(i) => {
+                        let i = *i as usize;
+                        assert_eq!(member, truth[i], "{ot:?} sizes {n_s} {n_r} item {i}");
+                        if member {
+                            let v = sw[bin].wrapping_add(rw[bin]);
+                            assert_eq!(v, by_key[&r[i]], "value of item {i}");
+                        }
+                        seen += 1;
+                    }
+                    None => assert!(!member, "empty bin {bin} is no member"),
+                }
+            }
+            assert_eq!(seen, r.len());
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aggregates_match_the_plaintext() {
+    for (i, &(n_s, n_r, overlap)) in SIZES.iter().enumerate() {
+        let (s, r, truth) = sets(80 + i as u64, n_s, n_r, overlap);
+        let cardinality = truth.iter().filter(|&&t| t).count() as u64;
+        // Values near 2^64 so that sums wrap.
+        let sv = values(s.len(), 1 + i as u64, u64::MAX);
+        let rv = values(r.len(), 2 + i as u64, u64::MAX);
+        let by_key: HashMap<&Vec<u8>, u64> = s.iter().zip(&sv).map(|(k, v)| (k, *v)).collect();
+        let sender_sum = r
+            .iter()
+            .filter_map(|k| by_key.get(k))
+            .fold(0u64, |a, v| a.wrapping_add(*v));
+        let receiver_sum = r
+            .iter()
+            .zip(&rv)
+            .zip(&truth)
+            .filter(|(_, t)| **t)
+            .fold(0u64, |a, ((_, v), _)| a.wrapping_add(*v));
+
+        let party = |keys: &Vec<Vec<u8>>, v: Option<&Vec<u64>>| Party {
+            keys: keys.clone(),
+            values: v.cloned(),
+        };
+        let mut cfg = CpsiConfig::new(App::Cardinality);
+        cfg.both_learn = true;
+        let (so, ro) = run_pair(party(&s, None), party(&r, None), cfg).await;
+        assert_eq!(ro.output, Output::Cardinality(Some(cardinality)));
+        assert_eq!(so.output, Output::Cardinality(Some(cardinality)));
+
+        let cfg = CpsiConfig::new(App::Sum);
+        let (so, ro) = run_pair(party(&s, Some(&sv)), party(&r, Some(&rv)), cfg).await;
+        assert_eq!(so.output, Output::Sum(None));
+        assert_eq!(
+            ro.output,
+            Output::Sum(Some(Sums {
+                cardinality,
+                sender_values: Some(sender_sum),
+                receiver_values: Some(receiver_sum),
+            }))
+        );
+
+        for t in [0, cardinality, cardinality + 1, 3 * cardinality + 7] {
+            let cfg = CpsiConfig::new(App::Threshold(t));
+            let (_, ro) = run_pair(party(&s, None), party(&r, None), cfg).await;
+            assert_eq!(
+                ro.output,
+                Output::Threshold(Some(cardinality >= t)),
+                "t {t}"
+            );
+        }
+
+        let cfg = CpsiConfig::new(App::Union);
+        let (so, _) = run_pair(party(&s, None), party(&r, None), cfg).await;
+        let Output::Union(Some(mut extra)) = so.output else {
+            panic!("the sender learns the union");
+        };
+        extra.sort();
+        let want: Vec<Vec<u8>> = r
+            .iter()
+            .zip(&truth)
+            .filter(|(_, t)| !**t)
+            .map(|(k, _)| k.clone())
+            .collect();
+        assert_eq!(extra, want, "sizes {n_s} {n_r}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parties_that_disagree_are_refused() {
+    let (s, r, _) = sets(7, 20, 20, 5);
+    let (mut a, mut b) = Channel::memory_pair(Limits::default());
+    let task = tokio::spawn(async move {
+        let cfg = CpsiConfig::new(App::Cardinality);
+        let input = Input {
+            keys: &s,
+            values: None,
+        };
+        run_sender(&mut a, input, &cfg).await
+    });
+    let cfg = CpsiConfig::new(App::Threshold(3));
+    let input = Input {
+        keys: &r,
+        values: None,
+    };
+    let err = run_receiver(&mut b, input, &cfg)
+        .await
+        .expect_err("refused");
+    assert!(err.to_string().contains("the peer runs"), "{err}");
+    drop(b);
+    assert!(task.await.expect("task").is_err());
+}
