@@ -2,7 +2,8 @@
 //! against the targets of the issue. `psikit bench filter` (the default, in
 //! [`filter`]) measures the filter protocol (DH OPRF + cuckoo filter),
 //! `psikit bench rr16` (in [`rr16`]) the RR16 protocol, `psikit bench psi`
-//! (in [`psi`]) VOLE-PSI, `psikit bench he` (in [`he`]) the HE protocol
+//! (in [`psi`]) VOLE-PSI, `psikit bench cpsi` (in [`cpsi`]) circuit PSI,
+//! `psikit bench he` (in [`he`]) the HE protocol
 //! and `psikit bench load` (in [`load`]) one server under many clients;
 //! the two-party ones run through [`two_party`]. What every benchmark shares (figures, CPU
 //! accounting, tables) is in [`harness`], [`cpu`] and [`table`].
@@ -13,6 +14,8 @@ use clap::{Args, Subcommand};
 #[cfg(feature = "filter")]
 use filter::{run_filter, run_worker, FilterBenchArgs, WorkerArgs};
 
+#[cfg(feature = "cpsi")]
+mod cpsi;
 mod cpu;
 #[cfg(feature = "filter")]
 mod filter;
@@ -63,6 +66,13 @@ enum BenchProtocol {
     #[cfg(any(feature = "rr16", feature = "vole"))]
     #[command(hide = true)]
     TwoPartyWorker(two_party::WorkerArgs),
+    /// Circuit PSI and its applications (cardinality, sum, threshold, union).
+    #[cfg(feature = "cpsi")]
+    Cpsi(cpsi::CpsiBenchArgs),
+    /// Internal: one party of one circuit-PSI run in its own process.
+    #[cfg(feature = "cpsi")]
+    #[command(hide = true)]
+    CpsiWorker(cpsi::CpsiWorkerArgs),
     /// Unbalanced labeled PSI from homomorphic encryption (APSI design).
     #[cfg(feature = "he")]
     He(he::HeBenchArgs),
@@ -93,6 +103,10 @@ pub fn run(a: BenchArgs) -> Result<()> {
         Some(BenchProtocol::Psi(a)) => psi::run(&a),
         #[cfg(any(feature = "rr16", feature = "vole"))]
         Some(BenchProtocol::TwoPartyWorker(w)) => two_party::worker(&w),
+        #[cfg(feature = "cpsi")]
+        Some(BenchProtocol::Cpsi(a)) => cpsi::run(&a),
+        #[cfg(feature = "cpsi")]
+        Some(BenchProtocol::CpsiWorker(w)) => cpsi::worker(&w),
         #[cfg(feature = "he")]
         Some(BenchProtocol::He(a)) => he::run(&a),
         #[cfg(feature = "he")]

@@ -74,26 +74,35 @@ pub type Run = (Metrics, Metrics);
 /// Starts the sender, then the receiver on the sender's port, and collects
 /// both parties' figures.
 pub fn one_run(exe: &Path, cfg: Config) -> Result<Run> {
-    let worker = |receiver: bool, connect: Option<&str>| -> Result<Child> {
+    let protocol = format!("{:?}", cfg.protocol).to_lowercase();
+    let mut args: Vec<String> = ["bench", "two-party-worker", "--protocol", &protocol]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    args.extend(["--log2".into(), cfg.log2.to_string()]);
+    if cfg.malicious {
+        args.push("--malicious".into());
+    }
+    spawn_pair(exe, &args, cfg.threads)
+}
+
+/// Runs a worker pair: `args` plus nothing for the sender, which announces
+/// `listening <addr>` first, and plus `--receiver --connect <addr>` for
+/// the receiver; each with `RAYON_NUM_THREADS = threads`. Returns both
+/// parties' figures.
+pub fn spawn_pair(exe: &Path, args: &[String], threads: usize) -> Result<Run> {
+    let worker = |connect: Option<&str>| -> Result<Child> {
         let mut cmd = Command::new(exe);
-        let protocol = format!("{:?}", cfg.protocol).to_lowercase();
-        cmd.args(["bench", "two-party-worker", "--protocol", &protocol])
-            .args(["--log2", &cfg.log2.to_string()])
-            .env("RAYON_NUM_THREADS", cfg.threads.to_string())
+        cmd.args(args)
+            .env("RAYON_NUM_THREADS", threads.to_string())
             .stdout(Stdio::piped());
-        if receiver {
-            cmd.arg("--receiver");
-        }
-        if cfg.malicious {
-            cmd.arg("--malicious");
-        }
         if let Some(addr) = connect {
-            cmd.args(["--connect", addr]);
+            cmd.args(["--receiver", "--connect", addr]);
         }
         cmd.spawn()
             .with_context(|| format!("cannot start {}", exe.display()))
     };
-    let mut sender = worker(false, None)?;
+    let mut sender = worker(None)?;
     let mut out = BufReader::new(sender.stdout.take().context("no sender stdout")?);
     let mut first = String::new();
     out.read_line(&mut first)?;
@@ -101,7 +110,7 @@ pub fn one_run(exe: &Path, cfg: Config) -> Result<Run> {
         let _ = sender.kill();
         bail!("the sender worker did not announce its address");
     };
-    let receiver = worker(true, Some(addr))?;
+    let receiver = worker(Some(addr))?;
     let receiver_out = receiver.wait_with_output()?;
     let mut rest = String::new();
     out.read_to_string(&mut rest)?;
@@ -139,24 +148,9 @@ fn party<P: Benched>(a: &WorkerArgs) -> Result<()> {
     let ids = if a.receiver { n / 2..n / 2 + n } else { 0..n };
     let items: Vec<Vec<u8>> = ids.map(item).collect();
     let cfg = P::config(a.malicious)?;
-    let limits = Limits::default();
     let mut m = Metrics::default();
     runtime()?.block_on(async {
-        let peer = match &a.connect {
-            Some(addr) if a.receiver => Peer::Connect(ServerAddr {
-                addr: addr.clone(),
-                tls: None,
-                limits,
-            }),
-            None if !a.receiver => Peer::Listen {
-                addr: "127.0.0.1:0".into(),
-                tls: None,
-                limits,
-                accept_timeout: None,
-            },
-            _ => bail!("the receiver needs --connect and the sender must not have it"),
-        };
-        let mut ch: Channel = peer.open(|addr| println!("listening {addr}")).await?;
+        let mut ch = worker_channel(a.receiver, a.connect.as_deref()).await?;
         let cpu = CpuSnapshot::now();
         let t = Instant::now();
         if a.receiver {
@@ -185,6 +179,27 @@ fn party<P: Benched>(a: &WorkerArgs) -> Result<()> {
     m.set_peak_memory("peak");
     print!("{}", m.encode());
     Ok(())
+}
+
+/// A worker's connection: the sender listens on an ephemeral loopback port
+/// and announces it (`listening <addr>`), the receiver connects to it.
+pub async fn worker_channel(receiver: bool, connect: Option<&str>) -> Result<Channel> {
+    let limits = Limits::default();
+    let peer = match connect {
+        Some(addr) if receiver => Peer::Connect(ServerAddr {
+            addr: addr.to_string(),
+            tls: None,
+            limits,
+        }),
+        None if !receiver => Peer::Listen {
+            addr: "127.0.0.1:0".into(),
+            tls: None,
+            limits,
+            accept_timeout: None,
+        },
+        _ => bail!("the receiver needs --connect and the sender must not have it"),
+    };
+    Ok(peer.open(|addr| println!("listening {addr}")).await?)
 }
 
 /// Median over runs of one party's figure.

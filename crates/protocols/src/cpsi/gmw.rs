@@ -3,20 +3,23 @@
 //! triple), the equality circuit is a tree of `ℓ - 1` ANDs per bin, and
 //! the threshold test is an adder's top bit.
 //!
-//! A triple `c = a ∧ b` from two random OTs: in the direction where this
-//! party receives, its choice bit is its share of `a` and the chosen
-//! message's low bit its share of the cross term `a_mine ∧ b_theirs`; in
-//! the direction where it sends, `b_mine = m0 ⊕ m1` (low bits) and `m0` is
-//! its share of the other cross term. With these,
-//! `c_mine = a_mine ∧ b_mine ⊕ m0 ⊕ m_chosen`. The paper's IKNP-GMW and
-//! Silent-GMW (Table 2) evaluate AND gates with the same two correlated OTs
-//! per gate; triples let every layer of the circuit cost one round.
+//! A triple `c = a ∧ b` from two random OTs `i`, `j` in the same direction
+//! (the sender sends both): a random OT computes shares of the receiver's
+//! choice bit times the sender's `m0 ⊕ m1` (low bits), since
+//! `m_choice = m0 ⊕ choice·(m0 ⊕ m1)`. Taking the receiver's
+//! `a_R = choice_i`, `b_R = choice_j` and the sender's
+//! `b_S = (m0 ⊕ m1)_i`, `a_S = (m0 ⊕ m1)_j`, both cross terms of
+//! `a·b = a_S·b_S ⊕ a_R·b_R ⊕ a_R·b_S ⊕ a_S·b_R` are such products, so
+//! `c_S = a_S·b_S ⊕ m0_i ⊕ m0_j` and `c_R = a_R·b_R ⊕ m_i ⊕ m_j`. The
+//! paper's IKNP-GMW and Silent-GMW (Table 2) spend the same two OTs per
+//! AND gate; triples let every layer of the circuit cost one round, and one
+//! direction lets silent OT reuse the OPRF's session.
 
 use psikit_transport::Channel;
 
 use super::bits::Bits;
 use super::messages::{recv_exact, send, KIND_OPEN};
-use super::rot::{Rots, CHUNK};
+use super::rot::{Either, Rots};
 use crate::Error;
 
 /// This party's shares of Beaver triples, consumed in order.
@@ -28,36 +31,49 @@ pub struct Triples {
 }
 
 impl Triples {
-    /// `count` triples (rounded up to whole words), made [`CHUNK`] OTs at
-    /// a time so memory stays at a few bits per triple.
+    /// `count` triples (rounded up to whole words) from `2·count` forward
+    /// random OTs, made a chunk at a time so memory stays at a few bits
+    /// per triple.
     pub async fn generate(rots: &mut Rots, ch: &mut Channel, count: usize) -> Result<Self, Error> {
         let count = count.next_multiple_of(64);
-        let (mut a, mut b, mut c) = (Bits::default(), Bits::default(), Bits::default());
-        let mut done = 0;
-        while done < count {
-            let n = (count - done).min(CHUNK).next_multiple_of(64);
-            let (sent, received) = rots.both(ch, n).await?;
-            let low = |m: &[u128]| Bits::from_bools(m.iter().map(|x| x & 1 == 1));
-            let m0 = low(&sent.m0);
-            let mut b_mine = low(&sent.m1);
-            b_mine.xor_assign(&m0);
-            let a_mine = received.choices;
-            let mut c_mine = low(&received.chosen);
-            c_mine.xor_assign(&m0);
-            for ((c, a), b) in c_mine
-                .words_mut()
-                .iter_mut()
-                .zip(a_mine.words())
-                .zip(b_mine.words())
-            {
-                *c ^= a & b;
+        let mut t = Self {
+            a: Bits::default(),
+            b: Bits::default(),
+            c: Bits::default(),
+            used: 0,
+        };
+        rots.forward_chunks(ch, 2 * count, |ots| t.add(ots)).await?;
+        Ok(t)
+    }
+
+    /// Turns a chunk of `2k` random OTs into `k` triples (OT `i` pairs
+    /// with OT `k + i`).
+    fn add(&mut self, ots: Either) {
+        let low = |m: &[u128]| Bits::from_bools(m.iter().map(|x| x & 1 == 1));
+        let (a, b, mut c) = match ots {
+            Either::Sent(s) => {
+                let k = s.m0.len() / 2;
+                let m0 = low(&s.m0);
+                let mut d = low(&s.m1);
+                d.xor_assign(&m0);
+                let mut c = m0.slice_words(0, k);
+                c.xor_assign(&m0.slice_words(k, k));
+                (d.slice_words(k, k), d.slice_words(0, k), c)
             }
-            a.extend(&a_mine);
-            b.extend(&b_mine);
-            c.extend(&c_mine);
-            done += n;
+            Either::Received(r) => {
+                let k = r.chosen.len() / 2;
+                let m = low(&r.chosen);
+                let mut c = m.slice_words(0, k);
+                c.xor_assign(&m.slice_words(k, k));
+                (r.choices.slice_words(0, k), r.choices.slice_words(k, k), c)
+            }
+        };
+        for ((c, a), b) in c.words_mut().iter_mut().zip(a.words()).zip(b.words()) {
+            *c ^= a & b;
         }
-        Ok(Self { a, b, c, used: 0 })
+        self.a.extend(&a);
+        self.b.extend(&b);
+        self.c.extend(&c);
     }
 
     /// Triples still unused.

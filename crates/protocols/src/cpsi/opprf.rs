@@ -16,7 +16,7 @@
 //! receiver keeps: `⌈ℓ/8⌉` for tags, 8 for values.
 
 use psikit_ot::silent::{SilentReceiver, SilentSender};
-use psikit_ot::{aes_hash, gf128, ExtConfig, Security, SessionId};
+use psikit_ot::{aes_hash, gf128};
 use psikit_structures::okvs::{Okvs, OkvsError, OkvsParams};
 use psikit_transport::Channel;
 use rand::rngs::OsRng;
@@ -43,17 +43,15 @@ fn masks(outputs: &[u128], tweak: u128) -> Vec<u128> {
     m
 }
 
-/// The receiver's OPRF: its outputs `F(k)` at `keys`.
+/// The receiver's OPRF over its silent session `vole`: its outputs
+/// `F(k)` at `keys`.
 pub async fn oprf_receive(
     ch: &mut Channel,
-    sid: &SessionId,
+    vole: &mut SilentReceiver,
     okvs: &Okvs,
     keys: &[u128],
-    config: &ExtConfig,
 ) -> Result<Vec<u128>, Error> {
     let m = okvs.params().table_len();
-    let mut vole =
-        SilentReceiver::setup(ch, sid, Security::SemiHonest, config.clone(), &mut OsRng).await?;
     let mut pending = vole.start_vole(ch, m, &mut OsRng).await?;
     pending.receive_trees(ch).await?;
     let table = encode(okvs, keys, &oprf::okvs_values(keys))?;
@@ -78,16 +76,14 @@ pub struct OprfKey {
     k: Vec<u128>,
 }
 
-/// Runs the sender's side of the OPRF over the receiver's `okvs`.
+/// Runs the sender's side of the OPRF over its silent session `vole` and
+/// the receiver's `okvs`.
 pub async fn oprf_send(
     ch: &mut Channel,
-    sid: &SessionId,
+    vole: &mut SilentSender,
     okvs: Okvs,
-    config: &ExtConfig,
 ) -> Result<OprfKey, Error> {
     let m = okvs.params().table_len();
-    let mut vole =
-        SilentSender::setup(ch, sid, Security::SemiHonest, config.clone(), &mut OsRng).await?;
     let delta = vole.delta();
     let b = vole.vole(ch, m, &mut OsRng).await?;
     let masked = msg::recv_exact(ch, msg::KIND_MASKED, m * 16).await?;

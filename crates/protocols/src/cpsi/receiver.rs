@@ -11,13 +11,15 @@ use super::gmw::{self, Triples};
 use super::hashing::{self, CuckooBins};
 use super::messages::Seeds;
 use super::opprf;
-use super::rot::Rots;
+use super::rot::{Rots, Side};
 use super::sender::triples_needed;
 use super::{
     hello, rng, session_id, App, CpsiConfig, Input, Meter, Outcome, Output, Phases, Shares, Sums,
 };
 use crate::vole_psi::oprf::item_keys;
 use crate::Error;
+use psikit_ot::silent::SilentReceiver;
+use psikit_ot::Security;
 
 /// Runs circuit PSI as the receiver (the cuckoo-table side).
 pub async fn run_receiver(
@@ -47,20 +49,21 @@ pub async fn run_receiver(
     let ext = cfg.ext_config()?;
     let sid = session_id(&seeds, peer.set_size, n_r as u64);
     let okvs = Okvs::new(OkvsParams::new(m)?, seeds.okvs);
-    let f = opprf::oprf_receive(ch, &sid, &okvs, &bin_keys, &ext).await?;
+    let mut vole =
+        SilentReceiver::setup(ch, &sid, Security::SemiHonest, ext.clone(), &mut OsRng).await?;
+    let f = opprf::oprf_receive(ch, &mut vole, &okvs, &bin_keys).await?;
     let capacity = hashing::HASHES as usize * peer.set_size as usize;
     let programmed =
         opprf::receive_program(ch, &bin_keys, &f, capacity, ell, peer.has_values).await?;
     drop((f, bin_keys));
     phases.opprf = meter.mark(ch);
 
-    let mut rots = Rots::setup(ch, &sid, cfg.ot, false, &ext).await?;
+    let mut rots = Rots::new(ch, &sid, cfg.ot, false, &ext, Side::SilentReceiver(vole)).await?;
     let mut triples = Triples::generate(&mut rots, ch, triples_needed(cfg.app, m, ell)).await?;
     phases.triples = meter.mark(ch);
     let shares = gmw::equal(ch, &mut triples, &programmed.tags, ell, false).await?;
     phases.equality = meter.mark(ch);
 
-    let ones = vec![1u64; m];
     let output = match cfg.app {
         App::Shares => Output::Shares(Shares {
             membership: shares,
@@ -68,11 +71,11 @@ pub async fn run_receiver(
             sender_values: programmed.values,
         }),
         App::Cardinality => {
-            let count = weighted_sum(ch, &mut rots, &shares, Some(&ones), false).await?;
+            let count = weighted_sum(ch, &mut rots, &shares, None, true).await?;
             Output::Cardinality(apps::open(ch, count, true, cfg.both_learn).await?)
         }
         App::Sum => {
-            let count = weighted_sum(ch, &mut rots, &shares, Some(&ones), false).await?;
+            let count = weighted_sum(ch, &mut rots, &shares, None, true).await?;
             let cardinality = apps::open(ch, count, true, cfg.both_learn).await?;
             let sender_values = match &programmed.values {
                 Some(z) => {
@@ -101,7 +104,7 @@ pub async fn run_receiver(
             }))
         }
         App::Threshold(t) => {
-            let count = weighted_sum(ch, &mut rots, &shares, Some(&ones), false).await?;
+            let count = weighted_sum(ch, &mut rots, &shares, None, true).await?;
             let bit = apps::at_least(ch, &mut triples, count, t, (m as u64).max(t), false).await?;
             let open = apps::open(ch, u64::from(bit), true, cfg.both_learn).await?;
             Output::Threshold(open.map(|b| b & 1 == 1))

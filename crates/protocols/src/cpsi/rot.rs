@@ -1,10 +1,11 @@
-//! Random OTs in both directions, from silent OT or IKNP: what the
-//! equality share generation and the applications consume.
+//! Random OTs for the equality test and the applications, from silent OT
+//! or IKNP.
 //!
-//! Each party is the OT sender in one direction and the receiver in the
-//! other. The circuit-PSI sender ("leader") runs its sending side first in
-//! every step, the receiver its receiving side first, so the two parties'
-//! calls always pair up.
+//! The **forward** direction has the sender (the leader) as OT sender: it
+//! makes every AND triple and the sender's weighted sums. For silent OT it
+//! reuses the silent session of the OPRF's VOLE (same direction, same
+//! `Δ`), so it costs no base OTs of its own. The **reverse** direction (the
+//! receiver as OT sender) is set up only when an application needs it.
 //!
 //! Silent correlated OTs (`q`, `t = q ⊕ b·Δ`) become random OTs by the
 //! correlation-robust hash of fixed-key AES: messages `H(q)`, `H(q ⊕ Δ)`,
@@ -58,183 +59,193 @@ pub struct Received {
     pub chosen: Vec<u128>,
 }
 
-enum Sender {
-    Silent(SilentSender),
-    Iknp(OtExtSender),
+/// This party's side of a batch of random OTs.
+pub enum Either {
+    Sent(Sent),
+    Received(Received),
 }
 
-enum Receiver {
-    Silent(SilentReceiver),
-    Iknp(OtExtReceiver),
+/// One direction's OT extension at this party.
+pub enum Side {
+    SilentSender(SilentSender),
+    SilentReceiver(SilentReceiver),
+    IknpSender(OtExtSender),
+    IknpReceiver(OtExtReceiver),
 }
 
-/// One party's OT extensions in both directions.
+/// One party's random-OT sources.
 pub struct Rots {
-    sender: Sender,
-    receiver: Receiver,
+    kind: OtKind,
     leader: bool,
+    sid: SessionId,
+    config: ExtConfig,
+    forward: Side,
+    reverse: Option<Side>,
 }
 
 impl Rots {
-    /// Base OTs for both directions (semi-honest).
-    pub async fn setup(
+    /// The forward direction: `silent` (the OPRF's session) for silent OT,
+    /// fresh IKNP base OTs otherwise.
+    pub async fn new(
         ch: &mut Channel,
         sid: &SessionId,
         kind: OtKind,
         leader: bool,
         config: &ExtConfig,
+        silent: Side,
     ) -> Result<Self, Error> {
-        let (out, back) = (sid.derive("cpsi-rot-0"), sid.derive("cpsi-rot-1"));
-        let (mine, theirs) = match leader {
-            true => (out, back),
-            false => (back, out),
-        };
-        let (sender, receiver) = match leader {
-            true => {
-                let sender = Sender::setup(ch, &mine, kind, config).await?;
-                (sender, Receiver::setup(ch, &theirs, kind, config).await?)
-            }
-            false => {
-                let receiver = Receiver::setup(ch, &theirs, kind, config).await?;
-                (Sender::setup(ch, &mine, kind, config).await?, receiver)
+        let forward = match kind {
+            OtKind::Silent => silent,
+            OtKind::Iknp => {
+                Side::setup(ch, &sid.derive("cpsi-forward"), kind, leader, config).await?
             }
         };
         Ok(Self {
-            sender,
-            receiver,
+            kind,
             leader,
+            sid: *sid,
+            config: config.clone(),
+            forward,
+            reverse: None,
         })
     }
 
-    /// `n` random OTs each way (`n` at most [`CHUNK`] for bounded memory):
-    /// this party's sending side and its receiving side.
-    pub async fn both(&mut self, ch: &mut Channel, n: usize) -> Result<(Sent, Received), Error> {
-        match self.leader {
-            true => {
-                let sent = self.sender.run(ch, n).await?;
-                Ok((sent, self.receiver.run(ch, n).await?))
-            }
-            false => {
-                let received = self.receiver.run(ch, n).await?;
-                Ok((self.sender.run(ch, n).await?, received))
-            }
-        }
-    }
-
-    /// `n` random OTs in one direction: the leader sends if `leader_sends`.
+    /// `n` random OTs, the leader sending if `leader_sends`.
     pub async fn one_way(
         &mut self,
         ch: &mut Channel,
         n: usize,
         leader_sends: bool,
     ) -> Result<Either, Error> {
-        match self.leader == leader_sends {
-            true => Ok(Either::Sent(self.sender.run(ch, n).await?)),
-            false => Ok(Either::Received(self.receiver.run(ch, n).await?)),
+        let side = match leader_sends {
+            true => &mut self.forward,
+            false => {
+                if self.reverse.is_none() {
+                    let sid = self.sid.derive("cpsi-reverse");
+                    let side = Side::setup(ch, &sid, self.kind, !self.leader, &self.config).await?;
+                    self.reverse = Some(side);
+                }
+                self.reverse.as_mut().expect("set up above")
+            }
+        };
+        side.run(ch, n).await
+    }
+
+    /// `total` forward random OTs in chunks of at most [`CHUNK`], each
+    /// handed to `sink` as soon as it is ready. A silent receiver reads
+    /// the next chunk's trees before compressing the current one, so the
+    /// sender expands chunk `k + 1` while the receiver finishes chunk `k`.
+    pub async fn forward_chunks(
+        &mut self,
+        ch: &mut Channel,
+        total: usize,
+        mut sink: impl FnMut(Either),
+    ) -> Result<(), Error> {
+        let sizes: Vec<usize> = (0..total.div_ceil(CHUNK))
+            .map(|k| (total - k * CHUNK).min(CHUNK))
+            .collect();
+        if let Side::SilentReceiver(r) = &mut self.forward {
+            let mut next = match sizes.first() {
+                Some(&n) => Some(r.start_cot(ch, n, &mut OsRng).await?),
+                None => None,
+            };
+            for k in 0..sizes.len() {
+                let Some(mut pending) = next.take() else {
+                    break;
+                };
+                pending.receive_trees(ch).await?;
+                if let Some(&n) = sizes.get(k + 1) {
+                    next = Some(r.start_cot(ch, n, &mut OsRng).await?);
+                }
+                let out = pending.finish(ch).await?;
+                sink(Either::Received(received_silent(&out.choices, &out.t)));
+            }
+            return Ok(());
         }
+        for n in sizes {
+            sink(self.forward.run(ch, n).await?);
+        }
+        Ok(())
     }
 }
 
-/// This party's side of a one-way batch.
-pub enum Either {
-    Sent(Sent),
-    Received(Received),
-}
-
-impl Sender {
+impl Side {
     async fn setup(
         ch: &mut Channel,
         sid: &SessionId,
         kind: OtKind,
+        sending: bool,
         config: &ExtConfig,
     ) -> Result<Self, Error> {
-        let security = Security::SemiHonest;
-        Ok(match kind {
-            OtKind::Silent => Sender::Silent(
-                SilentSender::setup(ch, sid, security, config.clone(), &mut OsRng).await?,
-            ),
-            OtKind::Iknp => Sender::Iknp(
-                OtExtSender::setup(ch, sid, security, config.clone(), &mut OsRng).await?,
-            ),
+        let s = Security::SemiHonest;
+        let c = config.clone();
+        Ok(match (kind, sending) {
+            (OtKind::Silent, true) => {
+                Side::SilentSender(SilentSender::setup(ch, sid, s, c, &mut OsRng).await?)
+            }
+            (OtKind::Silent, false) => {
+                Side::SilentReceiver(SilentReceiver::setup(ch, sid, s, c, &mut OsRng).await?)
+            }
+            (OtKind::Iknp, true) => {
+                Side::IknpSender(OtExtSender::setup(ch, sid, s, c, &mut OsRng).await?)
+            }
+            (OtKind::Iknp, false) => {
+                Side::IknpReceiver(OtExtReceiver::setup(ch, sid, s, c, &mut OsRng).await?)
+            }
         })
     }
 
-    async fn run(&mut self, ch: &mut Channel, n: usize) -> Result<Sent, Error> {
-        if n == 0 {
-            return Ok(Sent {
-                m0: Vec::new(),
-                m1: Vec::new(),
-            });
-        }
-        match self {
-            Sender::Silent(s) => {
+    async fn run(&mut self, ch: &mut Channel, n: usize) -> Result<Either, Error> {
+        Ok(match self {
+            Side::SilentSender(s) => {
                 let delta = s.delta();
-                let q = s.cot(ch, n, &mut OsRng).await?;
+                let q = match n {
+                    0 => Default::default(),
+                    _ => s.cot(ch, n, &mut OsRng).await?,
+                };
                 let hash = |offset: u128| {
                     let mut m: Vec<u128> = q.iter().map(|x| x ^ offset).collect();
                     m.par_chunks_mut(1 << 12).for_each(aes_hash::cr_many);
                     m
                 };
-                Ok(Sent {
+                Either::Sent(Sent {
                     m0: hash(0),
                     m1: hash(delta),
                 })
             }
-            Sender::Iknp(s) => {
+            Side::SilentReceiver(r) => match n {
+                0 => Either::Received(received_silent(&ChoiceBits::zeros(0), &[])),
+                _ => {
+                    let out = r.cot(ch, n, &mut OsRng).await?;
+                    Either::Received(received_silent(&out.choices, &out.t))
+                }
+            },
+            Side::IknpSender(s) => {
                 let ots = s.extend_random(ch, n).await?;
-                Ok(Sent {
+                Either::Sent(Sent {
                     m0: ots.messages_for(false).to_vec(),
                     m1: ots.messages_for(true).to_vec(),
                 })
             }
-        }
-    }
-}
-
-impl Receiver {
-    async fn setup(
-        ch: &mut Channel,
-        sid: &SessionId,
-        kind: OtKind,
-        config: &ExtConfig,
-    ) -> Result<Self, Error> {
-        let security = Security::SemiHonest;
-        Ok(match kind {
-            OtKind::Silent => Receiver::Silent(
-                SilentReceiver::setup(ch, sid, security, config.clone(), &mut OsRng).await?,
-            ),
-            OtKind::Iknp => Receiver::Iknp(
-                OtExtReceiver::setup(ch, sid, security, config.clone(), &mut OsRng).await?,
-            ),
-        })
-    }
-
-    async fn run(&mut self, ch: &mut Channel, n: usize) -> Result<Received, Error> {
-        if n == 0 {
-            return Ok(Received {
-                choices: Bits::zeros(0),
-                chosen: Vec::new(),
-            });
-        }
-        match self {
-            Receiver::Silent(r) => {
-                let out = r.cot(ch, n, &mut OsRng).await?;
-                let mut m: Vec<u128> = out.t.to_vec();
-                m.par_chunks_mut(1 << 12).for_each(aes_hash::cr_many);
-                Ok(Received {
-                    choices: bits_of(&out.choices),
-                    chosen: m,
-                })
-            }
-            Receiver::Iknp(r) => {
+            Side::IknpReceiver(r) => {
                 let choices = ChoiceBits::random(n, &mut OsRng);
                 let ots = r.extend_random(ch, &choices).await?;
-                Ok(Received {
+                Either::Received(Received {
                     choices: bits_of(&choices),
                     chosen: ots.messages().to_vec(),
                 })
             }
-        }
+        })
+    }
+}
+
+/// A silent receiver's random OTs: its choice bits and `H(t)`.
+fn received_silent(choices: &ChoiceBits, t: &[u128]) -> Received {
+    let mut chosen = t.to_vec();
+    chosen.par_chunks_mut(1 << 12).for_each(aes_hash::cr_many);
+    Received {
+        choices: bits_of(choices),
+        chosen,
     }
 }
 

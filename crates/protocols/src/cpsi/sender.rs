@@ -10,12 +10,15 @@ use super::gmw::{self, Triples};
 use super::hashing::{self, bin_key};
 use super::messages::Seeds;
 use super::opprf::{self, Program};
-use super::rot::Rots;
+use super::rot::{Rots, Side};
 use super::{
     hello, rng, session_id, App, CpsiConfig, Input, Meter, Outcome, Output, Phases, Shares, Sums,
 };
 use crate::vole_psi::oprf::item_keys;
 use crate::Error;
+use psikit_ot::silent::SilentSender;
+use psikit_ot::Security;
+use rand::rngs::OsRng;
 
 /// Runs circuit PSI as the sender (the simple-table side).
 pub async fn run_sender(
@@ -39,7 +42,9 @@ pub async fn run_sender(
     let ext = cfg.ext_config()?;
     let sid = session_id(&seeds, n_s as u64, peer.set_size);
     let okvs = Okvs::new(OkvsParams::new(m)?, seeds.okvs);
-    let key = opprf::oprf_send(ch, &sid, okvs, &ext).await?;
+    let mut vole =
+        SilentSender::setup(ch, &sid, Security::SemiHonest, ext.clone(), &mut OsRng).await?;
+    let key = opprf::oprf_send(ch, &mut vole, okvs).await?;
     let mut rng = rng()?;
     let tag_mask = (1u128 << ell) - 1;
     let tags: Vec<u128> = (0..m).map(|_| rng.gen::<u128>() & tag_mask).collect();
@@ -65,7 +70,7 @@ pub async fn run_sender(
     drop((key, bin_keys, bin_tags, bin_values));
     phases.opprf = meter.mark(ch);
 
-    let mut rots = Rots::setup(ch, &sid, cfg.ot, true, &ext).await?;
+    let mut rots = Rots::new(ch, &sid, cfg.ot, true, &ext, Side::SilentSender(vole)).await?;
     let mut triples = Triples::generate(&mut rots, ch, triples_needed(cfg.app, m, ell)).await?;
     phases.triples = meter.mark(ch);
     let shares = gmw::equal(ch, &mut triples, &tags, ell, true).await?;
@@ -73,6 +78,9 @@ pub async fn run_sender(
 
     let my_values: Option<Vec<u64>> = masks.map(|w| w.iter().map(|x| x.wrapping_neg()).collect());
     let learns = cfg.both_learn;
+    // Counting is a sum of ones, held by the sender so that it runs on
+    // forward OTs.
+    let ones = vec![1u64; m];
     let output = match cfg.app {
         App::Shares => Output::Shares(Shares {
             membership: shares,
@@ -80,11 +88,11 @@ pub async fn run_sender(
             sender_values: my_values,
         }),
         App::Cardinality => {
-            let count = weighted_sum(ch, &mut rots, &shares, None, false).await?;
+            let count = weighted_sum(ch, &mut rots, &shares, Some(&ones), true).await?;
             Output::Cardinality(apps::open(ch, count, false, learns).await?)
         }
         App::Sum => {
-            let count = weighted_sum(ch, &mut rots, &shares, None, false).await?;
+            let count = weighted_sum(ch, &mut rots, &shares, Some(&ones), true).await?;
             let cardinality = apps::open(ch, count, false, learns).await?;
             let sender_values = match &my_values {
                 Some(w) => {
@@ -108,7 +116,7 @@ pub async fn run_sender(
             }))
         }
         App::Threshold(t) => {
-            let count = weighted_sum(ch, &mut rots, &shares, None, false).await?;
+            let count = weighted_sum(ch, &mut rots, &shares, Some(&ones), true).await?;
             let bit = apps::at_least(ch, &mut triples, count, t, (m as u64).max(t), true).await?;
             Output::Threshold(
                 apps::open(ch, u64::from(bit), false, learns)
