@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 # Each protocol family builds alone (the features small deployments use).
-for family in filter he rr16 vole; do
+for family in filter he rr16 vole cpsi; do
     cargo clippy -p psikit-cli --no-default-features --features "$family" --locked -- -D warnings
 done
 cargo test --workspace --locked

@@ -4,12 +4,20 @@
 // Helpers shared by several families go unused when a build leaves some
 // out; the default build (every family) still checks for dead code.
 #![cfg_attr(
-    not(all(feature = "filter", feature = "he", feature = "rr16", feature = "vole")),
+    not(all(
+        feature = "filter",
+        feature = "he",
+        feature = "rr16",
+        feature = "vole",
+        feature = "cpsi"
+    )),
     allow(dead_code)
 )]
 
 mod args;
 mod bench;
+#[cfg(feature = "cpsi")]
+mod cpsi_cmd;
 mod demo;
 #[cfg(feature = "filter")]
 mod filter_cmd;
@@ -54,6 +62,11 @@ enum Command {
     #[cfg(feature = "rr16")]
     #[command(subcommand)]
     Rr16(rr16_cmd::Rr16Command),
+    /// Circuit PSI: compute on the intersection without revealing it
+    /// (cardinality, sum, threshold, union, shares).
+    #[cfg(feature = "cpsi")]
+    #[command(subcommand)]
+    Cpsi(cpsi_cmd::CpsiCommand),
     /// Unbalanced labeled PSI from homomorphic encryption (APSI design).
     #[cfg(feature = "he")]
     #[command(subcommand)]
@@ -75,6 +88,8 @@ fn main() {
         Command::Psi(c) => psi_cmd::run(c),
         #[cfg(feature = "rr16")]
         Command::Rr16(c) => rr16_cmd::run(c),
+        #[cfg(feature = "cpsi")]
+        Command::Cpsi(c) => cpsi_cmd::run(c),
         #[cfg(feature = "he")]
         Command::He(c) => he_cmd::run(c),
         #[cfg(any(feature = "filter", feature = "he"))]

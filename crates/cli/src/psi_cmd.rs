@@ -58,6 +58,20 @@ pub struct PartyArgs {
     /// with --reveal).
     #[arg(long, short)]
     pub output: Option<PathBuf>,
+    /// The receiver sends the intersection to the sender (the sender must
+    /// then trust the receiver to report it truthfully).
+    #[arg(long)]
+    pub reveal: bool,
+    /// Largest peer set accepted.
+    #[arg(long, default_value_t = 1 << 24)]
+    pub max_peer_items: u64,
+    #[command(flatten)]
+    pub peer: PeerArgs,
+}
+
+/// Where a two-party run's peer is: one side listens, the other connects.
+#[derive(Args)]
+pub struct PeerArgs {
     /// Wait for the peer on this address.
     #[arg(long, conflicts_with = "connect")]
     pub listen: Option<String>,
@@ -68,13 +82,6 @@ pub struct PartyArgs {
     /// seconds (default: wait as long as it takes).
     #[arg(long, requires = "listen")]
     pub accept_timeout_secs: Option<u64>,
-    /// The receiver sends the intersection to the sender (the sender must
-    /// then trust the receiver to report it truthfully).
-    #[arg(long)]
-    pub reveal: bool,
-    /// Largest peer set accepted.
-    #[arg(long, default_value_t = 1 << 24)]
-    pub max_peer_items: u64,
     #[command(flatten)]
     pub server_tls: ServerTlsArgs,
     #[command(flatten)]
@@ -83,8 +90,8 @@ pub struct PartyArgs {
     pub net: NetArgs,
 }
 
-impl PartyArgs {
-    fn peer(&self) -> Result<Peer> {
+impl PeerArgs {
+    pub fn peer(&self) -> Result<Peer> {
         let limits = self.net.limits()?;
         Ok(match (&self.listen, &self.connect) {
             (Some(addr), None) => Peer::Listen {
@@ -151,7 +158,7 @@ fn rr16(_: &PsiArgs, _: bool) -> Result<()> {
     bail!("this psikit was built without RR16 (cargo feature 'rr16')")
 }
 
-fn announce(addr: &str) {
+pub fn announce(addr: &str) {
     eprintln!("psikit: waiting for the peer on {addr}");
 }
 
@@ -170,7 +177,7 @@ pub fn party<P: Report>(a: &PartyArgs, cfg: &P::Config, sending: bool) -> Result
     };
     let table = read_rows(&a.input, &a.csv.spec()?)?;
     let (keys, rows_of_key) = table.unique_keys();
-    let peer = a.peer()?;
+    let peer = a.peer.peer()?;
     if sending {
         let out = two_party::send_blocking::<P>(&peer, &keys, cfg, announce)?;
         print_lines("sender", P::sender_lines(&out));

@@ -286,7 +286,7 @@ impl KeyPlan {
 
 /// Finds the 0-based position of `column` (a `role` column: "key" or
 /// "label", for messages) in this file.
-fn column_index(
+pub(crate) fn column_index(
     column: &Column,
     role: &'static str,
     headers: Option<&ByteRecord>,

@@ -12,7 +12,7 @@ use csv::ByteRecord;
 
 use crate::error::{Error, Result};
 use crate::reader::{csv_reader, read_headers, read_record, ReadStats};
-use crate::spec::{KeyPlan, KeySpec};
+use crate::spec::{Column, KeyPlan, KeySpec};
 
 /// One data row with a key.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -56,6 +56,17 @@ impl Table {
             rows[slot].push(i);
         }
         (keys, rows)
+    }
+
+    /// The 0-based position of a `role` column (say "value") in this table,
+    /// by header name or index; `input` names the file in errors.
+    pub fn column_position(
+        &self,
+        column: &Column,
+        role: &'static str,
+        input: &str,
+    ) -> Result<usize> {
+        crate::spec::column_index(column, role, self.headers.as_ref(), input)
     }
 
     /// The keys in row order, e.g. to feed a protocol.

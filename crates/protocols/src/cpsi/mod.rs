@@ -54,6 +54,7 @@
 
 pub mod apps;
 pub mod bits;
+pub mod facade;
 pub mod gmw;
 pub mod hashing;
 pub mod messages;

@@ -1,0 +1,279 @@
+//! `psikit cpsi <app> receive|send`: circuit PSI and what it computes on
+//! the intersection, over TCP (optionally TLS), one party listening and the
+//! other connecting. `receive` is the party that learns the result (for
+//! the union, the intersection's complement in the other party's set);
+//! `send` contributes its set (and values) and learns nothing, unless
+//! `--both` asks both parties to learn the result.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Subcommand, ValueEnum};
+use psikit_protocols::cpsi::facade::{self, Role};
+use psikit_protocols::cpsi::{App, CpsiConfig, Input, OtKind, Outcome, Output, Shares};
+use psikit_protocols::io::{read_rows, Column, Table};
+
+use crate::args::CsvArgs;
+use crate::psi_cmd::{announce, PeerArgs};
+
+#[derive(Subcommand)]
+pub enum CpsiCommand {
+    /// The size of the intersection.
+    Cardinality(RoleCommand),
+    /// The intersection's size and the sums of each party's --value-column
+    /// over it (mod 2^64).
+    Sum(RoleCommand),
+    /// Whether the intersection has at least --threshold items (one bit).
+    Threshold(RoleCommand),
+    /// The other party's keys outside the intersection, hence the union.
+    Union(RoleCommand),
+    /// XOR shares of membership per bin, for computing further elsewhere.
+    Shares(RoleCommand),
+}
+
+#[derive(Args)]
+pub struct RoleCommand {
+    #[command(subcommand)]
+    role: RoleArgs,
+}
+
+#[derive(Subcommand)]
+enum RoleArgs {
+    /// Learns the result.
+    Receive(CpsiArgs),
+    /// Contributes its set; learns nothing unless --both.
+    Send(CpsiArgs),
+}
+
+/// Which OT extension feeds the equality test.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum Ot {
+    /// Silent OT: little traffic (best below about 1 Gbit/s).
+    Silent,
+    /// IKNP: less computation, far more traffic (fast links).
+    Iknp,
+}
+
+#[derive(Args)]
+pub struct CpsiArgs {
+    /// This party's CSV file.
+    #[arg(long, short)]
+    input: PathBuf,
+    #[command(flatten)]
+    csv: CsvArgs,
+    /// Column of unsigned integer values (sum): rows with the same key add up.
+    #[arg(long)]
+    value_column: Option<String>,
+    /// The threshold (threshold; both parties give the same).
+    #[arg(long)]
+    threshold: Option<u64>,
+    /// Where to write the union's keys or this party's shares.
+    #[arg(long, short)]
+    output: Option<PathBuf>,
+    /// OT extension (both parties must agree).
+    #[arg(long, value_enum, default_value = "silent")]
+    ot: Ot,
+    /// Both parties learn the result (both must agree).
+    #[arg(long)]
+    both: bool,
+    /// Largest peer set accepted.
+    #[arg(long, default_value_t = 1 << 24)]
+    max_peer_items: u64,
+    #[command(flatten)]
+    peer: PeerArgs,
+}
+
+pub fn run(cmd: CpsiCommand) -> Result<()> {
+    let (name, roles) = match cmd {
+        CpsiCommand::Cardinality(r) => ("cardinality", r),
+        CpsiCommand::Sum(r) => ("sum", r),
+        CpsiCommand::Threshold(r) => ("threshold", r),
+        CpsiCommand::Union(r) => ("union", r),
+        CpsiCommand::Shares(r) => ("shares", r),
+    };
+    let (a, learns) = match roles.role {
+        RoleArgs::Receive(a) => (a, true),
+        RoleArgs::Send(a) => (a, false),
+    };
+    let app = match (name, a.threshold) {
+        ("threshold", Some(t)) => App::Threshold(t),
+        ("threshold", None) => bail!("threshold needs --threshold T"),
+        (_, Some(_)) => bail!("--threshold belongs to the threshold application"),
+        ("cardinality", None) => App::Cardinality,
+        ("sum", None) => App::Sum,
+        ("union", None) => App::Union,
+        _ => App::Shares,
+    };
+    if a.value_column.is_some() && app != App::Sum {
+        bail!("--value-column belongs to the sum application");
+    }
+    let role = match learns {
+        true => facade::learner(app),
+        false => facade::contributor(app),
+    };
+    let table = read_rows(&a.input, &a.csv.spec()?)?;
+    let (keys, rows_of_key) = table.unique_keys();
+    let values = match &a.value_column {
+        Some(col) => Some(key_values(&table, &rows_of_key, col, &a.input)?),
+        None => None,
+    };
+    let mut cfg = CpsiConfig::new(app);
+    cfg.ot = match a.ot {
+        Ot::Silent => OtKind::Silent,
+        Ot::Iknp => OtKind::Iknp,
+    };
+    cfg.both_learn = a.both;
+    cfg.max_set_size = a.max_peer_items;
+    cfg.key_format = a.csv.spec()?.key_format();
+    let input = Input {
+        keys: &keys,
+        values: values.as_deref(),
+    };
+    let out = facade::run_blocking(&a.peer.peer()?, role, input, &cfg, announce)?;
+    report(&out, role);
+    write_output(&out.output, &a, &keys)
+}
+
+/// One value per distinct key: the sum (mod 2^64) of its rows' values.
+pub(crate) fn key_values(
+    table: &Table,
+    rows_of_key: &[Vec<usize>],
+    col: &str,
+    input: &Path,
+) -> Result<Vec<u64>> {
+    let name = input.display().to_string();
+    let at = table.column_position(&Column::parse(col)?, "value", &name)?;
+    rows_of_key
+        .iter()
+        .map(|rows| {
+            rows.iter().try_fold(0u64, |sum, &r| {
+                let row = &table.rows[r];
+                let field = row.record.get(at).with_context(|| {
+                    format!("{name}: row {} has no value column {col}", row.row)
+                })?;
+                let text = std::str::from_utf8(field).unwrap_or("").trim();
+                let v: u64 = text.parse().with_context(|| {
+                    format!(
+                        "{name}: row {}: value {:?} in column {col} is not an unsigned integer",
+                        row.row,
+                        String::from_utf8_lossy(field)
+                    )
+                })?;
+                Ok(sum.wrapping_add(v))
+            })
+        })
+        .collect()
+}
+
+fn report(out: &Outcome, role: Role) {
+    let p = &out.phases;
+    let step = |s: psikit_protocols::cpsi::Step| crate::report::secs(s.time);
+    println!(
+        "{}: circuit PSI over {} bins, {}-bit tags: hashing {}, OPPRF {}, triples {}, equality {}, application {}; sent {}, received {}",
+        match role {
+            Role::Sender => "sender",
+            Role::Receiver => "receiver",
+        },
+        p.bins,
+        p.tag_bits,
+        step(p.hashing),
+        step(p.opprf),
+        step(p.triples),
+        step(p.equality),
+        step(p.application),
+        crate::report::bytes(out.bytes_sent),
+        crate::report::bytes(out.bytes_received)
+    );
+    match &out.output {
+        Output::Cardinality(Some(c)) => println!("intersection size: {c}"),
+        Output::Sum(Some(s)) => {
+            println!("intersection size: {}", s.cardinality);
+            if let Some(v) = s.sender_values {
+                println!("sum of the sender's values over the intersection: {v}");
+            }
+            if let Some(v) = s.receiver_values {
+                println!("sum of the receiver's values over the intersection: {v}");
+            }
+        }
+        Output::Threshold(Some(b)) => println!(
+            "the intersection reaches the threshold: {}",
+            if *b { "yes" } else { "no" }
+        ),
+        Output::Union(Some(items)) => {
+            println!(
+                "the peer holds {} keys outside the intersection",
+                items.len()
+            )
+        }
+        Output::Shares(s) => println!("{} membership shares", s.membership.len()),
+        _ => println!("the peer learned the result"),
+    }
+}
+
+fn write_output(out: &Output, a: &CpsiArgs, keys: &[Vec<u8>]) -> Result<()> {
+    let path = match (out, &a.output) {
+        (Output::Union(Some(_)) | Output::Shares(_), None) => {
+            bail!("the result is a file: give --output FILE")
+        }
+        (Output::Union(Some(_)) | Output::Shares(_), Some(p)) => p,
+        _ => return Ok(()),
+    };
+    let mut w = std::io::BufWriter::new(
+        std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?,
+    );
+    match out {
+        Output::Union(Some(extra)) => {
+            writeln!(w, "key")?;
+            for k in keys.iter().chain(extra) {
+                write_field(&mut w, k)?;
+                writeln!(w)?;
+            }
+            println!(
+                "{} keys of the union written to {}",
+                keys.len() + extra.len(),
+                path.display()
+            );
+        }
+        Output::Shares(s) => write_shares(&mut w, s, keys)?,
+        _ => {}
+    }
+    w.flush()?;
+    Ok(())
+}
+
+/// One row per bin: `bin,share[,value_share][,key]` (the key at the
+/// receiver, which knows its item in each bin).
+fn write_shares(w: &mut impl Write, s: &Shares, keys: &[Vec<u8>]) -> Result<()> {
+    write!(w, "bin,share")?;
+    if s.sender_values.is_some() {
+        write!(w, ",value_share")?;
+    }
+    if s.item_of_bin.is_some() {
+        write!(w, ",key")?;
+    }
+    writeln!(w)?;
+    for bin in 0..s.membership.len() {
+        write!(w, "{bin},{}", u8::from(s.membership.get(bin)))?;
+        if let Some(v) = &s.sender_values {
+            write!(w, ",{}", v[bin])?;
+        }
+        if let Some(items) = &s.item_of_bin {
+            write!(w, ",")?;
+            if let Some(i) = items[bin] {
+                write_field(w, &keys[i as usize])?;
+            }
+        }
+        writeln!(w)?;
+    }
+    Ok(())
+}
+
+/// A key as one CSV field (quoted when needed; composite keys keep their
+/// binary encoding, so write single-column keys for readable output).
+fn write_field(w: &mut impl Write, key: &[u8]) -> Result<()> {
+    let mut field = Vec::new();
+    psikit_protocols::io::encode_label(&[key], &mut field);
+    w.write_all(&field)?;
+    Ok(())
+}
