@@ -33,6 +33,7 @@ use sha2::{Digest, Sha256};
 
 use crate::common::summaries::split_values;
 use crate::common::two_party::Hello;
+use crate::cpsi::messages as cpsi;
 use crate::filter_psi::messages::{
     DeltaBody, FilterVersion, QueryRequest, QueryResponse, SyncHeader, SyncRequest,
 };
@@ -62,6 +63,7 @@ pub const TARGETS: &[Target] = &[
     ("ot_messages", ot_messages),
     ("rr16_messages", rr16_messages),
     ("vole_messages", vole_messages),
+    ("cpsi_messages", cpsi_messages),
     ("csv_keys", csv_keys),
 ];
 
@@ -444,6 +446,29 @@ pub fn vole_messages(data: &[u8]) {
         6 => drop(round_trip::<vole::SenderOffset>(payload, ())),
         7 => drop(round_trip::<SilentChallenge>(payload, ())),
         _ => drop(round_trip::<SilentCheck>(payload, ())),
+    }
+}
+
+/// Circuit PSI's own messages; two bound bytes give the bit count of a
+/// packed bit vector (the GMW openings and OT corrections).
+pub fn cpsi_messages(data: &[u8]) {
+    let Some((which, rest)) = split(data) else {
+        return;
+    };
+    let Some((bound, payload)) = rest.split_first_chunk::<2>() else {
+        return;
+    };
+    let bits = usize::from(u16::from_be_bytes(*bound));
+    match which % 5 {
+        0 => drop(round_trip::<cpsi::Hello>(payload, ())),
+        1 => drop(round_trip::<cpsi::Seeds>(payload, ())),
+        2 => drop(round_trip::<cpsi::HintSeed>(payload, ())),
+        3 => drop(round_trip::<cpsi::Share>(payload, ())),
+        _ => {
+            if let Some(b) = crate::cpsi::bits::Bits::from_bytes(payload, bits) {
+                assert_eq!(b.to_bytes(), payload);
+            }
+        }
     }
 }
 

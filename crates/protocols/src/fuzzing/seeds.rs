@@ -46,6 +46,7 @@ pub fn seeds() -> Vec<Seed> {
     add("ot_messages", ot_message_seeds());
     add("rr16_messages", rr16_message_seeds());
     add("vole_messages", vole_message_seeds());
+    add("cpsi_messages", cpsi_message_seeds());
     add("csv_keys", csv_seeds());
     out
 }
@@ -404,6 +405,42 @@ fn vole_message_seeds() -> Vec<(&'static str, Vec<u8>)> {
             "silent-check",
             bounded(8, 0, &SilentCheck([8; 32]).to_frame().payload),
         ),
+    ]
+}
+
+fn cpsi_message_seeds() -> Vec<(&'static str, Vec<u8>)> {
+    use crate::cpsi::{bits::Bits, messages as cpsi, Agreed, App, OtKind};
+    fn bounded(which: u8, bits: u16, payload: &[u8]) -> Vec<u8> {
+        [&[which][..], &bits.to_be_bytes(), payload].concat()
+    }
+    let hello = cpsi::Hello {
+        agreed: Agreed {
+            app: App::Threshold(1000),
+            ot: OtKind::Silent,
+            both_learn: true,
+        },
+        set_size: 1 << 20,
+        has_values: true,
+        max_item_len: 40,
+        key_format: "psikit-key-v1;columns=1;normalize=trim,lower".into(),
+    };
+    let seeds = cpsi::Seeds {
+        hashing: u128::MAX / 5,
+        okvs: [3; 16],
+    };
+    let opening = Bits::from_bools((0..77).map(|i| i % 3 == 1));
+    vec![
+        ("hello", bounded(0, 0, &hello.to_frame().payload)),
+        ("seeds", bounded(1, 0, &seeds.to_frame().payload)),
+        (
+            "hint-seed",
+            bounded(2, 0, &cpsi::HintSeed([4; 16]).to_frame().payload),
+        ),
+        (
+            "share",
+            bounded(3, 0, &cpsi::Share(u64::MAX - 9).to_frame().payload),
+        ),
+        ("opening", bounded(4, 77, &opening.to_bytes())),
     ]
 }
 
