@@ -186,7 +186,9 @@ impl CpsiConfig {
     }
 }
 
-/// A party's input: distinct keys and, for sums, one value per key.
+/// A party's input: distinct keys (front ends merge rows with the same
+/// key; repeated keys would be counted twice) and, for sums, one value per
+/// key.
 #[derive(Clone, Copy, Debug)]
 pub struct Input<'a> {
     pub keys: &'a [Vec<u8>],

@@ -189,3 +189,92 @@ async fn parties_that_disagree_are_refused() {
     drop(b);
     assert!(task.await.expect("task").is_err());
 }
+
+/// A peer's hello for `cfg` with `n` items.
+fn hello_of(cfg: &CpsiConfig, n: u64) -> messages::Hello {
+    messages::Hello {
+        agreed: cfg.agreed(),
+        set_size: n,
+        has_values: false,
+        max_item_len: 0,
+        key_format: String::new(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_that_stops_or_sends_garbage_gets_an_error() {
+    let (s, r, _) = sets(9, 100, 100, 10);
+    let cfg = CpsiConfig::new(App::Cardinality);
+    // A sender that says hello and hangs up.
+    let (mut a, mut b) = Channel::memory_pair(Limits::default());
+    let peer = hello_of(&cfg, 100);
+    let fake = tokio::spawn(async move {
+        a.send_msg(&peer).await.expect("hello");
+        let _: messages::Hello = a.recv_msg(()).await.expect("their hello");
+        drop(a);
+    });
+    let input = Input {
+        keys: &r,
+        values: None,
+    };
+    let err = run_receiver(&mut b, input, &cfg)
+        .await
+        .expect_err("stopped");
+    fake.await.expect("fake");
+    assert!(!err.to_string().is_empty());
+
+    // A receiver whose masked OKVS table is cut short.
+    let (mut a, mut b) = Channel::memory_pair(Limits::default());
+    let peer = hello_of(&cfg, 100);
+    let fake = tokio::spawn(async move {
+        b.send_msg(&peer).await.expect("hello");
+        let _: messages::Hello = b.recv_msg(()).await.expect("their hello");
+        let seeds = messages::Seeds {
+            hashing: 1,
+            okvs: [2; 16],
+        };
+        b.send_msg(&seeds).await.expect("seeds");
+        // Where the silent VOLE's base OTs belong: a short chunked transfer.
+        let _ = messages::send(&mut b, messages::KIND_MASKED, &[7; 33]).await;
+        b
+    });
+    let input = Input {
+        keys: &s,
+        values: None,
+    };
+    let err = run_sender(&mut a, input, &cfg).await.expect_err("garbage");
+    drop(fake.await.expect("fake"));
+    assert!(!err.to_string().is_empty(), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn out_of_range_input_is_refused_before_the_run() {
+    let keys: Vec<Vec<u8>> = vec![b"a".to_vec(), b"b".to_vec()];
+    let (mut a, _b) = Channel::memory_pair(Limits::default());
+    let cfg = CpsiConfig::new(App::Threshold(1 << 50));
+    let input = Input {
+        keys: &keys,
+        values: None,
+    };
+    let err = run_sender(&mut a, input, &cfg)
+        .await
+        .expect_err("threshold");
+    assert!(err.to_string().contains("threshold"), "{err}");
+    let cfg = CpsiConfig::new(App::Sum);
+    let input = Input {
+        keys: &keys,
+        values: Some(&[1]),
+    };
+    let err = run_sender(&mut a, input, &cfg).await.expect_err("values");
+    assert!(err.to_string().contains("1 values for 2 keys"), "{err}");
+    let long = vec![vec![b'x'; 2000]];
+    let cfg = CpsiConfig::new(App::Union);
+    let input = Input {
+        keys: &long,
+        values: None,
+    };
+    let err = run_receiver(&mut a, input, &cfg)
+        .await
+        .expect_err("long key");
+    assert!(err.to_string().contains("up to 1024 bytes"), "{err}");
+}
