@@ -1,5 +1,9 @@
 //! Circuit PSI's facade: a run over a [`Peer`] (listen or connect, TLS),
-//! async and blocking, with the roles named by who learns the result.
+//! async and blocking, or as a sans-IO [`Stepper`]; the roles named by who
+//! learns the result. (Circuit PSI takes values with its keys, so it has
+//! its own entries rather than `common::two_party::TwoParty`'s.)
+
+use psikit_transport::{Limits, Stepper};
 
 use crate::common::connect::{block_on, Peer};
 use crate::Error;
@@ -58,4 +62,26 @@ pub fn run_blocking(
     listening: impl FnOnce(&str),
 ) -> Result<Outcome, Error> {
     block_on(run(peer, role, input, config, listening))?
+}
+
+/// `role`'s run as a sans-IO state machine: push the peer's bytes in, take
+/// ours out, [`Stepper::advance`] until `Ready` (see
+/// `common::two_party::sender_stepper`).
+pub fn stepper(
+    role: Role,
+    keys: Vec<Vec<u8>>,
+    values: Option<Vec<u64>>,
+    config: CpsiConfig,
+    limits: Limits,
+) -> Stepper<Result<Outcome, Error>> {
+    Stepper::new(limits, move |mut ch| async move {
+        let input = Input {
+            keys: &keys,
+            values: values.as_deref(),
+        };
+        match role {
+            Role::Sender => run_sender(&mut ch, input, &config).await,
+            Role::Receiver => run_receiver(&mut ch, input, &config).await,
+        }
+    })
 }

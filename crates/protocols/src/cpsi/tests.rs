@@ -278,3 +278,32 @@ async fn out_of_range_input_is_refused_before_the_run() {
         .expect_err("long key");
     assert!(err.to_string().contains("up to 1024 bytes"), "{err}");
 }
+
+#[test]
+fn both_roles_run_as_steppers_without_a_runtime() {
+    use std::task::Poll;
+    let (s, r, truth) = sets(11, 300, 200, 77);
+    let cfg = CpsiConfig::new(App::Cardinality);
+    let limits = Limits::default();
+    let mut sender = facade::stepper(facade::Role::Sender, s, None, cfg.clone(), limits);
+    let mut receiver = facade::stepper(facade::Role::Receiver, r, None, cfg, limits);
+    let (mut s_out, mut r_out) = (None, None);
+    while s_out.is_none() || r_out.is_none() {
+        if s_out.is_none() {
+            if let Poll::Ready(out) = sender.advance() {
+                s_out = Some(out);
+            }
+        }
+        receiver.push(&sender.take_outgoing());
+        if r_out.is_none() {
+            if let Poll::Ready(out) = receiver.advance() {
+                r_out = Some(out);
+            }
+        }
+        sender.push(&receiver.take_outgoing());
+    }
+    let want = truth.iter().filter(|&&t| t).count() as u64;
+    let r_out = r_out.and_then(Result::ok).expect("receiver");
+    assert_eq!(r_out.output, Output::Cardinality(Some(want)));
+    assert!(s_out.is_some_and(|o| o.is_ok()));
+}
