@@ -89,20 +89,7 @@ impl CompactPoly {
     /// times `m` gains noise proportional to the size of `m`'s coefficients,
     /// so centering saves about one bit over lifting from `[0, t)`.
     pub fn to_plain(&self, params: &HeParams) -> Result<PlainPoly, HeError> {
-        let coeffs = self.coefficients(params)?;
-        let ctx = params.context_at(params.query_level())?;
-        let t = params.plain_modulus();
-        let mut lifted = Vec::with_capacity(ctx.moduli().len() * coeffs.len());
-        for &q in ctx.moduli() {
-            lifted.extend(coeffs.iter().map(|&c| centered_residue(c, t, q)));
-        }
-        let mut poly = Poly::try_convert_from(lifted, ctx, false, Representation::PowerBasis)
-            .map_err(backend)?;
-        poly.change_representation(Representation::Ntt);
-        Ok(PlainPoly {
-            params: params.clone(),
-            poly,
-        })
+        lift_centered(params, &self.coefficients(params)?)
     }
 
     /// Unpacks the coefficients after checking this polynomial fits `params`.
@@ -127,6 +114,24 @@ impl fmt::Debug for CompactPoly {
             .field("bytes", &self.packed.len())
             .finish()
     }
+}
+
+/// The plaintext of coefficients `coeffs` (each below `t`, exactly `n`),
+/// lifted centered into `(-t/2, t/2]` and put in NTT form at the query level.
+pub(crate) fn lift_centered(params: &HeParams, coeffs: &[u64]) -> Result<PlainPoly, HeError> {
+    let ctx = params.context_at(params.query_level())?;
+    let t = params.plain_modulus();
+    let mut lifted = Vec::with_capacity(ctx.moduli().len() * coeffs.len());
+    for &q in ctx.moduli() {
+        lifted.extend(coeffs.iter().map(|&c| centered_residue(c, t, q)));
+    }
+    let mut poly =
+        Poly::try_convert_from(lifted, ctx, false, Representation::PowerBasis).map_err(backend)?;
+    poly.change_representation(Representation::Ntt);
+    Ok(PlainPoly {
+        params: params.clone(),
+        poly,
+    })
 }
 
 /// `c` (in `[0, t)`) read as the centered integer in `(-t/2, t/2]`, reduced

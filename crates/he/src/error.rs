@@ -31,6 +31,19 @@ pub enum HeError {
         "need at least 2 coefficient moduli (the last one is the key-switching prime), got {0}"
     )]
     TooFewModuli(usize),
+    /// No coefficient modulus at all.
+    #[error("need at least one coefficient modulus")]
+    NoModuli,
+    /// Relinearization asked of parameters without a key-switching prime
+    /// ([`crate::HeParams::without_key_switching`]).
+    #[error("these parameters have no key-switching prime, so no relinearization key")]
+    NoKeySwitching,
+    /// A flooding bound too large for the ciphertext modulus.
+    #[error("flooding bound of {bits} bits does not fit below the ciphertext modulus")]
+    FloodTooLarge {
+        /// Bits of the requested bound.
+        bits: u32,
+    },
     /// A requested modulus size outside what fhe supports.
     #[error("coefficient modulus {index} has {bits} bits; fhe supports 10 to 62")]
     ModulusSize {

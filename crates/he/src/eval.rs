@@ -209,7 +209,7 @@ impl Evaluator {
 }
 
 /// Part `i` of `Σ cts[j] · pts[j]`, over the terms that have that part.
-fn part_dot(cts: &[&Ciphertext], pts: &[&PlainPoly], i: usize) -> Result<Poly, HeError> {
+pub(crate) fn part_dot(cts: &[&Ciphertext], pts: &[&PlainPoly], i: usize) -> Result<Poly, HeError> {
     let terms = cts.iter().zip(pts).filter(move |(ct, _)| ct.parts() > i);
     dot_product(
         terms.clone().map(move |(ct, _)| &ct.inner()[i]),

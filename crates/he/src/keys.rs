@@ -24,7 +24,7 @@ use crate::{wire, Ciphertext, HeError, HeParams};
 /// zeroized too (best effort: prost's decoder may leave freed copies).
 pub struct SecretKey {
     params: HeParams,
-    inner: FheSecretKey,
+    pub(crate) inner: FheSecretKey,
 }
 
 impl SecretKey {
@@ -151,6 +151,9 @@ impl RelinKey {
     /// Generates the relinearization key of `sk`.
     pub fn generate(sk: &SecretKey) -> Result<Self, HeError> {
         let params = &sk.params;
+        if !params.has_key_switching() {
+            return Err(HeError::NoKeySwitching);
+        }
         let inner =
             RelinearizationKey::new_leveled(&sk.inner, params.query_level(), 0, &mut rand09::rng())
                 .map_err(backend)?;
@@ -167,6 +170,9 @@ impl RelinKey {
 
     /// Decodes [`RelinKey::to_bytes`] output, checking length and ranges.
     pub fn from_bytes(params: &HeParams, bytes: &[u8]) -> Result<Self, HeError> {
+        if !params.has_key_switching() {
+            return Err(HeError::NoKeySwitching);
+        }
         wire::decode_relin_key(params, bytes)
     }
 

@@ -42,6 +42,7 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+mod additive;
 mod ciphertext;
 mod dropped;
 mod encode;
@@ -55,6 +56,7 @@ mod scale;
 pub mod security;
 pub mod wire;
 
+pub use additive::{dot_plain, public_key_noise_bound, PublicKey, FRESH_NOISE_BOUND};
 pub use ciphertext::Ciphertext;
 pub use encode::{CompactPoly, PlainPoly};
 pub use error::HeError;

@@ -16,9 +16,10 @@ use crate::HeError;
 /// Error variance of fhe's centered binomial noise. fhe's default, 10, is
 /// σ ≈ 3.16, just under the σ = 3.2 the security table assumes; 11 (σ ≈ 3.32)
 /// stays on the safe side for 0.07 bit more noise.
-const ERROR_VARIANCE: usize = 11;
+pub(crate) const ERROR_VARIANCE: usize = 11;
 
-/// The level fresh query ciphertexts live at: every modulus but the last.
+/// The level fresh query ciphertexts live at with a key-switching prime:
+/// every modulus but the last.
 const QUERY_LEVEL: usize = 1;
 
 /// BFV parameters `(n, t, q_1..q_k, P)`, shared cheaply by every key,
@@ -38,6 +39,8 @@ pub struct HeParams {
 struct Inner {
     bfv: Arc<BfvParameters>,
     moduli_bits: Vec<usize>,
+    /// [`QUERY_LEVEL`], or 0 for [`HeParams::without_key_switching`].
+    query_level: usize,
     /// NTT modulo t, i.e. the batching transform.
     plain_ntt: NttOperator,
     /// Slot `i` is NTT position `slot_index[i]` (SEAL's batching order).
@@ -52,10 +55,37 @@ impl HeParams {
     /// Rejects sets above the 128-bit bound, fewer than two moduli, and `t`
     /// that is not a prime `= 1 mod 2n` below `q_1`.
     pub fn new(degree: usize, plain_modulus: u64, moduli_bits: &[usize]) -> Result<Self, HeError> {
-        max_bits_128(degree).ok_or(HeError::UnsupportedDegree(degree))?;
         if moduli_bits.len() < 2 {
             return Err(HeError::TooFewModuli(moduli_bits.len()));
         }
+        Self::build(degree, plain_modulus, moduli_bits, QUERY_LEVEL)
+    }
+
+    /// Parameters for additive use only (ciphertext-plaintext products and
+    /// sums, public-key encryption; no ciphertext products): no special
+    /// prime, so fresh ciphertexts use *all* moduli (the query level is 0)
+    /// and the whole 128-bit budget goes to the ciphertext modulus.
+    /// [`crate::RelinKey::generate`] refuses them.
+    ///
+    /// Same checks as [`HeParams::new`], with at least one modulus.
+    pub fn without_key_switching(
+        degree: usize,
+        plain_modulus: u64,
+        moduli_bits: &[usize],
+    ) -> Result<Self, HeError> {
+        if moduli_bits.is_empty() {
+            return Err(HeError::NoModuli);
+        }
+        Self::build(degree, plain_modulus, moduli_bits, 0)
+    }
+
+    fn build(
+        degree: usize,
+        plain_modulus: u64,
+        moduli_bits: &[usize],
+        query_level: usize,
+    ) -> Result<Self, HeError> {
+        max_bits_128(degree).ok_or(HeError::UnsupportedDegree(degree))?;
         let moduli = generate_moduli(degree, moduli_bits)?;
         let actual_bits: Vec<usize> = moduli.iter().map(|&q| bit_width(q)).collect();
         check_128(degree, &actual_bits)?;
@@ -70,6 +100,7 @@ impl HeParams {
         let inner = Inner {
             bfv,
             moduli_bits: actual_bits,
+            query_level,
             plain_ntt,
             slot_index: slot_index_map(degree).into(),
         };
@@ -121,9 +152,16 @@ impl HeParams {
     }
 
     /// Level of fresh query ciphertexts and of every evaluation: all moduli
-    /// but the special prime.
+    /// but the special prime (all moduli, level 0, for
+    /// [`HeParams::without_key_switching`]).
     pub fn query_level(&self) -> usize {
-        QUERY_LEVEL
+        self.inner.query_level
+    }
+
+    /// False for [`HeParams::without_key_switching`] parameters, which have
+    /// no special prime and so no relinearization.
+    pub fn has_key_switching(&self) -> bool {
+        self.inner.query_level == QUERY_LEVEL
     }
 
     /// Level with only `q_1` left, where results are sent back.
@@ -195,6 +233,7 @@ impl fmt::Debug for HeParams {
             .field("degree", &self.degree())
             .field("plain_modulus", &self.plain_modulus())
             .field("moduli", &self.moduli())
+            .field("key_switching", &self.has_key_switching())
             .finish()
     }
 }

@@ -42,7 +42,7 @@ use crate::{Ciphertext, HeError, HeParams, RelinKey};
 pub const SEED_LEN: usize = 32;
 
 /// Bytes of one packed polynomial at `level`.
-fn poly_size(params: &HeParams, level: usize) -> usize {
+pub(crate) fn poly_size(params: &HeParams, level: usize) -> usize {
     params
         .moduli_at(level)
         .iter()
@@ -53,6 +53,39 @@ fn poly_size(params: &HeParams, level: usize) -> usize {
 /// Exact size of [`encode_query_ct`] output.
 pub fn query_ct_size(params: &HeParams) -> usize {
     SEED_LEN + poly_size(params, params.query_level())
+}
+
+/// Exact size of [`crate::PublicKey::to_bytes`] output: the seed and one
+/// polynomial over all moduli.
+pub fn public_key_size(params: &HeParams) -> usize {
+    SEED_LEN + poly_size(params, 0)
+}
+
+/// Checks that `bytes` could be decoded by [`decode_query_ct`] (exact
+/// length, every residue below its modulus, zero padding) without building
+/// the ciphertext: for message decoders that keep the bytes.
+pub fn check_query_ct(params: &HeParams, bytes: &[u8]) -> Result<(), HeError> {
+    const WHAT: &str = "query ciphertext";
+    check_len(WHAT, query_ct_size(params), bytes)?;
+    let n = params.degree();
+    let mut offset = SEED_LEN;
+    for (row, &q) in params.moduli_at(params.query_level()).iter().enumerate() {
+        let width = bit_width(q);
+        let len = packed_len(n, width);
+        let first_index = row * n;
+        let packed = bytes
+            .get(offset..offset + len)
+            .ok_or(HeError::WireCoefficient {
+                what: WHAT,
+                index: first_index,
+            })?;
+        unpack_checked(packed, n, width, q).map_err(|i| HeError::WireCoefficient {
+            what: WHAT,
+            index: first_index + i,
+        })?;
+        offset += len;
+    }
+    Ok(())
 }
 
 /// Exact size of [`encode_result_ct`] output.
@@ -193,7 +226,7 @@ fn check_len(what: &'static str, expected: usize, bytes: &[u8]) -> Result<(), He
 }
 
 /// Appends the NTT-form residues of `poly`, row by row.
-fn pack_poly(out: &mut Vec<u8>, poly: &Poly) {
+pub(crate) fn pack_poly(out: &mut Vec<u8>, poly: &Poly) {
     let coefficients = poly.coefficients();
     for (row, &q) in coefficients.outer_iter().zip(poly.ctx().moduli()) {
         pack_into(out, row.iter().copied(), bit_width(q));
@@ -202,7 +235,7 @@ fn pack_poly(out: &mut Vec<u8>, poly: &Poly) {
 
 /// Reads one polynomial at `level` from exactly its packed size. `first_index`
 /// offsets the coefficient index reported on error.
-fn unpack_poly(
+pub(crate) fn unpack_poly(
     what: &'static str,
     bytes: &[u8],
     (params, level): (&HeParams, usize),
