@@ -53,8 +53,9 @@ pub const FRESH_NOISE_BOUND: u64 = 2 * ERROR_VARIANCE as u64 + 1;
 /// fhe computes `(u·b + e1, u·a + e2)` with `b = -a·s + e`, so the phase is
 /// `u·e + e1 + e2·s`; `u`, `e`, `e1`, `e2` have coefficients at most
 /// `E = 2·VARIANCE` and `s` is ternary, so this is `n·E² + E + n·E`.
-pub fn public_key_noise_bound(params: &HeParams) -> u64 {
-    let n = params.degree() as u64;
+/// Depends on the degree `n` only.
+pub fn public_key_noise_bound(degree: usize) -> u64 {
+    let n = degree as u64;
     let e = 2 * ERROR_VARIANCE as u64;
     n * e * e + e + n * e
 }
@@ -146,7 +147,7 @@ impl PublicKey {
     /// with `flood_bound ≥ 2^σ·B` for `B` the result's noise bound, hides
     /// that noise from the key owner up to statistical distance `2^-σ` per
     /// coefficient (noise flooding). The total noise is at most
-    /// `flood_bound + public_key_noise_bound(params)`.
+    /// `flood_bound + public_key_noise_bound(n)`.
     pub fn encrypt_zero_flooded(&self, flood_bound: u128) -> Result<Ciphertext, HeError> {
         let params = &self.params;
         let level = params.query_level();

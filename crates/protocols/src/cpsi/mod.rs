@@ -21,7 +21,10 @@
 //!    random OTs made by IKNP or silent OT ([`rot`], the paper's IKNP-GMW
 //!    and Silent-GMW).
 //!
-//! Then the application ([`apps`], paper §3.3).
+//! Then the application ([`apps`], paper §3.3). [`epc`] is the paper's
+//! equality-preserving compression (§4), which shortens the tags from `ℓ`
+//! to `ℓ_c` bits between steps 2 and 3; it is built and tested on its own
+//! and not yet used by the steps above.
 //!
 //! # Roles
 //! The **receiver** holds the cuckoo table; the **sender** the simple
@@ -54,6 +57,7 @@
 
 pub mod apps;
 pub mod bits;
+pub mod epc;
 pub mod facade;
 pub mod gmw;
 pub mod hashing;

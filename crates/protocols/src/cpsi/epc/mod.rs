@@ -1,0 +1,125 @@
+//! Equality-preserving compression (EPC) of Han, Moon and Son, "Improved
+//! Circuit-based PSI via Equality Preserving Compression" (§4, Figures 5-6,
+//! Lemma 1, Theorem 1; parameters §6.1, Table 3).
+//!
+//! The sender holds tags `v ∈ Z_{2^ℓ}^M` (random bin tags of the circuit
+//! PSI's OPPRF step), the receiver `v* ∈ Z_{2^ℓ}^M`. They end with
+//! `r` (sender) and `r*` (receiver) in `Z_p^M`, `p` a prime of `ℓ_c` bits,
+//! with `r_i = r*_i` exactly when `v_i = v*_i`: never a false equality or
+//! inequality, because every noise bound below is a worst-case bound and
+//! `D = Σ (v_i - v*_i)² < p`. The equality share generation then works on
+//! `ℓ_c` bits instead of `ℓ`.
+//!
+//! Semi-honest security (Theorem 1): the receiver sees only fresh BFV
+//! ciphertexts under the sender's key; the sender decrypts `D + r*` with
+//! `r*` uniform, whose noise is flooded. Leakage: `M` (the batch count).
+//!
+//! # Protocol (Fig. 6), streaming per batch of `n = 4096` slots
+//!
+//! 1. [`EpcSender::new`] makes a ternary secret key and sends its public
+//!    key ([`EpcPublicKey`]); [`EpcReceiver::new`] takes it.
+//! 2. Per batch `k` ([`EpcParams::batch_range`]), [`EpcSender::encrypt_batch`]
+//!    decomposes the batch's tags (padded with 0) into `u` base-`w` digit
+//!    vectors `m_i` and `m_u = Σ_i m_i²`, and sends their `u + 1`
+//!    secret-key encryptions ([`EpcSenderBatch`]). No ciphertext product is
+//!    ever computed.
+//! 3. [`EpcReceiver::evaluate_batch`] decomposes its tags (padded with 1)
+//!    into `m*_i` and computes
+//!    `ct_d = ct_u + Σ ct_i ⊙ (-2·m*_i) + (Σ_i m*_i² + r*)`, an encryption
+//!    of `D + r*` since `D = Σv_i² - 2Σv_i·v*_i + Σv*_i²`; adds a fresh
+//!    public-key encryption of zero whose noise is uniform in
+//!    `[-B_fp, B_fp]`; switches to `q_1`, drops low bits that hold only
+//!    noise, and replies ([`EpcReply`]). Its output is `r*`.
+//! 4. [`EpcSender::decrypt_reply`] decrypts `r = D + r*`.
+//!
+//! Batches are independent: a party can stream them (bounded memory: one
+//! batch is `(u + 1)` ciphertexts, about 0.56 MB at `ℓ_c = 16`), pipeline
+//! them with its peer, or run them on the rayon pool
+//! ([`EpcSender::encrypt_all`], [`EpcReceiver::evaluate_all`],
+//! [`EpcSender::decrypt_all`]).
+//!
+//! # Parameters ([`EpcParams::new`]) and where each number comes from
+//!
+//! | quantity | rule | source |
+//! |---|---|---|
+//! | `n` | 4096 | §6.1 (smallest ring with a depth-1 plaintext product) |
+//! | `p` | the largest prime of `ℓ_c` bits with `p ≡ 1 mod 2n` (16 → 40961) | §6.1, batching condition (1) |
+//! | `w`, `u` | largest `w` with `p > u·(w-1)²`, `u = ceil(ℓ / log2 w)` | §4.1 (3), §6.1 |
+//! | `B_fresh` | 23: fhe's error has `\|e\| ≤ 2·11`, its `floor(Q·m/p)` encoding adds `< 1` | `psikit_he::FRESH_NOISE_BOUND` |
+//! | `B*` | `B_fresh·(1 + u·n·(p-1)/2) + 1` | Lemma 1 / Theorem 1, with `δ_R = n`, multipliers lifted centered (`\|c\| ≤ (p-1)/2`); fhe's exact `floor(Q·m/p)` encoding removes Lemma 1's `δ_R·p²` term |
+//! | `B_fp` | `2^40·B*`, uniform in `[-B_fp, B_fp]` | Theorem 1, σ = 40 |
+//! | `B_pk` | `n·22² + 22 + n·22` (public-key encryption of zero) | `psikit_he::public_key_noise_bound` |
+//! | `Q = q_1·q_2` | smallest, two primes `≡ 1 mod 2n` of `ceil(b/2)`, `floor(b/2)` bits, with `4p·(ceil((B* + B_pk + B_fp)/q_2) + n + 1) ≤ q_1` | Theorem 1's `q > p·(B_fp + B* + 2p)`, made exact: the reply is decrypted mod `q_1` after an exact switch (noise `/q_2`, `+ (n+1)/2`), needs noise `< q_1/(2p)`, and keeps a factor 2 ([`MARGIN_BITS`]) |
+//! | 128-bit | `log2 Q ≤ 109` at `n = 4096` (no special prime) | HomomorphicEncryption.org table, `psikit_he::security::check_128` |
+//! | dropped bits `d` | largest with `4p·(switched noise + 2^(d-1)·(n+1)) ≤ q_1` | rounding `c0, c1` adds `≤ 2^(d-1)·(1 + n)` |
+//!
+//! Our `Q` is about 8 bits above Table 3's `log q` (84 at `ℓ_c = 16`): the
+//! paper's "empirically `log q ≈ σ + 2 log p + log n`" uses typical noise,
+//! while we bound the worst case so that decryption can never fail. The
+//! derived sets (`log2 Q` with the moduli' bit sizes; `w`/`u` as in Table 3):
+//!
+//! | `ℓ_c` | `p` | `log2 Q` (bits of `q_1`, `q_2`) | `d` | `ℓ = 57`: `w`, `u` | `ℓ = 61`: `w`, `u` |
+//! |---|---|---|---|---|---|
+//! PARAMS_TABLE
+//!
+//! `ℓ_c` from 16 to 24 is accepted; 25 and more need more than 109 bits
+//! and are refused, as is any `ℓ` outside 1..=64.
+//!
+//! # Wire messages (protocol [`psikit_transport::ids::CIRCUIT_PSI`])
+//!
+//! | kind | direction | message | size |
+//! |---|---|---|---|
+//! | 20 | S → R | [`EpcPublicKey`]: `ℓ`, `ℓ_c` (one byte each), seed ‖ `b` | `2 + 32 + n·log Q/8` |
+//! | 21 | S → R | [`EpcSenderBatch`]: batch index (u32), `u + 1` ciphertexts, each seed ‖ `c0` | `4 + (u+1)·(32 + n·log Q/8)` |
+//! | 22 | R → S | [`EpcReply`]: batch index (u32), `c0 ‖ c1` mod `q_1`, `bits(q_1) - d` bits per coefficient | `4 + 2·n·(bits(q_1) - d)/8` |
+//!
+//! Versioned by the frame; sizes are fixed by `(ℓ, ℓ_c)`, so decoders take
+//! exactly that many bytes, check every residue against its modulus, and
+//! refuse a public key made for other `(ℓ, ℓ_c)`.
+//!
+//! # Flooding, precisely
+//!
+//! Flooding `B*` by `2^40` (Theorem 1) bounds the statistical distance of
+//! one reply *coefficient* by `2^-41`; over a whole run it is at most
+//! `M·2^-41` (about `2^-20` at `M = 2^20`). That is the paper's
+//! convention; a run-wide `2^-40` would need `B_fp ≈ 2^(40 + log M)·B*`,
+//! which does not fit the 128-bit bound at `n = 4096` for `ℓ_c = 22`.
+
+mod digits;
+mod messages;
+mod params;
+mod receiver;
+mod sender;
+
+#[cfg(test)]
+mod tests;
+
+pub use messages::{
+    EpcPublicKey, EpcReply, EpcSenderBatch, KIND_PUBLIC_KEY, KIND_REPLY, KIND_SENDER_BATCH,
+};
+pub use params::{EpcParams, DEGREE, MARGIN_BITS, MAX_ELL, MIN_ELL, SIGMA};
+pub use receiver::EpcReceiver;
+pub use sender::EpcSender;
+
+use crate::Error;
+
+/// Batch number `k` as it travels (u32).
+fn batch_index(k: usize) -> Result<u32, Error> {
+    u32::try_from(k).map_err(|_| Error::Misuse("more than 2^32 EPC batches"))
+}
+
+/// A batch holds 1 to `n` real tags.
+fn check_batch_len(params: &EpcParams, len: usize) -> Result<(), Error> {
+    if len == 0 || len > params.batch_slots() {
+        return Err(Error::Misuse("an EPC batch holds 1 to n tags"));
+    }
+    Ok(())
+}
+
+/// Slot values (below `p < 2^31`) as outputs.
+fn to_outputs(slots: &[u64]) -> Result<Vec<u32>, Error> {
+    slots
+        .iter()
+        .map(|&x| u32::try_from(x).map_err(|_| Error::Internal("EPC outputs are below p < 2^31")))
+        .collect()
+}
