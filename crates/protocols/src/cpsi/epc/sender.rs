@@ -16,7 +16,8 @@ use crate::Error;
 /// and from several threads.
 pub struct EpcSender {
     params: EpcParams,
-    sk: SecretKey,
+    /// Visible to the tests, which measure reply noise with it.
+    pub(super) sk: SecretKey,
 }
 
 impl EpcSender {
