@@ -35,7 +35,7 @@ use fhe_traits::{
     DeserializeParametrized, DeserializeWithContext, FheEncoder, FheEncrypter, Serialize,
 };
 use prost::Message;
-use rand09::Rng;
+use rand09::RngCore;
 use zeroize::Zeroizing;
 
 use crate::error::backend;
@@ -175,7 +175,7 @@ fn flood_poly(
     params: &HeParams,
     level: usize,
     bound: u128,
-    rng: &mut impl Rng,
+    rng: &mut impl RngCore,
 ) -> Result<Poly, HeError> {
     let too_large = || HeError::FloodTooLarge {
         bits: u128::BITS - bound.leading_zeros(),
@@ -189,8 +189,18 @@ fn flood_poly(
         return Err(too_large());
     }
     let n = params.degree();
-    let values: Zeroizing<Vec<u128>> =
-        Zeroizing::new((0..n).map(|_| rng.random_range(0..=2 * bound)).collect());
+    // Uniform in [0, 2·bound] by rejection of masked 128-bit draws: more
+    // than half are kept, and the number of rejections says nothing about
+    // the values kept.
+    let range = 2 * bound;
+    let mask = u128::MAX >> range.leading_zeros();
+    let mut draw = || loop {
+        let x = ((u128::from(rng.next_u64()) << 64) | u128::from(rng.next_u64())) & mask;
+        if x <= range {
+            break x;
+        }
+    };
+    let values: Zeroizing<Vec<u128>> = Zeroizing::new((0..n).map(|_| draw()).collect());
     let mut residues = Zeroizing::new(Vec::with_capacity(n * moduli.len()));
     for &q in moduli {
         let q = u128::from(q);

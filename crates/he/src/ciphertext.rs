@@ -3,7 +3,6 @@
 use std::fmt;
 
 use fhe::bfv::Ciphertext as FheCiphertext;
-use fhe::proto::bfv::Ciphertext as CiphertextProto;
 
 use crate::wire::SEED_LEN;
 use crate::{HeError, HeParams};
@@ -24,29 +23,6 @@ impl Ciphertext {
             params: params.clone(),
             inner,
             seed: None,
-        }
-    }
-
-    /// Wraps a fresh encryption, keeping the seed its `c1` was expanded from.
-    ///
-    /// fhe keeps that seed private and only writes it into its protobuf form;
-    /// converting the whole ciphertext would also transform and pack `c0`
-    /// (~2 ms at n 8192), so `c0` is swapped for an empty placeholder while the
-    /// protobuf is built.
-    pub(crate) fn fresh(params: &HeParams, mut inner: FheCiphertext) -> Self {
-        let seed = match inner.first_mut() {
-            Some(c0) => {
-                let c0 = std::mem::take(c0);
-                let seed = CiphertextProto::from(&inner).seed;
-                inner[0] = c0;
-                seed.try_into().ok()
-            }
-            None => None,
-        };
-        Self {
-            params: params.clone(),
-            inner,
-            seed,
         }
     }
 

@@ -2,14 +2,20 @@
 
 use std::fmt;
 
-use fhe::bfv::{Encoding, Plaintext, RelinearizationKey, SecretKey as FheSecretKey};
+use fhe::bfv::{
+    Ciphertext as FheCiphertext, Encoding, RelinearizationKey, SecretKey as FheSecretKey,
+};
 use fhe::proto::bfv::SecretKey as SecretKeyProto;
-use fhe_traits::{DeserializeParametrized, FheDecoder, FheDecrypter, FheEncoder, FheEncrypter};
+use fhe_math::rq::{traits::TryConvertFrom, Poly, Representation};
+use fhe_math::zq::Modulus;
+use fhe_traits::{DeserializeParametrized, FheDecoder, FheDecrypter};
 use prost::Message;
 use rand09::RngCore;
 use zeroize::{Zeroize, Zeroizing};
 
 use crate::error::backend;
+use crate::params::ERROR_VARIANCE;
+use crate::wire::SEED_LEN;
 use crate::{wire, Ciphertext, HeError, HeParams};
 
 /// The client's BFV secret key, with coefficients uniform in {-1, 0, 1}.
@@ -25,6 +31,13 @@ use crate::{wire, Ciphertext, HeError, HeParams};
 pub struct SecretKey {
     params: HeParams,
     pub(crate) inner: FheSecretKey,
+    /// `s` in NTT form at the query level, kept so that encryption does
+    /// not transform it again each time (fhe does).
+    s_ntt: Zeroizing<Poly>,
+    /// `floor(Q·m/t)` is `[(Q mod t)·m]_t · (-t⁻¹ mod Q)` (fhe's encoding):
+    /// `Q mod t` and `-t⁻¹ mod q_i` for the query-level moduli.
+    q_mod_t: u64,
+    neg_t_inv: Vec<u64>,
 }
 
 impl SecretKey {
@@ -33,12 +46,42 @@ impl SecretKey {
         let mut proto = SecretKeyProto {
             coeffs: ternary_coefficients(params.degree()),
         };
+        let ctx = params.context_at(params.query_level())?;
+        let mut s_ntt = Zeroizing::new(
+            Poly::try_convert_from(
+                proto.coeffs.as_slice(),
+                ctx,
+                false,
+                Representation::PowerBasis,
+            )
+            .map_err(backend)?,
+        );
+        s_ntt.change_representation(Representation::Ntt);
         let bytes = Zeroizing::new(proto.encode_to_vec());
         proto.coeffs.zeroize();
         let inner = FheSecretKey::from_bytes(&bytes, params.bfv()).map_err(backend)?;
+        let t = params.plain_modulus();
+        let q_mod_t =
+            ctx.moduli()
+                .iter()
+                .fold(1u128, |acc, &q| acc * u128::from(q % t) % u128::from(t)) as u64;
+        let neg_t_inv = ctx
+            .moduli()
+            .iter()
+            .map(|&q| {
+                let qi = Modulus::new(q).map_err(backend)?;
+                let t_inv = qi
+                    .inv(t % q)
+                    .ok_or_else(|| HeError::Backend(format!("t has no inverse mod {q}")))?;
+                Ok(qi.neg(t_inv))
+            })
+            .collect::<Result<Vec<u64>, HeError>>()?;
         Ok(Self {
             params: params.clone(),
             inner,
+            s_ntt,
+            q_mod_t,
+            neg_t_inv,
         })
     }
 
@@ -53,15 +96,43 @@ impl SecretKey {
     /// Secret-key encryption: `(Δm + e - a·s, a)` with `a` expanded from a
     /// random 32-byte seed, so the query wire form sends the seed instead of
     /// `a` and is half the size ([`crate::wire::encode_query_ct`]).
+    ///
+    /// The same ciphertext distribution as fhe's `SecretKey::try_encrypt`
+    /// (uniform `a` from a ChaCha8 seed, centered binomial `e`, the message
+    /// as `floor(Q·m/t)`), computed with two NTTs instead of six: `s` is
+    /// kept in NTT form and `e + floor(Q·m/t)` is transformed once.
     pub fn encrypt_slots(&self, slots: &[u64]) -> Result<Ciphertext, HeError> {
-        self.params.check_slots(slots)?;
-        let encoding = Encoding::simd_at_level(self.params.query_level());
-        let pt = Plaintext::try_encode(slots, encoding, self.params.bfv()).map_err(backend)?;
-        let ct = self
-            .inner
-            .try_encrypt(&pt, &mut rand09::rng())
+        let params = &self.params;
+        let mut m = params.slots_to_coeffs(slots)?;
+        let ctx = params.context_at(params.query_level())?;
+        let plain = Modulus::new(params.plain_modulus()).map_err(backend)?;
+        plain.scalar_mul_vec(&mut m, self.q_mod_t);
+        let n = params.degree();
+        let mut scaled = Zeroizing::new(Vec::with_capacity(n * ctx.moduli().len()));
+        for (&q, &factor) in ctx.moduli().iter().zip(&self.neg_t_inv) {
+            let start = scaled.len();
+            scaled.extend_from_slice(&m);
+            Modulus::new(q)
+                .map_err(backend)?
+                .scalar_mul_vec(&mut scaled[start..], factor);
+        }
+        m.zeroize();
+        let mut rng = rand09::rng();
+        let mut c0 = Poly::small(ctx, Representation::PowerBasis, ERROR_VARIANCE, &mut rng)
             .map_err(backend)?;
-        Ok(Ciphertext::fresh(&self.params, ct))
+        let encoded = Zeroizing::new(
+            Poly::try_convert_from(scaled.as_slice(), ctx, false, Representation::PowerBasis)
+                .map_err(backend)?,
+        );
+        c0 += encoded.as_ref();
+        c0.change_representation(Representation::Ntt);
+        let mut seed = [0u8; SEED_LEN];
+        rng.fill_bytes(&mut seed);
+        let a = Poly::random_from_seed(ctx, Representation::Ntt, seed);
+        let a_s = Zeroizing::new(&a * &*self.s_ntt);
+        c0 -= &*a_s;
+        let ct = FheCiphertext::new(vec![c0, a], params.bfv()).map_err(backend)?;
+        Ok(Ciphertext::with_seed(params, ct, seed))
     }
 
     /// Decrypts a ciphertext of any level (2 or 3 parts) to its `n` slots.

@@ -15,20 +15,24 @@ pub(crate) fn packed_len(count: usize, width: usize) -> usize {
 /// Appends `values` to `out`, `width` bits each. Values must fit in `width`
 /// bits (callers pass reduced residues).
 pub(crate) fn pack_into(out: &mut Vec<u8>, values: impl IntoIterator<Item = u64>, width: usize) {
-    // At most 7 pending bits plus one 64-bit value: fits in a u128.
+    // Whole 64-bit words are flushed at once (little-endian keeps the
+    // least-significant-bit-first order), so at most 63 pending bits plus
+    // one 64-bit value: fits in a u128.
     let mut acc: u128 = 0;
     let mut pending = 0;
     for value in values {
         acc |= u128::from(value) << pending;
         pending += width;
-        while pending >= 8 {
-            out.push(acc as u8);
-            acc >>= 8;
-            pending -= 8;
+        if pending >= 64 {
+            out.extend_from_slice(&(acc as u64).to_le_bytes());
+            acc >>= 64;
+            pending -= 64;
         }
     }
-    if pending > 0 {
+    while pending > 0 {
         out.push(acc as u8);
+        acc >>= 8;
+        pending = pending.saturating_sub(8);
     }
 }
 
@@ -46,13 +50,24 @@ pub(crate) fn unpack_checked(
         return Err(0);
     }
     let mask = (1u128 << width) - 1;
-    let mut input = bytes.iter();
+    // Whole 64-bit words while there are (at most 63 bits held, so a word
+    // fits in the u128), then single bytes for the tail.
+    let mut words = bytes.chunks_exact(8);
+    let mut tail = words.remainder().iter();
     let mut acc: u128 = 0;
     let mut available = 0;
     let mut out = Vec::with_capacity(count);
     for index in 0..count {
+        if available < width {
+            if let Some(word) = words.next() {
+                let mut le = [0u8; 8];
+                le.copy_from_slice(word);
+                acc |= u128::from(u64::from_le_bytes(le)) << available;
+                available += 64;
+            }
+        }
         while available < width {
-            let byte = input.next().ok_or(index)?;
+            let byte = tail.next().ok_or(index)?;
             acc |= u128::from(*byte) << available;
             available += 8;
         }

@@ -3,8 +3,9 @@
 //!
 //! Tags are private to each party, so the decomposition runs in time
 //! independent of their values: a division by the public base `w` is a
-//! multiplication by a precomputed reciprocal and one constant-time
-//! correction, and every reduction mod `p` is a constant-time select.
+//! multiplication by a precomputed reciprocal and one correction by an
+//! arithmetic mask (no comparison, no branch), and every reduction mod `p`
+//! is a constant-time select.
 
 use rand::rngs::OsRng;
 use rand::RngCore;
@@ -35,12 +36,11 @@ impl Divider {
     fn div_rem(self, x: u64) -> (u64, u64) {
         let q = ((u128::from(x) * u128::from(self.recip)) >> 64) as u64;
         let r = x - q * self.w;
-        // r < 2w; one constant-time correction.
-        let over = !self.w.ct_gt(&r);
-        (
-            q + u64::conditional_select(&0, &1, over),
-            r - u64::conditional_select(&0, &self.w, over),
-        )
+        // r < 2w < 2^63: r - w borrows (top bit set) exactly when r < w, so
+        // `keep` is all ones when r < w and zero when one more w fits.
+        let keep = (r.wrapping_sub(self.w) >> 63).wrapping_neg();
+        let over = !keep;
+        (q + (over & 1), r - (over & self.w))
     }
 }
 

@@ -193,7 +193,10 @@ fn replies_keep_a_noise_margin() {
         let limit_bits = (q1 / (2.0 * params.plain_modulus() as f64)).log2();
         // The measurement stays within the proven bound, and the bound is
         // MARGIN_BITS below the decryption limit q_1/(2p).
-        assert!(noise_bits <= bound_bits, "ℓ_c {ell_c}: {noise_bits} > {bound_bits}");
+        assert!(
+            noise_bits <= bound_bits,
+            "ℓ_c {ell_c}: {noise_bits} > {bound_bits}"
+        );
         assert!(
             (params.reply_noise_bound() as f64).log2() + f64::from(MARGIN_BITS) <= limit_bits,
             "ℓ_c {ell_c}"
@@ -218,7 +221,11 @@ fn parameters_reproduce_table_3() {
         for (ell, (w, u)) in [57, 61].into_iter().zip(wu) {
             let params = EpcParams::new(ell, ell_c).unwrap();
             assert_eq!(params.plain_modulus(), p);
-            assert_eq!((params.word_base(), params.digits()), (w, u), "ℓ {ell} ℓ_c {ell_c}");
+            assert_eq!(
+                (params.word_base(), params.digits()),
+                (w, u),
+                "ℓ {ell} ℓ_c {ell_c}"
+            );
             assert_eq!(params.batch_slots(), 4096);
             // 128-bit standard: at most 109 bits at n = 4096.
             let bits: usize = params.he().moduli_bits().iter().sum();
@@ -251,9 +258,18 @@ fn parameter_rules_refuse_bad_choices() {
     // Tags must fit ℓ bits, batches 1..=n tags.
     let params = EpcParams::new(41, 16).unwrap();
     let (sender, _) = EpcSender::new(&params).unwrap();
-    assert!(matches!(sender.encrypt_batch(0, &[1 << 41]), Err(Error::Misuse(_))));
-    assert!(matches!(sender.encrypt_batch(0, &[]), Err(Error::Misuse(_))));
-    assert!(matches!(sender.encrypt_batch(0, &vec![0; 4097]), Err(Error::Misuse(_))));
+    assert!(matches!(
+        sender.encrypt_batch(0, &[1 << 41]),
+        Err(Error::Misuse(_))
+    ));
+    assert!(matches!(
+        sender.encrypt_batch(0, &[]),
+        Err(Error::Misuse(_))
+    ));
+    assert!(matches!(
+        sender.encrypt_batch(0, &vec![0; 4097]),
+        Err(Error::Misuse(_))
+    ));
 }
 
 /// Sets the first residue after `offset` to all ones (above any modulus).
@@ -278,7 +294,10 @@ fn decoders_refuse_bad_bytes() {
     assert_eq!(EpcPublicKey::decode(&pk_payload, &params).unwrap(), pk);
     let batch_payload = batch.to_frame().payload;
     assert_eq!(batch_payload.len(), 4 + params.sender_batch_bytes());
-    assert_eq!(EpcSenderBatch::decode(&batch_payload, &params).unwrap(), batch);
+    assert_eq!(
+        EpcSenderBatch::decode(&batch_payload, &params).unwrap(),
+        batch
+    );
     let reply_payload = reply.to_frame().payload;
     assert_eq!(reply_payload.len(), 4 + params.reply_bytes());
     assert_eq!(EpcReply::decode(&reply_payload, &params).unwrap(), reply);
@@ -313,13 +332,23 @@ fn decoders_refuse_bad_bytes() {
     // ciphertext of a batch (after the 32-byte seed).
     let mut bad = pk_payload.clone();
     corrupt(&mut bad, 2 + 32);
-    assert!(matches!(EpcPublicKey::decode(&bad, &params), Err(DecodeError::Invalid { .. })));
+    assert!(matches!(
+        EpcPublicKey::decode(&bad, &params),
+        Err(DecodeError::Invalid { .. })
+    ));
     let ct_size = wire::query_ct_size(params.he());
-    for offset in [4 + 32, 4 + params.digits() * ct_size + 32, batch_payload.len() - 8] {
+    for offset in [
+        4 + 32,
+        4 + params.digits() * ct_size + 32,
+        batch_payload.len() - 8,
+    ] {
         let mut bad = batch_payload.clone();
         corrupt(&mut bad, offset);
         assert!(
-            matches!(EpcSenderBatch::decode(&bad, &params), Err(DecodeError::Invalid { .. })),
+            matches!(
+                EpcSenderBatch::decode(&bad, &params),
+                Err(DecodeError::Invalid { .. })
+            ),
             "offset {offset}"
         );
     }
@@ -368,9 +397,18 @@ fn epc_measure() {
     let v: Vec<u64> = (0..m).map(|_| rng.gen::<u64>() & max).collect();
     let v_star: Vec<u64> = v
         .iter()
-        .map(|&x| if rng.gen_bool(0.5) { x } else { rng.gen::<u64>() & max })
+        .map(|&x| {
+            if rng.gen_bool(0.5) {
+                x
+            } else {
+                rng.gen::<u64>() & max
+            }
+        })
         .collect();
-    let single = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+    let single = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .unwrap();
     for ell_c in [16, 22] {
         let params = EpcParams::new(61, ell_c).unwrap();
         println!("{params:?}, log2 Q = {:.2}", params.log_q());
@@ -388,7 +426,10 @@ fn epc_measure() {
                 let r = sender.decrypt_all(&replies, m).unwrap();
                 let t_dec = t.elapsed();
                 let up: usize = pk.to_frame().payload.len()
-                    + batches.iter().map(|b| b.to_frame().payload.len()).sum::<usize>();
+                    + batches
+                        .iter()
+                        .map(|b| b.to_frame().payload.len())
+                        .sum::<usize>();
                 let down: usize = replies.iter().map(|r| r.to_frame().payload.len()).sum();
                 let ok = (0..m).all(|i| (r[i] == r_star[i]) == (v[i] == v_star[i]));
                 (t_enc, t_eval, t_dec, up, down, ok)
