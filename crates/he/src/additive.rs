@@ -332,7 +332,7 @@ mod tests {
         ct.add_ciphertext(&pk.encrypt_zero_flooded(1 << 70).unwrap())
             .unwrap();
         let flooded = sk.noise_bits(&ct).unwrap();
-        assert!(flooded >= 68 && flooded <= 71, "{fresh_noise} -> {flooded}");
+        assert!((68..=71).contains(&flooded), "{fresh_noise} -> {flooded}");
         ct.switch_to_lowest().unwrap();
         let got = sk.decrypt_slots(&ct).unwrap();
         for i in 0..4096 {

@@ -374,7 +374,7 @@ fn decoders_refuse_bad_bytes() {
         Err(Error::Peer(Violation::OutOfOrder(_)))
     ));
     assert!(matches!(
-        receiver.evaluate_all(&[batch.clone()], &vec![0; 5000]),
+        receiver.evaluate_all(std::slice::from_ref(&batch), &vec![0; 5000]),
         Err(Error::Peer(Violation::Count { .. }))
     ));
     assert!(matches!(
