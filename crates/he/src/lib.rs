@@ -35,6 +35,16 @@
 //!   counts before calling fhe, whose operators `assert!` on mismatches.
 //! * **No noise flooding**, as in APSI: a result's noise may depend on the
 //!   server's polynomials (semi-honest model, design note section 2).
+//!   Protocols that must hide their evaluation from the key owner (circuit
+//!   PSI's equality-preserving compression) add
+//!   [`PublicKey::encrypt_zero_flooded`] instead.
+//!
+//! For additive use only (plaintext products and sums, no relinearization),
+//! [`HeParams::without_key_switching`] drops the special prime, and
+//! [`PublicKey`], [`dot_plain`], [`Ciphertext::add_ciphertext`],
+//! [`Ciphertext::add_plain_slots`], [`Ciphertext::switch_to_lowest`] and
+//! [`PlainPoly::from_slots`] work without an [`Evaluator`]; their noise
+//! bounds are in the `additive` module's docs and [`FRESH_NOISE_BOUND`].
 //!
 //! No `fhe` or `rand` 0.9 type appears in this API, so callers stay on the
 //! workspace's rand 0.8 and the backend can be swapped.

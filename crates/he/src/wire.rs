@@ -13,6 +13,7 @@
 //! | query ciphertext (fresh, query level) | seed (32) ‖ c0 | `32 + n/8 · Σ_{i<k} bits(q_i)` |
 //! | result ciphertext (lowest level) | c0 ‖ c1 | `2 · n/8 · bits(q_1)` |
 //! | relinearization key | seed (32) ‖ k × key c0 over all `k+1` moduli | `32 + k · n/8 · Σ_{i≤k} bits(q_i)` |
+//! | public key ([`crate::PublicKey`]) | seed (32) ‖ b over all moduli | `32 + n/8 · Σ_i bits(q_i)` |
 //! | result ciphertext, `d` low bits dropped ([`encode_result_ct_dropped`]) | c0 ‖ c1, power basis, `round(c/2^d)` | `2 · n/8 · (bits(q_1) - d)` |
 //!
 //! The seeds let the receiver regenerate the uniform polynomials (`c1` of a

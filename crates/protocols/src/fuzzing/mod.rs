@@ -33,6 +33,7 @@ use sha2::{Digest, Sha256};
 
 use crate::common::summaries::split_values;
 use crate::common::two_party::Hello;
+use crate::cpsi::epc::{EpcParams, EpcPublicKey, EpcReceiver, EpcReply, EpcSender, EpcSenderBatch};
 use crate::cpsi::messages as cpsi;
 use crate::filter_psi::messages::{
     DeltaBody, FilterVersion, QueryRequest, QueryResponse, SyncHeader, SyncRequest,
@@ -64,6 +65,7 @@ pub const TARGETS: &[Target] = &[
     ("rr16_messages", rr16_messages),
     ("vole_messages", vole_messages),
     ("cpsi_messages", cpsi_messages),
+    ("epc_messages", epc_messages),
     ("csv_keys", csv_keys),
 ];
 
@@ -467,6 +469,48 @@ pub fn cpsi_messages(data: &[u8]) {
         _ => {
             if let Some(b) = crate::cpsi::bits::Bits::from_bytes(payload, bits) {
                 assert_eq!(b.to_bytes(), payload);
+            }
+        }
+    }
+}
+
+/// The EPC parameters (ℓ = 8, ℓ_c = 16: `u = 2`, the smallest batches)
+/// and the two parties the EPC messages are decoded against.
+pub(crate) fn epc_parties() -> &'static (EpcParams, EpcSender, EpcReceiver) {
+    static PARTIES: OnceLock<(EpcParams, EpcSender, EpcReceiver)> = OnceLock::new();
+    PARTIES.get_or_init(|| {
+        let params = EpcParams::new(8, 16).expect("EPC parameters");
+        let (sender, key) = EpcSender::new(&params).expect("an EPC key pair");
+        let receiver = EpcReceiver::new(&params, &key).expect("the EPC public key");
+        (params, sender, receiver)
+    })
+}
+
+/// Circuit PSI's EPC messages, each then used as the party receiving it
+/// uses it: a public key taken by a receiver, a sender batch evaluated, a
+/// reply decrypted. What decodes must be usable.
+pub fn epc_messages(data: &[u8]) {
+    let Some((which, payload)) = split(data) else {
+        return;
+    };
+    let (params, sender, receiver) = epc_parties();
+    match which % 3 {
+        0 => {
+            if let Some(key) = round_trip::<EpcPublicKey>(payload, params) {
+                assert!(EpcReceiver::new(params, &key).is_ok());
+            }
+        }
+        1 => {
+            if let Some(batch) = round_trip::<EpcSenderBatch>(payload, params) {
+                let tags = [1, 2, 255];
+                assert!(receiver
+                    .evaluate_batch(batch.index(), &batch, &tags)
+                    .is_ok());
+            }
+        }
+        _ => {
+            if let Some(reply) = round_trip::<EpcReply>(payload, params) {
+                assert!(sender.decrypt_reply(reply.index(), &reply, 3).is_ok());
             }
         }
     }

@@ -47,6 +47,7 @@ pub fn seeds() -> Vec<Seed> {
     add("rr16_messages", rr16_message_seeds());
     add("vole_messages", vole_message_seeds());
     add("cpsi_messages", cpsi_message_seeds());
+    add("epc_messages", epc_message_seeds());
     add("csv_keys", csv_seeds());
     out
 }
@@ -356,6 +357,20 @@ fn ot_message_seeds() -> Vec<(&'static str, Vec<u8>)> {
             ),
         ),
         ("ext-header", tagged(2, &header.to_frame().payload)),
+    ]
+}
+
+fn epc_message_seeds() -> Vec<(&'static str, Vec<u8>)> {
+    let (params, sender, receiver) = epc_parties();
+    let (_, key) = EpcSender::new(params).expect("an EPC key pair");
+    let batch = sender.encrypt_batch(7, &[1, 2, 3]).expect("an EPC batch");
+    let (reply, _) = receiver
+        .evaluate_batch(7, &batch, &[1, 2, 4])
+        .expect("an EPC reply");
+    vec![
+        ("public-key", message(0, &key)),
+        ("sender-batch", message(1, &batch)),
+        ("reply", message(2, &reply)),
     ]
 }
 
