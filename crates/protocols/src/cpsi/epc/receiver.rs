@@ -61,6 +61,25 @@ impl EpcReceiver {
             return Err(Violation::OutOfOrder("EPC sender batch").into());
         }
         let params = &self.params;
+        let (mut ct, r_star) = self.masked_distance(batch, tags)?;
+        // Function privacy (§4.3): re-randomize and flood B* by 2^σ.
+        ct.add_ciphertext(&self.pk.encrypt_zero_flooded(params.flood_bound())?)?;
+        ct.switch_to_lowest()?;
+        let reply = EpcReply {
+            index,
+            ct: wire::encode_result_ct_dropped(&ct, params.reply_drop_bits())?,
+        };
+        Ok((reply, to_outputs(&r_star[..tags.len()])?))
+    }
+
+    /// `ct_d`, an encryption of `D + r*` per slot with noise at most `B*`
+    /// (before flooding), and `r*` for all `n` slots.
+    pub(super) fn masked_distance(
+        &self,
+        batch: &EpcSenderBatch,
+        tags: &[u64],
+    ) -> Result<(Ciphertext, Vec<u64>), Error> {
+        let params = &self.params;
         let (he, p, u) = (params.he(), params.plain_modulus(), params.digits());
         let slots = decompose(params, tags, 1)?;
         let cts = batch
@@ -93,14 +112,7 @@ impl EpcReceiver {
         let mut ct = dot_plain(&cts, &pts)?;
         ct.add_ciphertext(squares_ct)?;
         ct.add_plain_slots(&constant)?;
-        // Function privacy (§4.3): re-randomize and flood B* by 2^σ.
-        ct.add_ciphertext(&self.pk.encrypt_zero_flooded(params.flood_bound())?)?;
-        ct.switch_to_lowest()?;
-        let reply = EpcReply {
-            index,
-            ct: wire::encode_result_ct_dropped(&ct, params.reply_drop_bits())?,
-        };
-        Ok((reply, to_outputs(&r_star[..tags.len()])?))
+        Ok((ct, r_star))
     }
 
     /// Step 3 for all batches of the `m = tags.len()` tags, in parallel:

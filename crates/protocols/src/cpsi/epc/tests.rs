@@ -208,6 +208,48 @@ fn replies_keep_a_noise_margin() {
     }
 }
 
+/// Before flooding, the receiver's ciphertext decrypts to exactly
+/// `D + r*` with `D = Σ (v_i - v*_i)²` per slot (so the sign of
+/// `-2·m*_i` is right), with noise below the bound `B*` of Theorem 1.
+#[test]
+fn evaluation_computes_the_distance_within_b_star() {
+    let mut rng = StdRng::seed_from_u64(11);
+    for (ell, ell_c) in [(57, 16), (61, 16), (61, 18), (61, 20), (64, 22)] {
+        let params = EpcParams::new(ell, ell_c).unwrap();
+        let (sender, pk) = EpcSender::new(&params).unwrap();
+        let receiver = EpcReceiver::new(&params, &pk).unwrap();
+        let (v, v_star) = close_pairs(&params, &mut rng);
+        let len = v.len().min(params.batch_slots());
+        let (v, v_star) = (&v[..len], &v_star[..len]);
+        let batch = sender.encrypt_batch(0, v).unwrap();
+        let (ct, r_star) = receiver.masked_distance(&batch, v_star).unwrap();
+        let noise = sender.sk.noise_bits(&ct).unwrap() as u32;
+        let b_star_bits = u128::BITS - params.eval_noise_bound().leading_zeros();
+        assert!(
+            noise <= b_star_bits,
+            "ℓ {ell} ℓ_c {ell_c}: {noise} > {b_star_bits}"
+        );
+        let got = sender.sk.decrypt_slots(&ct).unwrap();
+        let (p, w) = (params.plain_modulus(), params.word_base());
+        for j in 0..params.batch_slots() {
+            // The padding: 0 for the sender, 1 for the receiver.
+            let (mut a, mut b) = (
+                v.get(j).copied().unwrap_or(0),
+                v_star.get(j).copied().unwrap_or(1),
+            );
+            let mut d = 0u64;
+            for _ in 0..params.digits() {
+                let diff = (a % w).abs_diff(b % w);
+                d += diff * diff;
+                a /= w;
+                b /= w;
+            }
+            assert!(d < p);
+            assert_eq!(got[j], (d + r_star[j]) % p, "ℓ {ell} ℓ_c {ell_c} slot {j}");
+        }
+    }
+}
+
 #[test]
 fn parameters_reproduce_table_3() {
     // (ℓ_c, p, [(w, u) at ℓ = 57, (w, u) at ℓ = 61]) from Table 3.
