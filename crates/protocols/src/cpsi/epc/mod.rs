@@ -12,7 +12,8 @@
 //!
 //! Semi-honest security (Theorem 1): the receiver sees only fresh BFV
 //! ciphertexts under the sender's key; the sender decrypts `D + r*` with
-//! `r*` uniform, whose noise is flooded. Leakage: `M` (the batch count).
+//! `r*` uniform, whose noise is flooded. Leakage: the number of batches,
+//! `ceil(M/n)`.
 //!
 //! # Protocol (Fig. 6), streaming per batch of `n = 4096` slots
 //!
@@ -55,8 +56,9 @@
 //!
 //! Our `Q` is about 8 bits above Table 3's `log q` (84 at `ℓ_c = 16`): the
 //! paper's "empirically `log q ≈ σ + 2 log p + log n`" uses typical noise,
-//! while we bound the worst case so that decryption can never fail. The
-//! derived sets (`log2 Q` with the moduli' bit sizes; `w`/`u` as in Table 3):
+//! while we bound the worst case so that decryption can never fail (the
+//! tests measure the evaluation noise 9 bits below `B*`: 25-32 bits against
+//! bounds of 35-41). The derived sets (`log2 Q` with the moduli' bit sizes; `w`/`u` as in Table 3):
 //!
 //! | `ℓ_c` | `p` | `log2 Q` (bits of `q_1`, `q_2`) | `d` | `ℓ = 57`: `w`, `u` | `ℓ = 61`: `w`, `u` |
 //! |---|---|---|---|---|---|
