@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use psikit_protocols::cpsi::facade::{self, Role};
-use psikit_protocols::cpsi::{App, CpsiConfig, Input, OtKind, Outcome, Output, Shares};
+use psikit_protocols::cpsi::{App, CpsiConfig, Epc, Input, OtKind, Outcome, Output, Shares};
 use psikit_protocols::io::{read_rows, Column, Table};
 
 use crate::args::CsvArgs;
@@ -74,6 +74,11 @@ pub struct CpsiArgs {
     /// OT extension (both parties must agree).
     #[arg(long, value_enum, default_value = "silent")]
     ot: Ot,
+    /// Equality-preserving compression of the tags before the equality
+    /// test: "auto" (the smallest output the parameters allow), "off", or
+    /// an output length in bits (16 to 31). Both parties must agree.
+    #[arg(long, default_value = "auto", value_parser = parse_epc)]
+    epc: Epc,
     /// Both parties learn the result (both must agree).
     #[arg(long)]
     both: bool,
@@ -123,6 +128,7 @@ pub fn run(cmd: CpsiCommand) -> Result<()> {
         Ot::Silent => OtKind::Silent,
         Ot::Iknp => OtKind::Iknp,
     };
+    cfg.epc = a.epc;
     cfg.both_learn = a.both;
     cfg.max_set_size = a.max_peer_items;
     cfg.key_format = a.csv.spec()?.key_format();
@@ -133,6 +139,18 @@ pub fn run(cmd: CpsiCommand) -> Result<()> {
     let out = facade::run_blocking(&a.peer.peer()?, role, input, &cfg, announce)?;
     report(&out, role);
     write_output(&out.output, &a, &keys)
+}
+
+/// `--epc`: auto, off, or bits.
+pub(crate) fn parse_epc(s: &str) -> Result<Epc, String> {
+    match s {
+        "auto" => Ok(Epc::Auto),
+        "off" => Ok(Epc::Off),
+        bits => match bits.parse::<u32>() {
+            Ok(b @ 16..=31) => Ok(Epc::Bits(b)),
+            _ => Err(format!("expected auto, off or 16 to 31 bits, not {bits:?}")),
+        },
+    }
 }
 
 /// One value per distinct key: the sum (mod 2^64) of its rows' values.
@@ -170,15 +188,17 @@ fn report(out: &Outcome, role: Role) {
     let p = &out.phases;
     let step = |s: psikit_protocols::cpsi::Step| crate::report::secs(s.time);
     println!(
-        "{}: circuit PSI over {} bins, {}-bit tags: hashing {}, OPPRF {}, triples {}, equality {}, application {}; sent {}, received {}",
+        "{}: circuit PSI over {} bins, {}-bit tags compared on {} bits: hashing {}, OPPRF {}, EPC {}, triples {}, equality {}, application {}; sent {}, received {}",
         match role {
             Role::Sender => "sender",
             Role::Receiver => "receiver",
         },
         p.bins,
         p.tag_bits,
+        p.compared_bits,
         step(p.hashing),
         step(p.opprf),
+        step(p.epc),
         step(p.triples),
         step(p.equality),
         step(p.application),

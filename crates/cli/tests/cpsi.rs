@@ -247,7 +247,11 @@ fn bench_cpsi_runs_two_worker_processes() {
         "--apps",
         "shares,sum,union",
     ]));
-    for row in ["| silent | shares", "| iknp   | sum", "| silent | union"] {
+    for row in [
+        "| silent | auto | shares",
+        "| iknp   | off  | sum",
+        "| silent | off  | union",
+    ] {
         assert!(out.contains(row), "{row}: {out}");
     }
     assert!(out.contains("targets need --log2 20"), "{out}");

@@ -8,7 +8,7 @@ use std::time::Instant;
 use anyhow::{ensure, Result};
 use clap::{Args, ValueEnum};
 use psikit_protocols::common::connect::runtime;
-use psikit_protocols::cpsi::{self, App, CpsiConfig, Input, OtKind, Output, Sums};
+use psikit_protocols::cpsi::{self, App, CpsiConfig, Epc, Input, OtKind, Output, Sums};
 
 use super::cpu::CpuSnapshot;
 use super::harness::{item, Metrics};
@@ -31,6 +31,9 @@ pub struct CpsiBenchArgs {
     /// OT extensions feeding the equality test.
     #[arg(long, value_delimiter = ',', default_values_t = [Ot::Silent, Ot::Iknp])]
     ot: Vec<Ot>,
+    /// Equality-preserving compression settings: auto, off, or bits.
+    #[arg(long, value_delimiter = ',', default_values_t = [EpcArg(Epc::Auto), EpcArg(Epc::Off)])]
+    epc: Vec<EpcArg>,
     /// Applications ("shares" is the base circuit PSI).
     #[arg(long, value_delimiter = ',', default_values_t = [BenchApp::Shares])]
     apps: Vec<BenchApp>,
@@ -57,6 +60,28 @@ impl Ot {
         match self {
             Ot::Silent => OtKind::Silent,
             Ot::Iknp => OtKind::Iknp,
+        }
+    }
+}
+
+/// An EPC setting of `--epc`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EpcArg(Epc);
+
+impl std::str::FromStr for EpcArg {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        crate::cpsi_cmd::parse_epc(s).map(EpcArg)
+    }
+}
+
+impl std::fmt::Display for EpcArg {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            Epc::Auto => f.write_str("auto"),
+            Epc::Off => f.write_str("off"),
+            Epc::Bits(b) => write!(f, "{b}"),
         }
     }
 }
@@ -99,6 +124,8 @@ pub struct CpsiWorkerArgs {
     #[arg(long, value_enum)]
     app: BenchApp,
     #[arg(long)]
+    epc: EpcArg,
+    #[arg(long)]
     log2: u32,
     /// Run the receiver (connects to --connect); otherwise the sender.
     #[arg(long)]
@@ -110,6 +137,7 @@ pub struct CpsiWorkerArgs {
 #[derive(Clone, Copy, Debug, PartialEq)]
 struct Config {
     ot: Ot,
+    epc: EpcArg,
     app: BenchApp,
     log2: u32,
     threads: usize,
@@ -131,6 +159,7 @@ pub fn worker(a: &CpsiWorkerArgs) -> Result<()> {
     let values = matches!(a.app, BenchApp::Sum).then_some(ids);
     let mut cfg = CpsiConfig::new(a.app.app(n));
     cfg.ot = a.ot.kind();
+    cfg.epc = a.epc.0;
     let mut m = Metrics::default();
     runtime()?.block_on(async {
         let mut ch = worker_channel(a.receiver, a.connect.as_deref()).await?;
@@ -150,6 +179,7 @@ pub fn worker(a: &CpsiWorkerArgs) -> Result<()> {
         for (name, step) in [
             ("hashing", p.hashing),
             ("opprf", p.opprf),
+            ("epc", p.epc),
             ("triples", p.triples),
             ("equality", p.equality),
             ("application", p.application),
@@ -160,6 +190,7 @@ pub fn worker(a: &CpsiWorkerArgs) -> Result<()> {
         m.set("sent", out.bytes_sent as f64);
         m.set("bins", p.bins as f64);
         m.set("tag_bits", f64::from(p.tag_bits));
+        m.set("compared_bits", f64::from(p.compared_bits));
         if let Some(c) = cpu {
             m.set("cpu", c.since().own);
         }
@@ -219,28 +250,39 @@ pub fn run(a: &CpsiBenchArgs) -> Result<()> {
     let started = Instant::now();
     let exe = std::env::current_exe()?;
     let mut results = Vec::new();
+    let mut configs = Vec::new();
     for &log2 in &sizes {
         for &ot in &a.ot {
-            for &app in &a.apps {
-                for &threads in &a.threads {
-                    let cfg = Config {
-                        ot,
-                        app,
-                        log2,
-                        threads,
-                    };
-                    let mut done = Vec::new();
-                    for r in 0..runs {
-                        eprintln!(
-                            "cpsi {ot} {app} n=2^{log2}, {threads} thread(s): run {}/{runs}",
-                            r + 1
-                        );
-                        done.push(one_run(&exe, cfg)?);
+            for &epc in &a.epc {
+                for &app in &a.apps {
+                    for &threads in &a.threads {
+                        configs.push(Config {
+                            ot,
+                            epc,
+                            app,
+                            log2,
+                            threads,
+                        });
                     }
-                    results.push((cfg, done));
                 }
             }
         }
+    }
+    for cfg in configs {
+        let mut done = Vec::new();
+        for r in 0..runs {
+            eprintln!(
+                "cpsi {} epc {} {} n=2^{}, {} thread(s): run {}/{runs}",
+                cfg.ot,
+                cfg.epc,
+                cfg.app,
+                cfg.log2,
+                cfg.threads,
+                r + 1
+            );
+            done.push(one_run(&exe, cfg)?);
+        }
+        results.push((cfg, done));
     }
     println!("{}", render(&results));
     println!("(benchmark took {:.0} s)", started.elapsed().as_secs_f64());
@@ -255,6 +297,8 @@ fn one_run(exe: &std::path::Path, cfg: Config) -> Result<Run> {
         cfg.ot.to_string(),
         "--app".into(),
         cfg.app.to_string(),
+        "--epc".into(),
+        cfg.epc.to_string(),
         "--log2".into(),
         cfg.log2.to_string(),
     ];
@@ -272,35 +316,45 @@ fn at_link(runs: &[Run], bits_per_s: f64) -> Option<f64> {
 fn render(results: &[(Config, Vec<Run>)]) -> String {
     let mut t = TextTable::new(&[
         "OT",
+        "EPC",
         "app",
         "n",
         "thr",
         "total",
         "hashing",
         "OPPRF",
+        "EPC step",
         "triples",
         "equality",
         "app step",
         "traffic",
         "at 1 Gbit/s",
         "at 100 Mbit/s",
+        "CPU s (S / R)",
         "peak S / R",
     ]);
     for (cfg, runs) in results {
         t.row(vec![
             cfg.ot.to_string(),
+            cfg.epc.to_string(),
             cfg.app.to_string(),
             format!("2^{}", cfg.log2),
             cfg.threads.to_string(),
             time(med_both(runs, f64::max, "total")),
             time(med(runs, true, "hashing")),
             time(med(runs, true, "opprf")),
+            time(med(runs, true, "epc")),
             time(med(runs, true, "triples")),
             time(med(runs, true, "equality")),
             time(med(runs, true, "application")),
             size(med_both(runs, |a, b| a + b, "sent")),
             time(at_link(runs, 1e9)),
             time(at_link(runs, 1e8)),
+            format!(
+                "{} / {}",
+                num(med(runs, false, "cpu"), 2),
+                num(med(runs, true, "cpu"), 2)
+            ),
             format!(
                 "{} / {}",
                 size(med(runs, false, "peak")),
@@ -322,18 +376,33 @@ fn render(results: &[(Config, Vec<Run>)]) -> String {
 
 fn steps_traffic(results: &[(Config, Vec<Run>)]) -> String {
     let mut t = TextTable::new(&[
-        "OT", "app", "n", "thr", "bins M", "tag bits", "OPPRF", "triples", "equality", "app step",
+        "OT",
+        "EPC",
+        "app",
+        "n",
+        "thr",
+        "bins M",
+        "tag bits",
+        "compared bits",
+        "OPPRF",
+        "EPC step",
+        "triples",
+        "equality",
+        "app step",
     ]);
     for (cfg, runs) in results {
         let mb = |k: &str| size(med(runs, true, &format!("{k}_bytes")));
         t.row(vec![
             cfg.ot.to_string(),
+            cfg.epc.to_string(),
             cfg.app.to_string(),
             format!("2^{}", cfg.log2),
             cfg.threads.to_string(),
             num(med(runs, true, "bins"), 0),
             num(med(runs, true, "tag_bits"), 0),
+            num(med(runs, true, "compared_bits"), 0),
             mb("opprf"),
+            mb("epc"),
             mb("triples"),
             mb("equality"),
             mb("application"),
@@ -394,52 +463,52 @@ fn reference() -> String {
 }
 
 fn targets(results: &[(Config, Vec<Run>)]) -> String {
-    let at = |ot: Ot, app: BenchApp| {
-        results
-            .iter()
-            .find(|(c, _)| c.ot == ot && c.app == app && c.log2 == TARGET_LOG2 && c.threads == 1)
-    };
+    let at_target = |c: &Config| c.log2 == TARGET_LOG2 && c.threads == 1;
     let total = |runs: &[Run]| med_both(runs, f64::max, "total");
     let bytes = |runs: &[Run]| med_both(runs, |a, b| a + b, "sent");
     let verdict = |ok: bool| if ok { "met" } else { "MISSED" };
-    let mut out = String::new();
-    let bases: Vec<(Ot, f64, f64)> = [Ot::Iknp, Ot::Silent]
-        .into_iter()
-        .filter_map(|ot| {
-            let (_, runs) = at(ot, BenchApp::Shares)?;
-            Some((ot, total(runs)?, bytes(runs)?))
-        })
+    // (configuration, seconds, bytes) of each base run at the target size.
+    let bases: Vec<(Config, f64, f64)> = results
+        .iter()
+        .filter(|(c, _)| at_target(c) && c.app == BenchApp::Shares)
+        .filter_map(|(c, runs)| Some((*c, total(runs)?, bytes(runs)?)))
         .collect();
-    if let Some((ot, secs, b)) = bases.iter().copied().min_by(|a, b| a.1.total_cmp(&b.1)) {
+    let name = |c: &Config| format!("{}, EPC {}", c.ot, c.epc);
+    let mut out = String::new();
+    if let Some((c, secs, b)) = bases.iter().min_by(|x, y| x.1.total_cmp(&y.1)) {
         out.push_str(&format!(
-            "* base circuit PSI ({ot}): {secs:.1} s (<= 10 s: {}), {:.0} MB (<= 600 MB: {})\n",
-            verdict(secs <= 10.0),
+            "* base circuit PSI, fastest ({}): {secs:.1} s (<= 10 s: {}), {:.0} MB (<= 600 MB: {})\n",
+            name(c),
+            verdict(*secs <= 10.0),
             b / 1e6,
-            verdict(b <= 600e6)
+            verdict(*b <= 600e6)
         ));
     }
-    if let Some((_, secs, b)) = bases.iter().copied().find(|(ot, _, _)| *ot == Ot::Silent) {
+    let silent = bases.iter().filter(|(c, _, _)| c.ot == Ot::Silent);
+    if let Some((c, secs, b)) = silent.min_by(|x, y| x.2.total_cmp(&y.2)) {
         out.push_str(&format!(
-            "* low-communication (silent): {:.0} MB (<= 134 MB: {}), {secs:.1} s (<= 25 s: {})\n",
+            "* low communication, lightest silent ({}): {:.0} MB (<= 134 MB: {}), {secs:.1} s (<= 25 s: {})\n",
+            name(c),
             b / 1e6,
-            verdict(b <= 134e6),
-            verdict(secs <= 25.0)
+            verdict(*b <= 134e6),
+            verdict(*secs <= 25.0)
         ));
     }
-    for (ot, base, _) in &bases {
-        for app in [
-            BenchApp::Cardinality,
-            BenchApp::Sum,
-            BenchApp::Threshold,
-            BenchApp::Union,
-        ] {
-            if let Some(secs) = at(*ot, app).and_then(|(_, r)| total(r)) {
-                out.push_str(&format!(
-                    "* {app} ({ot}): {secs:.1} s, {:+.0}% over the base (<= 15%: {})\n",
-                    (secs / base - 1.0) * 100.0,
-                    verdict(secs <= base * 1.15)
-                ));
-            }
+    for (c, runs) in results
+        .iter()
+        .filter(|(c, _)| at_target(c) && c.app != BenchApp::Shares)
+    {
+        let base = bases
+            .iter()
+            .find(|(b, _, _)| b.ot == c.ot && b.epc == c.epc);
+        if let (Some((_, base, _)), Some(secs)) = (base, total(runs)) {
+            out.push_str(&format!(
+                "* {} ({}): {secs:.1} s, {:+.0}% over its base (<= 15%: {})\n",
+                c.app,
+                name(c),
+                (secs / base - 1.0) * 100.0,
+                verdict(secs <= base * 1.15)
+            ));
         }
     }
     match out.is_empty() {

@@ -19,6 +19,13 @@ struct Keys<'a> {
     q: &'a [u128],
 }
 
+/// One part's trees after sending: their leaves, or only their roots to
+/// expand again later.
+enum Expanded {
+    Leaves(Zeroizing<Vec<u128>>),
+    Roots(Zeroizing<Vec<u128>>),
+}
+
 /// The silent sender: base OTs once, then any number of extensions, all
 /// under one `Δ`.
 pub struct SilentSender {
@@ -101,13 +108,20 @@ impl SilentSender {
             q: ots.q(),
         };
         // All trees first, so the receiver can go on while we compress
-        // (it needs every part's trees before its own work); each part's
-        // leaves are expanded again from its roots when compressed, which
-        // costs one GGM expansion instead of holding 2 blocks per output.
-        let mut roots = Vec::with_capacity(shapes.len());
+        // (it needs every part's trees before its own work). With several
+        // parts, each part's leaves are expanded again from its roots when
+        // compressed, which costs one GGM expansion instead of holding 2
+        // blocks per output; a single part keeps its leaves (they are
+        // compressed next anyway).
+        let keep = shapes.len() == 1;
+        let mut expanded = Vec::with_capacity(shapes.len());
         let mut first = 0;
         for p in &shapes {
-            roots.push(self.send_trees(ch, p, noise, &keys, first, rng).await?);
+            let (roots, leaves) = self.send_trees(ch, p, noise, &keys, first, rng).await?;
+            expanded.push(match keep {
+                true => Expanded::Leaves(leaves),
+                false => Expanded::Roots(roots),
+            });
             first += noise.base_ots(p);
         }
         let challenge = match malicious {
@@ -119,8 +133,11 @@ impl SilentSender {
             None => (0, 0),
         };
         let (mut out, mut at) = (Vec::with_capacity(shapes.len()), 0u64);
-        for (p, roots) in shapes.iter().zip(&roots) {
-            let leaves = self.leaves(p, roots);
+        for (p, e) in shapes.iter().zip(expanded) {
+            let leaves = match e {
+                Expanded::Leaves(leaves) => leaves,
+                Expanded::Roots(roots) => self.leaves(p, &roots),
+            };
             if let Some(x) = challenge {
                 sum = gf128::add_wide(sum, check::weighted_sum(x, at, &leaves));
             }
@@ -142,7 +159,7 @@ impl SilentSender {
     }
 
     /// Expands one part's trees from fresh roots and sends them; returns
-    /// the roots. Its base correlations start at `first`.
+    /// the roots and the leaves. Its base correlations start at `first`.
     async fn send_trees<R: RngCore + CryptoRng>(
         &self,
         ch: &mut Channel,
@@ -151,7 +168,7 @@ impl SilentSender {
         keys: &Keys<'_>,
         first: usize,
         rng: &mut R,
-    ) -> Result<Zeroizing<Vec<u128>>, OtError> {
+    ) -> Result<(Zeroizing<Vec<u128>>, Zeroizing<Vec<u128>>), OtError> {
         let (trees, depth) = (params.trees, params.depth);
         let roots: Zeroizing<Vec<u128>> = Zeroizing::new((0..trees).map(|_| rng.gen()).collect());
         let mut leaves = Zeroizing::new(vec![0u128; params.n()]);
@@ -181,7 +198,7 @@ impl SilentSender {
             blocks,
         };
         ch.send_msg(&message).await?;
-        Ok(roots)
+        Ok((roots, leaves))
     }
 
     /// The leaves `v` of one part's trees, from their roots.

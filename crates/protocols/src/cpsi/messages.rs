@@ -3,7 +3,7 @@
 //!
 //! | kind | direction | message |
 //! |------|-----------|---------|
-//! | 1 | both | [`Hello`]: the agreed run ([`Agreed`]), own set size, whether it brings values, longest item (union), key format |
+//! | 1 | both | [`Hello`]: the agreed run ([`Agreed`]: application, OT, EPC, outputs), own set size, whether it brings values, longest item (union), key format |
 //! | 2 | R -> S | [`Seeds`]: the hashing seed of the tables and the OPRF's OKVS seed |
 //! | 3 | R -> S | [`KIND_MASKED`]: the OPRF's OKVS masked by the VOLE, 16 bytes per entry |
 //! | 4 | S -> R | [`HintSeed`]: the OPPRF hint's OKVS seed |
@@ -13,10 +13,12 @@
 //! | 8 | chooser -> OT sender | [`KIND_FLIPS`]: choice corrections of derandomised OTs |
 //! | 9 | OT sender -> chooser | [`KIND_PADS`]: the two masked messages of derandomised OTs |
 //! | 10 | both | [`Share`]: a party's share of a result |
-//! | 11 | S -> R | [`KIND_UNION`]: the union's encrypted items |
+//! | 11 | R -> S | [`KIND_UNION`]: the union's encrypted items |
+//! | 20-22 | | EPC's public key, sender batches and replies (`epc::messages`) |
 //!
-//! Order: hellos, 2, the OPRF's silent VOLE, 3, 4, 5, (6), the OT
-//! extensions' base OTs and extensions, 7 per circuit layer, then the
+//! Order: hellos, 2, the OPRF's silent VOLE, 3, 4, 5, (6), EPC (20, then
+//! 21 and 22 interleaved by groups), the OT extensions' base OTs and
+//! extensions, 7 per circuit layer, then the
 //! application's 8, 9, 10, 11. Every chunked transfer has a length both
 //! parties know in advance, and [`recv_exact`] refuses any other.
 
@@ -24,7 +26,7 @@ use psikit_io::MAX_KEY_FORMAT;
 use psikit_transport::{Channel, DecodeError, Message, ProtocolId, Reader, Writer};
 
 use super::rot::OtKind;
-use super::{Agreed, App};
+use super::{Agreed, App, Epc};
 use crate::common::byte_array_message;
 use crate::{Error, Violation};
 
@@ -67,6 +69,7 @@ impl Message for Hello {
                 OtKind::Iknp => 0,
                 OtKind::Silent => 1,
             })
+            .u8(a.epc.code())
             .u8(u8::from(a.both_learn))
             .u64(self.set_size)
             .u8(u8::from(self.has_values))
@@ -84,6 +87,8 @@ impl Message for Hello {
             1 => OtKind::Silent,
             other => return Err(DecodeError::invalid("OT kind", other)),
         };
+        let code = r.u8("EPC setting")?;
+        let epc = Epc::from_code(code).ok_or_else(|| DecodeError::invalid("EPC setting", code))?;
         let both_learn = flag(r, "output flag")?;
         let set_size = r.u64("set size")?;
         let has_values = flag(r, "values flag")?;
@@ -95,6 +100,7 @@ impl Message for Hello {
             agreed: Agreed {
                 app,
                 ot,
+                epc,
                 both_learn,
             },
             set_size,

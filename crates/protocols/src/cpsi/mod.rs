@@ -136,11 +136,67 @@ impl App {
     }
 }
 
+/// Equality-preserving compression ([`epc`]) of the tags before the
+/// equality test.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Epc {
+    /// Compare the `ℓ`-bit tags directly.
+    Off,
+    /// Compress to the smallest output length the run's parameters allow
+    /// (16 bits where the ring of 4096 suffices, else 17).
+    Auto,
+    /// Compress to values mod a prime of this many bits (16 to 31).
+    Bits(u32),
+}
+
+impl Epc {
+    /// Its code on the wire: 0 off, 1 automatic, else the bits.
+    pub fn code(self) -> u8 {
+        match self {
+            Epc::Off => 0,
+            Epc::Auto => 1,
+            Epc::Bits(b) => b as u8,
+        }
+    }
+
+    /// The setting with wire `code`.
+    pub fn from_code(code: u8) -> Option<Self> {
+        match code {
+            0 => Some(Epc::Off),
+            1 => Some(Epc::Auto),
+            16..=31 => Some(Epc::Bits(u32::from(code))),
+            _ => None,
+        }
+    }
+
+    /// The EPC parameters of a run with `m` bins of `ell`-bit tags, or
+    /// `None` to compare the tags directly (off, or tags longer than EPC's
+    /// 64 bits, which only sets beyond 2^23 items have, when automatic).
+    pub fn params(self, ell: u32, m: usize) -> Result<Option<epc::EpcParams>, Error> {
+        match self {
+            Epc::Off => Ok(None),
+            Epc::Auto if ell > epc::MAX_ELL => Ok(None),
+            Epc::Auto => {
+                let mut last = None;
+                for bits in 16..=24 {
+                    match epc::EpcParams::new(ell, bits, m) {
+                        Ok(p) => return Ok(Some(p)),
+                        Err(e) => last = Some(e),
+                    }
+                }
+                Err(last.unwrap_or_else(|| Error::Config("no EPC parameters".into())))
+            }
+            Epc::Bits(bits) => epc::EpcParams::new(ell, bits, m).map(Some),
+        }
+    }
+}
+
 /// What both parties must agree on (compared in the hellos).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Agreed {
     pub app: App,
     pub ot: OtKind,
+    pub epc: Epc,
     /// Whether the party that does not learn by default learns too.
     pub both_learn: bool,
 }
@@ -151,6 +207,8 @@ pub struct CpsiConfig {
     pub app: App,
     /// Which OT extension feeds the equality test (default silent).
     pub ot: OtKind,
+    /// Equality-preserving compression (default automatic).
+    pub epc: Epc,
     pub both_learn: bool,
     /// Largest peer set accepted.
     pub max_set_size: u64,
@@ -167,6 +225,7 @@ impl CpsiConfig {
         Self {
             app,
             ot: OtKind::Silent,
+            epc: Epc::Auto,
             both_learn: false,
             max_set_size: 1 << 26,
             threads: None,
@@ -178,6 +237,7 @@ impl CpsiConfig {
         Agreed {
             app: self.app,
             ot: self.ot,
+            epc: self.epc,
             both_learn: self.both_learn,
         }
     }
@@ -249,14 +309,18 @@ pub struct Outcome {
 pub struct Phases {
     pub hashing: Step,
     pub opprf: Step,
+    /// Equality-preserving compression (zero when off).
+    pub epc: Step,
     /// Base OTs and the OTs of the AND triples.
     pub triples: Step,
     /// The equality circuit's layers.
     pub equality: Step,
     pub application: Step,
-    /// Bins `M` and tag bits `ℓ`.
+    /// Bins `M`, tag bits `ℓ`, and the bits the equality test compares
+    /// (`ℓ`, or EPC's `ℓ_c`).
     pub bins: usize,
     pub tag_bits: u32,
+    pub compared_bits: u32,
 }
 
 /// One step's time and bytes.

@@ -7,6 +7,7 @@ use rand::rngs::OsRng;
 use rand::Rng;
 
 use super::apps::{self, weighted_sum};
+use super::epc;
 use super::gmw::{self, Triples};
 use super::hashing::{self, CuckooBins};
 use super::messages::Seeds;
@@ -58,10 +59,21 @@ pub async fn run_receiver(
     drop((f, bin_keys));
     phases.opprf = meter.mark(ch);
 
+    let (compared, bits) = match cfg.epc.params(ell, m)? {
+        Some(params) => {
+            let tags: Vec<u64> = programmed.tags.iter().map(|&t| t as u64).collect();
+            let r_star = epc::driver::receive(ch, &params, &tags).await?;
+            (r_star.into_iter().map(u128::from).collect(), params.ell_c())
+        }
+        None => (programmed.tags, ell),
+    };
+    phases.compared_bits = bits;
+    phases.epc = meter.mark(ch);
+
     let mut rots = Rots::new(ch, &sid, cfg.ot, false, &ext, Side::SilentReceiver(vole)).await?;
-    let mut triples = Triples::generate(&mut rots, ch, triples_needed(cfg.app, m, ell)).await?;
+    let mut triples = Triples::generate(&mut rots, ch, triples_needed(cfg.app, m, bits)).await?;
     phases.triples = meter.mark(ch);
-    let shares = gmw::equal(ch, &mut triples, &programmed.tags, ell, false).await?;
+    let shares = gmw::equal(ch, &mut triples, &compared, bits, false).await?;
     phases.equality = meter.mark(ch);
 
     let output = match cfg.app {

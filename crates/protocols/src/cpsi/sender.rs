@@ -6,6 +6,7 @@ use psikit_transport::Channel;
 use rand::Rng;
 
 use super::apps::{self, weighted_sum};
+use super::epc;
 use super::gmw::{self, Triples};
 use super::hashing::{self, bin_key};
 use super::messages::Seeds;
@@ -70,10 +71,21 @@ pub async fn run_sender(
     drop((key, bin_keys, bin_tags, bin_values));
     phases.opprf = meter.mark(ch);
 
+    let (compared, bits) = match cfg.epc.params(ell, m)? {
+        Some(params) => {
+            let tags: Vec<u64> = tags.iter().map(|&t| t as u64).collect();
+            let r = epc::driver::send(ch, &params, &tags).await?;
+            (r.into_iter().map(u128::from).collect(), params.ell_c())
+        }
+        None => (tags, ell),
+    };
+    phases.compared_bits = bits;
+    phases.epc = meter.mark(ch);
+
     let mut rots = Rots::new(ch, &sid, cfg.ot, true, &ext, Side::SilentSender(vole)).await?;
-    let mut triples = Triples::generate(&mut rots, ch, triples_needed(cfg.app, m, ell)).await?;
+    let mut triples = Triples::generate(&mut rots, ch, triples_needed(cfg.app, m, bits)).await?;
     phases.triples = meter.mark(ch);
-    let shares = gmw::equal(ch, &mut triples, &tags, ell, true).await?;
+    let shares = gmw::equal(ch, &mut triples, &compared, bits, true).await?;
     phases.equality = meter.mark(ch);
 
     let my_values: Option<Vec<u64>> = masks.map(|w| w.iter().map(|x| x.wrapping_neg()).collect());

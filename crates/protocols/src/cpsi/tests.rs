@@ -52,13 +52,20 @@ const SIZES: [(usize, usize, usize); 6] = [
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shares_recombine_to_membership() {
-    for ot in [OtKind::Silent, OtKind::Iknp] {
+    let modes = [
+        (OtKind::Silent, Epc::Auto),
+        (OtKind::Iknp, Epc::Auto),
+        (OtKind::Silent, Epc::Off),
+        (OtKind::Iknp, Epc::Bits(22)),
+    ];
+    for (ot, epc) in modes {
         for (i, &(n_s, n_r, overlap)) in SIZES.iter().enumerate() {
             let (s, r, truth) = sets(40 + i as u64, n_s, n_r, overlap);
             let sv = values(s.len(), i as u64, u64::MAX);
             let by_key: HashMap<&Vec<u8>, u64> = s.iter().zip(&sv).map(|(k, v)| (k, *v)).collect();
             let mut cfg = CpsiConfig::new(App::Shares);
             cfg.ot = ot;
+            cfg.epc = epc;
             let (so, ro) = run_pair(
                 Party {
                     keys: s.clone(),
@@ -82,7 +89,10 @@ async fn shares_recombine_to_membership() {
                 match item {
                     Some(i) => {
                         let i = *i as usize;
-                        assert_eq!(member, truth[i], "{ot:?} sizes {n_s} {n_r} item {i}");
+                        assert_eq!(
+                            member, truth[i],
+                            "{ot:?} {epc:?} sizes {n_s} {n_r} item {i}"
+                        );
                         if member {
                             let v = sw[bin].wrapping_add(rw[bin]);
                             assert_eq!(v, by_key[&r[i]], "value of item {i}");

@@ -479,7 +479,7 @@ pub fn cpsi_messages(data: &[u8]) {
 pub(crate) fn epc_parties() -> &'static (EpcParams, EpcSender, EpcReceiver) {
     static PARTIES: OnceLock<(EpcParams, EpcSender, EpcReceiver)> = OnceLock::new();
     PARTIES.get_or_init(|| {
-        let params = EpcParams::new(8, 16).expect("EPC parameters");
+        let params = EpcParams::new(8, 16, 4096).expect("EPC parameters");
         let (sender, key) = EpcSender::new(&params).expect("an EPC key pair");
         let receiver = EpcReceiver::new(&params, &key).expect("the EPC public key");
         (params, sender, receiver)

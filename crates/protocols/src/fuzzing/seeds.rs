@@ -424,7 +424,7 @@ fn vole_message_seeds() -> Vec<(&'static str, Vec<u8>)> {
 }
 
 fn cpsi_message_seeds() -> Vec<(&'static str, Vec<u8>)> {
-    use crate::cpsi::{bits::Bits, messages as cpsi, Agreed, App, OtKind};
+    use crate::cpsi::{bits::Bits, messages as cpsi, Agreed, App, Epc, OtKind};
     fn bounded(which: u8, bits: u16, payload: &[u8]) -> Vec<u8> {
         [&[which][..], &bits.to_be_bytes(), payload].concat()
     }
@@ -432,6 +432,7 @@ fn cpsi_message_seeds() -> Vec<(&'static str, Vec<u8>)> {
         agreed: Agreed {
             app: App::Threshold(1000),
             ot: OtKind::Silent,
+            epc: Epc::Bits(22),
             both_learn: true,
         },
         set_size: 1 << 20,

@@ -112,6 +112,7 @@
 //! which does not fit the 128-bit bound at `n = 4096` for `ℓ_c = 22`.
 
 mod digits;
+pub mod driver;
 mod messages;
 mod params;
 mod receiver;
@@ -123,7 +124,7 @@ mod tests;
 pub use messages::{
     EpcPublicKey, EpcReply, EpcSenderBatch, KIND_PUBLIC_KEY, KIND_REPLY, KIND_SENDER_BATCH,
 };
-pub use params::{EpcParams, DEGREE, MARGIN_BITS, MAX_ELL, MIN_ELL, SIGMA};
+pub use params::{EpcParams, DEGREES, MARGIN_BITS, MAX_ELL, MIN_ELL, SIGMA};
 pub use receiver::EpcReceiver;
 pub use sender::EpcSender;
 

@@ -9,12 +9,17 @@ use psikit_he::{public_key_noise_bound, wire, HeParams, FRESH_NOISE_BOUND};
 
 use crate::Error;
 
-/// Ring degree `n` (§6.1: the smallest with a depth-1 plaintext product),
-/// also the number of slots, so the batch size.
-pub const DEGREE: usize = 4096;
+/// Ring degrees `n` tried, smallest first (§6.1: 4096 is the smallest with
+/// a depth-1 plaintext product); `n` is also the number of slots, so the
+/// batch size. 8192 is taken when the flooding of a large run needs a
+/// modulus above what the 128-bit standard allows at 4096.
+pub const DEGREES: [usize; 2] = [4096, 8192];
 
-/// Statistical security parameter σ of the noise flooding (§4.3, §6):
-/// `B_fp = 2^σ · B*`.
+/// Statistical security parameter σ of the whole run's noise flooding
+/// (§4.3, §6): the flooding hides each reply coefficient's noise up to
+/// statistical distance `2^-(σ + c)` with `2^c` coefficients in the run,
+/// so `B_fp = 2^(σ + c) · B*` and the run as a whole stays within `2^-σ`
+/// (the paper floods per coefficient, `c = 0`).
 pub const SIGMA: u32 = 40;
 
 /// Safety margin, in bits, between the worst-case noise of a reply and
@@ -39,6 +44,8 @@ const MAX_ELL_C: u32 = 31;
 pub struct EpcParams {
     ell: u32,
     ell_c: u32,
+    n: usize,
+    flood_bits: u32,
     p: u64,
     w: u64,
     u: usize,
@@ -51,12 +58,32 @@ pub struct EpcParams {
 }
 
 impl EpcParams {
-    /// Derives the parameters for tags of `ell` bits compressed to values
-    /// mod a prime of `ell_c` bits. Refuses, with the rule broken, any
-    /// `(ℓ, ℓ_c)` for which no ciphertext modulus both keeps decryption
-    /// exact with σ = 40 flooding and stays within the 128-bit bound at
-    /// `n = 4096` (at `ℓ ≤ 64`: `ℓ_c` from 16 to 24).
-    pub fn new(ell: u32, ell_c: u32) -> Result<Self, Error> {
+    /// Derives the parameters for `slots` tags of `ell` bits compressed to
+    /// values mod a prime of `ell_c` bits: the smallest ring degree of
+    /// [`DEGREES`] for which a ciphertext modulus both keeps decryption
+    /// exact under the run's flooding and stays within the 128-bit bound.
+    /// Refuses, with the rule broken, any other `(ℓ, ℓ_c)`.
+    pub fn new(ell: u32, ell_c: u32, slots: usize) -> Result<Self, Error> {
+        let mut last = None;
+        for n in DEGREES {
+            let coefficients = (slots.max(1).div_ceil(n) * n) as u64;
+            let flood_bits = SIGMA + coefficients.next_power_of_two().ilog2();
+            match Self::with_degree(ell, ell_c, n, flood_bits) {
+                Ok(params) => return Ok(params),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| config("no ring degree".into())))
+    }
+
+    /// The paper's parameters: `n = 4096`, flooding `2^-40` per
+    /// coefficient (Table 3's setting), to compare with its figures.
+    #[cfg(test)]
+    pub(crate) fn per_coefficient(ell: u32, ell_c: u32) -> Result<Self, Error> {
+        Self::with_degree(ell, ell_c, DEGREES[0], SIGMA)
+    }
+
+    fn with_degree(ell: u32, ell_c: u32, n: usize, flood_bits: u32) -> Result<Self, Error> {
         if !(MIN_ELL..=MAX_ELL).contains(&ell) {
             return Err(config(format!(
                 "tag length ℓ = {ell} bits is outside {MIN_ELL}..={MAX_ELL}"
@@ -68,10 +95,10 @@ impl EpcParams {
             )));
         }
         // §6.1: the largest prime of ℓ_c bits that is 1 mod 2n (batching).
-        let p = HeParams::plain_modulus_for_bits(DEGREE, ell_c as usize).map_err(|e| {
+        let p = HeParams::plain_modulus_for_bits(n, ell_c as usize).map_err(|e| {
             config(format!(
                 "no plaintext prime of ℓ_c = {ell_c} bits that is 1 mod {}: {e}",
-                2 * DEGREE
+                2 * n
             ))
         })?;
         let (w, u) = word_base(p, ell).ok_or_else(|| {
@@ -79,16 +106,19 @@ impl EpcParams {
                 "p = {p} is too small for any word base at ℓ = {ell} (needs p > ℓ)"
             ))
         })?;
-        let eval_bound = eval_noise_bound(p, u);
-        let flood_bound = eval_bound << SIGMA;
-        let before_switch = eval_bound + flood_bound + u128::from(public_key_noise_bound(DEGREE));
-        let he = choose_moduli(p, before_switch, ell, ell_c)?;
+        let eval_bound = eval_noise_bound(p, u, n);
+        let flood_bound = eval_bound
+            .checked_shl(flood_bits)
+            .filter(|b| b >> flood_bits == eval_bound)
+            .ok_or_else(|| config(format!("{flood_bits} bits of flooding overflow")))?;
+        let before_switch = eval_bound + flood_bound + u128::from(public_key_noise_bound(n));
+        let he = choose_moduli(p, before_switch, n, ell, ell_c)?;
         let q = he.moduli();
         let (q1, q2) = (u128::from(q[0]), u128::from(q[1]));
-        let switched = before_switch.div_ceil(q2) + DEGREE as u128 + 1;
+        let switched = before_switch.div_ceil(q2) + n as u128 + 1;
         let drop_bits = (0..64 - q[0].leading_zeros())
             .rev()
-            .find(|&d| reply_fits(p, q1, switched + rounding_bound(d)))
+            .find(|&d| reply_fits(p, q1, switched + rounding_bound(d, n)))
             .ok_or_else(|| {
                 config(format!(
                     "internal: ciphertext modulus for ℓ = {ell}, ℓ_c = {ell_c} leaves no budget"
@@ -98,13 +128,15 @@ impl EpcParams {
         Ok(Self {
             ell,
             ell_c,
+            n,
+            flood_bits,
             p,
             w,
             u,
             he,
             eval_bound,
             flood_bound,
-            reply_bound: switched + rounding_bound(drop_bits),
+            reply_bound: switched + rounding_bound(drop_bits, n),
             drop_bits,
             reply_bytes,
         })
@@ -137,18 +169,24 @@ impl EpcParams {
 
     /// Slots per batch, `n`.
     pub fn batch_slots(&self) -> usize {
-        DEGREE
+        self.n
     }
 
     /// Batches for `m` tags, `ceil(m / n)`.
     pub fn batches(&self, m: usize) -> usize {
-        m.div_ceil(DEGREE)
+        m.div_ceil(self.n)
     }
 
     /// Positions of batch `index` among `m` tags.
     pub fn batch_range(&self, index: usize, m: usize) -> Range<usize> {
-        let start = index.saturating_mul(DEGREE).min(m);
-        start..(start + DEGREE).min(m)
+        let start = index.saturating_mul(self.n).min(m);
+        start..(start + self.n).min(m)
+    }
+
+    /// `σ + c`: the flooding hides each coefficient's noise up to
+    /// statistical distance `2^-(σ + c)`.
+    pub fn flood_bits(&self) -> u32 {
+        self.flood_bits
     }
 
     /// The HE parameters (no key-switching prime; the moduli `q_1, q_2`).
@@ -166,7 +204,8 @@ impl EpcParams {
         self.eval_bound
     }
 
-    /// `B_fp = 2^σ·B*`: the flooding noise is uniform in `[-B_fp, B_fp]`.
+    /// `B_fp = 2^(σ + c)·B*`: the flooding noise is uniform in
+    /// `[-B_fp, B_fp]`.
     pub fn flood_bound(&self) -> u128 {
         self.flood_bound
     }
@@ -207,6 +246,8 @@ impl fmt::Debug for EpcParams {
             .field("p", &self.p)
             .field("w", &self.w)
             .field("u", &self.u)
+            .field("n", &self.n)
+            .field("flood_bits", &self.flood_bits)
             .field("moduli", &self.he.moduli())
             .field("drop_bits", &self.drop_bits)
             .finish()
@@ -250,18 +291,18 @@ fn word_base(p: u64, ell: u32) -> Option<(u64, usize)> {
 /// `B*` of Theorem 1, made exact for this implementation (module docs):
 /// `B_fresh·(1 + u·n·(p-1)/2) + 1`, the sender's `Σ v_i²` ciphertext plus
 /// `u` products by centered plaintexts, plus the plaintext addition.
-fn eval_noise_bound(p: u64, u: usize) -> u128 {
-    let per_product = DEGREE as u128 * u128::from((p - 1) / 2);
+fn eval_noise_bound(p: u64, u: usize, n: usize) -> u128 {
+    let per_product = n as u128 * u128::from((p - 1) / 2);
     u128::from(FRESH_NOISE_BOUND) * (1 + u as u128 * per_product) + 1
 }
 
 /// Noise added by rounding `d` low bits off both reply polynomials:
 /// `|e0 + e1·s| ≤ 2^(d-1)·(1 + n)` for a ternary secret.
-fn rounding_bound(d: u32) -> u128 {
+fn rounding_bound(d: u32, n: usize) -> u128 {
     if d == 0 {
         0
     } else {
-        (1u128 << (d - 1)) * (DEGREE as u128 + 1)
+        (1u128 << (d - 1)) * (n as u128 + 1)
     }
 }
 
@@ -278,24 +319,30 @@ fn reply_fits(p: u64, q1: u128, noise: u128) -> bool {
 /// [`HeParams::without_key_switching`] does) for which a reply switched to
 /// `q_1` still decrypts exactly with the margin, and whose total size
 /// passes the 128-bit check of [`psikit_he::security`].
-fn choose_moduli(p: u64, before_switch: u128, ell: u32, ell_c: u32) -> Result<HeParams, Error> {
-    let max_bits = psikit_he::security::max_bits_128(DEGREE).unwrap_or(0);
+fn choose_moduli(
+    p: u64,
+    before_switch: u128,
+    n: usize,
+    ell: u32,
+    ell_c: u32,
+) -> Result<HeParams, Error> {
+    let max_bits = psikit_he::security::max_bits_128(n).unwrap_or(0);
     let needed = u128::BITS - before_switch.leading_zeros() + ell_c + 1 + MARGIN_BITS;
     let first = (needed as usize).saturating_sub(2);
     for total in first..=max_bits {
         let bits = [total.div_ceil(2), total / 2];
-        let Ok(he) = HeParams::without_key_switching(DEGREE, p, &bits) else {
+        let Ok(he) = HeParams::without_key_switching(n, p, &bits) else {
             continue;
         };
         let (q1, q2) = (u128::from(he.moduli()[0]), u128::from(he.moduli()[1]));
-        let switched = before_switch.div_ceil(q2) + DEGREE as u128 + 1;
+        let switched = before_switch.div_ceil(q2) + n as u128 + 1;
         if he.plain_modulus() == p && reply_fits(p, q1, switched) {
             return Ok(he);
         }
     }
     Err(config(format!(
-        "ℓ = {ell}, ℓ_c = {ell_c}: exact decryption after σ = {SIGMA} flooding needs a \
+        "ℓ = {ell}, ℓ_c = {ell_c}: exact decryption after the run's flooding needs a \
          ciphertext modulus of about {needed} bits, above the {max_bits} bits the 128-bit \
-         HE standard allows at n = {DEGREE} (use ℓ_c from 16 to 24)"
+         HE standard allows at n = {n}"
     )))
 }

@@ -15,6 +15,10 @@ use crate::error::Violation;
 /// Silent-GMW) and the two between.
 const ELL_CS: [u32; 4] = [16, 18, 20, 22];
 
+/// Tags per test run (three batches at n = 4096): the flooding covers
+/// this many coefficients.
+const SLOTS: usize = 3 * 4096;
+
 /// Runs EPC over the pairs and checks `r_i = r*_i ⇔ v_i = v*_i`.
 fn check_pairs(params: &EpcParams, v: &[u64], v_star: &[u64]) {
     let (sender, pk) = EpcSender::new(params).unwrap();
@@ -113,7 +117,7 @@ fn preserves_equality_exactly_on_close_inputs() {
     let mut rng = StdRng::seed_from_u64(0xe9c);
     for ell in [41, 57, 61, 64] {
         for ell_c in ELL_CS {
-            let params = EpcParams::new(ell, ell_c).unwrap();
+            let params = EpcParams::new(ell, ell_c, SLOTS).unwrap();
             let (v, v_star) = close_pairs(&params, &mut rng);
             check_pairs(&params, &v, &v_star);
         }
@@ -123,7 +127,7 @@ fn preserves_equality_exactly_on_close_inputs() {
 #[test]
 fn preserves_equality_across_batches_all_equal_and_none_equal() {
     let mut rng = StdRng::seed_from_u64(7);
-    let params = EpcParams::new(61, 16).unwrap();
+    let params = EpcParams::new(61, 16, SLOTS).unwrap();
     let n = params.batch_slots();
     let m = 2 * n + 123;
     let max = max_tag(61);
@@ -156,7 +160,7 @@ proptest! {
         ell_c in prop::sample::select(ELL_CS.to_vec()),
         pairs in prop::collection::vec((any::<u64>(), 0u8..3, any::<u64>()), 1..300),
     ) {
-        let params = EpcParams::new(ell, ell_c).unwrap();
+        let params = EpcParams::new(ell, ell_c, SLOTS).unwrap();
         let max = max_tag(ell);
         let (v, v_star): (Vec<u64>, Vec<u64>) = pairs
             .iter()
@@ -176,7 +180,7 @@ proptest! {
 #[test]
 fn replies_keep_a_noise_margin() {
     for ell_c in ELL_CS {
-        let params = EpcParams::new(61, ell_c).unwrap();
+        let params = EpcParams::new(61, ell_c, SLOTS).unwrap();
         let (sender, pk) = EpcSender::new(&params).unwrap();
         let receiver = EpcReceiver::new(&params, &pk).unwrap();
         let tags: Vec<u64> = (0..params.batch_slots() as u64)
@@ -215,7 +219,7 @@ fn replies_keep_a_noise_margin() {
 fn evaluation_computes_the_distance_within_b_star() {
     let mut rng = StdRng::seed_from_u64(11);
     for (ell, ell_c) in [(57, 16), (61, 16), (61, 18), (61, 20), (64, 22)] {
-        let params = EpcParams::new(ell, ell_c).unwrap();
+        let params = EpcParams::new(ell, ell_c, SLOTS).unwrap();
         let (sender, pk) = EpcSender::new(&params).unwrap();
         let receiver = EpcReceiver::new(&params, &pk).unwrap();
         let (v, v_star) = close_pairs(&params, &mut rng);
@@ -261,7 +265,7 @@ fn parameters_reproduce_table_3() {
     ];
     for (ell_c, p, wu) in table {
         for (ell, (w, u)) in [57, 61].into_iter().zip(wu) {
-            let params = EpcParams::new(ell, ell_c).unwrap();
+            let params = EpcParams::per_coefficient(ell, ell_c).unwrap();
             assert_eq!(params.plain_modulus(), p);
             assert_eq!(
                 (params.word_base(), params.digits()),
@@ -275,6 +279,7 @@ fn parameters_reproduce_table_3() {
             assert!(!params.he().has_key_switching());
             // Theorem 1: B_fp = 2^40·B*, and Q above p·(B_fp + B* + 2p).
             assert_eq!(params.flood_bound(), params.eval_noise_bound() << 40);
+            assert_eq!(params.flood_bits(), 40);
             let bound = (p as f64)
                 * (params.flood_bound() as f64 + params.eval_noise_bound() as f64 + 2.0 * p as f64);
             assert!(params.log_q() > bound.log2());
@@ -287,18 +292,26 @@ fn parameter_rules_refuse_bad_choices() {
     for (ell, ell_c, needle) in [
         (0, 16, "tag length"),
         (65, 16, "tag length"),
-        (61, 28, "128-bit"),
-        (61, 25, "128-bit"),
         (61, 14, "no plaintext prime"),
         (61, 9, "no plaintext prime"),
         (61, 40, "above 31"),
     ] {
-        let err = EpcParams::new(ell, ell_c).unwrap_err().to_string();
+        let err = EpcParams::new(ell, ell_c, SLOTS).unwrap_err().to_string();
         assert!(err.contains(needle), "ℓ {ell} ℓ_c {ell_c}: {err}");
     }
-    assert!(EpcParams::new(61, 24).is_ok());
+    // The paper's setting stops at 109 bits (the 128-bit table at 4096).
+    assert!(EpcParams::per_coefficient(61, 24).is_ok());
+    assert!(EpcParams::per_coefficient(61, 25).is_err());
+    // A run floods for all its coefficients: 2^40 · 2^14 here, and beyond
+    // 109 bits the ring doubles (then ℓ_c = 16 has no prime 1 mod 2n).
+    let small = EpcParams::new(61, 16, SLOTS).unwrap();
+    assert_eq!((small.batch_slots(), small.flood_bits()), (4096, 54));
+    let large = EpcParams::new(61, 17, 1 << 21).unwrap();
+    assert_eq!((large.batch_slots(), large.flood_bits()), (8192, 61));
+    assert!(large.log_q() <= 218.0);
+    assert!(EpcParams::new(61, 16, 1 << 21).is_err());
     // Tags must fit ℓ bits, batches 1..=n tags.
-    let params = EpcParams::new(41, 16).unwrap();
+    let params = EpcParams::new(41, 16, SLOTS).unwrap();
     let (sender, _) = EpcSender::new(&params).unwrap();
     assert!(matches!(
         sender.encrypt_batch(0, &[1 << 41]),
@@ -323,8 +336,8 @@ fn corrupt(bytes: &mut [u8], offset: usize) {
 
 #[test]
 fn decoders_refuse_bad_bytes() {
-    let params = EpcParams::new(61, 16).unwrap();
-    let other = EpcParams::new(61, 18).unwrap();
+    let params = EpcParams::new(61, 16, SLOTS).unwrap();
+    let other = EpcParams::new(61, 18, SLOTS).unwrap();
     let (sender, pk) = EpcSender::new(&params).unwrap();
     let receiver = EpcReceiver::new(&params, &pk).unwrap();
     let batch = sender.encrypt_batch(3, &[5, 6, 7]).unwrap();
@@ -471,7 +484,7 @@ fn epc_measure() {
         .build()
         .unwrap();
     for ell_c in [16, 22] {
-        let params = EpcParams::new(61, ell_c).unwrap();
+        let params = EpcParams::new(61, ell_c, m).unwrap();
         println!("{params:?}, log2 Q = {:.2}", params.log_q());
         for (label, pool) in [("1 thread", Some(&single)), ("rayon", None)] {
             let run = || {
