@@ -5,10 +5,13 @@
 //! * [`oprf`]: the RFC 9497 oblivious pseudorandom function in mode OPRF
 //!   (0x00) over the `ristretto255-SHA512` ciphersuite, with batch APIs that
 //!   spread work over a rayon thread pool.
+//! * [`memory`]: the allocator setting of one-shot runs.
 
-// The only unsafe code is the CPUID read in `cpu`.
+// The only unsafe code is the CPUID read in `cpu` and the allocator
+// setting in `memory`.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod cpu;
+pub mod memory;
 pub mod oprf;
