@@ -15,9 +15,9 @@
 ///
 /// For processes that run one job and exit (the CLI's one-shot commands):
 /// the resident size then stays at its high-water mark until the process
-/// ends, which a long-running server should not do. Peak memory grows only
-/// by the heap's fragmentation (a few percent in VOLE-PSI). A no-op on
-/// platforms other than Linux with glibc.
+/// ends, which a long-running server should not do. Peak memory grows by
+/// the heap's fragmentation (VOLE-PSI: 7-11%, 322 -> 359 MiB at the
+/// receiver at 2^20). A no-op on platforms other than Linux with glibc.
 pub fn reuse_freed_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: `mallopt` only changes glibc's allocation policy for later
