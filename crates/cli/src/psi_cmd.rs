@@ -120,6 +120,8 @@ pub trait Report: TwoParty {
 }
 
 pub fn run(cmd: PsiCommand) -> Result<()> {
+    // One run per process, freeing big vectors phase after phase.
+    psikit_protocols::memory::reuse_freed_memory();
     let (a, sending) = match cmd {
         PsiCommand::Send(a) => (a, true),
         PsiCommand::Receive(a) => (a, false),

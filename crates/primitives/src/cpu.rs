@@ -1,8 +1,8 @@
 //! The one run-time CPU dispatch of psikit's hot kernels.
 //!
 //! Every kernel with a vector fast path (OT matrix transposition, GF(2^128)
-//! products, AES-based PRGs and hashes, and later the HE and VOLE kernels)
-//! asks [`features`] which instructions it may use, instead of probing the
+//! products, AES-based PRGs and hashes, SHA-256 of short items, and later
+//! the HE and VOLE kernels) asks [`features`] which instructions it may use, instead of probing the
 //! CPU itself. Detection runs once per process. Each fast path has a
 //! portable reference that tests compare it against; setting the
 //! environment variable `PSIKIT_PORTABLE=1` makes [`features`] report
@@ -28,6 +28,8 @@ pub struct Features {
     pub avx512f: bool,
     /// 52-bit integer multiply-add (`AVX512IFMA`).
     pub avx512ifma: bool,
+    /// The SHA extensions (`sha256rnds2` ...), with SSE4.1.
+    pub sha: bool,
 }
 
 /// Name of the environment variable that forces the portable paths.
@@ -57,6 +59,7 @@ fn detect() -> Features {
         vaes: avx2 && leaf7_ecx() & (1 << 9) != 0,
         avx512f: is_x86_feature_detected!("avx512f"),
         avx512ifma: is_x86_feature_detected!("avx512ifma"),
+        sha: is_x86_feature_detected!("sha") && is_x86_feature_detected!("sse4.1"),
     }
 }
 

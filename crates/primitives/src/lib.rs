@@ -5,10 +5,15 @@
 //! * [`oprf`]: the RFC 9497 oblivious pseudorandom function in mode OPRF
 //!   (0x00) over the `ristretto255-SHA512` ciphersuite, with batch APIs that
 //!   spread work over a rayon thread pool.
+//! * [`memory`]: the allocator setting of one-shot runs.
+//! * [`sha256`]: SHA-256 of many one-block messages.
 
-// The only unsafe code is the CPUID read in `cpu`.
+// The only unsafe code is the CPUID read in `cpu`, the allocator setting
+// in `memory` and the SHA kernel in `sha256`.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod cpu;
+pub mod memory;
 pub mod oprf;
+pub mod sha256;

@@ -133,6 +133,8 @@ pub trait Benched: Report {
 
 /// Entry point of the hidden `psikit bench two-party-worker`.
 pub fn worker(a: &WorkerArgs) -> Result<()> {
+    // As `psikit psi`, which the worker stands for.
+    psikit_protocols::memory::reuse_freed_memory();
     match a.protocol {
         #[cfg(feature = "vole")]
         Protocol::Vole => party::<psikit_protocols::vole_psi::facade::VolePsi>(a),

@@ -45,8 +45,10 @@ pub async fn run_sender(
     if cfg.malicious {
         ch.send_msg(&Commitment(oprf::commit(share))).await?;
     }
+    // Chosen while the receiver chooses its own (see `run_receiver`).
+    let params = OkvsParams::new(n_r as usize)?;
     let OkvsSeed(seed) = ch.recv_msg(()).await?;
-    let okvs = Okvs::new(OkvsParams::new(n_r as usize)?, seed);
+    let okvs = Okvs::new(params, seed);
     let m = okvs.params().table_len();
 
     let t = Instant::now();
