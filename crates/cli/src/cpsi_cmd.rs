@@ -90,6 +90,8 @@ pub struct CpsiArgs {
 }
 
 pub fn run(cmd: CpsiCommand) -> Result<()> {
+    // One run per process, freeing big vectors phase after phase.
+    psikit_protocols::memory::reuse_freed_memory();
     let (name, roles) = match cmd {
         CpsiCommand::Cardinality(r) => ("cardinality", r),
         CpsiCommand::Sum(r) => ("sum", r),

@@ -150,6 +150,7 @@ const TARGET_LOG2: u32 = 20;
 
 /// Entry point of the hidden `psikit bench cpsi-worker`.
 pub fn worker(a: &CpsiWorkerArgs) -> Result<()> {
+    psikit_protocols::memory::reuse_freed_memory();
     let n = 1u64 << a.log2;
     let ids: Vec<u64> = match a.receiver {
         true => (n / 2..n / 2 + n).collect(),
@@ -475,9 +476,13 @@ fn targets(results: &[(Config, Vec<Run>)]) -> String {
         .collect();
     let name = |c: &Config| format!("{}, EPC {}", c.ot, c.epc);
     let mut out = String::new();
-    if let Some((c, secs, b)) = bases.iter().min_by(|x, y| x.1.total_cmp(&y.1)) {
+    // The base target is one configuration meeting both limits: the
+    // fastest within 600 MB (else the fastest of all, to show the miss).
+    let within = bases.iter().filter(|(_, _, b)| *b <= 600e6);
+    let fastest = |x: &&(Config, f64, f64), y: &&(Config, f64, f64)| x.1.total_cmp(&y.1);
+    if let Some((c, secs, b)) = within.min_by(fastest).or(bases.iter().min_by(fastest)) {
         out.push_str(&format!(
-            "* base circuit PSI, fastest ({}): {secs:.1} s (<= 10 s: {}), {:.0} MB (<= 600 MB: {})\n",
+            "* base circuit PSI, fastest within 600 MB ({}): {secs:.1} s (<= 10 s: {}), {:.0} MB (<= 600 MB: {})\n",
             name(c),
             verdict(*secs <= 10.0),
             b / 1e6,
