@@ -2,14 +2,15 @@
 //! cardinality and the sums of either party's values), the threshold
 //! test, and the union.
 //!
-//! Weighted sums use one derandomised random OT per bin, with the party
+//! Weighted sums use one derandomised random OT per bin (for up to two
+//! weight vectors at once), with the party
 //! holding the weights `x` as OT sender: the chooser's bit is its share
 //! `s'`, the messages `(s ⊕ c)·x + r` for `c = 0, 1`, so the chooser gets
 //! `b·x + r` with `b = s ⊕ s'` the membership bit and the holder keeps
 //! `-r` (the method of Garimella et al. that the paper adapts). Summing
 //! gives additive shares of `Σ b·x` mod 2^64 (sums wrap at 2^64).
 
-use psikit_ot::aes_hash::Prg;
+use psikit_ot::aes_hash;
 use psikit_transport::Channel;
 use rand::Rng;
 
@@ -19,57 +20,70 @@ use super::messages::{self as msg, recv_exact, Share, KIND_FLIPS, KIND_PADS, KIN
 use super::rot::{Either, Rots};
 use crate::{Error, Violation};
 
-/// This party's additive share of `Σ_i b_i·x_i` mod 2^64, where `b_i` is
-/// bin `i`'s membership (shared as `shares`) and the weights are held by
-/// the leader if `leader_holds`: `x` is `Some` exactly at the holder.
-pub async fn weighted_sum(
+/// This party's additive shares of `Σ_i b_i·x_i` mod 2^64 for `k` weight
+/// vectors `x` (one or two: each random OT carries two 64-bit words),
+/// where `b_i` is bin `i`'s membership (shared as `shares`) and the weights
+/// are held by the leader if `leader_holds`: `holder` is `Some` exactly at
+/// the holder, with its `k` vectors.
+pub async fn weighted_sums(
     ch: &mut Channel,
     rots: &mut Rots,
     shares: &Bits,
-    x: Option<&[u64]>,
+    holder: Option<&[&[u64]]>,
+    k: usize,
     leader_holds: bool,
-) -> Result<u64, Error> {
+) -> Result<Vec<u64>, Error> {
     let n = shares.len();
+    if !(1..=2).contains(&k) {
+        return Err(Error::Internal("one or two weight vectors per OT"));
+    }
+    let word = |m: u128, j: usize| (m >> (64 * j)) as u64;
     match rots.one_way(ch, n, leader_holds).await? {
         Either::Sent(ots) => {
-            let x = x
-                .filter(|x| x.len() == n)
-                .ok_or_else(|| Error::Config("one weight per bin is needed".into()))?;
+            let xs = holder
+                .filter(|xs| xs.len() == k && xs.iter().all(|x| x.len() == n))
+                .ok_or_else(|| Error::Config("one weight per bin and vector is needed".into()))?;
             let mut rng = super::rng()?;
             let flips = recv_flips(ch, n).await?;
-            let mut pads = Vec::with_capacity(n * 16);
-            let mut share = 0u64;
-            for (i, &x) in x.iter().enumerate() {
-                let r: u64 = rng.gen();
-                share = share.wrapping_sub(r);
-                let f = flips.get(i);
-                let s = shares.get(i);
+            let mut pads = Vec::with_capacity(n * 16 * k);
+            let mut sums = vec![0u64; k];
+            for i in 0..n {
+                let (f, s) = (flips.get(i), shares.get(i));
+                let r: Vec<u64> = (0..k).map(|_| rng.gen()).collect();
+                for (sum, r) in sums.iter_mut().zip(&r) {
+                    *sum = sum.wrapping_sub(*r);
+                }
                 for c in [false, true] {
-                    let m = if c ^ f { ots.m1[i] } else { ots.m0[i] } as u64;
-                    let weight = if s ^ c { x } else { 0 };
-                    pads.extend_from_slice(&weight.wrapping_add(r).wrapping_add(m).to_le_bytes());
+                    let m = if c ^ f { ots.m1[i] } else { ots.m0[i] };
+                    for (j, x) in xs.iter().enumerate() {
+                        let weight = if s ^ c { x[i] } else { 0 };
+                        let pad = weight.wrapping_add(r[j]).wrapping_add(word(m, j));
+                        pads.extend_from_slice(&pad.to_le_bytes());
+                    }
                 }
             }
             msg::send(ch, KIND_PADS, &pads).await?;
-            Ok(share)
+            Ok(sums)
         }
         Either::Received(ots) => {
             let mut flips = ots.choices.clone();
             flips.xor_assign(shares);
             msg::send(ch, KIND_FLIPS, &flips.to_bytes()).await?;
-            let pads = recv_exact(ch, KIND_PADS, n * 16).await?;
-            let mut share = 0u64;
+            let pads = recv_exact(ch, KIND_PADS, n * 16 * k).await?;
+            let mut sums = vec![0u64; k];
             for i in 0..n {
-                let at = 16 * i + 8 * usize::from(shares.get(i));
-                let pad = u64::from_le_bytes(word(&pads[at..at + 8]));
-                share = share.wrapping_add(pad.wrapping_sub(ots.chosen[i] as u64));
+                let at = 8 * k * (2 * i + usize::from(shares.get(i)));
+                for (j, sum) in sums.iter_mut().enumerate() {
+                    let pad = u64::from_le_bytes(bytes8(&pads[at + 8 * j..at + 8 * j + 8]));
+                    *sum = sum.wrapping_add(pad.wrapping_sub(word(ots.chosen[i], j)));
+                }
             }
-            Ok(share)
+            Ok(sums)
         }
     }
 }
 
-fn word(b: &[u8]) -> [u8; 8] {
+fn bytes8(b: &[u8]) -> [u8; 8] {
     let mut w = [0u8; 8];
     w.copy_from_slice(b);
     w
@@ -211,9 +225,12 @@ pub async fn union_learn(
     Ok(items)
 }
 
-/// XORs `data` with the AES-CTR stream keyed by `key`.
+/// XORs `data` with the stream `H(0, key), H(1, key), ...` of the TCCR
+/// hash of fixed-key AES (two AES calls per block, no key schedule per
+/// message: the union sends two keyed messages per bin).
 fn xor_stream(key: u128, data: &mut [u8]) {
-    let stream = Prg::new(key).blocks(0, data.len().div_ceil(16));
+    let mut stream = vec![key; data.len().div_ceil(16)];
+    aes_hash::tccr_many(&mut stream, |i| i as u128);
     for (d, s) in data
         .iter_mut()
         .zip(stream.iter().flat_map(|b| b.to_le_bytes()))

@@ -6,7 +6,7 @@ use psikit_transport::Channel;
 use rand::rngs::OsRng;
 use rand::Rng;
 
-use super::apps::{self, weighted_sum};
+use super::apps::{self, weighted_sums};
 use super::epc;
 use super::gmw::{self, Triples};
 use super::hashing::{self, CuckooBins};
@@ -83,31 +83,37 @@ pub async fn run_receiver(
             sender_values: programmed.values,
         }),
         App::Cardinality => {
-            let count = weighted_sum(ch, &mut rots, &shares, None, true).await?;
-            Output::Cardinality(apps::open(ch, count, true, cfg.both_learn).await?)
+            let count = weighted_sums(ch, &mut rots, &shares, None, 1, true).await?;
+            Output::Cardinality(apps::open(ch, count[0], true, cfg.both_learn).await?)
         }
         App::Sum => {
-            let count = weighted_sum(ch, &mut rots, &shares, None, true).await?;
-            let cardinality = apps::open(ch, count, true, cfg.both_learn).await?;
-            let sender_values = match &programmed.values {
-                Some(z) => {
-                    let mine = weighted_sum(ch, &mut rots, &shares, Some(z), false).await?;
-                    let theirs = weighted_sum(ch, &mut rots, &shares, None, true).await?;
-                    apps::open(ch, mine.wrapping_add(theirs), true, cfg.both_learn).await?
+            let k = 1 + usize::from(programmed.values.is_some());
+            let fwd = weighted_sums(ch, &mut rots, &shares, None, k, true).await?;
+            let own: Option<Vec<u64>> = input.values.map(|v| {
+                table
+                    .item_of_bin
+                    .iter()
+                    .map(|item| item.map_or(0, |i| v[i as usize]))
+                    .collect()
+            });
+            let mine: Vec<&[u64]> = [programmed.values.as_deref(), own.as_deref()]
+                .into_iter()
+                .flatten()
+                .collect();
+            let rev = match mine.len() {
+                0 => Vec::new(),
+                k => weighted_sums(ch, &mut rots, &shares, Some(&mine), k, false).await?,
+            };
+            let cardinality = apps::open(ch, fwd[0], true, cfg.both_learn).await?;
+            let sender_values = match fwd.get(1) {
+                Some(part) => {
+                    apps::open(ch, part.wrapping_add(rev[0]), true, cfg.both_learn).await?
                 }
                 None => None,
             };
-            let receiver_values = match input.values {
-                Some(v) => {
-                    let x: Vec<u64> = table
-                        .item_of_bin
-                        .iter()
-                        .map(|item| item.map_or(0, |i| v[i as usize]))
-                        .collect();
-                    let share = weighted_sum(ch, &mut rots, &shares, Some(&x), false).await?;
-                    apps::open(ch, share, true, cfg.both_learn).await?
-                }
-                None => None,
+            let receiver_values = match (own.is_some(), rev.last()) {
+                (true, Some(&share)) => apps::open(ch, share, true, cfg.both_learn).await?,
+                _ => None,
             };
             Output::Sum(cardinality.map(|cardinality| Sums {
                 cardinality,
@@ -116,8 +122,9 @@ pub async fn run_receiver(
             }))
         }
         App::Threshold(t) => {
-            let count = weighted_sum(ch, &mut rots, &shares, None, true).await?;
-            let bit = apps::at_least(ch, &mut triples, count, t, (m as u64).max(t), false).await?;
+            let count = weighted_sums(ch, &mut rots, &shares, None, 1, true).await?;
+            let bit =
+                apps::at_least(ch, &mut triples, count[0], t, (m as u64).max(t), false).await?;
             let open = apps::open(ch, u64::from(bit), true, cfg.both_learn).await?;
             Output::Threshold(open.map(|b| b & 1 == 1))
         }

@@ -5,7 +5,7 @@ use psikit_structures::okvs::{Okvs, OkvsParams};
 use psikit_transport::Channel;
 use rand::Rng;
 
-use super::apps::{self, weighted_sum};
+use super::apps::{self, weighted_sums};
 use super::epc;
 use super::gmw::{self, Triples};
 use super::hashing::{self, bin_key};
@@ -100,26 +100,30 @@ pub async fn run_sender(
             sender_values: my_values,
         }),
         App::Cardinality => {
-            let count = weighted_sum(ch, &mut rots, &shares, Some(&ones), true).await?;
-            Output::Cardinality(apps::open(ch, count, false, learns).await?)
+            let count = weighted_sums(ch, &mut rots, &shares, Some(&[&ones]), 1, true).await?;
+            Output::Cardinality(apps::open(ch, count[0], false, learns).await?)
         }
         App::Sum => {
-            let count = weighted_sum(ch, &mut rots, &shares, Some(&ones), true).await?;
-            let cardinality = apps::open(ch, count, false, learns).await?;
-            let sender_values = match &my_values {
-                Some(w) => {
-                    let theirs = weighted_sum(ch, &mut rots, &shares, None, false).await?;
-                    let mine = weighted_sum(ch, &mut rots, &shares, Some(w), true).await?;
-                    apps::open(ch, theirs.wrapping_add(mine), false, learns).await?
-                }
+            // Forward: the count and the sender's part of its own values;
+            // reverse: the receiver's part of them, then its own values.
+            let mine: Vec<&[u64]> = [Some(&ones[..]), my_values.as_deref()]
+                .into_iter()
+                .flatten()
+                .collect();
+            let fwd = weighted_sums(ch, &mut rots, &shares, Some(&mine), mine.len(), true).await?;
+            let k = usize::from(my_values.is_some()) + usize::from(peer.has_values);
+            let rev = match k {
+                0 => Vec::new(),
+                _ => weighted_sums(ch, &mut rots, &shares, None, k, false).await?,
+            };
+            let cardinality = apps::open(ch, fwd[0], false, learns).await?;
+            let sender_values = match fwd.get(1) {
+                Some(part) => apps::open(ch, part.wrapping_add(rev[0]), false, learns).await?,
                 None => None,
             };
-            let receiver_values = match peer.has_values {
-                true => {
-                    let share = weighted_sum(ch, &mut rots, &shares, None, false).await?;
-                    apps::open(ch, share, false, learns).await?
-                }
-                false => None,
+            let receiver_values = match (peer.has_values, rev.last()) {
+                (true, Some(&share)) => apps::open(ch, share, false, learns).await?,
+                _ => None,
             };
             Output::Sum(cardinality.map(|cardinality| Sums {
                 cardinality,
@@ -128,8 +132,9 @@ pub async fn run_sender(
             }))
         }
         App::Threshold(t) => {
-            let count = weighted_sum(ch, &mut rots, &shares, Some(&ones), true).await?;
-            let bit = apps::at_least(ch, &mut triples, count, t, (m as u64).max(t), true).await?;
+            let count = weighted_sums(ch, &mut rots, &shares, Some(&[&ones]), 1, true).await?;
+            let bit =
+                apps::at_least(ch, &mut triples, count[0], t, (m as u64).max(t), true).await?;
             Output::Threshold(
                 apps::open(ch, u64::from(bit), false, learns)
                     .await?
