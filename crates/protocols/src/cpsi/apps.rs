@@ -13,6 +13,7 @@
 use psikit_ot::aes_hash;
 use psikit_transport::Channel;
 use rand::Rng;
+use rayon::prelude::*;
 
 use super::bits::Bits;
 use super::gmw::{self, Triples};
@@ -170,25 +171,26 @@ pub async fn union_provide(
     };
     let flips = recv_flips(ch, n).await?;
     let slot = width + 3;
-    let mut out = Vec::with_capacity(2 * n * slot);
-    for (i, item) in items.iter().enumerate() {
-        for c in [false, true] {
-            let key = if c ^ flips.get(i) {
-                ots.m1[i]
-            } else {
-                ots.m0[i]
-            };
-            let mut m = vec![0u8; slot];
-            // Sent when the bin's membership is 0 for this choice.
-            if let (Some(item), false) = (item, shares.get(i) ^ c) {
-                m[0] = 1;
-                m[1..3].copy_from_slice(&(item.len() as u16).to_le_bytes());
-                m[3..3 + item.len()].copy_from_slice(item);
+    let mut out = vec![0u8; 2 * n * slot];
+    out.par_chunks_mut(2 * slot)
+        .zip(items.par_iter())
+        .enumerate()
+        .for_each(|(i, (pair, item))| {
+            for (c, m) in [false, true].into_iter().zip(pair.chunks_mut(slot)) {
+                // Sent when the bin's membership is 0 for this choice.
+                if let (Some(item), false) = (item, shares.get(i) ^ c) {
+                    m[0] = 1;
+                    m[1..3].copy_from_slice(&(item.len() as u16).to_le_bytes());
+                    m[3..3 + item.len()].copy_from_slice(item);
+                }
+                let key = if c ^ flips.get(i) {
+                    ots.m1[i]
+                } else {
+                    ots.m0[i]
+                };
+                xor_stream(key, m);
             }
-            xor_stream(key, &mut m);
-            out.extend_from_slice(&m);
-        }
-    }
+        });
     msg::send(ch, KIND_UNION, &out).await
 }
 
@@ -208,12 +210,17 @@ pub async fn union_learn(
     flips.xor_assign(shares);
     msg::send(ch, KIND_FLIPS, &flips.to_bytes()).await?;
     let slot = width + 3;
-    let all = recv_exact(ch, KIND_UNION, 2 * n * slot).await?;
+    let mut all = recv_exact(ch, KIND_UNION, 2 * n * slot).await?;
+    all.par_chunks_mut(2 * slot)
+        .enumerate()
+        .for_each(|(i, pair)| {
+            let at = usize::from(shares.get(i)) * slot;
+            xor_stream(ots.chosen[i], &mut pair[at..at + slot]);
+        });
     let mut items = Vec::new();
-    for i in 0..n {
-        let at = (2 * i + usize::from(shares.get(i))) * slot;
-        let mut m = all[at..at + slot].to_vec();
-        xor_stream(ots.chosen[i], &mut m);
+    for (i, pair) in all.chunks(2 * slot).enumerate() {
+        let at = usize::from(shares.get(i)) * slot;
+        let m = &pair[at..at + slot];
         if m[0] == 1 {
             let len = u16::from_le_bytes([m[1], m[2]]) as usize;
             if len > width {
@@ -229,12 +236,14 @@ pub async fn union_learn(
 /// hash of fixed-key AES (two AES calls per block, no key schedule per
 /// message: the union sends two keyed messages per bin).
 fn xor_stream(key: u128, data: &mut [u8]) {
-    let mut stream = vec![key; data.len().div_ceil(16)];
-    aes_hash::tccr_many(&mut stream, |i| i as u128);
-    for (d, s) in data
-        .iter_mut()
-        .zip(stream.iter().flat_map(|b| b.to_le_bytes()))
-    {
-        *d ^= s;
+    // A slot is at most MAX_UNION_ITEM + 3 bytes: 65 blocks on the stack.
+    let mut stream = [0u128; (msg::MAX_UNION_ITEM as usize + 3).div_ceil(16)];
+    let stream = &mut stream[..data.len().div_ceil(16)];
+    stream.fill(key);
+    aes_hash::tccr_many(stream, |i| i as u128);
+    for (d, s) in data.chunks_mut(16).zip(stream.iter()) {
+        for (d, s) in d.iter_mut().zip(s.to_le_bytes()) {
+            *d ^= s;
+        }
     }
 }

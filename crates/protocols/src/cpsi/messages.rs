@@ -7,8 +7,7 @@
 //! | 2 | R -> S | [`Seeds`]: the hashing seed of the tables and the OPRF's OKVS seed |
 //! | 3 | R -> S | [`KIND_MASKED`]: the OPRF's OKVS masked by the VOLE, 16 bytes per entry |
 //! | 4 | S -> R | [`HintSeed`]: the OPPRF hint's OKVS seed |
-//! | 5 | S -> R | [`KIND_HINT_TAGS`]: the hint for the tags, `⌈ℓ/8⌉` bytes per entry |
-//! | 6 | S -> R | [`KIND_HINT_VALUES`]: the hint for the sender's values, 8 bytes per entry |
+//! | 5 | S -> R | [`KIND_HINT`]: the OPPRF hint, `⌈ℓ/8⌉` bytes per entry (16 with values) |
 //! | 7 | both | [`KIND_OPEN`]: one GMW layer's openings |
 //! | 8 | chooser -> OT sender | [`KIND_FLIPS`]: choice corrections of derandomised OTs |
 //! | 9 | OT sender -> chooser | [`KIND_PADS`]: the two masked messages of derandomised OTs |
@@ -16,7 +15,7 @@
 //! | 11 | R -> S | [`KIND_UNION`]: the union's encrypted items |
 //! | 20-22 | | EPC's public key, sender batches and replies (`epc::messages`) |
 //!
-//! Order: hellos, 2, the OPRF's silent VOLE, 3, 4, 5, (6), EPC (20, then
+//! Order: hellos, 2, the OPRF's silent VOLE, 3, 4, 5, EPC (20, then
 //! 21 and 22 interleaved by groups), the OT extensions' base OTs and
 //! extensions, 7 per circuit layer, then the
 //! application's 8, 9, 10, 11. Every chunked transfer has a length both
@@ -33,8 +32,7 @@ use crate::{Error, Violation};
 pub const PROTOCOL_ID: ProtocolId = psikit_transport::ids::CIRCUIT_PSI;
 
 pub const KIND_MASKED: u8 = 3;
-pub const KIND_HINT_TAGS: u8 = 5;
-pub const KIND_HINT_VALUES: u8 = 6;
+pub const KIND_HINT: u8 = 5;
 pub const KIND_OPEN: u8 = 7;
 pub const KIND_FLIPS: u8 = 8;
 pub const KIND_PADS: u8 = 9;

@@ -13,7 +13,8 @@
 //!
 //! The OKVS is GF(2)-linear (a decoded value is the XOR of table entries),
 //! so the sender sends each hint entry truncated to the bytes the
-//! receiver keeps: `⌈ℓ/8⌉` for tags, 8 for values.
+//! receiver keeps: `⌈ℓ/8⌉` for tags alone, 16 with values (one OKVS holds
+//! both: the tag below bit 64, the value above).
 
 use psikit_ot::silent::{SilentReceiver, SilentSender};
 use psikit_ot::{aes_hash, gf128};
@@ -129,7 +130,27 @@ pub fn hint_okvs(capacity: usize, seed: [u8; 16]) -> Result<Okvs, Error> {
     Ok(Okvs::new(OkvsParams::new(capacity.max(1))?, seed))
 }
 
-/// The sender programs `F` and sends the hints.
+/// Bytes of a hint entry: the tag's `⌈ℓ/8⌉`, or 16 with values (tag in
+/// the low 8 bytes, value in the high 8: sums need `ℓ ≤ 64`).
+fn entry_width(ell: u32, with_values: bool) -> usize {
+    match with_values {
+        true => 16,
+        false => tag_width(ell),
+    }
+}
+
+/// Values ride in the hint's upper half, so their tags must fit 64 bits.
+fn check_values(ell: u32) -> Result<(), Error> {
+    match ell <= 64 {
+        true => Ok(()),
+        false => Err(Error::Config(format!(
+            "values need tags of at most 64 bits (receiver sets below 2^23 items), not {ell}"
+        ))),
+    }
+}
+
+/// The sender programs `F` and sends the hint: one OKVS whose entries
+/// hold the masked tag and, with values, the masked value above it.
 pub async fn program(
     ch: &mut Channel,
     key: &OprfKey,
@@ -140,26 +161,20 @@ pub async fn program(
     let okvs = hint_okvs(capacity, OsRng.gen())?;
     ch.send_msg(&HintSeed(okvs.seed())).await?;
     let f = key.eval(p.keys)?;
-    let mut tags = masks(&f, TAGS);
-    tags.par_iter_mut()
+    let mut hint = masks(&f, TAGS);
+    hint.par_iter_mut()
         .zip(p.tags.par_iter())
         .for_each(|(m, t)| *m ^= t);
-    let table = encode(&okvs, p.keys, &tags)?;
-    msg::send(
-        ch,
-        msg::KIND_HINT_TAGS,
-        &msg::pack_blocks(&table, tag_width(ell)),
-    )
-    .await?;
     if let Some(values) = p.values {
-        let mut v = masks(&f, VALUES);
-        v.par_iter_mut()
-            .zip(values.par_iter())
-            .for_each(|(m, x)| *m ^= u128::from(*x));
-        let table = encode(&okvs, p.keys, &v)?;
-        msg::send(ch, msg::KIND_HINT_VALUES, &msg::pack_blocks(&table, 8)).await?;
+        check_values(ell)?;
+        let tag_mask = u128::from(u64::MAX);
+        hint.par_iter_mut()
+            .zip(masks(&f, VALUES).par_iter().zip(values.par_iter()))
+            .for_each(|(h, (m, x))| *h = (*h & tag_mask) | ((m ^ u128::from(*x)) << 64));
     }
-    Ok(())
+    let table = encode(&okvs, p.keys, &hint)?;
+    let width = entry_width(ell, p.values.is_some());
+    msg::send(ch, msg::KIND_HINT, &msg::pack_blocks(&table, width)).await
 }
 
 /// What the receiver gets per bin: the programmed tag (`ℓ` bits) and value
@@ -169,7 +184,7 @@ pub struct Programmed {
     pub values: Option<Vec<u64>>,
 }
 
-/// The receiver reads the hints and evaluates them at its keys.
+/// The receiver reads the hint and evaluates it at its keys.
 pub async fn receive_program(
     ch: &mut Channel,
     keys: &[u128],
@@ -178,25 +193,27 @@ pub async fn receive_program(
     ell: u32,
     with_values: bool,
 ) -> Result<Programmed, Error> {
+    if with_values {
+        check_values(ell)?;
+    }
     let HintSeed(seed) = ch.recv_msg(()).await?;
     let okvs = hint_okvs(capacity, seed)?;
-    let len = okvs.params().table_len();
-    let width = tag_width(ell);
-    let table = msg::recv_exact(ch, msg::KIND_HINT_TAGS, len * width).await?;
-    let mut tags = decode(&okvs, &msg::unpack_blocks(&table, width), keys)?;
+    let width = entry_width(ell, with_values);
+    let table = msg::recv_exact(ch, msg::KIND_HINT, okvs.params().table_len() * width).await?;
+    let decoded = decode(&okvs, &msg::unpack_blocks(&table, width), keys)?;
     let tag_mask = (1u128 << ell) - 1;
-    tags.par_iter_mut()
+    let tags = decoded
+        .par_iter()
         .zip(masks(f, TAGS).par_iter())
-        .for_each(|(t, m)| *t = (*t ^ m) & tag_mask);
-    let values = match with_values {
-        true => {
-            let table = msg::recv_exact(ch, msg::KIND_HINT_VALUES, len * 8).await?;
-            let v = decode(&okvs, &msg::unpack_blocks(&table, 8), keys)?;
-            let m = masks(f, VALUES);
-            Some(v.iter().zip(&m).map(|(v, m)| (v ^ m) as u64).collect())
-        }
-        false => None,
-    };
+        .map(|(t, m)| (t ^ m) & tag_mask)
+        .collect();
+    let values = with_values.then(|| {
+        decoded
+            .par_iter()
+            .zip(masks(f, VALUES).par_iter())
+            .map(|(v, m)| ((v >> 64) ^ m) as u64)
+            .collect()
+    });
     Ok(Programmed { tags, values })
 }
 
