@@ -3,8 +3,8 @@
 //! a threshold test, the union) without learning the intersection.
 //!
 //! The framework of Pinkas, Schneider, Tkachenko and Yanai (Eurocrypt
-//! 2019) as the equality-preserving-compression paper describes it (Han,
-//! Moon, Son, §3.1; Fig. 7 without EPC):
+//! 2019) with the equality-preserving compression of Han, Moon and Son
+//! (their §3.1 and Fig. 7):
 //!
 //! 1. **Hashing** ([`hashing`]): the receiver puts its set in a cuckoo
 //!    table of `M = 1.27·N` bins under `d = 3` hash functions, the sender
@@ -16,10 +16,13 @@
 //!    its item is one of the sender's (else equal with probability
 //!    `2^-ℓ`, `ℓ = 40 + ⌈log2 M⌉`). The OPPRF is Rindal-Schoppmann's: the
 //!    VOLE-based OPRF of [`crate::vole_psi`] plus an OKVS hint.
-//! 3. **Equality share generation** ([`gmw`]): GMW evaluates
-//!    `[v_i = v*_i]` with `ℓ - 1` AND gates per bin, on Beaver triples from
-//!    random OTs made by IKNP or silent OT ([`rot`], the paper's IKNP-GMW
-//!    and Silent-GMW).
+//! 3. **Equality-preserving compression** ([`epc`], [`Epc`]; on by
+//!    default): BFV turns `v_i`, `v*_i` into `r_i`, `r*_i` of `ℓ_c = 16-22`
+//!    bits, equal exactly when the tags are.
+//! 4. **Equality share generation** ([`gmw`]): GMW evaluates the equality
+//!    of the compared values with one AND gate per bit but one, on Beaver
+//!    triples from random OTs made by IKNP or silent OT ([`rot`], the
+//!    paper's IKNP-GMW and Silent-GMW).
 //!
 //! Then the application ([`apps`], paper §3.3). [`epc`] is the paper's
 //! equality-preserving compression (§4), which shortens the tags from `ℓ`
@@ -38,9 +41,11 @@
 //! Semi-honest security (both parties follow the protocol), 128-bit
 //! computational (silent OT and VOLE under dual LPN at the parameters
 //! `psikit_ot::silent::params` enforces; fixed-key AES as a random
-//! permutation) and 40-bit statistical (tags of `ℓ = 40 + ⌈log2 M⌉`
-//! bits; the cuckoo table and the OKVS fail with probability below
-//! `2^-40`, which ends the run with an error and no output).
+//! permutation; BFV at the HomomorphicEncryption.org 128-bit bound) and
+//! 40-bit statistical (tags of `ℓ = 40 + ⌈log2 M⌉` bits; EPC's noise
+//! flooding within `2^-40` over the whole run; the cuckoo table and the
+//! OKVS fail with probability below `2^-40`, which ends the run with an
+//! error and no output).
 //!
 //! Each party learns the other's set size, whether the other brings
 //! values, and the output of the application, nothing else:
