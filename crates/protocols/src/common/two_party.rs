@@ -204,14 +204,6 @@ pub async fn hello<const PROTOCOL: ProtocolId>(
     })
     .await?;
     let peer = ch.recv_msg::<Hello<PROTOCOL>>(()).await?;
-    let ours = terms.key_format;
-    if !ours.is_empty() && !peer.key_format.is_empty() && peer.key_format != ours {
-        return Err(Violation::Settings(format!(
-            "the peer encodes its keys as \"{}\" but we encode ours as \"{ours}\": use the same number of key columns and the same --normalize on both sides",
-            peer.key_format
-        ))
-        .into());
-    }
     if peer.mode != mode {
         return Err(Violation::Settings(format!(
             "the peer runs {} but we run {}",
@@ -220,15 +212,40 @@ pub async fn hello<const PROTOCOL: ProtocolId>(
         ))
         .into());
     }
-    if peer.set_size > max_set_size {
+    check_peer(
+        terms.key_format,
+        &peer.key_format,
+        peer.set_size,
+        max_set_size,
+    )?;
+    Ok(peer.set_size)
+}
+
+/// What every two-party hello checks of the peer's: the same key encoding
+/// (when both say how) and a set within our limit. Two parties that encode
+/// keys differently could never find a common item: refusing says why
+/// instead of returning an empty result.
+pub(crate) fn check_peer(
+    ours: &str,
+    theirs: &str,
+    peer_size: u64,
+    max_size: u64,
+) -> Result<(), Error> {
+    if !ours.is_empty() && !theirs.is_empty() && theirs != ours {
+        return Err(Violation::Settings(format!(
+            "the peer encodes its keys as \"{theirs}\" but we encode ours as \"{ours}\": use the same number of key columns and the same --normalize on both sides"
+        ))
+        .into());
+    }
+    if peer_size > max_size {
         return Err(Violation::TooLarge {
             what: "the peer's set size",
-            got: peer.set_size,
-            max: max_set_size,
+            got: peer_size,
+            max: max_size,
         }
         .into());
     }
-    Ok(peer.set_size)
+    Ok(())
 }
 
 fn describe(mode: Mode) -> String {

@@ -438,22 +438,12 @@ async fn hello(
         ))
         .into());
     }
-    let ours = &cfg.key_format;
-    if !ours.is_empty() && !peer.key_format.is_empty() && &peer.key_format != ours {
-        return Err(Violation::Settings(format!(
-            "the peer encodes its keys as \"{}\" but we encode ours as \"{ours}\": use the same number of key columns and the same --normalize on both sides",
-            peer.key_format
-        ))
-        .into());
-    }
-    if peer.set_size > cfg.max_set_size {
-        return Err(Violation::TooLarge {
-            what: "the peer's set size",
-            got: peer.set_size,
-            max: cfg.max_set_size,
-        }
-        .into());
-    }
+    crate::common::two_party::check_peer(
+        &cfg.key_format,
+        &peer.key_format,
+        peer.set_size,
+        cfg.max_set_size,
+    )?;
     Ok(peer)
 }
 
