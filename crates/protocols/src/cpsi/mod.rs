@@ -361,6 +361,84 @@ impl Meter {
     }
 }
 
+/// What the equality step leaves for the application.
+struct Compared {
+    /// This party's membership share per bin.
+    shares: bits::Bits,
+    rots: rot::Rots,
+    /// Triples left for the application (the threshold's adder).
+    triples: gmw::Triples,
+}
+
+/// Steps 3 and 4 at either party (the sender leads): EPC of the `ell`-bit
+/// tags when on, then the AND triples and the equality circuit. `silent`
+/// is the OPRF's silent session, reused for the forward random OTs.
+#[allow(clippy::too_many_arguments)]
+async fn compare(
+    ch: &mut psikit_transport::Channel,
+    cfg: &CpsiConfig,
+    sid: &SessionId,
+    tags: Vec<u128>,
+    ell: u32,
+    silent: rot::Side,
+    meter: &mut Meter,
+    phases: &mut Phases,
+) -> Result<Compared, Error> {
+    let leader = matches!(silent, rot::Side::SilentSender(_));
+    let m = tags.len();
+    let (compared, bits) = match cfg.epc.params(ell, m)? {
+        Some(params) => {
+            let tags: Vec<u64> = tags.iter().map(|&t| t as u64).collect();
+            let r = match leader {
+                true => epc::driver::send(ch, &params, &tags).await?,
+                false => epc::driver::receive(ch, &params, &tags).await?,
+            };
+            (r.into_iter().map(u128::from).collect(), params.ell_c())
+        }
+        None => (tags, ell),
+    };
+    phases.compared_bits = bits;
+    phases.epc = meter.mark(ch);
+
+    let ext = cfg.ext_config()?;
+    let mut rots = rot::Rots::new(ch, sid, cfg.ot, leader, &ext, silent).await?;
+    let needed = triples_needed(cfg.app, m, bits);
+    let mut triples = gmw::Triples::generate(&mut rots, ch, needed).await?;
+    phases.triples = meter.mark(ch);
+    let shares = gmw::equal(ch, &mut triples, &compared, bits, leader).await?;
+    phases.equality = meter.mark(ch);
+    Ok(Compared {
+        shares,
+        rots,
+        triples,
+    })
+}
+
+/// AND triples a run uses: the equality circuit, and the threshold's adder.
+fn triples_needed(app: App, m: usize, ell: u32) -> usize {
+    let adder = match app {
+        App::Threshold(t) => gmw::adder_cost(apps::threshold_bits((m as u64).max(t))),
+        _ => 0,
+    };
+    gmw::equality_cost(m, ell) + adder
+}
+
+/// The run's outcome, with the traffic since `start` (bytes sent and
+/// received when the run began).
+fn outcome(
+    ch: &psikit_transport::Channel,
+    output: Output,
+    phases: Phases,
+    start: (u64, u64),
+) -> Outcome {
+    Outcome {
+        output,
+        phases,
+        bytes_sent: ch.bytes_sent() - start.0,
+        bytes_received: ch.bytes_received() - start.1,
+    }
+}
+
 /// A fast CSPRNG (ChaCha, `StdRng`) seeded from the OS: per-bin
 /// randomness (tags, masks) would cost a system call per value with
 /// `OsRng`.

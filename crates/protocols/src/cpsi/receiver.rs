@@ -7,15 +7,13 @@ use rand::rngs::OsRng;
 use rand::Rng;
 
 use super::apps::{self, weighted_sums};
-use super::epc;
-use super::gmw::{self, Triples};
 use super::hashing::{self, CuckooBins};
 use super::messages::Seeds;
 use super::opprf;
-use super::rot::{Rots, Side};
-use super::sender::triples_needed;
+use super::rot::Side;
 use super::{
-    hello, rng, session_id, App, CpsiConfig, Input, Meter, Outcome, Output, Phases, Shares, Sums,
+    compare, hello, outcome, rng, session_id, App, Compared, CpsiConfig, Input, Meter, Outcome,
+    Output, Phases, Shares, Sums,
 };
 use crate::vole_psi::oprf::item_keys;
 use crate::Error;
@@ -28,7 +26,7 @@ pub async fn run_receiver(
     input: Input<'_>,
     cfg: &CpsiConfig,
 ) -> Result<Outcome, Error> {
-    let (sent0, recv0) = (ch.bytes_sent(), ch.bytes_received());
+    let start = (ch.bytes_sent(), ch.bytes_received());
     let mut meter = Meter::start(ch);
     let mut phases = Phases::default();
     let peer = hello(ch, cfg, &input).await?;
@@ -47,11 +45,16 @@ pub async fn run_receiver(
     let bin_keys = table.opprf_keys(&keys, &mut rng);
     phases.hashing = meter.mark(ch);
 
-    let ext = cfg.ext_config()?;
     let sid = session_id(&seeds, peer.set_size, n_r as u64);
     let okvs = Okvs::new(OkvsParams::new(m)?, seeds.okvs);
-    let mut vole =
-        SilentReceiver::setup(ch, &sid, Security::SemiHonest, ext.clone(), &mut OsRng).await?;
+    let mut vole = SilentReceiver::setup(
+        ch,
+        &sid,
+        Security::SemiHonest,
+        cfg.ext_config()?,
+        &mut OsRng,
+    )
+    .await?;
     let f = opprf::oprf_receive(ch, &mut vole, &okvs, &bin_keys).await?;
     let capacity = hashing::HASHES as usize * peer.set_size as usize;
     let programmed =
@@ -59,22 +62,21 @@ pub async fn run_receiver(
     drop((f, bin_keys));
     phases.opprf = meter.mark(ch);
 
-    let (compared, bits) = match cfg.epc.params(ell, m)? {
-        Some(params) => {
-            let tags: Vec<u64> = programmed.tags.iter().map(|&t| t as u64).collect();
-            let r_star = epc::driver::receive(ch, &params, &tags).await?;
-            (r_star.into_iter().map(u128::from).collect(), params.ell_c())
-        }
-        None => (programmed.tags, ell),
-    };
-    phases.compared_bits = bits;
-    phases.epc = meter.mark(ch);
-
-    let mut rots = Rots::new(ch, &sid, cfg.ot, false, &ext, Side::SilentReceiver(vole)).await?;
-    let mut triples = Triples::generate(&mut rots, ch, triples_needed(cfg.app, m, bits)).await?;
-    phases.triples = meter.mark(ch);
-    let shares = gmw::equal(ch, &mut triples, &compared, bits, false).await?;
-    phases.equality = meter.mark(ch);
+    let Compared {
+        shares,
+        mut rots,
+        mut triples,
+    } = compare(
+        ch,
+        cfg,
+        &sid,
+        programmed.tags,
+        ell,
+        Side::SilentReceiver(vole),
+        &mut meter,
+        &mut phases,
+    )
+    .await?;
 
     let output = match cfg.app {
         App::Shares => Output::Shares(Shares {
@@ -140,10 +142,5 @@ pub async fn run_receiver(
         }
     };
     phases.application = meter.mark(ch);
-    Ok(Outcome {
-        output,
-        phases,
-        bytes_sent: ch.bytes_sent() - sent0,
-        bytes_received: ch.bytes_received() - recv0,
-    })
+    Ok(outcome(ch, output, phases, start))
 }

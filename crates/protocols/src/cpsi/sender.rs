@@ -6,14 +6,13 @@ use psikit_transport::Channel;
 use rand::Rng;
 
 use super::apps::{self, weighted_sums};
-use super::epc;
-use super::gmw::{self, Triples};
 use super::hashing::{self, bin_key};
 use super::messages::Seeds;
 use super::opprf::{self, Program};
-use super::rot::{Rots, Side};
+use super::rot::Side;
 use super::{
-    hello, rng, session_id, App, CpsiConfig, Input, Meter, Outcome, Output, Phases, Shares, Sums,
+    compare, hello, outcome, rng, session_id, App, Compared, CpsiConfig, Input, Meter, Outcome,
+    Output, Phases, Shares, Sums,
 };
 use crate::vole_psi::oprf::item_keys;
 use crate::Error;
@@ -27,7 +26,7 @@ pub async fn run_sender(
     input: Input<'_>,
     cfg: &CpsiConfig,
 ) -> Result<Outcome, Error> {
-    let (sent0, recv0) = (ch.bytes_sent(), ch.bytes_received());
+    let start = (ch.bytes_sent(), ch.bytes_received());
     let mut meter = Meter::start(ch);
     let mut phases = Phases::default();
     let peer = hello(ch, cfg, &input).await?;
@@ -40,11 +39,16 @@ pub async fn run_sender(
     let simple = hashing::simple_table(&keys, m, seeds.hashing);
     phases.hashing = meter.mark(ch);
 
-    let ext = cfg.ext_config()?;
     let sid = session_id(&seeds, n_s as u64, peer.set_size);
     let okvs = Okvs::new(OkvsParams::new(m)?, seeds.okvs);
-    let mut vole =
-        SilentSender::setup(ch, &sid, Security::SemiHonest, ext.clone(), &mut OsRng).await?;
+    let mut vole = SilentSender::setup(
+        ch,
+        &sid,
+        Security::SemiHonest,
+        cfg.ext_config()?,
+        &mut OsRng,
+    )
+    .await?;
     let key = opprf::oprf_send(ch, &mut vole, okvs).await?;
     let mut rng = rng()?;
     let tag_mask = (1u128 << ell) - 1;
@@ -71,22 +75,21 @@ pub async fn run_sender(
     drop((key, bin_keys, bin_tags, bin_values));
     phases.opprf = meter.mark(ch);
 
-    let (compared, bits) = match cfg.epc.params(ell, m)? {
-        Some(params) => {
-            let tags: Vec<u64> = tags.iter().map(|&t| t as u64).collect();
-            let r = epc::driver::send(ch, &params, &tags).await?;
-            (r.into_iter().map(u128::from).collect(), params.ell_c())
-        }
-        None => (tags, ell),
-    };
-    phases.compared_bits = bits;
-    phases.epc = meter.mark(ch);
-
-    let mut rots = Rots::new(ch, &sid, cfg.ot, true, &ext, Side::SilentSender(vole)).await?;
-    let mut triples = Triples::generate(&mut rots, ch, triples_needed(cfg.app, m, bits)).await?;
-    phases.triples = meter.mark(ch);
-    let shares = gmw::equal(ch, &mut triples, &compared, bits, true).await?;
-    phases.equality = meter.mark(ch);
+    let Compared {
+        shares,
+        mut rots,
+        mut triples,
+    } = compare(
+        ch,
+        cfg,
+        &sid,
+        tags,
+        ell,
+        Side::SilentSender(vole),
+        &mut meter,
+        &mut phases,
+    )
+    .await?;
 
     let my_values: Option<Vec<u64>> = masks.map(|w| w.iter().map(|x| x.wrapping_neg()).collect());
     let learns = cfg.both_learn;
@@ -149,19 +152,5 @@ pub async fn run_sender(
         }
     };
     phases.application = meter.mark(ch);
-    Ok(Outcome {
-        output,
-        phases,
-        bytes_sent: ch.bytes_sent() - sent0,
-        bytes_received: ch.bytes_received() - recv0,
-    })
-}
-
-/// AND triples a run uses: the equality circuit, and the threshold's adder.
-pub(super) fn triples_needed(app: App, m: usize, ell: u32) -> usize {
-    let adder = match app {
-        App::Threshold(t) => gmw::adder_cost(apps::threshold_bits((m as u64).max(t))),
-        _ => 0,
-    };
-    gmw::equality_cost(m, ell) + adder
+    Ok(outcome(ch, output, phases, start))
 }
