@@ -1,9 +1,10 @@
 //! `psikit cpsi <app> receive|send`: circuit PSI and what it computes on
 //! the intersection, over TCP (optionally TLS), one party listening and the
-//! other connecting. `receive` is the party that learns the result (for
-//! the union, the intersection's complement in the other party's set);
-//! `send` contributes its set (and values) and learns nothing, unless
-//! `--both` asks both parties to learn the result.
+//! other connecting. `--reveal-to` says who learns the result: by default
+//! the `receive` party (for the union, the intersection's complement in
+//! the other party's set); the other contributes its set (and values) and
+//! learns nothing. The result is printed, or written as JSON with
+//! `--json`; per-bin shares and the union's keys go to `--output`.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -11,7 +12,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use psikit_protocols::cpsi::facade::{self, Role};
-use psikit_protocols::cpsi::{App, CpsiConfig, Epc, Input, OtKind, Outcome, Output, Shares};
+use psikit_protocols::cpsi::{
+    App, CpsiConfig, Epc, Input, OtKind, Outcome, Output, Reveal, Shares,
+};
 use psikit_protocols::io::{read_rows, Column, Table};
 
 use crate::args::CsvArgs;
@@ -21,8 +24,8 @@ use crate::psi_cmd::{announce, PeerArgs};
 pub enum CpsiCommand {
     /// The size of the intersection.
     Cardinality(RoleCommand),
-    /// The intersection's size and the sums of each party's --value-column
-    /// over it (mod 2^64).
+    /// The intersection's size and the sums of each party's
+    /// --value-columns over it (mod 2^64).
     Sum(RoleCommand),
     /// Whether the intersection has at least --threshold items (one bit).
     Threshold(RoleCommand),
@@ -40,9 +43,10 @@ pub struct RoleCommand {
 
 #[derive(Subcommand)]
 enum RoleArgs {
-    /// Learns the result.
+    /// Holds the cuckoo table (best the smaller set); learns the result
+    /// unless --reveal-to says otherwise.
     Receive(CpsiArgs),
-    /// Contributes its set; learns nothing unless --both.
+    /// Holds the simple table; learns nothing unless --reveal-to says so.
     Send(CpsiArgs),
 }
 
@@ -62,9 +66,10 @@ pub struct CpsiArgs {
     input: PathBuf,
     #[command(flatten)]
     csv: CsvArgs,
-    /// Column of unsigned integer values (sum): rows with the same key add up.
-    #[arg(long)]
-    value_column: Option<String>,
+    /// Columns of unsigned integer values to sum (comma-separated, at most
+    /// 16): rows with the same key add up.
+    #[arg(long, alias = "value-column", value_delimiter = ',')]
+    value_columns: Vec<String>,
     /// The threshold (threshold; both parties give the same).
     #[arg(long)]
     threshold: Option<u64>,
@@ -79,14 +84,62 @@ pub struct CpsiArgs {
     /// an output length in bits (16 to 31). Both parties must agree.
     #[arg(long, default_value = "auto", value_parser = parse_epc)]
     epc: Epc,
-    /// Both parties learn the result (both must agree).
+    /// Who learns the result: the receive party, the send party, or both
+    /// (both parties must agree). The union is learned by one party.
+    #[arg(long, value_enum, default_value = "receiver")]
+    reveal_to: RevealTo,
+    /// Sums only: reveal them only if the intersection has at least this
+    /// many items (both parties learn whether it has; both must agree).
+    #[arg(long, default_value_t = 0)]
+    min_intersection: u64,
+    /// Print the result as one JSON object.
     #[arg(long)]
-    both: bool,
+    json: bool,
     /// Largest peer set accepted.
     #[arg(long, default_value_t = 1 << 24)]
     max_peer_items: u64,
     #[command(flatten)]
     peer: PeerArgs,
+}
+
+/// Who learns the result, named by the command-line roles.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum RevealTo {
+    Receiver,
+    Sender,
+    Both,
+}
+
+/// This party's protocol role and the protocol's reveal setting. The
+/// union is learned by the protocol's sender, so its learner takes that
+/// role; every other application keeps `receive` as the cuckoo side.
+fn protocol_roles(app: App, receive: bool, reveal_to: RevealTo) -> Result<(Role, Reveal)> {
+    if app == App::Union {
+        let learner = match reveal_to {
+            RevealTo::Both => {
+                bail!("the union is learned by one party: --reveal-to receiver or sender")
+            }
+            RevealTo::Receiver => receive,
+            RevealTo::Sender => !receive,
+        };
+        let role = if learner {
+            Role::Sender
+        } else {
+            Role::Receiver
+        };
+        return Ok((role, Reveal::Sender));
+    }
+    let role = if receive {
+        Role::Receiver
+    } else {
+        Role::Sender
+    };
+    let reveal = match reveal_to {
+        RevealTo::Receiver => Reveal::Receiver,
+        RevealTo::Sender => Reveal::Sender,
+        RevealTo::Both => Reveal::Both,
+    };
+    Ok((role, reveal))
 }
 
 pub fn run(cmd: CpsiCommand) -> Result<()> {
@@ -99,7 +152,7 @@ pub fn run(cmd: CpsiCommand) -> Result<()> {
         CpsiCommand::Union(r) => ("union", r),
         CpsiCommand::Shares(r) => ("shares", r),
     };
-    let (a, learns) = match roles.role {
+    let (a, receive) = match roles.role {
         RoleArgs::Receive(a) => (a, true),
         RoleArgs::Send(a) => (a, false),
     };
@@ -112,34 +165,39 @@ pub fn run(cmd: CpsiCommand) -> Result<()> {
         ("union", None) => App::Union,
         _ => App::Shares,
     };
-    if a.value_column.is_some() && app != App::Sum {
-        bail!("--value-column belongs to the sum application");
+    if !a.value_columns.is_empty() && app != App::Sum {
+        bail!("--value-columns belongs to the sum application");
     }
-    let role = match learns {
-        true => facade::learner(app),
-        false => facade::contributor(app),
-    };
+    if a.min_intersection > 0 && app != App::Sum {
+        bail!("--min-intersection belongs to the sum application");
+    }
+    let (role, reveal) = protocol_roles(app, receive, a.reveal_to)?;
     let table = read_rows(&a.input, &a.csv.spec()?)?;
     let (keys, rows_of_key) = table.unique_keys();
-    let values = match &a.value_column {
-        Some(col) => Some(key_values(&table, &rows_of_key, col, &a.input)?),
-        None => None,
-    };
+    let values = a
+        .value_columns
+        .iter()
+        .map(|col| key_values(&table, &rows_of_key, col, &a.input))
+        .collect::<Result<Vec<_>>>()?;
     let mut cfg = CpsiConfig::new(app);
     cfg.ot = match a.ot {
         Ot::Silent => OtKind::Silent,
         Ot::Iknp => OtKind::Iknp,
     };
     cfg.epc = a.epc;
-    cfg.both_learn = a.both;
+    cfg.reveal = reveal;
+    cfg.min_intersection = a.min_intersection;
     cfg.max_set_size = a.max_peer_items;
     cfg.key_format = a.csv.spec()?.key_format();
     let input = Input {
         keys: &keys,
-        values: values.as_deref(),
+        values: &values,
     };
     let out = facade::run_blocking(&a.peer.peer()?, role, input, &cfg, announce)?;
-    report(&out, role);
+    match a.json {
+        true => println!("{}", json(&out, app)),
+        false => report(&out, role),
+    }
     write_output(&out.output, &a, &keys)
 }
 
@@ -211,12 +269,20 @@ fn report(out: &Outcome, role: Role) {
         Output::Cardinality(Some(c)) => println!("intersection size: {c}"),
         Output::Sum(Some(s)) => {
             println!("intersection size: {}", s.cardinality);
-            if let Some(v) = s.sender_values {
-                println!("sum of the sender's values over the intersection: {v}");
+            for (who, sums) in [
+                ("sender", &s.sender_values),
+                ("receiver", &s.receiver_values),
+            ] {
+                for (j, v) in sums.iter().enumerate() {
+                    println!(
+                        "sum of the {who}'s value column {} over the intersection: {v}",
+                        j + 1
+                    );
+                }
             }
-            if let Some(v) = s.receiver_values {
-                println!("sum of the receiver's values over the intersection: {v}");
-            }
+        }
+        Output::SumWithheld(min) => {
+            println!("the intersection has fewer than {min} items: no sum revealed")
         }
         Output::Threshold(Some(b)) => println!(
             "the intersection reaches the threshold: {}",
@@ -231,6 +297,38 @@ fn report(out: &Outcome, role: Role) {
         Output::Shares(s) => println!("{} membership shares", s.membership.len()),
         _ => println!("the peer learned the result"),
     }
+}
+
+/// The result as one JSON object (numbers, booleans and fixed names: no
+/// escaping needed). `"learned": false` at a party the result was not
+/// revealed to.
+fn json(out: &Outcome, app: App) -> String {
+    let list = |v: &[u64]| {
+        let items: Vec<String> = v.iter().map(u64::to_string).collect();
+        format!("[{}]", items.join(","))
+    };
+    let result = match &out.output {
+        Output::Cardinality(Some(c)) => format!(r#""intersection_size":{c}"#),
+        Output::Sum(Some(s)) => format!(
+            r#""intersection_size":{},"sender_sums":{},"receiver_sums":{}"#,
+            s.cardinality,
+            list(&s.sender_values),
+            list(&s.receiver_values)
+        ),
+        Output::SumWithheld(min) => format!(r#""withheld":true,"min_intersection":{min}"#),
+        Output::Threshold(Some(b)) => format!(r#""threshold_reached":{b}"#),
+        Output::Union(Some(items)) => {
+            format!(r#""peer_keys_outside_intersection":{}"#, items.len())
+        }
+        Output::Shares(s) => format!(r#""membership_shares":{}"#, s.membership.len()),
+        _ => r#""learned":false"#.to_string(),
+    };
+    format!(
+        r#"{{"application":"{}",{result},"bytes_sent":{},"bytes_received":{}}}"#,
+        app.name(),
+        out.bytes_sent,
+        out.bytes_received
+    )
 }
 
 fn write_output(out: &Output, a: &CpsiArgs, keys: &[Vec<u8>]) -> Result<()> {
@@ -264,12 +362,13 @@ fn write_output(out: &Output, a: &CpsiArgs, keys: &[Vec<u8>]) -> Result<()> {
     Ok(())
 }
 
-/// One row per bin: `bin,share[,value_share][,key]` (the key at the
-/// receiver, which knows its item in each bin).
+/// One row per bin: `bin,share[,value_share_j...][,key]` (shares of the
+/// sender's value columns; the key at the receiver, which knows its item
+/// in each bin).
 fn write_shares(w: &mut impl Write, s: &Shares, keys: &[Vec<u8>]) -> Result<()> {
     write!(w, "bin,share")?;
-    if s.sender_values.is_some() {
-        write!(w, ",value_share")?;
+    for j in 1..=s.sender_values.len() {
+        write!(w, ",value_share_{j}")?;
     }
     if s.item_of_bin.is_some() {
         write!(w, ",key")?;
@@ -277,8 +376,8 @@ fn write_shares(w: &mut impl Write, s: &Shares, keys: &[Vec<u8>]) -> Result<()> 
     writeln!(w)?;
     for bin in 0..s.membership.len() {
         write!(w, "{bin},{}", u8::from(s.membership.get(bin)))?;
-        if let Some(v) = &s.sender_values {
-            write!(w, ",{}", v[bin])?;
+        for column in &s.sender_values {
+            write!(w, ",{}", column[bin])?;
         }
         if let Some(items) = &s.item_of_bin {
             write!(w, ",")?;

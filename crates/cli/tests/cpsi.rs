@@ -75,29 +75,40 @@ fn stdout(out: &Output) -> String {
 fn cardinality_sum_and_threshold_over_tcp() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let (r, s) = pair(d, "cardinality", &["--both"], &["--both", "--ot", "silent"]);
+    let both = ["--reveal-to", "both"];
+    let (r, s) = pair(
+        d,
+        "cardinality",
+        &both,
+        &[&both[..], &["--ot", "silent"]].concat(),
+    );
     assert!(stdout(&r).contains("intersection size: 2"));
     assert!(stdout(&s).contains("intersection size: 2"));
 
-    let v = ["--value-column", "spent"];
-    let (r, s) = pair(d, "sum", &v, &v);
+    // Two receiver columns, one sender column, the result as JSON.
+    let (r, s) = pair(
+        d,
+        "sum",
+        &["--value-columns", "spent,id", "--json"],
+        &["--value-column", "spent"],
+    );
+    // The sender's bob rows add up: 5 + 6 + 7; the receiver's ids 1 + 3.
     let out = stdout(&r);
-    assert!(out.contains("intersection size: 2"), "{out}");
-    // The sender's bob rows add up: 5 + 6 + 7.
-    assert!(
-        out.contains("sum of the sender's values over the intersection: 18"),
-        "{out}"
-    );
-    assert!(
-        out.contains("sum of the receiver's values over the intersection: 40"),
-        "{out}"
-    );
+    let want = r#"{"application":"sum","intersection_size":2,"sender_sums":[18],"receiver_sums":[40,4],"bytes_sent":"#;
+    assert!(out.starts_with(want), "{out}");
     assert!(stdout(&s).contains("the peer learned the result"));
 
+    let min = ["--value-columns", "spent", "--min-intersection", "3"];
+    let (r, s) = pair(d, "sum", &min, &min);
+    for out in [stdout(&r), stdout(&s)] {
+        assert!(out.contains("fewer than 3 items: no sum revealed"), "{out}");
+    }
+
     for (t, want) in [("2", "yes"), ("3", "no")] {
-        let args = ["--threshold", t, "--ot", "iknp"];
-        let (r, _) = pair(d, "threshold", &args, &args);
-        let out = stdout(&r);
+        let args = ["--threshold", t, "--ot", "iknp", "--reveal-to", "sender"];
+        let (r, s) = pair(d, "threshold", &args, &args);
+        assert!(stdout(&r).contains("the peer learned the result"));
+        let out = stdout(&s);
         assert!(
             out.contains(&format!("reaches the threshold: {want}")),
             "{out}"
@@ -126,6 +137,16 @@ fn union_and_shares_write_files() {
             "erin@x.org"
         ]
     );
+
+    // The send party learns it instead.
+    let (r, s) = pair(
+        d,
+        "union",
+        &["--reveal-to", "sender"],
+        &["--reveal-to", "sender", "--output", union.to_str().unwrap()],
+    );
+    stdout(&r);
+    assert!(stdout(&s).contains("5 keys of the union written"));
 
     let (rs, ss) = (d.join("r-shares.csv"), d.join("s-shares.csv"));
     let (r, s) = pair(
@@ -167,50 +188,24 @@ fn bad_input_is_refused_with_a_clear_error() {
         String::from_utf8_lossy(&out.stderr).into_owned()
     };
     let input = d.join("bad.csv");
-    let input = input.to_str().unwrap();
-    let e = err(&[
-        "cpsi",
-        "sum",
-        "receive",
-        "--key",
-        "email",
-        "--value-column",
-        "spent",
-        "--input",
-        input,
-        "--listen",
-        "127.0.0.1:0",
-    ]);
+    let receive = |app: &str, extra: &[&str]| {
+        let mut args = vec!["cpsi", app, "receive", "--key", "email", "--listen"];
+        args.extend(["127.0.0.1:0", "--input", input.to_str().unwrap()]);
+        err(&[&args, extra].concat())
+    };
+    let e = receive("sum", &["--value-columns", "spent"]);
     assert!(
         e.contains("row 2") && e.contains("not an unsigned integer"),
         "{e}"
     );
-    let e = err(&[
-        "cpsi",
-        "threshold",
-        "receive",
-        "--key",
-        "email",
-        "--input",
-        input,
-        "--listen",
-        "127.0.0.1:0",
-    ]);
+    let e = receive("threshold", &[]);
     assert!(e.contains("--threshold"), "{e}");
-    let e = err(&[
-        "cpsi",
-        "sum",
-        "receive",
-        "--key",
-        "email",
-        "--value-column",
-        "nope",
-        "--input",
-        input,
-        "--listen",
-        "127.0.0.1:0",
-    ]);
+    let e = receive("sum", &["--value-columns", "nope,spent"]);
     assert!(e.contains("nope"), "{e}");
+    let e = receive("union", &["--reveal-to", "both"]);
+    assert!(e.contains("learned by one party"), "{e}");
+    let e = receive("cardinality", &["--min-intersection", "2"]);
+    assert!(e.contains("belongs to the sum application"), "{e}");
 }
 
 #[test]

@@ -5,7 +5,7 @@
 
 use std::time::Instant;
 
-use anyhow::{ensure, Result};
+use anyhow::{bail, ensure, Result};
 use clap::{Args, ValueEnum};
 use psikit_protocols::common::connect::runtime;
 use psikit_protocols::cpsi::{self, App, CpsiConfig, Epc, Input, OtKind, Output, Sums};
@@ -157,7 +157,10 @@ pub fn worker(a: &CpsiWorkerArgs) -> Result<()> {
         false => (0..n).collect(),
     };
     let keys: Vec<Vec<u8>> = ids.iter().map(|&id| item(id)).collect();
-    let values = matches!(a.app, BenchApp::Sum).then_some(ids);
+    let values: Vec<Vec<u64>> = matches!(a.app, BenchApp::Sum)
+        .then_some(ids)
+        .into_iter()
+        .collect();
     let mut cfg = CpsiConfig::new(a.app.app(n));
     cfg.ot = a.ot.kind();
     cfg.epc = a.epc.0;
@@ -168,7 +171,7 @@ pub fn worker(a: &CpsiWorkerArgs) -> Result<()> {
         let t = Instant::now();
         let input = Input {
             keys: &keys,
-            values: values.as_deref(),
+            values: &values,
         };
         let out = match a.receiver {
             true => cpsi::run_receiver(&mut ch, input, &cfg).await?,
@@ -209,13 +212,14 @@ fn check(out: &Output, n: u64) -> Result<()> {
     let sum: u64 = (half..n).sum();
     match out {
         Output::Shares(_) | Output::Cardinality(None) | Output::Sum(None) => {}
+        Output::SumWithheld(min) => bail!("no minimum intersection was set, yet {min}"),
         Output::Threshold(None) | Output::Union(None) => {}
         Output::Cardinality(Some(c)) => ensure!(*c == half, "cardinality {c}, not {half}"),
         Output::Sum(Some(s)) => ensure!(
             *s == Sums {
                 cardinality: half,
-                sender_values: Some(sum),
-                receiver_values: Some(sum),
+                sender_values: vec![sum],
+                receiver_values: vec![sum],
             },
             "wrong sums {s:?}"
         ),

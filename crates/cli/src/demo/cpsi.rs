@@ -48,16 +48,12 @@ pub(super) fn run(a: &DemoArgs, dir: &Path) -> Result<()> {
     let cardinality = common.len() as u64;
     let sums = Sums {
         cardinality,
-        sender_values: Some(
-            common
-                .iter()
-                .fold(0u64, |t, &i| t.wrapping_add(held[&r.keys[i]])),
-        ),
-        receiver_values: Some(
-            common
-                .iter()
-                .fold(0u64, |t, &i| t.wrapping_add(r.values[i])),
-        ),
+        sender_values: vec![common
+            .iter()
+            .fold(0u64, |t, &i| t.wrapping_add(held[&r.keys[i]]))],
+        receiver_values: vec![common
+            .iter()
+            .fold(0u64, |t, &i| t.wrapping_add(r.values[i]))],
     };
     let mut outside: Vec<Vec<u8>> = (0..r.keys.len())
         .filter(|i| !common.contains(i))
@@ -75,14 +71,14 @@ pub(super) fn run(a: &DemoArgs, dir: &Path) -> Result<()> {
     println!("cardinality: {cardinality}, equal to the plaintext");
     let (_, ro) = pair(&s, &r, App::Sum, true)?;
     ensure!(
-        ro.output == Output::Sum(Some(sums)),
+        ro.output == Output::Sum(Some(sums.clone())),
         "sums {:?}, expected {sums:?}",
         ro.output
     );
     println!(
         "sum: {cardinality} items, sender's ids sum to {}, receiver's to {}, equal to the plaintext",
-        sums.sender_values.unwrap_or(0),
-        sums.receiver_values.unwrap_or(0)
+        sums.sender_values[0],
+        sums.receiver_values[0]
     );
     for t in [cardinality, cardinality + 1] {
         let (_, ro) = pair(&s, &r, App::Threshold(t), false)?;
@@ -139,11 +135,11 @@ fn pair(s: &Side, r: &Side, app: App, values: bool) -> Result<(Outcome, Outcome)
             limits: Limits::default(),
             accept_timeout: None,
         };
-        let (keys, vals, cfg2) = (s.keys.clone(), s.values.clone(), cfg.clone());
+        let (keys, vals, cfg2) = (s.keys.clone(), [s.values.clone()], cfg.clone());
         let sender = tokio::spawn(async move {
             let input = Input {
                 keys: &keys,
-                values: values.then_some(vals.as_slice()),
+                values: if values { &vals[..] } else { &[] },
             };
             facade::run(&listen, Role::Sender, input, &cfg2, |addr| {
                 let _ = port_tx.send(addr.to_string());
@@ -153,7 +149,11 @@ fn pair(s: &Side, r: &Side, app: App, values: bool) -> Result<(Outcome, Outcome)
         let addr = port_rx.await.context("the sender did not listen")?;
         let input = Input {
             keys: &r.keys,
-            values: values.then_some(r.values.as_slice()),
+            values: if values {
+                std::slice::from_ref(&r.values)
+            } else {
+                &[]
+            },
         };
         let connect = Peer::Connect(ServerAddr::plain(addr));
         let receiver = facade::run(&connect, Role::Receiver, input, &cfg, |_| {}).await?;

@@ -2,7 +2,7 @@
 //! cardinality and the sums of either party's values), the threshold
 //! test, and the union.
 //!
-//! Weighted sums use one derandomised random OT per bin (for up to two
+//! Weighted sums use one derandomised random OT per bin (for all the
 //! weight vectors at once), with the party
 //! holding the weights `x` as OT sender: the chooser's bit is its share
 //! `s'`, the messages `(s ⊕ c)·x + r` for `c = 0, 1`, so the chooser gets
@@ -19,13 +19,14 @@ use super::bits::Bits;
 use super::gmw::{self, Triples};
 use super::messages::{self as msg, recv_exact, Share, KIND_FLIPS, KIND_PADS, KIND_UNION};
 use super::rot::{Either, Rots};
+use super::{Agreed, Output, Reveal, Role, Sums};
 use crate::{Error, Violation};
 
 /// This party's additive shares of `Σ_i b_i·x_i` mod 2^64 for `k` weight
-/// vectors `x` (one or two: each random OT carries two 64-bit words),
-/// where `b_i` is bin `i`'s membership (shared as `shares`) and the weights
-/// are held by the leader if `leader_holds`: `holder` is `Some` exactly at
-/// the holder, with its `k` vectors.
+/// vectors `x` (at most [`MAX_WEIGHTS`]; one random OT per bin carries
+/// them all), where `b_i` is bin `i`'s membership (shared as `shares`)
+/// and the weights are held by the leader if `leader_holds`: `holder` is
+/// `Some` exactly at the holder, with its `k` vectors.
 pub async fn weighted_sums(
     ch: &mut Channel,
     rots: &mut Rots,
@@ -35,10 +36,9 @@ pub async fn weighted_sums(
     leader_holds: bool,
 ) -> Result<Vec<u64>, Error> {
     let n = shares.len();
-    if !(1..=2).contains(&k) {
-        return Err(Error::Internal("one or two weight vectors per OT"));
+    if !(1..=MAX_WEIGHTS).contains(&k) {
+        return Err(Error::Internal("weight vectors per OT out of range"));
     }
-    let word = |m: u128, j: usize| (m >> (64 * j)) as u64;
     match rots.one_way(ch, n, leader_holds).await? {
         Either::Sent(ots) => {
             let xs = holder
@@ -48,17 +48,19 @@ pub async fn weighted_sums(
             let flips = recv_flips(ch, n).await?;
             let mut pads = Vec::with_capacity(n * 16 * k);
             let mut sums = vec![0u64; k];
+            let (mut r, mut key) = (vec![0u64; k], vec![0u64; k]);
             for i in 0..n {
                 let (f, s) = (flips.get(i), shares.get(i));
-                let r: Vec<u64> = (0..k).map(|_| rng.gen()).collect();
-                for (sum, r) in sums.iter_mut().zip(&r) {
+                for (sum, r) in sums.iter_mut().zip(r.iter_mut()) {
+                    *r = rng.gen();
                     *sum = sum.wrapping_sub(*r);
                 }
                 for c in [false, true] {
                     let m = if c ^ f { ots.m1[i] } else { ots.m0[i] };
-                    for (j, x) in xs.iter().enumerate() {
+                    key_words(m, &mut key);
+                    for ((x, r), key) in xs.iter().zip(&r).zip(&key) {
                         let weight = if s ^ c { x[i] } else { 0 };
-                        let pad = weight.wrapping_add(r[j]).wrapping_add(word(m, j));
+                        let pad = weight.wrapping_add(*r).wrapping_add(*key);
                         pads.extend_from_slice(&pad.to_le_bytes());
                     }
                 }
@@ -72,15 +74,39 @@ pub async fn weighted_sums(
             msg::send(ch, KIND_FLIPS, &flips.to_bytes()).await?;
             let pads = recv_exact(ch, KIND_PADS, n * 16 * k).await?;
             let mut sums = vec![0u64; k];
+            let mut key = vec![0u64; k];
             for i in 0..n {
                 let at = 8 * k * (2 * i + usize::from(shares.get(i)));
-                for (j, sum) in sums.iter_mut().enumerate() {
+                key_words(ots.chosen[i], &mut key);
+                for (j, (sum, key)) in sums.iter_mut().zip(&key).enumerate() {
                     let pad = u64::from_le_bytes(bytes8(&pads[at + 8 * j..at + 8 * j + 8]));
-                    *sum = sum.wrapping_add(pad.wrapping_sub(word(ots.chosen[i], j)));
+                    *sum = sum.wrapping_add(pad.wrapping_sub(*key));
                 }
             }
             Ok(sums)
         }
+    }
+}
+
+/// Most weight vectors one batch of [`weighted_sums`] carries: the count
+/// and every value column of both parties.
+pub const MAX_WEIGHTS: usize = 1 + 2 * super::MAX_VALUE_COLUMNS;
+
+/// The 64-bit one-time keys an OT message `m` gives: its two halves for up
+/// to two words, else the TCCR stream `H(0, m), H(1, m), ...`.
+fn key_words(m: u128, out: &mut [u64]) {
+    if out.len() <= 2 {
+        out[0] = m as u64;
+        if let Some(w) = out.get_mut(1) {
+            *w = (m >> 64) as u64;
+        }
+        return;
+    }
+    let mut stream = [m; MAX_WEIGHTS.div_ceil(2)];
+    let stream = &mut stream[..out.len().div_ceil(2)];
+    aes_hash::tccr_many(stream, |i| i as u128);
+    for (j, w) in out.iter_mut().enumerate() {
+        *w = (stream[j / 2] >> (64 * (j % 2))) as u64;
     }
 }
 
@@ -95,34 +121,109 @@ async fn recv_flips(ch: &mut Channel, n: usize) -> Result<Bits, Error> {
     Bits::from_bytes(&bytes, n).ok_or_else(|| Violation::Invalid("OT choice corrections").into())
 }
 
-/// Opens additive shares to the parties that learn: the other party sends
-/// its share to the receiver (and, if `both`, the receiver sends its own
-/// back). `learner` says whether this party is the receiver of the result.
+/// Opens additive shares to the parties `reveal` names: a party that does
+/// not learn sends its shares, a party that learns adds the peer's. The
+/// sender sends first, so two learners never wait on each other.
 pub async fn open(
     ch: &mut Channel,
-    mine: u64,
-    learner: bool,
-    both: bool,
-) -> Result<Option<u64>, Error> {
-    match learner {
+    mine: &[u64],
+    me: Role,
+    reveal: Reveal,
+) -> Result<Option<Vec<u64>>, Error> {
+    let (i_learn, they_learn) = (reveal.to(me), reveal.to(me.other()));
+    if they_learn && me == Role::Sender {
+        ch.send_msg(&Share(mine.to_vec())).await?;
+    }
+    let opened = match i_learn {
         true => {
-            let Share(theirs) = ch.recv_msg(()).await?;
-            if both {
-                ch.send_msg(&Share(mine)).await?;
-            }
-            Ok(Some(mine.wrapping_add(theirs)))
+            let Share(theirs) = ch.recv_msg(mine.len()).await?;
+            Some(
+                mine.iter()
+                    .zip(theirs)
+                    .map(|(a, b)| a.wrapping_add(b))
+                    .collect(),
+            )
         }
-        false => {
-            ch.send_msg(&Share(mine)).await?;
-            match both {
-                true => {
-                    let Share(theirs) = ch.recv_msg(()).await?;
-                    Ok(Some(mine.wrapping_add(theirs)))
-                }
-                false => Ok(None),
-            }
+        false => None,
+    };
+    if they_learn && me == Role::Receiver {
+        ch.send_msg(&Share(mine.to_vec())).await?;
+    }
+    Ok(opened)
+}
+
+/// [`open`] of one value.
+pub async fn open_one(
+    ch: &mut Channel,
+    mine: u64,
+    me: Role,
+    reveal: Reveal,
+) -> Result<Option<u64>, Error> {
+    Ok(open(ch, &[mine], me, reveal).await?.map(|v| v[0]))
+}
+
+/// Shares of `|X ∩ Y|`: a sum of ones held by the sender, so that it runs
+/// on forward OTs.
+pub async fn count(
+    ch: &mut Channel,
+    rots: &mut Rots,
+    shares: &Bits,
+    me: Role,
+) -> Result<u64, Error> {
+    let ones = vec![1u64; shares.len()];
+    let weights = [&ones[..]];
+    let holder = (me == Role::Sender).then_some(&weights[..]);
+    Ok(weighted_sums(ch, rots, shares, holder, 1, true).await?[0])
+}
+
+/// The sum application (paper §3.3, PSI-Sum) at `me`: shares of the count
+/// and of each value column's sum over the intersection (the sender's
+/// weights on forward OTs, the receiver's on reverse ones), the minimum
+/// intersection's test if one is agreed, then the openings.
+///
+/// `weights` are this party's weight vectors: at the sender, its shares of
+/// its `k_s` columns; at the receiver, its shares of the sender's `k_s`
+/// columns, then its own `k_r` columns.
+#[allow(clippy::too_many_arguments)]
+pub async fn sums(
+    ch: &mut Channel,
+    rots: &mut Rots,
+    triples: &mut Triples,
+    shares: &Bits,
+    me: Role,
+    weights: &[&[u64]],
+    (k_s, k_r): (usize, usize),
+    agreed: &Agreed,
+) -> Result<Output, Error> {
+    let ones = vec![1u64; shares.len()];
+    let sender = me == Role::Sender;
+    let forward: Vec<&[u64]> = std::iter::once(&ones[..])
+        .chain(weights.iter().copied())
+        .collect();
+    let fwd_holder = sender.then_some(&forward[..]);
+    let fwd = weighted_sums(ch, rots, shares, fwd_holder, 1 + k_s, true).await?;
+    let rev = match k_s + k_r {
+        0 => Vec::new(),
+        k => weighted_sums(ch, rots, shares, (!sender).then_some(weights), k, false).await?,
+    };
+    let min = agreed.min_intersection;
+    if min > 0 {
+        let max = (shares.len() as u64).max(min);
+        let reached = at_least(ch, triples, fwd[0], min, max, sender).await?;
+        let reached = open_one(ch, u64::from(reached), me, Reveal::Both).await?;
+        if reached.map(|b| b & 1) == Some(0) {
+            return Ok(Output::SumWithheld(min));
         }
     }
+    let mut mine = vec![fwd[0]];
+    mine.extend((0..k_s).map(|j| fwd[1 + j].wrapping_add(rev[j])));
+    mine.extend_from_slice(&rev[k_s..]);
+    let opened = open(ch, &mine, me, agreed.reveal).await?;
+    Ok(Output::Sum(opened.map(|v| Sums {
+        cardinality: v[0],
+        sender_values: v[1..1 + k_s].to_vec(),
+        receiver_values: v[1 + k_s..].to_vec(),
+    })))
 }
 
 /// Bits of the adder for a threshold on a count of at most `max`: enough
@@ -154,10 +255,23 @@ pub async fn at_least(
     Ok(negative ^ leader)
 }
 
-/// The union's side of the party providing items (the cuckoo side): for
-/// each bin, the chooser gets its item if it is not in the intersection,
-/// nothing otherwise. `items[bin]` is the bin's item or `None`; every item
-/// is sent padded to `width` bytes, with a presence byte and its length.
+/// Zero bytes ahead of each union slot: a slot decrypted under the wrong
+/// key passes with probability `2^-96` per bin, far below `2^-40` over
+/// any table psikit builds.
+const CHECK: usize = 12;
+
+/// Bytes of a union slot carrying items of up to `width` bytes: the check,
+/// a presence byte, the length, the padded item.
+const fn union_slot(width: usize) -> usize {
+    CHECK + 3 + width
+}
+
+/// The union's side of the party providing items (the cuckoo side): one
+/// slot per bin holding its item (or none), encrypted under the OT key of
+/// its own membership share. The learner holds the key of its share, so
+/// it decrypts the slot exactly when the shares agree, i.e. when the item
+/// is not in the intersection; otherwise it reads noise that fails the
+/// check. `items[bin]` is the bin's item or `None`.
 pub async fn union_provide(
     ch: &mut Channel,
     rots: &mut Rots,
@@ -170,26 +284,22 @@ pub async fn union_provide(
         return Err(Error::Config("union roles out of step".into()));
     };
     let flips = recv_flips(ch, n).await?;
-    let slot = width + 3;
-    let mut out = vec![0u8; 2 * n * slot];
-    out.par_chunks_mut(2 * slot)
+    let slot = union_slot(width);
+    let mut out = vec![0u8; n * slot];
+    out.par_chunks_mut(slot)
         .zip(items.par_iter())
         .enumerate()
-        .for_each(|(i, (pair, item))| {
-            for (c, m) in [false, true].into_iter().zip(pair.chunks_mut(slot)) {
-                // Sent when the bin's membership is 0 for this choice.
-                if let (Some(item), false) = (item, shares.get(i) ^ c) {
-                    m[0] = 1;
-                    m[1..3].copy_from_slice(&(item.len() as u16).to_le_bytes());
-                    m[3..3 + item.len()].copy_from_slice(item);
-                }
-                let key = if c ^ flips.get(i) {
-                    ots.m1[i]
-                } else {
-                    ots.m0[i]
-                };
-                xor_stream(key, m);
+        .for_each(|(i, (m, item))| {
+            if let Some(item) = item {
+                m[CHECK] = 1;
+                m[CHECK + 1..CHECK + 3].copy_from_slice(&(item.len() as u16).to_le_bytes());
+                m[CHECK + 3..CHECK + 3 + item.len()].copy_from_slice(item);
             }
+            let key = match shares.get(i) ^ flips.get(i) {
+                true => ots.m1[i],
+                false => ots.m0[i],
+            };
+            xor_stream(key, m);
         });
     msg::send(ch, KIND_UNION, &out).await
 }
@@ -209,35 +319,32 @@ pub async fn union_learn(
     let mut flips = ots.choices.clone();
     flips.xor_assign(shares);
     msg::send(ch, KIND_FLIPS, &flips.to_bytes()).await?;
-    let slot = width + 3;
-    let mut all = recv_exact(ch, KIND_UNION, 2 * n * slot).await?;
-    all.par_chunks_mut(2 * slot)
-        .enumerate()
-        .for_each(|(i, pair)| {
-            let at = usize::from(shares.get(i)) * slot;
-            xor_stream(ots.chosen[i], &mut pair[at..at + slot]);
-        });
+    let slot = union_slot(width);
+    let mut all = recv_exact(ch, KIND_UNION, n * slot).await?;
+    all.par_chunks_mut(slot)
+        .zip(ots.chosen.par_iter())
+        .for_each(|(m, key)| xor_stream(*key, m));
     let mut items = Vec::new();
-    for (i, pair) in all.chunks(2 * slot).enumerate() {
-        let at = usize::from(shares.get(i)) * slot;
-        let m = &pair[at..at + slot];
-        if m[0] == 1 {
-            let len = u16::from_le_bytes([m[1], m[2]]) as usize;
-            if len > width {
-                return Err(Violation::Invalid("union item length").into());
-            }
-            items.push(m[3..3 + len].to_vec());
+    for m in all.chunks(slot) {
+        if m[..CHECK].iter().any(|&b| b != 0) || m[CHECK] != 1 {
+            continue;
         }
+        let len = u16::from_le_bytes([m[CHECK + 1], m[CHECK + 2]]) as usize;
+        if len > width {
+            return Err(Violation::Invalid("union item length").into());
+        }
+        items.push(m[CHECK + 3..CHECK + 3 + len].to_vec());
     }
     Ok(items)
 }
 
 /// XORs `data` with the stream `H(0, key), H(1, key), ...` of the TCCR
 /// hash of fixed-key AES (two AES calls per block, no key schedule per
-/// message: the union sends two keyed messages per bin).
+/// message: the union sends a keyed message per bin).
 fn xor_stream(key: u128, data: &mut [u8]) {
-    // A slot is at most MAX_UNION_ITEM + 3 bytes: 65 blocks on the stack.
-    let mut stream = [0u128; (msg::MAX_UNION_ITEM as usize + 3).div_ceil(16)];
+    // A slot is at most `union_slot(MAX_UNION_ITEM)` bytes: 66 blocks on
+    // the stack.
+    let mut stream = [0u128; union_slot(msg::MAX_UNION_ITEM as usize).div_ceil(16)];
     let stream = &mut stream[..data.len().div_ceil(16)];
     stream.fill(key);
     aes_hash::tccr_many(stream, |i| i as u128);

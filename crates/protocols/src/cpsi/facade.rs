@@ -1,6 +1,6 @@
 //! Circuit PSI's facade: a run over a [`Peer`] (listen or connect, TLS),
-//! async and blocking, or as a sans-IO [`Stepper`]; the roles named by who
-//! learns the result. (Circuit PSI takes values with its keys, so it has
+//! async and blocking, or as a sans-IO [`Stepper`]; the roles named by their
+//! tables ([`learner`] gives who learns by default). (Circuit PSI takes values with its keys, so it has
 //! its own entries rather than `common::two_party::TwoParty`'s.)
 
 use psikit_transport::{Limits, Stepper};
@@ -8,32 +8,16 @@ use psikit_transport::{Limits, Stepper};
 use crate::common::connect::{block_on, Peer};
 use crate::Error;
 
+pub use super::Role;
 use super::{run_receiver, run_sender, App, CpsiConfig, Input, Outcome};
 
-/// A party's role in the protocol.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Role {
-    /// Holds the simple table.
-    Sender,
-    /// Holds the cuckoo table.
-    Receiver,
-}
-
-/// The role of the party that learns `app`'s result: the receiver, except
-/// for the union, which the sender learns (the receiver provides its items
-/// outside the intersection).
+/// The role of the party that learns `app`'s result by default: the
+/// receiver, except for the union, which the sender learns (the receiver
+/// provides its items outside the intersection).
 pub fn learner(app: App) -> Role {
     match app {
         App::Union => Role::Sender,
         _ => Role::Receiver,
-    }
-}
-
-/// The role of the other party.
-pub fn contributor(app: App) -> Role {
-    match learner(app) {
-        Role::Sender => Role::Receiver,
-        Role::Receiver => Role::Sender,
     }
 }
 
@@ -70,14 +54,14 @@ pub fn run_blocking(
 pub fn stepper(
     role: Role,
     keys: Vec<Vec<u8>>,
-    values: Option<Vec<u64>>,
+    values: Vec<Vec<u64>>,
     config: CpsiConfig,
     limits: Limits,
 ) -> Stepper<Result<Outcome, Error>> {
     Stepper::new(limits, move |mut ch| async move {
         let input = Input {
             keys: &keys,
-            values: values.as_deref(),
+            values: &values,
         };
         match role {
             Role::Sender => run_sender(&mut ch, input, &config).await,

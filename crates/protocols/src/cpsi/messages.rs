@@ -3,15 +3,15 @@
 //!
 //! | kind | direction | message |
 //! |------|-----------|---------|
-//! | 1 | both | [`Hello`]: the agreed run ([`Agreed`]: application, OT, EPC, outputs), own set size, whether it brings values, longest item (union), key format |
+//! | 1 | both | [`Hello`]: the agreed run ([`Agreed`]: application, OT, EPC, outputs), own set size, its value columns, longest item (union), key format |
 //! | 2 | R -> S | [`Seeds`]: the hashing seed of the tables and the OPRF's OKVS seed |
 //! | 3 | R -> S | [`KIND_MASKED`]: the OPRF's OKVS masked by the VOLE, 16 bytes per entry |
 //! | 4 | S -> R | [`HintSeed`]: the OPPRF hint's OKVS seed |
-//! | 5 | S -> R | [`KIND_HINT`]: the OPPRF hint, `⌈ℓ/8⌉` bytes per entry (16 with values) |
+//! | 5 | S -> R | [`KIND_HINT`]: the OPPRF hint, `⌈ℓ/8⌉` bytes per entry (`8 + 8·columns` with values) |
 //! | 7 | both | [`KIND_OPEN`]: one GMW layer's openings |
 //! | 8 | chooser -> OT sender | [`KIND_FLIPS`]: choice corrections of derandomised OTs |
 //! | 9 | OT sender -> chooser | [`KIND_PADS`]: the two masked messages of derandomised OTs |
-//! | 10 | both | [`Share`]: a party's share of a result |
+//! | 10 | both | [`Share`]: a party's shares of results |
 //! | 11 | R -> S | [`KIND_UNION`]: the union's encrypted items |
 //! | 20-22 | | EPC's public key, sender batches and replies (`epc::messages`) |
 //!
@@ -25,7 +25,7 @@ use psikit_io::MAX_KEY_FORMAT;
 use psikit_transport::{Channel, DecodeError, Message, ProtocolId, Reader, Writer};
 
 use super::rot::OtKind;
-use super::{Agreed, App, Epc};
+use super::{Agreed, App, Epc, Reveal, MAX_VALUE_COLUMNS};
 use crate::common::byte_array_message;
 use crate::{Error, Violation};
 
@@ -46,8 +46,8 @@ pub const MAX_UNION_ITEM: u16 = 1024;
 pub struct Hello {
     pub agreed: Agreed,
     pub set_size: u64,
-    /// Whether this party brings a value per item (sums).
-    pub has_values: bool,
+    /// Value columns this party brings (sums).
+    pub value_columns: u8,
     /// Its longest item in bytes (the union pads items to the provider's).
     pub max_item_len: u16,
     /// `psikit_io::KeySpec::key_format`, or empty.
@@ -68,9 +68,10 @@ impl Message for Hello {
                 OtKind::Silent => 1,
             })
             .u8(a.epc.code())
-            .u8(u8::from(a.both_learn))
+            .u8(a.reveal.code())
+            .u64(a.min_intersection)
             .u64(self.set_size)
-            .u8(u8::from(self.has_values))
+            .u8(self.value_columns)
             .u16(self.max_item_len)
             .string(&self.key_format);
     }
@@ -87,9 +88,15 @@ impl Message for Hello {
         };
         let code = r.u8("EPC setting")?;
         let epc = Epc::from_code(code).ok_or_else(|| DecodeError::invalid("EPC setting", code))?;
-        let both_learn = flag(r, "output flag")?;
+        let code = r.u8("reveal setting")?;
+        let reveal =
+            Reveal::from_code(code).ok_or_else(|| DecodeError::invalid("reveal setting", code))?;
+        let min_intersection = r.u64("minimum intersection")?;
         let set_size = r.u64("set size")?;
-        let has_values = flag(r, "values flag")?;
+        let value_columns = r.u8("value columns")?;
+        if usize::from(value_columns) > MAX_VALUE_COLUMNS {
+            return Err(DecodeError::invalid("value columns", value_columns));
+        }
         let max_item_len = r.u16("longest item")?;
         if max_item_len > MAX_UNION_ITEM {
             return Err(DecodeError::invalid("longest item", max_item_len));
@@ -99,21 +106,14 @@ impl Message for Hello {
                 app,
                 ot,
                 epc,
-                both_learn,
+                reveal,
+                min_intersection,
             },
             set_size,
-            has_values,
+            value_columns,
             max_item_len,
             key_format: r.string(MAX_KEY_FORMAT, "key format")?,
         })
-    }
-}
-
-fn flag(r: &mut Reader, field: &'static str) -> Result<bool, DecodeError> {
-    match r.u8(field)? {
-        0 => Ok(false),
-        1 => Ok(true),
-        other => Err(DecodeError::invalid(field, other)),
     }
 }
 
@@ -147,22 +147,32 @@ byte_array_message!(
     HintSeed: [u8; 16], PROTOCOL_ID, 4, "hint seed"
 );
 
-/// A party's share of a result (a count, a sum, a bit), sent to the
-/// party that learns it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Share(pub u64);
+/// A party's shares of results (a count, sums, a bit), sent to the party
+/// that learns them; the reader expects exactly as many as it asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Share(pub Vec<u64>);
 
 impl Message for Share {
     const PROTOCOL: ProtocolId = PROTOCOL_ID;
     const KIND: u8 = 10;
-    type Bounds<'a> = ();
+    type Bounds<'a> = usize;
 
     fn write(&self, w: &mut Writer) {
-        w.u64(self.0);
+        w.count(self.0.len());
+        for x in &self.0 {
+            w.u64(*x);
+        }
     }
 
-    fn read(r: &mut Reader<'_>, (): ()) -> Result<Self, DecodeError> {
-        Ok(Self(r.u64("result share")?))
+    fn read(r: &mut Reader<'_>, count: usize) -> Result<Self, DecodeError> {
+        let n = r.count(count as u64, 8, "result shares")?;
+        if n != count {
+            return Err(DecodeError::invalid("result shares", n));
+        }
+        (0..n)
+            .map(|_| r.u64("result share"))
+            .collect::<Result<_, _>>()
+            .map(Self)
     }
 }
 

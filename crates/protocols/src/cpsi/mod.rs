@@ -32,10 +32,11 @@
 //! # Roles
 //! The **receiver** holds the cuckoo table; the **sender** the simple
 //! table. The receiver learns the aggregate (both parties with
-//! [`CpsiConfig::both_learn`]), except for the union, which the sender
-//! learns: the receiver's items outside the intersection. Both may bring
-//! one 64-bit value per item for sums; the sender's values travel through
-//! the OPPRF, as its tags do (Remark 2; PSTY19 §6).
+//! [`CpsiConfig::reveal`] chooses: the receiver, the sender or both),
+//! except for the union, which the sender learns: the receiver's items
+//! outside the intersection. Both may bring up to [`MAX_VALUE_COLUMNS`]
+//! columns of 64-bit values per item for sums; the sender's values travel
+//! through the OPPRF, as its tags do (Remark 2; PSTY19 §6).
 //!
 //! # Security model and leakage
 //! Semi-honest security (both parties follow the protocol), 128-bit
@@ -51,14 +52,18 @@
 //! values, and the output of the application, nothing else:
 //! * shares: uniformly random bits (and value shares) on each side;
 //! * cardinality: `|X ∩ Y|`;
-//! * sum: `|X ∩ Y|` and the sum over the intersection of each party's
-//!   values that were given (mod 2^64);
+//! * sum: `|X ∩ Y|` and the sum over the intersection of each value
+//!   column either party gave (mod 2^64); with a minimum intersection
+//!   `k` ([`CpsiConfig::min_intersection`]), both parties first learn
+//!   whether `|X ∩ Y| ≥ k`, and nothing more when it is not;
 //! * threshold: one bit, whether `|X ∩ Y| ≥ t`;
 //! * union: the sender learns the receiver's items outside the
 //!   intersection, hence `X ∪ Y` and `|X ∩ Y|`; it also learns the length
 //!   of the receiver's longest item, to which the items are padded.
 //!
-//! With `both_learn`, the other party learns the same result.
+//! A party to which the result is not revealed learns nothing from the
+//! run (except, for sums with a minimum intersection, whether it was
+//! reached).
 
 pub mod apps;
 pub mod bits;
@@ -196,14 +201,80 @@ impl Epc {
     }
 }
 
+/// A party's role in the protocol.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// Holds the simple table; leads every round.
+    Sender,
+    /// Holds the cuckoo table.
+    Receiver,
+}
+
+impl Role {
+    /// The other party's role.
+    pub fn other(self) -> Self {
+        match self {
+            Role::Sender => Role::Receiver,
+            Role::Receiver => Role::Sender,
+        }
+    }
+}
+
+/// Who learns the application's result.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reveal {
+    Receiver,
+    Sender,
+    Both,
+}
+
+impl Reveal {
+    /// Whether `role` learns the result.
+    pub fn to(self, role: Role) -> bool {
+        matches!(
+            (self, role),
+            (Reveal::Both, _) | (Reveal::Receiver, Role::Receiver) | (Reveal::Sender, Role::Sender)
+        )
+    }
+
+    /// The result revealed to `role` alone.
+    pub fn only(role: Role) -> Self {
+        match role {
+            Role::Sender => Reveal::Sender,
+            Role::Receiver => Reveal::Receiver,
+        }
+    }
+
+    /// Its code on the wire.
+    pub fn code(self) -> u8 {
+        match self {
+            Reveal::Receiver => 0,
+            Reveal::Sender => 1,
+            Reveal::Both => 2,
+        }
+    }
+
+    /// The setting with wire `code`.
+    pub fn from_code(code: u8) -> Option<Self> {
+        [Reveal::Receiver, Reveal::Sender, Reveal::Both]
+            .into_iter()
+            .find(|r| r.code() == code)
+    }
+}
+
+/// Most value columns a party brings to a sum.
+pub const MAX_VALUE_COLUMNS: usize = 16;
+
 /// What both parties must agree on (compared in the hellos).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Agreed {
     pub app: App,
     pub ot: OtKind,
     pub epc: Epc,
-    /// Whether the party that does not learn by default learns too.
-    pub both_learn: bool,
+    pub reveal: Reveal,
+    /// Sums only: the smallest intersection whose sums are revealed (0:
+    /// no bound).
+    pub min_intersection: u64,
 }
 
 /// How to run circuit PSI.
@@ -214,7 +285,13 @@ pub struct CpsiConfig {
     pub ot: OtKind,
     /// Equality-preserving compression (default automatic).
     pub epc: Epc,
-    pub both_learn: bool,
+    /// Who learns the result (default: the receiver; for the union, which
+    /// only the sender can learn, the sender).
+    pub reveal: Reveal,
+    /// Sums only: reveal the sums only if the intersection has at least
+    /// this many items (both parties then learn whether it has; 0: no
+    /// bound). Sums over a handful of items would expose single values.
+    pub min_intersection: u64,
     /// Largest peer set accepted.
     pub max_set_size: u64,
     /// Threads for the parallel parts; `None` uses rayon's global pool.
@@ -231,7 +308,11 @@ impl CpsiConfig {
             app,
             ot: OtKind::Silent,
             epc: Epc::Auto,
-            both_learn: false,
+            reveal: match app {
+                App::Union => Reveal::Sender,
+                _ => Reveal::Receiver,
+            },
+            min_intersection: 0,
             max_set_size: 1 << 26,
             threads: None,
             key_format: String::new(),
@@ -243,7 +324,8 @@ impl CpsiConfig {
             app: self.app,
             ot: self.ot,
             epc: self.epc,
-            both_learn: self.both_learn,
+            reveal: self.reveal,
+            min_intersection: self.min_intersection,
         }
     }
 
@@ -256,12 +338,12 @@ impl CpsiConfig {
 }
 
 /// A party's input: distinct keys (front ends merge rows with the same
-/// key; repeated keys would be counted twice) and, for sums, one value per
-/// key.
+/// key; repeated keys would be counted twice) and, for sums, value
+/// columns of one value per key (at most [`MAX_VALUE_COLUMNS`]).
 #[derive(Clone, Copy, Debug)]
 pub struct Input<'a> {
     pub keys: &'a [Vec<u8>],
-    pub values: Option<&'a [u64]>,
+    pub values: &'a [Vec<u64>],
 }
 
 /// What a party learned.
@@ -272,31 +354,36 @@ pub enum Output {
     /// The intersection's size (`None` at a party that does not learn it).
     Cardinality(Option<u64>),
     Sum(Option<Sums>),
+    /// The intersection is smaller than the agreed minimum (the value): no
+    /// sum was revealed. Both parties learn this.
+    SumWithheld(u64),
     /// Whether the intersection has at least the threshold's size.
     Threshold(Option<bool>),
     /// The receiver's items outside the intersection (at the sender).
     Union(Option<Vec<Vec<u8>>>),
 }
 
-/// One party's shares: membership bits per bin, and (if the sender gave
-/// values) additive shares mod 2^64 of the sender's value in bins where it
-/// matched (garbage elsewhere, to be multiplied by the membership).
+/// One party's shares: membership bits per bin, and for each of the
+/// sender's value columns additive shares mod 2^64 of the sender's value
+/// in bins where it matched (garbage elsewhere, to be multiplied by the
+/// membership).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Shares {
     pub membership: bits::Bits,
     /// At the receiver: the index of the item in each bin.
     pub item_of_bin: Option<Vec<Option<u32>>>,
-    pub sender_values: Option<Vec<u64>>,
+    /// Per sender value column, one share per bin.
+    pub sender_values: Vec<Vec<u64>>,
 }
 
 /// The sum application's result.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Sums {
     pub cardinality: u64,
-    /// Sum of the sender's values over the intersection, if it gave values.
-    pub sender_values: Option<u64>,
-    /// Sum of the receiver's values over the intersection, if it gave values.
-    pub receiver_values: Option<u64>,
+    /// Per sender value column, its sum over the intersection.
+    pub sender_values: Vec<u64>,
+    /// Per receiver value column, its sum over the intersection.
+    pub receiver_values: Vec<u64>,
 }
 
 /// What a party learned and what each step cost.
@@ -402,7 +489,7 @@ async fn compare(
 
     let ext = cfg.ext_config()?;
     let mut rots = rot::Rots::new(ch, sid, cfg.ot, leader, &ext, silent).await?;
-    let needed = triples_needed(cfg.app, m, bits);
+    let needed = triples_needed(cfg, m, bits);
     let mut triples = gmw::Triples::generate(&mut rots, ch, needed).await?;
     phases.triples = meter.mark(ch);
     let shares = gmw::equal(ch, &mut triples, &compared, bits, leader).await?;
@@ -414,13 +501,36 @@ async fn compare(
     })
 }
 
-/// AND triples a run uses: the equality circuit, and the threshold's adder.
-fn triples_needed(app: App, m: usize, ell: u32) -> usize {
-    let adder = match app {
-        App::Threshold(t) => gmw::adder_cost(apps::threshold_bits((m as u64).max(t))),
-        _ => 0,
+/// AND triples a run uses: the equality circuit, and the adder of a
+/// threshold or of a sum's minimum intersection.
+fn triples_needed(cfg: &CpsiConfig, m: usize, ell: u32) -> usize {
+    let bound = match cfg.app {
+        App::Threshold(t) => Some(t),
+        App::Sum if cfg.min_intersection > 0 => Some(cfg.min_intersection),
+        _ => None,
     };
+    let adder = bound.map_or(0, |t| {
+        gmw::adder_cost(apps::threshold_bits((m as u64).max(t)))
+    });
     gmw::equality_cost(m, ell) + adder
+}
+
+/// The threshold application at `me`: shares of the count, the adder's
+/// test against `t`, the opening.
+async fn threshold(
+    ch: &mut psikit_transport::Channel,
+    rots: &mut rot::Rots,
+    triples: &mut gmw::Triples,
+    shares: &bits::Bits,
+    me: Role,
+    t: u64,
+    cfg: &CpsiConfig,
+) -> Result<Output, Error> {
+    let count = apps::count(ch, rots, shares, me).await?;
+    let max = (shares.len() as u64).max(t);
+    let bit = apps::at_least(ch, triples, count, t, max, me == Role::Sender).await?;
+    let open = apps::open_one(ch, u64::from(bit), me, cfg.reveal).await?;
+    Ok(Output::Threshold(open.map(|b| b & 1 == 1)))
 }
 
 /// The run's outcome, with the traffic since `start` (bytes sent and
@@ -462,6 +572,45 @@ fn session_id(seeds: &messages::Seeds, sender_size: u64, receiver_size: u64) -> 
     )
 }
 
+/// Refuses a configuration or input the protocol cannot run.
+fn check_config(cfg: &CpsiConfig, input: &Input<'_>) -> Result<(), Error> {
+    let bad = |why: String| Err(Error::Config(why));
+    if input.values.len() > MAX_VALUE_COLUMNS {
+        return bad(format!(
+            "at most {MAX_VALUE_COLUMNS} value columns, not {}",
+            input.values.len()
+        ));
+    }
+    if let Some(v) = input.values.iter().find(|v| v.len() != input.keys.len()) {
+        return bad(format!("{} values for {} keys", v.len(), input.keys.len()));
+    }
+    if !input.values.is_empty() && cfg.app != App::Sum && cfg.app != App::Shares {
+        return bad(format!(
+            "the {} application takes no values",
+            cfg.app.name()
+        ));
+    }
+    for (what, bound) in [
+        ("threshold", cfg.app.threshold()),
+        ("minimum intersection", cfg.min_intersection),
+    ] {
+        if bound > 1 << 40 {
+            return bad(format!(
+                "a {what} of {bound} is above any set psikit accepts"
+            ));
+        }
+    }
+    if cfg.min_intersection > 0 && cfg.app != App::Sum {
+        return bad("a minimum intersection applies to sums only".into());
+    }
+    if cfg.app == App::Union && cfg.reveal != Reveal::Sender {
+        return bad(
+            "the union is revealed to the sender (the party holding the simple table) alone".into(),
+        );
+    }
+    Ok(())
+}
+
 /// Exchanges hellos and checks the peer's: same run, acceptable size, the
 /// same key encoding. Returns the peer's hello.
 async fn hello(
@@ -470,22 +619,7 @@ async fn hello(
     input: &Input<'_>,
 ) -> Result<messages::Hello, Error> {
     use crate::Violation;
-    if let Some(v) = input.values {
-        if v.len() != input.keys.len() {
-            return Err(Error::Config(format!(
-                "{} values for {} keys",
-                v.len(),
-                input.keys.len()
-            )));
-        }
-    }
-    if let App::Threshold(t) = cfg.app {
-        if t > 1 << 40 {
-            return Err(Error::Config(format!(
-                "a threshold of {t} is above any set psikit accepts"
-            )));
-        }
-    }
+    check_config(cfg, input)?;
     let longest = input.keys.iter().map(Vec::len).max().unwrap_or(0);
     let max_item_len = match cfg.app {
         App::Union => u16::try_from(longest)
@@ -502,7 +636,7 @@ async fn hello(
     ch.send_msg(&messages::Hello {
         agreed: cfg.agreed(),
         set_size: input.keys.len() as u64,
-        has_values: input.values.is_some(),
+        value_columns: input.values.len() as u8,
         max_item_len,
         key_format: cfg.key_format.clone(),
     })

@@ -7,14 +7,15 @@
 //! `F` anywhere. The sender programs its `(key, value)` pairs by encoding
 //! `key ↦ value ⊕ H_j(F(key))` into an OKVS and sending it; the receiver
 //! decodes at its keys and removes its own `H_j(F(key))`: programmed keys
-//! give the value, others a pseudorandom one. `H_0` masks tags and `H_1`
-//! values (the TCCR hash of fixed-key AES with tweaks 0 and 1), so both
-//! can be programmed under one OPRF.
+//! give the value, others a pseudorandom one. `H_0` masks tags and
+//! `H_{1+j}` value column `j` (the TCCR hash of fixed-key AES with those
+//! tweaks), so all can be programmed under one OPRF.
 //!
 //! The OKVS is GF(2)-linear (a decoded value is the XOR of table entries),
 //! so the sender sends each hint entry truncated to the bytes the
-//! receiver keeps: `⌈ℓ/8⌉` for tags alone, 16 with values (one OKVS holds
-//! both: the tag below bit 64, the value above).
+//! receiver keeps: `⌈ℓ/8⌉` for tags alone, else 8 per tag and 8 per value
+//! (the tag and the first value share one OKVS table, further values go
+//! two per table over the same keys).
 
 use psikit_ot::silent::{SilentReceiver, SilentSender};
 use psikit_ot::{aes_hash, gf128};
@@ -33,7 +34,7 @@ const CHUNK: usize = 1 << 14;
 
 /// Mask tweak of tags.
 const TAGS: u128 = 0;
-/// Mask tweak of values.
+/// Mask tweak of value column 0 (column `j` uses `VALUES + j`).
 const VALUES: u128 = 1;
 
 /// `H_tweak(F(k))` for each OPRF output.
@@ -111,12 +112,13 @@ impl OprfKey {
     }
 }
 
-/// What the sender programs: per key its tag (`ℓ` bits) and, if it brings
-/// values, a 64-bit value.
+/// What the sender programs: per key its tag (`ℓ` bits) and, per value
+/// column, a 64-bit value.
 pub struct Program<'a> {
     pub keys: &'a [u128],
     pub tags: &'a [u128],
-    pub values: Option<&'a [u64]>,
+    /// Value columns, each with one value per key.
+    pub values: &'a [Vec<u64>],
 }
 
 /// Bytes of a tag hint entry.
@@ -130,18 +132,31 @@ pub fn hint_okvs(capacity: usize, seed: [u8; 16]) -> Result<Okvs, Error> {
     Ok(Okvs::new(OkvsParams::new(capacity.max(1))?, seed))
 }
 
-/// Bytes of a hint entry: the tag's `⌈ℓ/8⌉`, or 16 with values (tag in
-/// the low 8 bytes, value in the high 8: sums need `ℓ ≤ 64`).
-fn entry_width(ell: u32, with_values: bool) -> usize {
-    match with_values {
-        true => 16,
-        false => tag_width(ell),
+/// OKVS tables of a hint with `k` value columns: the tag and the first
+/// value share the first (tag below bit 64, value above), the other
+/// values go two per table. All tables share the keys and the OKVS.
+fn tables(k: usize) -> usize {
+    1 + k / 2
+}
+
+/// Where value column `j` lives: its table and the bit its half starts at.
+fn slot(j: usize) -> (usize, u32) {
+    (j.div_ceil(2), 64 * ((j + 1) % 2) as u32)
+}
+
+/// Bytes sent per entry of table `t` (of a hint with `k` value columns).
+fn table_width(ell: u32, k: usize, t: usize) -> usize {
+    match (t, k) {
+        (0, 0) => tag_width(ell),
+        (0, _) => 16,
+        _ if 2 * t < k => 16,
+        _ => 8,
     }
 }
 
-/// Values ride in the hint's upper half, so their tags must fit 64 bits.
-fn check_values(ell: u32) -> Result<(), Error> {
-    match ell <= 64 {
+/// Values ride beside the tags, so their tags must fit 64 bits.
+fn check_values(ell: u32, k: usize) -> Result<(), Error> {
+    match k == 0 || ell <= 64 {
         true => Ok(()),
         false => Err(Error::Config(format!(
             "values need tags of at most 64 bits (receiver sets below 2^23 items), not {ell}"
@@ -149,8 +164,8 @@ fn check_values(ell: u32) -> Result<(), Error> {
     }
 }
 
-/// The sender programs `F` and sends the hint: one OKVS whose entries
-/// hold the masked tag and, with values, the masked value above it.
+/// The sender programs `F` and sends the hint: OKVS tables whose entries
+/// hold the masked tag and the masked values (`H_{1+j}` masks column `j`).
 pub async fn program(
     ch: &mut Channel,
     key: &OprfKey,
@@ -158,62 +173,87 @@ pub async fn program(
     capacity: usize,
     ell: u32,
 ) -> Result<(), Error> {
+    let k = p.values.len();
+    check_values(ell, k)?;
     let okvs = hint_okvs(capacity, OsRng.gen())?;
     ch.send_msg(&HintSeed(okvs.seed())).await?;
     let f = key.eval(p.keys)?;
-    let mut hint = masks(&f, TAGS);
-    hint.par_iter_mut()
+    let mut blocks = vec![masks(&f, TAGS)];
+    let low = match k {
+        0 => u128::MAX,
+        _ => u128::from(u64::MAX),
+    };
+    blocks[0]
+        .par_iter_mut()
         .zip(p.tags.par_iter())
-        .for_each(|(m, t)| *m ^= t);
-    if let Some(values) = p.values {
-        check_values(ell)?;
-        let tag_mask = u128::from(u64::MAX);
-        hint.par_iter_mut()
-            .zip(masks(&f, VALUES).par_iter().zip(values.par_iter()))
-            .for_each(|(h, (m, x))| *h = (*h & tag_mask) | ((m ^ u128::from(*x)) << 64));
+        .for_each(|(m, t)| *m = (*m ^ t) & low);
+    blocks.resize_with(tables(k), || vec![0u128; p.keys.len()]);
+    for (j, column) in p.values.iter().enumerate() {
+        let (t, shift) = slot(j);
+        blocks[t]
+            .par_iter_mut()
+            .zip(
+                masks(&f, VALUES + j as u128)
+                    .par_iter()
+                    .zip(column.par_iter()),
+            )
+            .for_each(|(b, (m, x))| *b |= u128::from(*m as u64 ^ x) << shift);
     }
-    let table = encode(&okvs, p.keys, &hint)?;
-    let width = entry_width(ell, p.values.is_some());
-    msg::send(ch, msg::KIND_HINT, &msg::pack_blocks(&table, width)).await
+    let mut hint = Vec::new();
+    for (t, values) in blocks.iter().enumerate() {
+        let table = encode(&okvs, p.keys, values)?;
+        hint.extend(msg::pack_blocks(&table, table_width(ell, k, t)));
+    }
+    msg::send(ch, msg::KIND_HINT, &hint).await
 }
 
-/// What the receiver gets per bin: the programmed tag (`ℓ` bits) and value
-/// where its key was programmed, pseudorandom ones elsewhere.
+/// What the receiver gets per bin: the programmed tag (`ℓ` bits) and
+/// values where its key was programmed, pseudorandom ones elsewhere.
 pub struct Programmed {
     pub tags: Vec<u128>,
-    pub values: Option<Vec<u64>>,
+    /// Per value column, one value per key.
+    pub values: Vec<Vec<u64>>,
 }
 
-/// The receiver reads the hint and evaluates it at its keys.
+/// The receiver reads the hint of `k` value columns and evaluates it at
+/// its keys.
 pub async fn receive_program(
     ch: &mut Channel,
     keys: &[u128],
     f: &[u128],
     capacity: usize,
     ell: u32,
-    with_values: bool,
+    k: usize,
 ) -> Result<Programmed, Error> {
-    if with_values {
-        check_values(ell)?;
-    }
+    check_values(ell, k)?;
     let HintSeed(seed) = ch.recv_msg(()).await?;
     let okvs = hint_okvs(capacity, seed)?;
-    let width = entry_width(ell, with_values);
-    let table = msg::recv_exact(ch, msg::KIND_HINT, okvs.params().table_len() * width).await?;
-    let decoded = decode(&okvs, &msg::unpack_blocks(&table, width), keys)?;
+    let len = okvs.params().table_len();
+    let widths: Vec<usize> = (0..tables(k)).map(|t| table_width(ell, k, t)).collect();
+    let hint = msg::recv_exact(ch, msg::KIND_HINT, len * widths.iter().sum::<usize>()).await?;
+    let mut at = 0;
+    let mut decoded = Vec::with_capacity(widths.len());
+    for w in widths {
+        let table = msg::unpack_blocks(&hint[at..at + len * w], w);
+        decoded.push(decode(&okvs, &table, keys)?);
+        at += len * w;
+    }
     let tag_mask = (1u128 << ell) - 1;
-    let tags = decoded
+    let tags = decoded[0]
         .par_iter()
         .zip(masks(f, TAGS).par_iter())
         .map(|(t, m)| (t ^ m) & tag_mask)
         .collect();
-    let values = with_values.then(|| {
-        decoded
-            .par_iter()
-            .zip(masks(f, VALUES).par_iter())
-            .map(|(v, m)| ((v >> 64) ^ m) as u64)
-            .collect()
-    });
+    let values = (0..k)
+        .map(|j| {
+            let (t, shift) = slot(j);
+            decoded[t]
+                .par_iter()
+                .zip(masks(f, VALUES + j as u128).par_iter())
+                .map(|(v, m)| (v >> shift) as u64 ^ *m as u64)
+                .collect()
+        })
+        .collect();
     Ok(Programmed { tags, values })
 }
 

@@ -6,14 +6,14 @@ use psikit_transport::Channel;
 use rand::rngs::OsRng;
 use rand::Rng;
 
-use super::apps::{self, weighted_sums};
+use super::apps;
 use super::hashing::{self, CuckooBins};
 use super::messages::Seeds;
 use super::opprf;
 use super::rot::Side;
 use super::{
-    compare, hello, outcome, rng, session_id, App, Compared, CpsiConfig, Input, Meter, Outcome,
-    Output, Phases, Shares, Sums,
+    compare, hello, outcome, rng, session_id, threshold, App, Compared, CpsiConfig, Input, Meter,
+    Outcome, Output, Phases, Role, Shares,
 };
 use crate::vole_psi::oprf::item_keys;
 use crate::Error;
@@ -57,8 +57,8 @@ pub async fn run_receiver(
     .await?;
     let f = opprf::oprf_receive(ch, &mut vole, &okvs, &bin_keys).await?;
     let capacity = hashing::HASHES as usize * peer.set_size as usize;
-    let programmed =
-        opprf::receive_program(ch, &bin_keys, &f, capacity, ell, peer.has_values).await?;
+    let k_s = usize::from(peer.value_columns);
+    let programmed = opprf::receive_program(ch, &bin_keys, &f, capacity, ell, k_s).await?;
     drop((f, bin_keys));
     phases.opprf = meter.mark(ch);
 
@@ -78,6 +78,7 @@ pub async fn run_receiver(
     )
     .await?;
 
+    let me = Role::Receiver;
     let output = match cfg.app {
         App::Shares => Output::Shares(Shares {
             membership: shares,
@@ -85,51 +86,40 @@ pub async fn run_receiver(
             sender_values: programmed.values,
         }),
         App::Cardinality => {
-            let count = weighted_sums(ch, &mut rots, &shares, None, 1, true).await?;
-            Output::Cardinality(apps::open(ch, count[0], true, cfg.both_learn).await?)
+            let count = apps::count(ch, &mut rots, &shares, me).await?;
+            Output::Cardinality(apps::open_one(ch, count, me, cfg.reveal).await?)
         }
         App::Sum => {
-            let k = 1 + usize::from(programmed.values.is_some());
-            let fwd = weighted_sums(ch, &mut rots, &shares, None, k, true).await?;
-            let own: Option<Vec<u64>> = input.values.map(|v| {
-                table
-                    .item_of_bin
-                    .iter()
-                    .map(|item| item.map_or(0, |i| v[i as usize]))
-                    .collect()
-            });
-            let mine: Vec<&[u64]> = [programmed.values.as_deref(), own.as_deref()]
-                .into_iter()
-                .flatten()
+            // Its own values per bin (zero in empty bins).
+            let own: Vec<Vec<u64>> = input
+                .values
+                .iter()
+                .map(|v| {
+                    let of_bin = |item: &Option<u32>| item.map_or(0, |i| v[i as usize]);
+                    table.item_of_bin.iter().map(of_bin).collect()
+                })
                 .collect();
-            let rev = match mine.len() {
-                0 => Vec::new(),
-                k => weighted_sums(ch, &mut rots, &shares, Some(&mine), k, false).await?,
-            };
-            let cardinality = apps::open(ch, fwd[0], true, cfg.both_learn).await?;
-            let sender_values = match fwd.get(1) {
-                Some(part) => {
-                    apps::open(ch, part.wrapping_add(rev[0]), true, cfg.both_learn).await?
-                }
-                None => None,
-            };
-            let receiver_values = match (own.is_some(), rev.last()) {
-                (true, Some(&share)) => apps::open(ch, share, true, cfg.both_learn).await?,
-                _ => None,
-            };
-            Output::Sum(cardinality.map(|cardinality| Sums {
-                cardinality,
-                sender_values,
-                receiver_values,
-            }))
+            let weights: Vec<&[u64]> = programmed
+                .values
+                .iter()
+                .chain(&own)
+                .map(Vec::as_slice)
+                .collect();
+            let k = (k_s, input.values.len());
+            let agreed = cfg.agreed();
+            apps::sums(
+                ch,
+                &mut rots,
+                &mut triples,
+                &shares,
+                me,
+                &weights,
+                k,
+                &agreed,
+            )
+            .await?
         }
-        App::Threshold(t) => {
-            let count = weighted_sums(ch, &mut rots, &shares, None, 1, true).await?;
-            let bit =
-                apps::at_least(ch, &mut triples, count[0], t, (m as u64).max(t), false).await?;
-            let open = apps::open(ch, u64::from(bit), true, cfg.both_learn).await?;
-            Output::Threshold(open.map(|b| b & 1 == 1))
-        }
+        App::Threshold(t) => threshold(ch, &mut rots, &mut triples, &shares, me, t, cfg).await?,
         App::Union => {
             let items: Vec<Option<&[u8]>> = table
                 .item_of_bin

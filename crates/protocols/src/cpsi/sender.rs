@@ -5,14 +5,14 @@ use psikit_structures::okvs::{Okvs, OkvsParams};
 use psikit_transport::Channel;
 use rand::Rng;
 
-use super::apps::{self, weighted_sums};
+use super::apps;
 use super::hashing::{self, bin_key};
 use super::messages::Seeds;
 use super::opprf::{self, Program};
 use super::rot::Side;
 use super::{
-    compare, hello, outcome, rng, session_id, App, Compared, CpsiConfig, Input, Meter, Outcome,
-    Output, Phases, Shares, Sums,
+    compare, hello, outcome, rng, session_id, threshold, App, Compared, CpsiConfig, Input, Meter,
+    Outcome, Output, Phases, Role, Shares,
 };
 use crate::vole_psi::oprf::item_keys;
 use crate::Error;
@@ -53,23 +53,33 @@ pub async fn run_sender(
     let mut rng = rng()?;
     let tag_mask = (1u128 << ell) - 1;
     let tags: Vec<u128> = (0..m).map(|_| rng.gen::<u128>() & tag_mask).collect();
-    // The sender's value shares: it programs `value + w_bin` and keeps `-w_bin`.
-    let masks: Option<Vec<u64>> = input.values.map(|_| (0..m).map(|_| rng.gen()).collect());
+    // The sender's value shares: it programs `value + w_bin` and keeps
+    // `-w_bin`, per column.
+    let masks: Vec<Vec<u64>> = input
+        .values
+        .iter()
+        .map(|_| (0..m).map(|_| rng.gen()).collect())
+        .collect();
     let bin_keys: Vec<u128> = simple
         .iter()
         .map(|&(bin, i)| bin_key(keys[i as usize], bin))
         .collect();
     let bin_tags: Vec<u128> = simple.iter().map(|&(bin, _)| tags[bin as usize]).collect();
-    let bin_values: Option<Vec<u64>> = input.values.zip(masks.as_ref()).map(|(v, w)| {
-        simple
-            .iter()
-            .map(|&(bin, i)| v[i as usize].wrapping_add(w[bin as usize]))
-            .collect()
-    });
+    let bin_values: Vec<Vec<u64>> = input
+        .values
+        .iter()
+        .zip(&masks)
+        .map(|(v, w)| {
+            simple
+                .iter()
+                .map(|&(bin, i)| v[i as usize].wrapping_add(w[bin as usize]))
+                .collect()
+        })
+        .collect();
     let program = Program {
         keys: &bin_keys,
         tags: &bin_tags,
-        values: bin_values.as_deref(),
+        values: &bin_values,
     };
     opprf::program(ch, &key, &program, hashing::HASHES as usize * n_s, ell).await?;
     drop((key, bin_keys, bin_tags, bin_values));
@@ -91,11 +101,11 @@ pub async fn run_sender(
     )
     .await?;
 
-    let my_values: Option<Vec<u64>> = masks.map(|w| w.iter().map(|x| x.wrapping_neg()).collect());
-    let learns = cfg.both_learn;
-    // Counting is a sum of ones, held by the sender so that it runs on
-    // forward OTs.
-    let ones = vec![1u64; m];
+    let my_values: Vec<Vec<u64>> = masks
+        .iter()
+        .map(|w| w.iter().map(|x| x.wrapping_neg()).collect())
+        .collect();
+    let me = Role::Sender;
     let output = match cfg.app {
         App::Shares => Output::Shares(Shares {
             membership: shares,
@@ -103,47 +113,26 @@ pub async fn run_sender(
             sender_values: my_values,
         }),
         App::Cardinality => {
-            let count = weighted_sums(ch, &mut rots, &shares, Some(&[&ones]), 1, true).await?;
-            Output::Cardinality(apps::open(ch, count[0], false, learns).await?)
+            let count = apps::count(ch, &mut rots, &shares, me).await?;
+            Output::Cardinality(apps::open_one(ch, count, me, cfg.reveal).await?)
         }
         App::Sum => {
-            // Forward: the count and the sender's part of its own values;
-            // reverse: the receiver's part of them, then its own values.
-            let mine: Vec<&[u64]> = [Some(&ones[..]), my_values.as_deref()]
-                .into_iter()
-                .flatten()
-                .collect();
-            let fwd = weighted_sums(ch, &mut rots, &shares, Some(&mine), mine.len(), true).await?;
-            let k = usize::from(my_values.is_some()) + usize::from(peer.has_values);
-            let rev = match k {
-                0 => Vec::new(),
-                _ => weighted_sums(ch, &mut rots, &shares, None, k, false).await?,
-            };
-            let cardinality = apps::open(ch, fwd[0], false, learns).await?;
-            let sender_values = match fwd.get(1) {
-                Some(part) => apps::open(ch, part.wrapping_add(rev[0]), false, learns).await?,
-                None => None,
-            };
-            let receiver_values = match (peer.has_values, rev.last()) {
-                (true, Some(&share)) => apps::open(ch, share, false, learns).await?,
-                _ => None,
-            };
-            Output::Sum(cardinality.map(|cardinality| Sums {
-                cardinality,
-                sender_values,
-                receiver_values,
-            }))
-        }
-        App::Threshold(t) => {
-            let count = weighted_sums(ch, &mut rots, &shares, Some(&[&ones]), 1, true).await?;
-            let bit =
-                apps::at_least(ch, &mut triples, count[0], t, (m as u64).max(t), true).await?;
-            Output::Threshold(
-                apps::open(ch, u64::from(bit), false, learns)
-                    .await?
-                    .map(|b| b & 1 == 1),
+            let weights: Vec<&[u64]> = my_values.iter().map(Vec::as_slice).collect();
+            let k = (input.values.len(), usize::from(peer.value_columns));
+            let agreed = cfg.agreed();
+            apps::sums(
+                ch,
+                &mut rots,
+                &mut triples,
+                &shares,
+                me,
+                &weights,
+                k,
+                &agreed,
             )
+            .await?
         }
+        App::Threshold(t) => threshold(ch, &mut rots, &mut triples, &shares, me, t, cfg).await?,
         App::Union => {
             let width = usize::from(peer.max_item_len);
             Output::Union(Some(

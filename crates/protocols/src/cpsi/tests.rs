@@ -12,7 +12,7 @@ use crate::common::two_party::testing::sets;
 
 struct Party {
     keys: Vec<Vec<u8>>,
-    values: Option<Vec<u64>>,
+    values: Vec<Vec<u64>>,
 }
 
 async fn run_pair(sender: Party, receiver: Party, cfg: CpsiConfig) -> (Outcome, Outcome) {
@@ -21,13 +21,13 @@ async fn run_pair(sender: Party, receiver: Party, cfg: CpsiConfig) -> (Outcome, 
     let task = tokio::spawn(async move {
         let input = Input {
             keys: &sender.keys,
-            values: sender.values.as_deref(),
+            values: &sender.values,
         };
         run_sender(&mut a, input, &cfg2).await
     });
     let input = Input {
         keys: &receiver.keys,
-        values: receiver.values.as_deref(),
+        values: &receiver.values,
     };
     let r = run_receiver(&mut b, input, &cfg).await.expect("receiver");
     drop(b);
@@ -61,19 +61,24 @@ async fn shares_recombine_to_membership() {
     for (ot, epc) in modes {
         for (i, &(n_s, n_r, overlap)) in SIZES.iter().enumerate() {
             let (s, r, truth) = sets(40 + i as u64, n_s, n_r, overlap);
-            let sv = values(s.len(), i as u64, u64::MAX);
-            let by_key: HashMap<&Vec<u8>, u64> = s.iter().zip(&sv).map(|(k, v)| (k, *v)).collect();
+            // Two value columns.
+            let sv = [
+                values(s.len(), i as u64, u64::MAX),
+                values(s.len(), 100 + i as u64, 9),
+            ];
+            let by_key: HashMap<&Vec<u8>, usize> =
+                s.iter().enumerate().map(|(i, k)| (k, i)).collect();
             let mut cfg = CpsiConfig::new(App::Shares);
             cfg.ot = ot;
             cfg.epc = epc;
             let (so, ro) = run_pair(
                 Party {
                     keys: s.clone(),
-                    values: Some(sv.clone()),
+                    values: sv.to_vec(),
                 },
                 Party {
                     keys: r.clone(),
-                    values: None,
+                    values: Vec::new(),
                 },
                 cfg,
             )
@@ -82,7 +87,8 @@ async fn shares_recombine_to_membership() {
                 panic!("shares expected");
             };
             let item_of_bin = rs.item_of_bin.expect("receiver's bins");
-            let (sw, rw) = (ss.sender_values.expect("w"), rs.sender_values.expect("z"));
+            let (sw, rw) = (ss.sender_values, rs.sender_values);
+            assert_eq!((sw.len(), rw.len()), (2, 2));
             let mut seen = 0;
             for (bin, item) in item_of_bin.iter().enumerate() {
                 let member = ss.membership.get(bin) ^ rs.membership.get(bin);
@@ -94,8 +100,10 @@ async fn shares_recombine_to_membership() {
                             "{ot:?} {epc:?} sizes {n_s} {n_r} item {i}"
                         );
                         if member {
-                            let v = sw[bin].wrapping_add(rw[bin]);
-                            assert_eq!(v, by_key[&r[i]], "value of item {i}");
+                            for c in 0..2 {
+                                let v = sw[c][bin].wrapping_add(rw[c][bin]);
+                                assert_eq!(v, sv[c][by_key[&r[i]]], "column {c} of item {i}");
+                            }
                         }
                         seen += 1;
                     }
@@ -113,13 +121,20 @@ async fn aggregates_match_the_plaintext() {
         let (s, r, truth) = sets(80 + i as u64, n_s, n_r, overlap);
         let cardinality = truth.iter().filter(|&&t| t).count() as u64;
         // Values near 2^64 so that sums wrap.
-        let sv = values(s.len(), 1 + i as u64, u64::MAX);
+        // The sender brings three columns, the receiver one.
+        let sv: Vec<Vec<u64>> = (0..3)
+            .map(|c| values(s.len(), 10 * c + i as u64, u64::MAX >> (20 * c)))
+            .collect();
         let rv = values(r.len(), 2 + i as u64, u64::MAX);
-        let by_key: HashMap<&Vec<u8>, u64> = s.iter().zip(&sv).map(|(k, v)| (k, *v)).collect();
-        let sender_sum = r
+        let by_key: HashMap<&Vec<u8>, usize> = s.iter().enumerate().map(|(i, k)| (k, i)).collect();
+        let sender_sums: Vec<u64> = sv
             .iter()
-            .filter_map(|k| by_key.get(k))
-            .fold(0u64, |a, v| a.wrapping_add(*v));
+            .map(|col| {
+                r.iter()
+                    .filter_map(|k| by_key.get(k))
+                    .fold(0u64, |a, &j| a.wrapping_add(col[j]))
+            })
+            .collect();
         let receiver_sum = r
             .iter()
             .zip(&rv)
@@ -127,31 +142,58 @@ async fn aggregates_match_the_plaintext() {
             .filter(|(_, t)| **t)
             .fold(0u64, |a, ((_, v), _)| a.wrapping_add(*v));
 
-        let party = |keys: &Vec<Vec<u8>>, v: Option<&Vec<u64>>| Party {
+        let party = |keys: &Vec<Vec<u8>>, v: &[Vec<u64>]| Party {
             keys: keys.clone(),
-            values: v.cloned(),
+            values: v.to_vec(),
         };
-        let mut cfg = CpsiConfig::new(App::Cardinality);
-        cfg.both_learn = true;
-        let (so, ro) = run_pair(party(&s, None), party(&r, None), cfg).await;
-        assert_eq!(ro.output, Output::Cardinality(Some(cardinality)));
-        assert_eq!(so.output, Output::Cardinality(Some(cardinality)));
+        let (known, unknown) = (
+            Output::Cardinality(Some(cardinality)),
+            Output::Cardinality(None),
+        );
+        for (reveal, to_sender, to_receiver) in [
+            (Reveal::Both, &known, &known),
+            (Reveal::Sender, &known, &unknown),
+        ] {
+            let mut cfg = CpsiConfig::new(App::Cardinality);
+            cfg.reveal = reveal;
+            let (so, ro) = run_pair(party(&s, &[]), party(&r, &[]), cfg).await;
+            assert_eq!((&so.output, &ro.output), (to_sender, to_receiver));
+        }
 
         let cfg = CpsiConfig::new(App::Sum);
-        let (so, ro) = run_pair(party(&s, Some(&sv)), party(&r, Some(&rv)), cfg).await;
+        let sums = Sums {
+            cardinality,
+            sender_values: sender_sums,
+            receiver_values: vec![receiver_sum],
+        };
+        let (so, ro) = run_pair(party(&s, &sv), party(&r, std::slice::from_ref(&rv)), cfg).await;
         assert_eq!(so.output, Output::Sum(None));
-        assert_eq!(
-            ro.output,
-            Output::Sum(Some(Sums {
-                cardinality,
-                sender_values: Some(sender_sum),
-                receiver_values: Some(receiver_sum),
-            }))
-        );
+        assert_eq!(ro.output, Output::Sum(Some(sums.clone())));
+        // The minimum intersection: just reached, just missed.
+        if i % 2 == 1 {
+            for min in [cardinality.max(1), cardinality + 1] {
+                let mut cfg = CpsiConfig::new(App::Sum);
+                cfg.min_intersection = min;
+                let (so, ro) = run_pair(party(&s, &sv), party(&r, &[]), cfg).await;
+                match cardinality >= min {
+                    true => {
+                        let Output::Sum(Some(got)) = ro.output else {
+                            panic!("sums expected at {min}");
+                        };
+                        assert_eq!(got.sender_values, sums.sender_values);
+                        assert_eq!(so.output, Output::Sum(None));
+                    }
+                    false => {
+                        assert_eq!(ro.output, Output::SumWithheld(min));
+                        assert_eq!(so.output, Output::SumWithheld(min));
+                    }
+                }
+            }
+        }
 
         for t in [0, cardinality, cardinality + 1, 3 * cardinality + 7] {
             let cfg = CpsiConfig::new(App::Threshold(t));
-            let (_, ro) = run_pair(party(&s, None), party(&r, None), cfg).await;
+            let (_, ro) = run_pair(party(&s, &[]), party(&r, &[]), cfg).await;
             assert_eq!(
                 ro.output,
                 Output::Threshold(Some(cardinality >= t)),
@@ -160,7 +202,7 @@ async fn aggregates_match_the_plaintext() {
         }
 
         let cfg = CpsiConfig::new(App::Union);
-        let (so, _) = run_pair(party(&s, None), party(&r, None), cfg).await;
+        let (so, _) = run_pair(party(&s, &[]), party(&r, &[]), cfg).await;
         let Output::Union(Some(mut extra)) = so.output else {
             panic!("the sender learns the union");
         };
@@ -183,14 +225,14 @@ async fn parties_that_disagree_are_refused() {
         let cfg = CpsiConfig::new(App::Cardinality);
         let input = Input {
             keys: &s,
-            values: None,
+            values: &[],
         };
         run_sender(&mut a, input, &cfg).await
     });
     let cfg = CpsiConfig::new(App::Threshold(3));
     let input = Input {
         keys: &r,
-        values: None,
+        values: &[],
     };
     let err = run_receiver(&mut b, input, &cfg)
         .await
@@ -205,7 +247,7 @@ fn hello_of(cfg: &CpsiConfig, n: u64) -> messages::Hello {
     messages::Hello {
         agreed: cfg.agreed(),
         set_size: n,
-        has_values: false,
+        value_columns: 0,
         max_item_len: 0,
         key_format: String::new(),
     }
@@ -225,7 +267,7 @@ async fn a_peer_that_stops_or_sends_garbage_gets_an_error() {
     });
     let input = Input {
         keys: &r,
-        values: None,
+        values: &[],
     };
     let err = run_receiver(&mut b, input, &cfg)
         .await
@@ -250,7 +292,7 @@ async fn a_peer_that_stops_or_sends_garbage_gets_an_error() {
     });
     let input = Input {
         keys: &s,
-        values: None,
+        values: &[],
     };
     let err = run_sender(&mut a, input, &cfg).await.expect_err("garbage");
     drop(fake.await.expect("fake"));
@@ -264,7 +306,7 @@ async fn out_of_range_input_is_refused_before_the_run() {
     let cfg = CpsiConfig::new(App::Threshold(1 << 50));
     let input = Input {
         keys: &keys,
-        values: None,
+        values: &[],
     };
     let err = run_sender(&mut a, input, &cfg)
         .await
@@ -273,7 +315,7 @@ async fn out_of_range_input_is_refused_before_the_run() {
     let cfg = CpsiConfig::new(App::Sum);
     let input = Input {
         keys: &keys,
-        values: Some(&[1]),
+        values: &[vec![1]],
     };
     let err = run_sender(&mut a, input, &cfg).await.expect_err("values");
     assert!(err.to_string().contains("1 values for 2 keys"), "{err}");
@@ -281,12 +323,41 @@ async fn out_of_range_input_is_refused_before_the_run() {
     let cfg = CpsiConfig::new(App::Union);
     let input = Input {
         keys: &long,
-        values: None,
+        values: &[],
     };
     let err = run_receiver(&mut a, input, &cfg)
         .await
         .expect_err("long key");
     assert!(err.to_string().contains("up to 1024 bytes"), "{err}");
+    let mut cfg = CpsiConfig::new(App::Union);
+    cfg.reveal = Reveal::Both;
+    let err = run_receiver(
+        &mut a,
+        Input {
+            keys: &keys,
+            values: &[],
+        },
+        &cfg,
+    )
+    .await
+    .expect_err("union to both");
+    assert!(
+        err.to_string().contains("union is revealed to the sender"),
+        "{err}"
+    );
+    let mut cfg = CpsiConfig::new(App::Cardinality);
+    cfg.min_intersection = 3;
+    let err = run_receiver(
+        &mut a,
+        Input {
+            keys: &keys,
+            values: &[],
+        },
+        &cfg,
+    )
+    .await
+    .expect_err("minimum without sums");
+    assert!(err.to_string().contains("sums only"), "{err}");
 }
 
 #[test]
@@ -295,8 +366,8 @@ fn both_roles_run_as_steppers_without_a_runtime() {
     let (s, r, truth) = sets(11, 300, 200, 77);
     let cfg = CpsiConfig::new(App::Cardinality);
     let limits = Limits::default();
-    let mut sender = facade::stepper(facade::Role::Sender, s, None, cfg.clone(), limits);
-    let mut receiver = facade::stepper(facade::Role::Receiver, r, None, cfg, limits);
+    let mut sender = facade::stepper(Role::Sender, s, Vec::new(), cfg.clone(), limits);
+    let mut receiver = facade::stepper(Role::Receiver, r, Vec::new(), cfg, limits);
     let (mut s_out, mut r_out) = (None, None);
     while s_out.is_none() || r_out.is_none() {
         if s_out.is_none() {

@@ -452,7 +452,8 @@ pub fn vole_messages(data: &[u8]) {
 }
 
 /// Circuit PSI's own messages; two bound bytes give the bit count of a
-/// packed bit vector (the GMW openings and OT corrections).
+/// packed bit vector (the GMW openings and OT corrections) or the number
+/// of result shares.
 pub fn cpsi_messages(data: &[u8]) {
     let Some((which, rest)) = split(data) else {
         return;
@@ -465,7 +466,7 @@ pub fn cpsi_messages(data: &[u8]) {
         0 => drop(round_trip::<cpsi::Hello>(payload, ())),
         1 => drop(round_trip::<cpsi::Seeds>(payload, ())),
         2 => drop(round_trip::<cpsi::HintSeed>(payload, ())),
-        3 => drop(round_trip::<cpsi::Share>(payload, ())),
+        3 => drop(round_trip::<cpsi::Share>(payload, bits % 64)),
         _ => {
             if let Some(b) = crate::cpsi::bits::Bits::from_bytes(payload, bits) {
                 assert_eq!(b.to_bytes(), payload);

@@ -424,19 +424,20 @@ fn vole_message_seeds() -> Vec<(&'static str, Vec<u8>)> {
 }
 
 fn cpsi_message_seeds() -> Vec<(&'static str, Vec<u8>)> {
-    use crate::cpsi::{bits::Bits, messages as cpsi, Agreed, App, Epc, OtKind};
+    use crate::cpsi::{bits::Bits, messages as cpsi, Agreed, App, Epc, OtKind, Reveal};
     fn bounded(which: u8, bits: u16, payload: &[u8]) -> Vec<u8> {
         [&[which][..], &bits.to_be_bytes(), payload].concat()
     }
     let hello = cpsi::Hello {
         agreed: Agreed {
-            app: App::Threshold(1000),
+            app: App::Sum,
             ot: OtKind::Silent,
             epc: Epc::Bits(22),
-            both_learn: true,
+            reveal: Reveal::Both,
+            min_intersection: 1000,
         },
         set_size: 1 << 20,
-        has_values: true,
+        value_columns: 3,
         max_item_len: 40,
         key_format: "psikit-key-v1;columns=1;normalize=trim,lower".into(),
     };
@@ -454,7 +455,7 @@ fn cpsi_message_seeds() -> Vec<(&'static str, Vec<u8>)> {
         ),
         (
             "share",
-            bounded(3, 0, &cpsi::Share(u64::MAX - 9).to_frame().payload),
+            bounded(3, 2, &cpsi::Share(vec![u64::MAX - 9, 7]).to_frame().payload),
         ),
         ("opening", bounded(4, 77, &opening.to_bytes())),
     ]
