@@ -45,8 +45,12 @@ impl Table {
     /// rows that carry it: what a client queries, and how its matches map
     /// back to rows.
     pub fn unique_keys(&self) -> (Vec<Vec<u8>>, Vec<Vec<usize>>) {
-        let mut index: std::collections::HashMap<&[u8], usize> = std::collections::HashMap::new();
-        let (mut keys, mut rows) = (Vec::new(), Vec::<Vec<usize>>::new());
+        // Sized up front: growing rehashes the keys at every doubling (with
+        // SipHash, kept because keys come from outside), which on a
+        // million keys cost more than the inserts.
+        let n = self.rows.len();
+        let mut index = std::collections::HashMap::<&[u8], usize>::with_capacity(n);
+        let (mut keys, mut rows) = (Vec::with_capacity(n), Vec::<Vec<usize>>::with_capacity(n));
         for (i, row) in self.rows.iter().enumerate() {
             let slot = *index.entry(row.key.as_slice()).or_insert_with(|| {
                 keys.push(row.key.clone());
