@@ -89,12 +89,13 @@ fn cardinality_sum_and_threshold_over_tcp() {
     let (r, s) = pair(
         d,
         "sum",
-        &["--value-columns", "spent,id", "--json"],
-        &["--value-column", "spent"],
+        &["--value-columns", "spent,id", "--json", "--inner-product"],
+        &["--value-column", "spent", "--inner-product"],
     );
-    // The sender's bob rows add up: 5 + 6 + 7; the receiver's ids 1 + 3.
+    // The sender's bob rows add up: 5 + 6 + 7; the receiver's ids 1 + 3;
+    // the inner product of the spent columns 11·10 + 7·30.
     let out = stdout(&r);
-    let want = r#"{"application":"sum","intersection_size":2,"sender_sums":[18],"receiver_sums":[40,4],"bytes_sent":"#;
+    let want = r#"{"application":"sum","intersection_size":2,"sender_sums":[18],"receiver_sums":[40,4],"inner_product":320,"bytes_sent":"#;
     assert!(out.starts_with(want), "{out}");
     assert!(stdout(&s).contains("the peer learned the result"));
 
@@ -205,7 +206,7 @@ fn bad_input_is_refused_with_a_clear_error() {
     let e = receive("union", &["--reveal-to", "both"]);
     assert!(e.contains("learned by one party"), "{e}");
     let e = receive("cardinality", &["--min-intersection", "2"]);
-    assert!(e.contains("belongs to the sum application"), "{e}");
+    assert!(e.contains("belong to the sum application"), "{e}");
 }
 
 #[test]

@@ -92,13 +92,18 @@ pub enum BenchApp {
     Shares,
     Cardinality,
     Sum,
+    /// The sum with the inner product of 32-bit values.
+    Product,
     Threshold,
     Union,
 }
 
 impl std::fmt::Display for BenchApp {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.app(0).name())
+        match self {
+            BenchApp::Product => f.write_str("product"),
+            _ => f.write_str(self.app(0).name()),
+        }
     }
 }
 
@@ -109,7 +114,7 @@ impl BenchApp {
         match self {
             BenchApp::Shares => App::Shares,
             BenchApp::Cardinality => App::Cardinality,
-            BenchApp::Sum => App::Sum,
+            BenchApp::Sum | BenchApp::Product => App::Sum,
             BenchApp::Threshold => App::Threshold(n / 2),
             BenchApp::Union => App::Union,
         }
@@ -157,11 +162,15 @@ pub fn worker(a: &CpsiWorkerArgs) -> Result<()> {
         false => (0..n).collect(),
     };
     let keys: Vec<Vec<u8>> = ids.iter().map(|&id| item(id)).collect();
-    let values: Vec<Vec<u64>> = matches!(a.app, BenchApp::Sum)
+    let product = a.app == BenchApp::Product;
+    let values: Vec<Vec<u64>> = matches!(a.app, BenchApp::Sum | BenchApp::Product)
         .then_some(ids)
         .into_iter()
         .collect();
     let mut cfg = CpsiConfig::new(a.app.app(n));
+    if product {
+        cfg.product_bits = 32;
+    }
     cfg.ot = a.ot.kind();
     cfg.epc = a.epc.0;
     let mut m = Metrics::default();
@@ -178,7 +187,7 @@ pub fn worker(a: &CpsiWorkerArgs) -> Result<()> {
             false => cpsi::run_sender(&mut ch, input, &cfg).await?,
         };
         m.set("total", t.elapsed().as_secs_f64());
-        check(&out.output, n)?;
+        check(&out.output, n, product)?;
         let p = &out.phases;
         for (name, step) in [
             ("hashing", p.hashing),
@@ -207,9 +216,10 @@ pub fn worker(a: &CpsiWorkerArgs) -> Result<()> {
 
 /// Checks a party's output against the known truth: the intersection is
 /// ids `n/2..n`, each party's value is its id.
-fn check(out: &Output, n: u64) -> Result<()> {
+fn check(out: &Output, n: u64, product: bool) -> Result<()> {
     let half = n / 2;
     let sum: u64 = (half..n).sum();
+    let squares = (half..n).fold(0u64, |t, id| t.wrapping_add(id * id));
     match out {
         Output::Shares(_) | Output::Cardinality(None) | Output::Sum(None) => {}
         Output::SumWithheld(min) => bail!("no minimum intersection was set, yet {min}"),
@@ -220,6 +230,7 @@ fn check(out: &Output, n: u64) -> Result<()> {
                 cardinality: half,
                 sender_values: vec![sum],
                 receiver_values: vec![sum],
+                inner_product: product.then_some(squares),
             },
             "wrong sums {s:?}"
         ),

@@ -54,6 +54,9 @@ pub(super) fn run(a: &DemoArgs, dir: &Path) -> Result<()> {
         receiver_values: vec![common
             .iter()
             .fold(0u64, |t, &i| t.wrapping_add(r.values[i]))],
+        inner_product: Some(common.iter().fold(0u64, |t, &i| {
+            t.wrapping_add(held[&r.keys[i]].wrapping_mul(r.values[i]))
+        })),
     };
     let mut outside: Vec<Vec<u8>> = (0..r.keys.len())
         .filter(|i| !common.contains(i))
@@ -76,9 +79,10 @@ pub(super) fn run(a: &DemoArgs, dir: &Path) -> Result<()> {
         ro.output
     );
     println!(
-        "sum: {cardinality} items, sender's ids sum to {}, receiver's to {}, equal to the plaintext",
+        "sum: {cardinality} items, sender's ids sum to {}, receiver's to {}, their products to {}, equal to the plaintext",
         sums.sender_values[0],
-        sums.receiver_values[0]
+        sums.receiver_values[0],
+        sums.inner_product.unwrap_or(0)
     );
     for t in [cardinality, cardinality + 1] {
         let (_, ro) = pair(&s, &r, App::Threshold(t), false)?;
@@ -126,7 +130,11 @@ pub(super) fn run(a: &DemoArgs, dir: &Path) -> Result<()> {
 /// connects; returns both outcomes.
 fn pair(s: &Side, r: &Side, app: App, values: bool) -> Result<(Outcome, Outcome)> {
     let t = Instant::now();
-    let cfg = CpsiConfig::new(app);
+    let mut cfg = CpsiConfig::new(app);
+    if values {
+        // The sum run also takes the inner product of the two id columns.
+        cfg.product_bits = 64;
+    }
     let out = runtime()?.block_on(async {
         let (port_tx, port_rx) = tokio::sync::oneshot::channel::<String>();
         let listen = Peer::Listen {

@@ -19,7 +19,7 @@ use super::bits::Bits;
 use super::gmw::{self, Triples};
 use super::messages::{self as msg, recv_exact, Share, KIND_FLIPS, KIND_PADS, KIND_UNION};
 use super::rot::{Either, Rots};
-use super::{Agreed, Output, Reveal, Role, Sums};
+use super::{product, Agreed, Output, Reveal, Role, Sums};
 use crate::{Error, Violation};
 
 /// This party's additive shares of `Σ_i b_i·x_i` mod 2^64 for `k` weight
@@ -88,9 +88,9 @@ pub async fn weighted_sums(
     }
 }
 
-/// Most weight vectors one batch of [`weighted_sums`] carries: the count
-/// and every value column of both parties.
-pub const MAX_WEIGHTS: usize = 1 + 2 * super::MAX_VALUE_COLUMNS;
+/// Most weight vectors one batch of [`weighted_sums`] carries: the count,
+/// every value column of both parties and the inner product.
+pub const MAX_WEIGHTS: usize = 2 + 2 * super::MAX_VALUE_COLUMNS;
 
 /// The 64-bit one-time keys an OT message `m` gives: its two halves for up
 /// to two words, else the TCCR stream `H(0, m), H(1, m), ...`.
@@ -116,7 +116,7 @@ fn bytes8(b: &[u8]) -> [u8; 8] {
     w
 }
 
-async fn recv_flips(ch: &mut Channel, n: usize) -> Result<Bits, Error> {
+pub(super) async fn recv_flips(ch: &mut Channel, n: usize) -> Result<Bits, Error> {
     let bytes = recv_exact(ch, KIND_FLIPS, n.div_ceil(8)).await?;
     Bits::from_bytes(&bytes, n).ok_or_else(|| Violation::Invalid("OT choice corrections").into())
 }
@@ -184,6 +184,11 @@ pub async fn count(
 /// `weights` are this party's weight vectors: at the sender, its shares of
 /// its `k_s` columns; at the receiver, its shares of the sender's `k_s`
 /// columns, then its own `k_r` columns.
+///
+/// With an inner product `Σ b·x·y` (sender's first column `x`, shared as
+/// `u` at the receiver and `a` at the sender, receiver's first column
+/// `y`): [`product::multiply`] gives shares `s + t = a·y` per bin, and
+/// `b·x·y = b·(u·y + t) + b·s`, one more weight vector at each party.
 #[allow(clippy::too_many_arguments)]
 pub async fn sums(
     ch: &mut Channel,
@@ -197,14 +202,30 @@ pub async fn sums(
 ) -> Result<Output, Error> {
     let ones = vec![1u64; shares.len()];
     let sender = me == Role::Sender;
+    let product = match agreed.product_bits {
+        0 => None,
+        bits => {
+            let factor = weights[if sender { 0 } else { k_s }];
+            let mut mine = product::multiply(ch, rots, me, factor, u32::from(bits)).await?;
+            if !sender {
+                let (u, y) = (weights[0], factor);
+                for (t, (u, y)) in mine.iter_mut().zip(u.iter().zip(y)) {
+                    *t = t.wrapping_add(u.wrapping_mul(*y));
+                }
+            }
+            Some(mine)
+        }
+    };
+    let p = usize::from(product.is_some());
+    let mine: Vec<&[u64]> = weights.iter().copied().chain(product.as_deref()).collect();
     let forward: Vec<&[u64]> = std::iter::once(&ones[..])
-        .chain(weights.iter().copied())
+        .chain(mine.iter().copied())
         .collect();
     let fwd_holder = sender.then_some(&forward[..]);
-    let fwd = weighted_sums(ch, rots, shares, fwd_holder, 1 + k_s, true).await?;
-    let rev = match k_s + k_r {
+    let fwd = weighted_sums(ch, rots, shares, fwd_holder, 1 + k_s + p, true).await?;
+    let rev = match k_s + k_r + p {
         0 => Vec::new(),
-        k => weighted_sums(ch, rots, shares, (!sender).then_some(weights), k, false).await?,
+        k => weighted_sums(ch, rots, shares, (!sender).then_some(&mine[..]), k, false).await?,
     };
     let min = agreed.min_intersection;
     if min > 0 {
@@ -217,12 +238,16 @@ pub async fn sums(
     }
     let mut mine = vec![fwd[0]];
     mine.extend((0..k_s).map(|j| fwd[1 + j].wrapping_add(rev[j])));
-    mine.extend_from_slice(&rev[k_s..]);
+    mine.extend_from_slice(&rev[k_s..k_s + k_r]);
+    if p == 1 {
+        mine.push(fwd[1 + k_s].wrapping_add(rev[k_s + k_r]));
+    }
     let opened = open(ch, &mine, me, agreed.reveal).await?;
     Ok(Output::Sum(opened.map(|v| Sums {
         cardinality: v[0],
         sender_values: v[1..1 + k_s].to_vec(),
-        receiver_values: v[1 + k_s..].to_vec(),
+        receiver_values: v[1 + k_s..1 + k_s + k_r].to_vec(),
+        inner_product: v.get(1 + k_s + k_r).copied(),
     })))
 }
 

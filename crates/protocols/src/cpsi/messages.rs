@@ -13,6 +13,7 @@
 //! | 9 | OT sender -> chooser | [`KIND_PADS`]: the two masked messages of derandomised OTs |
 //! | 10 | both | [`Share`]: a party's shares of results |
 //! | 11 | R -> S | [`KIND_UNION`]: the union's encrypted items |
+//! | 12 | S -> R | [`KIND_CORRECTIONS`]: the inner product's OT corrections (`product`) |
 //! | 20-22 | | EPC's public key, sender batches and replies (`epc::messages`) |
 //!
 //! Order: hellos, 2, the OPRF's silent VOLE, 3, 4, 5, EPC (20, then
@@ -37,6 +38,7 @@ pub const KIND_OPEN: u8 = 7;
 pub const KIND_FLIPS: u8 = 8;
 pub const KIND_PADS: u8 = 9;
 pub const KIND_UNION: u8 = 11;
+pub const KIND_CORRECTIONS: u8 = 12;
 
 /// Longest item the union carries (bytes).
 pub const MAX_UNION_ITEM: u16 = 1024;
@@ -70,6 +72,7 @@ impl Message for Hello {
             .u8(a.epc.code())
             .u8(a.reveal.code())
             .u64(a.min_intersection)
+            .u8(a.product_bits)
             .u64(self.set_size)
             .u8(self.value_columns)
             .u16(self.max_item_len)
@@ -92,6 +95,10 @@ impl Message for Hello {
         let reveal =
             Reveal::from_code(code).ok_or_else(|| DecodeError::invalid("reveal setting", code))?;
         let min_intersection = r.u64("minimum intersection")?;
+        let product_bits = r.u8("product bits")?;
+        if product_bits > 64 {
+            return Err(DecodeError::invalid("product bits", product_bits));
+        }
         let set_size = r.u64("set size")?;
         let value_columns = r.u8("value columns")?;
         if usize::from(value_columns) > MAX_VALUE_COLUMNS {
@@ -108,6 +115,7 @@ impl Message for Hello {
                 epc,
                 reveal,
                 min_intersection,
+                product_bits,
             },
             set_size,
             value_columns,

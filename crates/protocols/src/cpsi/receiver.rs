@@ -29,6 +29,7 @@ pub async fn run_receiver(
     let start = (ch.bytes_sent(), ch.bytes_received());
     let mut meter = Meter::start(ch);
     let mut phases = Phases::default();
+    check_product_factors(&input, cfg.product_bits)?;
     let peer = hello(ch, cfg, &input).await?;
     let n_r = input.keys.len();
     let m = hashing::bins(n_r)?;
@@ -133,4 +134,18 @@ pub async fn run_receiver(
     };
     phases.application = meter.mark(ch);
     Ok(outcome(ch, output, phases, start))
+}
+
+/// The inner product takes the receiver's first value column bit by bit:
+/// each value must fit the agreed bits.
+fn check_product_factors(input: &Input<'_>, bits: u8) -> Result<(), Error> {
+    let Some(ys) = input.values.first().filter(|_| (1..64).contains(&bits)) else {
+        return Ok(());
+    };
+    match ys.iter().find(|&&y| y >> bits != 0) {
+        Some(y) => Err(Error::Config(format!(
+            "the inner product takes values below 2^{bits}; {y} is not (raise the product bits)"
+        ))),
+        None => Ok(()),
+    }
 }

@@ -160,11 +160,18 @@ async fn aggregates_match_the_plaintext() {
             assert_eq!((&so.output, &ro.output), (to_sender, to_receiver));
         }
 
-        let cfg = CpsiConfig::new(App::Sum);
+        let inner_product = r
+            .iter()
+            .zip(&rv)
+            .filter_map(|(k, y)| by_key.get(k).map(|&j| sv[0][j].wrapping_mul(*y)))
+            .fold(0u64, u64::wrapping_add);
+        let mut cfg = CpsiConfig::new(App::Sum);
+        cfg.product_bits = 64;
         let sums = Sums {
             cardinality,
             sender_values: sender_sums,
             receiver_values: vec![receiver_sum],
+            inner_product: Some(inner_product),
         };
         let (so, ro) = run_pair(party(&s, &sv), party(&r, std::slice::from_ref(&rv)), cfg).await;
         assert_eq!(so.output, Output::Sum(None));
@@ -319,6 +326,16 @@ async fn out_of_range_input_is_refused_before_the_run() {
     };
     let err = run_sender(&mut a, input, &cfg).await.expect_err("values");
     assert!(err.to_string().contains("1 values for 2 keys"), "{err}");
+    let mut cfg = CpsiConfig::new(App::Sum);
+    cfg.product_bits = 8;
+    let input = Input {
+        keys: &keys,
+        values: &[vec![255, 256]],
+    };
+    let err = run_receiver(&mut a, input, &cfg)
+        .await
+        .expect_err("factor too wide");
+    assert!(err.to_string().contains("below 2^8; 256 is not"), "{err}");
     let long = vec![vec![b'x'; 2000]];
     let cfg = CpsiConfig::new(App::Union);
     let input = Input {

@@ -435,6 +435,7 @@ fn cpsi_message_seeds() -> Vec<(&'static str, Vec<u8>)> {
             epc: Epc::Bits(22),
             reveal: Reveal::Both,
             min_intersection: 1000,
+            product_bits: 32,
         },
         set_size: 1 << 20,
         value_columns: 3,
