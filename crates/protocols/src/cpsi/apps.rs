@@ -204,17 +204,7 @@ pub async fn sums(
     let sender = me == Role::Sender;
     let product = match agreed.product_bits {
         0 => None,
-        bits => {
-            let factor = weights[if sender { 0 } else { k_s }];
-            let mut mine = product::multiply(ch, rots, me, factor, u32::from(bits)).await?;
-            if !sender {
-                let (u, y) = (weights[0], factor);
-                for (t, (u, y)) in mine.iter_mut().zip(u.iter().zip(y)) {
-                    *t = t.wrapping_add(u.wrapping_mul(*y));
-                }
-            }
-            Some(mine)
-        }
+        bits => Some(product_weights(ch, rots, me, weights, k_s, bits).await?),
     };
     let p = usize::from(product.is_some());
     let mine: Vec<&[u64]> = weights.iter().copied().chain(product.as_deref()).collect();
@@ -236,19 +226,43 @@ pub async fn sums(
             return Ok(Output::SumWithheld(min));
         }
     }
-    let mut mine = vec![fwd[0]];
-    mine.extend((0..k_s).map(|j| fwd[1 + j].wrapping_add(rev[j])));
-    mine.extend_from_slice(&rev[k_s..k_s + k_r]);
+    // Count, sender's columns, receiver's columns, inner product.
+    let mut results = vec![fwd[0]];
+    results.extend((0..k_s).map(|j| fwd[1 + j].wrapping_add(rev[j])));
+    results.extend_from_slice(&rev[k_s..k_s + k_r]);
     if p == 1 {
-        mine.push(fwd[1 + k_s].wrapping_add(rev[k_s + k_r]));
+        results.push(fwd[1 + k_s].wrapping_add(rev[k_s + k_r]));
     }
-    let opened = open(ch, &mine, me, agreed.reveal).await?;
+    let opened = open(ch, &results, me, agreed.reveal).await?;
     Ok(Output::Sum(opened.map(|v| Sums {
         cardinality: v[0],
         sender_values: v[1..1 + k_s].to_vec(),
         receiver_values: v[1 + k_s..1 + k_s + k_r].to_vec(),
         inner_product: v.get(1 + k_s + k_r).copied(),
     })))
+}
+
+/// The inner product's weight vector at `me`: the sender's share `s` of
+/// `a·y` per bin, or the receiver's `u·y + t` (see [`sums`]).
+async fn product_weights(
+    ch: &mut Channel,
+    rots: &mut Rots,
+    me: Role,
+    weights: &[&[u64]],
+    k_s: usize,
+    bits: u8,
+) -> Result<Vec<u64>, Error> {
+    let factor = match me {
+        Role::Sender => weights[0],
+        Role::Receiver => weights[k_s],
+    };
+    let mut mine = product::multiply(ch, rots, me, factor, u32::from(bits)).await?;
+    if me == Role::Receiver {
+        for (t, (u, y)) in mine.iter_mut().zip(weights[0].iter().zip(factor)) {
+            *t = t.wrapping_add(u.wrapping_mul(*y));
+        }
+    }
+    Ok(mine)
 }
 
 /// Bits of the adder for a threshold on a count of at most `max`: enough
