@@ -317,3 +317,161 @@ fn both_roles_run_as_steppers_without_a_runtime() {
     assert_eq!(r_out.output, Output::Cardinality(Some(want)));
     assert!(s_out.is_some_and(|o| o.is_ok()));
 }
+
+/// Checks the parties' shares against the plaintext: membership per bin of
+/// the receiver's items (and no member in empty bins), the sender's value
+/// in member bins.
+fn check_shares(
+    so: Outcome,
+    ro: Outcome,
+    s: &[Vec<u8>],
+    sv: &[u64],
+    r: &[Vec<u8>],
+    truth: &[bool],
+) {
+    let (Output::Shares(ss), Output::Shares(rs)) = (so.output, ro.output) else {
+        panic!("shares expected");
+    };
+    let by_key: HashMap<&Vec<u8>, u64> = s.iter().zip(sv).map(|(k, v)| (k, *v)).collect();
+    let item_of_bin = rs.item_of_bin.expect("receiver's bins");
+    let (sw, rw) = (ss.sender_values.expect("w"), rs.sender_values.expect("z"));
+    let mut seen = 0;
+    for (bin, item) in item_of_bin.iter().enumerate() {
+        let member = ss.membership.get(bin) ^ rs.membership.get(bin);
+        match item {
+            Some(i) => {
+                let i = *i as usize;
+                assert_eq!(member, truth[i], "item {i}");
+                if member {
+                    assert_eq!(sw[bin].wrapping_add(rw[bin]), by_key[&r[i]], "value {i}");
+                }
+                seen += 1;
+            }
+            None => assert!(!member, "empty bin {bin} is no member"),
+        }
+    }
+    assert_eq!(seen, r.len());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kk13_shares_recombine_to_membership() {
+    // EPC's 16 bits, the tags' ℓ bits, and 22 bits (a 2-bit last block).
+    for epc in [Epc::Auto, Epc::Off, Epc::Bits(22)] {
+        for (i, &(n_s, n_r, overlap)) in SIZES.iter().enumerate() {
+            let (s, r, truth) = sets(140 + i as u64, n_s, n_r, overlap);
+            let sv = values(s.len(), 7 + i as u64, u64::MAX);
+            let mut cfg = CpsiConfig::new(App::Shares);
+            cfg.ot = OtKind::Kk13;
+            cfg.epc = epc;
+            let sender = Party {
+                keys: s.clone(),
+                values: Some(sv.clone()),
+            };
+            let receiver = Party {
+                keys: r.clone(),
+                values: None,
+            };
+            let (so, ro) = run_pair(sender, receiver, cfg).await;
+            if epc == Epc::Bits(22) {
+                assert_eq!(ro.phases.compared_bits, 22);
+            }
+            check_shares(so, ro, &s, &sv, &r, &truth);
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kk13_aggregates_match_the_plaintext() {
+    for (i, &(n_s, n_r, overlap)) in SIZES.iter().enumerate() {
+        let (s, r, truth) = sets(180 + i as u64, n_s, n_r, overlap);
+        let cardinality = truth.iter().filter(|&&t| t).count() as u64;
+        let sv = values(s.len(), 3 + i as u64, u64::MAX);
+        let rv = values(r.len(), 4 + i as u64, u64::MAX);
+        let by_key: HashMap<&Vec<u8>, u64> = s.iter().zip(&sv).map(|(k, v)| (k, *v)).collect();
+        let sender_sum = r
+            .iter()
+            .filter_map(|k| by_key.get(k))
+            .fold(0u64, |a, v| a.wrapping_add(*v));
+        let receiver_sum = r
+            .iter()
+            .zip(&rv)
+            .zip(&truth)
+            .filter(|(_, t)| **t)
+            .fold(0u64, |a, ((_, v), _)| a.wrapping_add(*v));
+        let party = |keys: &Vec<Vec<u8>>, v: Option<&Vec<u64>>| Party {
+            keys: keys.clone(),
+            values: v.cloned(),
+        };
+        let kk13 = |app| {
+            let mut cfg = CpsiConfig::new(app);
+            cfg.ot = OtKind::Kk13;
+            cfg
+        };
+
+        let mut cfg = kk13(App::Cardinality);
+        cfg.both_learn = true;
+        let (so, ro) = run_pair(party(&s, None), party(&r, None), cfg).await;
+        assert_eq!(ro.output, Output::Cardinality(Some(cardinality)));
+        assert_eq!(so.output, Output::Cardinality(Some(cardinality)));
+
+        let (so, ro) = run_pair(party(&s, Some(&sv)), party(&r, Some(&rv)), kk13(App::Sum)).await;
+        assert_eq!(so.output, Output::Sum(None));
+        assert_eq!(
+            ro.output,
+            Output::Sum(Some(Sums {
+                cardinality,
+                sender_values: Some(sender_sum),
+                receiver_values: Some(receiver_sum),
+            }))
+        );
+
+        for t in [0, cardinality, cardinality + 1] {
+            let cfg = kk13(App::Threshold(t));
+            let (_, ro) = run_pair(party(&s, None), party(&r, None), cfg).await;
+            let want = Output::Threshold(Some(cardinality >= t));
+            assert_eq!(ro.output, want, "t {t}");
+        }
+
+        let (so, _) = run_pair(party(&s, None), party(&r, None), kk13(App::Union)).await;
+        let Output::Union(Some(mut extra)) = so.output else {
+            panic!("the sender learns the union");
+        };
+        extra.sort();
+        let want: Vec<Vec<u8>> = r
+            .iter()
+            .zip(&truth)
+            .filter(|(_, t)| !**t)
+            .map(|(k, _)| k.clone())
+            .collect();
+        assert_eq!(extra, want, "sizes {n_s} {n_r}");
+    }
+}
+
+#[test]
+fn kk13_generates_no_gmw_triples_for_the_equality() {
+    let (m, ell) = (10_000, 16);
+    assert_eq!(triples_needed(App::Shares, OtKind::Kk13, m, ell), 0);
+    assert_eq!(
+        triples_needed(App::Shares, OtKind::Iknp, m, ell),
+        gmw::equality_cost(m, ell)
+    );
+    let t = App::Threshold(5);
+    assert_eq!(
+        triples_needed(t, OtKind::Kk13, m, ell) + gmw::equality_cost(m, ell),
+        triples_needed(t, OtKind::Silent, m, ell)
+    );
+}
+
+#[test]
+fn hellos_carry_kk13_as_code_2() {
+    use psikit_transport::Message;
+    let mut cfg = CpsiConfig::new(App::Cardinality);
+    cfg.ot = OtKind::Kk13;
+    let hello = hello_of(&cfg, 9);
+    let mut payload = hello.to_frame().payload;
+    assert_eq!(messages::Hello::decode(&payload, ()), Ok(hello));
+    // Application, threshold, then the OT kind.
+    assert_eq!(payload[9], 2);
+    payload[9] = 3;
+    assert!(messages::Hello::decode(&payload, ()).is_err());
+}
