@@ -73,6 +73,9 @@ const N: usize = 1 << BLOCK;
 /// Most KK13 OTs extended at once: 2^18 rows of 32 bytes, 8 MB.
 const CHUNK: usize = 1 << 18;
 
+/// OTs whose messages one thread hashes at once (64 KB of hash blocks).
+const BATCH: usize = 64;
+
 /// Blocks of an `ell`-bit value.
 pub fn blocks(ell: u32) -> usize {
     ell.div_ceil(BLOCK) as usize
@@ -230,15 +233,20 @@ async fn offer_chunk(
 ) -> Result<(), Error> {
     let ots = s.extend(ch, n).await?;
     let mask = (1u32 << out) - 1;
-    let rows: Vec<u64> = (0..n)
-        .into_par_iter()
-        .map(|i| {
-            (0..messages).fold(0u64, |row, j| {
-                let m = (offer(i, j) ^ ots.message(i, j) as u32) & mask;
-                row | u64::from(m) << (j as u32 * out)
-            })
-        })
-        .collect();
+    let mut rows = vec![0u64; n];
+    rows.par_chunks_mut(BATCH)
+        .enumerate()
+        .for_each(|(b, rows)| {
+            let first = b * BATCH;
+            let mut hashes = vec![0u128; rows.len() * messages];
+            ots.messages_into(first, messages, &mut hashes);
+            for (k, (row, hashes)) in rows.iter_mut().zip(hashes.chunks(messages)).enumerate() {
+                *row = hashes.iter().enumerate().fold(0u64, |row, (j, h)| {
+                    let m = (offer(first + k, j) ^ *h as u32) & mask;
+                    row | u64::from(m) << (j as u32 * out)
+                });
+            }
+        });
     let masked = pack(&rows, messages * out as usize);
     send(ch, KIND_CHOSEN, &masked.to_bytes()).await
 }
