@@ -57,6 +57,8 @@ pub enum Ot {
     Silent,
     /// IKNP: less computation, far more traffic (fast links).
     Iknp,
+    /// KK13 1-out-of-16 OTs and the CGS equality: between the two.
+    Kk13,
 }
 
 #[derive(Args)]
@@ -192,6 +194,7 @@ pub fn run(cmd: CpsiCommand) -> Result<()> {
     cfg.ot = match a.ot {
         Ot::Silent => OtKind::Silent,
         Ot::Iknp => OtKind::Iknp,
+        Ot::Kk13 => OtKind::Kk13,
     };
     cfg.epc = a.epc;
     cfg.reveal = reveal;

@@ -252,3 +252,12 @@ fn bench_cpsi_runs_two_worker_processes() {
     }
     assert!(out.contains("targets need --log2 20"), "{out}");
 }
+
+#[test]
+fn cardinality_with_the_kk13_cgs_equality() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = ["--reveal-to", "both", "--ot", "kk13"];
+    let (r, s) = pair(dir.path(), "cardinality", &args, &args);
+    assert!(stdout(&r).contains("intersection size: 2"));
+    assert!(stdout(&s).contains("intersection size: 2"));
+}

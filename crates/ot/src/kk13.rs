@@ -27,6 +27,7 @@
 
 use std::sync::OnceLock;
 
+use psikit_primitives::sha256;
 use psikit_transport::{Channel, Frame};
 use rand::{CryptoRng, Rng, RngCore};
 use rayon::prelude::*;
@@ -90,9 +91,12 @@ fn prg_for(sid: &SessionId, p: usize, key: u128) -> Prg {
 
 /// The output hash `H(i, x)`: SHA-256 of a fixed 64-byte prefix (domain,
 /// session, N), the tweak `i` and the 256-bit input, truncated to 128 bits.
+/// The prefix is compressed once; each hash is then one compression of
+/// its last, padded block, two at a time with the SHA extensions
+/// ([`psikit_primitives::sha256::compress_from`]).
 #[derive(Clone)]
 struct Kk13Hash {
-    prefix: Sha256,
+    prefix: [u32; 8],
 }
 
 impl Kk13Hash {
@@ -102,18 +106,46 @@ impl Kk13Hash {
         block[..label.len()].copy_from_slice(label);
         block[24..56].copy_from_slice(&sid.0);
         block[56..58].copy_from_slice(&n_choices.to_be_bytes());
-        let mut prefix = Sha256::new();
-        prefix.update(block);
-        Self { prefix }
+        let mut prefix = [[0u32; 8]];
+        sha256::compress_from_iv(&[block], &mut prefix);
+        Self { prefix: prefix[0] }
+    }
+
+    /// The last block of `H(tweak, x)`: tweak, input, SHA-256's padding
+    /// (104 bytes hashed in all).
+    fn block(tweak: u64, x: &Row) -> [u8; 64] {
+        let mut b = [0u8; 64];
+        b[..8].copy_from_slice(&tweak.to_be_bytes());
+        b[8..24].copy_from_slice(&x[0].to_le_bytes());
+        b[24..40].copy_from_slice(&x[1].to_le_bytes());
+        b[40] = 0x80;
+        b[56..].copy_from_slice(&(104u64 * 8).to_be_bytes());
+        b
+    }
+
+    /// The first 16 bytes of the digest in `state`.
+    fn output(state: &[u32; 8]) -> u128 {
+        let mut d = [0u8; 16];
+        for (d, w) in d.chunks_exact_mut(4).zip(state) {
+            d.copy_from_slice(&w.to_be_bytes());
+        }
+        u128::from_le_bytes(d)
     }
 
     fn hash(&self, tweak: u64, x: &Row) -> u128 {
-        let mut h = self.prefix.clone();
-        h.update(tweak.to_be_bytes());
-        h.update(x[0].to_le_bytes());
-        h.update(x[1].to_le_bytes());
-        let d = h.finalize();
-        u128::from_le_bytes(d[..16].try_into().expect("16 bytes"))
+        let mut out = [0u128];
+        self.hash_many(&[Self::block(tweak, x)], &mut out);
+        out[0]
+    }
+
+    /// `out[k]` = the hash whose last block is `blocks[k]`.
+    fn hash_many(&self, blocks: &[[u8; 64]], out: &mut [u128]) {
+        let mut states = vec![[0u32; 8]; blocks.len()];
+        sha256::compress_from(&self.prefix, blocks, &mut states);
+        for (o, s) in out.iter_mut().zip(&states) {
+            *o = Self::output(s);
+        }
+        states.zeroize();
     }
 }
 
@@ -547,10 +579,32 @@ impl Kk13SenderOts {
             "message {j} of a 1-out-of-{} OT",
             self.n_choices
         );
-        let c = code_table()[j];
+        self.hasher
+            .hash(self.first_row + i as u64, &self.input(i, code_table()[j]))
+    }
+
+    /// The hash input of the message with codeword `c` of OT `i`.
+    fn input(&self, i: usize, c: Row) -> Row {
         let q = self.rows[i];
-        let x = [q[0] ^ (c[0] & self.s[0]), q[1] ^ (c[1] & self.s[1])];
-        self.hasher.hash(self.first_row + i as u64, &x)
+        [q[0] ^ (c[0] & self.s[0]), q[1] ^ (c[1] & self.s[1])]
+    }
+
+    /// Messages `0..n` of OTs `first..first + out.len() / n` into
+    /// `out[(i - first) * n + j]`: the batched form of [`Self::message`]
+    /// (two hashes at a time with the SHA extensions), for callers that
+    /// spread batches over threads. Panics if `n > N` or `out.len()` is
+    /// not a multiple of `n`.
+    pub fn messages_into(&self, first: usize, n: usize, out: &mut [u128]) {
+        assert!(n <= self.n_choices() && out.len().is_multiple_of(n));
+        let code = code_table();
+        let mut blocks: Vec<[u8; 64]> = (first..first + out.len() / n)
+            .flat_map(|i| {
+                let tweak = self.first_row + i as u64;
+                (0..n).map(move |j| Kk13Hash::block(tweak, &self.input(i, code[j])))
+            })
+            .collect();
+        self.hasher.hash_many(&blocks, out);
+        blocks.zeroize();
     }
 
     /// All N messages of every OT (`out[i * N + j]`), hashed in parallel.
@@ -687,6 +741,40 @@ mod tests {
         }
     }
 
+    /// The batched messages equal the single ones, over any range.
+    fn assert_batches(s: &Kk13SenderOts) {
+        let n = s.n_choices();
+        for (first, count, k) in [
+            (0, s.len(), n),
+            (3, 5.min(s.len() - 3), 1),
+            (1, 7, 3.min(n)),
+        ] {
+            let mut out = vec![0u128; count * k];
+            s.messages_into(first, k, &mut out);
+            for (at, m) in out.iter().enumerate() {
+                assert_eq!(*m, s.message(first + at / k, at % k), "{first} {count} {k}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_hash_is_sha256_of_prefix_tweak_and_input() {
+        let sid = SessionId::new(b"kk13 hash");
+        let h = Kk13Hash::new(&sid, 16);
+        let x = [u128::MAX / 3, 0x0123_4567_89ab_cdef];
+        let mut prefix = [0u8; 64];
+        prefix[..22].copy_from_slice(b"psikit-ot/kk13/hash/v1");
+        prefix[24..56].copy_from_slice(&sid.0);
+        prefix[56..58].copy_from_slice(&16u16.to_be_bytes());
+        let mut d = Sha256::new();
+        d.update(prefix);
+        d.update(77u64.to_be_bytes());
+        d.update(x[0].to_le_bytes());
+        d.update(x[1].to_le_bytes());
+        let want = u128::from_le_bytes(d.finalize()[..16].try_into().expect("16"));
+        assert_eq!(h.hash(77, &x), want);
+    }
+
     async fn run(n_choices: usize, count: usize, cfg: ExtConfig) {
         let (mut a, mut b) = Channel::memory_pair(Limits::default());
         let sid = SessionId::new(b"kk13");
@@ -709,6 +797,7 @@ mod tests {
         let r1 = r.extend(&mut b, &c1).await.unwrap();
         let r2 = r.extend(&mut b, &c2).await.unwrap();
         let (s1, s2) = sender.await.unwrap();
+        assert_batches(&s2);
         assert_kk13(&s1, &r1, &c1);
         assert_kk13(&s2, &r2, &c2);
     }

@@ -21,6 +21,17 @@ pub const IV: [u32; 8] = [
 /// # Panics
 /// If the slices have different lengths.
 pub fn compress_from_iv(blocks: &[[u8; 64]], states: &mut [[u32; 8]]) {
+    compress_from(&IV, blocks, states);
+}
+
+/// `states[i]` = the compression function of `init` and `blocks[i]`: the
+/// last block of messages that share their earlier blocks (a fixed
+/// prefix, compressed once into `init`). Same dispatch as
+/// [`compress_from_iv`].
+///
+/// # Panics
+/// If the slices have different lengths.
+pub fn compress_from(init: &[u32; 8], blocks: &[[u8; 64]], states: &mut [[u32; 8]]) {
     assert_eq!(blocks.len(), states.len(), "one state per block");
     #[allow(unused_mut)]
     let mut done = 0;
@@ -31,16 +42,16 @@ pub fn compress_from_iv(blocks: &[[u8; 64]], states: &mut [[u32; 8]]) {
         // the slices it is given.
         #[allow(unsafe_code)]
         unsafe {
-            done = x86::compress_pairs(blocks, states);
+            done = x86::compress_pairs(init, blocks, states);
         }
     }
-    reference(&blocks[done..], &mut states[done..]);
+    reference(init, &blocks[done..], &mut states[done..]);
 }
 
 /// The portable path: one message at a time through `sha2`.
-fn reference(blocks: &[[u8; 64]], states: &mut [[u32; 8]]) {
+fn reference(init: &[u32; 8], blocks: &[[u8; 64]], states: &mut [[u32; 8]]) {
     for (block, state) in blocks.iter().zip(states) {
-        *state = IV;
+        *state = *init;
         sha2::compress256(state, &[(*block).into()]);
     }
 }
@@ -53,8 +64,6 @@ mod x86 {
         _mm_sha256msg1_epu32, _mm_sha256msg2_epu32, _mm_sha256rnds2_epu32, _mm_shuffle_epi32,
         _mm_shuffle_epi8, _mm_storeu_si128,
     };
-
-    use super::IV;
 
     /// The round constants (FIPS 180-4, 4.2.2), four per vector.
     static K: [u32; 64] = [
@@ -78,15 +87,19 @@ mod x86 {
         w: [__m128i; 5],
     }
 
-    /// Compresses `blocks` two at a time from [`IV`] into `states`;
+    /// Compresses `blocks` two at a time from `init` into `states`;
     /// returns how many it did (all but an odd last one).
     ///
     /// Callers must have checked the `sha` and `sse4.1` extensions.
     #[target_feature(enable = "sha,sse2,ssse3,sse4.1")]
-    pub unsafe fn compress_pairs(blocks: &[[u8; 64]], states: &mut [[u32; 8]]) -> usize {
+    pub unsafe fn compress_pairs(
+        init: &[u32; 8],
+        blocks: &[[u8; 64]],
+        states: &mut [[u32; 8]],
+    ) -> usize {
         // Byte order of the message words (big-endian in each 32 bits).
         let mask = _mm_set_epi64x(0x0C0D_0E0F_0809_0A0B, 0x0405_0607_0001_0203);
-        let (abef0, cdgh0) = pack(&IV);
+        let (abef0, cdgh0) = pack(init);
         for (pair, out) in blocks.chunks_exact(2).zip(states.chunks_exact_mut(2)) {
             let load = |b: &[u8; 64], i: usize| {
                 _mm_shuffle_epi8(_mm_loadu_si128(b.as_ptr().cast::<__m128i>().add(i)), mask)
@@ -186,8 +199,13 @@ mod tests {
             let mut got = vec![[0u32; 8]; count];
             compress_from_iv(&blocks, &mut got);
             let mut want = vec![[0u32; 8]; count];
-            reference(&blocks, &mut want);
+            reference(&IV, &blocks, &mut want);
             assert_eq!(got, want, "{count} blocks");
+            // From another state (a prefix's).
+            let init: [u32; 8] = rng.gen();
+            compress_from(&init, &blocks, &mut got);
+            reference(&init, &blocks, &mut want);
+            assert_eq!(got, want, "{count} blocks after a prefix");
         }
     }
 

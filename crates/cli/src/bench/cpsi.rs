@@ -47,6 +47,7 @@ pub struct CpsiBenchArgs {
 pub enum Ot {
     Silent,
     Iknp,
+    Kk13,
 }
 
 impl std::fmt::Display for Ot {
@@ -60,6 +61,7 @@ impl Ot {
         match self {
             Ot::Silent => OtKind::Silent,
             Ot::Iknp => OtKind::Iknp,
+            Ot::Kk13 => OtKind::Kk13,
         }
     }
 }

@@ -46,6 +46,13 @@ impl Triples {
         Ok(t)
     }
 
+    /// Triples made elsewhere (the CGS equality's, [`super::cgs`]): this
+    /// party's shares `a`, `b`, `c` of equal lengths, a multiple of 64.
+    pub fn from_shares(a: Bits, b: Bits, c: Bits) -> Self {
+        debug_assert!(a.len() == b.len() && b.len() == c.len() && a.len().is_multiple_of(64));
+        Self { a, b, c, used: 0 }
+    }
+
     /// Turns a chunk of `2k` random OTs into `k` triples (OT `i` pairs
     /// with OT `k + i`).
     fn add(&mut self, ots: Either) {
@@ -157,7 +164,12 @@ fn pad(x: &Bits) -> Bits {
 
 /// Triples [`equal`] uses for `bins` tags of `ell` bits.
 pub fn equality_cost(bins: usize, ell: u32) -> usize {
-    (ell as usize - 1) * and_cost(bins)
+    tree_cost(bins, ell as usize)
+}
+
+/// Triples [`and_tree`] uses for `leaves` planes of `bins` bits.
+pub fn tree_cost(bins: usize, leaves: usize) -> usize {
+    leaves.saturating_sub(1) * and_cost(bins)
 }
 
 /// Shares of `[v_i = v*_i]` for every bin, from the parties' `ell`-bit
@@ -173,7 +185,7 @@ pub async fn equal(
 ) -> Result<Bits, Error> {
     let bins = tags.len();
     let width = bins.next_multiple_of(64);
-    let mut layer: Vec<Bits> = (0..ell)
+    let layer: Vec<Bits> = (0..ell)
         .map(|j| {
             let mut plane = Bits::zeros(width);
             for (w, chunk) in plane.words_mut().iter_mut().zip(tags.chunks(64)) {
@@ -187,6 +199,20 @@ pub async fn equal(
             plane
         })
         .collect();
+    and_tree(ch, triples, layer, bins, leader).await
+}
+
+/// Shares of the AND over `planes` (each of `bins` bits padded to whole
+/// words), bin by bin: a balanced tree, one round per level (`⌈log2⌉` of
+/// the number of planes), all of a level's gates in one [`and`].
+pub async fn and_tree(
+    ch: &mut Channel,
+    triples: &mut Triples,
+    mut layer: Vec<Bits>,
+    bins: usize,
+    leader: bool,
+) -> Result<Bits, Error> {
+    let width = bins.next_multiple_of(64);
     while layer.len() > 1 {
         let pairs = layer.len() / 2;
         let odd = (layer.len() % 2 == 1).then(|| layer[2 * pairs].clone());

@@ -14,6 +14,7 @@
 //! | 10 | both | [`Share`]: a party's shares of results |
 //! | 11 | R -> S | [`KIND_UNION`]: the union's encrypted items |
 //! | 12 | S -> R | [`KIND_CORRECTIONS`]: the inner product's OT corrections (`product`) |
+//! | 13 | R -> S | [`KIND_CHOSEN`]: the CGS equality's masked OT messages (`cgs`) |
 //! | 20-22 | | EPC's public key, sender batches and replies (`epc::messages`) |
 //!
 //! Order: hellos, 2, the OPRF's silent VOLE, 3, 4, 5, EPC (20, then
@@ -39,6 +40,7 @@ pub const KIND_FLIPS: u8 = 8;
 pub const KIND_PADS: u8 = 9;
 pub const KIND_UNION: u8 = 11;
 pub const KIND_CORRECTIONS: u8 = 12;
+pub const KIND_CHOSEN: u8 = 13;
 
 /// Longest item the union carries (bytes).
 pub const MAX_UNION_ITEM: u16 = 1024;
@@ -68,6 +70,7 @@ impl Message for Hello {
             .u8(match a.ot {
                 OtKind::Iknp => 0,
                 OtKind::Silent => 1,
+                OtKind::Kk13 => 2,
             })
             .u8(a.epc.code())
             .u8(a.reveal.code())
@@ -87,6 +90,7 @@ impl Message for Hello {
         let ot = match r.u8("OT kind")? {
             0 => OtKind::Iknp,
             1 => OtKind::Silent,
+            2 => OtKind::Kk13,
             other => return Err(DecodeError::invalid("OT kind", other)),
         };
         let code = r.u8("EPC setting")?;

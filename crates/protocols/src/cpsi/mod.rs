@@ -22,7 +22,9 @@
 //! 4. **Equality share generation** ([`gmw`]): GMW evaluates the equality
 //!    of the compared values with one AND gate per bit but one, on Beaver
 //!    triples from random OTs made by IKNP or silent OT ([`rot`], the
-//!    paper's IKNP-GMW and Silent-GMW).
+//!    paper's IKNP-GMW and Silent-GMW); or, with [`OtKind::Kk13`], the
+//!    CGS equality ([`cgs`], the paper's KK-CGS): one KK13 1-out-of-16 OT
+//!    per 4-bit block and an AND tree over the blocks.
 //!
 //! Then the application ([`apps`], paper §3.3). [`epc`] is the paper's
 //! equality-preserving compression (§4), which shortens the tags from `ℓ`
@@ -67,6 +69,7 @@
 
 pub mod apps;
 pub mod bits;
+pub mod cgs;
 pub mod epc;
 pub mod facade;
 pub mod gmw;
@@ -506,8 +509,18 @@ async fn compare(
     let mut rots = rot::Rots::new(ch, sid, cfg.ot, leader, &ext, silent).await?;
     let needed = triples_needed(cfg, m, bits);
     let mut triples = gmw::Triples::generate(&mut rots, ch, needed).await?;
-    phases.triples = meter.mark(ch);
-    let shares = gmw::equal(ch, &mut triples, &compared, bits, leader).await?;
+    let shares = match cfg.ot {
+        OtKind::Kk13 => {
+            let mut cgs = cgs::Cgs::setup(ch, &mut rots, sid, &ext).await?;
+            let mut and = cgs.triples(ch, cgs::triples_needed(m, bits)).await?;
+            phases.triples = meter.mark(ch);
+            cgs.equal(ch, &mut and, &compared, bits).await?
+        }
+        OtKind::Iknp | OtKind::Silent => {
+            phases.triples = meter.mark(ch);
+            gmw::equal(ch, &mut triples, &compared, bits, leader).await?
+        }
+    };
     phases.equality = meter.mark(ch);
     Ok(Compared {
         shares,
@@ -516,8 +529,9 @@ async fn compare(
     })
 }
 
-/// AND triples a run uses: the equality circuit, and the adder of a
-/// threshold or of a sum's minimum intersection.
+/// GMW triples from random OTs a run uses: the equality circuit (not with
+/// KK13: the CGS equality makes its own), and the adder of a threshold or
+/// of a sum's minimum intersection.
 fn triples_needed(cfg: &CpsiConfig, m: usize, ell: u32) -> usize {
     let bound = match cfg.app {
         App::Threshold(t) => Some(t),
@@ -527,7 +541,11 @@ fn triples_needed(cfg: &CpsiConfig, m: usize, ell: u32) -> usize {
     let adder = bound.map_or(0, |t| {
         gmw::adder_cost(apps::threshold_bits((m as u64).max(t)))
     });
-    gmw::equality_cost(m, ell) + adder
+    let equality = match cfg.ot {
+        OtKind::Kk13 => 0,
+        OtKind::Iknp | OtKind::Silent => gmw::equality_cost(m, ell),
+    };
+    equality + adder
 }
 
 /// The threshold application at `me`: shares of the count, the adder's

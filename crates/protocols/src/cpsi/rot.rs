@@ -15,7 +15,10 @@
 
 use psikit_ot::aes_hash;
 use psikit_ot::silent::{SilentReceiver, SilentSender};
-use psikit_ot::{ChoiceBits, ExtConfig, OtExtReceiver, OtExtSender, Security, SessionId};
+use psikit_ot::{
+    BaseReceiverOutput, BaseSenderOutput, ChoiceBits, ExtConfig, OtExtReceiver, OtExtSender,
+    Security, SessionId,
+};
 use psikit_transport::Channel;
 use rand::rngs::OsRng;
 use rayon::prelude::*;
@@ -24,13 +27,16 @@ use super::bits::Bits;
 use crate::Error;
 
 /// Which OT extension makes the random OTs of the equality share
-/// generation (paper Table 2: IKNP-GMW and Silent-GMW).
+/// generation (paper Table 2: IKNP-GMW, Silent-GMW and KK-CGS).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OtKind {
     /// IKNP: fastest to compute, 128 bits of traffic per OT.
     Iknp,
     /// Silent OT (dual LPN): about one bit of traffic per OT, more work.
     Silent,
+    /// KK13 1-out-of-16 OTs and the CGS equality ([`super::cgs`]); the
+    /// applications' 1-out-of-2 OTs come from IKNP.
+    Kk13,
 }
 
 impl OtKind {
@@ -39,6 +45,7 @@ impl OtKind {
         match self {
             OtKind::Iknp => "iknp",
             OtKind::Silent => "silent",
+            OtKind::Kk13 => "kk13",
         }
     }
 }
@@ -63,6 +70,12 @@ pub struct Received {
 pub enum Either {
     Sent(Sent),
     Received(Received),
+}
+
+/// This party's side of base OTs made by [`Rots::forward_base`].
+pub enum Base {
+    Sent(BaseSenderOutput),
+    Received(BaseReceiverOutput),
 }
 
 /// One direction's OT extension at this party.
@@ -96,7 +109,7 @@ impl Rots {
     ) -> Result<Self, Error> {
         let forward = match kind {
             OtKind::Silent => silent,
-            OtKind::Iknp => {
+            OtKind::Iknp | OtKind::Kk13 => {
                 Side::setup(ch, &sid.derive("cpsi-forward"), kind, leader, config).await?
             }
         };
@@ -129,6 +142,22 @@ impl Rots {
             }
         };
         side.run(ch, n).await
+    }
+
+    /// `n` forward IKNP OTs as the base OTs of another extension (KK13's,
+    /// [`super::cgs`]) without public-key work: the leader's side as
+    /// base-OT sender, the other's as base-OT receiver (so the other party
+    /// is that extension's sender). Only on IKNP.
+    pub async fn forward_base(&mut self, ch: &mut Channel, n: usize) -> Result<Base, Error> {
+        match &mut self.forward {
+            Side::IknpSender(s) => Ok(Base::Sent(s.extend(ch, n).await?.to_base_sender(0..n))),
+            Side::IknpReceiver(r) => {
+                let choices = ChoiceBits::random(n, &mut OsRng);
+                let ots = r.extend(ch, &choices).await?;
+                Ok(Base::Received(ots.to_base_receiver(0..n)))
+            }
+            _ => Err(Error::Internal("base OTs come from IKNP")),
+        }
     }
 
     /// `total` forward random OTs in chunks of at most [`CHUNK`], each
@@ -186,10 +215,10 @@ impl Side {
             (OtKind::Silent, false) => {
                 Side::SilentReceiver(SilentReceiver::setup(ch, sid, s, c, &mut OsRng).await?)
             }
-            (OtKind::Iknp, true) => {
+            (OtKind::Iknp | OtKind::Kk13, true) => {
                 Side::IknpSender(OtExtSender::setup(ch, sid, s, c, &mut OsRng).await?)
             }
-            (OtKind::Iknp, false) => {
+            (OtKind::Iknp | OtKind::Kk13, false) => {
                 Side::IknpReceiver(OtExtReceiver::setup(ch, sid, s, c, &mut OsRng).await?)
             }
         })

@@ -57,6 +57,10 @@ async fn shares_recombine_to_membership() {
         (OtKind::Iknp, Epc::Auto),
         (OtKind::Silent, Epc::Off),
         (OtKind::Iknp, Epc::Bits(22)),
+        // EPC's bits, the tags' ℓ bits, and 22 bits (a 2-bit last block).
+        (OtKind::Kk13, Epc::Auto),
+        (OtKind::Kk13, Epc::Off),
+        (OtKind::Kk13, Epc::Bits(22)),
     ];
     for (ot, epc) in modes {
         for (i, &(n_s, n_r, overlap)) in SIZES.iter().enumerate() {
@@ -117,6 +121,21 @@ async fn shares_recombine_to_membership() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn aggregates_match_the_plaintext() {
+    aggregates_with(OtKind::Silent).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kk13_aggregates_match_the_plaintext() {
+    aggregates_with(OtKind::Kk13).await;
+}
+
+/// Every application with `ot` against the plaintext, over [`SIZES`].
+async fn aggregates_with(ot: OtKind) {
+    let new = |app| {
+        let mut cfg = CpsiConfig::new(app);
+        cfg.ot = ot;
+        cfg
+    };
     for (i, &(n_s, n_r, overlap)) in SIZES.iter().enumerate() {
         let (s, r, truth) = sets(80 + i as u64, n_s, n_r, overlap);
         let cardinality = truth.iter().filter(|&&t| t).count() as u64;
@@ -154,7 +173,7 @@ async fn aggregates_match_the_plaintext() {
             (Reveal::Both, &known, &known),
             (Reveal::Sender, &known, &unknown),
         ] {
-            let mut cfg = CpsiConfig::new(App::Cardinality);
+            let mut cfg = new(App::Cardinality);
             cfg.reveal = reveal;
             let (so, ro) = run_pair(party(&s, &[]), party(&r, &[]), cfg).await;
             assert_eq!((&so.output, &ro.output), (to_sender, to_receiver));
@@ -165,7 +184,7 @@ async fn aggregates_match_the_plaintext() {
             .zip(&rv)
             .filter_map(|(k, y)| by_key.get(k).map(|&j| sv[0][j].wrapping_mul(*y)))
             .fold(0u64, u64::wrapping_add);
-        let mut cfg = CpsiConfig::new(App::Sum);
+        let mut cfg = new(App::Sum);
         cfg.product_bits = 64;
         let sums = Sums {
             cardinality,
@@ -179,7 +198,7 @@ async fn aggregates_match_the_plaintext() {
         // The minimum intersection: just reached, just missed.
         if i % 2 == 1 {
             for min in [cardinality.max(1), cardinality + 1] {
-                let mut cfg = CpsiConfig::new(App::Sum);
+                let mut cfg = new(App::Sum);
                 cfg.min_intersection = min;
                 let (so, ro) = run_pair(party(&s, &sv), party(&r, &[]), cfg).await;
                 match cardinality >= min {
@@ -199,7 +218,7 @@ async fn aggregates_match_the_plaintext() {
         }
 
         for t in [0, cardinality, cardinality + 1, 3 * cardinality + 7] {
-            let cfg = CpsiConfig::new(App::Threshold(t));
+            let cfg = new(App::Threshold(t));
             let (_, ro) = run_pair(party(&s, &[]), party(&r, &[]), cfg).await;
             assert_eq!(
                 ro.output,
@@ -208,7 +227,7 @@ async fn aggregates_match_the_plaintext() {
             );
         }
 
-        let cfg = CpsiConfig::new(App::Union);
+        let cfg = new(App::Union);
         let (so, _) = run_pair(party(&s, &[]), party(&r, &[]), cfg).await;
         let Output::Union(Some(mut extra)) = so.output else {
             panic!("the sender learns the union");
@@ -404,4 +423,38 @@ fn both_roles_run_as_steppers_without_a_runtime() {
     let r_out = r_out.and_then(Result::ok).expect("receiver");
     assert_eq!(r_out.output, Output::Cardinality(Some(want)));
     assert!(s_out.is_some_and(|o| o.is_ok()));
+}
+
+#[test]
+fn kk13_generates_no_gmw_triples_for_the_equality() {
+    let (m, ell) = (10_000, 16);
+    let cfg = |app, ot| {
+        let mut c = CpsiConfig::new(app);
+        c.ot = ot;
+        c
+    };
+    assert_eq!(triples_needed(&cfg(App::Shares, OtKind::Kk13), m, ell), 0);
+    assert_eq!(
+        triples_needed(&cfg(App::Shares, OtKind::Iknp), m, ell),
+        gmw::equality_cost(m, ell)
+    );
+    let t = App::Threshold(5);
+    assert_eq!(
+        triples_needed(&cfg(t, OtKind::Kk13), m, ell) + gmw::equality_cost(m, ell),
+        triples_needed(&cfg(t, OtKind::Silent), m, ell)
+    );
+}
+
+#[test]
+fn hellos_carry_kk13_as_code_2() {
+    use psikit_transport::Message;
+    let mut cfg = CpsiConfig::new(App::Cardinality);
+    cfg.ot = OtKind::Kk13;
+    let hello = hello_of(&cfg, 9);
+    let mut payload = hello.to_frame().payload;
+    assert_eq!(messages::Hello::decode(&payload, ()), Ok(hello));
+    // Application, threshold, then the OT kind.
+    assert_eq!(payload[9], 2);
+    payload[9] = 3;
+    assert!(messages::Hello::decode(&payload, ()).is_err());
 }
