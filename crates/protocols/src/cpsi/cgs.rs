@@ -277,7 +277,7 @@ async fn choose_chunk(
 }
 
 /// `rows` of `width` bits each (`width` divides 64), packed in order.
-fn pack(rows: &[u64], width: usize) -> Bits {
+pub(super) fn pack(rows: &[u64], width: usize) -> Bits {
     let mut words = vec![0u64; (rows.len() * width).div_ceil(64)];
     for (i, row) in rows.iter().enumerate() {
         words[i * width / 64] |= row << (i * width % 64);

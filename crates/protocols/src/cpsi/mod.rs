@@ -74,6 +74,7 @@ pub mod epc;
 pub mod facade;
 pub mod gmw;
 pub mod hashing;
+pub mod leaves;
 pub mod messages;
 pub mod opprf;
 pub mod product;
@@ -466,6 +467,31 @@ impl Meter {
     }
 }
 
+/// How the equality shares are made (paper §3.2, Table 2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Equality {
+    /// GMW bit by bit: `ℓ - 1` AND gates on triples from random OTs; the
+    /// least traffic, so it compares the long tags when EPC is off.
+    Gmw,
+    /// CGS's 4-bit leaves as 1-out-of-16 OTs built from the same random
+    /// OTs ([`leaves`]), then `⌈ℓ/4⌉ - 1` gates: fewer OTs than GMW (25
+    /// instead of 32 per bin at 17 bits) for a little more traffic; used
+    /// on EPC's short outputs.
+    Leaves,
+    /// CGS on KK13 1-out-of-16 OTs ([`cgs`], the paper's KK-CGS).
+    Kk13,
+}
+
+impl Equality {
+    fn of(ot: OtKind, epc: bool) -> Self {
+        match (ot, epc) {
+            (OtKind::Kk13, _) => Equality::Kk13,
+            (_, true) => Equality::Leaves,
+            (_, false) => Equality::Gmw,
+        }
+    }
+}
+
 /// What the equality step leaves for the application.
 struct Compared {
     /// This party's membership share per bin.
@@ -491,7 +517,9 @@ async fn compare(
 ) -> Result<Compared, Error> {
     let leader = matches!(silent, rot::Side::SilentSender(_));
     let m = tags.len();
-    let (compared, bits) = match cfg.epc.params(ell, m)? {
+    let params = cfg.epc.params(ell, m)?;
+    let equality = Equality::of(cfg.ot, params.is_some());
+    let (compared, bits) = match params {
         Some(params) => {
             let tags: Vec<u64> = tags.iter().map(|&t| t as u64).collect();
             let r = match leader {
@@ -507,16 +535,20 @@ async fn compare(
 
     let ext = cfg.ext_config()?;
     let mut rots = rot::Rots::new(ch, sid, cfg.ot, leader, &ext, silent).await?;
-    let needed = triples_needed(cfg, m, bits);
+    let needed = triples_needed(cfg, equality, m, bits);
     let mut triples = gmw::Triples::generate(&mut rots, ch, needed).await?;
-    let shares = match cfg.ot {
-        OtKind::Kk13 => {
+    let shares = match equality {
+        Equality::Kk13 => {
             let mut cgs = cgs::Cgs::setup(ch, &mut rots, sid, &ext).await?;
             let mut and = cgs.triples(ch, cgs::triples_needed(m, bits)).await?;
             phases.triples = meter.mark(ch);
             cgs.equal(ch, &mut and, &compared, bits).await?
         }
-        OtKind::Iknp | OtKind::Silent => {
+        Equality::Leaves => {
+            phases.triples = meter.mark(ch);
+            leaves::equal(ch, &mut rots, &mut triples, &compared, bits, leader).await?
+        }
+        Equality::Gmw => {
             phases.triples = meter.mark(ch);
             gmw::equal(ch, &mut triples, &compared, bits, leader).await?
         }
@@ -532,7 +564,7 @@ async fn compare(
 /// GMW triples from random OTs a run uses: the equality circuit (not with
 /// KK13: the CGS equality makes its own), and the adder of a threshold or
 /// of a sum's minimum intersection.
-fn triples_needed(cfg: &CpsiConfig, m: usize, ell: u32) -> usize {
+fn triples_needed(cfg: &CpsiConfig, equality: Equality, m: usize, ell: u32) -> usize {
     let bound = match cfg.app {
         App::Threshold(t) => Some(t),
         App::Sum if cfg.min_intersection > 0 => Some(cfg.min_intersection),
@@ -541,11 +573,12 @@ fn triples_needed(cfg: &CpsiConfig, m: usize, ell: u32) -> usize {
     let adder = bound.map_or(0, |t| {
         gmw::adder_cost(apps::threshold_bits((m as u64).max(t)))
     });
-    let equality = match cfg.ot {
-        OtKind::Kk13 => 0,
-        OtKind::Iknp | OtKind::Silent => gmw::equality_cost(m, ell),
-    };
-    equality + adder
+    adder
+        + match equality {
+            Equality::Kk13 => 0,
+            Equality::Leaves => cgs::triples_needed(m, ell),
+            Equality::Gmw => gmw::equality_cost(m, ell),
+        }
 }
 
 /// The threshold application at `me`: shares of the count, the adder's

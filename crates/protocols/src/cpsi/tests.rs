@@ -426,23 +426,22 @@ fn both_roles_run_as_steppers_without_a_runtime() {
 }
 
 #[test]
-fn kk13_generates_no_gmw_triples_for_the_equality() {
-    let (m, ell) = (10_000, 16);
-    let cfg = |app, ot| {
-        let mut c = CpsiConfig::new(app);
-        c.ot = ot;
-        c
-    };
-    assert_eq!(triples_needed(&cfg(App::Shares, OtKind::Kk13), m, ell), 0);
-    assert_eq!(
-        triples_needed(&cfg(App::Shares, OtKind::Iknp), m, ell),
-        gmw::equality_cost(m, ell)
-    );
-    let t = App::Threshold(5);
-    assert_eq!(
-        triples_needed(&cfg(t, OtKind::Kk13), m, ell) + gmw::equality_cost(m, ell),
-        triples_needed(&cfg(t, OtKind::Silent), m, ell)
-    );
+fn each_equality_generates_the_gmw_triples_it_uses() {
+    let (m, ell) = (10_000usize, 17);
+    let shares = CpsiConfig::new(App::Shares);
+    let threshold = CpsiConfig::new(App::Threshold(5));
+    assert_eq!(Equality::of(OtKind::Kk13, true), Equality::Kk13);
+    assert_eq!(Equality::of(OtKind::Silent, true), Equality::Leaves);
+    assert_eq!(Equality::of(OtKind::Iknp, false), Equality::Gmw);
+    for (equality, own) in [
+        (Equality::Kk13, 0),
+        (Equality::Leaves, 4 * m.next_multiple_of(64)),
+        (Equality::Gmw, gmw::equality_cost(m, ell)),
+    ] {
+        assert_eq!(triples_needed(&shares, equality, m, ell), own);
+        let adder = gmw::adder_cost(apps::threshold_bits(m as u64));
+        assert_eq!(triples_needed(&threshold, equality, m, ell), own + adder);
+    }
 }
 
 #[test]
