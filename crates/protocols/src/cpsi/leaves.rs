@@ -104,6 +104,9 @@ async fn collect(ch: &mut Channel, rots: &mut Rots, n: usize, leader: bool) -> R
     })
 }
 
+/// `SELECT[t]` has bit `j` set for the messages `j` whose bit `t` is 1.
+const SELECT: [u64; 4] = [0xaaaa, 0xcccc, 0xf0f0, 0xff00];
+
 /// Bits `[start, start + r)` of a value, the block.
 fn block(v: u128, start: u32, r: u32) -> usize {
     (v >> start) as usize & ((1 << r) - 1)
@@ -123,21 +126,21 @@ async fn offer(
     for k in 0..blocks(ell) as u32 {
         let (start, r) = (k * BLOCK, (ell - k * BLOCK).min(BLOCK));
         let share: Vec<bool> = (0..bins).map(|_| rng.gen()).collect();
+        let all = (1u64 << (1 << r)) - 1;
         let rows: Vec<u64> = (0..bins)
             .into_par_iter()
             .map(|i| {
-                // K_p(v) for the block's bits: 16 bits of m_{v ⊕ d_p}.
-                let key = |t: u32, v: usize| {
+                // All 2^r pads at once: bit j of K_t(j_t) for each bit t,
+                // the messages j with j_t = 1 selected by `SELECT[t]`.
+                let pads = (0..r).fold(0u64, |pads, t| {
                     let ot = i * l + (start + t) as usize;
-                    let both = keys[ot] >> (16 * (v ^ usize::from(flips.get(ot))));
-                    both & 0xffff
-                };
-                let a = block(values[i], start, r);
-                (0..1usize << r).fold(0u64, |row, j| {
-                    let pad = (0..r).fold(0, |pad, t| pad ^ key(t, j >> t & 1) >> j & 1);
-                    let m = u64::from(share[i] ^ (a == j)) ^ u64::from(pad);
-                    row | m << j
-                })
+                    let (k0, k1) = (u64::from(keys[ot] & 0xffff), u64::from(keys[ot] >> 16));
+                    let (k0, k1) = if flips.get(ot) { (k1, k0) } else { (k0, k1) };
+                    pads ^ (k0 & !SELECT[t as usize]) ^ (k1 & SELECT[t as usize])
+                });
+                let eq = 1u64 << block(values[i], start, r);
+                let shares = if share[i] { all } else { 0 };
+                (shares ^ eq ^ pads) & all
             })
             .collect();
         send(ch, KIND_CHOSEN, &pack(&rows, 1 << r).to_bytes()).await?;
