@@ -581,22 +581,41 @@ fn triples_needed(cfg: &CpsiConfig, equality: Equality, m: usize, ell: u32) -> u
         }
 }
 
-/// The threshold application at `me`: shares of the count, the adder's
-/// test against `t`, the opening.
-async fn threshold(
+/// The aggregates both roles run alike: the cardinality, the sums (on
+/// this party's `weights`, [`apps::sums`]) and the threshold test.
+async fn aggregate(
     ch: &mut psikit_transport::Channel,
-    rots: &mut rot::Rots,
-    triples: &mut gmw::Triples,
-    shares: &bits::Bits,
+    c: &mut Compared,
     me: Role,
-    t: u64,
     cfg: &CpsiConfig,
+    weights: &[&[u64]],
+    columns: (usize, usize),
 ) -> Result<Output, Error> {
-    let count = apps::count(ch, rots, shares, me).await?;
-    let max = (shares.len() as u64).max(t);
-    let bit = apps::at_least(ch, triples, count, t, max, me == Role::Sender).await?;
-    let open = apps::open_one(ch, u64::from(bit), me, cfg.reveal).await?;
-    Ok(Output::Threshold(open.map(|b| b & 1 == 1)))
+    let Compared {
+        shares,
+        rots,
+        triples,
+    } = c;
+    match cfg.app {
+        App::Cardinality => {
+            let count = apps::count(ch, rots, shares, me).await?;
+            Ok(Output::Cardinality(
+                apps::open_one(ch, count, me, cfg.reveal).await?,
+            ))
+        }
+        App::Sum => {
+            let agreed = cfg.agreed();
+            apps::sums(ch, rots, triples, shares, me, weights, columns, &agreed).await
+        }
+        App::Threshold(t) => {
+            let count = apps::count(ch, rots, shares, me).await?;
+            let max = (shares.len() as u64).max(t);
+            let bit = apps::at_least(ch, triples, count, t, max, me == Role::Sender).await?;
+            let open = apps::open_one(ch, u64::from(bit), me, cfg.reveal).await?;
+            Ok(Output::Threshold(open.map(|b| b & 1 == 1)))
+        }
+        App::Shares | App::Union => Err(Error::Internal("not an aggregate")),
+    }
 }
 
 /// The run's outcome, with the traffic since `start` (bytes sent and

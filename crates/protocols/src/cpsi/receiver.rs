@@ -12,8 +12,8 @@ use super::messages::Seeds;
 use super::opprf;
 use super::rot::Side;
 use super::{
-    compare, hello, outcome, rng, session_id, threshold, App, Compared, CpsiConfig, Input, Meter,
-    Outcome, Output, Phases, Role, Shares,
+    aggregate, compare, hello, outcome, rng, session_id, App, CpsiConfig, Input, Meter, Outcome,
+    Output, Phases, Role, Shares,
 };
 use crate::vole_psi::oprf::item_keys;
 use crate::Error;
@@ -63,11 +63,7 @@ pub async fn run_receiver(
     drop((f, bin_keys));
     phases.opprf = meter.mark(ch);
 
-    let Compared {
-        shares,
-        mut rots,
-        mut triples,
-    } = compare(
+    let mut c = compare(
         ch,
         cfg,
         &sid,
@@ -82,15 +78,21 @@ pub async fn run_receiver(
     let me = Role::Receiver;
     let output = match cfg.app {
         App::Shares => Output::Shares(Shares {
-            membership: shares,
+            membership: c.shares,
             item_of_bin: Some(table.item_of_bin),
             sender_values: programmed.values,
         }),
-        App::Cardinality => {
-            let count = apps::count(ch, &mut rots, &shares, me).await?;
-            Output::Cardinality(apps::open_one(ch, count, me, cfg.reveal).await?)
+        App::Union => {
+            let items: Vec<Option<&[u8]>> = table
+                .item_of_bin
+                .iter()
+                .map(|item| item.map(|i| input.keys[i as usize].as_slice()))
+                .collect();
+            let width = input.keys.iter().map(Vec::len).max().unwrap_or(0);
+            apps::union_provide(ch, &mut c.rots, &c.shares, &items, width).await?;
+            Output::Union(None)
         }
-        App::Sum => {
+        _ => {
             // Its own values per bin (zero in empty bins).
             let own: Vec<Vec<u64>> = input
                 .values
@@ -106,30 +108,8 @@ pub async fn run_receiver(
                 .chain(&own)
                 .map(Vec::as_slice)
                 .collect();
-            let k = (k_s, input.values.len());
-            let agreed = cfg.agreed();
-            apps::sums(
-                ch,
-                &mut rots,
-                &mut triples,
-                &shares,
-                me,
-                &weights,
-                k,
-                &agreed,
-            )
-            .await?
-        }
-        App::Threshold(t) => threshold(ch, &mut rots, &mut triples, &shares, me, t, cfg).await?,
-        App::Union => {
-            let items: Vec<Option<&[u8]>> = table
-                .item_of_bin
-                .iter()
-                .map(|item| item.map(|i| input.keys[i as usize].as_slice()))
-                .collect();
-            let width = input.keys.iter().map(Vec::len).max().unwrap_or(0);
-            apps::union_provide(ch, &mut rots, &shares, &items, width).await?;
-            Output::Union(None)
+            let columns = (k_s, input.values.len());
+            aggregate(ch, &mut c, me, cfg, &weights, columns).await?
         }
     };
     phases.application = meter.mark(ch);

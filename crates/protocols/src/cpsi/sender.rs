@@ -11,8 +11,8 @@ use super::messages::Seeds;
 use super::opprf::{self, Program};
 use super::rot::Side;
 use super::{
-    compare, hello, outcome, rng, session_id, threshold, App, Compared, CpsiConfig, Input, Meter,
-    Outcome, Output, Phases, Role, Shares,
+    aggregate, compare, hello, outcome, rng, session_id, App, CpsiConfig, Input, Meter, Outcome,
+    Output, Phases, Role, Shares,
 };
 use crate::vole_psi::oprf::item_keys;
 use crate::Error;
@@ -85,11 +85,7 @@ pub async fn run_sender(
     drop((key, bin_keys, bin_tags, bin_values));
     phases.opprf = meter.mark(ch);
 
-    let Compared {
-        shares,
-        mut rots,
-        mut triples,
-    } = compare(
+    let mut c = compare(
         ch,
         cfg,
         &sid,
@@ -108,36 +104,19 @@ pub async fn run_sender(
     let me = Role::Sender;
     let output = match cfg.app {
         App::Shares => Output::Shares(Shares {
-            membership: shares,
+            membership: c.shares,
             item_of_bin: None,
             sender_values: my_values,
         }),
-        App::Cardinality => {
-            let count = apps::count(ch, &mut rots, &shares, me).await?;
-            Output::Cardinality(apps::open_one(ch, count, me, cfg.reveal).await?)
-        }
-        App::Sum => {
-            let weights: Vec<&[u64]> = my_values.iter().map(Vec::as_slice).collect();
-            let k = (input.values.len(), usize::from(peer.value_columns));
-            let agreed = cfg.agreed();
-            apps::sums(
-                ch,
-                &mut rots,
-                &mut triples,
-                &shares,
-                me,
-                &weights,
-                k,
-                &agreed,
-            )
-            .await?
-        }
-        App::Threshold(t) => threshold(ch, &mut rots, &mut triples, &shares, me, t, cfg).await?,
         App::Union => {
             let width = usize::from(peer.max_item_len);
-            Output::Union(Some(
-                apps::union_learn(ch, &mut rots, &shares, width).await?,
-            ))
+            let items = apps::union_learn(ch, &mut c.rots, &c.shares, width).await?;
+            Output::Union(Some(items))
+        }
+        _ => {
+            let weights: Vec<&[u64]> = my_values.iter().map(Vec::as_slice).collect();
+            let columns = (input.values.len(), usize::from(peer.value_columns));
+            aggregate(ch, &mut c, me, cfg, &weights, columns).await?
         }
     };
     phases.application = meter.mark(ch);

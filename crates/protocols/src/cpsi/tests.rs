@@ -328,72 +328,53 @@ async fn a_peer_that_stops_or_sends_garbage_gets_an_error() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn out_of_range_input_is_refused_before_the_run() {
     let keys: Vec<Vec<u8>> = vec![b"a".to_vec(), b"b".to_vec()];
-    let (mut a, _b) = Channel::memory_pair(Limits::default());
-    let cfg = CpsiConfig::new(App::Threshold(1 << 50));
-    let input = Input {
-        keys: &keys,
-        values: &[],
-    };
-    let err = run_sender(&mut a, input, &cfg)
-        .await
-        .expect_err("threshold");
-    assert!(err.to_string().contains("threshold"), "{err}");
-    let cfg = CpsiConfig::new(App::Sum);
-    let input = Input {
-        keys: &keys,
-        values: &[vec![1]],
-    };
-    let err = run_sender(&mut a, input, &cfg).await.expect_err("values");
-    assert!(err.to_string().contains("1 values for 2 keys"), "{err}");
-    let mut cfg = CpsiConfig::new(App::Sum);
-    cfg.product_bits = 8;
-    let input = Input {
-        keys: &keys,
-        values: &[vec![255, 256]],
-    };
-    let err = run_receiver(&mut a, input, &cfg)
-        .await
-        .expect_err("factor too wide");
-    assert!(err.to_string().contains("below 2^8; 256 is not"), "{err}");
     let long = vec![vec![b'x'; 2000]];
-    let cfg = CpsiConfig::new(App::Union);
-    let input = Input {
-        keys: &long,
-        values: &[],
+    let with = |app, set: fn(&mut CpsiConfig)| {
+        let mut cfg = CpsiConfig::new(app);
+        set(&mut cfg);
+        cfg
     };
-    let err = run_receiver(&mut a, input, &cfg)
-        .await
-        .expect_err("long key");
-    assert!(err.to_string().contains("up to 1024 bytes"), "{err}");
-    let mut cfg = CpsiConfig::new(App::Union);
-    cfg.reveal = Reveal::Both;
-    let err = run_receiver(
-        &mut a,
-        Input {
-            keys: &keys,
-            values: &[],
-        },
-        &cfg,
-    )
-    .await
-    .expect_err("union to both");
-    assert!(
-        err.to_string().contains("union is revealed to the sender"),
-        "{err}"
-    );
-    let mut cfg = CpsiConfig::new(App::Cardinality);
-    cfg.min_intersection = 3;
-    let err = run_receiver(
-        &mut a,
-        Input {
-            keys: &keys,
-            values: &[],
-        },
-        &cfg,
-    )
-    .await
-    .expect_err("minimum without sums");
-    assert!(err.to_string().contains("sums only"), "{err}");
+    type Case<'a> = (CpsiConfig, &'a [Vec<u8>], &'a [Vec<u64>], &'a str);
+    let cases: [Case; 6] = [
+        (
+            with(App::Threshold(1 << 50), |_| {}),
+            &keys,
+            &[],
+            "threshold",
+        ),
+        (
+            with(App::Sum, |_| {}),
+            &keys,
+            &[vec![1]],
+            "1 values for 2 keys",
+        ),
+        (
+            with(App::Sum, |c| c.product_bits = 8),
+            &keys,
+            &[vec![255, 256]],
+            "below 2^8; 256 is not",
+        ),
+        (with(App::Union, |_| {}), &long, &[], "up to 1024 bytes"),
+        (
+            with(App::Union, |c| c.reveal = Reveal::Both),
+            &keys,
+            &[],
+            "union is revealed to the sender",
+        ),
+        (
+            with(App::Cardinality, |c| c.min_intersection = 3),
+            &keys,
+            &[],
+            "sums only",
+        ),
+    ];
+    // Refused before a byte is sent: the peer never answers.
+    let (mut a, _b) = Channel::memory_pair(Limits::default());
+    for (cfg, keys, values, want) in cases {
+        let input = Input { keys, values };
+        let err = run_receiver(&mut a, input, &cfg).await.expect_err(want);
+        assert!(err.to_string().contains(want), "{err}");
+    }
 }
 
 #[test]
