@@ -7,6 +7,9 @@ Families (one-shot functions, tables in and tables out of the same kind):
 * :mod:`psikit.he` -- unbalanced labeled PSI with homomorphic encryption
   (``build_db``, ``update_db``, ``query``);
 * :mod:`psikit.psi` -- balanced two-party PSI, VOLE-PSI or RR16
+  (``send``, ``receive``);
+* :mod:`psikit.cpsi` -- circuit PSI: the intersection's size, sums over
+  it, a threshold, the union or shares, without the intersection itself
   (``send``, ``receive``).
 
 :class:`Server` serves filter and HE state directories on one port.
@@ -33,12 +36,13 @@ from ._native import (
     Server,
     StaleFilterError,
 )
-from . import filter, he, psi  # noqa: A004 - the family is called filter, as in the CLI
+from . import cpsi, filter, he, psi  # noqa: A004 - the family is called filter, as in the CLI
 from ._data import DEFAULT_NORMALIZE, Columns, Normalize, prepare
 
 __version__: str = _native.__version__
 
 __all__ = [
+    "cpsi",
     "filter",
     "he",
     "psi",

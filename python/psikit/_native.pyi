@@ -1,7 +1,7 @@
 """Type stubs of the extension module ``psikit._native`` (the Rust half).
 
 Use the documented modules (:mod:`psikit.filter`, :mod:`psikit.he`,
-:mod:`psikit.psi`, :class:`psikit.Server`); this module's functions are
+:mod:`psikit.psi`, :mod:`psikit.cpsi`, :class:`psikit.Server`); this module's functions are
 their building blocks and may change.
 """
 
@@ -168,6 +168,25 @@ def psi_run(
     connect: Optional[str] = None,
     malicious: bool = False,
     reveal: bool = False,
+    max_peer_items: int = ...,
+    accept_timeout: Optional[float] = None,
+    timeout: float = 60.0,
+    max_message_mib: int = 16,
+    tls: Optional[Dict[str, Any]] = None,
+    on_listening: Optional[Callable[[str], None]] = None,
+) -> Dict[str, Any]: ...
+def cpsi_run(
+    application: str,
+    role: str,
+    source: Source,
+    value_columns: Sequence[str] = ...,
+    threshold: Optional[int] = None,
+    reveal_to: str = "receiver",
+    min_intersection: int = 0,
+    ot: str = "silent",
+    epc: str = "auto",
+    listen: Optional[str] = None,
+    connect: Optional[str] = None,
     max_peer_items: int = ...,
     accept_timeout: Optional[float] = None,
     timeout: float = 60.0,

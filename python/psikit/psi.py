@@ -26,7 +26,8 @@ __all__ = ["send", "receive", "Party", "PROTOCOLS"]
 
 #: The balanced PSIs: ``"vole"`` (VOLE-PSI, fastest, least traffic) and
 #: ``"rr16"`` (Rindal-Rosulek, OT extension and garbled Bloom filters).
-#: Circuit PSI will join here.
+#: Circuit PSI, which computes on the intersection instead of returning
+#: it, is :mod:`psikit.cpsi`.
 PROTOCOLS = ("vole", "rr16")
 
 
