@@ -180,10 +180,11 @@ fn shares_to_py<'py>(
     let d = PyDict::new(py);
     let n = s.membership.len();
     d.set_item("bin", (0..n).collect::<Vec<_>>())?;
+    // Integers 0 and 1 (a `Vec<u8>` would become `bytes`).
     d.set_item(
         "share",
         (0..n)
-            .map(|b| u8::from(s.membership.get(b)))
+            .map(|b| u32::from(s.membership.get(b)))
             .collect::<Vec<_>>(),
     )?;
     for (j, column) in s.sender_values.iter().enumerate() {
