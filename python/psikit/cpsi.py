@@ -41,10 +41,10 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Union
 
-from . import _native
+from . import _aio, _native
 from ._data import DEFAULT_NORMALIZE, Columns, InputError, Normalize, Prepared, _pyarrow, prepare, result
 
-__all__ = ["send", "receive", "CpsiResult", "APPLICATIONS"]
+__all__ = ["send", "receive", "send_async", "receive_async", "CpsiResult", "APPLICATIONS"]
 
 #: What circuit PSI computes on the intersection.
 APPLICATIONS = ("cardinality", "sum", "threshold", "union", "shares")
@@ -294,3 +294,22 @@ def send(
                 min_intersection, ot, epc, listen, connect, max_peer_items, accept_timeout, timeout, tls,
                 on_listening, has_header, delimiter)
 
+
+async def send_async(application: str, data: Any, **kwargs: Any) -> CpsiResult:
+    """:func:`send` for asyncio, with the same arguments: the run goes on
+    in a worker thread while the event loop runs; cancelling the task
+    closes the connection (within 100 ms). ``on_listening`` is called on
+    the loop's thread.
+
+    >>> r = await psikit.cpsi.send_async("cardinality", df, key="email", connect="host:7703")  # doctest: +SKIP
+    """
+    return await _aio.run(send, application, data, **kwargs)
+
+
+async def receive_async(application: str, data: Any, **kwargs: Any) -> CpsiResult:
+    """:func:`receive` for asyncio (see :func:`send_async`).
+
+    >>> r = await psikit.cpsi.receive_async("threshold", df, key="email", threshold=100,
+    ...                                     listen="0.0.0.0:7703")  # doctest: +SKIP
+    """
+    return await _aio.run(receive, application, data, **kwargs)
