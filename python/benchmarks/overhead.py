@@ -11,7 +11,9 @@ medians. The peer is the same CLI process for both: a `psikit serve` for
 the queries, a `psikit psi send --listen` started afresh for each VOLE-PSI
 run. Python runs twice per case: on the same CSV file as the CLI (the
 binding's own overhead) and on a list of str read beforehand (the input
-conversion too). Then the wheel's size and the time of `import psikit`.
+conversion too), and a third time on the CSV file after
+`psikit.reuse_freed_memory()` (the allocator setting of the CLI's one-shot
+commands). Then the wheel's size and the time of `import psikit`.
 
     python python/benchmarks/overhead.py --cli target/release/psikit --wheel dist/psikit-*.whl
 
@@ -45,6 +47,8 @@ RUNNER = r"""
 import json, sys, time, psikit
 kind, inp, args = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 data = inp
+if args.pop("reuse_memory", False):
+    psikit.reuse_freed_memory()
 if args.pop("as_list", False):
     with open(inp, encoding="utf-8") as f:
         next(f)
@@ -197,27 +201,28 @@ def measure(cli: str, files: Dict[str, Path], work: Path, runs: int, quiet: Quie
                           lambda: {"server": addr, "key": "email"}))
         for title, kind, cli_args, py_args in cases:
             run_cli(cli_args(work / "warm.csv"))  # warm the server's caches
-            c, p, pl = [], [], []
+            c, p, pl, pr = [], [], [], []
             for i in range(runs):
                 quiet.wait(f"{title} run {i + 1}")
                 c.append(run_cli(cli_args(work / "out.csv")))
                 p.append(run_python(kind, client, py_args()))
                 pl.append(run_python(kind, client, {**py_args(), "as_list": True}))
-            results.append(summary(title, c, p, pl))
+                pr.append(run_python(kind, client, {**py_args(), "reuse_memory": True}))
+            results.append(summary(title, c, p, pl, pr))
         if "vole" in only:
             title = f"VOLE-PSI receiver, 2^{log2} x 2^{log2}"
-            c, p, pl = [], [], []
+            c, p, pl, pr = [], [], [], []
             for i in range(runs):
                 quiet.wait(f"{title} run {i + 1}")
                 s, peer = start_sender(cli, files["peer"])
                 c.append(run_cli([cli, "psi", "receive", "--connect", peer, "--input", str(files["server"]),
                                   "--key", "email", "--output", str(work / "out.csv")]))
                 finish(s)
-                for sink, extra in ((p, {}), (pl, {"as_list": True})):
+                for sink, extra in ((p, {}), (pl, {"as_list": True}), (pr, {"reuse_memory": True})):
                     s, peer = start_sender(cli, files["peer"])
                     sink.append(run_python("vole", files["server"], {"connect": peer, "key": "email", **extra}))
                     finish(s)
-            results.append(summary(title, c, p, pl))
+            results.append(summary(title, c, p, pl, pr))
     finally:
         if serve is not None:
             serve.kill()
@@ -225,14 +230,16 @@ def measure(cli: str, files: Dict[str, Path], work: Path, runs: int, quiet: Quie
     return results
 
 
-def summary(title: str, cli: List[float], py: List[Dict[str, float]], py_list: List[Dict[str, float]]) -> Dict:
+def summary(title: str, cli: List[float], py: List[Dict[str, float]], py_list: List[Dict[str, float]],
+            py_reuse: List[Dict[str, float]]) -> Dict:
     row = {
         "case": title,
         "cli_s": median(cli),
         "python_call_s": median([r["call"] for r in py]),
         "python_process_s": median([r["process"] for r in py]),
         "python_list_call_s": median([r["call"] for r in py_list]),
-        "runs": {"cli": cli, "python": py, "python_list": py_list},
+        "python_reuse_call_s": median([r["call"] for r in py_reuse]),
+        "runs": {"cli": cli, "python": py, "python_list": py_list, "python_reuse": py_reuse},
     }
     print(json.dumps({k: v for k, v in row.items() if k != "runs"}), file=sys.stderr)
     return row
@@ -282,12 +289,14 @@ def main() -> None:
     }
     if a.json:
         Path(a.json).write_text(json.dumps(report, indent=1))
-    print("| case | CLI (process) | Python call, CSV path | Python process, CSV path | Python call, list |")
-    print("|---|---|---|---|---|")
+    print("| case | CLI (process) | Python call, CSV path | Python process, CSV path | Python call, list "
+          "| Python call, CSV path, `reuse_freed_memory()` |")
+    print("|---|---|---|---|---|---|")
     for r in results:
         rel = r["python_call_s"] / r["cli_s"] - 1
         print(f"| {r['case']} | {r['cli_s'] * 1000:.0f} ms | {r['python_call_s'] * 1000:.0f} ms ({rel:+.1%}) | "
-              f"{r['python_process_s'] * 1000:.0f} ms | {r['python_list_call_s'] * 1000:.0f} ms |")
+              f"{r['python_process_s'] * 1000:.0f} ms | {r['python_list_call_s'] * 1000:.0f} ms | "
+              f"{r['python_reuse_call_s'] * 1000:.0f} ms |")
     print(f"\nimport psikit: {imported * 1000:.1f} ms", end="")
     if wheel:
         print(f"; wheel: {wheel / 1e6:.2f} MB", end="")

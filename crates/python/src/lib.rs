@@ -26,6 +26,14 @@ mod steps;
 
 use pyo3::prelude::*;
 
+/// Makes the allocator keep freed memory for later allocations instead of
+/// returning it to the kernel, as the CLI's one-shot commands do (see
+/// `psikit.reuse_freed_memory`).
+#[pyfunction]
+fn reuse_freed_memory() {
+    psikit_protocols::memory::reuse_freed_memory();
+}
+
 /// The extension module.
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -52,6 +60,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(psi::psi_run, m)?)?;
     m.add_function(wrap_pyfunction!(cpsi::cpsi_run, m)?)?;
     m.add_function(wrap_pyfunction!(input::encode_keys, m)?)?;
+    m.add_function(wrap_pyfunction!(reuse_freed_memory, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }
