@@ -96,7 +96,7 @@ def reuse_freed_memory() -> None:
     returning it to the kernel, as the CLI's one-shot commands do: big runs
     (VOLE-PSI, RR16, circuit PSI at 2^20 and more) then reuse pages instead
     of having the kernel zero fresh ones for every big vector (VOLE-PSI at
-    2^20: about 0.6 s less at the receiver on the development VM).
+    2^20: 0.3-0.7 s less at the receiver on the development VM, of 2.7-3.6 s).
 
     For scripts that run one big job: the process's resident memory stays
     at its high-water mark until it exits, which a long-running service
