@@ -66,6 +66,29 @@ def main() -> None:
             assert out["got"] == truth, f"{protocol}: wrong result"
             mode = "malicious" if malicious else "semi-honest"
             print(f"psi {protocol} ({mode}): {len(truth)} matched in {time.perf_counter() - t:.2f} s")
+
+        # Circuit PSI: the intersection's size and a threshold on it, not
+        # the intersection (the client holds the cuckoo table).
+        for app, kw in (("cardinality", {}), ("threshold", {"threshold": len(set(truth))})):
+            ready, addr, out = threading.Event(), [], {}
+
+            def cpsi_receiver() -> None:
+                out["got"] = psikit.cpsi.receive(
+                    app, client, listen="127.0.0.1:0", normalize=NORM,
+                    on_listening=lambda a: (addr.append(a), ready.set()), **kw,
+                )
+
+            t = time.perf_counter()
+            th = threading.Thread(target=cpsi_receiver)
+            th.start()
+            ready.wait(60)
+            sent = psikit.cpsi.send(app, server, connect=addr[0], normalize=NORM, **kw)
+            th.join()
+            got = out["got"]
+            assert not sent.learned, f"cpsi {app}: the sender learned the result"
+            want = {"cardinality": (len(set(truth)), None), "threshold": (None, True)}[app]
+            assert (got.intersection_size, got.threshold_reached) == want, f"cpsi {app}: wrong result"
+            print(f"cpsi {app}: {want[0] if want[1] is None else want[1]} in {time.perf_counter() - t:.2f} s")
     print("all results match the plaintext truth")
 
 

@@ -110,6 +110,7 @@ class Prepared:
     source: Any
     data: Any = None
     labels: List[str] = field(default_factory=list)
+    keys: List[str] = field(default_factory=list)
 
 
 def prepare(
@@ -121,8 +122,11 @@ def prepare(
     has_header: bool = True,
     delimiter: str = ",",
     allow_dict: bool = False,
+    label_role: str = "label",
 ) -> Prepared:
-    """Turns ``data`` into a :class:`Prepared` (see the module docs)."""
+    """Turns ``data`` into a :class:`Prepared` (see the module docs).
+    ``label_role`` names the extra columns in messages (``"value"`` for
+    circuit PSI's value columns)."""
     norm = normalize_option(normalize)
     keys = _columns(key, "key")
     labels = _columns(label, "label")
@@ -130,13 +134,15 @@ def prepare(
         if not keys:
             raise InputError("a CSV path needs key= (a column name or '#N', or several)")
         src = _native.Source.csv(os.fspath(data), keys, norm, has_header, delimiter, labels)
-        return Prepared("csv", src, data, labels)
+        return Prepared("csv", src, data, labels, keys)
     if _is_pandas(data):
-        return _table("pandas", data, keys, labels, norm, lambda c: data[c].tolist(), list(map(str, data.columns)))
+        return _table("pandas", data, keys, labels, norm, lambda c: data[c].tolist(), list(map(str, data.columns)),
+                      label_role)
     if not _is_arrow_table(data) and hasattr(data, "__arrow_c_stream__"):
         data = _pyarrow().table(data)
     if _is_arrow_table(data):
-        return _table("arrow", data, keys, labels, norm, lambda c: data.column(c).to_pylist(), list(data.column_names))
+        return _table("arrow", data, keys, labels, norm, lambda c: data.column(c).to_pylist(), list(data.column_names),
+                      label_role)
     if isinstance(data, dict):
         if not allow_dict:
             raise InputError("a dict (item -> label) is an input for HE databases only")
@@ -175,10 +181,11 @@ def prepare(
     )
 
 
-def _table(kind: str, data: Any, keys: List[str], labels: List[str], norm: str, column, names: List[str]) -> Prepared:
+def _table(kind: str, data: Any, keys: List[str], labels: List[str], norm: str, column, names: List[str],
+           label_role: str) -> Prepared:
     if not keys:
         raise InputError("a table needs key= (one column name or several)")
-    for role, wanted in (("key", keys), ("label", labels)):
+    for role, wanted in (("key", keys), (label_role, labels)):
         for c in wanted:
             if c not in names:
                 raise InputError(f"{role} column {c!r} not found; available columns: {', '.join(map(repr, names))}")
@@ -186,7 +193,7 @@ def _table(kind: str, data: Any, keys: List[str], labels: List[str], norm: str, 
                 raise InputError(f"{role} column {c!r} appears more than once in the table")
     cols = [[_cell(v) for v in column(c)] for c in keys + labels]
     rows = [list(r) for r in zip(*cols)] if cols else []
-    return Prepared(kind, _native.Source.rows(rows, len(keys), norm, len(labels)), data, labels)
+    return Prepared(kind, _native.Source.rows(rows, len(keys), norm, len(labels)), data, labels, keys)
 
 
 def result(p: Prepared, out: Dict[str, Any], label_names: Sequence[str] = ()) -> Any:

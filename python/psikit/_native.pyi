@@ -1,7 +1,7 @@
 """Type stubs of the extension module ``psikit._native`` (the Rust half).
 
 Use the documented modules (:mod:`psikit.filter`, :mod:`psikit.he`,
-:mod:`psikit.psi`, :class:`psikit.Server`); this module's functions are
+:mod:`psikit.psi`, :mod:`psikit.cpsi`, :class:`psikit.Server`); this module's functions are
 their building blocks and may change.
 """
 
@@ -45,6 +45,17 @@ class Source:
     ) -> Source: ...
     @property
     def key_format(self) -> str: ...
+
+class Cancel:
+    """A cancellation token for the network calls made on this thread inside
+    ``with token:`` (used by the asyncio entries)."""
+
+    def __init__(self) -> None: ...
+    def cancel(self) -> None: ...
+    @property
+    def cancelled(self) -> bool: ...
+    def __enter__(self) -> Cancel: ...
+    def __exit__(self, *args: object) -> bool: ...
 
 class Server:
     """psikit's server (filter and/or HE states) on one port, in the background."""
@@ -175,4 +186,24 @@ def psi_run(
     tls: Optional[Dict[str, Any]] = None,
     on_listening: Optional[Callable[[str], None]] = None,
 ) -> Dict[str, Any]: ...
+def cpsi_run(
+    application: str,
+    role: str,
+    source: Source,
+    value_columns: Sequence[str] = ...,
+    threshold: Optional[int] = None,
+    reveal_to: str = "receiver",
+    min_intersection: int = 0,
+    ot: str = "silent",
+    epc: str = "auto",
+    listen: Optional[str] = None,
+    connect: Optional[str] = None,
+    max_peer_items: int = ...,
+    accept_timeout: Optional[float] = None,
+    timeout: float = 60.0,
+    max_message_mib: int = 16,
+    tls: Optional[Dict[str, Any]] = None,
+    on_listening: Optional[Callable[[str], None]] = None,
+) -> Dict[str, Any]: ...
 def encode_keys(source: Source) -> List[Optional[bytes]]: ...
+def reuse_freed_memory() -> None: ...

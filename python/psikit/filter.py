@@ -21,13 +21,13 @@ from __future__ import annotations
 import os
 from typing import Any, Callable, Dict, Optional, Union
 
-from . import _native
+from . import _aio, _native
 from ._data import DEFAULT_NORMALIZE, Columns, Normalize, ProgressReporter, prepare, result
 
 PathLike = Union[str, "os.PathLike[str]"]
 Progress = Union[Callable[[str, int, Optional[int]], None], bool]
 
-__all__ = ["setup", "update", "query", "Client"]
+__all__ = ["setup", "update", "query", "query_async", "Client"]
 
 
 def setup(
@@ -122,6 +122,16 @@ def query(
     )
     matches = result(p, out)
     return (matches, out) if details else matches
+
+
+async def query_async(server: str, data: Any, **kwargs: Any) -> Any:
+    """:func:`query` for asyncio, with the same arguments: the query goes
+    on in a worker thread while the event loop runs; cancelling the task
+    closes the connection (within 100 ms).
+
+    >>> matches = await psikit.filter.query_async("host:7700", df, key="email")  # doctest: +SKIP
+    """
+    return await _aio.run(query, server, data, **kwargs)
 
 
 class Client:

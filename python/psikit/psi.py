@@ -19,14 +19,15 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, Optional
 
-from . import _native
+from . import _aio, _native
 from ._data import DEFAULT_NORMALIZE, Columns, Normalize, prepare, result
 
-__all__ = ["send", "receive", "Party", "PROTOCOLS"]
+__all__ = ["send", "receive", "send_async", "receive_async", "Party", "PROTOCOLS"]
 
 #: The balanced PSIs: ``"vole"`` (VOLE-PSI, fastest, least traffic) and
 #: ``"rr16"`` (Rindal-Rosulek, OT extension and garbled Bloom filters).
-#: Circuit PSI will join here.
+#: Circuit PSI, which computes on the intersection instead of returning
+#: it, is :mod:`psikit.cpsi`.
 PROTOCOLS = ("vole", "rr16")
 
 
@@ -117,6 +118,25 @@ def receive(
     """
     return _run("receive", data, key, normalize, listen, connect, protocol, malicious, reveal,
                 max_peer_items, accept_timeout, timeout, tls, on_listening, has_header, delimiter, details)
+
+
+async def send_async(data: Any, **kwargs: Any) -> Any:
+    """:func:`send` for asyncio, with the same arguments: the run goes on
+    in a worker thread while the event loop runs; cancelling the task
+    closes the connection (within 100 ms). ``on_listening`` is called on
+    the loop's thread.
+
+    >>> await psikit.psi.send_async(df, key="email", connect="host:7702")  # doctest: +SKIP
+    """
+    return await _aio.run(send, data, **kwargs)
+
+
+async def receive_async(data: Any, **kwargs: Any) -> Any:
+    """:func:`receive` for asyncio (see :func:`send_async`).
+
+    >>> matches = await psikit.psi.receive_async(["a", "b"], listen="0.0.0.0:7702")  # doctest: +SKIP
+    """
+    return await _aio.run(receive, data, **kwargs)
 
 
 class Party:

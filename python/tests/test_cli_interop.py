@@ -87,3 +87,34 @@ def test_two_party_across_front_ends(files, small_sets, protocol):
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_circuit_psi_across_front_ends(files, small_sets):
+    """A CLI receiver (learning with --json) and a Python sender, both
+    learning the sums: the same result on both sides, the plaintext one."""
+    import json
+
+    tmp, _, client_csv = files
+    server_csv = write_csv(tmp / "values.csv", ["email", "v"],
+                           [(s, i * 7) for i, s in enumerate(small_sets.server)])
+    held = {norm(s): i * 7 for i, s in enumerate(small_sets.server)}
+    inter = {norm(c) for c in small_sets.client if norm(c) in held}
+    port = free_port()
+    proc = subprocess.Popen([CLI, "cpsi", "sum", "receive", "--listen", f"127.0.0.1:{port}", "--input", client_csv,
+                             "--key", "email", "--normalize", NORM, "--value-columns", "id", "--reveal-to", "both",
+                             "--json", "--accept-timeout-secs", "60"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        proc.stderr.readline()  # "waiting for the peer on ..."
+        got = psikit.cpsi.send("sum", server_csv, key="email", value_columns="v", normalize=("trim", "lower"),
+                               reveal_to="both", connect=f"127.0.0.1:{port}")
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+    finally:
+        proc.kill()
+        proc.wait()
+    ids = sum(i for i, c in enumerate(small_sets.client) if norm(c) in held)
+    assert (got.intersection_size, got.sender_sums, got.receiver_sums) == (len(inter), [sum(held[k] for k in inter)], [ids])
+    cli_result = json.loads(out)
+    assert (cli_result["intersection_size"], cli_result["sender_sums"], cli_result["receiver_sums"]) == (
+        len(inter), got.sender_sums, got.receiver_sums)

@@ -182,6 +182,44 @@ impl Source {
         matches!(self.data, Data::Csv(_))
     }
 
+    /// How messages name the source: the CSV path, or `<input>` (as `io`
+    /// names rows handed over from Python).
+    pub fn input_name(&self) -> String {
+        match &self.data {
+            Data::Csv(path) => path.display().to_string(),
+            Data::Rows(_) => "<input>".to_owned(),
+        }
+    }
+
+    /// The 0-based positions in `table` (read from this source) of the
+    /// value columns `names`: in a CSV file by header name or `#N`; rows
+    /// from Python carry them as their extra (label) columns, in order.
+    pub fn value_positions(&self, table: &Table, names: &[String]) -> Result<Vec<usize>, Error> {
+        match &self.data {
+            Data::Csv(_) => {
+                let input = self.input_name();
+                names
+                    .iter()
+                    .map(|n| Ok(table.column_position(&Column::parse(n)?, "value", &input)?))
+                    .collect()
+            }
+            Data::Rows(_) if self.spec.label_columns.len() == names.len() => self
+                .spec
+                .label_columns
+                .iter()
+                .map(|c| match c {
+                    Column::Index(i) => Ok(*i),
+                    Column::Name(_) => Err(Error::Internal("rows carry indexed columns")),
+                })
+                .collect(),
+            Data::Rows(_) => Err(Error::Config(format!(
+                "{} value columns named for {} carried",
+                names.len(),
+                self.spec.label_columns.len()
+            ))),
+        }
+    }
+
     /// Reads every row (the client side).
     pub fn load(&self) -> Result<Loaded, Error> {
         let table = match &self.data {

@@ -5,26 +5,90 @@
 //! future is dropped, which closes its connections, and the exception is
 //! raised in the caller. CPU-bound stretches between two awaits finish
 //! first; set-ups and database builds (no awaits) run to their end.
+//!
+//! A [`Cancel`] token does the same for asyncio: `psikit`'s async entries
+//! run the blocking call in a worker thread inside `with token:`, and
+//! cancelling the task sets the token, which the waiting call sees at its
+//! next check and ends with `asyncio.CancelledError`.
 
+use std::cell::RefCell;
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use psikit_protocols::common::connect::runtime;
 use psikit_protocols::Error;
+use pyo3::exceptions::asyncio::CancelledError;
 use pyo3::prelude::*;
 
 use crate::errors::to_py;
+
+thread_local! {
+    /// The token of the `with Cancel():` block this thread is in.
+    static CURRENT: RefCell<Option<Arc<AtomicBool>>> = const { RefCell::new(None) };
+}
+
+/// A cancellation token for the network calls made on this thread inside
+/// `with token:`; `token.cancel()` (from any thread) ends them within
+/// [`CHECK_EVERY`] with `asyncio.CancelledError`, closing their
+/// connections.
+#[pyclass(frozen, module = "psikit._native")]
+pub struct Cancel {
+    flag: Arc<AtomicBool>,
+}
+
+#[pymethods]
+impl Cancel {
+    #[new]
+    fn new() -> Self {
+        Self {
+            flag: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// Cancels the calls running under this token (and later ones).
+    fn cancel(&self) {
+        self.flag.store(true, Ordering::Relaxed);
+    }
+
+    #[getter]
+    fn cancelled(&self) -> bool {
+        self.flag.load(Ordering::Relaxed)
+    }
+
+    fn __enter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        CURRENT.with(|c| *c.borrow_mut() = Some(slf.flag.clone()));
+        slf
+    }
+
+    fn __exit__(
+        &self,
+        _kind: &Bound<'_, PyAny>,
+        _value: &Bound<'_, PyAny>,
+        _traceback: &Bound<'_, PyAny>,
+    ) -> bool {
+        CURRENT.with(|c| *c.borrow_mut() = None);
+        false
+    }
+}
 
 /// How often a waiting call looks for signals.
 const CHECK_EVERY: Duration = Duration::from_millis(100);
 
 /// Runs `future` to completion unless a Python signal handler raises
-/// first; the future's own error becomes the matching psikit exception.
+/// first or this thread's [`Cancel`] token is set; the future's own error
+/// becomes the matching psikit exception.
 pub fn run<F, T>(py: Python<'_>, future: F) -> PyResult<T>
 where
     F: Future<Output = Result<T, Error>> + Send,
     T: Send,
 {
+    let cancel = CURRENT.with(|c| c.borrow().clone());
+    let cancelled = move || cancel.as_ref().is_some_and(|f| f.load(Ordering::Relaxed));
+    if cancelled() {
+        return Err(CancelledError::new_err("cancelled"));
+    }
     py.detach(|| {
         let rt = runtime().map_err(to_py)?;
         rt.block_on(async {
@@ -33,7 +97,12 @@ where
             loop {
                 tokio::select! {
                     out = &mut future => return out.map_err(to_py),
-                    _ = tick.tick() => Python::attach(|py| py.check_signals())?,
+                    _ = tick.tick() => {
+                        Python::attach(|py| py.check_signals())?;
+                        if cancelled() {
+                            return Err(CancelledError::new_err("cancelled"));
+                        }
+                    }
                 }
             }
         })

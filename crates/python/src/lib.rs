@@ -2,9 +2,9 @@
 //!
 //! The bindings are a front end like the CLI: they call the protocols'
 //! facades (`filter_psi::facade`, `he_psi::facade`, `common::two_party`
-//! with `rr16::facade::Rr16` / `vole_psi::facade::VolePsi`), the service
-//! layer for [`server::Server`], and `io` for the key encoding, never a
-//! lower crate. The Python modules (`python/psikit/`) turn lists, data
+//! with `rr16::facade::Rr16` / `vole_psi::facade::VolePsi`, and
+//! `cpsi::facade` for circuit PSI), the service layer for
+//! [`server::Server`], and `io` for the key encoding, never a lower crate. The Python modules (`python/psikit/`) turn lists, data
 //! frames, Arrow tables and CSV paths into a [`input::Source`] and the
 //! results back into the caller's kind of table.
 //!
@@ -12,6 +12,7 @@
 //! released (`Python::detach`). Errors become `psikit.PsikitError` or one
 //! of its subclasses, with the one-line message the CLI prints.
 
+mod cpsi;
 mod errors;
 mod filter;
 mod he;
@@ -24,6 +25,14 @@ mod server;
 mod steps;
 
 use pyo3::prelude::*;
+
+/// Makes the allocator keep freed memory for later allocations instead of
+/// returning it to the kernel, as the CLI's one-shot commands do (see
+/// `psikit.reuse_freed_memory`).
+#[pyfunction]
+fn reuse_freed_memory() {
+    psikit_protocols::memory::reuse_freed_memory();
+}
 
 /// The extension module.
 #[pymodule]
@@ -38,6 +47,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     )?;
     m.add("ParametersError", py.get_type::<errors::ParametersError>())?;
     m.add_class::<input::Source>()?;
+    m.add_class::<interrupt::Cancel>()?;
     m.add_class::<server::Server>()?;
     m.add_class::<filter::PyFilterClient>()?;
     m.add_class::<steps::PsiParty>()?;
@@ -48,7 +58,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(he::he_update_db, m)?)?;
     m.add_function(wrap_pyfunction!(he::he_query, m)?)?;
     m.add_function(wrap_pyfunction!(psi::psi_run, m)?)?;
+    m.add_function(wrap_pyfunction!(cpsi::cpsi_run, m)?)?;
     m.add_function(wrap_pyfunction!(input::encode_keys, m)?)?;
+    m.add_function(wrap_pyfunction!(reuse_freed_memory, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

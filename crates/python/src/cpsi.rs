@@ -1,0 +1,389 @@
+//! Circuit PSI through `cpsi::facade`, as `psikit cpsi <app> receive|send`
+//! runs it: the same roles (`receive` holds the cuckoo table, except that
+//! the union's learner takes the protocol's sender role), the same
+//! `--reveal-to`, value columns summed per key, and the same checks of
+//! which option goes with which application.
+
+use psikit_protocols::common::connect::Peer;
+use psikit_protocols::cpsi::facade::{self, Role};
+use psikit_protocols::cpsi::{App, CpsiConfig, Epc, Input, OtKind, Outcome, Output, Reveal};
+use psikit_protocols::cpsi::{Shares, Sums};
+use psikit_protocols::Error;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict};
+
+use crate::errors::{self, IntoPy};
+use crate::input::{Loaded, Source};
+use crate::{interrupt, net};
+
+/// The application named `name`, with its threshold.
+fn app(name: &str, threshold: Option<u64>) -> PyResult<App> {
+    Ok(match (name, threshold) {
+        ("threshold", Some(t)) => App::Threshold(t),
+        ("threshold", None) => {
+            return Err(errors::input("the threshold application needs threshold=T"))
+        }
+        (_, Some(_)) => {
+            return Err(errors::input(
+                "threshold= belongs to the threshold application",
+            ))
+        }
+        ("cardinality", None) => App::Cardinality,
+        ("sum", None) => App::Sum,
+        ("union", None) => App::Union,
+        ("shares", None) => App::Shares,
+        (other, None) => {
+            return Err(errors::input(format!(
+                "application must be \"cardinality\", \"sum\", \"threshold\", \"union\" or \
+                 \"shares\", got {other:?}"
+            )))
+        }
+    })
+}
+
+/// This party's protocol role and the protocol's reveal setting (as the
+/// CLI's `protocol_roles`): the union is learned by the protocol's
+/// sender, so its learner takes that role; every other application keeps
+/// `receive` as the cuckoo side.
+fn roles(app: App, receive: bool, reveal_to: &str) -> PyResult<(Role, Reveal)> {
+    let reveal = match reveal_to {
+        "receiver" => Reveal::Receiver,
+        "sender" => Reveal::Sender,
+        "both" => Reveal::Both,
+        other => {
+            return Err(errors::input(format!(
+                "reveal_to must be \"receiver\", \"sender\" or \"both\", got {other:?}"
+            )))
+        }
+    };
+    if app == App::Union {
+        let learner = match reveal {
+            Reveal::Both => {
+                return Err(errors::input(
+                    "the union is learned by one party: reveal_to=\"receiver\" or \"sender\"",
+                ))
+            }
+            Reveal::Receiver => receive,
+            Reveal::Sender => !receive,
+        };
+        let role = if learner {
+            Role::Sender
+        } else {
+            Role::Receiver
+        };
+        return Ok((role, Reveal::Sender));
+    }
+    Ok((
+        if receive {
+            Role::Receiver
+        } else {
+            Role::Sender
+        },
+        reveal,
+    ))
+}
+
+/// `epc=`: "auto", "off", or an output length in bits (16 to 31).
+fn epc(s: &str) -> PyResult<Epc> {
+    match s {
+        "auto" => Ok(Epc::Auto),
+        "off" => Ok(Epc::Off),
+        bits => match bits.parse::<u32>() {
+            Ok(b @ 16..=31) => Ok(Epc::Bits(b)),
+            _ => Err(errors::input(format!(
+                "epc must be \"auto\", \"off\" or 16 to 31 bits, got {bits:?}"
+            ))),
+        },
+    }
+}
+
+/// One value per distinct key and value column: the sum (mod 2^64) of its
+/// rows' values, as the CLI's `key_values`. `names` are the columns as the
+/// caller named them (for the messages).
+fn key_values(source: &Source, loaded: &Loaded, names: &[String]) -> Result<Vec<Vec<u64>>, Error> {
+    let positions = source.value_positions(&loaded.table, names)?;
+    let input = source.input_name();
+    positions
+        .iter()
+        .zip(names)
+        .map(|(&at, name)| {
+            loaded
+                .rows_of_key
+                .iter()
+                .map(|rows| {
+                    rows.iter().try_fold(0u64, |sum, &r| {
+                        let row = &loaded.table.rows[r];
+                        let field = row.record.get(at).ok_or_else(|| {
+                            Error::Config(format!(
+                                "{input}: row {} has no value column {name}",
+                                row.row
+                            ))
+                        })?;
+                        let text = std::str::from_utf8(field).unwrap_or("").trim();
+                        let v: u64 = text.parse().map_err(|_| {
+                            Error::Config(format!(
+                                "{input}: row {}: value {:?} in column {name} is not an unsigned \
+                                 integer",
+                                row.row,
+                                String::from_utf8_lossy(field)
+                            ))
+                        })?;
+                        Ok(sum.wrapping_add(v))
+                    })
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// The fields of a key made of `columns` key columns (a composite key is
+/// `len ‖ bytes` per field, `len` a little-endian `u32`); `None` for bytes
+/// that are not such a key.
+fn key_fields(key: &[u8], columns: usize) -> Option<Vec<&[u8]>> {
+    if columns <= 1 {
+        return Some(vec![key]);
+    }
+    let mut fields = Vec::with_capacity(columns);
+    let mut rest = key;
+    while !rest.is_empty() {
+        let (len, tail) = rest.split_first_chunk::<4>()?;
+        let len = usize::try_from(u32::from_le_bytes(*len)).ok()?;
+        if len > tail.len() {
+            return None;
+        }
+        let (field, tail) = tail.split_at(len);
+        fields.push(field);
+        rest = tail;
+    }
+    (fields.len() == columns).then_some(fields)
+}
+
+/// A key for Python: a list of its fields (bytes), or its bytes as one
+/// field when they do not split into `columns` fields.
+fn key_to_py<'py>(py: Python<'py>, key: &[u8], columns: usize) -> Vec<Bound<'py, PyBytes>> {
+    key_fields(key, columns)
+        .unwrap_or_else(|| vec![key])
+        .into_iter()
+        .map(|f| PyBytes::new(py, f))
+        .collect()
+}
+
+/// The shares as columns: `bin`, `share`, `value_share_j` per sender value
+/// column and, at the receiver, `key` (its item in the bin, as a list of
+/// fields) and `row` (the 0-based input row that first holds it).
+fn shares_to_py<'py>(
+    py: Python<'py>,
+    s: &Shares,
+    loaded: &Loaded,
+    columns: usize,
+) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    let n = s.membership.len();
+    d.set_item("bin", (0..n).collect::<Vec<_>>())?;
+    // Integers 0 and 1 (a `Vec<u8>` would become `bytes`).
+    d.set_item(
+        "share",
+        (0..n)
+            .map(|b| u32::from(s.membership.get(b)))
+            .collect::<Vec<_>>(),
+    )?;
+    for (j, column) in s.sender_values.iter().enumerate() {
+        d.set_item(format!("value_share_{}", j + 1), column)?;
+    }
+    if let Some(items) = &s.item_of_bin {
+        let mut keys = Vec::with_capacity(n);
+        let mut rows = Vec::with_capacity(n);
+        for item in items {
+            let found = item.and_then(|i| {
+                let i = usize::try_from(i).ok()?;
+                let first = *loaded.rows_of_key.get(i)?.first()?;
+                Some((&loaded.keys[i], loaded.table.rows[first].row - 1))
+            });
+            match found {
+                Some((key, row)) => {
+                    keys.push(Some(key_to_py(py, key, columns)));
+                    rows.push(Some(row));
+                }
+                None => {
+                    keys.push(None);
+                    rows.push(None);
+                }
+            }
+        }
+        d.set_item("key", keys)?;
+        d.set_item("row", rows)?;
+    }
+    Ok(d)
+}
+
+/// What this party learned, for `psikit.cpsi`'s result object.
+fn outcome_to_py<'py>(
+    py: Python<'py>,
+    out: Outcome,
+    loaded: &Loaded,
+    columns: usize,
+    with_fields: bool,
+    min_intersection: u64,
+) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    let sums = |d: &Bound<'py, PyDict>, s: &Sums| -> PyResult<()> {
+        d.set_item("intersection_size", s.cardinality)?;
+        d.set_item("sender_sums", &s.sender_values)?;
+        d.set_item("receiver_sums", &s.receiver_values)
+    };
+    let learned = match &out.output {
+        Output::Cardinality(c) => {
+            d.set_item("intersection_size", c)?;
+            c.is_some()
+        }
+        Output::Sum(s) => {
+            if let Some(s) = s {
+                sums(&d, s)?;
+            }
+            // With a minimum, both parties learn that it was reached.
+            if s.is_some() || min_intersection > 0 {
+                d.set_item("withheld", false)?;
+            }
+            s.is_some()
+        }
+        Output::SumWithheld(min) => {
+            d.set_item("withheld", true)?;
+            d.set_item("min_intersection", min)?;
+            true
+        }
+        Output::Threshold(b) => {
+            d.set_item("threshold_reached", b)?;
+            b.is_some()
+        }
+        Output::Union(extra) => {
+            if let Some(extra) = extra {
+                // The union: every row of ours with a key, then the peer's
+                // keys outside the intersection.
+                let all = vec![true; loaded.keys.len()];
+                d.set_item("own", loaded.output_matches(&all, with_fields).into_py(py)?)?;
+                let keys: Vec<_> = extra.iter().map(|k| key_to_py(py, k, columns)).collect();
+                d.set_item("peer_keys", keys)?;
+            }
+            extra.is_some()
+        }
+        Output::Shares(s) => {
+            d.set_item("shares", shares_to_py(py, s, loaded, columns)?)?;
+            true
+        }
+    };
+    d.set_item("learned", learned)?;
+    d.set_item("bytes_sent", out.bytes_sent)?;
+    d.set_item("bytes_received", out.bytes_received)?;
+    Ok(d)
+}
+
+/// Runs one party of circuit PSI (see `psikit.cpsi.send` / `receive`).
+/// Returns a dict of what it learned (`learned`: whether the result was
+/// revealed to it).
+#[pyfunction]
+#[pyo3(signature = (application, role, source, value_columns=Vec::new(), threshold=None,
+    reveal_to="receiver", min_intersection=0, ot="silent", epc="auto", listen=None, connect=None,
+    max_peer_items=1<<24, accept_timeout=None, timeout=60.0, max_message_mib=16, tls=None,
+    on_listening=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn cpsi_run<'py>(
+    py: Python<'py>,
+    application: &str,
+    role: &str,
+    source: &Source,
+    value_columns: Vec<String>,
+    threshold: Option<u64>,
+    reveal_to: &str,
+    min_intersection: u64,
+    ot: &str,
+    epc: &str,
+    listen: Option<String>,
+    connect: Option<String>,
+    max_peer_items: u64,
+    accept_timeout: Option<f64>,
+    timeout: f64,
+    max_message_mib: u32,
+    tls: Option<&Bound<'py, PyDict>>,
+    on_listening: Option<Py<PyAny>>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let receive = match role {
+        "send" => false,
+        "receive" => true,
+        other => {
+            return Err(errors::input(format!(
+                "role must be \"send\" or \"receive\", got {other:?}"
+            )))
+        }
+    };
+    let app = self::app(application, threshold)?;
+    let (role, reveal) = roles(app, receive, reveal_to)?;
+    // The sum takes values at both parties; the shares carry the sender's.
+    match app {
+        App::Sum => {}
+        App::Shares if role == Role::Sender => {}
+        App::Shares if !value_columns.is_empty() => {
+            return Err(errors::input(
+                "in the shares application only the send party's value columns are shared",
+            ))
+        }
+        _ if !value_columns.is_empty() => {
+            return Err(errors::input(
+                "value_columns belongs to the sum and shares applications",
+            ))
+        }
+        _ => {}
+    }
+    if min_intersection > 0 && app != App::Sum {
+        return Err(errors::input(
+            "min_intersection belongs to the sum application",
+        ));
+    }
+    let mut cfg = CpsiConfig::new(app);
+    cfg.ot = match ot {
+        "silent" => OtKind::Silent,
+        "iknp" => OtKind::Iknp,
+        other => {
+            return Err(errors::input(format!(
+                "ot must be \"silent\" or \"iknp\", got {other:?}"
+            )))
+        }
+    };
+    cfg.epc = self::epc(epc)?;
+    cfg.reveal = reveal;
+    cfg.min_intersection = min_intersection;
+    cfg.max_set_size = max_peer_items;
+    cfg.key_format = source.spec().key_format();
+    let limits = net::limits(timeout, max_message_mib)?;
+    let peer: Peer = net::peer(listen, connect, accept_timeout, tls, limits)?;
+    let listening = |addr: &str| {
+        if let Some(cb) = &on_listening {
+            Python::attach(|py| {
+                if let Err(e) = cb.call1(py, (addr,)) {
+                    e.write_unraisable(py, None);
+                }
+            });
+        }
+    };
+    let (loaded, values) = py
+        .detach(|| {
+            let loaded = source.load()?;
+            let values = key_values(source, &loaded, &value_columns)?;
+            Ok((loaded, values))
+        })
+        .py_err()?;
+    let input = Input {
+        keys: &loaded.keys,
+        values: &values,
+    };
+    let out = interrupt::run(py, facade::run(&peer, role, input, &cfg, listening))?;
+    let d = outcome_to_py(
+        py,
+        out,
+        &loaded,
+        source.spec().columns.len(),
+        source.is_csv(),
+        min_intersection,
+    )?;
+    d.set_item("application", app.name())?;
+    Ok(d)
+}

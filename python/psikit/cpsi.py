@@ -1,0 +1,315 @@
+"""Circuit PSI (``psikit cpsi``): compute on the intersection without
+learning it.
+
+Both parties end the protocol with secret shares of "this item is in the
+intersection" and compute an application on them; by default the
+``receive`` party learns its result and the ``send`` party nothing.
+
+Applications (:data:`APPLICATIONS`):
+
+* ``"cardinality"``: ``|X ∩ Y|``;
+* ``"sum"``: ``|X ∩ Y|`` and the sums (mod 2^64) over the intersection of
+  each party's ``value_columns`` (rows with the same key add up), revealed
+  only if the intersection has at least ``min_intersection`` items;
+* ``"threshold"``: one bit, whether ``|X ∩ Y| >= threshold``;
+* ``"union"``: the learner gets the peer's keys outside the intersection,
+  hence the union (``reveal_to`` picks the learner, one party only);
+* ``"shares"``: each party gets its XOR shares of membership per bin (and
+  additive shares of the send party's values), as a table, for its own
+  further computation.
+
+One party listens, the other connects; either may send or receive. Both
+must give the same application, ``threshold``, ``reveal_to``,
+``min_intersection``, ``ot`` and ``epc``, the same number of key columns
+and the same normalisation (checked at the start). The ``receive`` party
+holds the cuckoo table: make it the smaller set.
+
+Example (two processes, or two threads)::
+
+    # receiver: learns the size of the intersection and the sum of the
+    # sender's "spend" over it
+    r = psikit.cpsi.receive("sum", customers, key="email", listen="0.0.0.0:7703")
+    r.intersection_size, r.sender_sums          # -> 1234, [567890]
+    # sender
+    psikit.cpsi.send("sum", purchases, key="email", value_columns=["spend"],
+                     connect="host:7703")       # -> CpsiResult(learned=False, ...)
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Optional, Union
+
+from . import _aio, _native
+from ._data import DEFAULT_NORMALIZE, Columns, InputError, Normalize, Prepared, _pyarrow, prepare, result
+
+__all__ = ["send", "receive", "send_async", "receive_async", "CpsiResult", "APPLICATIONS"]
+
+#: What circuit PSI computes on the intersection.
+APPLICATIONS = ("cardinality", "sum", "threshold", "union", "shares")
+
+
+@dataclass(frozen=True)
+class CpsiResult:
+    """What one party learned from a circuit PSI run. Fields of results
+    this party did not learn (not revealed to it, or of another
+    application) are ``None``.
+
+    * ``learned``: whether the result was revealed to this party;
+    * ``intersection_size``: cardinality and sum;
+    * ``sender_sums`` / ``receiver_sums``: sum, one per value column of the
+      ``send`` / ``receive`` party (empty lists when it gave none);
+    * ``withheld``: sum with ``min_intersection``: ``True`` when the
+      intersection was smaller and no sum was revealed (both parties learn
+      this), ``False`` when it was reached;
+    * ``threshold_reached``: threshold;
+    * ``union``: union, at its learner: this party's rows (those with a key)
+      followed by one row per key of the peer outside the intersection, in
+      the input's kind (a list: items; a DataFrame, fresh index, or a
+      pyarrow Table: rows whose key columns hold the peer's normalised key
+      and the other columns missing; a CSV path: dicts);
+    * ``shares``: shares, a table with one row per bin of the receive
+      party's cuckoo table: ``bin``, ``share`` (0/1; XOR both parties'
+      shares for membership), ``value_share_1..`` (shares mod 2^64 of the
+      send party's values, meaningful where the bin is a member; add both
+      parties'), and at the ``receive`` party ``key`` (its normalised key
+      in the bin, ``None`` for an empty bin) and ``row`` (the 0-based
+      position in the input of the first row with that key). A pandas
+      DataFrame or pyarrow Table for those inputs, else a list of dicts;
+    * ``bytes_sent``, ``bytes_received``: this party's traffic.
+    """
+
+    application: str
+    learned: bool
+    intersection_size: Optional[int] = None
+    sender_sums: Optional[List[int]] = None
+    receiver_sums: Optional[List[int]] = None
+    withheld: Optional[bool] = None
+    threshold_reached: Optional[bool] = None
+    union: Any = None
+    shares: Any = None
+    bytes_sent: int = 0
+    bytes_received: int = 0
+
+
+def _text_fields(p: Prepared, fields: List[bytes]) -> Any:
+    """A key's fields as the input's items hold them: ``bytes`` for a list
+    of bytes items, else ``str``; a tuple for a composite key."""
+    as_bytes = p.kind == "list" and any(isinstance(f, bytes) for f in _first_item(p))
+    vals = [f if as_bytes else f.decode("utf-8", errors="replace") for f in fields]
+    return vals[0] if len(vals) == 1 else tuple(vals)
+
+
+def _first_item(p: Prepared) -> List[Any]:
+    if not p.data:
+        return []
+    first = p.data[0]
+    return list(first) if isinstance(first, tuple) else [first]
+
+
+def _key_names(p: Prepared, headers: Optional[List[str]]) -> List[str]:
+    """The key columns' names in a CSV result's dicts (``#N`` resolved
+    through the header when there is one)."""
+    names = []
+    for k in p.keys:
+        spec = k.strip()
+        at = int(spec[1:]) if spec.startswith("#") and spec[1:].isdigit() else None
+        names.append(headers[at] if at is not None and headers is not None and at < len(headers) else spec)
+    return names
+
+
+def _union(p: Prepared, own_out: Dict[str, Any], peer_keys: List[List[bytes]]) -> Any:
+    own = result(p, own_out)
+    peer = [_text_fields(p, k) for k in peer_keys]
+    if p.kind == "list":
+        return own + peer
+    cols = [[(v if isinstance(v, tuple) else (v,))[j] for v in peer] for j in range(len(p.keys))]
+    if p.kind == "pandas":
+        import pandas as pd
+
+        extra = pd.DataFrame({name: col for name, col in zip(p.keys, cols)}, columns=list(own.columns))
+        return pd.concat([own, extra], ignore_index=True)
+    if p.kind == "arrow":
+        pa = _pyarrow()
+        arrays = []
+        for f in own.schema:
+            if f.name in p.keys:
+                arr = pa.array(cols[p.keys.index(f.name)], type=pa.string())
+                try:
+                    arr = arr.cast(f.type)
+                except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                    raise InputError(
+                        f"the peer's keys do not fit the type {f.type} of key column {f.name!r}; "
+                        "give the key columns as strings"
+                    ) from None
+                arrays.append(arr)
+            else:
+                arrays.append(pa.nulls(len(peer), type=f.type))
+        return pa.concat_tables([own, pa.Table.from_arrays(arrays, schema=own.schema)])
+    names = _key_names(p, own_out.get("headers"))
+    return own + [dict(zip(names, col)) for col in zip(*cols)] if cols else own
+
+
+def _shares(p: Prepared, columns: Dict[str, List[Any]]) -> Any:
+    if "key" in columns:
+        columns = dict(columns)
+        columns["key"] = [None if k is None else _text_fields(p, k) for k in columns["key"]]
+    if p.kind == "pandas":
+        import pandas as pd
+
+        return pd.DataFrame(columns)
+    if p.kind == "arrow":
+        pa = _pyarrow()
+        if "key" in columns:
+            columns["key"] = [list(k) if isinstance(k, tuple) else k for k in columns["key"]]
+        return pa.table({name: pa.array(col, type=pa.uint64() if name.startswith("value_share") else None)
+                         for name, col in columns.items()})
+    names = list(columns)
+    return [dict(zip(names, row)) for row in zip(*columns.values())]
+
+
+def _run(role: str, application: str, data: Any, key: Columns, normalize: Optional[Normalize],
+         value_columns: Columns, threshold: Optional[int], reveal_to: str, min_intersection: int, ot: str,
+         epc: Union[str, int], listen: Optional[str], connect: Optional[str], max_peer_items: int,
+         accept_timeout: Optional[float], timeout: float, tls: Optional[Dict[str, Any]],
+         on_listening: Optional[Callable[[str], None]], has_header: bool, delimiter: str) -> CpsiResult:
+    values: List[str] = [value_columns] if isinstance(value_columns, str) else list(value_columns or [])
+    path = isinstance(data, (str, os.PathLike))
+    if values and isinstance(data, (list, tuple, dict)):
+        raise InputError("value_columns go with tables and CSV paths; a list holds the keys only")
+    # Tables carry their value columns as extra columns; in a CSV file the
+    # native side finds them by name, as the CLI does.
+    p = prepare(data, key=key, normalize=normalize, label=None if path else values, label_role="value",
+                has_header=has_header, delimiter=delimiter)
+    out = _native.cpsi_run(
+        application, role, p.source, values, threshold, reveal_to, min_intersection, ot, str(epc),
+        listen, connect, max_peer_items, accept_timeout, timeout, 16, tls, on_listening,
+    )
+    return CpsiResult(
+        application=out["application"],
+        learned=out["learned"],
+        intersection_size=out.get("intersection_size"),
+        sender_sums=out.get("sender_sums"),
+        receiver_sums=out.get("receiver_sums"),
+        withheld=out.get("withheld"),
+        threshold_reached=out.get("threshold_reached"),
+        union=_union(p, out["own"], out["peer_keys"]) if "own" in out else None,
+        shares=_shares(p, out["shares"]) if "shares" in out else None,
+        bytes_sent=out["bytes_sent"],
+        bytes_received=out["bytes_received"],
+    )
+
+
+def receive(
+    application: str,
+    data: Any,
+    *,
+    listen: Optional[str] = None,
+    connect: Optional[str] = None,
+    key: Columns = None,
+    normalize: Optional[Normalize] = DEFAULT_NORMALIZE,
+    value_columns: Columns = None,
+    threshold: Optional[int] = None,
+    reveal_to: str = "receiver",
+    min_intersection: int = 0,
+    ot: str = "silent",
+    epc: Union[str, int] = "auto",
+    max_peer_items: int = 1 << 24,
+    accept_timeout: Optional[float] = None,
+    timeout: float = 60.0,
+    tls: Optional[Dict[str, Any]] = None,
+    on_listening: Optional[Callable[[str], None]] = None,
+    has_header: bool = True,
+    delimiter: str = ",",
+) -> CpsiResult:
+    """The ``receive`` party's run of ``application`` on ``data`` (it holds
+    the cuckoo table; best the smaller set). Give ``listen="host:port"`` or
+    ``connect="host:port"``. Returns a :class:`CpsiResult`.
+
+    * ``value_columns``: sum only, columns of unsigned integers (tables and
+      CSV paths; rows with the same key add up mod 2^64);
+    * ``threshold``: threshold only, required;
+    * ``reveal_to``: who learns the result, ``"receiver"`` (default),
+      ``"sender"`` or ``"both"`` (the union: one of the first two);
+    * ``min_intersection``: sum only, reveal the sums only if the
+      intersection has at least this many items;
+    * ``ot``: ``"silent"`` (little traffic) or ``"iknp"`` (fast links);
+      ``epc``: ``"auto"``, ``"off"`` or 16 to 31 bits;
+    * ``on_listening(addr)``, ``accept_timeout``, ``timeout``, ``tls``: as
+      in :func:`psikit.psi.receive`.
+
+    Raises :class:`psikit.InputError` for bad input (a missing key or value
+    column, a value that is not an unsigned integer, an option of another
+    application, no threshold) and :class:`psikit.ProtocolError` when the
+    peer fails or runs other settings.
+
+    >>> r = psikit.cpsi.receive("cardinality", ["a", "b", "c"], listen="0.0.0.0:7703")  # doctest: +SKIP
+    >>> r.intersection_size  # doctest: +SKIP
+    2
+    >>> psikit.cpsi.receive("threshold", df, key="email", threshold=100,
+    ...                     connect="peer:7703").threshold_reached  # doctest: +SKIP
+    True
+    """
+    return _run("receive", application, data, key, normalize, value_columns, threshold, reveal_to,
+                min_intersection, ot, epc, listen, connect, max_peer_items, accept_timeout, timeout, tls,
+                on_listening, has_header, delimiter)
+
+
+def send(
+    application: str,
+    data: Any,
+    *,
+    listen: Optional[str] = None,
+    connect: Optional[str] = None,
+    key: Columns = None,
+    normalize: Optional[Normalize] = DEFAULT_NORMALIZE,
+    value_columns: Columns = None,
+    threshold: Optional[int] = None,
+    reveal_to: str = "receiver",
+    min_intersection: int = 0,
+    ot: str = "silent",
+    epc: Union[str, int] = "auto",
+    max_peer_items: int = 1 << 24,
+    accept_timeout: Optional[float] = None,
+    timeout: float = 60.0,
+    tls: Optional[Dict[str, Any]] = None,
+    on_listening: Optional[Callable[[str], None]] = None,
+    has_header: bool = True,
+    delimiter: str = ",",
+) -> CpsiResult:
+    """The ``send`` party's run of ``application`` on ``data``: the
+    counterpart of :func:`receive`, with the same options. It learns
+    nothing unless ``reveal_to`` is ``"sender"`` or ``"both"``; in the
+    shares application its ``value_columns`` are shared with the receiver.
+
+    >>> psikit.cpsi.send("sum", "purchases.csv", key="email", value_columns="spend",
+    ...                  connect="peer:7703")  # doctest: +SKIP
+    CpsiResult(application='sum', learned=False, ...)
+    >>> u = psikit.cpsi.send("union", ["a", "b"], reveal_to="sender", listen="0.0.0.0:7703")  # doctest: +SKIP
+    >>> u.union  # doctest: +SKIP
+    ['a', 'b', 'c']
+    """
+    return _run("send", application, data, key, normalize, value_columns, threshold, reveal_to,
+                min_intersection, ot, epc, listen, connect, max_peer_items, accept_timeout, timeout, tls,
+                on_listening, has_header, delimiter)
+
+
+async def send_async(application: str, data: Any, **kwargs: Any) -> CpsiResult:
+    """:func:`send` for asyncio, with the same arguments: the run goes on
+    in a worker thread while the event loop runs; cancelling the task
+    closes the connection (within 100 ms). ``on_listening`` is called on
+    the loop's thread.
+
+    >>> r = await psikit.cpsi.send_async("cardinality", df, key="email", connect="host:7703")  # doctest: +SKIP
+    """
+    return await _aio.run(send, application, data, **kwargs)
+
+
+async def receive_async(application: str, data: Any, **kwargs: Any) -> CpsiResult:
+    """:func:`receive` for asyncio (see :func:`send_async`).
+
+    >>> r = await psikit.cpsi.receive_async("threshold", df, key="email", threshold=100,
+    ...                                     listen="0.0.0.0:7703")  # doctest: +SKIP
+    """
+    return await _aio.run(receive, application, data, **kwargs)

@@ -1,0 +1,199 @@
+"""Circuit PSI (psikit.cpsi) end to end against the plaintext truth, both
+parties in this process over loopback: every application, who learns, and
+the errors of bad input."""
+
+from __future__ import annotations
+
+import functools
+import random
+
+import pytest
+
+import psikit
+from conftest import norm, two_parties, write_csv
+
+NORM = ("trim", "lower")
+MASK = (1 << 64) - 1
+
+
+@pytest.fixture(scope="module")
+def data(small_sets, tmp_path_factory):
+    """The small sets as CSV files with value columns: the sender's ``v``
+    (near 2^64, so sums wrap) and the receiver's ``n`` (the duplicated row
+    of the receiver adds up)."""
+    rng = random.Random(5)
+    tmp = tmp_path_factory.mktemp("cpsi")
+    sv = {s: rng.getrandbits(64) for s in small_sets.server}
+    rv = [rng.randrange(1000) for _ in small_sets.client]
+    server = write_csv(tmp / "server.csv", ["email", "v"], [(s, sv[s]) for s in small_sets.server])
+    client = write_csv(tmp / "client.csv", ["email", "n"], list(zip(small_sets.client, rv)))
+    held = {norm(s): sv[s] for s in small_sets.server}
+    inter = {norm(c) for c in small_sets.client if norm(c) in held}
+    truth = {
+        "size": len(inter),
+        "sender_sum": sum(held[k] for k in inter) & MASK,
+        "receiver_sum": sum(n for c, n in zip(small_sets.client, rv) if norm(c) in held),
+        "held": held,
+    }
+    return server, client, truth
+
+
+def run(app, receiver_data, sender_data, **kw):
+    """Both parties of ``app``; options per party as ``r_...``/``s_...``."""
+    rkw = {k[2:]: v for k, v in kw.items() if k.startswith("r_")}
+    skw = {k[2:]: v for k, v in kw.items() if k.startswith("s_")}
+    common = {k: v for k, v in kw.items() if not k.startswith(("r_", "s_"))}
+    return two_parties(
+        functools.partial(psikit.cpsi.receive, app, receiver_data, normalize=NORM, **common, **rkw),
+        functools.partial(psikit.cpsi.send, app, sender_data, normalize=NORM, **common, **skw),
+    )
+
+
+def test_cardinality(small_sets, data):
+    r, s = run("cardinality", small_sets.client, small_sets.server)
+    assert (r.learned, r.intersection_size) == (True, data[2]["size"])
+    assert (s.learned, s.intersection_size) == (False, None)
+    assert r.bytes_sent == s.bytes_received > 0
+
+
+@pytest.mark.parametrize("reveal_to", ["receiver", "sender", "both"])
+def test_sum_of_both_parties_values(data, reveal_to):
+    server, client, truth = data
+    r, s = run("sum", client, server, key="email", reveal_to=reveal_to, r_value_columns="n", s_value_columns=["v"])
+    want = (truth["size"], [truth["sender_sum"]], [truth["receiver_sum"]])
+    for res, learns in ((r, reveal_to != "sender"), (s, reveal_to != "receiver")):
+        assert res.learned == learns
+        got = (res.intersection_size, res.sender_sums, res.receiver_sums)
+        assert got == (want if learns else (None, None, None))
+
+
+def test_sum_with_a_minimum_intersection(data):
+    server, client, truth = data
+    size = truth["size"]
+    r, s = run("sum", client, server, key="email", min_intersection=size + 1, s_value_columns="v")
+    assert (r.withheld, r.intersection_size, r.sender_sums) == (True, None, None)
+    assert s.withheld is True
+    r, s = run("sum", client, server, key="email", min_intersection=size, s_value_columns="v")
+    assert (r.withheld, r.intersection_size, r.sender_sums, r.receiver_sums) == (
+        False, size, [truth["sender_sum"]], [])
+    assert (s.withheld, s.learned) == (False, False)
+
+
+def test_sum_from_dataframes_equals_csv(small_sets, data):
+    pd = pytest.importorskip("pandas")
+    server, client, truth = data
+    sdf = pd.read_csv(server, dtype={"v": "uint64"})
+    rdf = pd.read_csv(client)
+    r, _ = run("sum", rdf, sdf, key="email", r_value_columns="n", s_value_columns="v", ot="iknp", epc="off")
+    assert (r.intersection_size, r.sender_sums, r.receiver_sums) == (
+        truth["size"], [truth["sender_sum"]], [truth["receiver_sum"]])
+
+
+@pytest.mark.parametrize("offset,reached", [(0, True), (1, False)])
+def test_threshold(small_sets, data, offset, reached):
+    t = data[2]["size"] + offset
+    r, s = run("threshold", small_sets.client, small_sets.server, threshold=t)
+    assert (r.threshold_reached, s.threshold_reached) == (reached, None)
+
+
+@pytest.mark.parametrize("reveal_to", ["receiver", "sender"])
+def test_union_for_its_learner(small_sets, reveal_to):
+    r, s = run("union", small_sets.client, small_sets.server, reveal_to=reveal_to)
+    learner, other, own, peer = (r, s, small_sets.client, small_sets.server)
+    if reveal_to == "sender":
+        learner, other, own, peer = (s, r, small_sets.server, small_sets.client)
+    assert (other.learned, other.union) == (False, None)
+    kept = [x for x in own if norm(x)]  # rows with a key
+    assert learner.union[:len(kept)] == kept
+    extra = learner.union[len(kept):]
+    assert sorted(extra) == sorted({norm(x) for x in peer if norm(x)} - {norm(x) for x in own})
+
+
+def test_union_as_a_table(small_sets):
+    pd = pytest.importorskip("pandas")
+    df = pd.DataFrame({"email": small_sets.client, "n": range(len(small_sets.client))})
+    r, _ = run("union", df, small_sets.server, r_key="email")
+    kept = df[df["email"].map(norm) != ""]
+    assert list(r.union["email"][:len(kept)]) == list(kept["email"])
+    extra = r.union.iloc[len(kept):]
+    assert extra["n"].isna().all()
+    assert set(extra["email"]) == {norm(s) for s in small_sets.server} - {norm(c) for c in small_sets.client}
+
+
+def test_shares_recombine_to_membership(data):
+    server, client, truth = data
+    r, s = run("shares", client, server, key="email", s_value_columns="v")
+    assert r.learned and s.learned
+    assert len(r.shares) == len(s.shares) > 0
+    held = truth["held"]
+    members = 0
+    for rb, sb in zip(r.shares, s.shares):
+        assert rb["bin"] == sb["bin"]
+        member = rb["share"] ^ sb["share"]
+        assert member == (rb["key"] is not None and rb["key"] in held)
+        if member:
+            members += 1
+            assert (rb["value_share_1"] + sb["value_share_1"]) & MASK == held[rb["key"]]
+    assert members == truth["size"]
+    assert "key" not in s.shares[0]
+
+
+def test_shares_as_a_dataframe(small_sets):
+    pd = pytest.importorskip("pandas")
+    df = pd.DataFrame({"email": small_sets.client})
+    r, s = run("shares", df, small_sets.server, r_key="email")
+    assert isinstance(r.shares, pd.DataFrame)
+    rows = r.shares.dropna(subset=["key"])
+    # Each key's row is the first input row holding it.
+    assert all(norm(df["email"].iloc[int(i)]) == k for i, k in zip(rows["row"], rows["key"]))
+    member = r.shares["share"] ^ pd.Series([b["share"] for b in s.shares])
+    assert int(member.sum()) == len({norm(c) for c in small_sets.truth()})
+
+
+def test_bad_input_raises_before_any_connection(small_sets, data, tmp_path):
+    server, client, _ = data
+    with pytest.raises(psikit.InputError, match="value column"):
+        psikit.cpsi.receive("sum", client, key="email", value_columns="missing", listen="127.0.0.1:0")
+    pd = pytest.importorskip("pandas")
+    with pytest.raises(psikit.InputError, match="value column 'missing' not found"):
+        psikit.cpsi.receive("sum", pd.read_csv(client), key="email", value_columns="missing",
+                            listen="127.0.0.1:0")
+
+
+@pytest.mark.parametrize("app,kw,match", [
+    ("threshold", {}, "needs threshold"),
+    ("cardinality", {"threshold": 3}, "belongs to the threshold"),
+    ("cardinality", {"value_columns": "v"}, "value_columns"),
+    ("cardinality", {"min_intersection": 5}, "min_intersection belongs to the sum"),
+    ("union", {"reveal_to": "both"}, "learned by one party"),
+    ("product", {}, "application must be"),
+    ("sum", {"epc": 12}, "epc must be"),
+    ("sum", {"ot": "kk13"}, "ot must be"),
+])
+def test_bad_options_raise(data, app, kw, match):
+    with pytest.raises(psikit.InputError, match=match):
+        psikit.cpsi.receive(app, data[1], key="email", listen="127.0.0.1:0", **kw)
+
+
+def test_bad_values_raise(tmp_path):
+    path = write_csv(tmp_path / "bad.csv", ["email", "v"], [("a", "1"), ("b", "-2")])
+    with pytest.raises(psikit.InputError, match=r"row 2: value \"-2\" in column v is not an unsigned integer"):
+        psikit.cpsi.send("sum", path, key="email", value_columns="v", listen="127.0.0.1:0")
+    with pytest.raises(psikit.InputError, match="a list holds the keys only"):
+        psikit.cpsi.send("sum", ["a"], value_columns="v", listen="127.0.0.1:0")
+
+
+def test_other_settings_are_refused(small_sets):
+    with pytest.raises(psikit.ProtocolError):
+        run("threshold", small_sets.client, small_sets.server, r_threshold=5, s_threshold=6)
+
+
+def test_union_and_shares_as_arrow_tables(small_sets):
+    pa = pytest.importorskip("pyarrow")
+    table = pa.table({"email": small_sets.client, "n": list(range(len(small_sets.client)))})
+    r, _ = run("union", table, small_sets.server, r_key="email")
+    kept = [c for c in small_sets.client if norm(c)]
+    assert r.union.column("email").to_pylist()[:len(kept)] == kept
+    assert r.union.column("n").to_pylist()[len(kept):] == [None] * (r.union.num_rows - len(kept))
+    r, _ = run("shares", table, small_sets.server, r_key="email")
+    assert r.shares.column_names == ["bin", "share", "key", "row"]
