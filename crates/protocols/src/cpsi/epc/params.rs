@@ -314,6 +314,10 @@ fn reply_fits(p: u64, q1: u128, noise: u128) -> bool {
         .is_some_and(|need| need <= q1)
 }
 
+/// Largest prime of a ciphertext modulus ([`HeParams`] generates 10 to 62
+/// bits).
+const MAX_PRIME_BITS: usize = 62;
+
 /// Theorem 1's modulus: the smallest `Q = q_1·q_2` (two primes `= 1 mod
 /// 2n` of `ceil(b/2)` and `floor(b/2)` bits, generated as
 /// [`HeParams::without_key_switching`] does) for which a reply switched to
@@ -326,7 +330,11 @@ fn choose_moduli(
     ell: u32,
     ell_c: u32,
 ) -> Result<HeParams, Error> {
-    let max_bits = psikit_he::security::max_bits_128(n).unwrap_or(0);
+    // Two primes of at most 62 bits each (the HE wrapper's largest), and
+    // within the 128-bit standard's total for `n`.
+    let max_bits = psikit_he::security::max_bits_128(n)
+        .unwrap_or(0)
+        .min(2 * MAX_PRIME_BITS);
     let needed = u128::BITS - before_switch.leading_zeros() + ell_c + 1 + MARGIN_BITS;
     let first = (needed as usize).saturating_sub(2);
     for total in first..=max_bits {
@@ -342,7 +350,7 @@ fn choose_moduli(
     }
     Err(config(format!(
         "ℓ = {ell}, ℓ_c = {ell_c}: exact decryption after the run's flooding needs a \
-         ciphertext modulus of about {needed} bits, above the {max_bits} bits the 128-bit \
-         HE standard allows at n = {n}"
+         ciphertext modulus of about {needed} bits, above the {max_bits} bits of two primes \
+         within the 128-bit HE standard at n = {n} (choose fewer EPC bits or EPC off)"
     )))
 }
