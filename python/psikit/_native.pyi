@@ -194,6 +194,8 @@ def cpsi_run(
     threshold: Optional[int] = None,
     reveal_to: str = "receiver",
     min_intersection: int = 0,
+    inner_product: bool = False,
+    product_bits: int = 32,
     ot: str = "silent",
     epc: str = "auto",
     listen: Optional[str] = None,
