@@ -37,7 +37,7 @@ from ._native import (
     StaleFilterError,
 )
 from . import cpsi, filter, he, psi  # noqa: A004 - the family is called filter, as in the CLI
-from ._data import DEFAULT_NORMALIZE, Columns, Normalize, prepare
+from ._data import DEFAULT_NORMALIZE, Columns, Normalize, Rows, prepare
 
 __version__: str = _native.__version__
 
@@ -47,6 +47,7 @@ __all__ = [
     "he",
     "psi",
     "Server",
+    "Rows",
     "PsikitError",
     "InputError",
     "ProtocolError",

@@ -154,7 +154,7 @@ def _union(p: Prepared, own_out: Dict[str, Any], peer_keys: List[List[bytes]]) -
                 arrays.append(pa.nulls(len(peer), type=f.type))
         return pa.concat_tables([own, pa.Table.from_arrays(arrays, schema=own.schema)])
     names = _key_names(p, own_out.get("headers"))
-    return own + [dict(zip(names, col)) for col in zip(*cols)] if cols else own
+    return list(own) + [dict(zip(names, col)) for col in zip(*cols)]
 
 
 def _shares(p: Prepared, columns: Dict[str, List[Any]]) -> Any:

@@ -8,6 +8,7 @@ use psikit_protocols::common::connect::Peer;
 use psikit_protocols::cpsi::facade::{self, Role};
 use psikit_protocols::cpsi::{App, CpsiConfig, Epc, Input, OtKind, Outcome, Output, Reveal};
 use psikit_protocols::cpsi::{Shares, Sums};
+use psikit_protocols::memory;
 use psikit_protocols::Error;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
@@ -416,6 +417,8 @@ pub fn cpsi_run<'py>(
             });
         }
     };
+    // One big job: freed memory is reused while it runs (see `psi_run`).
+    let _reuse = memory::reuse_freed_memory_during();
     let (loaded, values) = py
         .detach(|| {
             let loaded = source.load()?;
