@@ -12,8 +12,11 @@ the queries, a `psikit psi send --listen` started afresh for each VOLE-PSI
 run. Python runs twice per case: on the same CSV file as the CLI (the
 binding's own overhead) and on a list of str read beforehand (the input
 conversion too), and a third time on the CSV file after
-`psikit.reuse_freed_memory()` (the allocator setting of the CLI's one-shot
-commands). Then the wheel's size and the time of `import psikit`.
+`psikit.reuse_freed_memory()` (freed memory kept for good, as the CLI's
+one-shot commands keep it; `psi.receive` keeps it only while it runs, then
+restores glibc's settings and returns the memory). A CSV path's result is
+a `psikit.Rows` whose dicts are made when read; the runner takes its
+length only. Then the wheel's size and the time of `import psikit`.
 
     python python/benchmarks/overhead.py --cli target/release/psikit --wheel dist/psikit-*.whl
 
@@ -62,7 +65,10 @@ elif kind == "he":
 else:
     out = psikit.psi.receive(data, **args)
 secs = time.perf_counter() - t
-print(json.dumps({"secs": secs, "matched": len(out)}))
+t = time.perf_counter()
+dicts = list(out) if isinstance(out, psikit.Rows) else None
+as_list = time.perf_counter() - t if dicts is not None else None
+print(json.dumps({"secs": secs, "matched": len(out), "rows_as_list_secs": as_list}))
 """
 
 
@@ -131,7 +137,7 @@ def run_python(kind: str, inp: Path, args: Dict) -> Dict[str, float]:
     if out.returncode != 0:
         raise SystemExit(f"python {kind} failed: {out.stderr}")
     res = json.loads(out.stdout.strip().splitlines()[-1])
-    return {"call": res["secs"], "process": wall}
+    return {"call": res["secs"], "process": wall, "rows_as_list": res["rows_as_list_secs"]}
 
 
 def start_sender(cli: str, peer: Path) -> Tuple[subprocess.Popen, str]:
@@ -239,6 +245,7 @@ def summary(title: str, cli: List[float], py: List[Dict[str, float]], py_list: L
         "python_process_s": median([r["process"] for r in py]),
         "python_list_call_s": median([r["call"] for r in py_list]),
         "python_reuse_call_s": median([r["call"] for r in py_reuse]),
+        "python_rows_as_list_s": median([r["rows_as_list"] or 0.0 for r in py]),
         "runs": {"cli": cli, "python": py, "python_list": py_list, "python_reuse": py_reuse},
     }
     print(json.dumps({k: v for k, v in row.items() if k != "runs"}), file=sys.stderr)

@@ -37,7 +37,7 @@ from ._native import (
     StaleFilterError,
 )
 from . import cpsi, filter, he, psi  # noqa: A004 - the family is called filter, as in the CLI
-from ._data import DEFAULT_NORMALIZE, Columns, Normalize, prepare
+from ._data import DEFAULT_NORMALIZE, Columns, Normalize, Rows, prepare
 
 __version__: str = _native.__version__
 
@@ -47,6 +47,7 @@ __all__ = [
     "he",
     "psi",
     "Server",
+    "Rows",
     "PsikitError",
     "InputError",
     "ProtocolError",
@@ -98,8 +99,12 @@ def reuse_freed_memory() -> None:
     of having the kernel zero fresh ones for every big vector (VOLE-PSI at
     2^20: 0.3-0.7 s less at the receiver on the development VM, of 2.7-3.6 s).
 
-    For scripts that run one big job: the process's resident memory stays
-    at its high-water mark until it exits, which a long-running service
-    should not do. It cannot be undone. A no-op outside Linux with glibc.
+    :func:`psikit.psi.send`/``receive`` and :func:`psikit.cpsi.send`/``receive``
+    already keep freed memory while they run and restore glibc's settings
+    afterwards (returning the kept memory to the kernel); this keeps it for
+    good, for scripts that run several big jobs and exit: the process's
+    resident memory stays at its high-water mark until it exits, which a
+    long-running service should not do. It cannot be undone. A no-op
+    outside Linux with glibc.
     """
     _native.reuse_freed_memory()

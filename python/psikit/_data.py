@@ -16,9 +16,11 @@ else through ``str()``.
 from __future__ import annotations
 
 import math
+import operator
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterator, List, Optional, Union
 
 from . import _native
 from ._native import InputError
@@ -196,43 +198,113 @@ def _table(kind: str, data: Any, keys: List[str], labels: List[str], norm: str, 
     return Prepared(kind, _native.Source.rows(rows, len(keys), norm, len(labels)), data, labels, keys)
 
 
+class Rows(Sequence):
+    """The matching rows of a CSV file: a read-only sequence of dicts
+    (header -> value, or ``"#0"``, ``"#1"``, ... without a header, then
+    the label columns), each made when it is read, so that a result of
+    millions of rows costs one buffer until it is used.
+
+    It compares equal to a list of the same dicts; ``list(rows)`` makes
+    the list. ``rows.positions`` are the rows' 0-based data row numbers in
+    the file (a ``memoryview`` of ``int64``; ``numpy.asarray`` and
+    ``pyarrow.array`` take it without a copy).
+
+    >>> rows = psikit.psi.receive("ours.csv", key="email", listen="0.0.0.0:7702")  # doctest: +SKIP
+    >>> len(rows), rows[0]  # doctest: +SKIP
+    (524288, {'email': 'ann@x.org', 'name': 'Ann'})
+    """
+
+    __slots__ = ("_headers", "_fields", "_labels", "_names", "positions")
+
+    def __init__(self, headers: Optional[List[str]], fields: Any, labels: List[List[str]], names: List[str],
+                 positions: memoryview) -> None:
+        self._headers = headers
+        self._fields = fields
+        self._labels = labels
+        self._names = names
+        self.positions = positions
+
+    def __len__(self) -> int:
+        return len(self._fields)
+
+    def _row(self, i: int) -> Dict[str, str]:
+        fields = self._fields.row(i)
+        cols = self._headers if self._headers is not None else [f"#{k}" for k in range(len(fields))]
+        d = dict(zip(cols, fields))
+        d.update(zip(self._names, (col[i] for col in self._labels)))
+        return d
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self._row(j) for j in range(*i.indices(len(self)))]
+        n = len(self)
+        at = i + n if i < 0 else i
+        if not 0 <= at < n:
+            raise IndexError("row index out of range")
+        return self._row(at)
+
+    def __iter__(self) -> Iterator[Dict[str, str]]:
+        return (self._row(i) for i in range(len(self)))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, (Rows, list, tuple)):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        if len(self) <= 5:
+            return f"Rows({list(self)!r})"
+        return f"Rows([{self[0]!r}, {self[1]!r}, ... {len(self)} rows])"
+
+
+def _take_list(data: Sequence[Any], positions: memoryview) -> List[Any]:
+    if not positions:
+        return []
+    taken = operator.itemgetter(*positions)(data)
+    return [taken] if len(positions) == 1 else list(taken)
+
+
 def result(p: Prepared, out: Dict[str, Any], label_names: Sequence[str] = ()) -> Any:
-    """The matched rows of ``out`` (a native result) in the kind of ``p``.
+    """The matched rows of ``out`` (a native result) in the kind of ``p``,
+    taken from the caller's data by the positions the native side returns
+    in one buffer:
 
     * list: the matching items, in input order (for HE: a dict item -> label,
       a label being a ``str``, or a tuple of ``str`` for several columns);
-    * pandas / Arrow: the matching rows, with one column per label column;
-    * CSV path: a list of dicts (header -> value, then the label columns).
+    * pandas / Arrow: the matching rows (``iloc`` / ``take``), with one column
+      per label column;
+    * CSV path: :class:`Rows`, dicts of header -> value, then the label
+      columns, made as they are read.
     """
-    rows: List[Tuple[int, Optional[List[str]], List[str]]] = out["rows"]
-    positions = [r - 1 for r, _, _ in rows]
-    labels = [extra for _, _, extra in rows]
+    buf: bytes = out["positions"]
+    positions = memoryview(buf).cast("q")
+    n = len(positions)
     names = list(label_names)
+    labels: List[List[str]] = out["labels"]
+    columns = [labels[j] if j < len(labels) else [""] * n for j in range(len(names))]
     if p.kind in ("list", "dict"):
-        items = [p.data[i] for i in positions]
+        items = _take_list(p.data, positions)
         if not names:
             return items
-        return {item: (lab[0] if len(lab) == 1 else tuple(lab)) for item, lab in zip(items, labels)}
+        return {item: (lab[0] if len(lab) == 1 else tuple(lab)) for item, lab in zip(items, zip(*columns))}
     if p.kind == "pandas":
-        df = p.data.iloc[positions].copy()
-        for j, name in enumerate(names):
-            df[name] = [lab[j] for lab in labels]
+        import numpy
+
+        df = p.data.iloc[numpy.frombuffer(buf, dtype=numpy.int64)]
+        if names:
+            df = df.copy()
+            for name, col in zip(names, columns):
+                df[name] = col
         return df
     if p.kind == "arrow":
         pa = _pyarrow()
-        table = p.data.take(pa.array(positions, type=pa.int64()))
-        for j, name in enumerate(names):
-            table = table.append_column(name, pa.array([lab[j] for lab in labels], type=pa.string()))
+        table = p.data.take(pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(buf)]))
+        for name, col in zip(names, columns):
+            table = table.append_column(name, pa.array(col, type=pa.string()))
         return table
-    headers = out.get("headers")
-    dicts = []
-    for (_, fields, extra) in rows:
-        fields = fields or []
-        cols = headers if headers is not None else [f"#{i}" for i in range(len(fields))]
-        d = dict(zip(cols, fields))
-        d.update(zip(names, extra))
-        dicts.append(d)
-    return dicts
+    return Rows(out.get("headers"), out["fields"], columns, names, positions)
 
 
 class ProgressReporter:

@@ -46,6 +46,15 @@ class Source:
     @property
     def key_format(self) -> str: ...
 
+class MatchedFields:
+    """The fields of a CSV source's matched rows, in one buffer (results
+    hold it under ``"fields"``, next to ``"positions"``: the rows' 0-based
+    data row numbers as native ``int64`` bytes, and ``"labels"``: one list
+    per label column)."""
+
+    def __len__(self) -> int: ...
+    def row(self, i: int) -> List[str]: ...
+
 class Cancel:
     """A cancellation token for the network calls made on this thread inside
     ``with token:`` (used by the asyncio entries)."""
@@ -194,6 +203,8 @@ def cpsi_run(
     threshold: Optional[int] = None,
     reveal_to: str = "receiver",
     min_intersection: int = 0,
+    inner_product: bool = False,
+    product_bits: int = 32,
     ot: str = "silent",
     epc: str = "auto",
     listen: Optional[str] = None,

@@ -10,7 +10,9 @@ Applications (:data:`APPLICATIONS`):
 * ``"cardinality"``: ``|X ∩ Y|``;
 * ``"sum"``: ``|X ∩ Y|`` and the sums (mod 2^64) over the intersection of
   each party's ``value_columns`` (rows with the same key add up), revealed
-  only if the intersection has at least ``min_intersection`` items;
+  only if the intersection has at least ``min_intersection`` items; with
+  ``inner_product=True`` also ``Σ x·y`` over the intersection (the send
+  party's first value column ``x`` times the receive party's first ``y``);
 * ``"threshold"``: one bit, whether ``|X ∩ Y| >= threshold``;
 * ``"union"``: the learner gets the peer's keys outside the intersection,
   hence the union (``reveal_to`` picks the learner, one party only);
@@ -60,6 +62,9 @@ class CpsiResult:
     * ``intersection_size``: cardinality and sum;
     * ``sender_sums`` / ``receiver_sums``: sum, one per value column of the
       ``send`` / ``receive`` party (empty lists when it gave none);
+    * ``inner_product``: sum with ``inner_product=True``: ``Σ x·y`` mod
+      2^64 over the intersection of the send party's first value column
+      ``x`` and the receive party's first ``y``;
     * ``withheld``: sum with ``min_intersection``: ``True`` when the
       intersection was smaller and no sum was revealed (both parties learn
       this), ``False`` when it was reached;
@@ -85,6 +90,7 @@ class CpsiResult:
     intersection_size: Optional[int] = None
     sender_sums: Optional[List[int]] = None
     receiver_sums: Optional[List[int]] = None
+    inner_product: Optional[int] = None
     withheld: Optional[bool] = None
     threshold_reached: Optional[bool] = None
     union: Any = None
@@ -148,7 +154,7 @@ def _union(p: Prepared, own_out: Dict[str, Any], peer_keys: List[List[bytes]]) -
                 arrays.append(pa.nulls(len(peer), type=f.type))
         return pa.concat_tables([own, pa.Table.from_arrays(arrays, schema=own.schema)])
     names = _key_names(p, own_out.get("headers"))
-    return own + [dict(zip(names, col)) for col in zip(*cols)] if cols else own
+    return list(own) + [dict(zip(names, col)) for col in zip(*cols)]
 
 
 def _shares(p: Prepared, columns: Dict[str, List[Any]]) -> Any:
@@ -170,7 +176,8 @@ def _shares(p: Prepared, columns: Dict[str, List[Any]]) -> Any:
 
 
 def _run(role: str, application: str, data: Any, key: Columns, normalize: Optional[Normalize],
-         value_columns: Columns, threshold: Optional[int], reveal_to: str, min_intersection: int, ot: str,
+         value_columns: Columns, threshold: Optional[int], reveal_to: str, min_intersection: int,
+         inner_product: bool, product_bits: int, ot: str,
          epc: Union[str, int], listen: Optional[str], connect: Optional[str], max_peer_items: int,
          accept_timeout: Optional[float], timeout: float, tls: Optional[Dict[str, Any]],
          on_listening: Optional[Callable[[str], None]], has_header: bool, delimiter: str) -> CpsiResult:
@@ -183,7 +190,8 @@ def _run(role: str, application: str, data: Any, key: Columns, normalize: Option
     p = prepare(data, key=key, normalize=normalize, label=None if path else values, label_role="value",
                 has_header=has_header, delimiter=delimiter)
     out = _native.cpsi_run(
-        application, role, p.source, values, threshold, reveal_to, min_intersection, ot, str(epc),
+        application, role, p.source, values, threshold, reveal_to, min_intersection, inner_product,
+        product_bits, ot, str(epc),
         listen, connect, max_peer_items, accept_timeout, timeout, 16, tls, on_listening,
     )
     return CpsiResult(
@@ -192,6 +200,7 @@ def _run(role: str, application: str, data: Any, key: Columns, normalize: Option
         intersection_size=out.get("intersection_size"),
         sender_sums=out.get("sender_sums"),
         receiver_sums=out.get("receiver_sums"),
+        inner_product=out.get("inner_product"),
         withheld=out.get("withheld"),
         threshold_reached=out.get("threshold_reached"),
         union=_union(p, out["own"], out["peer_keys"]) if "own" in out else None,
@@ -213,6 +222,8 @@ def receive(
     threshold: Optional[int] = None,
     reveal_to: str = "receiver",
     min_intersection: int = 0,
+    inner_product: bool = False,
+    product_bits: int = 32,
     ot: str = "silent",
     epc: Union[str, int] = "auto",
     max_peer_items: int = 1 << 24,
@@ -234,6 +245,14 @@ def receive(
       ``"sender"`` or ``"both"`` (the union: one of the first two);
     * ``min_intersection``: sum only, reveal the sums only if the
       intersection has at least this many items;
+    * ``inner_product``: sum only, also reveal ``Σ x·y`` over the
+      intersection of the send party's first value column ``x`` and the
+      receive party's first ``y`` (both parties give it, each with a value
+      column); ``product_bits`` (1 to 64, default 32, both parties alike)
+      bounds ``y``: every per-key sum of the receive party's first value
+      column must be below ``2^product_bits``. It costs ``product_bits``
+      OTs and about ``6.5·product_bits`` bytes per bin (at 32 bits about
+      doubling the run);
     * ``ot``: ``"silent"`` (little traffic) or ``"iknp"`` (fast links);
       ``epc``: ``"auto"``, ``"off"`` or 16 to 31 bits;
     * ``on_listening(addr)``, ``accept_timeout``, ``timeout``, ``tls``: as
@@ -241,19 +260,24 @@ def receive(
 
     Raises :class:`psikit.InputError` for bad input (a missing key or value
     column, a value that is not an unsigned integer, an option of another
-    application, no threshold) and :class:`psikit.ProtocolError` when the
+    application, no threshold, an inner product without value columns or
+    with a receive party's value of ``2^product_bits`` or more) and :class:`psikit.ProtocolError` when the
     peer fails or runs other settings.
 
     >>> r = psikit.cpsi.receive("cardinality", ["a", "b", "c"], listen="0.0.0.0:7703")  # doctest: +SKIP
     >>> r.intersection_size  # doctest: +SKIP
     2
+    >>> r = psikit.cpsi.receive("sum", df, key="email", value_columns="price", inner_product=True,
+    ...                         listen="0.0.0.0:7703")  # doctest: +SKIP
+    >>> r.inner_product  # Σ quantity·price over the common keys  # doctest: +SKIP
+    91250
     >>> psikit.cpsi.receive("threshold", df, key="email", threshold=100,
     ...                     connect="peer:7703").threshold_reached  # doctest: +SKIP
     True
     """
     return _run("receive", application, data, key, normalize, value_columns, threshold, reveal_to,
-                min_intersection, ot, epc, listen, connect, max_peer_items, accept_timeout, timeout, tls,
-                on_listening, has_header, delimiter)
+                min_intersection, inner_product, product_bits, ot, epc, listen, connect, max_peer_items,
+                accept_timeout, timeout, tls, on_listening, has_header, delimiter)
 
 
 def send(
@@ -268,6 +292,8 @@ def send(
     threshold: Optional[int] = None,
     reveal_to: str = "receiver",
     min_intersection: int = 0,
+    inner_product: bool = False,
+    product_bits: int = 32,
     ot: str = "silent",
     epc: Union[str, int] = "auto",
     max_peer_items: int = 1 << 24,
@@ -291,8 +317,8 @@ def send(
     ['a', 'b', 'c']
     """
     return _run("send", application, data, key, normalize, value_columns, threshold, reveal_to,
-                min_intersection, ot, epc, listen, connect, max_peer_items, accept_timeout, timeout, tls,
-                on_listening, has_header, delimiter)
+                min_intersection, inner_product, product_bits, ot, epc, listen, connect, max_peer_items,
+                accept_timeout, timeout, tls, on_listening, has_header, delimiter)
 
 
 async def send_async(application: str, data: Any, **kwargs: Any) -> CpsiResult:

@@ -29,7 +29,12 @@ def data(small_sets, tmp_path_factory):
     client = write_csv(tmp / "client.csv", ["email", "n"], list(zip(small_sets.client, rv)))
     held = {norm(s): sv[s] for s in small_sets.server}
     inter = {norm(c) for c in small_sets.client if norm(c) in held}
+    per_key = {}  # the receiver's value per key: its rows' values added up
+    for c, n in zip(small_sets.client, rv):
+        per_key[norm(c)] = per_key.get(norm(c), 0) + n
     truth = {
+        "inner_product": sum(held[k] * per_key[k] for k in inter) & MASK,
+        "receiver_values": per_key,
         "size": len(inter),
         "sender_sum": sum(held[k] for k in inter) & MASK,
         "receiver_sum": sum(n for c, n in zip(small_sets.client, rv) if norm(c) in held),
@@ -87,6 +92,31 @@ def test_sum_from_dataframes_equals_csv(small_sets, data):
     r, _ = run("sum", rdf, sdf, key="email", r_value_columns="n", s_value_columns="v", ot="iknp", epc="off")
     assert (r.intersection_size, r.sender_sums, r.receiver_sums) == (
         truth["size"], [truth["sender_sum"]], [truth["receiver_sum"]])
+
+
+def test_inner_product_over_the_intersection(data):
+    server, client, truth = data
+    r, s = run("sum", client, server, key="email", inner_product=True, r_value_columns="n", s_value_columns="v")
+    assert (r.intersection_size, r.receiver_sums) == (truth["size"], [truth["receiver_sum"]])
+    assert r.inner_product == truth["inner_product"] != 0
+    assert (s.learned, s.inner_product) == (False, None)
+    r, _ = run("sum", client, server, key="email", r_value_columns="n", s_value_columns="v")
+    assert r.inner_product is None  # not asked for
+
+
+def test_inner_product_refuses_a_receiver_value_too_wide(data):
+    server, client, truth = data
+    bits = max(truth["receiver_values"].values()).bit_length() - 1  # the widest is >= 2^bits
+    # Refused before any peer: without the check this would wait for one
+    # and time out with a ProtocolError.
+    too_wide = rf"row \d+: the inner product takes values below 2\^{bits}; \d+ is not"
+    with pytest.raises(psikit.InputError, match=too_wide):
+        psikit.cpsi.receive("sum", client, key="email", value_columns="n", inner_product=True,
+                            product_bits=bits, listen="127.0.0.1:0", accept_timeout=5)
+    # One bit more fits: a run with a peer goes through.
+    r, _ = run("sum", client, server, key="email", inner_product=True, product_bits=bits + 1,
+               r_value_columns="n", s_value_columns="v", ot="iknp", epc="off")
+    assert r.inner_product == truth["inner_product"]
 
 
 @pytest.mark.parametrize("offset,reached", [(0, True), (1, False)])
@@ -166,6 +196,10 @@ def test_bad_input_raises_before_any_connection(small_sets, data, tmp_path):
     ("cardinality", {"value_columns": "v"}, "value_columns"),
     ("cardinality", {"min_intersection": 5}, "min_intersection belongs to the sum"),
     ("union", {"reveal_to": "both"}, "learned by one party"),
+    ("cardinality", {"inner_product": True}, "inner_product belongs to the sum"),
+    ("sum", {"inner_product": True}, "needs a value column"),
+    ("sum", {"inner_product": True, "value_columns": "n", "product_bits": 65}, "product_bits must be 1 to 64"),
+    ("sum", {"inner_product": True, "value_columns": "n", "product_bits": 0}, "product_bits must be 1 to 64"),
     ("product", {}, "application must be"),
     ("sum", {"epc": 12}, "epc must be"),
     ("sum", {"ot": "kk13"}, "ot must be"),

@@ -118,3 +118,80 @@ def test_message_level_malformed_bytes_raise():
     assert closed.done
     with pytest.raises(psikit.ProtocolError):
         closed.result()
+
+
+def test_a_csv_result_is_rows_made_when_read(small_sets, tmp_path):
+    rows = [(c, f"n{i}") for i, c in enumerate(small_sets.client)]
+    path = write_csv(tmp_path / "c.csv", ["email", "name"], rows)
+    got, _ = two_parties(
+        functools.partial(psikit.psi.receive, path, key="email", normalize=NORM),
+        functools.partial(psikit.psi.send, small_sets.server, normalize=NORM),
+    )
+    held = {s.strip().lower() for s in small_sets.server}
+    want_at = [i for i, (c, _) in enumerate(rows) if c.strip().lower() in held]
+    want = [{"email": rows[i][0], "name": rows[i][1]} for i in want_at]
+    assert isinstance(got, psikit.Rows) and len(want) > 2
+    assert got == want and list(got) == want and got != want[1:]
+    assert list(got.positions) == want_at
+    assert (got[-1], got[1:3]) == (want[-1], want[1:3])
+    with pytest.raises(IndexError):
+        got[len(want)]
+    assert f"{len(want)} rows" in repr(got)
+
+
+def _glibc():
+    """glibc through ctypes, with ``mallinfo2`` (skips elsewhere)."""
+    import ctypes
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("glibc only")
+    libc = ctypes.CDLL(None)
+    if not hasattr(libc, "mallinfo2"):
+        pytest.skip("needs glibc 2.33 or later (mallinfo2)")
+
+    class MallInfo2(ctypes.Structure):
+        _fields_ = [(n, ctypes.c_size_t) for n in (
+            "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks",
+            "keepcost")]
+
+    libc.mallinfo2.restype = MallInfo2
+    libc.malloc.restype = ctypes.c_void_p
+    libc.malloc.argtypes = [ctypes.c_size_t]
+    libc.free.argtypes = [ctypes.c_void_p]
+    return libc
+
+
+def _mapped_for(libc, size):
+    """How much more memory glibc holds in mmapped blocks while a block of
+    ``size`` bytes is allocated (0: it came from the heap)."""
+    before = libc.mallinfo2().hblkhd
+    block = libc.malloc(size)
+    assert block
+    mapped = libc.mallinfo2().hblkhd - before
+    libc.free(block)
+    return mapped
+
+
+def test_freed_memory_is_reused_during_a_run_only(small_sets):
+    """While a run goes on, a big block comes from the heap (as in the
+    CLI's one-shot commands); after it, from its own mmap again."""
+    libc = _glibc()
+    during = []
+
+    def on_listening_alloc(addr, listening):
+        # Below 64 MiB: a thread's own arena maps bigger blocks whatever
+        # the setting.
+        during.append(_mapped_for(libc, 16 << 20))
+        listening(addr)
+
+    def receiver(on_listening, **kw):
+        return psikit.psi.receive(small_sets.client, normalize=NORM,
+                                  on_listening=functools.partial(on_listening_alloc, listening=on_listening), **kw)
+
+    got, _ = two_parties(receiver, functools.partial(psikit.psi.send, small_sets.server, normalize=NORM))
+    assert got == small_sets.truth()
+    assert during == [0]
+    # Bigger than all free memory of the heap, so no free chunk serves it.
+    size = libc.mallinfo2().fordblks + (16 << 20)
+    assert _mapped_for(libc, size) >= size

@@ -9,6 +9,21 @@
 //! VOLE-PSI at 2^24 touched 8.8 GiB of fresh pages at the receiver (4.3
 //! GiB peak), a fifth to a quarter of its time.
 
+use std::sync::{Mutex, PoisonError};
+
+/// Who wants freed memory kept: the process for good
+/// ([`reuse_freed_memory`]), and how many jobs running now
+/// ([`reuse_freed_memory_during`]).
+struct Keepers {
+    for_good: bool,
+    jobs: usize,
+}
+
+static KEEPERS: Mutex<Keepers> = Mutex::new(Keepers {
+    for_good: false,
+    jobs: 0,
+});
+
 /// Makes the allocator keep freed memory for later allocations instead of
 /// returning it to the kernel: every block comes from the heap (no
 /// per-block `mmap`) and the heap is never trimmed.
@@ -19,13 +34,66 @@
 /// the heap's fragmentation (VOLE-PSI: 7-11%, 322 -> 359 MiB at the
 /// receiver at 2^20). A no-op on platforms other than Linux with glibc.
 pub fn reuse_freed_memory() {
+    let mut keepers = KEEPERS.lock().unwrap_or_else(PoisonError::into_inner);
+    keepers.for_good = true;
+    keep_freed_memory(true);
+}
+
+/// Keeps freed memory as [`reuse_freed_memory`] does, but only while the
+/// returned guard (and any other one alive) lives: for one big job in a
+/// process that goes on afterwards (a Python interpreter). When the last
+/// guard drops, glibc's initial settings come back (`M_MMAP_MAX` 65536,
+/// `M_TRIM_THRESHOLD` 128 KiB; glibc's dynamic raising of the mmap and trim
+/// thresholds stays off, as after any `mallopt` of them) and the kept
+/// memory is returned to the kernel (`malloc_trim`), unless
+/// [`reuse_freed_memory`] was called meanwhile.
+pub fn reuse_freed_memory_during() -> FreedMemoryReused {
+    let mut keepers = KEEPERS.lock().unwrap_or_else(PoisonError::into_inner);
+    keepers.jobs += 1;
+    if keepers.jobs == 1 && !keepers.for_good {
+        keep_freed_memory(true);
+    }
+    FreedMemoryReused { _private: () }
+}
+
+/// Freed memory is kept while this lives (see
+/// [`reuse_freed_memory_during`]).
+#[must_use = "freed memory is kept only while the guard lives"]
+pub struct FreedMemoryReused {
+    _private: (),
+}
+
+impl Drop for FreedMemoryReused {
+    fn drop(&mut self) {
+        let mut keepers = KEEPERS.lock().unwrap_or_else(PoisonError::into_inner);
+        keepers.jobs = keepers.jobs.saturating_sub(1);
+        if keepers.jobs == 0 && !keepers.for_good {
+            keep_freed_memory(false);
+        }
+    }
+}
+
+/// Sets glibc's policy: keep freed memory, or glibc's initial settings and
+/// the kept memory returned.
+#[cfg_attr(
+    not(all(target_os = "linux", target_env = "gnu")),
+    allow(unused_variables)
+)]
+fn keep_freed_memory(keep: bool) {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: `mallopt` only changes glibc's allocation policy for later
     // calls and takes plain integers; glibc documents both settings (-1 as
-    // the trim threshold disables trimming).
+    // the trim threshold disables trimming, 65536 and 128 KiB are its
+    // defaults); `malloc_trim` only returns free memory to the kernel.
     #[allow(unsafe_code)]
     unsafe {
-        libc::mallopt(libc::M_MMAP_MAX, 0);
-        libc::mallopt(libc::M_TRIM_THRESHOLD, -1);
+        if keep {
+            libc::mallopt(libc::M_MMAP_MAX, 0);
+            libc::mallopt(libc::M_TRIM_THRESHOLD, -1);
+        } else {
+            libc::mallopt(libc::M_MMAP_MAX, 65536);
+            libc::mallopt(libc::M_TRIM_THRESHOLD, 128 * 1024);
+            libc::malloc_trim(0);
+        }
     }
 }

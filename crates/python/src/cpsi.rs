@@ -8,6 +8,7 @@ use psikit_protocols::common::connect::Peer;
 use psikit_protocols::cpsi::facade::{self, Role};
 use psikit_protocols::cpsi::{App, CpsiConfig, Epc, Input, OtKind, Outcome, Output, Reveal};
 use psikit_protocols::cpsi::{Shares, Sums};
+use psikit_protocols::memory;
 use psikit_protocols::Error;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
@@ -136,6 +137,33 @@ fn key_values(source: &Source, loaded: &Loaded, names: &[String]) -> Result<Vec<
         .collect()
 }
 
+/// The inner product takes the receiver's first value column bit by bit,
+/// so each of its per-key sums must be below `2^bits` (checked by the
+/// protocol too, but only once a peer is there; here before any
+/// connection, naming the first row of the key).
+fn check_product_factors(
+    source: &Source,
+    loaded: &Loaded,
+    values: &[Vec<u64>],
+    bits: u8,
+) -> Result<(), Error> {
+    let Some(ys) = values.first().filter(|_| (1..64).contains(&bits)) else {
+        return Ok(());
+    };
+    match ys.iter().position(|&y| y >> bits != 0) {
+        Some(k) => Err(Error::Config(format!(
+            "{}: row {}: the inner product takes values below 2^{bits}; {} is not (raise \
+             product_bits)",
+            source.input_name(),
+            loaded.rows_of_key[k]
+                .first()
+                .map_or(0, |&r| loaded.table.rows[r].row),
+            ys[k]
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// The fields of a key made of `columns` key columns (a composite key is
 /// `len ‖ bytes` per field, `len` a little-endian `u32`); `None` for bytes
 /// that are not such a key.
@@ -229,7 +257,8 @@ fn outcome_to_py<'py>(
     let sums = |d: &Bound<'py, PyDict>, s: &Sums| -> PyResult<()> {
         d.set_item("intersection_size", s.cardinality)?;
         d.set_item("sender_sums", &s.sender_values)?;
-        d.set_item("receiver_sums", &s.receiver_values)
+        d.set_item("receiver_sums", &s.receiver_values)?;
+        d.set_item("inner_product", s.inner_product)
     };
     let learned = match &out.output {
         Output::Cardinality(c) => {
@@ -282,7 +311,7 @@ fn outcome_to_py<'py>(
 /// revealed to it).
 #[pyfunction]
 #[pyo3(signature = (application, role, source, value_columns=Vec::new(), threshold=None,
-    reveal_to="receiver", min_intersection=0, ot="silent", epc="auto", listen=None, connect=None,
+    reveal_to="receiver", min_intersection=0, inner_product=false, product_bits=32, ot="silent", epc="auto", listen=None, connect=None,
     max_peer_items=1<<24, accept_timeout=None, timeout=60.0, max_message_mib=16, tls=None,
     on_listening=None))]
 #[allow(clippy::too_many_arguments)]
@@ -295,6 +324,8 @@ pub fn cpsi_run<'py>(
     threshold: Option<u64>,
     reveal_to: &str,
     min_intersection: u64,
+    inner_product: bool,
+    product_bits: u32,
     ot: &str,
     epc: &str,
     listen: Option<String>,
@@ -338,6 +369,25 @@ pub fn cpsi_run<'py>(
             "min_intersection belongs to the sum application",
         ));
     }
+    if inner_product && app != App::Sum {
+        return Err(errors::input(
+            "inner_product belongs to the sum application",
+        ));
+    }
+    let product_bits = match u8::try_from(product_bits) {
+        Ok(bits @ 1..=64) => bits,
+        _ if !inner_product => 0,
+        _ => {
+            return Err(errors::input(format!(
+                "product_bits must be 1 to 64, got {product_bits}"
+            )))
+        }
+    };
+    if inner_product && value_columns.is_empty() {
+        return Err(errors::input(
+            "the inner product needs a value column at each party (value_columns=)",
+        ));
+    }
     let mut cfg = CpsiConfig::new(app);
     cfg.ot = match ot {
         "silent" => OtKind::Silent,
@@ -351,6 +401,9 @@ pub fn cpsi_run<'py>(
     cfg.epc = self::epc(epc)?;
     cfg.reveal = reveal;
     cfg.min_intersection = min_intersection;
+    if inner_product {
+        cfg.product_bits = product_bits;
+    }
     cfg.max_set_size = max_peer_items;
     cfg.key_format = source.spec().key_format();
     let limits = net::limits(timeout, max_message_mib)?;
@@ -364,10 +417,15 @@ pub fn cpsi_run<'py>(
             });
         }
     };
+    // One big job: freed memory is reused while it runs (see `psi_run`).
+    let _reuse = memory::reuse_freed_memory_during();
     let (loaded, values) = py
         .detach(|| {
             let loaded = source.load()?;
             let values = key_values(source, &loaded, &value_columns)?;
+            if role == Role::Receiver {
+                check_product_factors(source, &loaded, &values, cfg.product_bits)?;
+            }
             Ok((loaded, values))
         })
         .py_err()?;

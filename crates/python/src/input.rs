@@ -11,8 +11,9 @@
 use std::path::PathBuf;
 
 use psikit_protocols::io::{encode_label, read_rows, read_rows_from, Column, KeySpec, Normalize};
-use psikit_protocols::io::{ReadStats, Table};
+use psikit_protocols::io::{ByteRecord, ReadStats, Table};
 use psikit_protocols::Error;
+use pyo3::exceptions::PyIndexError;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyBytes, PyDict};
@@ -256,17 +257,64 @@ impl Source {
     }
 }
 
-/// One matched row for Python: its 1-based data row, its fields when the
-/// source is a CSV file (Python has the rows of its own data), and the
-/// extra values (labels) to append.
-pub type OutRow = (u64, Option<Vec<String>>, Vec<String>);
+/// The fields of a CSV source's matched rows, packed into one buffer, for
+/// Python to turn into dicts one row at a time when they are read
+/// (`psikit.Rows`): 2^19 matched rows would otherwise become 2^19 dicts
+/// before the call returns.
+#[pyclass(frozen, module = "psikit._native")]
+#[derive(Clone, Default)]
+pub struct MatchedFields {
+    bytes: Vec<u8>,
+    /// The end in `bytes` of each field.
+    field_ends: Vec<usize>,
+    /// The end in `field_ends` of each row.
+    row_ends: Vec<usize>,
+}
 
-/// A client's result: the CSV header (CSV sources with one), the matched
-/// rows in input order, and counts.
+impl MatchedFields {
+    fn push(&mut self, record: &ByteRecord) {
+        for field in record {
+            self.bytes.extend_from_slice(field);
+            self.field_ends.push(self.bytes.len());
+        }
+        self.row_ends.push(self.field_ends.len());
+    }
+}
+
+#[pymethods]
+impl MatchedFields {
+    fn __len__(&self) -> usize {
+        self.row_ends.len()
+    }
+
+    /// The fields of matched row `i` (0-based, in input order), as text.
+    fn row(&self, i: usize) -> PyResult<Vec<String>> {
+        let end = *self
+            .row_ends
+            .get(i)
+            .ok_or_else(|| PyIndexError::new_err("row index out of range"))?;
+        let start = i.checked_sub(1).map_or(0, |p| self.row_ends[p]);
+        Ok((start..end)
+            .map(|f| {
+                let from = f.checked_sub(1).map_or(0, |p| self.field_ends[p]);
+                text(&self.bytes[from..self.field_ends[f]])
+            })
+            .collect())
+    }
+}
+
+/// A client's result, by column: the CSV header (CSV sources with one),
+/// the matched rows' positions in input order, their extra values (labels)
+/// and, for CSV sources, their fields; and counts.
 #[derive(Clone)]
 pub struct Output {
     pub headers: Option<Vec<String>>,
-    pub rows: Vec<OutRow>,
+    /// The 0-based data row (Python: the input position) of each matched
+    /// row, in input order.
+    pub positions: Vec<i64>,
+    /// Per extra (label) column, its value at each matched row.
+    pub labels: Vec<Vec<String>>,
+    pub fields: Option<MatchedFields>,
     pub distinct: usize,
     pub matched: usize,
     pub stats: ReadStats,
@@ -288,14 +336,20 @@ impl Loaded {
             .flat_map(|(rows, extra)| rows.iter().map(move |&r| (r, extra)))
             .collect();
         selected.sort_unstable_by_key(|(r, _)| *r);
-        let rows = selected
-            .into_iter()
-            .map(|(r, extra)| {
-                let row = &self.table.rows[r];
-                let fields = with_fields.then(|| row.record.iter().map(text).collect());
-                (row.row, fields, extra.iter().map(|v| text(v)).collect())
-            })
-            .collect();
+        let width = selected.iter().map(|(_, e)| e.len()).max().unwrap_or(0);
+        let mut labels = vec![Vec::with_capacity(selected.len()); width];
+        let mut positions = Vec::with_capacity(selected.len());
+        let mut fields = with_fields.then(MatchedFields::default);
+        for (r, extra) in selected {
+            let row = &self.table.rows[r];
+            positions.push(i64::try_from(row.row.saturating_sub(1)).unwrap_or(i64::MAX));
+            for (j, column) in labels.iter_mut().enumerate() {
+                column.push(extra.get(j).map_or_else(String::new, |v| text(v)));
+            }
+            if let Some(fields) = &mut fields {
+                fields.push(&row.record);
+            }
+        }
         Output {
             headers: self
                 .table
@@ -303,7 +357,9 @@ impl Loaded {
                 .as_ref()
                 .filter(|_| with_fields)
                 .map(|h| h.iter().map(text).collect()),
-            rows,
+            positions,
+            labels,
+            fields,
             distinct: self.keys.len(),
             matched: extras.iter().filter(|e| e.is_some()).count(),
             stats: self.table.stats,
@@ -318,12 +374,23 @@ impl Loaded {
 }
 
 impl Output {
-    /// `{"headers", "rows", "distinct", "matched", "rows_read",
-    /// "rows_skipped"}` plus the family's `extra` entries.
+    /// `{"headers", "positions", "labels", "fields", "distinct", "matched",
+    /// "rows_read", "rows_skipped"}`: `positions` as the bytes of native
+    /// `int64`s (one buffer, for `memoryview.cast("q")`, numpy or Arrow),
+    /// `labels` as one list per label column, `fields` a
+    /// [`MatchedFields`] (CSV sources) or `None`.
     pub fn into_py<'py>(self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let d = PyDict::new(py);
         d.set_item("headers", self.headers)?;
-        d.set_item("rows", self.rows)?;
+        let positions = PyBytes::new_with(py, self.positions.len() * 8, |buf| {
+            for (out, p) in buf.chunks_exact_mut(8).zip(&self.positions) {
+                out.copy_from_slice(&p.to_ne_bytes());
+            }
+            Ok(())
+        })?;
+        d.set_item("positions", positions)?;
+        d.set_item("labels", self.labels)?;
+        d.set_item("fields", self.fields.map(|f| Py::new(py, f)).transpose()?)?;
         d.set_item("distinct", self.distinct)?;
         d.set_item("matched", self.matched)?;
         d.set_item("rows_read", self.stats.rows_read)?;

@@ -47,6 +47,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     )?;
     m.add("ParametersError", py.get_type::<errors::ParametersError>())?;
     m.add_class::<input::Source>()?;
+    m.add_class::<input::MatchedFields>()?;
     m.add_class::<interrupt::Cancel>()?;
     m.add_class::<server::Server>()?;
     m.add_class::<filter::PyFilterClient>()?;

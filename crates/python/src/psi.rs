@@ -3,6 +3,7 @@
 
 use psikit_protocols::common::connect::Peer;
 use psikit_protocols::common::two_party::{self, TwoParty};
+use psikit_protocols::memory;
 use psikit_protocols::rr16::{facade::Rr16, Rr16Config};
 use psikit_protocols::vole_psi::{facade::VolePsi, VoleConfig};
 use psikit_protocols::Error;
@@ -138,6 +139,10 @@ pub fn psi_run<'py>(
     };
     let limits = net::limits(timeout, max_message_mib)?;
     let peer = net::peer(listen, connect, accept_timeout, tls, limits)?;
+    // One big job: freed memory is reused while it runs, as the CLI's
+    // one-shot commands reuse it (declared before the data, so the data's
+    // big vectors are freed before the allocator's settings come back).
+    let _reuse = memory::reuse_freed_memory_during();
     let key_format = source.spec().key_format();
     let with_fields = source.is_csv();
     let listening = |addr: &str| {
