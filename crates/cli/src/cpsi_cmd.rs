@@ -57,7 +57,8 @@ pub enum Ot {
     Silent,
     /// IKNP: less computation, far more traffic (fast links).
     Iknp,
-    /// KK13 1-out-of-16 OTs and the CGS equality: between the two.
+    /// KK13 1-out-of-16 OTs and the CGS equality (the paper's KK-CGS):
+    /// traffic between the two, the slowest here.
     Kk13,
 }
 
@@ -97,7 +98,7 @@ pub struct CpsiArgs {
     /// Sums only: also the inner product over the intersection, Σ x·y of
     /// the sender's first value column x and the receiver's first y (both
     /// must agree; costs --product-bits OTs and ~6.5 bytes per bit per
-    /// bin, about doubling the run at 32 bits).
+    /// bin, +60-70% time at 32 bits).
     #[arg(long)]
     inner_product: bool,
     /// Bits of the receiver's values in the inner product (1 to 64).
