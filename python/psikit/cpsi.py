@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Union
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 from . import _aio, _native
 from ._data import DEFAULT_NORMALIZE, Columns, InputError, Normalize, Prepared, _pyarrow, prepare, result
@@ -175,12 +175,9 @@ def _shares(p: Prepared, columns: Dict[str, List[Any]]) -> Any:
     return [dict(zip(names, row)) for row in zip(*columns.values())]
 
 
-def _run(role: str, application: str, data: Any, key: Columns, normalize: Optional[Normalize],
-         value_columns: Columns, threshold: Optional[int], reveal_to: str, min_intersection: int,
-         inner_product: bool, product_bits: int, ot: str,
-         epc: Union[str, int], listen: Optional[str], connect: Optional[str], max_peer_items: int,
-         accept_timeout: Optional[float], timeout: float, tls: Optional[Dict[str, Any]],
-         on_listening: Optional[Callable[[str], None]], has_header: bool, delimiter: str) -> CpsiResult:
+def _prepare(data: Any, key: Columns, normalize: Optional[Normalize], value_columns: Columns,
+             has_header: bool, delimiter: str) -> Tuple[Prepared, List[str]]:
+    """The party's input and its value columns' names."""
     values: List[str] = [value_columns] if isinstance(value_columns, str) else list(value_columns or [])
     path = isinstance(data, (str, os.PathLike))
     if values and isinstance(data, (list, tuple, dict)):
@@ -189,11 +186,10 @@ def _run(role: str, application: str, data: Any, key: Columns, normalize: Option
     # native side finds them by name, as the CLI does.
     p = prepare(data, key=key, normalize=normalize, label=None if path else values, label_role="value",
                 has_header=has_header, delimiter=delimiter)
-    out = _native.cpsi_run(
-        application, role, p.source, values, threshold, reveal_to, min_intersection, inner_product,
-        product_bits, ot, str(epc),
-        listen, connect, max_peer_items, accept_timeout, timeout, 16, tls, on_listening,
-    )
+    return p, values
+
+
+def _result(p: Prepared, out: Dict[str, Any]) -> CpsiResult:
     return CpsiResult(
         application=out["application"],
         learned=out["learned"],
@@ -208,6 +204,21 @@ def _run(role: str, application: str, data: Any, key: Columns, normalize: Option
         bytes_sent=out["bytes_sent"],
         bytes_received=out["bytes_received"],
     )
+
+
+def _run(role: str, application: str, data: Any, key: Columns, normalize: Optional[Normalize],
+         value_columns: Columns, threshold: Optional[int], reveal_to: str, min_intersection: int,
+         inner_product: bool, product_bits: int, ot: str,
+         epc: Union[str, int], listen: Optional[str], connect: Optional[str], max_peer_items: int,
+         accept_timeout: Optional[float], timeout: float, tls: Optional[Dict[str, Any]],
+         on_listening: Optional[Callable[[str], None]], has_header: bool, delimiter: str) -> CpsiResult:
+    p, values = _prepare(data, key, normalize, value_columns, has_header, delimiter)
+    out = _native.cpsi_run(
+        application, role, p.source, values, threshold, reveal_to, min_intersection, inner_product,
+        product_bits, ot, str(epc),
+        listen, connect, max_peer_items, accept_timeout, timeout, 16, tls, on_listening,
+    )
+    return _result(p, out)
 
 
 def receive(
@@ -339,3 +350,4 @@ async def receive_async(application: str, data: Any, **kwargs: Any) -> CpsiResul
     ...                                     listen="0.0.0.0:7703")  # doctest: +SKIP
     """
     return await _aio.run(receive, application, data, **kwargs)
+

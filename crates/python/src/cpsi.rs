@@ -247,7 +247,7 @@ fn shares_to_py<'py>(
 /// What this party learned, for `psikit.cpsi`'s result object.
 fn outcome_to_py<'py>(
     py: Python<'py>,
-    out: Outcome,
+    out: &Outcome,
     loaded: &Loaded,
     columns: usize,
     with_fields: bool,
@@ -306,6 +306,151 @@ fn outcome_to_py<'py>(
     Ok(d)
 }
 
+/// A party's checked options: its application, its protocol role and the
+/// protocol's configuration, from the arguments `psikit.cpsi.send` /
+/// `receive` / `Party` take (each option checked against the application,
+/// as the CLI does).
+pub struct Options {
+    pub app: App,
+    pub role: Role,
+    pub config: CpsiConfig,
+    pub value_columns: Vec<String>,
+    /// The number of key columns and whether the input is a CSV file
+    /// (for the result).
+    pub columns: usize,
+    pub csv: bool,
+}
+
+impl Options {
+    /// Checks the options of `role` ("send" or "receive") for `source`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        application: &str,
+        role: &str,
+        source: &Source,
+        value_columns: Vec<String>,
+        threshold: Option<u64>,
+        reveal_to: &str,
+        min_intersection: u64,
+        inner_product: bool,
+        product_bits: u32,
+        ot: &str,
+        epc: &str,
+        max_peer_items: u64,
+    ) -> PyResult<Self> {
+        let receive = match role {
+            "send" => false,
+            "receive" => true,
+            other => {
+                return Err(errors::input(format!(
+                    "role must be \"send\" or \"receive\", got {other:?}"
+                )))
+            }
+        };
+        let app = self::app(application, threshold)?;
+        let (role, reveal) = roles(app, receive, reveal_to)?;
+        // The sum takes values at both parties; the shares carry the sender's.
+        match app {
+            App::Sum => {}
+            App::Shares if role == Role::Sender => {}
+            App::Shares if !value_columns.is_empty() => {
+                return Err(errors::input(
+                    "in the shares application only the send party's value columns are shared",
+                ))
+            }
+            _ if !value_columns.is_empty() => {
+                return Err(errors::input(
+                    "value_columns belongs to the sum and shares applications",
+                ))
+            }
+            _ => {}
+        }
+        if min_intersection > 0 && app != App::Sum {
+            return Err(errors::input(
+                "min_intersection belongs to the sum application",
+            ));
+        }
+        if inner_product && app != App::Sum {
+            return Err(errors::input(
+                "inner_product belongs to the sum application",
+            ));
+        }
+        let product_bits = match u8::try_from(product_bits) {
+            Ok(bits @ 1..=64) => bits,
+            _ if !inner_product => 0,
+            _ => {
+                return Err(errors::input(format!(
+                    "product_bits must be 1 to 64, got {product_bits}"
+                )))
+            }
+        };
+        if inner_product && value_columns.is_empty() {
+            return Err(errors::input(
+                "the inner product needs a value column at each party (value_columns=)",
+            ));
+        }
+        let mut config = CpsiConfig::new(app);
+        config.ot = match ot {
+            "silent" => OtKind::Silent,
+            "iknp" => OtKind::Iknp,
+            other => {
+                return Err(errors::input(format!(
+                    "ot must be \"silent\" or \"iknp\", got {other:?}"
+                )))
+            }
+        };
+        config.epc = self::epc(epc)?;
+        config.reveal = reveal;
+        config.min_intersection = min_intersection;
+        if inner_product {
+            config.product_bits = product_bits;
+        }
+        config.max_set_size = max_peer_items;
+        config.key_format = source.spec().key_format();
+        Ok(Self {
+            app,
+            role,
+            config,
+            value_columns,
+            columns: source.spec().columns.len(),
+            csv: source.is_csv(),
+        })
+    }
+
+    /// Loads `source` (with the GIL released): its keys and their values
+    /// per value column, the receiver's inner-product factors checked.
+    pub fn load(&self, py: Python<'_>, source: &Source) -> PyResult<(Loaded, Vec<Vec<u64>>)> {
+        py.detach(|| {
+            let loaded = source.load()?;
+            let values = key_values(source, &loaded, &self.value_columns)?;
+            if self.role == Role::Receiver {
+                check_product_factors(source, &loaded, &values, self.config.product_bits)?;
+            }
+            Ok((loaded, values))
+        })
+        .py_err()
+    }
+
+    /// What this party learned, as the dict `psikit.cpsi` reads.
+    pub fn result<'py>(
+        &self,
+        py: Python<'py>,
+        out: &Outcome,
+        loaded: &Loaded,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let d = outcome_to_py(
+            py,
+            out,
+            loaded,
+            self.columns,
+            self.csv,
+            self.config.min_intersection,
+        )?;
+        d.set_item("application", self.app.name())?;
+        Ok(d)
+    }
+}
+
 /// Runs one party of circuit PSI (see `psikit.cpsi.send` / `receive`).
 /// Returns a dict of what it learned (`learned`: whether the result was
 /// revealed to it).
@@ -337,75 +482,20 @@ pub fn cpsi_run<'py>(
     tls: Option<&Bound<'py, PyDict>>,
     on_listening: Option<Py<PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let receive = match role {
-        "send" => false,
-        "receive" => true,
-        other => {
-            return Err(errors::input(format!(
-                "role must be \"send\" or \"receive\", got {other:?}"
-            )))
-        }
-    };
-    let app = self::app(application, threshold)?;
-    let (role, reveal) = roles(app, receive, reveal_to)?;
-    // The sum takes values at both parties; the shares carry the sender's.
-    match app {
-        App::Sum => {}
-        App::Shares if role == Role::Sender => {}
-        App::Shares if !value_columns.is_empty() => {
-            return Err(errors::input(
-                "in the shares application only the send party's value columns are shared",
-            ))
-        }
-        _ if !value_columns.is_empty() => {
-            return Err(errors::input(
-                "value_columns belongs to the sum and shares applications",
-            ))
-        }
-        _ => {}
-    }
-    if min_intersection > 0 && app != App::Sum {
-        return Err(errors::input(
-            "min_intersection belongs to the sum application",
-        ));
-    }
-    if inner_product && app != App::Sum {
-        return Err(errors::input(
-            "inner_product belongs to the sum application",
-        ));
-    }
-    let product_bits = match u8::try_from(product_bits) {
-        Ok(bits @ 1..=64) => bits,
-        _ if !inner_product => 0,
-        _ => {
-            return Err(errors::input(format!(
-                "product_bits must be 1 to 64, got {product_bits}"
-            )))
-        }
-    };
-    if inner_product && value_columns.is_empty() {
-        return Err(errors::input(
-            "the inner product needs a value column at each party (value_columns=)",
-        ));
-    }
-    let mut cfg = CpsiConfig::new(app);
-    cfg.ot = match ot {
-        "silent" => OtKind::Silent,
-        "iknp" => OtKind::Iknp,
-        other => {
-            return Err(errors::input(format!(
-                "ot must be \"silent\" or \"iknp\", got {other:?}"
-            )))
-        }
-    };
-    cfg.epc = self::epc(epc)?;
-    cfg.reveal = reveal;
-    cfg.min_intersection = min_intersection;
-    if inner_product {
-        cfg.product_bits = product_bits;
-    }
-    cfg.max_set_size = max_peer_items;
-    cfg.key_format = source.spec().key_format();
+    let options = Options::new(
+        application,
+        role,
+        source,
+        value_columns,
+        threshold,
+        reveal_to,
+        min_intersection,
+        inner_product,
+        product_bits,
+        ot,
+        epc,
+        max_peer_items,
+    )?;
     let limits = net::limits(timeout, max_message_mib)?;
     let peer: Peer = net::peer(listen, connect, accept_timeout, tls, limits)?;
     let listening = |addr: &str| {
@@ -419,29 +509,14 @@ pub fn cpsi_run<'py>(
     };
     // One big job: freed memory is reused while it runs (see `psi_run`).
     let _reuse = memory::reuse_freed_memory_during();
-    let (loaded, values) = py
-        .detach(|| {
-            let loaded = source.load()?;
-            let values = key_values(source, &loaded, &value_columns)?;
-            if role == Role::Receiver {
-                check_product_factors(source, &loaded, &values, cfg.product_bits)?;
-            }
-            Ok((loaded, values))
-        })
-        .py_err()?;
+    let (loaded, values) = options.load(py, source)?;
     let input = Input {
         keys: &loaded.keys,
         values: &values,
     };
-    let out = interrupt::run(py, facade::run(&peer, role, input, &cfg, listening))?;
-    let d = outcome_to_py(
+    let out = interrupt::run(
         py,
-        out,
-        &loaded,
-        source.spec().columns.len(),
-        source.is_csv(),
-        min_intersection,
+        facade::run(&peer, options.role, input, &options.config, listening),
     )?;
-    d.set_item("application", app.name())?;
-    Ok(d)
+    options.result(py, &out, &loaded)
 }
