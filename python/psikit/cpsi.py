@@ -46,7 +46,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 from . import _aio, _native
 from ._data import DEFAULT_NORMALIZE, Columns, InputError, Normalize, Prepared, _pyarrow, prepare, result
 
-__all__ = ["send", "receive", "send_async", "receive_async", "CpsiResult", "APPLICATIONS"]
+__all__ = ["send", "receive", "send_async", "receive_async", "Party", "CpsiResult", "APPLICATIONS"]
 
 #: What circuit PSI computes on the intersection.
 APPLICATIONS = ("cardinality", "sum", "threshold", "union", "shares")
@@ -351,3 +351,97 @@ async def receive_async(application: str, data: Any, **kwargs: Any) -> CpsiResul
     """
     return await _aio.run(receive, application, data, **kwargs)
 
+
+class Party:
+    """One party of circuit PSI at the message level: bytes in, bytes out,
+    over whatever transport the caller has (a message queue, HTTP, a
+    distributed engine's shuffle). No sockets, threads or timeouts.
+
+    ``role`` is ``"send"`` or ``"receive"``; ``application``, ``data`` and
+    the options are those of :func:`receive` and :func:`send` (checked the
+    same way), without the network ones.
+
+    Drive it with :meth:`push` (the peer's bytes, any split: messages
+    delimit themselves), :meth:`advance` (runs the party as far as the
+    bytes pushed allow; returns whether it has finished) and
+    :meth:`take_outgoing` (the bytes to deliver to the peer, possibly
+    empty), or with :meth:`step`, which does the three. Start with an
+    ``advance()`` and keep exchanging until :attr:`done`; then
+    :meth:`result` gives the :class:`CpsiResult` (as :func:`receive`
+    returns it) or raises the party's error: :class:`psikit.ProtocolError`
+    for malformed or unexpected bytes, a peer that hung up
+    (:meth:`peer_closed`) or one running other settings.
+
+    >>> a = psikit.cpsi.Party("receive", "cardinality", ["x", "y"])
+    >>> b = psikit.cpsi.Party("send", "cardinality", ["y", "z"])
+    >>> to_b, to_a = a.step(), b.step()
+    >>> while not (a.done and b.done):
+    ...     to_b, to_a = a.step(to_a), b.step(to_b)
+    >>> a.result().intersection_size
+    1
+    """
+
+    def __init__(
+        self,
+        role: str,
+        application: str,
+        data: Any,
+        *,
+        key: Columns = None,
+        normalize: Optional[Normalize] = DEFAULT_NORMALIZE,
+        value_columns: Columns = None,
+        threshold: Optional[int] = None,
+        reveal_to: str = "receiver",
+        min_intersection: int = 0,
+        inner_product: bool = False,
+        product_bits: int = 32,
+        ot: str = "silent",
+        epc: Union[str, int] = "auto",
+        max_peer_items: int = 1 << 24,
+        has_header: bool = True,
+        delimiter: str = ",",
+    ) -> None:
+        self._prepared, values = _prepare(data, key, normalize, value_columns, has_header, delimiter)
+        self._native = _native.CpsiParty(
+            application, role, self._prepared.source, values, threshold, reveal_to, min_intersection,
+            inner_product, product_bits, ot, str(epc), max_peer_items, 16,
+        )
+
+    def push(self, incoming: bytes) -> None:
+        """Keeps the peer's bytes (any split) for the next :meth:`advance`."""
+        self._native.push(incoming)
+
+    def peer_closed(self) -> None:
+        """Says the peer hung up: once the bytes pushed so far are read, the
+        party sees the connection closed (and fails, unless finished)."""
+        self._native.peer_closed()
+
+    def advance(self) -> bool:
+        """Runs the party on the bytes pushed as far as it can go; returns
+        whether it has finished (successfully or not)."""
+        return self._native.advance()
+
+    def take_outgoing(self) -> bytes:
+        """The bytes the party wrote since the last call, to deliver to the
+        peer in order (possibly empty)."""
+        return self._native.take_outgoing()
+
+    def step(self, incoming: Optional[bytes] = None, *, peer_closed: bool = False) -> bytes:
+        """:meth:`push` (``incoming``, none to start), :meth:`peer_closed` if
+        asked, :meth:`advance`, then :meth:`take_outgoing`."""
+        if incoming:
+            self.push(incoming)
+        if peer_closed:
+            self.peer_closed()
+        self.advance()
+        return self.take_outgoing()
+
+    @property
+    def done(self) -> bool:
+        """Whether the party has finished, successfully or not."""
+        return self._native.done
+
+    def result(self) -> CpsiResult:
+        """The finished party's :class:`CpsiResult`; raises its error if it
+        failed, :class:`psikit.InputError` if it has not finished."""
+        return _result(self._prepared, self._native.result())
