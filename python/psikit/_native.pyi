@@ -132,6 +132,33 @@ class PsiParty:
     def done(self) -> bool: ...
     def result(self) -> Dict[str, Any]: ...
 
+class CpsiParty:
+    """One circuit PSI party as a sans-IO state machine (see psikit.cpsi.Party)."""
+
+    def __init__(
+        self,
+        application: str,
+        role: str,
+        source: Source,
+        value_columns: Sequence[str] = ...,
+        threshold: Optional[int] = None,
+        reveal_to: str = "receiver",
+        min_intersection: int = 0,
+        inner_product: bool = False,
+        product_bits: int = 32,
+        ot: str = "silent",
+        epc: str = "auto",
+        max_peer_items: int = ...,
+        max_message_mib: int = 16,
+    ) -> None: ...
+    def push(self, incoming: bytes) -> None: ...
+    def peer_closed(self) -> None: ...
+    def advance(self) -> bool: ...
+    def take_outgoing(self) -> bytes: ...
+    @property
+    def done(self) -> bool: ...
+    def result(self) -> Dict[str, Any]: ...
+
 Progress = Callable[[str, int, Optional[int]], None]
 
 def filter_setup(

@@ -41,12 +41,12 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Union
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 from . import _aio, _native
 from ._data import DEFAULT_NORMALIZE, Columns, InputError, Normalize, Prepared, _pyarrow, prepare, result
 
-__all__ = ["send", "receive", "send_async", "receive_async", "CpsiResult", "APPLICATIONS"]
+__all__ = ["send", "receive", "send_async", "receive_async", "Party", "CpsiResult", "APPLICATIONS"]
 
 #: What circuit PSI computes on the intersection.
 APPLICATIONS = ("cardinality", "sum", "threshold", "union", "shares")
@@ -175,12 +175,9 @@ def _shares(p: Prepared, columns: Dict[str, List[Any]]) -> Any:
     return [dict(zip(names, row)) for row in zip(*columns.values())]
 
 
-def _run(role: str, application: str, data: Any, key: Columns, normalize: Optional[Normalize],
-         value_columns: Columns, threshold: Optional[int], reveal_to: str, min_intersection: int,
-         inner_product: bool, product_bits: int, ot: str,
-         epc: Union[str, int], listen: Optional[str], connect: Optional[str], max_peer_items: int,
-         accept_timeout: Optional[float], timeout: float, tls: Optional[Dict[str, Any]],
-         on_listening: Optional[Callable[[str], None]], has_header: bool, delimiter: str) -> CpsiResult:
+def _prepare(data: Any, key: Columns, normalize: Optional[Normalize], value_columns: Columns,
+             has_header: bool, delimiter: str) -> Tuple[Prepared, List[str]]:
+    """The party's input and its value columns' names."""
     values: List[str] = [value_columns] if isinstance(value_columns, str) else list(value_columns or [])
     path = isinstance(data, (str, os.PathLike))
     if values and isinstance(data, (list, tuple, dict)):
@@ -189,11 +186,10 @@ def _run(role: str, application: str, data: Any, key: Columns, normalize: Option
     # native side finds them by name, as the CLI does.
     p = prepare(data, key=key, normalize=normalize, label=None if path else values, label_role="value",
                 has_header=has_header, delimiter=delimiter)
-    out = _native.cpsi_run(
-        application, role, p.source, values, threshold, reveal_to, min_intersection, inner_product,
-        product_bits, ot, str(epc),
-        listen, connect, max_peer_items, accept_timeout, timeout, 16, tls, on_listening,
-    )
+    return p, values
+
+
+def _result(p: Prepared, out: Dict[str, Any]) -> CpsiResult:
     return CpsiResult(
         application=out["application"],
         learned=out["learned"],
@@ -208,6 +204,21 @@ def _run(role: str, application: str, data: Any, key: Columns, normalize: Option
         bytes_sent=out["bytes_sent"],
         bytes_received=out["bytes_received"],
     )
+
+
+def _run(role: str, application: str, data: Any, key: Columns, normalize: Optional[Normalize],
+         value_columns: Columns, threshold: Optional[int], reveal_to: str, min_intersection: int,
+         inner_product: bool, product_bits: int, ot: str,
+         epc: Union[str, int], listen: Optional[str], connect: Optional[str], max_peer_items: int,
+         accept_timeout: Optional[float], timeout: float, tls: Optional[Dict[str, Any]],
+         on_listening: Optional[Callable[[str], None]], has_header: bool, delimiter: str) -> CpsiResult:
+    p, values = _prepare(data, key, normalize, value_columns, has_header, delimiter)
+    out = _native.cpsi_run(
+        application, role, p.source, values, threshold, reveal_to, min_intersection, inner_product,
+        product_bits, ot, str(epc),
+        listen, connect, max_peer_items, accept_timeout, timeout, 16, tls, on_listening,
+    )
+    return _result(p, out)
 
 
 def receive(
@@ -339,3 +350,98 @@ async def receive_async(application: str, data: Any, **kwargs: Any) -> CpsiResul
     ...                                     listen="0.0.0.0:7703")  # doctest: +SKIP
     """
     return await _aio.run(receive, application, data, **kwargs)
+
+
+class Party:
+    """One party of circuit PSI at the message level: bytes in, bytes out,
+    over whatever transport the caller has (a message queue, HTTP, a
+    distributed engine's shuffle). No sockets, threads or timeouts.
+
+    ``role`` is ``"send"`` or ``"receive"``; ``application``, ``data`` and
+    the options are those of :func:`receive` and :func:`send` (checked the
+    same way), without the network ones.
+
+    Drive it with :meth:`push` (the peer's bytes, any split: messages
+    delimit themselves), :meth:`advance` (runs the party as far as the
+    bytes pushed allow; returns whether it has finished) and
+    :meth:`take_outgoing` (the bytes to deliver to the peer, possibly
+    empty), or with :meth:`step`, which does the three. Start with an
+    ``advance()`` and keep exchanging until :attr:`done`; then
+    :meth:`result` gives the :class:`CpsiResult` (as :func:`receive`
+    returns it) or raises the party's error: :class:`psikit.ProtocolError`
+    for malformed or unexpected bytes, a peer that hung up
+    (:meth:`peer_closed`) or one running other settings.
+
+    >>> a = psikit.cpsi.Party("receive", "cardinality", ["x", "y"])
+    >>> b = psikit.cpsi.Party("send", "cardinality", ["y", "z"])
+    >>> to_b, to_a = a.step(), b.step()
+    >>> while not (a.done and b.done):
+    ...     to_b, to_a = a.step(to_a), b.step(to_b)
+    >>> a.result().intersection_size
+    1
+    """
+
+    def __init__(
+        self,
+        role: str,
+        application: str,
+        data: Any,
+        *,
+        key: Columns = None,
+        normalize: Optional[Normalize] = DEFAULT_NORMALIZE,
+        value_columns: Columns = None,
+        threshold: Optional[int] = None,
+        reveal_to: str = "receiver",
+        min_intersection: int = 0,
+        inner_product: bool = False,
+        product_bits: int = 32,
+        ot: str = "silent",
+        epc: Union[str, int] = "auto",
+        max_peer_items: int = 1 << 24,
+        has_header: bool = True,
+        delimiter: str = ",",
+    ) -> None:
+        self._prepared, values = _prepare(data, key, normalize, value_columns, has_header, delimiter)
+        self._native = _native.CpsiParty(
+            application, role, self._prepared.source, values, threshold, reveal_to, min_intersection,
+            inner_product, product_bits, ot, str(epc), max_peer_items, 16,
+        )
+
+    def push(self, incoming: bytes) -> None:
+        """Keeps the peer's bytes (any split) for the next :meth:`advance`."""
+        self._native.push(incoming)
+
+    def peer_closed(self) -> None:
+        """Says the peer hung up: once the bytes pushed so far are read, the
+        party sees the connection closed (and fails, unless finished)."""
+        self._native.peer_closed()
+
+    def advance(self) -> bool:
+        """Runs the party on the bytes pushed as far as it can go; returns
+        whether it has finished (successfully or not)."""
+        return self._native.advance()
+
+    def take_outgoing(self) -> bytes:
+        """The bytes the party wrote since the last call, to deliver to the
+        peer in order (possibly empty)."""
+        return self._native.take_outgoing()
+
+    def step(self, incoming: Optional[bytes] = None, *, peer_closed: bool = False) -> bytes:
+        """:meth:`push` (``incoming``, none to start), :meth:`peer_closed` if
+        asked, :meth:`advance`, then :meth:`take_outgoing`."""
+        if incoming:
+            self.push(incoming)
+        if peer_closed:
+            self.peer_closed()
+        self.advance()
+        return self.take_outgoing()
+
+    @property
+    def done(self) -> bool:
+        """Whether the party has finished, successfully or not."""
+        return self._native.done
+
+    def result(self) -> CpsiResult:
+        """The finished party's :class:`CpsiResult`; raises its error if it
+        failed, :class:`psikit.InputError` if it has not finished."""
+        return _result(self._prepared, self._native.result())

@@ -231,3 +231,74 @@ def test_union_and_shares_as_arrow_tables(small_sets):
     assert r.union.column("n").to_pylist()[len(kept):] == [None] * (r.union.num_rows - len(kept))
     r, _ = run("shares", table, small_sets.server, r_key="email")
     assert r.shares.column_names == ["bin", "share", "key", "row"]
+
+
+def exchange(a, b, max_rounds=10_000):
+    """Carries two message-level parties' bytes to each other with
+    ``push``/``advance``/``take_outgoing`` until both finish, in 1000-byte
+    pieces (any split must do)."""
+    a.advance(), b.advance()
+    rounds = 0
+    while not (a.done and b.done):
+        to_b, to_a = a.take_outgoing(), b.take_outgoing()
+        for i in range(0, len(to_a), 1000):
+            a.push(to_a[i:i + 1000])
+        for i in range(0, len(to_b), 1000):
+            b.push(to_b[i:i + 1000])
+        a.advance(), b.advance()
+        rounds += 1
+        assert rounds < max_rounds, "the parties made no progress"
+
+
+def test_message_level_cardinality(small_sets, data):
+    r = psikit.cpsi.Party("receive", "cardinality", small_sets.client, normalize=NORM)
+    s = psikit.cpsi.Party("send", "cardinality", small_sets.server, normalize=NORM)
+    exchange(r, s)
+    assert (r.result().learned, r.result().intersection_size) == (True, data[2]["size"])
+    assert (s.result().learned, s.result().intersection_size) == (False, None)
+    assert r.result().bytes_received == s.result().bytes_sent > 0
+
+
+def test_message_level_sum_as_the_one_shot_calls(data):
+    server, client, truth = data
+    r = psikit.cpsi.Party("receive", "sum", client, key="email", normalize=NORM, value_columns="n",
+                          reveal_to="both")
+    s = psikit.cpsi.Party("send", "sum", server, key="email", normalize=NORM, value_columns=["v"],
+                          reveal_to="both")
+    to_s, to_r = r.step(), s.step()  # the step() shorthand
+    while not (r.done and s.done):
+        to_s, to_r = r.step(to_r), s.step(to_s)
+    want = (truth["size"], [truth["sender_sum"]], [truth["receiver_sum"]])
+    for res in (r.result(), s.result()):
+        assert (res.application, res.learned) == ("sum", True)
+        assert (res.intersection_size, res.sender_sums, res.receiver_sums) == want
+
+
+def test_message_level_options_are_checked_as_the_one_shot_calls(small_sets):
+    with pytest.raises(psikit.InputError, match="threshold= belongs to the threshold application"):
+        psikit.cpsi.Party("receive", "cardinality", small_sets.client, threshold=3)
+    with pytest.raises(psikit.InputError, match="min_intersection belongs to the sum application"):
+        psikit.cpsi.Party("send", "cardinality", small_sets.server, min_intersection=3)
+    with pytest.raises(psikit.InputError, match="role must be"):
+        psikit.cpsi.Party("both", "cardinality", small_sets.server)
+
+
+def test_message_level_malformed_bytes_raise():
+    party = psikit.cpsi.Party("receive", "cardinality", ["a", "b"])
+    assert not party.advance() and party.take_outgoing()  # its first message
+    with pytest.raises(psikit.InputError, match="not finished"):
+        party.result()
+    party.push(b"\x00\x00\x00\x05garbage-that-is-no-frame")
+    assert party.advance() and party.done
+    for _ in range(2):  # the error is kept
+        with pytest.raises(psikit.ProtocolError):
+            party.result()
+    party.take_outgoing()  # what it told the peer, if anything
+    party.push(b"more")
+    assert party.advance() and party.take_outgoing() == b""  # finished: nothing more runs
+    closed = psikit.cpsi.Party("send", "cardinality", ["a"])
+    closed.step()
+    closed.step(peer_closed=True)
+    assert closed.done
+    with pytest.raises(psikit.ProtocolError):
+        closed.result()

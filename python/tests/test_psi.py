@@ -4,6 +4,7 @@ plaintext truth, both parties in this process over loopback."""
 from __future__ import annotations
 
 import functools
+import threading
 
 import pytest
 
@@ -195,3 +196,59 @@ def test_freed_memory_is_reused_during_a_run_only(small_sets):
     # Bigger than all free memory of the heap, so no free chunk serves it.
     size = libc.mallinfo2().fordblks + (16 << 20)
     assert _mapped_for(libc, size) >= size
+
+
+@pytest.fixture(scope="module")
+def certificates(tmp_path_factory):
+    """A CA and a server certificate it signed (for localhost and
+    127.0.0.1), made with the openssl command (skips without it)."""
+    import shutil
+    import subprocess
+
+    if shutil.which("openssl") is None:
+        pytest.skip("needs the openssl command")
+    d = tmp_path_factory.mktemp("tls")
+    key = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]
+
+    def openssl(*args):
+        subprocess.run(["openssl", *args], cwd=d, check=True, capture_output=True)
+
+    openssl("req", "-x509", *key, "-keyout", "ca.key", "-out", "ca.pem", "-subj", "/CN=psikit test CA",
+            "-days", "2")
+    openssl("req", *key, "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=localhost")
+    (d / "server.ext").write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\n")
+    openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+            "-out", "server.pem", "-days", "2", "-extfile", "server.ext")
+    openssl("req", "-x509", *key, "-keyout", "other.key", "-out", "other.pem", "-subj", "/CN=other CA",
+            "-days", "2")
+    return d
+
+
+def test_tls_between_python_parties(small_sets, certificates):
+    d = certificates
+    server_tls = {"cert": str(d / "server.pem"), "key": str(d / "server.key")}
+    got, sent = two_parties(
+        functools.partial(psikit.psi.receive, small_sets.client, normalize=NORM, tls=server_tls),
+        functools.partial(psikit.psi.send, small_sets.server, normalize=NORM, tls={"ca": str(d / "ca.pem")}),
+    )
+    assert (got, sent) == (small_sets.truth(), None)
+    # A client that trusts another CA refuses the server (which then waits
+    # for another peer until its accept_timeout, or fails the handshake).
+    listening, errors = threading.Event(), []
+    addr = []
+
+    def serve():
+        try:
+            psikit.psi.receive(small_sets.client, normalize=NORM, tls=server_tls, listen="127.0.0.1:0",
+                               on_listening=lambda a: (addr.append(a), listening.set()), accept_timeout=5)
+        except psikit.PsikitError as e:
+            errors.append(e)
+        listening.set()
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    assert listening.wait(60) and addr
+    with pytest.raises(psikit.ProtocolError):
+        psikit.psi.send(small_sets.server, normalize=NORM, connect=addr[0], tls={"ca": str(d / "other.pem")})
+    t.join(60)
+    assert not t.is_alive() and len(errors) == 1

@@ -4,6 +4,9 @@
 //! `--reveal-to`, value columns summed per key, and the same checks of
 //! which option goes with which application.
 
+use std::sync::{Mutex, MutexGuard};
+use std::task::Poll;
+
 use psikit_protocols::common::connect::Peer;
 use psikit_protocols::cpsi::facade::{self, Role};
 use psikit_protocols::cpsi::{App, CpsiConfig, Epc, Input, OtKind, Outcome, Output, Reveal};
@@ -13,7 +16,7 @@ use psikit_protocols::Error;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
-use crate::errors::{self, IntoPy};
+use crate::errors::{self, to_py, IntoPy};
 use crate::input::{Loaded, Source};
 use crate::{interrupt, net};
 
@@ -247,7 +250,7 @@ fn shares_to_py<'py>(
 /// What this party learned, for `psikit.cpsi`'s result object.
 fn outcome_to_py<'py>(
     py: Python<'py>,
-    out: Outcome,
+    out: &Outcome,
     loaded: &Loaded,
     columns: usize,
     with_fields: bool,
@@ -306,6 +309,151 @@ fn outcome_to_py<'py>(
     Ok(d)
 }
 
+/// A party's checked options: its application, its protocol role and the
+/// protocol's configuration, from the arguments `psikit.cpsi.send` /
+/// `receive` / `Party` take (each option checked against the application,
+/// as the CLI does).
+pub struct Options {
+    pub app: App,
+    pub role: Role,
+    pub config: CpsiConfig,
+    pub value_columns: Vec<String>,
+    /// The number of key columns and whether the input is a CSV file
+    /// (for the result).
+    pub columns: usize,
+    pub csv: bool,
+}
+
+impl Options {
+    /// Checks the options of `role` ("send" or "receive") for `source`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        application: &str,
+        role: &str,
+        source: &Source,
+        value_columns: Vec<String>,
+        threshold: Option<u64>,
+        reveal_to: &str,
+        min_intersection: u64,
+        inner_product: bool,
+        product_bits: u32,
+        ot: &str,
+        epc: &str,
+        max_peer_items: u64,
+    ) -> PyResult<Self> {
+        let receive = match role {
+            "send" => false,
+            "receive" => true,
+            other => {
+                return Err(errors::input(format!(
+                    "role must be \"send\" or \"receive\", got {other:?}"
+                )))
+            }
+        };
+        let app = self::app(application, threshold)?;
+        let (role, reveal) = roles(app, receive, reveal_to)?;
+        // The sum takes values at both parties; the shares carry the sender's.
+        match app {
+            App::Sum => {}
+            App::Shares if role == Role::Sender => {}
+            App::Shares if !value_columns.is_empty() => {
+                return Err(errors::input(
+                    "in the shares application only the send party's value columns are shared",
+                ))
+            }
+            _ if !value_columns.is_empty() => {
+                return Err(errors::input(
+                    "value_columns belongs to the sum and shares applications",
+                ))
+            }
+            _ => {}
+        }
+        if min_intersection > 0 && app != App::Sum {
+            return Err(errors::input(
+                "min_intersection belongs to the sum application",
+            ));
+        }
+        if inner_product && app != App::Sum {
+            return Err(errors::input(
+                "inner_product belongs to the sum application",
+            ));
+        }
+        let product_bits = match u8::try_from(product_bits) {
+            Ok(bits @ 1..=64) => bits,
+            _ if !inner_product => 0,
+            _ => {
+                return Err(errors::input(format!(
+                    "product_bits must be 1 to 64, got {product_bits}"
+                )))
+            }
+        };
+        if inner_product && value_columns.is_empty() {
+            return Err(errors::input(
+                "the inner product needs a value column at each party (value_columns=)",
+            ));
+        }
+        let mut config = CpsiConfig::new(app);
+        config.ot = match ot {
+            "silent" => OtKind::Silent,
+            "iknp" => OtKind::Iknp,
+            other => {
+                return Err(errors::input(format!(
+                    "ot must be \"silent\" or \"iknp\", got {other:?}"
+                )))
+            }
+        };
+        config.epc = self::epc(epc)?;
+        config.reveal = reveal;
+        config.min_intersection = min_intersection;
+        if inner_product {
+            config.product_bits = product_bits;
+        }
+        config.max_set_size = max_peer_items;
+        config.key_format = source.spec().key_format();
+        Ok(Self {
+            app,
+            role,
+            config,
+            value_columns,
+            columns: source.spec().columns.len(),
+            csv: source.is_csv(),
+        })
+    }
+
+    /// Loads `source` (with the GIL released): its keys and their values
+    /// per value column, the receiver's inner-product factors checked.
+    pub fn load(&self, py: Python<'_>, source: &Source) -> PyResult<(Loaded, Vec<Vec<u64>>)> {
+        py.detach(|| {
+            let loaded = source.load()?;
+            let values = key_values(source, &loaded, &self.value_columns)?;
+            if self.role == Role::Receiver {
+                check_product_factors(source, &loaded, &values, self.config.product_bits)?;
+            }
+            Ok((loaded, values))
+        })
+        .py_err()
+    }
+
+    /// What this party learned, as the dict `psikit.cpsi` reads.
+    pub fn result<'py>(
+        &self,
+        py: Python<'py>,
+        out: &Outcome,
+        loaded: &Loaded,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let d = outcome_to_py(
+            py,
+            out,
+            loaded,
+            self.columns,
+            self.csv,
+            self.config.min_intersection,
+        )?;
+        d.set_item("application", self.app.name())?;
+        Ok(d)
+    }
+}
+
 /// Runs one party of circuit PSI (see `psikit.cpsi.send` / `receive`).
 /// Returns a dict of what it learned (`learned`: whether the result was
 /// revealed to it).
@@ -337,75 +485,20 @@ pub fn cpsi_run<'py>(
     tls: Option<&Bound<'py, PyDict>>,
     on_listening: Option<Py<PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let receive = match role {
-        "send" => false,
-        "receive" => true,
-        other => {
-            return Err(errors::input(format!(
-                "role must be \"send\" or \"receive\", got {other:?}"
-            )))
-        }
-    };
-    let app = self::app(application, threshold)?;
-    let (role, reveal) = roles(app, receive, reveal_to)?;
-    // The sum takes values at both parties; the shares carry the sender's.
-    match app {
-        App::Sum => {}
-        App::Shares if role == Role::Sender => {}
-        App::Shares if !value_columns.is_empty() => {
-            return Err(errors::input(
-                "in the shares application only the send party's value columns are shared",
-            ))
-        }
-        _ if !value_columns.is_empty() => {
-            return Err(errors::input(
-                "value_columns belongs to the sum and shares applications",
-            ))
-        }
-        _ => {}
-    }
-    if min_intersection > 0 && app != App::Sum {
-        return Err(errors::input(
-            "min_intersection belongs to the sum application",
-        ));
-    }
-    if inner_product && app != App::Sum {
-        return Err(errors::input(
-            "inner_product belongs to the sum application",
-        ));
-    }
-    let product_bits = match u8::try_from(product_bits) {
-        Ok(bits @ 1..=64) => bits,
-        _ if !inner_product => 0,
-        _ => {
-            return Err(errors::input(format!(
-                "product_bits must be 1 to 64, got {product_bits}"
-            )))
-        }
-    };
-    if inner_product && value_columns.is_empty() {
-        return Err(errors::input(
-            "the inner product needs a value column at each party (value_columns=)",
-        ));
-    }
-    let mut cfg = CpsiConfig::new(app);
-    cfg.ot = match ot {
-        "silent" => OtKind::Silent,
-        "iknp" => OtKind::Iknp,
-        other => {
-            return Err(errors::input(format!(
-                "ot must be \"silent\" or \"iknp\", got {other:?}"
-            )))
-        }
-    };
-    cfg.epc = self::epc(epc)?;
-    cfg.reveal = reveal;
-    cfg.min_intersection = min_intersection;
-    if inner_product {
-        cfg.product_bits = product_bits;
-    }
-    cfg.max_set_size = max_peer_items;
-    cfg.key_format = source.spec().key_format();
+    let options = Options::new(
+        application,
+        role,
+        source,
+        value_columns,
+        threshold,
+        reveal_to,
+        min_intersection,
+        inner_product,
+        product_bits,
+        ot,
+        epc,
+        max_peer_items,
+    )?;
     let limits = net::limits(timeout, max_message_mib)?;
     let peer: Peer = net::peer(listen, connect, accept_timeout, tls, limits)?;
     let listening = |addr: &str| {
@@ -419,29 +512,178 @@ pub fn cpsi_run<'py>(
     };
     // One big job: freed memory is reused while it runs (see `psi_run`).
     let _reuse = memory::reuse_freed_memory_during();
-    let (loaded, values) = py
-        .detach(|| {
-            let loaded = source.load()?;
-            let values = key_values(source, &loaded, &value_columns)?;
-            if role == Role::Receiver {
-                check_product_factors(source, &loaded, &values, cfg.product_bits)?;
-            }
-            Ok((loaded, values))
-        })
-        .py_err()?;
+    let (loaded, values) = options.load(py, source)?;
     let input = Input {
         keys: &loaded.keys,
         values: &values,
     };
-    let out = interrupt::run(py, facade::run(&peer, role, input, &cfg, listening))?;
-    let d = outcome_to_py(
+    let out = interrupt::run(
         py,
-        out,
-        &loaded,
-        source.spec().columns.len(),
-        source.is_csv(),
-        min_intersection,
+        facade::run(&peer, options.role, input, &options.config, listening),
     )?;
-    d.set_item("application", app.name())?;
-    Ok(d)
+    options.result(py, &out, &loaded)
+}
+
+/// One call into a party at the message level: the peer's bytes (and
+/// whether it hung up) in; run as far as it goes; this party's bytes out,
+/// and its end once reached.
+type Drive = Box<dyn FnMut(&[u8], bool) -> (Vec<u8>, Option<Result<Outcome, Error>>) + Send>;
+
+/// A message-level party's state between calls: the bytes pushed but not
+/// yet run on, the bytes written but not yet taken, and its end.
+struct Steps {
+    drive: Drive,
+    incoming: Vec<u8>,
+    peer_closed: bool,
+    outgoing: Vec<u8>,
+    end: Option<Result<Outcome, PyErr>>,
+}
+
+/// One party of circuit PSI at the message level (see `psikit.cpsi.Party`):
+/// `cpsi::facade::stepper`, bytes in and bytes out. No sockets, no
+/// runtime, no timeouts.
+#[pyclass(module = "psikit._native", name = "CpsiParty")]
+pub struct CpsiParty {
+    options: Options,
+    loaded: Loaded,
+    steps: Mutex<Steps>,
+}
+
+impl CpsiParty {
+    fn steps(&self) -> PyResult<MutexGuard<'_, Steps>> {
+        self.steps
+            .lock()
+            .map_err(|_| to_py(Error::Internal("an earlier step of this party panicked")))
+    }
+}
+
+#[pymethods]
+impl CpsiParty {
+    #[new]
+    #[pyo3(signature = (application, role, source, value_columns=Vec::new(), threshold=None,
+        reveal_to="receiver", min_intersection=0, inner_product=false, product_bits=32,
+        ot="silent", epc="auto", max_peer_items=1<<24, max_message_mib=16))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        application: &str,
+        role: &str,
+        source: &Source,
+        value_columns: Vec<String>,
+        threshold: Option<u64>,
+        reveal_to: &str,
+        min_intersection: u64,
+        inner_product: bool,
+        product_bits: u32,
+        ot: &str,
+        epc: &str,
+        max_peer_items: u64,
+        max_message_mib: u32,
+    ) -> PyResult<Self> {
+        let options = Options::new(
+            application,
+            role,
+            source,
+            value_columns,
+            threshold,
+            reveal_to,
+            min_intersection,
+            inner_product,
+            product_bits,
+            ot,
+            epc,
+            max_peer_items,
+        )?;
+        // The stepper keeps no timeouts; only the frame size limit applies.
+        let limits = net::limits(60.0, max_message_mib)?;
+        let (loaded, values) = options.load(py, source)?;
+        let mut st = facade::stepper(
+            options.role,
+            loaded.keys.clone(),
+            values,
+            options.config.clone(),
+            limits,
+        );
+        let drive: Drive = Box::new(move |bytes: &[u8], closed: bool| {
+            st.push(bytes);
+            if closed {
+                st.peer_closed();
+            }
+            if st.is_finished() {
+                return (Vec::new(), None);
+            }
+            let end = match st.advance() {
+                Poll::Ready(out) => Some(out),
+                Poll::Pending => None,
+            };
+            (st.take_outgoing(), end)
+        });
+        Ok(Self {
+            options,
+            loaded,
+            steps: Mutex::new(Steps {
+                drive,
+                incoming: Vec::new(),
+                peer_closed: false,
+                outgoing: Vec::new(),
+                end: None,
+            }),
+        })
+    }
+
+    /// Keeps the peer's bytes (any split) for the next `advance`.
+    fn push(&self, incoming: &[u8]) -> PyResult<()> {
+        self.steps()?.incoming.extend_from_slice(incoming);
+        Ok(())
+    }
+
+    /// The peer hung up: the next `advance` sees the connection closed
+    /// once the bytes pushed so far are read.
+    fn peer_closed(&self) -> PyResult<()> {
+        self.steps()?.peer_closed = true;
+        Ok(())
+    }
+
+    /// Runs the party on the bytes pushed as far as it can go; returns
+    /// whether it has finished (successfully or not).
+    fn advance(&self, py: Python<'_>) -> PyResult<bool> {
+        py.detach(|| {
+            let mut steps = self.steps()?;
+            let s = &mut *steps;
+            if s.end.is_some() {
+                return Ok(true);
+            }
+            let incoming = std::mem::take(&mut s.incoming);
+            let (out, end) = (s.drive)(&incoming, s.peer_closed);
+            s.outgoing.extend_from_slice(&out);
+            s.end = end.map(|e| e.map_err(to_py));
+            Ok(s.end.is_some())
+        })
+    }
+
+    /// The bytes this party has written since the last call, to deliver to
+    /// the peer in order (possibly empty).
+    fn take_outgoing<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        let out = std::mem::take(&mut self.steps()?.outgoing);
+        Ok(PyBytes::new(py, &out))
+    }
+
+    /// Whether the party has finished (successfully or not).
+    #[getter]
+    fn done(&self) -> bool {
+        self.steps.lock().map(|s| s.end.is_some()).unwrap_or(true)
+    }
+
+    /// The finished party's result, as `cpsi_run` returns it; raises the
+    /// party's error if it failed.
+    fn result<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let steps = self.steps()?;
+        match &steps.end {
+            None => Err(errors::input(
+                "the party has not finished: keep exchanging bytes",
+            )),
+            Some(Err(e)) => Err(e.clone_ref(py)),
+            Some(Ok(out)) => self.options.result(py, out, &self.loaded),
+        }
+    }
 }

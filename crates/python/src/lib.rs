@@ -52,6 +52,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<server::Server>()?;
     m.add_class::<filter::PyFilterClient>()?;
     m.add_class::<steps::PsiParty>()?;
+    m.add_class::<cpsi::CpsiParty>()?;
     m.add_function(wrap_pyfunction!(filter::filter_setup, m)?)?;
     m.add_function(wrap_pyfunction!(filter::filter_update, m)?)?;
     m.add_function(wrap_pyfunction!(filter::filter_query, m)?)?;
