@@ -14,13 +14,14 @@ use std::time::{Duration, Instant};
 
 use psikit_io::{KeyReader, KeySpec, ReadStats};
 use psikit_primitives::oprf::ServerKey;
+use psikit_transport::Stepper;
 
 use super::cache::{ClientCache, SyncKind, SyncOutcome};
 use super::client::QueryOutcome;
 use super::config::FilterConfig;
 use super::state::{tags_from_reader, ServerState, UpdateReport};
 use super::Tag;
-use crate::common::connect::{block_on, BusyRetry, Channel, ServerAddr};
+use crate::common::connect::{block_on, BusyRetry, Channel, Limits, ServerAddr};
 use crate::common::{same_key_format, state_dir};
 use crate::{Error, Progress, Violation};
 
@@ -255,6 +256,22 @@ impl FilterClient {
             }
         })?
     }
+}
+
+/// [`FilterClient::query`] as a sans-IO party: the caller carries its
+/// bytes to the server (for instance to `Router::respond` on the other side
+/// of a transport of its own) and pushes the answers back. Each request it
+/// writes is whole before it waits, so every answer can come from a fresh
+/// connection. The client's cache file, if any, is kept current as in a
+/// networked query.
+pub fn query_stepper(
+    mut client: FilterClient,
+    items: Vec<Vec<u8>>,
+    limits: Limits,
+) -> Stepper<Result<ClientQuery, Error>> {
+    Stepper::new(limits, move |mut ch| async move {
+        client.query(&mut ch, &items).await
+    })
 }
 
 #[cfg(test)]

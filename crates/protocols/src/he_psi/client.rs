@@ -51,15 +51,16 @@ pub struct QueryOutcome {
 
 impl HeClient {
     /// Fetches the parameters and makes fresh keys for them.
+    ///
+    /// The keys are made on the calling task (tens of milliseconds), not
+    /// on a blocking thread: the client also runs as a sans-IO
+    /// [`psikit_transport::Stepper`], where no runtime exists to hand the
+    /// work to, and a client task has nothing else to do meanwhile.
     pub async fn connect(ch: &mut Channel) -> Result<Self, Error> {
         ch.send_msg(&ParamsRequest).await?;
         let resp = ch.recv_msg::<ParamsResponse>(()).await?;
         let params = PsiParams::from_apsi_json(&resp.params_json)?;
-        let receiver = tokio::task::spawn_blocking(move || {
-            Receiver::new(params, resp.max_label_bytes as usize)
-        })
-        .await
-        .map_err(|e| Error::task("key generation", e))??;
+        let receiver = Receiver::new(params, resp.max_label_bytes as usize)?;
         Ok(Self {
             receiver,
             db_id: resp.db_id,

@@ -15,6 +15,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use psikit_io::{decode_label, KeyReader, KeySpec, LabeledItem, ReadStats};
+use psikit_transport::Stepper;
 use rand::RngCore;
 
 use super::client::{HeClient, QueryOutcome};
@@ -22,7 +23,7 @@ use super::params::PsiParams;
 use super::select::{self, Selection, SelectionInput};
 use super::sender_db::UpdateStats;
 use super::state::{HeState, Row};
-use crate::common::connect::{block_on, BusyRetry, Channel, ServerAddr};
+use crate::common::connect::{block_on, BusyRetry, Channel, Limits, ServerAddr};
 use crate::common::{same_key_format, state_dir};
 use crate::{Error, Match, Progress};
 
@@ -357,6 +358,21 @@ pub fn query_blocking(
             }
         }
     })?
+}
+
+/// [`query`] as a sans-IO party: the caller carries its bytes to the
+/// server (for instance to `Router::respond` on the other side of a
+/// transport of its own) and pushes the answers back. Each request it
+/// writes is whole before it waits, so every answer can come from a fresh
+/// connection.
+pub fn query_stepper(
+    keys: Vec<Vec<u8>>,
+    options: QueryOptions,
+    limits: Limits,
+) -> Stepper<Result<Session, Error>> {
+    Stepper::new(limits, move |mut ch| async move {
+        query(&mut ch, &keys, &options).await
+    })
 }
 
 /// The keys followed by random dummies up to `pad_to` items.

@@ -21,7 +21,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use psikit_transport::net::Listener;
-use psikit_transport::{ids, Channel, ErrorCode, ErrorMessage, Frame, ProtocolId};
+use psikit_transport::{ids, Channel, ErrorCode, ErrorMessage, Frame, Limits, ProtocolId};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::Semaphore;
 
 use crate::Error;
@@ -111,6 +112,42 @@ impl Router {
     /// [`Router::run`], which knows it).
     pub async fn serve_connection(&self, ch: Channel) -> Result<(), Error> {
         self.serve_client(ch, None).await
+    }
+
+    /// The message level of the server: answers `request` (the bytes a
+    /// client sent, one or more whole requests) as if they came on a fresh
+    /// connection that the client then closed, and returns every byte the
+    /// server wrote back. For callers that carry psikit's messages over a
+    /// transport of their own (HTTP, a queue); each call is independent,
+    /// as each request of the filter and HE protocols is. A request that
+    /// fails is answered with the error message the client would get on a
+    /// connection, so the client's step raises it; a request cut short
+    /// fails as a connection closed mid-message.
+    pub async fn respond(&self, request: &[u8], limits: Limits) -> Vec<u8> {
+        // The server half of an in-memory connection; the client half is
+        // written and read at once, so neither direction's buffer can stall
+        // the other.
+        let (client, server) = tokio::io::duplex(64 << 10);
+        let (mut from_server, mut to_server) = tokio::io::split(client);
+        let serve = async {
+            // Its error is already in the answer, as an error frame.
+            let _ = self.serve_connection(Channel::new(server, limits)).await;
+        };
+        let send = async {
+            // The server may stop reading early (a bad request): the rest
+            // of the request is then of no use.
+            if to_server.write_all(request).await.is_ok() {
+                let _ = to_server.shutdown().await;
+            }
+        };
+        let mut answer = Vec::new();
+        let receive = async {
+            // Ends when the server drops its half; a read error can only
+            // come after the server is gone, with `answer` complete.
+            let _ = from_server.read_to_end(&mut answer).await;
+        };
+        tokio::join!(serve, send, receive);
+        answer
     }
 
     /// [`Router::serve_connection`] for a client at `client`, whose
@@ -205,8 +242,10 @@ impl Router {
         }
     }
 
-    /// Asks every service to reload its state, every `reload_every`.
-    async fn watch(self: Arc<Self>) {
+    /// Asks every service to reload its state, every `reload_every`,
+    /// forever. [`Router::run`] runs it; a router used only through
+    /// [`Router::respond`] runs it in a task of its own.
+    pub async fn watch(self: Arc<Self>) {
         let every = self.limits.reload_every.max(Duration::from_millis(10));
         loop {
             tokio::time::sleep(every).await;
