@@ -67,11 +67,13 @@ class Cancel:
     def __exit__(self, *args: object) -> bool: ...
 
 class Server:
-    """psikit's server (filter and/or HE states) on one port, in the background."""
+    """psikit's server (filter and/or HE states) on one port, in the background,
+    and at the message level (``respond``), with or without a port
+    (``listen=None``)."""
 
     def __init__(
         self,
-        listen: str = "127.0.0.1:0",
+        listen: Optional[str] = "127.0.0.1:0",
         filter_state: Optional[str] = None,
         he_state: Optional[str] = None,
         he_cache: bool = True,
@@ -86,9 +88,10 @@ class Server:
         query_budget_window: float = 86400.0,
     ) -> None: ...
     @property
-    def addr(self) -> str: ...
+    def addr(self) -> Optional[str]: ...
     @property
     def services(self) -> List[Tuple[str, str]]: ...
+    def respond(self, request: bytes) -> bytes: ...
     @property
     def running(self) -> bool: ...
     def close(self) -> None: ...
@@ -114,23 +117,37 @@ class FilterClient:
     def sync(self) -> Dict[str, Any]: ...
     def query(self, source: Source) -> Dict[str, Any]: ...
 
-class PsiParty:
-    """One two-party PSI party as a sans-IO state machine (see psikit.psi.Party)."""
+class Party:
+    """One party at the message level, made by psi_party, he_query_party or
+    filter_query_party (see psikit.psi.Party, psikit.he.Query,
+    psikit.filter.Query)."""
 
-    def __init__(
-        self,
-        role: str,
-        source: Source,
-        protocol: str = "vole",
-        malicious: bool = False,
-        reveal: bool = False,
-        max_peer_items: int = ...,
-        max_message_mib: int = 16,
-    ) -> None: ...
     def step(self, incoming: Optional[bytes] = None, peer_closed: bool = False) -> bytes: ...
     @property
     def done(self) -> bool: ...
     def result(self) -> Dict[str, Any]: ...
+
+def psi_party(
+    role: str,
+    source: Source,
+    protocol: str = "vole",
+    malicious: bool = False,
+    reveal: bool = False,
+    max_peer_items: int = ...,
+    max_message_mib: int = 16,
+) -> Party: ...
+def he_query_party(
+    source: Source,
+    pad_to: Optional[int] = None,
+    label_names: Sequence[str] = ...,
+    max_message_mib: int = 16,
+) -> Party: ...
+def filter_query_party(
+    source: Source,
+    cache: Optional[str] = None,
+    max_filter_mib: int = 4096,
+    max_message_mib: int = 16,
+) -> Party: ...
 
 class CpsiParty:
     """One circuit PSI party as a sans-IO state machine (see psikit.cpsi.Party)."""

@@ -22,12 +22,13 @@ import os
 from typing import Any, Callable, Dict, Optional, Union
 
 from . import _aio, _native
+from ._steps import Stepped
 from ._data import DEFAULT_NORMALIZE, Columns, Normalize, ProgressReporter, prepare, result
 
 PathLike = Union[str, "os.PathLike[str]"]
 Progress = Union[Callable[[str, int, Optional[int]], None], bool]
 
-__all__ = ["setup", "update", "query", "query_async", "Client"]
+__all__ = ["setup", "update", "query", "query_async", "Client", "Query"]
 
 
 def setup(
@@ -195,3 +196,50 @@ class Client:
 
     def __repr__(self) -> str:
         return f"psikit.filter.Client({self.server!r})"
+
+
+class Query(Stepped):
+    """A query at the message level: bytes in, bytes out, over whatever
+    transport the caller has (HTTP, a message queue). No sockets, threads
+    or timeouts. The server's side is :meth:`psikit.Server.respond`, which
+    needs no port (``psikit.Server(listen=None, filter_state=...)``).
+
+    Start with ``request = query.step()``, carry ``request`` to the server,
+    give its answer to ``query.step(answer)`` and carry what that returns,
+    until ``query.done`` (two exchanges: the filter sync, then the query;
+    one more when the server updated in between); then ``query.result()``
+    gives what :func:`query` returns, or raises the query's error. With
+    ``cache`` (a file) the filter is kept between queries and each sync
+    downloads only what changed.
+
+    >>> server = psikit.Server(listen=None, filter_state="srv")  # doctest: +SKIP
+    >>> q = psikit.filter.Query(["b", "c"], cache="f.cache")  # doctest: +SKIP
+    >>> request = q.step()  # doctest: +SKIP
+    >>> while not q.done:  # doctest: +SKIP
+    ...     request = q.step(server.respond(request))
+    >>> q.result()  # doctest: +SKIP
+    ['b']
+    """
+
+    def __init__(
+        self,
+        data: Any,
+        *,
+        key: Columns = None,
+        normalize: Optional[Normalize] = DEFAULT_NORMALIZE,
+        cache: Optional[PathLike] = None,
+        max_filter_mib: int = 4096,
+        has_header: bool = True,
+        delimiter: str = ",",
+    ) -> None:
+        self._prepared = prepare(data, key=key, normalize=normalize, has_header=has_header, delimiter=delimiter)
+        self._native = _native.filter_query_party(
+            self._prepared.source, None if cache is None else os.fspath(cache), max_filter_mib, 16
+        )
+
+    def result(self, *, details: bool = False) -> Any:
+        """The matching rows, as :func:`query` returns them (``(matches,
+        info)`` with ``details=True``)."""
+        out = self._finished()
+        matches = result(self._prepared, out)
+        return (matches, out) if details else matches

@@ -23,12 +23,13 @@ import os
 from typing import Any, Callable, Dict, Optional, Sequence, Union
 
 from . import _aio, _native
+from ._steps import Stepped
 from ._data import DEFAULT_NORMALIZE, Columns, Normalize, ProgressReporter, prepare, result
 
 PathLike = Union[str, "os.PathLike[str]"]
 Progress = Union[Callable[[str, int, Optional[int]], None], bool]
 
-__all__ = ["build_db", "update_db", "query", "query_async"]
+__all__ = ["build_db", "update_db", "query", "query_async", "Query"]
 
 
 def build_db(
@@ -148,3 +149,49 @@ async def query_async(server: str, data: Any, **kwargs: Any) -> Any:
     >>> rows = await psikit.he.query_async("host:7700", df, key="email")  # doctest: +SKIP
     """
     return await _aio.run(query, server, data, **kwargs)
+
+
+class Query(Stepped):
+    """A query at the message level: bytes in, bytes out, over whatever
+    transport the caller has (HTTP, a message queue). No sockets, threads
+    or timeouts. The server's side is :meth:`psikit.Server.respond`, which
+    needs no port (``psikit.Server(listen=None, he_state=...)``).
+
+    Start with ``request = query.step()``, carry ``request`` to the server,
+    give its answer to ``query.step(answer)`` and carry what that returns,
+    until ``query.done`` (three exchanges: parameters, OPRF, the encrypted
+    query; more when the query needs several rounds); then
+    ``query.result()`` gives what :func:`query` returns, or raises the
+    query's error (the server's, for a bad request). Each exchange stands
+    alone, so the requests may go to different processes serving the same
+    database.
+
+    >>> server = psikit.Server(listen=None, he_state="he-srv")  # doctest: +SKIP
+    >>> q = psikit.he.Query(["a@x.org", "c@x.org"])  # doctest: +SKIP
+    >>> request = q.step()  # doctest: +SKIP
+    >>> while not q.done:  # doctest: +SKIP
+    ...     request = q.step(server.respond(request))
+    >>> q.result()  # doctest: +SKIP
+    {'a@x.org': 'gold'}
+    """
+
+    def __init__(
+        self,
+        data: Any,
+        *,
+        key: Columns = None,
+        normalize: Optional[Normalize] = DEFAULT_NORMALIZE,
+        pad_to: Optional[int] = None,
+        label_names: Sequence[str] = (),
+        has_header: bool = True,
+        delimiter: str = ",",
+    ) -> None:
+        self._prepared = prepare(data, key=key, normalize=normalize, has_header=has_header, delimiter=delimiter)
+        self._native = _native.he_query_party(self._prepared.source, pad_to, list(label_names), 16)
+
+    def result(self, *, details: bool = False) -> Any:
+        """The matching rows with their labels, as :func:`query` returns
+        them (``(matches, info)`` with ``details=True``)."""
+        out = self._finished()
+        matches = result(self._prepared, out, out["label_names"])
+        return (matches, out) if details else matches

@@ -175,7 +175,7 @@ class Party:
         delimiter: str = ",",
     ) -> None:
         self._prepared = prepare(data, key=key, normalize=normalize, has_header=has_header, delimiter=delimiter)
-        self._native = _native.PsiParty(
+        self._native = _native.psi_party(
             role, self._prepared.source, protocol, malicious, reveal, max_peer_items, 16
         )
 

@@ -2,18 +2,18 @@
 //! (`filter_psi::facade::{setup, update}`) and client queries
 //! (`FilterClient`), as `psikit filter setup|update|query` do them.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use psikit_protocols::common::connect::{BusyRetry, ServerAddr};
 use psikit_protocols::filter_psi::{
-    self, FilterClient, FilterConfig, ServerState, SyncKind, SyncOutcome,
+    self, ClientQuery, FilterClient, FilterConfig, ServerState, SyncKind, SyncOutcome,
 };
 use psikit_protocols::Error;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use crate::errors::{self, IntoPy};
-use crate::input::Source;
+use crate::input::{Output, Source};
 use crate::{interrupt, net, progress};
 use tokio::sync::Mutex;
 
@@ -131,24 +131,25 @@ pub fn filter_query<'py>(
     tls: Option<&Bound<'py, PyDict>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let server = net::server(server, tls, net::limits(timeout, max_message_mib)?)?;
-    let max_bytes = filter_bytes(max_filter_mib)?;
-    let client = py
-        .detach(|| open_client(cache.as_deref(), max_bytes))
-        .py_err()?;
+    let client = client(py, cache, max_filter_mib)?;
     query_with(py, &Mutex::new(client), &server, source)
 }
 
-fn filter_bytes(max_filter_mib: u64) -> PyResult<u64> {
-    max_filter_mib
+/// A filter client keeping its filter in `cache` (in memory only without
+/// one), downloading at most `max_filter_mib` MiB.
+pub fn client(
+    py: Python<'_>,
+    cache: Option<PathBuf>,
+    max_filter_mib: u64,
+) -> PyResult<FilterClient> {
+    let max_bytes = max_filter_mib
         .checked_mul(1 << 20)
-        .ok_or_else(|| errors::input("max_filter_mib is too large"))
-}
-
-fn open_client(cache: Option<&Path>, max_bytes: u64) -> Result<FilterClient, Error> {
-    match cache {
-        Some(path) => FilterClient::with_cache_file(path, max_bytes),
+        .ok_or_else(|| errors::input("max_filter_mib is too large"))?;
+    py.detach(|| match cache {
+        Some(path) => FilterClient::with_cache_file(&path, max_bytes),
         None => Ok(FilterClient::in_memory(max_bytes)),
-    }
+    })
+    .py_err()
 }
 
 /// One query of `client` (a sync first, then the query; a second sync and
@@ -176,6 +177,17 @@ fn query_with<'py>(
         Ok((done, discarded))
     })?;
     let output = loaded.output_matches(&done.outcome.matches, source.is_csv());
+    query_dict(py, output, &done, discarded)
+}
+
+/// The dict `psikit.filter.query` gets: the matching rows, the syncs
+/// done, the traffic and why a cache file was set aside, if it was.
+pub fn query_dict<'py>(
+    py: Python<'py>,
+    output: Output,
+    done: &ClientQuery,
+    discarded: Option<String>,
+) -> PyResult<Bound<'py, PyDict>> {
     let d = output.into_py(py)?;
     let syncs = done
         .syncs
@@ -213,10 +225,7 @@ impl PyFilterClient {
         tls: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
         let server = net::server(server, tls, net::limits(timeout, max_message_mib)?)?;
-        let max_bytes = filter_bytes(max_filter_mib)?;
-        let client = py
-            .detach(|| open_client(cache.as_deref(), max_bytes))
-            .py_err()?;
+        let client = client(py, cache, max_filter_mib)?;
         Ok(Self {
             server,
             client: Mutex::new(client),

@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 
 use psikit_protocols::common::connect::BusyRetry;
-use psikit_protocols::he_psi::facade::{self, BuildOptions};
+use psikit_protocols::he_psi::facade::{self, BuildOptions, Session};
 use psikit_protocols::he_psi::select::{Goal, SelectionInput};
 use psikit_protocols::he_psi::HeState;
 use psikit_protocols::Error;
@@ -14,7 +14,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use crate::errors::{self, IntoPy};
-use crate::input::Source;
+use crate::input::{Loaded, Output, Source};
 use crate::{interrupt, net, progress};
 
 fn state_dict<'py>(py: Python<'py>, state: &HeState) -> PyResult<Bound<'py, PyDict>> {
@@ -163,22 +163,41 @@ pub fn he_query<'py>(
         }
     })?;
     let (output, names) = py
-        .detach(|| -> Result<_, Error> {
-            let labeled = session.max_label_bytes > 0;
-            if !labeled && !label_names.is_empty() {
-                return Err(Error::Config(
-                    "the server's database is unlabeled: drop label_names".into(),
-                ));
-            }
-            let (width, mut cells) =
-                facade::label_cells(&session.matches, loaded.keys.len(), labeled)?;
-            let names = facade::label_names(width, &label_names)?;
-            for fields in cells.iter_mut().flatten() {
-                fields.resize(names.len(), Vec::new());
-            }
-            Ok((loaded.output(&cells, source.is_csv()), names))
-        })
+        .detach(|| query_output(&session, &loaded, source.is_csv(), &label_names))
         .py_err()?;
+    query_dict(py, output, names, &session)
+}
+
+/// A finished query's matching rows with their label columns, and the
+/// columns' names (`given`, or the CLI's defaults).
+pub fn query_output(
+    session: &Session,
+    loaded: &Loaded,
+    csv: bool,
+    given: &[String],
+) -> Result<(Output, Vec<String>), Error> {
+    let labeled = session.max_label_bytes > 0;
+    if !labeled && !given.is_empty() {
+        return Err(Error::Config(
+            "the server's database is unlabeled: drop label_names".into(),
+        ));
+    }
+    let (width, mut cells) = facade::label_cells(&session.matches, loaded.keys.len(), labeled)?;
+    let names = facade::label_names(width, given)?;
+    for fields in cells.iter_mut().flatten() {
+        fields.resize(names.len(), Vec::new());
+    }
+    Ok((loaded.output(&cells, csv), names))
+}
+
+/// The dict `psikit.he.query` gets: the matching rows, the label names,
+/// the traffic, the false-positive bound and the padded size.
+pub fn query_dict<'py>(
+    py: Python<'py>,
+    output: Output,
+    names: Vec<String>,
+    session: &Session,
+) -> PyResult<Bound<'py, PyDict>> {
     let d = output.into_py(py)?;
     d.set_item("label_names", names)?;
     d.set_item("bytes_sent", session.bytes_sent)?;

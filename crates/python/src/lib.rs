@@ -51,7 +51,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<interrupt::Cancel>()?;
     m.add_class::<server::Server>()?;
     m.add_class::<filter::PyFilterClient>()?;
-    m.add_class::<steps::PsiParty>()?;
+    m.add_class::<steps::Party>()?;
     m.add_class::<cpsi::CpsiParty>()?;
     m.add_function(wrap_pyfunction!(filter::filter_setup, m)?)?;
     m.add_function(wrap_pyfunction!(filter::filter_update, m)?)?;
@@ -61,6 +61,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(he::he_query, m)?)?;
     m.add_function(wrap_pyfunction!(psi::psi_run, m)?)?;
     m.add_function(wrap_pyfunction!(cpsi::cpsi_run, m)?)?;
+    m.add_function(wrap_pyfunction!(steps::psi_party, m)?)?;
+    m.add_function(wrap_pyfunction!(steps::he_query_party, m)?)?;
+    m.add_function(wrap_pyfunction!(steps::filter_query_party, m)?)?;
     m.add_function(wrap_pyfunction!(input::encode_keys, m)?)?;
     m.add_function(wrap_pyfunction!(reuse_freed_memory, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

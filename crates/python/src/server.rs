@@ -1,24 +1,27 @@
 //! `psikit.Server`: the long-running server of `psikit serve` (the service
 //! layer's `Router` with a `FilterService` and/or an `HeService`) on a
-//! background runtime, one port for every state given. Updates written to
-//! the state directories are picked up live, as by `psikit serve`.
+//! background runtime, one port for every state given, and the same
+//! router at the message level (`respond`: request bytes in, answer bytes
+//! out), with or without a port. Updates written to the state directories
+//! are picked up live, as by `psikit serve`.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use psikit_protocols::common::connect::{runtime, Listener};
+use psikit_protocols::common::connect::{runtime, Limits, Listener};
 use psikit_protocols::filter_psi::FilterService;
 use psikit_protocols::he_psi::HeService;
 use psikit_protocols::service::{QueryBudget, Router, ServerLimits};
 use psikit_protocols::Error;
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyBytes, PyDict};
 
 use crate::errors::{self, IntoPy};
 use crate::net;
 
-/// The runtime and the accept loop of a serving server.
+/// The runtime and the accept loop (or, without a port, the reload
+/// watcher) of a serving server.
 struct Running {
     runtime: tokio::runtime::Runtime,
     task: tokio::task::JoinHandle<Result<(), Error>>,
@@ -36,7 +39,10 @@ impl Running {
 /// A psikit server on one port (see `psikit.Server`).
 #[pyclass(module = "psikit._native")]
 pub struct Server {
-    addr: String,
+    /// `None` when serving only through `respond`.
+    addr: Option<String>,
+    router: Arc<Router>,
+    limits: Limits,
     services: Vec<(String, String)>,
     running: Mutex<Option<Running>>,
 }
@@ -44,14 +50,14 @@ pub struct Server {
 #[pymethods]
 impl Server {
     #[new]
-    #[pyo3(signature = (listen="127.0.0.1:0", filter_state=None, he_state=None, he_cache=true,
+    #[pyo3(signature = (listen=Some("127.0.0.1:0"), filter_state=None, he_state=None, he_cache=true,
         max_connections=None, max_query_items=None, he_concurrent_queries=None,
         reload_secs=2.0, timeout=60.0, max_message_mib=16, tls=None, query_budget=None,
         query_budget_window=86400.0))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
-        listen: &str,
+        listen: Option<&str>,
         filter_state: Option<PathBuf>,
         he_state: Option<PathBuf>,
         he_cache: bool,
@@ -93,8 +99,8 @@ impl Server {
         };
         let net_limits = net::limits(timeout, max_message_mib)?;
         let tls = net::server_tls(tls)?;
-        let listen = listen.to_owned();
-        let (addr, services, running) = py
+        let listen = listen.map(str::to_owned);
+        let (addr, services, router, running) = py
             .detach(|| -> Result<_, Error> {
                 let mut router = Router::new(limits);
                 if let Some(dir) = &filter_state {
@@ -113,25 +119,56 @@ impl Server {
                     .iter()
                     .map(|s| (s.name().to_string(), s.describe()))
                     .collect();
+                let router = Arc::new(router);
                 let runtime = runtime()?;
-                let listener =
-                    runtime.block_on(Listener::bind(&listen, tls.as_ref(), net_limits))?;
-                let addr = listener.local_addr()?.to_string();
-                let task = runtime.spawn(Arc::new(router).run(listener));
-                Ok((addr, services, Running { runtime, task }))
+                let (addr, task) = match &listen {
+                    Some(listen) => {
+                        let listener =
+                            runtime.block_on(Listener::bind(listen, tls.as_ref(), net_limits))?;
+                        let addr = listener.local_addr()?.to_string();
+                        (Some(addr), runtime.spawn(router.clone().run(listener)))
+                    }
+                    None => {
+                        let watch = router.clone().watch();
+                        let task = runtime.spawn(async move {
+                            watch.await;
+                            Ok(())
+                        });
+                        (None, task)
+                    }
+                };
+                Ok((addr, services, router, Running { runtime, task }))
             })
             .py_err()?;
         Ok(Server {
             addr,
+            router,
+            limits: net_limits,
             services,
             running: Mutex::new(Some(running)),
         })
     }
 
+    /// Answers a client's request bytes (one or more whole requests, as a
+    /// message-level client's `step` returned them) and returns the bytes
+    /// to give back to it. A bad request is answered with the error the
+    /// client's next `step` raises. Each call stands alone, like a fresh
+    /// connection; query budgets apply only to clients on the port.
+    fn respond<'py>(&self, py: Python<'py>, request: &[u8]) -> PyResult<Bound<'py, PyBytes>> {
+        let handle = self
+            .running
+            .lock()
+            .ok()
+            .and_then(|r| r.as_ref().map(|r| r.runtime.handle().clone()))
+            .ok_or_else(|| errors::input("the server is closed"))?;
+        let answer = py.detach(|| handle.block_on(self.router.respond(request, self.limits)));
+        Ok(PyBytes::new(py, &answer))
+    }
+
     /// The `host:port` the server listens on (the port chosen when
-    /// listening on port 0).
+    /// listening on port 0); `None` when it serves only through `respond`.
     #[getter]
-    fn addr(&self) -> String {
+    fn addr(&self) -> Option<String> {
         self.addr.clone()
     }
 

@@ -1,39 +1,73 @@
-//! Message level of the two-party PSIs: one party as a sans-IO state
-//! machine (`common::two_party::{sender,receiver}_stepper`), bytes in and
-//! bytes out, for callers that carry the messages over their own transport
-//! (see `psikit.psi.Party`). No sockets, no runtime, no timeouts: waiting
-//! is the caller's business.
+//! The message level: one party of a protocol as a sans-IO state machine
+//! (`psikit_transport::Stepper`), bytes in and bytes out, for callers that
+//! carry the messages over their own transport (see `psikit.psi.Party`,
+//! `psikit.he.Query` and `psikit.filter.Query`; the server's side is
+//! `Server.respond`). No sockets, no runtime, no timeouts: waiting is the
+//! caller's business.
 
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::task::Poll;
 
-use psikit_protocols::common::connect::Limits;
+use psikit_protocols::common::connect::{Limits, Stepper};
 use psikit_protocols::common::two_party;
+use psikit_protocols::filter_psi;
+use psikit_protocols::he_psi::facade as he_facade;
 use psikit_protocols::rr16::{facade::Rr16, Rr16Config};
 use psikit_protocols::vole_psi::{facade::VolePsi, VoleConfig};
 use psikit_protocols::Error;
+
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
 use crate::errors::{self, to_py, IntoPy};
 use crate::input::{Loaded, Output, Source};
-use crate::net;
 use crate::psi::{sender_output, Outcomes};
+use crate::{filter, he, net};
 
-/// What a party's run gives: its output (the receiver always, the sender
-/// with reveal), or why it failed.
-type Finished = Result<Option<Output>, Error>;
-
-/// A finished party as kept for `result()`: the error already as the
-/// Python exception, so it can be raised again.
-type Kept = Result<Option<Output>, PyErr>;
+/// Builds a finished party's Python result; the work without the GIL is
+/// done before.
+type Finish = Box<dyn FnOnce(Python<'_>) -> PyResult<Py<PyDict>> + Send>;
 
 /// One call into the party: the peer's bytes (and whether it hung up) in;
 /// this party's bytes out, and its end once reached.
-type Drive = Box<dyn FnMut(&[u8], bool) -> (Vec<u8>, Option<Finished>) + Send>;
+type Drive = Box<dyn FnMut(&[u8], bool) -> (Vec<u8>, Option<Result<Finish, Error>>) + Send>;
 
-/// The party of `P` in `role`, driven by a closure that owns its stepper.
-fn drive<P: Outcomes>(
+/// Drives `stepper`; its outcome goes through `finish` (without the GIL)
+/// once it ends.
+fn drive<T: 'static>(
+    mut stepper: Stepper<Result<T, Error>>,
+    finish: impl FnOnce(T) -> Result<Finish, Error> + Send + 'static,
+) -> Drive {
+    let mut finish = Some(finish);
+    Box::new(move |bytes: &[u8], closed: bool| {
+        stepper.push(bytes);
+        if closed {
+            stepper.peer_closed();
+        }
+        if stepper.is_finished() {
+            return (Vec::new(), None);
+        }
+        let end = match stepper.advance() {
+            Poll::Ready(out) => finish.take().map(|f| out.and_then(f)),
+            Poll::Pending => None,
+        };
+        (stepper.take_outgoing(), end)
+    })
+}
+
+/// The result dict of a balanced PSI party: `{"output": ...}`, `None` for
+/// a sender without reveal.
+fn psi_output(output: Option<Output>) -> Finish {
+    Box::new(move |py| {
+        let d = PyDict::new(py);
+        d.set_item("output", output.map(|o| o.into_py(py)).transpose()?)?;
+        Ok(d.unbind())
+    })
+}
+
+/// The party of `P` in `role`.
+fn psi_drive<P: Outcomes>(
     loaded: Arc<Loaded>,
     config: P::Config,
     sending: bool,
@@ -42,118 +76,39 @@ fn drive<P: Outcomes>(
 ) -> Drive {
     let keys = loaded.keys.clone();
     if sending {
-        let mut st = two_party::sender_stepper::<P>(keys, config, limits);
-        Box::new(move |bytes: &[u8], closed: bool| {
-            st.push(bytes);
-            if closed {
-                st.peer_closed();
-            }
-            if st.is_finished() {
-                return (Vec::new(), None);
-            }
-            let end = match st.advance() {
-                Poll::Ready(out) => Some(out.map(|o| sender_output::<P>(&loaded, &o, csv))),
-                Poll::Pending => None,
-            };
-            (st.take_outgoing(), end)
+        let stepper = two_party::sender_stepper::<P>(keys, config, limits);
+        drive(stepper, move |o| {
+            Ok(psi_output(sender_output::<P>(&loaded, &o, csv)))
         })
     } else {
-        let mut st = two_party::receiver_stepper::<P>(keys, config, limits);
-        Box::new(move |bytes: &[u8], closed: bool| {
-            st.push(bytes);
-            if closed {
-                st.peer_closed();
-            }
-            if st.is_finished() {
-                return (Vec::new(), None);
-            }
-            let end = match st.advance() {
-                Poll::Ready(out) => {
-                    Some(out.map(|o| Some(loaded.output_matches(P::matches(&o), csv))))
-                }
-                Poll::Pending => None,
-            };
-            (st.take_outgoing(), end)
+        let stepper = two_party::receiver_stepper::<P>(keys, config, limits);
+        drive(stepper, move |o| {
+            Ok(psi_output(Some(loaded.output_matches(P::matches(&o), csv))))
         })
     }
 }
 
-/// One party of a balanced PSI at the message level (see
-/// `psikit.psi.Party`).
-#[pyclass(module = "psikit._native", name = "PsiParty")]
-pub struct PsiParty {
+/// One party at the message level, made by [`psi_party`],
+/// [`he_query_party`] or [`filter_query_party`].
+#[pyclass(module = "psikit._native")]
+pub struct Party {
     drive: Mutex<Drive>,
-    end: Mutex<Option<Kept>>,
+    /// The party's result once it ended, or its error as the Python
+    /// exception, kept so `result()` can be called again.
+    end: Mutex<Option<PyResult<Py<PyDict>>>>,
+}
+
+impl Party {
+    fn new(drive: Drive) -> Self {
+        Self {
+            drive: Mutex::new(drive),
+            end: Mutex::new(None),
+        }
+    }
 }
 
 #[pymethods]
-impl PsiParty {
-    #[new]
-    #[pyo3(signature = (role, source, protocol="vole", malicious=false, reveal=false,
-        max_peer_items=1<<24, max_message_mib=16))]
-    #[allow(clippy::too_many_arguments)]
-    fn new(
-        py: Python<'_>,
-        role: &str,
-        source: &Source,
-        protocol: &str,
-        malicious: bool,
-        reveal: bool,
-        max_peer_items: u64,
-        max_message_mib: u32,
-    ) -> PyResult<Self> {
-        let sending = match role {
-            "send" => true,
-            "receive" => false,
-            other => {
-                return Err(errors::input(format!(
-                    "role must be \"send\" or \"receive\", got {other:?}"
-                )))
-            }
-        };
-        let limits = net::limits(60.0, max_message_mib)?;
-        let key_format = source.spec().key_format();
-        let csv = source.is_csv();
-        let loaded = Arc::new(py.detach(|| source.load()).py_err()?);
-        let drive = match protocol {
-            "vole" => drive::<VolePsi>(
-                loaded,
-                VoleConfig {
-                    malicious,
-                    reveal_to_sender: reveal,
-                    max_set_size: max_peer_items,
-                    key_format,
-                    ..VoleConfig::default()
-                },
-                sending,
-                csv,
-                limits,
-            ),
-            "rr16" => drive::<Rr16>(
-                loaded,
-                Rr16Config {
-                    malicious,
-                    reveal_to_sender: reveal,
-                    max_set_size: max_peer_items,
-                    key_format,
-                    ..Rr16Config::default()
-                },
-                sending,
-                csv,
-                limits,
-            ),
-            other => {
-                return Err(errors::input(format!(
-                    "protocol must be \"vole\" or \"rr16\", got {other:?}"
-                )))
-            }
-        };
-        Ok(Self {
-            drive: Mutex::new(drive),
-            end: Mutex::new(None),
-        })
-    }
-
+impl Party {
     /// Pushes the peer's bytes (empty to start), runs the party as far as
     /// it can go, and returns the bytes to deliver to the peer.
     #[pyo3(signature = (incoming=None, peer_closed=false))]
@@ -171,8 +126,9 @@ impl PsiParty {
             })
             .py_err()?;
         if let Some(end) = end {
+            let kept = end.map_err(to_py).and_then(|finish| finish(py));
             if let Ok(mut slot) = self.end.lock() {
-                *slot = Some(end.map_err(to_py));
+                *slot = Some(kept);
             }
         }
         Ok(PyBytes::new(py, &out))
@@ -184,8 +140,8 @@ impl PsiParty {
         self.end.lock().map(|e| e.is_some()).unwrap_or(true)
     }
 
-    /// The finished party's result: a dict with `output` (`None` for a
-    /// sender without reveal); raises the party's error if it failed.
+    /// The finished party's result dict; raises the party's error if it
+    /// failed.
     fn result<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let slot = self
             .end
@@ -194,11 +150,124 @@ impl PsiParty {
         match &*slot {
             None => Err(errors::input("the party has not finished: keep stepping")),
             Some(Err(e)) => Err(e.clone_ref(py)),
-            Some(Ok(output)) => {
-                let d = PyDict::new(py);
-                d.set_item("output", output.clone().map(|o| o.into_py(py)).transpose()?)?;
-                Ok(d)
-            }
+            Some(Ok(d)) => Ok(d.bind(py).clone()),
         }
     }
+}
+
+/// One party of a balanced PSI (see `psikit.psi.Party`); its result is
+/// `{"output": ...}`, `None` for a sender without reveal.
+#[pyfunction]
+#[pyo3(signature = (role, source, protocol="vole", malicious=false, reveal=false,
+    max_peer_items=1<<24, max_message_mib=16))]
+#[allow(clippy::too_many_arguments)]
+pub fn psi_party(
+    py: Python<'_>,
+    role: &str,
+    source: &Source,
+    protocol: &str,
+    malicious: bool,
+    reveal: bool,
+    max_peer_items: u64,
+    max_message_mib: u32,
+) -> PyResult<Party> {
+    let sending = match role {
+        "send" => true,
+        "receive" => false,
+        other => {
+            return Err(errors::input(format!(
+                "role must be \"send\" or \"receive\", got {other:?}"
+            )))
+        }
+    };
+    let limits = net::limits(60.0, max_message_mib)?;
+    let key_format = source.spec().key_format();
+    let csv = source.is_csv();
+    let loaded = Arc::new(py.detach(|| source.load()).py_err()?);
+    let drive = match protocol {
+        "vole" => psi_drive::<VolePsi>(
+            loaded,
+            VoleConfig {
+                malicious,
+                reveal_to_sender: reveal,
+                max_set_size: max_peer_items,
+                key_format,
+                ..VoleConfig::default()
+            },
+            sending,
+            csv,
+            limits,
+        ),
+        "rr16" => psi_drive::<Rr16>(
+            loaded,
+            Rr16Config {
+                malicious,
+                reveal_to_sender: reveal,
+                max_set_size: max_peer_items,
+                key_format,
+                ..Rr16Config::default()
+            },
+            sending,
+            csv,
+            limits,
+        ),
+        other => {
+            return Err(errors::input(format!(
+                "protocol must be \"vole\" or \"rr16\", got {other:?}"
+            )))
+        }
+    };
+    Ok(Party::new(drive))
+}
+
+/// A query of an HE server (see `psikit.he.Query`); its result is the
+/// dict `he_query` returns.
+#[pyfunction]
+#[pyo3(signature = (source, pad_to=None, label_names=Vec::new(), max_message_mib=16))]
+pub fn he_query_party(
+    py: Python<'_>,
+    source: &Source,
+    pad_to: Option<usize>,
+    label_names: Vec<String>,
+    max_message_mib: u32,
+) -> PyResult<Party> {
+    let limits = net::limits(60.0, max_message_mib)?;
+    let options = he_facade::QueryOptions {
+        pad_to,
+        key_format: source.spec().key_format(),
+    };
+    let csv = source.is_csv();
+    let loaded = py.detach(|| source.load()).py_err()?;
+    let stepper = he_facade::query_stepper(loaded.keys.clone(), options, limits);
+    Ok(Party::new(drive(stepper, move |session| {
+        let (output, names) = he::query_output(&session, &loaded, csv, &label_names)?;
+        Ok(Box::new(move |py: Python<'_>| {
+            Ok(he::query_dict(py, output, names, &session)?.unbind())
+        }))
+    })))
+}
+
+/// A query of a filter server (see `psikit.filter.Query`), its filter kept
+/// in `cache` when given; its result is the dict `filter_query` returns.
+#[pyfunction]
+#[pyo3(signature = (source, cache=None, max_filter_mib=4096, max_message_mib=16))]
+pub fn filter_query_party(
+    py: Python<'_>,
+    source: &Source,
+    cache: Option<PathBuf>,
+    max_filter_mib: u64,
+    max_message_mib: u32,
+) -> PyResult<Party> {
+    let limits = net::limits(60.0, max_message_mib)?;
+    let client = filter::client(py, cache, max_filter_mib)?;
+    let discarded = client.discarded_cache().map(str::to_owned);
+    let csv = source.is_csv();
+    let loaded = py.detach(|| source.load()).py_err()?;
+    let stepper = filter_psi::query_stepper(client, loaded.keys.clone(), limits);
+    Ok(Party::new(drive(stepper, move |done| {
+        let output = loaded.output_matches(&done.outcome.matches, csv);
+        Ok(Box::new(move |py: Python<'_>| {
+            Ok(filter::query_dict(py, output, &done, discarded)?.unbind())
+        }))
+    })))
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 pub use psikit_transport::net::{ClientTlsFiles, Listener, ServerTlsFiles};
 use psikit_transport::{net, TransportError};
-pub use psikit_transport::{Channel, Frame, Limits};
+pub use psikit_transport::{Channel, Frame, Limits, Stepper};
 
 use crate::Error;
 
