@@ -58,6 +58,10 @@ pub enum Error {
         "the client's filter is at epoch {have} but the server is at epoch {current}: sync first"
     )]
     StaleFilter { have: u64, current: u64 },
+    /// An HE query made with parameters and keys for a database the server
+    /// no longer serves (rebuilt with other parameters or another key).
+    #[error("the query was prepared for another database (its parameters or key changed): fetch the parameters again")]
+    StaleDatabase,
     #[error("filter digest mismatch: the local copy differs from the server's")]
     DigestMismatch,
     #[error("this server does not serve {name} (protocol id {0})", name = psikit_transport::ids::name(*.0))]
@@ -121,9 +125,10 @@ impl Error {
         }
     }
 
-    /// Whether the server told us our filter is stale.
+    /// Whether the server told us our copy of its state is stale: the
+    /// filter's epoch, or the HE database's parameters and key.
     pub fn is_stale(&self) -> bool {
-        matches!(self, Error::StaleFilter { .. })
+        matches!(self, Error::StaleFilter { .. } | Error::StaleDatabase)
             || matches!(self, Error::Transport(TransportError::Peer(m)) if m.code == ErrorCode::Stale)
     }
 
@@ -143,7 +148,9 @@ impl Error {
             Error::Peer(v) => (ErrorCode::BadRequest, v.to_string()),
             #[cfg(feature = "he")]
             Error::He(e) => (ErrorCode::BadRequest, e.to_string()),
-            Error::StaleFilter { .. } => (ErrorCode::Stale, self.to_string()),
+            Error::StaleFilter { .. } | Error::StaleDatabase => {
+                (ErrorCode::Stale, self.to_string())
+            }
             Error::Aborted(t) => (ErrorCode::Aborted, t.clone()),
             Error::Unsupported(_) => (ErrorCode::Unsupported, self.to_string()),
             Error::Transport(e) => return transport_peer_message(e),

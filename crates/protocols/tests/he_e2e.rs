@@ -6,6 +6,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use psikit_protocols::common::connect::ServerAddr;
+use psikit_protocols::he_psi::facade::{Client, QueryOptions, Session};
 use psikit_protocols::he_psi::messages::{
     OprfRequest, ParamsRequest, ParamsResponse, QueryCt, QueryHeader,
 };
@@ -123,6 +125,43 @@ async fn labeled_queries_over_tcp_with_updates() {
         map.remove(k);
     }
     assert_eq!(run(&server.addr, &client).await, truth(&map, &client, true));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kept_client_reuses_its_keys_and_refreshes_them_for_a_new_database() {
+    let mut rng = StdRng::seed_from_u64(33);
+    let rows = random_rows(&mut rng, 1000, 8);
+    let server = start(state_with(&rows, 8)).await;
+    let map: HashMap<Vec<u8>, Vec<u8>> = (rows.iter())
+        .map(|r| (r.key.clone(), r.label.clone()))
+        .collect();
+    let mut client_keys: Vec<Vec<u8>> = rows[..40].iter().map(|r| r.key.clone()).collect();
+    client_keys.extend((0..40).map(|i| format!("stranger-{i}").into_bytes()));
+    let found = |s: Session| -> Vec<(usize, Option<Vec<u8>>)> {
+        s.matches.into_iter().map(|m| (m.index, m.label)).collect()
+    };
+    let addr = ServerAddr {
+        addr: server.addr.clone(),
+        tls: None,
+        limits: limits(),
+    };
+    let mut client = Client::new(addr, QueryOptions::default());
+    let first = client.query(&client_keys).await.unwrap();
+    assert!(first.setup > Duration::ZERO);
+    assert_eq!(found(first), truth(&map, &client_keys, true));
+    let second = client.query(&client_keys).await.unwrap();
+    assert_eq!(second.setup, Duration::ZERO, "the kept keys were used");
+    assert_eq!(found(second), truth(&map, &client_keys, true));
+
+    // The same rows under a new OPRF key: the kept keys are stale, the
+    // client is told so, fetches the new parameters and retries.
+    server.service.publish(state_with(&rows, 8));
+    let third = client.query(&client_keys).await.unwrap();
+    assert!(
+        third.setup > Duration::ZERO,
+        "the parameters were fetched again"
+    );
+    assert_eq!(found(third), truth(&map, &client_keys, true));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

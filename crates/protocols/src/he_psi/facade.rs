@@ -319,11 +319,29 @@ pub async fn query(
     keys: &[Vec<u8>],
     options: &QueryOptions,
 ) -> Result<Session, Error> {
-    let queried = padded(keys, options.pad_to)?;
     let t = Instant::now();
+    let client = connect(ch, options).await?;
+    query_with(ch, &client, keys, options, t.elapsed()).await
+}
+
+/// Fetches the parameters and makes keys, refusing a database whose keys
+/// are encoded otherwise than ours.
+async fn connect(ch: &mut Channel, options: &QueryOptions) -> Result<HeClient, Error> {
     let client = HeClient::connect(ch).await?;
     same_key_format(client.key_format(), &options.key_format, "this client")?;
-    let setup = t.elapsed();
+    Ok(client)
+}
+
+/// Queries `keys` with `client`'s parameters and keys; `setup` is the time
+/// it took to make them.
+async fn query_with(
+    ch: &mut Channel,
+    client: &HeClient,
+    keys: &[Vec<u8>],
+    options: &QueryOptions,
+    setup: Duration,
+) -> Result<Session, Error> {
+    let queried = padded(keys, options.pad_to)?;
     let mut outcome = client.query(ch, &queried).await?;
     // A dummy can only match by a false positive; it is no item of ours.
     outcome.matches.retain(|m| m.index < keys.len());
@@ -337,6 +355,71 @@ pub async fn query(
         fpp_log2: client.fpp_log2(queried.len() as u64),
         max_label_bytes: client.max_label_bytes(),
     })
+}
+
+/// A client of one HE server that keeps the database's parameters and its
+/// own keys across queries, so that each query after the first skips the
+/// parameter round trip and key generation (and re-sends only its
+/// queries). When the server's database changes parameters or key, the
+/// server refuses the query as stale: the client fetches them again and
+/// retries once. A busy server is retried with backoff ([`BusyRetry`]).
+pub struct Client {
+    server: ServerAddr,
+    options: QueryOptions,
+    keys: Option<HeClient>,
+}
+
+impl Client {
+    /// A client of `server`; nothing is fetched before the first query.
+    pub fn new(server: ServerAddr, options: QueryOptions) -> Self {
+        Self {
+            server,
+            options,
+            keys: None,
+        }
+    }
+
+    /// The server's address.
+    pub fn server(&self) -> &ServerAddr {
+        &self.server
+    }
+
+    /// Queries `keys` over a new connection (see [`query`]); `setup` in the
+    /// session is zero when the kept parameters and keys were used.
+    pub async fn query(&mut self, keys: &[Vec<u8>]) -> Result<Session, Error> {
+        let mut retry = BusyRetry::default();
+        let mut refreshed = false;
+        loop {
+            let result = self.query_once(keys).await;
+            if result.as_ref().is_err_and(Error::is_stale) && !refreshed {
+                self.keys = None;
+                refreshed = true;
+                continue;
+            }
+            if !retry.again(&result).await {
+                return result;
+            }
+        }
+    }
+
+    async fn query_once(&mut self, keys: &[Vec<u8>]) -> Result<Session, Error> {
+        let mut ch = self.server.connect().await?;
+        let (client, setup) = match self.keys.take() {
+            Some(client) => (client, Duration::ZERO),
+            None => {
+                let t = Instant::now();
+                (connect(&mut ch, &self.options).await?, t.elapsed())
+            }
+        };
+        let result = query_with(&mut ch, &client, keys, &self.options, setup).await;
+        self.keys = Some(client);
+        result
+    }
+
+    /// [`Client::query`], blocking.
+    pub fn query_blocking(&mut self, keys: &[Vec<u8>]) -> Result<Session, Error> {
+        block_on(self.query(keys))?
+    }
 }
 
 /// [`query`] over a new connection, blocking; a busy server is retried

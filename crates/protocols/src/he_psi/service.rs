@@ -104,12 +104,7 @@ impl HeService {
         let he = snap.sender().he().clone();
         let header = QueryHeader::decode(payload, &he)?;
         if header.db_id != snap.db_id() {
-            return Err(Violation::Settings(
-                "the query was prepared for another database (parameters or key changed); \
-                 fetch the parameters again"
-                    .into(),
-            )
-            .into());
+            return Err(Error::StaleDatabase);
         }
         let shape = *snap.db().shape();
         let sources = snap.sender().sources();
