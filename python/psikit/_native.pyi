@@ -19,7 +19,7 @@ class ProtocolError(PsikitError):
     """The network or the peer failed (refused, closed, timeout, malformed, other settings)."""
 
 class StaleFilterError(ProtocolError):
-    """The server's filter changed while the client queried."""
+    """The server's filter (or HE database) changed while the client queried."""
 
 class ParametersError(PsikitError):
     """Malformed, insecure or unusable protocol parameters."""
@@ -116,6 +116,22 @@ class FilterClient:
     def discarded_cache(self) -> Optional[str]: ...
     def sync(self) -> Dict[str, Any]: ...
     def query(self, source: Source) -> Dict[str, Any]: ...
+
+class HeClient:
+    """An HE client keeping parameters and keys between queries (see psikit.he.Client)."""
+
+    def __init__(
+        self,
+        server: str,
+        timeout: float = 60.0,
+        max_message_mib: int = 16,
+        tls: Optional[Dict[str, Any]] = None,
+    ) -> None: ...
+    @property
+    def server(self) -> str: ...
+    def query(
+        self, source: Source, pad_to: Optional[int] = None, label_names: Sequence[str] = ...
+    ) -> Dict[str, Any]: ...
 
 class Party:
     """One party at the message level, made by psi_party, he_query_party or

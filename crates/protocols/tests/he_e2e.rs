@@ -145,18 +145,19 @@ async fn a_kept_client_reuses_its_keys_and_refreshes_them_for_a_new_database() {
         tls: None,
         limits: limits(),
     };
-    let mut client = Client::new(addr, QueryOptions::default());
-    let first = client.query(&client_keys).await.unwrap();
+    let mut client = Client::new(addr);
+    let options = QueryOptions::default();
+    let first = client.query(&client_keys, &options).await.unwrap();
     assert!(first.setup > Duration::ZERO);
     assert_eq!(found(first), truth(&map, &client_keys, true));
-    let second = client.query(&client_keys).await.unwrap();
+    let second = client.query(&client_keys, &options).await.unwrap();
     assert_eq!(second.setup, Duration::ZERO, "the kept keys were used");
     assert_eq!(found(second), truth(&map, &client_keys, true));
 
     // The same rows under a new OPRF key: the kept keys are stale, the
     // client is told so, fetches the new parameters and retries.
     server.service.publish(state_with(&rows, 8));
-    let third = client.query(&client_keys).await.unwrap();
+    let third = client.query(&client_keys, &options).await.unwrap();
     assert!(
         third.setup > Duration::ZERO,
         "the parameters were fetched again"

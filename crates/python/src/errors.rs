@@ -33,7 +33,7 @@ create_exception!(
     psikit,
     StaleFilterError,
     ProtocolError,
-    "The server's filter changed while the client queried; sync and retry."
+    "The server's filter (or HE database) changed while the client queried; sync (or fetch the parameters) and retry."
 );
 create_exception!(
     psikit,
@@ -80,7 +80,8 @@ pub fn to_py(e: Error) -> PyErr {
         | Error::Peer(_)
         | Error::DigestMismatch
         | Error::Unsupported(_)
-        | Error::StaleFilter { .. } => ProtocolError::new_err(msg),
+        | Error::StaleFilter { .. }
+        | Error::StaleDatabase => ProtocolError::new_err(msg),
         Error::Io { .. } | Error::StateFile(_) | Error::Task { .. } | Error::Internal(_) => {
             PsikitError::new_err(msg)
         }

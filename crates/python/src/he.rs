@@ -206,3 +206,60 @@ pub fn query_dict<'py>(
     d.set_item("queried", session.queried)?;
     Ok(d)
 }
+
+/// A client of one HE server keeping the database's parameters and its
+/// keys between queries (see `psikit.he.Client`). Calls from several
+/// threads take turns (a tokio mutex: a call holds it across its awaits).
+#[pyclass(module = "psikit._native", name = "HeClient")]
+pub struct PyHeClient {
+    addr: String,
+    client: tokio::sync::Mutex<facade::Client>,
+}
+
+#[pymethods]
+impl PyHeClient {
+    #[new]
+    #[pyo3(signature = (server, timeout=60.0, max_message_mib=16, tls=None))]
+    fn new(
+        server: String,
+        timeout: f64,
+        max_message_mib: u32,
+        tls: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Self> {
+        let server = net::server(server, tls, net::limits(timeout, max_message_mib)?)?;
+        Ok(Self {
+            addr: server.addr.clone(),
+            client: tokio::sync::Mutex::new(facade::Client::new(server)),
+        })
+    }
+
+    /// Queries the rows of `source`, as `he_query` does.
+    #[pyo3(signature = (source, pad_to=None, label_names=Vec::new()))]
+    fn query<'py>(
+        &self,
+        py: Python<'py>,
+        source: &Source,
+        pad_to: Option<usize>,
+        label_names: Vec<String>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let loaded = py.detach(|| source.load()).py_err()?;
+        let options = facade::QueryOptions {
+            pad_to,
+            key_format: source.spec().key_format(),
+        };
+        let session = interrupt::run(py, async {
+            self.client.lock().await.query(&loaded.keys, &options).await
+        })?;
+        let (output, names) = py
+            .detach(|| query_output(&session, &loaded, source.is_csv(), &label_names))
+            .py_err()?;
+        let d = query_dict(py, output, names, &session)?;
+        d.set_item("setup_secs", session.setup.as_secs_f64())?;
+        Ok(d)
+    }
+
+    #[getter]
+    fn server(&self) -> String {
+        self.addr.clone()
+    }
+}

@@ -51,6 +51,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<interrupt::Cancel>()?;
     m.add_class::<server::Server>()?;
     m.add_class::<filter::PyFilterClient>()?;
+    m.add_class::<he::PyHeClient>()?;
     m.add_class::<steps::Party>()?;
     m.add_class::<cpsi::CpsiParty>()?;
     m.add_function(wrap_pyfunction!(filter::filter_setup, m)?)?;

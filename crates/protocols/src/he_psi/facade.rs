@@ -320,20 +320,13 @@ pub async fn query(
     options: &QueryOptions,
 ) -> Result<Session, Error> {
     let t = Instant::now();
-    let client = connect(ch, options).await?;
+    let client = HeClient::connect(ch).await?;
     query_with(ch, &client, keys, options, t.elapsed()).await
 }
 
-/// Fetches the parameters and makes keys, refusing a database whose keys
-/// are encoded otherwise than ours.
-async fn connect(ch: &mut Channel, options: &QueryOptions) -> Result<HeClient, Error> {
-    let client = HeClient::connect(ch).await?;
-    same_key_format(client.key_format(), &options.key_format, "this client")?;
-    Ok(client)
-}
-
-/// Queries `keys` with `client`'s parameters and keys; `setup` is the time
-/// it took to make them.
+/// Queries `keys` with `client`'s parameters and keys (refusing a database
+/// whose keys are encoded otherwise than ours); `setup` is the time it
+/// took to make them.
 async fn query_with(
     ch: &mut Channel,
     client: &HeClient,
@@ -341,6 +334,7 @@ async fn query_with(
     options: &QueryOptions,
     setup: Duration,
 ) -> Result<Session, Error> {
+    same_key_format(client.key_format(), &options.key_format, "this client")?;
     let queried = padded(keys, options.pad_to)?;
     let mut outcome = client.query(ch, &queried).await?;
     // A dummy can only match by a false positive; it is no item of ours.
@@ -365,18 +359,13 @@ async fn query_with(
 /// retries once. A busy server is retried with backoff ([`BusyRetry`]).
 pub struct Client {
     server: ServerAddr,
-    options: QueryOptions,
     keys: Option<HeClient>,
 }
 
 impl Client {
     /// A client of `server`; nothing is fetched before the first query.
-    pub fn new(server: ServerAddr, options: QueryOptions) -> Self {
-        Self {
-            server,
-            options,
-            keys: None,
-        }
+    pub fn new(server: ServerAddr) -> Self {
+        Self { server, keys: None }
     }
 
     /// The server's address.
@@ -386,11 +375,15 @@ impl Client {
 
     /// Queries `keys` over a new connection (see [`query`]); `setup` in the
     /// session is zero when the kept parameters and keys were used.
-    pub async fn query(&mut self, keys: &[Vec<u8>]) -> Result<Session, Error> {
+    pub async fn query(
+        &mut self,
+        keys: &[Vec<u8>],
+        options: &QueryOptions,
+    ) -> Result<Session, Error> {
         let mut retry = BusyRetry::default();
         let mut refreshed = false;
         loop {
-            let result = self.query_once(keys).await;
+            let result = self.query_once(keys, options).await;
             if result.as_ref().is_err_and(Error::is_stale) && !refreshed {
                 self.keys = None;
                 refreshed = true;
@@ -402,23 +395,22 @@ impl Client {
         }
     }
 
-    async fn query_once(&mut self, keys: &[Vec<u8>]) -> Result<Session, Error> {
+    async fn query_once(
+        &mut self,
+        keys: &[Vec<u8>],
+        options: &QueryOptions,
+    ) -> Result<Session, Error> {
         let mut ch = self.server.connect().await?;
         let (client, setup) = match self.keys.take() {
             Some(client) => (client, Duration::ZERO),
             None => {
                 let t = Instant::now();
-                (connect(&mut ch, &self.options).await?, t.elapsed())
+                (HeClient::connect(&mut ch).await?, t.elapsed())
             }
         };
-        let result = query_with(&mut ch, &client, keys, &self.options, setup).await;
+        let result = query_with(&mut ch, &client, keys, options, setup).await;
         self.keys = Some(client);
         result
-    }
-
-    /// [`Client::query`], blocking.
-    pub fn query_blocking(&mut self, keys: &[Vec<u8>]) -> Result<Session, Error> {
-        block_on(self.query(keys))?
     }
 }
 

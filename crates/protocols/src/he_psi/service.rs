@@ -102,7 +102,14 @@ impl HeService {
     async fn handle_query(&self, payload: &[u8], ch: &mut Channel) -> Result<(), Error> {
         let snap = self.snapshot();
         let he = snap.sender().he().clone();
-        let header = QueryHeader::decode(payload, &he)?;
+        let header = match QueryHeader::decode(payload, &he) {
+            Ok(header) => header,
+            // A key sized for other parameters is stale, not malformed,
+            // when the header (whose first field is the database id) names
+            // another database.
+            Err(_) if !payload.starts_with(&snap.db_id()) => return Err(Error::StaleDatabase),
+            Err(e) => return Err(e.into()),
+        };
         if header.db_id != snap.db_id() {
             return Err(Error::StaleDatabase);
         }
