@@ -15,7 +15,6 @@ else through ``str()``.
 
 from __future__ import annotations
 
-import math
 import operator
 import os
 from collections.abc import Sequence
@@ -55,29 +54,6 @@ def _columns(cols: Columns, what: str) -> List[str]:
         if not isinstance(c, str):
             raise InputError(f"{what} columns must be names (str), got {c!r}")
     return out
-
-
-def _cell(value: Any) -> bytes:
-    """One table cell as the bytes a CSV file would hold for it."""
-    if value is None:
-        return b""
-    if isinstance(value, bytes):
-        return value
-    if isinstance(value, (bytearray, memoryview)):
-        return bytes(value)
-    if isinstance(value, str):
-        return value.encode("utf-8")
-    if isinstance(value, float) and math.isnan(value):
-        return b""
-    try:
-        # pandas.NA, NaT and numpy NaN-likes
-        if value != value:  # noqa: PLR0124
-            return b""
-    except Exception:  # pragma: no cover - exotic objects
-        pass
-    if type(value).__name__ in ("NAType", "NaTType"):
-        return b""
-    return str(value).encode("utf-8")
 
 
 def _item(value: Any, what: str) -> bytes:
@@ -162,21 +138,20 @@ def prepare(
                 raise InputError("every item and every label of a dict must have as many fields as the first")
             rows.append(row)
         nk, nl = width or (1, 1)
-        return Prepared("dict", _native.Source.rows(rows, nk, norm, nl), list(data.keys()))
+        columns = [list(c) for c in zip(*rows)] or [[] for _ in range(nk + nl)]
+        return Prepared("dict", _native.Source.columns(columns, nk, norm, nl), list(data.keys()))
     if isinstance(data, (list, tuple)) or (hasattr(data, "__iter__") and not isinstance(data, (bytes, bytearray))):
         items = list(data)
         if keys or labels:
             raise InputError("key= and label= go with tables and CSV paths; a list holds the keys themselves")
-        rows = []
-        n_fields: Optional[int] = None
-        for it in items:
-            fields = list(it) if isinstance(it, tuple) else [it]
-            if n_fields is None:
-                n_fields = len(fields)
-            elif len(fields) != n_fields:
-                raise InputError("every item of a list must have as many fields as the first")
-            rows.append([_item(f, "a list item") for f in fields])
-        return Prepared("list", _native.Source.rows(rows, n_fields or 1, norm), items)
+        if not (items and isinstance(items[0], tuple)):
+            # Items of one field each; their types are checked natively.
+            return Prepared("list", _native.Source.columns([items], 1, norm, 0, "a list item"), items)
+        width = len(items[0])
+        if any(not isinstance(it, tuple) or len(it) != width for it in items):
+            raise InputError("every item of a list must have as many fields as the first")
+        columns = [list(c) for c in zip(*items)]
+        return Prepared("list", _native.Source.columns(columns, width, norm, 0, "a list item"), items)
     raise InputError(
         f"unsupported input {type(data).__name__}: give a list of str/bytes, a pandas DataFrame, "
         "a pyarrow Table (or an object with __arrow_c_stream__), or a CSV path"
@@ -193,9 +168,8 @@ def _table(kind: str, data: Any, keys: List[str], labels: List[str], norm: str, 
                 raise InputError(f"{role} column {c!r} not found; available columns: {', '.join(map(repr, names))}")
             if names.count(c) > 1:
                 raise InputError(f"{role} column {c!r} appears more than once in the table")
-    cols = [[_cell(v) for v in column(c)] for c in keys + labels]
-    rows = [list(r) for r in zip(*cols)] if cols else []
-    return Prepared(kind, _native.Source.rows(rows, len(keys), norm, len(labels)), data, labels, keys)
+    cols = [column(c) for c in keys + labels]
+    return Prepared(kind, _native.Source.columns(cols, len(keys), norm, len(labels)), data, labels, keys)
 
 
 class Rows(Sequence):

@@ -37,11 +37,12 @@ class Source:
         label: Sequence[str] = ...,
     ) -> Source: ...
     @staticmethod
-    def rows(
-        rows: Sequence[Sequence[bytes]],
+    def columns(
+        columns: Sequence[List[Any]],
         key_columns: int,
         normalize: str,
         label_columns: int = 0,
+        strict: Optional[str] = None,
     ) -> Source: ...
     @property
     def key_format(self) -> str: ...

@@ -38,6 +38,20 @@ def test_encode_keys_agree_across_kinds(tmp_path, sets):
     assert psikit.encode_keys(df, key=["email", "id"], normalize=NORM) == composite
 
 
+def test_cells_become_what_a_csv_file_would_hold():
+    pd = _pandas()
+    cells = ["a", None, float("nan"), pd.NA, pd.NaT, 3, True, 1.5, b"x", bytearray(b"y"), memoryview(b"z"), "é"]
+    got = psikit.encode_keys(pd.DataFrame({"k": pd.Series(cells, dtype=object)}), key="k", normalize=None)
+    assert got == [b"a", None, None, None, None, b"3", b"True", b"1.5", b"x", b"y", b"z", "é".encode()]
+    # A plain list holds the keys themselves: str or bytes only.
+    with pytest.raises(psikit.InputError, match="a list item must be str or bytes, got int"):
+        psikit.encode_keys(["a", 3])
+    with pytest.raises(psikit.InputError, match="as many fields as the first"):
+        psikit.encode_keys([("a", "b"), ("c",)])
+    assert psikit.encode_keys([("a", b"b")], normalize=None) == psikit.encode_keys(
+        pd.DataFrame({"x": ["a"], "y": ["b"]}), key=["x", "y"], normalize=None)
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, sets):
     state = tmp_path_factory.mktemp("kinds") / "srv"

