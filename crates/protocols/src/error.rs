@@ -62,6 +62,10 @@ pub enum Error {
     /// no longer serves (rebuilt with other parameters or another key).
     #[error("the query was prepared for another database (its parameters or key changed): fetch the parameters again")]
     StaleDatabase,
+    /// A shard of a sharded database did not answer a query: the router
+    /// gives no partial answer, and the client may retry.
+    #[error("shard {shard} of the database is unavailable ({reason}); retry later")]
+    ShardUnavailable { shard: u32, reason: String },
     #[error("filter digest mismatch: the local copy differs from the server's")]
     DigestMismatch,
     #[error("this server does not serve {name} (protocol id {0})", name = psikit_transport::ids::name(*.0))]
@@ -151,6 +155,7 @@ impl Error {
             Error::StaleFilter { .. } | Error::StaleDatabase => {
                 (ErrorCode::Stale, self.to_string())
             }
+            Error::ShardUnavailable { .. } => (ErrorCode::Busy, self.to_string()),
             Error::Aborted(t) => (ErrorCode::Aborted, t.clone()),
             Error::Unsupported(_) => (ErrorCode::Unsupported, self.to_string()),
             Error::Transport(e) => return transport_peer_message(e),

@@ -81,7 +81,8 @@ pub fn to_py(e: Error) -> PyErr {
         | Error::DigestMismatch
         | Error::Unsupported(_)
         | Error::StaleFilter { .. }
-        | Error::StaleDatabase => ProtocolError::new_err(msg),
+        | Error::StaleDatabase
+        | Error::ShardUnavailable { .. } => ProtocolError::new_err(msg),
         Error::Io { .. } | Error::StateFile(_) | Error::Task { .. } | Error::Internal(_) => {
             PsikitError::new_err(msg)
         }

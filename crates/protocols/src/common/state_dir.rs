@@ -82,6 +82,15 @@ pub fn check_fresh(dir: &Path, force: bool, update: &str, layout: &Layout) -> Re
     Ok(!names.is_empty())
 }
 
+/// Whether `dir` holds nothing but its lock (or does not exist).
+pub fn is_empty(dir: &Path) -> Result<bool, Error> {
+    match std::fs::read_dir(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(true),
+        Err(e) => Err(Error::io(dir, e)),
+        Ok(entries) => Ok(entries.flatten().all(|e| !is_state_entry(&e))),
+    }
+}
+
 /// Empties a state directory that [`check_fresh`] allowed to be replaced
 /// (its lock stays, held by the caller).
 pub fn clear(dir: &Path) -> Result<(), Error> {

@@ -15,6 +15,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use psikit_io::{decode_label, KeyReader, KeySpec, LabeledItem, ReadStats};
+use psikit_primitives::oprf::Output;
 use psikit_transport::Stepper;
 use rand::RngCore;
 
@@ -22,6 +23,7 @@ use super::client::{HeClient, QueryOutcome};
 use super::params::PsiParams;
 use super::select::{self, Selection, SelectionInput};
 use super::sender_db::UpdateStats;
+use super::shard::{check_shard_count, shard_of, Manifest, ShardInfo};
 use super::state::{HeState, Row};
 use crate::common::connect::{block_on, BusyRetry, Channel, Limits, ServerAddr};
 use crate::common::{same_key_format, state_dir};
@@ -171,6 +173,93 @@ pub fn build(
         stats,
         selection,
         build_time,
+    })
+}
+
+/// What [`build_sharded`] made.
+pub struct ShardedBuildReport {
+    pub manifest: Manifest,
+    pub read: ReadStats,
+    /// Rows whose key came again (the last one's label kept).
+    pub duplicates: usize,
+    pub selection: Option<(SelectionInput, Selection)>,
+    /// Time to evaluate the OPRF and fill every shard's bin bundles.
+    pub build_time: Duration,
+}
+
+/// Builds a database split into `shards` shards (a power of two) from the
+/// CSV file `csv`, as [`build`] would build it whole (the same parameters:
+/// chosen for every row, since a query goes to every shard), into `dir`:
+/// the router's key and manifest in `dir/router`, shard `i` in
+/// `dir/shard-i` (see [`super::shard`]). Each shard is built and saved in
+/// turn, so memory holds the rows' OPRF outputs and one shard at a time.
+pub fn build_sharded(
+    csv: &Path,
+    spec: &KeySpec,
+    dir: &Path,
+    shards: u32,
+    options: BuildOptions,
+    progress: &dyn Progress,
+) -> Result<ShardedBuildReport, Error> {
+    check_shard_count(shards)?;
+    let _lock = state_dir::lock(dir)?;
+    let fresh = state_dir::is_empty(dir)?;
+    if !fresh && !options.force {
+        return Err(Error::Config(format!(
+            "{} is not empty: give a new directory for the shards (or --force to replace it)",
+            dir.display()
+        )));
+    }
+    let (items, read) = read_labeled(csv, spec, progress)?;
+    let max_label = label_room(csv, spec, &options, &items)?;
+    let (params, selection) = match options.params {
+        Some(params) => (params, None),
+        None => {
+            progress.stage("choosing parameters", None);
+            let mut input = options.workload.clone();
+            input.server_items = options.capacity.unwrap_or(items.len() as u64).max(1);
+            input.label_bytes = max_label;
+            let selection = select::select(&input)?;
+            (selection.params.clone(), Some((input, selection)))
+        }
+    };
+    let t = Instant::now();
+    let router = HeState::create(params.clone(), max_label, false)?;
+    progress.stage("OPRF", Some(items.len() as u64));
+    let keys = items.iter().map(|i| i.key.as_slice());
+    let outputs = router.evaluate(keys, &mut |done| progress.advance(done as u64))?;
+    let mut manifest = Manifest::new(router.db_id(), &params, max_label, spec.key_format());
+    let mut duplicates = 0;
+    if !fresh {
+        state_dir::clear(dir)?;
+    }
+    for index in 0..shards {
+        progress.stage(&format!("shard {index} of {shards}"), None);
+        let info = ShardInfo::new(router.db_id(), index, shards, 0);
+        let mut shard = HeState::create_shard(params.clone(), max_label, info)?;
+        shard.set_key_format(spec.key_format())?;
+        let (mine, labels): (Vec<Output>, Vec<&[u8]>) = (outputs.iter().zip(&items))
+            .filter(|(o, _)| shard_of(o, shards) == index)
+            .map(|(o, i)| (*o, i.label.as_slice()))
+            .unzip();
+        duplicates += shard.insert_evaluated(&mine, &labels)?.duplicates;
+        shard.save(&dir.join(format!("shard-{index}")))?;
+        let counts = shard
+            .db()
+            .bundle_counts()
+            .iter()
+            .map(|&c| c as u32)
+            .collect();
+        manifest.bundle_counts.push(counts);
+        manifest.items.push(shard.db().len() as u64);
+    }
+    router.save_router(&dir.join("router"), &manifest)?;
+    Ok(ShardedBuildReport {
+        manifest,
+        read,
+        duplicates,
+        selection,
+        build_time: t.elapsed(),
     })
 }
 

@@ -48,11 +48,13 @@ mod poly;
 mod powers;
 pub mod presets;
 pub mod receiver;
+pub mod router;
 pub mod select;
 pub mod sender;
 pub(crate) mod sender_db;
 pub mod service;
 mod shape;
+pub mod shard;
 pub mod state;
 
 #[cfg(test)]

@@ -88,13 +88,16 @@ impl HeService {
     }
 
     async fn handle_oprf(&self, payload: &[u8], ch: &mut Channel) -> Result<(), Error> {
-        let req = OprfRequest::decode(payload, self.limits.max_query_items)?;
         let snap = self.snapshot();
-        let evaluated =
-            tokio::task::spawn_blocking(move || snap.key().blind_evaluate_batch(&req.blinded))
-                .await
-                .map_err(|e| Error::task("OPRF evaluation", e))?;
-        Ok(ch.send_msg(&OprfResponse { evaluated }).await?)
+        if let Some(info) = snap.shard() {
+            return Err(Violation::Settings(format!(
+                "this server is shard {} of {} of a database: query the shards' router",
+                info.index, info.shards
+            ))
+            .into());
+        }
+        let response = oprf_response(snap, payload, self.limits.max_query_items).await?;
+        Ok(ch.send_msg(&response).await?)
     }
 
     /// Reads the query's ciphertexts, then evaluates on the rayon pool while
@@ -102,17 +105,7 @@ impl HeService {
     async fn handle_query(&self, payload: &[u8], ch: &mut Channel) -> Result<(), Error> {
         let snap = self.snapshot();
         let he = snap.sender().he().clone();
-        let header = match QueryHeader::decode(payload, &he) {
-            Ok(header) => header,
-            // A key sized for other parameters is stale, not malformed,
-            // when the header (whose first field is the database id) names
-            // another database.
-            Err(_) if !payload.starts_with(&snap.db_id()) => return Err(Error::StaleDatabase),
-            Err(e) => return Err(e.into()),
-        };
-        if header.db_id != snap.db_id() {
-            return Err(Error::StaleDatabase);
-        }
+        let header = query_header(payload, &snap)?;
         let shape = *snap.db().shape();
         let sources = snap.sender().sources();
         let mut query: Vec<Vec<Ciphertext>> = Vec::with_capacity(shape.bundle_idx_count());
@@ -172,13 +165,8 @@ impl Service for HeService {
         "the HE protocol"
     }
 
-    /// An OPRF request's blinded elements (32 bytes each after a short
-    /// count).
     fn oprf_cost(&self, frame: &Frame) -> u64 {
-        match frame.kind == OprfRequest::KIND {
-            true => (frame.payload.len() / ELEMENT_LEN) as u64,
-            false => 0,
-        }
+        oprf_cost(frame)
     }
 
     fn describe(&self) -> String {
@@ -196,6 +184,47 @@ fn describe(state: &HeState) -> String {
         db.shape().max_label_bytes,
         (mem.data_bytes + mem.cache_bytes) as f64 / f64::from(1u32 << 20)
     )
+}
+
+/// The OPRF evaluations a frame asks for: an OPRF request's blinded
+/// elements (32 bytes each after a short count).
+pub(super) fn oprf_cost(frame: &Frame) -> u64 {
+    match frame.kind == OprfRequest::KIND {
+        true => (frame.payload.len() / ELEMENT_LEN) as u64,
+        false => 0,
+    }
+}
+
+/// Evaluates an OPRF request with `state`'s key, off the async threads.
+pub(super) async fn oprf_response(
+    state: Arc<HeState>,
+    payload: &[u8],
+    max_items: u32,
+) -> Result<OprfResponse, Error> {
+    let req = OprfRequest::decode(payload, max_items)?;
+    tokio::task::spawn_blocking(move || {
+        let evaluated = state.key()?.blind_evaluate_batch(&req.blinded);
+        Ok(OprfResponse { evaluated })
+    })
+    .await
+    .map_err(|e| Error::task("OPRF evaluation", e))?
+}
+
+/// Decodes a query's header for `state`'s database: a query prepared for
+/// another database is stale.
+pub(super) fn query_header(payload: &[u8], state: &HeState) -> Result<QueryHeader, Error> {
+    let header = match QueryHeader::decode(payload, state.sender().he()) {
+        Ok(header) => header,
+        // A key sized for other parameters is stale, not malformed, when
+        // the header (whose first field is the database id) names another
+        // database.
+        Err(_) if !payload.starts_with(&state.db_id()) => return Err(Error::StaleDatabase),
+        Err(e) => return Err(e.into()),
+    };
+    if header.db_id != state.db_id() {
+        return Err(Error::StaleDatabase);
+    }
+    Ok(header)
 }
 
 /// The frames of one result package: matching ciphertext, then labels.

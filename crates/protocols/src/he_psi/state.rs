@@ -1,10 +1,12 @@
 //! The HE server's state directory: its own OPRF key and the sender
-//! database.
+//! database, or, for one shard of a sharded database, the shard's part of
+//! it and no key ([`super::shard`]).
 //!
 //! * `oprf.key`: the secret OPRF key, mode 0600, refused if others can read
 //!   it. The HE database never shares its key with the filter protocol: the
 //!   filter publishes (hashes of) OPRF outputs, which would give filter
 //!   clients the item values of this database.
+//! * `shard.json` in a shard's directory instead of the key.
 //! * `he.db`: the database ([`super::db_file`]), replaced atomically.
 
 use std::path::{Path, PathBuf};
@@ -17,6 +19,7 @@ use super::db_file;
 use super::params::PsiParams;
 use super::sender::Sender;
 use super::sender_db::{DbEntry, SenderDb, UpdateStats};
+use super::shard::{Manifest, ShardInfo, SHARD_FILE};
 use crate::{keyfile, Error};
 
 const KEY_FILE: &str = "oprf.key";
@@ -37,11 +40,20 @@ pub struct Row {
     pub label: Vec<u8>,
 }
 
-/// An OPRF key and a sender database ready for queries.
+/// An OPRF key (or, for a shard, its description) and a sender database
+/// ready for queries.
 pub struct HeState {
-    key: ServerKey,
+    holder: Holder,
     sender: Sender,
     db_id: [u8; 32],
+}
+
+/// What a state holds besides its database.
+enum Holder {
+    /// A whole database: it evaluates the OPRF itself.
+    Key(ServerKey),
+    /// One shard: the router evaluates the OPRF.
+    Shard(ShardInfo),
 }
 
 /// Path of the database file in a state directory (watched for reloads).
@@ -58,44 +70,119 @@ impl HeState {
         Self::assemble(key, db, cache)
     }
 
-    /// Loads a state directory. With `cache`, every plaintext is encoded
-    /// up front (faster queries, more memory).
+    /// The router of a sharded database: its OPRF key (read from `dir`)
+    /// and an empty database with the shards' parameters, which gives the
+    /// database id and the query's shape.
+    pub fn load_router(
+        dir: &Path,
+        params: PsiParams,
+        max_label_bytes: usize,
+    ) -> Result<Self, Error> {
+        let key = ServerKey::from_bytes(&keyfile::read_secret(&dir.join(KEY_FILE))?)?;
+        Self::assemble(key, SenderDb::new(params, max_label_bytes)?, false)
+    }
+
+    /// An empty shard of the database `db_id` with these parameters.
+    pub fn create_shard(
+        params: PsiParams,
+        max_label_bytes: usize,
+        info: ShardInfo,
+    ) -> Result<Self, Error> {
+        let db = SenderDb::new(params, max_label_bytes)?;
+        Self::assemble_shard(info, db, false)
+    }
+
+    /// Loads a state directory: a whole database, or a shard when the
+    /// directory has a `shard.json` and no key. With `cache`, every
+    /// plaintext is encoded up front (faster queries, more memory).
     pub fn load(dir: &Path, cache: bool) -> Result<Self, Error> {
-        let key_bytes = keyfile::read_secret(&dir.join(KEY_FILE))?;
+        let key_path = dir.join(KEY_FILE);
+        if !key_path.exists() && dir.join(SHARD_FILE).exists() {
+            let info = ShardInfo::load(dir)?;
+            return Self::assemble_shard(info, db_file::load(&db_path(dir))?, cache);
+        }
+        let key_bytes = keyfile::read_secret(&key_path)?;
         let key = ServerKey::from_bytes(&key_bytes)?;
         let db = db_file::load(&db_path(dir))?;
         Self::assemble(key, db, cache)
     }
 
     fn assemble(key: ServerKey, db: SenderDb, cache: bool) -> Result<Self, Error> {
-        let db_id = database_id(&key, &db);
+        let db_id = database_id(&key, db.params(), db.shape().max_label_bytes);
         let sender = Sender::new(db, cache)?;
-        Ok(Self { key, sender, db_id })
+        Ok(Self {
+            holder: Holder::Key(key),
+            sender,
+            db_id,
+        })
+    }
+
+    fn assemble_shard(info: ShardInfo, db: SenderDb, cache: bool) -> Result<Self, Error> {
+        let db_id = info.db_id()?;
+        let sender = Sender::new(db, cache)?;
+        Ok(Self {
+            holder: Holder::Shard(info),
+            sender,
+            db_id,
+        })
     }
 
     /// Writes the key (if the directory has none; a different key there is
-    /// an error) and the database.
+    /// an error), or a shard's description, and the database.
     pub fn save(&self, dir: &Path) -> Result<(), Error> {
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        let key = match &self.holder {
+            Holder::Key(key) => key,
+            Holder::Shard(info) => {
+                // Before the database, whose change a server watches: a
+                // reload then finds the new epoch.
+                info.save(dir)?;
+                return db_file::save(self.sender.db(), &db_path(dir));
+            }
+        };
         let key_path = dir.join(KEY_FILE);
         if key_path.exists() {
             // A database is useless under another key: every OPRF output
             // would differ. Refuse rather than pair them.
             let existing = keyfile::read_secret(&key_path)?;
-            if existing.as_slice() != self.key.to_bytes().as_slice() {
+            if existing.as_slice() != key.to_bytes().as_slice() {
                 return Err(Error::StateFile(format!(
                     "{} holds the OPRF key of another database; use an empty directory",
                     dir.display()
                 )));
             }
         } else {
-            keyfile::write_secret(&key_path, &self.key.to_bytes())?;
+            keyfile::write_secret(&key_path, &key.to_bytes())?;
         }
         db_file::save(self.sender.db(), &db_path(dir))
     }
 
-    pub fn key(&self) -> &ServerKey {
-        &self.key
+    /// Saves a new sharded database's router into a new directory: the key
+    /// and the manifest (written last: routers watch it).
+    pub fn save_router(&self, dir: &Path, manifest: &Manifest) -> Result<(), Error> {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        keyfile::write_secret(&dir.join(KEY_FILE), &self.key()?.to_bytes())?;
+        manifest.save(dir)
+    }
+
+    /// The OPRF key; a shard has none (its router evaluates the OPRF).
+    pub fn key(&self) -> Result<&ServerKey, Error> {
+        match &self.holder {
+            Holder::Key(key) => Ok(key),
+            Holder::Shard(info) => Err(Error::Config(format!(
+                "this database is shard {} of {}: it holds no OPRF key; items go through the \
+                 shards' router",
+                info.index, info.shards
+            ))),
+        }
+    }
+
+    /// The shard's description, for a shard.
+    pub fn shard(&self) -> Option<&ShardInfo> {
+        match &self.holder {
+            Holder::Key(_) => None,
+            Holder::Shard(info) => Some(info),
+        }
     }
 
     pub fn sender(&self) -> &Sender {
@@ -164,9 +251,10 @@ impl HeState {
         progress: &mut dyn FnMut(usize),
     ) -> Result<Vec<Output>, Error> {
         let keys: Vec<&[u8]> = keys.collect();
+        let key = self.key()?;
         let mut outputs = Vec::with_capacity(keys.len());
         for chunk in keys.chunks(OPRF_BATCH) {
-            outputs.extend(self.key.evaluate_batch(chunk)?);
+            outputs.extend(key.evaluate_batch(chunk)?);
             progress(outputs.len());
         }
         Ok(outputs)
@@ -174,16 +262,17 @@ impl HeState {
 }
 
 /// SHA-256 over a domain tag, the parameters, the label length and a hash
-/// of the OPRF key (one-way, so the id reveals nothing about the key).
-fn database_id(key: &ServerKey, db: &SenderDb) -> [u8; 32] {
+/// of the OPRF key (one-way, so the id reveals nothing about the key). The
+/// shards of a database share it: they share all three.
+pub(crate) fn database_id(key: &ServerKey, params: &PsiParams, max_label_bytes: usize) -> [u8; 32] {
     let key_hash = Sha256::new()
         .chain_update(b"psikit he oprf key")
         .chain_update(key.to_bytes())
         .finalize();
     Sha256::new()
         .chain_update(b"psikit he database v1")
-        .chain_update(db.params().to_apsi_json().as_bytes())
-        .chain_update((db.shape().max_label_bytes as u64).to_le_bytes())
+        .chain_update(params.to_apsi_json().as_bytes())
+        .chain_update((max_label_bytes as u64).to_le_bytes())
         .chain_update(key_hash)
         .finalize()
         .into()

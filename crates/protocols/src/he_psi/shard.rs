@@ -1,0 +1,295 @@
+//! A database split into shards that answer the **same** query.
+//!
+//! Shards share the parameters, the label room and the OPRF key (which
+//! only the router holds), and each holds the items whose OPRF output
+//! falls in it ([`shard_of`]). A client's query is encrypted once; every
+//! shard evaluates it on its own bin bundles and returns result packages,
+//! and the client processes them all as it would a bigger database's. So
+//! a query goes to every shard and reveals nothing beyond what an
+//! unsharded database of the same total size reveals: the client learns
+//! the bundle counts per bundle index summed over the shards (what it
+//! learns of any database) and no shard learns which of its items matched.
+//! APSI's advice for big databases, shards the client picks by item, leaks
+//! the shard of each queried item; this does not.
+//!
+//! Files:
+//! * a shard's directory holds `he.db` (its part of the database) and
+//!   `shard.json` ([`ShardInfo`]: the database id, its index, the shard
+//!   count and the epoch), never `oprf.key`;
+//! * the router's directory holds `oprf.key` and `manifest.json`
+//!   ([`Manifest`]: the parameters and, per shard, its bundle counts).
+
+use std::path::{Path, PathBuf};
+
+use psikit_primitives::oprf::Output;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::facade::hex;
+use super::params::PsiParams;
+use crate::common::files::write_atomic;
+use crate::Error;
+
+/// Most shards a database may have.
+pub const MAX_SHARDS: u32 = 1 << 12;
+/// A shard directory's description.
+pub const SHARD_FILE: &str = "shard.json";
+/// A router directory's description of the shards.
+pub const MANIFEST_FILE: &str = "manifest.json";
+const SHARD_FORMAT: &str = "psikit-he-shard-v1";
+const MANIFEST_FORMAT: &str = "psikit-he-shards-v1";
+/// Largest description file read (the manifest of 4096 shards with a few
+/// thousand bundle indices each is well below).
+const MAX_FILE_BYTES: u64 = 64 << 20;
+
+/// Checks a shard count: a power of two, so that splitting every shard in
+/// two doubles it (an item of shard `i` of `n` is in shard `i` or `i + n`
+/// of `2n`).
+pub fn check_shard_count(shards: u32) -> Result<(), Error> {
+    if shards.is_power_of_two() && shards <= MAX_SHARDS {
+        return Ok(());
+    }
+    Err(Error::Config(format!(
+        "the shard count must be a power of two from 1 to {MAX_SHARDS}, got {shards}"
+    )))
+}
+
+/// The shard of an item with OPRF output `output` among `shards` (a power
+/// of two). Hashed under its own domain rather than read off the output,
+/// whose bytes also place the item in its cuckoo bins: each shard's items
+/// then spread over all bins as a smaller database's would.
+pub fn shard_of(output: &Output, shards: u32) -> u32 {
+    let digest = Sha256::new()
+        .chain_update(b"psikit he shard")
+        .chain_update(output)
+        .finalize();
+    let word = u32::from_le_bytes([digest[0], digest[1], digest[2], digest[3]]);
+    word & (shards - 1)
+}
+
+/// What a shard's directory says about it (`shard.json`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShardInfo {
+    format: String,
+    /// The database id clients' queries must name (hex), as the router
+    /// computes it from the parameters and the key.
+    pub db_id: String,
+    pub index: u32,
+    pub shards: u32,
+    /// Bumped by every update, so a router can tell which shards applied it.
+    pub epoch: u64,
+}
+
+impl ShardInfo {
+    pub fn new(db_id: [u8; 32], index: u32, shards: u32, epoch: u64) -> Self {
+        Self {
+            format: SHARD_FORMAT.into(),
+            db_id: hex(&db_id),
+            index,
+            shards,
+            epoch,
+        }
+    }
+
+    /// The database id as bytes.
+    pub fn db_id(&self) -> Result<[u8; 32], Error> {
+        unhex(&self.db_id)
+    }
+
+    /// Reads `dir`'s `shard.json`, checking its fields.
+    pub fn load(dir: &Path) -> Result<Self, Error> {
+        let path = dir.join(SHARD_FILE);
+        let info: Self = read_json(&path)?;
+        if info.format != SHARD_FORMAT {
+            return Err(bad(&path, format!("format {:?}", info.format)));
+        }
+        check_shard_count(info.shards)?;
+        if info.index >= info.shards {
+            return Err(bad(
+                &path,
+                format!("shard {} of {}", info.index, info.shards),
+            ));
+        }
+        info.db_id()
+            .map_err(|_| bad(&path, "a malformed database id".into()))?;
+        Ok(info)
+    }
+
+    /// Writes `dir`'s `shard.json` atomically.
+    pub fn save(&self, dir: &Path) -> Result<(), Error> {
+        write_json(&dir.join(SHARD_FILE), self)
+    }
+}
+
+/// What a router's directory says about the shards (`manifest.json`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Manifest {
+    format: String,
+    pub db_id: String,
+    /// The parameters, in APSI's JSON format.
+    pub params: String,
+    pub max_label_bytes: usize,
+    /// How the keys are encoded (`psikit_io::KeySpec::key_format`).
+    pub key_format: String,
+    pub epoch: u64,
+    /// Per shard, its bundle count per bundle index.
+    pub bundle_counts: Vec<Vec<u32>>,
+    /// Per shard, its item count.
+    pub items: Vec<u64>,
+}
+
+impl Manifest {
+    pub fn new(
+        db_id: [u8; 32],
+        params: &PsiParams,
+        max_label_bytes: usize,
+        key_format: String,
+    ) -> Self {
+        Self {
+            format: MANIFEST_FORMAT.into(),
+            db_id: hex(&db_id),
+            params: params.to_apsi_json(),
+            max_label_bytes,
+            key_format,
+            epoch: 0,
+            bundle_counts: Vec::new(),
+            items: Vec::new(),
+        }
+    }
+
+    pub fn shards(&self) -> u32 {
+        self.bundle_counts.len() as u32
+    }
+
+    /// The bundle counts a client is told: per bundle index, the sum over
+    /// the shards (a sharded database looks like one database).
+    pub fn total_bundle_counts(&self) -> Vec<u32> {
+        let width = self.bundle_counts.iter().map(Vec::len).max().unwrap_or(0);
+        (0..width)
+            .map(|i| self.bundle_counts.iter().filter_map(|c| c.get(i)).sum())
+            .collect()
+    }
+
+    /// Reads `dir`'s `manifest.json`, checking its fields.
+    pub fn load(dir: &Path) -> Result<Self, Error> {
+        let path = dir.join(MANIFEST_FILE);
+        let m: Self = read_json(&path)?;
+        if m.format != MANIFEST_FORMAT {
+            return Err(bad(&path, format!("format {:?}", m.format)));
+        }
+        check_shard_count(m.shards())?;
+        if m.items.len() != m.bundle_counts.len() {
+            return Err(bad(
+                &path,
+                "item counts for another number of shards".into(),
+            ));
+        }
+        unhex(&m.db_id).map_err(|_| bad(&path, "a malformed database id".into()))?;
+        Ok(m)
+    }
+
+    /// Writes `dir`'s `manifest.json` atomically.
+    pub fn save(&self, dir: &Path) -> Result<(), Error> {
+        write_json(&dir.join(MANIFEST_FILE), self)
+    }
+
+    /// Path of the manifest in a router directory (watched for reloads).
+    pub fn path(dir: &Path) -> PathBuf {
+        dir.join(MANIFEST_FILE)
+    }
+}
+
+fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T, Error> {
+    let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let limited = std::io::Read::take(std::io::BufReader::new(file), MAX_FILE_BYTES);
+    serde_json::from_reader(limited).map_err(|e| bad(path, e.to_string()))
+}
+
+fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), Error> {
+    write_atomic(path, |w| {
+        serde_json::to_writer_pretty(&mut *w, value).map_err(std::io::Error::other)
+    })
+}
+
+fn bad(path: &Path, what: String) -> Error {
+    Error::StateFile(format!("{}: {what}", path.display()))
+}
+
+fn unhex(text: &str) -> Result<[u8; 32], Error> {
+    let bad = || Error::StateFile(format!("a database id is 64 hex digits, got {text:?}"));
+    if text.len() != 64 || !text.is_ascii() {
+        return Err(bad());
+    }
+    let mut out = [0u8; 32];
+    for (i, byte) in out.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(&text[2 * i..2 * i + 2], 16).map_err(|_| bad())?;
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shards_split_evenly_and_a_doubling_splits_each_shard_in_two() {
+        let outputs: Vec<Output> = (0..40_000u32)
+            .map(|i| {
+                let mut o = [0u8; 64];
+                o[..4].copy_from_slice(&i.to_le_bytes());
+                o
+            })
+            .collect();
+        let mut counts = [0usize; 8];
+        for o in &outputs {
+            let s = shard_of(o, 8);
+            counts[s as usize] += 1;
+            assert_eq!(
+                shard_of(o, 4),
+                s % 4,
+                "shard i of 8 lies in shard i mod 4 of 4"
+            );
+            assert_eq!(shard_of(o, 1), 0);
+        }
+        // 5,000 expected per shard; 6 sigma is about 400.
+        assert!(
+            counts.iter().all(|&c| (4600..5400).contains(&c)),
+            "{counts:?}"
+        );
+    }
+
+    #[test]
+    fn counts_that_are_no_power_of_two_are_refused() {
+        for bad in [0, 3, 6, MAX_SHARDS * 2] {
+            assert!(check_shard_count(bad).is_err(), "{bad}");
+        }
+        assert!(check_shard_count(1).is_ok() && check_shard_count(MAX_SHARDS).is_ok());
+    }
+
+    #[test]
+    fn descriptions_round_trip_and_damaged_ones_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let info = ShardInfo::new([7; 32], 3, 4, 2);
+        info.save(dir.path()).unwrap();
+        assert_eq!(ShardInfo::load(dir.path()).unwrap(), info);
+        assert_eq!(info.db_id().unwrap(), [7; 32]);
+        for (text, why) in [
+            (
+                r#"{"format":"psikit-he-shard-v1","db_id":"00","index":0,"shards":1,"epoch":0}"#,
+                "id",
+            ),
+            (
+                r#"{"format":"psikit-he-shard-v1","db_id":"0000000000000000000000000000000000000000000000000000000000000000","index":4,"shards":4,"epoch":0}"#,
+                "index",
+            ),
+            (
+                r#"{"format":"other","db_id":"0000000000000000000000000000000000000000000000000000000000000000","index":0,"shards":1,"epoch":0}"#,
+                "format",
+            ),
+            ("not json", "json"),
+        ] {
+            std::fs::write(dir.path().join(SHARD_FILE), text).unwrap();
+            assert!(ShardInfo::load(dir.path()).is_err(), "{why}");
+        }
+    }
+}
