@@ -9,7 +9,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use psikit_protocols::common::connect::ServerAddr;
 use psikit_protocols::he_psi::facade::{self, BuildOptions, Session};
 use psikit_protocols::he_psi::params::PsiParams;
-use psikit_protocols::he_psi::select::{self, Goal, SelectionInput};
+use psikit_protocols::he_psi::select::{self, Goal, Selection, SelectionInput};
 use psikit_protocols::he_psi::state::db_path;
 use psikit_protocols::he_psi::HeState;
 use psikit_protocols::io::{read_rows, Column, KeySpec};
@@ -165,6 +165,12 @@ pub struct BuildArgs {
     /// parameters on their next query).
     #[arg(long)]
     pub force: bool,
+    /// Split the database into this many shards (a power of two), each
+    /// served by its own `psikit serve --he-state DIR/shard-I` and all
+    /// reached through `psikit serve --he-router DIR/router --he-shard
+    /// ...`: every query goes to every shard, so no shard choice leaks.
+    #[arg(long)]
+    pub shards: Option<u32>,
 }
 
 #[derive(Args)]
@@ -302,20 +308,15 @@ fn build(a: &BuildArgs) -> Result<()> {
         workload: a.workload.selection(0, 0),
         force: a.force,
     };
+    if let Some(shards) = a.shards {
+        return build_sharded(a, shards, options);
+    }
     let done = {
         let bar = Bar::new();
         facade::build(&a.csv, &a.columns.spec()?, &a.state, options, &bar)?
     };
     print_read(&a.csv, &done.read);
-    if let Some((input, selection)) = &done.selection {
-        println!(
-            "automatic parameters for {} items, {} client items, labels up to {} bytes:",
-            input.server_items, input.client_items, input.label_bytes
-        );
-        for line in &selection.explanation {
-            println!("  - {line}");
-        }
-    }
+    print_selection(&done.selection);
     println!(
         "built in {}: {} items, {} duplicate rows (the last one's label kept)",
         report::secs(done.build_time),
@@ -327,6 +328,50 @@ fn build(a: &BuildArgs) -> Result<()> {
         "state saved to {} (oprf.key, {})",
         a.state.display(),
         file_name(&db_path(&a.state))
+    );
+    Ok(())
+}
+
+/// How automatic parameters were chosen, when they were.
+fn print_selection(selection: &Option<(SelectionInput, Selection)>) {
+    if let Some((input, selection)) = selection {
+        println!(
+            "automatic parameters for {} items, {} client items, labels up to {} bytes:",
+            input.server_items, input.client_items, input.label_bytes
+        );
+        for line in &selection.explanation {
+            println!("  - {line}");
+        }
+    }
+}
+
+/// `psikit he db build --shards N`: the shards and their router.
+fn build_sharded(a: &BuildArgs, shards: u32, options: BuildOptions) -> Result<()> {
+    let done = {
+        let bar = Bar::new();
+        facade::build_sharded(&a.csv, &a.columns.spec()?, &a.state, shards, options, &bar)?
+    };
+    print_read(&a.csv, &done.read);
+    print_selection(&done.selection);
+    let m = &done.manifest;
+    println!(
+        "built in {}: {} items in {shards} shards ({:?} each), {} duplicate rows (the last one's label kept)",
+        report::secs(done.build_time),
+        m.items.iter().sum::<u64>(),
+        m.items,
+        done.duplicates
+    );
+    println!(
+        "router (OPRF key, manifest) in {}; shards in {}/shard-0 .. shard-{}",
+        a.state.join("router").display(),
+        a.state.display(),
+        shards - 1
+    );
+    println!(
+        "serve each shard with `psikit serve --he-state {}/shard-I --listen ...`, then the router \
+         with `psikit serve --he-router {} --he-shard ADDR0 --he-shard ADDR1 ...`",
+        a.state.display(),
+        a.state.join("router").display()
     );
     Ok(())
 }

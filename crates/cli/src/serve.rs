@@ -8,11 +8,13 @@ use std::time::Duration;
 
 use anyhow::{bail, Result};
 use clap::Args;
+#[cfg(feature = "he")]
+use psikit_protocols::common::connect::ServerAddr;
 use psikit_protocols::common::connect::{runtime, Listener};
 #[cfg(feature = "filter")]
 use psikit_protocols::filter_psi::FilterService;
 #[cfg(feature = "he")]
-use psikit_protocols::he_psi::HeService;
+use psikit_protocols::he_psi::{router::ShardRouter, HeService};
 use psikit_protocols::service::{QueryBudget, Router, ServerLimits};
 
 use crate::args::{NetArgs, ServerTlsArgs};
@@ -32,6 +34,19 @@ pub struct ServeArgs {
     #[cfg(feature = "he")]
     #[arg(long)]
     pub he_state: Option<PathBuf>,
+    /// Serve a sharded HE database as its router: the `router` directory
+    /// `psikit he db build --shards N` made (the OPRF key and the
+    /// manifest). Every query goes to every shard (--he-shard); clients see
+    /// one database. Manifest updates are picked up live.
+    #[cfg(feature = "he")]
+    #[arg(long, conflicts_with = "he_state", requires = "he_shard")]
+    pub he_router: Option<PathBuf>,
+    /// A shard's server (`host:port` of `psikit serve --he-state
+    /// DIR/shard-I`), once per shard, in shard order. Plain TCP: shards
+    /// see only ciphertexts under the client's key, never the OPRF key.
+    #[cfg(feature = "he")]
+    #[arg(long, requires = "he_router")]
+    pub he_shard: Vec<String>,
     /// Do not keep the HE database's query-ready plaintexts in memory: less
     /// memory, slower queries.
     #[cfg(feature = "he")]
@@ -90,8 +105,20 @@ impl ServeArgs {
         if let Some(dir) = &self.he_state {
             router.register(Arc::new(HeService::open(dir, !self.he_no_cache, limits)?))?;
         }
+        #[cfg(feature = "he")]
+        if let Some(dir) = &self.he_router {
+            let net = self.net.limits()?;
+            let shards = (self.he_shard.iter())
+                .map(|addr| ServerAddr {
+                    addr: addr.clone(),
+                    tls: None,
+                    limits: net,
+                })
+                .collect();
+            router.register(Arc::new(ShardRouter::open(dir, shards, limits)?))?;
+        }
         if router.services().is_empty() {
-            bail!("nothing to serve: give --filter-state DIR and/or --he-state DIR");
+            bail!("nothing to serve: give --filter-state DIR and/or --he-state DIR (or --he-router DIR)");
         }
         Ok(router)
     }

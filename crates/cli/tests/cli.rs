@@ -2,29 +2,15 @@
 //! server, matched rows out.
 
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{psikit, run_ok};
+use common::{psikit, run_ok, Server};
 
 fn write(path: &Path, text: &str) {
     std::fs::write(path, text).unwrap();
-}
-
-/// A running `psikit serve`, killed on drop.
-struct Server {
-    child: Child,
-    addr: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 fn serve(state: &Path) -> Server {
@@ -32,33 +18,10 @@ fn serve(state: &Path) -> Server {
 }
 
 /// Starts `psikit serve` with one state directory (`flag` says which
-/// protocol) and reads its address from the first line it prints.
+/// protocol).
 fn serve_with(flag: &str, state: &Path) -> Server {
-    let mut child = psikit()
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--reload-secs",
-            "1",
-            flag,
-        ])
-        .arg(state)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    // "psikit: serving the ... protocol on 127.0.0.1:PORT (...)"
-    let addr = line
-        .split_whitespace()
-        .find(|w| w.starts_with("127.0.0.1:"))
-        .unwrap_or_else(|| panic!("no address in {line:?}"))
-        .to_string();
-    Server { child, addr }
+    let state = state.to_string_lossy();
+    common::serve(&["--reload-secs", "1", flag, &state])
 }
 
 fn query(addr: &str, dir: &Path, input: &str) -> (String, BTreeSet<String>) {

@@ -1,6 +1,8 @@
-//! What the CLI test files share: the binary under test and running it.
+//! What the CLI test files share: the binary under test, running it, and
+//! `psikit serve` processes.
 
-use std::process::Command;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
 
 /// The `psikit` binary built for these tests.
 pub fn psikit() -> Command {
@@ -17,4 +19,41 @@ pub fn run_ok(cmd: &mut Command) -> String {
         String::from_utf8_lossy(&out.stdout)
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A running `psikit serve`, killed on drop.
+pub struct Server {
+    child: Child,
+    pub addr: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `psikit serve --listen 127.0.0.1:0` with `args` and reads its
+/// address from the first line it prints.
+pub fn serve(args: &[&str]) -> Server {
+    let mut child = psikit()
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start psikit serve");
+    let mut line = String::new();
+    let stdout = child.stdout.take().expect("piped stdout");
+    BufReader::new(stdout)
+        .read_line(&mut line)
+        .expect("read the address");
+    // "psikit: serving the ... protocol on 127.0.0.1:PORT (...)"
+    let addr = line
+        .split_whitespace()
+        .find(|w| w.starts_with("127.0.0.1:"))
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .to_string();
+    Server { child, addr }
 }
