@@ -1,5 +1,7 @@
 //! What the CLI test files share: the binary under test, running it, and
 //! `psikit serve` processes.
+// Each test binary uses a part of this module.
+#![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
