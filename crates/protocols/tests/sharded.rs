@@ -222,3 +222,59 @@ async fn a_shard_dying_mid_answer_fails_the_query_and_the_next_one_succeeds() {
         .collect();
     assert_eq!(got, want);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn updates_switch_every_shard_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let (csv, mut truth) = server_csv(dir.path(), 1 << 12);
+    let sharded = dir.path().join("sharded");
+    facade::build_sharded(&csv, &spec(), &sharded, 4, options(), &NoProgress).unwrap();
+    let (_shards, router) = serve_sharded(&sharded, 4, None).await;
+    let client: Vec<Vec<u8>> = (0..80)
+        .map(|i| format!("user{}@x.org", i * 50).into_bytes())
+        .collect();
+    let answer = |truth: &HashMap<Vec<u8>, Vec<u8>>| -> Vec<(usize, Option<Vec<u8>>)> {
+        (client.iter().enumerate())
+            .filter_map(|(i, k)| truth.get(k).map(|l| (i, Some(l.clone()))))
+            .collect()
+    };
+    let before = answer(&truth);
+    assert_eq!(query(router.addr(), &client).await.unwrap(), before);
+
+    // Remove 20 of the client's matches, relabel 20, add 20 beyond the set.
+    let mut add = String::from("email,tier\n");
+    let mut remove = String::from("email\n");
+    for i in 0..20 {
+        remove.push_str(&format!("user{}@x.org\n", i * 50));
+        truth.remove(format!("user{}@x.org", i * 50).as_bytes());
+        let relabel = format!("user{}@x.org", (20 + i) * 50);
+        add.push_str(&format!("{relabel},nw\n"));
+        truth.insert(relabel.into_bytes(), b"nw".to_vec());
+    }
+    std::fs::write(dir.path().join("add.csv"), add).unwrap();
+    std::fs::write(dir.path().join("remove.csv"), remove).unwrap();
+    let after = answer(&truth);
+    let (add, remove) = (dir.path().join("add.csv"), dir.path().join("remove.csv"));
+    let updating = {
+        let (sharded, add, remove) = (sharded.clone(), add.clone(), remove.clone());
+        tokio::task::spawn_blocking(move || {
+            facade::update_sharded(&sharded, &spec(), Some(&add), Some(&remove), &NoProgress)
+        })
+    };
+    // While the update lands, every answer is one epoch's, never a mix.
+    let mut seen_after = false;
+    for _ in 0..200 {
+        let got = query(router.addr(), &client).await.unwrap();
+        assert!(got == before || got == after, "an answer mixing epochs");
+        seen_after |= got == after;
+        if seen_after && updating.is_finished() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let report = updating.await.unwrap().unwrap();
+    assert_eq!(report.manifest.epoch, 1);
+    assert_eq!((report.stats.removed, report.stats.relabelled), (20, 20));
+    assert!(seen_after, "the router switched to the update");
+    assert_eq!(query(router.addr(), &client).await.unwrap(), after);
+}

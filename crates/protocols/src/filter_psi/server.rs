@@ -13,7 +13,7 @@ use super::messages::{
 };
 use super::state::{filter_digest, state_path, ServerState};
 use super::PROTOCOL_ID;
-use crate::service::{Handled, LiveState, ServerLimits, Service};
+use crate::service::{Handled, LiveState, ServerLimits, Service, Session};
 use crate::{Error, Violation};
 
 /// A state plus what every sync needs precomputed: the serialized filter
@@ -189,7 +189,12 @@ impl Service for FilterService {
         PROTOCOL_ID
     }
 
-    fn handle<'a>(&'a self, frame: Frame, ch: &'a mut Channel) -> Handled<'a> {
+    fn handle<'a>(
+        &'a self,
+        frame: Frame,
+        ch: &'a mut Channel,
+        _session: &'a mut Session,
+    ) -> Handled<'a> {
         Box::pin(self.dispatch(frame, ch))
     }
 

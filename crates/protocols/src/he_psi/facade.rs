@@ -263,6 +263,102 @@ pub fn build_sharded(
     })
 }
 
+/// What [`update_sharded`] did.
+pub struct ShardedUpdateReport {
+    /// The new manifest (its epoch is one more than before).
+    pub manifest: Manifest,
+    /// Summed over the shards.
+    pub stats: UpdateStats,
+    pub time: Duration,
+}
+
+/// Updates a sharded database built by [`build_sharded`] in `dir`: the
+/// rows of `remove` and `add` go through the router's OPRF, each to the
+/// shard it belongs to. Every shard is saved at the next epoch (its server
+/// keeps answering the old epoch from memory), and only then the manifest,
+/// which makes routers switch: no query ever mixes shards of two epochs.
+pub fn update_sharded(
+    dir: &Path,
+    spec: &KeySpec,
+    add: Option<&Path>,
+    remove: Option<&Path>,
+    progress: &dyn Progress,
+) -> Result<ShardedUpdateReport, Error> {
+    if add.is_none() && remove.is_none() {
+        return Err(Error::Config(
+            "nothing to do: give --add FILE and/or --remove FILE".into(),
+        ));
+    }
+    let _lock = state_dir::lock(dir)?;
+    let t = Instant::now();
+    let router_dir = dir.join("router");
+    let mut manifest = Manifest::load(&router_dir)?;
+    same_key_format(&manifest.key_format, &spec.key_format(), "this update")?;
+    let router = HeState::load_router(
+        &router_dir,
+        PsiParams::from_apsi_json(&manifest.params)?,
+        manifest.max_label_bytes,
+    )?;
+    check_label_flags(
+        manifest.max_label_bytes,
+        !spec.label_columns.is_empty(),
+        add.is_some(),
+    )?;
+    let removed = match remove {
+        Some(path) => {
+            let mut key_spec = spec.clone();
+            key_spec.label_columns.clear();
+            read_labeled(path, &key_spec, progress)?.0
+        }
+        None => Vec::new(),
+    };
+    let added = match add {
+        Some(path) => {
+            let (items, _) = read_labeled(path, spec, progress)?;
+            check_labels(&items, path, manifest.max_label_bytes)?;
+            items
+        }
+        None => Vec::new(),
+    };
+    progress.stage("OPRF", Some((removed.len() + added.len()) as u64));
+    let keys = removed.iter().chain(&added).map(|i| i.key.as_slice());
+    let outputs = router.evaluate(keys, &mut |done| progress.advance(done as u64))?;
+    let (gone, new) = outputs.split_at(removed.len());
+    let shards = manifest.shards();
+    let epoch = manifest.epoch + 1;
+    let mut stats = UpdateStats::default();
+    for index in 0..shards {
+        progress.stage(&format!("shard {index} of {shards}"), None);
+        let shard_dir = dir.join(format!("shard-{index}"));
+        let mut shard = HeState::load(&shard_dir, false)?;
+        let mine = |o: &&Output| shard_of(o, shards) == index;
+        let gone: Vec<Output> = gone.iter().filter(mine).copied().collect();
+        stats += shard.remove_evaluated(&gone)?;
+        let (new, labels): (Vec<Output>, Vec<&[u8]>) = (new.iter().zip(&added))
+            .filter(|(o, _)| mine(o))
+            .map(|(o, i)| (*o, i.label.as_slice()))
+            .unzip();
+        stats += shard.insert_evaluated(&new, &labels)?;
+        shard.set_shard_epoch(epoch)?;
+        shard.save(&shard_dir)?;
+        let counts = shard
+            .db()
+            .bundle_counts()
+            .iter()
+            .map(|&c| c as u32)
+            .collect();
+        manifest.bundle_counts[index as usize] = counts;
+        manifest.items[index as usize] = shard.db().len() as u64;
+    }
+    manifest.epoch = epoch;
+    manifest.save(&router_dir)?;
+    Ok(ShardedUpdateReport {
+        manifest,
+        stats,
+        time: t.elapsed(),
+    })
+}
+
 /// The label room of a new database: as asked, else the longest label.
 fn label_room(
     csv: &Path,

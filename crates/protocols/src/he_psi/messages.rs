@@ -302,6 +302,30 @@ impl Message for QueryDone {
     }
 }
 
+/// Sent by a sharded database's router before a query's header: the epoch
+/// the query must be answered at, so every shard answers from the same
+/// update (see `super::router`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ShardQuery {
+    pub epoch: u64,
+}
+
+impl Message for ShardQuery {
+    const PROTOCOL: ProtocolId = PROTOCOL_ID;
+    const KIND: u8 = 9;
+    type Bounds<'a> = ();
+
+    fn write(&self, w: &mut Writer) {
+        w.u64(self.epoch);
+    }
+
+    fn read(r: &mut Reader<'_>, (): ()) -> Result<Self, DecodeError> {
+        Ok(Self {
+            epoch: r.u64("epoch")?,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use psikit_he::{Evaluator, RelinKey, SecretKey};

@@ -17,14 +17,14 @@ use tokio::task::JoinSet;
 
 use super::messages::{
     OprfRequest, ParamsRequest, ParamsResponse, QueryCt, QueryDone, QueryHeader, ResultCt,
-    PROTOCOL_ID,
+    ShardQuery, PROTOCOL_ID,
 };
 use super::params::PsiParams;
 use super::service::{oprf_response, query_header};
 use super::shard::Manifest;
 use super::state::HeState;
 use crate::common::connect::ServerAddr;
-use crate::service::{Handled, LiveState, ServerLimits, Service};
+use crate::service::{Handled, LiveState, ServerLimits, Service, Session};
 use crate::{Error, Violation};
 
 /// The router's key and manifest, reloaded together when the manifest
@@ -86,8 +86,17 @@ impl ShardRouter {
         })
     }
 
-    async fn dispatch(&self, frame: Frame, ch: &mut Channel) -> Result<(), Error> {
-        let snap = self.current.snapshot();
+    async fn dispatch(
+        &self,
+        frame: Frame,
+        ch: &mut Channel,
+        session: &mut Session,
+    ) -> Result<(), Error> {
+        // A connection is answered at one epoch: the one its first request
+        // saw, even if the router switches meanwhile.
+        let snap = session
+            .get_or_insert_with(|| self.current.snapshot())
+            .clone();
         match frame.kind {
             ParamsRequest::KIND => {
                 let response = params_response(&snap, self.limits.max_query_items);
@@ -104,8 +113,9 @@ impl ShardRouter {
         }
     }
 
-    /// Reads the query, sends it to every shard and forwards their result
-    /// packages (each whole, never interleaved) as they arrive.
+    /// Reads the query, sends it to every shard at this connection's epoch
+    /// and forwards their result packages (each whole, never interleaved)
+    /// as they arrive.
     async fn fan_out(
         &self,
         snap: &RouterState,
@@ -116,7 +126,11 @@ impl ShardRouter {
         query_header(&header.payload, state)?;
         let shape = state.db().shape();
         let cts = shape.bundle_idx_count() * state.sender().sources();
-        let mut query = Vec::with_capacity(cts + 1);
+        let mut query = Vec::with_capacity(cts + 2);
+        let epoch = ShardQuery {
+            epoch: snap.manifest.epoch,
+        };
+        query.push(epoch.to_frame());
         query.push(header);
         for _ in 0..cts {
             query.push(ch.recv_expect(QueryCt::PROTOCOL, QueryCt::KIND).await?);
@@ -211,8 +225,13 @@ impl Service for ShardRouter {
         PROTOCOL_ID
     }
 
-    fn handle<'a>(&'a self, frame: Frame, ch: &'a mut Channel) -> Handled<'a> {
-        Box::pin(self.dispatch(frame, ch))
+    fn handle<'a>(
+        &'a self,
+        frame: Frame,
+        ch: &'a mut Channel,
+        session: &'a mut Session,
+    ) -> Handled<'a> {
+        Box::pin(self.dispatch(frame, ch, session))
     }
 
     fn reload(&self) -> Result<Option<String>, Error> {

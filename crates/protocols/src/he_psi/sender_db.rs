@@ -44,6 +44,17 @@ pub struct UpdateStats {
     pub duplicates: usize,
 }
 
+impl std::ops::AddAssign for UpdateStats {
+    /// Sums two updates' counts (of two shards).
+    fn add_assign(&mut self, other: Self) {
+        self.inserted += other.inserted;
+        self.relabelled += other.relabelled;
+        self.removed += other.removed;
+        self.missing += other.missing;
+        self.duplicates += other.duplicates;
+    }
+}
+
 /// Memory use of a [`SenderDb`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DbMemory {

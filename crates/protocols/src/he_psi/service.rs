@@ -8,7 +8,7 @@
 //! holds the powers of its bundle indices in memory.
 
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use psikit_he::Ciphertext;
 use psikit_primitives::oprf::ELEMENT_LEN;
@@ -17,18 +17,55 @@ use tokio::sync::{mpsc, Semaphore};
 
 use super::messages::{
     OprfRequest, OprfResponse, ParamsRequest, ParamsResponse, QueryCt, QueryDone, QueryHeader,
-    ResultCt, PROTOCOL_ID,
+    ResultCt, ShardQuery, PROTOCOL_ID,
 };
 use super::sender::ResultPackage;
 use super::state::{db_path, HeState};
-use crate::service::{Handled, LiveState, ServerLimits, Service};
+use crate::service::{Handled, LiveState, ServerLimits, Service, Session};
 use crate::{Error, Violation};
 
 /// Serves the HE protocol. Cheap to share across connections.
 pub struct HeService {
-    current: LiveState<HeState>,
+    states: Arc<States>,
     limits: ServerLimits,
     queries: Semaphore,
+}
+
+/// The state served, and for a shard the one it replaced: kept until the
+/// router asks for the new epoch, so that queries the router sends at the
+/// old epoch (until every shard has the update and the router switches)
+/// are still answered from it.
+struct States {
+    current: LiveState<HeState>,
+    previous: Mutex<Option<Arc<HeState>>>,
+}
+
+impl States {
+    /// Reloads the state if its files changed, keeping a shard's old one.
+    fn reload(&self) -> Result<Option<Arc<HeState>>, Error> {
+        let before = self.current.snapshot();
+        let changed = self.current.reload_if_changed()?;
+        if changed.is_some() && before.shard().is_some() {
+            *self.previous.lock().unwrap_or_else(|p| p.into_inner()) = Some(before);
+        }
+        Ok(changed)
+    }
+
+    /// The shard state at `epoch`, if current or kept.
+    fn at(&self, epoch: u64) -> Option<Arc<HeState>> {
+        let current = self.current.snapshot();
+        let mut previous = self.previous.lock().unwrap_or_else(|p| p.into_inner());
+        if shard_epoch(&current) == Some(epoch) {
+            // The router has switched: the old state is of no more use.
+            *previous = None;
+            return Some(current);
+        }
+        previous.clone().filter(|p| shard_epoch(p) == Some(epoch))
+    }
+}
+
+fn shard_epoch(state: &HeState) -> Option<u64> {
+    state.shard().map(|s| s.epoch)
 }
 
 impl HeService {
@@ -48,7 +85,10 @@ impl HeService {
 
     fn with_state(current: LiveState<HeState>, limits: ServerLimits) -> Self {
         Self {
-            current,
+            states: Arc::new(States {
+                current,
+                previous: Mutex::new(None),
+            }),
             queries: Semaphore::new(limits.max_concurrent_queries.max(1)),
             limits,
         }
@@ -56,21 +96,48 @@ impl HeService {
 
     /// The state requests are currently answered from.
     pub fn snapshot(&self) -> Arc<HeState> {
-        self.current.snapshot()
+        self.states.current.snapshot()
     }
 
     /// Publishes a new state; queries already running finish on the old.
     pub fn publish(&self, state: HeState) {
-        self.current.publish(state);
+        self.states.current.publish(state);
     }
 
     async fn dispatch(&self, frame: Frame, ch: &mut Channel) -> Result<(), Error> {
         match frame.kind {
             ParamsRequest::KIND => self.handle_params(ch).await,
             OprfRequest::KIND => self.handle_oprf(&frame.payload, ch).await,
-            QueryHeader::KIND => self.handle_query(&frame.payload, ch).await,
+            QueryHeader::KIND => self.handle_query(self.snapshot(), &frame.payload, ch).await,
+            ShardQuery::KIND => {
+                let epoch = ShardQuery::decode(&frame.payload, ())?.epoch;
+                let snap = self.at_epoch(epoch).await?;
+                let header = ch.recv_expect(PROTOCOL_ID, QueryHeader::KIND).await?;
+                self.handle_query(snap, &header.payload, ch).await
+            }
             other => Err(Violation::UnknownKind(other).into()),
         }
+    }
+
+    /// The state a router's query at `epoch` is answered from. A router
+    /// ahead of this shard (its update written, not yet reloaded) makes
+    /// the shard reload at once; a shard without that epoch refuses.
+    async fn at_epoch(&self, epoch: u64) -> Result<Arc<HeState>, Error> {
+        let current = shard_epoch(&self.snapshot()).ok_or(Violation::Settings(
+            "this server holds a whole database, not a shard".into(),
+        ))?;
+        if current < epoch {
+            let states = self.states.clone();
+            tokio::task::spawn_blocking(move || states.reload())
+                .await
+                .map_err(|e| Error::task("reloading the shard", e))??;
+        }
+        self.states.at(epoch).ok_or_else(|| {
+            Violation::Settings(format!(
+                "this shard is at epoch {current}; the router asked for epoch {epoch}"
+            ))
+            .into()
+        })
     }
 
     async fn handle_params(&self, ch: &mut Channel) -> Result<(), Error> {
@@ -102,8 +169,12 @@ impl HeService {
 
     /// Reads the query's ciphertexts, then evaluates on the rayon pool while
     /// streaming each package's ciphertexts as they come.
-    async fn handle_query(&self, payload: &[u8], ch: &mut Channel) -> Result<(), Error> {
-        let snap = self.snapshot();
+    async fn handle_query(
+        &self,
+        snap: Arc<HeState>,
+        payload: &[u8],
+        ch: &mut Channel,
+    ) -> Result<(), Error> {
         let he = snap.sender().he().clone();
         let header = query_header(payload, &snap)?;
         let shape = *snap.db().shape();
@@ -153,12 +224,17 @@ impl Service for HeService {
         PROTOCOL_ID
     }
 
-    fn handle<'a>(&'a self, frame: Frame, ch: &'a mut Channel) -> Handled<'a> {
+    fn handle<'a>(
+        &'a self,
+        frame: Frame,
+        ch: &'a mut Channel,
+        _session: &'a mut Session,
+    ) -> Handled<'a> {
         Box::pin(self.dispatch(frame, ch))
     }
 
     fn reload(&self) -> Result<Option<String>, Error> {
-        Ok(self.current.reload_if_changed()?.map(|s| describe(&s)))
+        Ok(self.states.reload()?.map(|s| describe(&s)))
     }
 
     fn name(&self) -> &'static str {

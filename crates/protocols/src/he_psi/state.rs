@@ -240,7 +240,24 @@ impl HeState {
 
     pub fn remove(&mut self, keys: &[Vec<u8>]) -> Result<UpdateStats, Error> {
         let outputs = self.evaluate(keys.iter().map(Vec::as_slice), &mut |_| {})?;
-        self.sender.update(|db| Ok(db.remove(&outputs)))
+        self.remove_evaluated(&outputs)
+    }
+
+    /// [`HeState::remove`] for items whose OPRF outputs are already known.
+    pub fn remove_evaluated(&mut self, outputs: &[Output]) -> Result<UpdateStats, Error> {
+        self.sender.update(|db| Ok(db.remove(outputs)))
+    }
+
+    /// Moves a shard to `epoch` (saved with it): the router then asks for
+    /// the update by that number.
+    pub fn set_shard_epoch(&mut self, epoch: u64) -> Result<(), Error> {
+        match &mut self.holder {
+            Holder::Shard(info) => {
+                info.epoch = epoch;
+                Ok(())
+            }
+            Holder::Key(_) => Err(Error::Misuse("an epoch is a shard's")),
+        }
     }
 
     /// The OPRF outputs of `keys`, in batches over both cores; `progress`

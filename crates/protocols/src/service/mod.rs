@@ -14,6 +14,7 @@ mod limits;
 mod live;
 mod local;
 
+use std::any::Any;
 use std::future::Future;
 use std::net::IpAddr;
 use std::pin::Pin;
@@ -42,9 +43,15 @@ pub trait Service: Send + Sync + 'static {
     fn protocol(&self) -> ProtocolId;
 
     /// Answers one request frame. It may read further frames of the same
-    /// request from `ch` and send any number of responses. An error ends
+    /// request from `ch` and send any number of responses, and keep what
+    /// the connection's later requests need in `session`. An error ends
     /// the request; the router tells the client about it.
-    fn handle<'a>(&'a self, frame: Frame, ch: &'a mut Channel) -> Handled<'a>;
+    fn handle<'a>(
+        &'a self,
+        frame: Frame,
+        ch: &'a mut Channel,
+        session: &'a mut Session,
+    ) -> Handled<'a>;
 
     /// Reloads the service's state if its files changed; returns a line
     /// describing the new state, or `None` when nothing changed. Blocking:
@@ -63,6 +70,28 @@ pub trait Service: Send + Sync + 'static {
     fn oprf_cost(&self, frame: &Frame) -> u64 {
         let _ = frame;
         0
+    }
+}
+
+/// What a service keeps between the requests of one connection (the
+/// state a sharded database's router answers a whole connection from).
+/// Empty when the connection opens.
+#[derive(Default)]
+pub struct Session {
+    slot: Option<Box<dyn Any + Send>>,
+}
+
+impl Session {
+    /// The value kept, made by `make` on first use (or when the slot holds
+    /// another service's value: one connection may speak two protocols).
+    pub fn get_or_insert_with<T: Send + 'static>(&mut self, make: impl FnOnce() -> T) -> &mut T {
+        if !self.slot.as_ref().is_some_and(|v| v.is::<T>()) {
+            self.slot = Some(Box::new(make()));
+        }
+        match self.slot.as_mut().and_then(|v| v.downcast_mut::<T>()) {
+            Some(value) => value,
+            None => unreachable!("the slot was just filled with a T"),
+        }
     }
 }
 
@@ -169,6 +198,7 @@ impl Router {
         ch: &mut Channel,
         client: Option<IpAddr>,
     ) -> Result<(), (ProtocolId, Error)> {
+        let mut session = Session::default();
         loop {
             let frame = match ch.recv_or_eof().await {
                 Ok(Some(frame)) => frame,
@@ -178,7 +208,7 @@ impl Router {
             let protocol = frame.protocol;
             let outcome = match self.service(protocol) {
                 Some(service) => match self.charge(client, service.oprf_cost(&frame)) {
-                    Ok(()) => service.handle(frame, ch).await,
+                    Ok(()) => service.handle(frame, ch, &mut session).await,
                     Err(e) => Err(e),
                 },
                 None => Err(Error::Unsupported(protocol)),
