@@ -10,6 +10,7 @@ use psikit_protocols::filter_psi::{
     self, FilterClient, FilterConfig, QueryOutcome, ServerState, SyncKind, SyncOutcome,
 };
 use psikit_protocols::io::read_rows;
+use psikit_protocols::NoProgress;
 
 use crate::args::{ClientTlsArgs, CsvArgs, NetArgs};
 use crate::matches::{print_read, write_matches};
@@ -181,6 +182,7 @@ fn update(a: &UpdateArgs) -> Result<()> {
         &a.csv.spec()?,
         a.add.as_deref(),
         a.remove.as_deref(),
+        &NoProgress,
     )?;
     println!(
         "epoch {}: added {} ({} already present), removed {} ({} not found)",

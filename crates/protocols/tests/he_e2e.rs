@@ -52,7 +52,7 @@ fn random_rows(rng: &mut StdRng, n: usize, max_label: usize) -> Vec<Row> {
 fn state_with(rows: &[Row], max_label: usize) -> HeState {
     let params = PsiParams::from_apsi_json(PARAMS_256K).unwrap();
     let mut state = HeState::create(params, max_label, true).unwrap();
-    state.insert(rows, &mut |_| {}).unwrap();
+    state.insert(rows, &mut |_| Ok(())).unwrap();
     state
 }
 
@@ -110,8 +110,8 @@ async fn labeled_queries_over_tcp_with_updates() {
         key: "ünïcødé@example.com".as_bytes().to_vec(),
         label: vec![7; 32],
     }];
-    state.insert(&relabel, &mut |_| {}).unwrap();
-    state.insert(&fresh, &mut |_| {}).unwrap();
+    state.insert(&relabel, &mut |_| Ok(())).unwrap();
+    state.insert(&fresh, &mut |_| Ok(())).unwrap();
     let removed: Vec<Vec<u8>> = rows[50..100].iter().map(|r| r.key.clone()).collect();
     let stats = state.remove(&removed).unwrap();
     assert_eq!(stats.removed, 50);

@@ -81,9 +81,13 @@ pub fn to_py(e: Error) -> PyErr {
         | Error::DigestMismatch
         | Error::Unsupported(_)
         | Error::StaleFilter { .. } => ProtocolError::new_err(msg),
-        Error::Io { .. } | Error::StateFile(_) | Error::Task { .. } | Error::Internal(_) => {
-            PsikitError::new_err(msg)
-        }
+        // A job is cancelled only by its `progress::Reporter`, which raises
+        // what stopped it instead.
+        Error::Io { .. }
+        | Error::StateFile(_)
+        | Error::Task { .. }
+        | Error::Internal(_)
+        | Error::Cancelled => PsikitError::new_err(msg),
     }
 }
 

@@ -49,20 +49,12 @@ pub fn filter_setup<'py>(
         rebuild_load: FilterConfig::default().rebuild_load.max(load),
         ..FilterConfig::default()
     };
-    let callback = progress.map(progress::Callback::new);
-    let done = py
-        .detach(|| -> Result<_, Error> {
-            let (path, _guard) = source.file()?;
-            filter_psi::setup(
-                &path,
-                source.spec(),
-                config,
-                &state,
-                force,
-                progress::of(&callback),
-            )
-        })
-        .py_err()?;
+    let reporter = progress::Reporter::new(progress);
+    let outcome = py.detach(|| -> Result<_, Error> {
+        let (path, _guard) = source.file()?;
+        filter_psi::setup(&path, source.spec(), config, &state, force, &reporter)
+    });
+    let done = reporter.finish(outcome)?;
     let d = state_dict(py, &done.state)?;
     d.set_item("rows_read", done.read.rows_read)?;
     d.set_item("rows_skipped", done.read.rows_skipped)?;
@@ -72,26 +64,28 @@ pub fn filter_setup<'py>(
 
 /// Adds and removes items as one new epoch (see `psikit.filter.update`).
 #[pyfunction]
-#[pyo3(signature = (state, add=None, remove=None))]
+#[pyo3(signature = (state, add=None, remove=None, progress=None))]
 pub fn filter_update<'py>(
     py: Python<'py>,
     state: PathBuf,
     add: Option<&Source>,
     remove: Option<&Source>,
+    progress: Option<Py<PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let spec = Source::update_spec(add, remove)?;
-    let (new_state, report) = py
-        .detach(|| -> Result<_, Error> {
-            let add = add.map(Source::file).transpose()?;
-            let remove = remove.map(Source::file).transpose()?;
-            filter_psi::update(
-                &state,
-                &spec,
-                add.as_ref().map(|(p, _)| p.as_path()),
-                remove.as_ref().map(|(p, _)| p.as_path()),
-            )
-        })
-        .py_err()?;
+    let reporter = progress::Reporter::new(progress);
+    let outcome = py.detach(|| -> Result<_, Error> {
+        let add = add.map(Source::file).transpose()?;
+        let remove = remove.map(Source::file).transpose()?;
+        filter_psi::update(
+            &state,
+            &spec,
+            add.as_ref().map(|(p, _)| p.as_path()),
+            remove.as_ref().map(|(p, _)| p.as_path()),
+            &reporter,
+        )
+    });
+    let (new_state, report) = reporter.finish(outcome)?;
     let d = state_dict(py, &new_state)?;
     d.set_item("added", report.added)?;
     d.set_item("already_present", report.already_present)?;

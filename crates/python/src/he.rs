@@ -61,26 +61,19 @@ pub fn he_build_db<'py>(
         goal,
         max_fpp_log2: -f64::from(fpp_bits),
     };
-    let callback = progress.map(progress::Callback::new);
-    let done = py
-        .detach(|| -> Result<_, Error> {
-            let options = BuildOptions {
-                params: params.as_deref().map(facade::load_params).transpose()?,
-                max_label_bytes,
-                capacity,
-                workload,
-                force,
-            };
-            let (path, _guard) = source.file()?;
-            facade::build(
-                &path,
-                source.spec(),
-                &state,
-                options,
-                progress::of(&callback),
-            )
-        })
-        .py_err()?;
+    let reporter = progress::Reporter::new(progress);
+    let outcome = py.detach(|| -> Result<_, Error> {
+        let options = BuildOptions {
+            params: params.as_deref().map(facade::load_params).transpose()?,
+            max_label_bytes,
+            capacity,
+            workload,
+            force,
+        };
+        let (path, _guard) = source.file()?;
+        facade::build(&path, source.spec(), &state, options, &reporter)
+    });
+    let done = reporter.finish(outcome)?;
     let d = state_dict(py, &done.state)?;
     d.set_item("rows_read", done.read.rows_read)?;
     d.set_item("rows_skipped", done.read.rows_skipped)?;
@@ -101,20 +94,19 @@ pub fn he_update_db<'py>(
     progress: Option<Py<PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let spec = Source::update_spec(add, remove)?;
-    let callback = progress.map(progress::Callback::new);
-    let done = py
-        .detach(|| -> Result<_, Error> {
-            let add = add.map(Source::file).transpose()?;
-            let remove = remove.map(Source::file).transpose()?;
-            facade::update(
-                &state,
-                &spec,
-                add.as_ref().map(|(p, _)| p.as_path()),
-                remove.as_ref().map(|(p, _)| p.as_path()),
-                progress::of(&callback),
-            )
-        })
-        .py_err()?;
+    let reporter = progress::Reporter::new(progress);
+    let outcome = py.detach(|| -> Result<_, Error> {
+        let add = add.map(Source::file).transpose()?;
+        let remove = remove.map(Source::file).transpose()?;
+        facade::update(
+            &state,
+            &spec,
+            add.as_ref().map(|(p, _)| p.as_path()),
+            remove.as_ref().map(|(p, _)| p.as_path()),
+            &reporter,
+        )
+    });
+    let done = reporter.finish(outcome)?;
     let d = state_dict(py, &done.state)?;
     if let Some(s) = &done.removed {
         d.set_item("removed", s.removed)?;

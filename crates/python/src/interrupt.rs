@@ -4,12 +4,14 @@
 //! runs Python's handler, e.g. raising `KeyboardInterrupt`). On one, the
 //! future is dropped, which closes its connections, and the exception is
 //! raised in the caller. CPU-bound stretches between two awaits finish
-//! first; set-ups and database builds (no awaits) run to their end.
+//! first. Set-ups and database builds have no awaits: their
+//! `progress::Reporter` looks for signals at each progress report instead.
 //!
 //! A [`Cancel`] token does the same for asyncio: `psikit`'s async entries
 //! run the blocking call in a worker thread inside `with token:`, and
 //! cancelling the task sets the token, which the waiting call sees at its
-//! next check and ends with `asyncio.CancelledError`.
+//! next check (a build at its next report) and ends with
+//! `asyncio.CancelledError`.
 
 use std::cell::RefCell;
 use std::future::Future;
@@ -29,10 +31,11 @@ thread_local! {
     static CURRENT: RefCell<Option<Arc<AtomicBool>>> = const { RefCell::new(None) };
 }
 
-/// A cancellation token for the network calls made on this thread inside
-/// `with token:`; `token.cancel()` (from any thread) ends them within
-/// [`CHECK_EVERY`] with `asyncio.CancelledError`, closing their
-/// connections.
+/// A cancellation token for the calls made on this thread inside
+/// `with token:`; `token.cancel()` (from any thread) ends them with
+/// `asyncio.CancelledError`: network calls within [`CHECK_EVERY`],
+/// closing their connections, set-ups and builds at their next progress
+/// report.
 #[pyclass(frozen, module = "psikit._native")]
 pub struct Cancel {
     flag: Arc<AtomicBool>,
@@ -73,8 +76,13 @@ impl Cancel {
     }
 }
 
-/// How often a waiting call looks for signals.
-const CHECK_EVERY: Duration = Duration::from_millis(100);
+/// How often a waiting call (or a build's progress) looks for signals.
+pub(crate) const CHECK_EVERY: Duration = Duration::from_millis(100);
+
+/// The token of the `with Cancel():` block the calling thread is in.
+pub(crate) fn current_token() -> Option<Arc<AtomicBool>> {
+    CURRENT.with(|c| c.borrow().clone())
+}
 
 /// Runs `future` to completion unless a Python signal handler raises
 /// first or this thread's [`Cancel`] token is set; the future's own error
@@ -84,7 +92,7 @@ where
     F: Future<Output = Result<T, Error>> + Send,
     T: Send,
 {
-    let cancel = CURRENT.with(|c| c.borrow().clone());
+    let cancel = current_token();
     let cancelled = move || cancel.as_ref().is_some_and(|f| f.load(Ordering::Relaxed));
     if cancelled() {
         return Err(CancelledError::new_err("cancelled"));

@@ -23,7 +23,7 @@ use super::select::{self, Selection, SelectionInput};
 use super::sender_db::UpdateStats;
 use super::state::{HeState, Row};
 use crate::common::connect::{block_on, BusyRetry, Channel, ServerAddr};
-use crate::common::{same_key_format, state_dir};
+use crate::common::{advance, check_cancelled, same_key_format, state_dir};
 use crate::{Error, Match, Progress};
 
 /// Rows per batch while reading a CSV file.
@@ -41,18 +41,20 @@ pub fn load_params(path: &Path) -> Result<PsiParams, Error> {
     })
 }
 
-/// Every labeled item of a CSV file, with the reader's counters.
+/// Every labeled item of a CSV file, with the reader's counters; stops
+/// when `progress` asks it to (see [`build`]).
 pub fn read_labeled(
     path: &Path,
     spec: &KeySpec,
     progress: &dyn Progress,
 ) -> Result<(Vec<LabeledItem>, ReadStats), Error> {
     progress.stage("reading", None);
+    check_cancelled(progress)?;
     let mut reader = KeyReader::open(path, spec)?;
     let (mut all, mut batch) = (Vec::new(), Vec::new());
     while reader.next_labeled_batch(READ_BATCH, &mut batch)? > 0 {
         all.append(&mut batch);
-        progress.advance(all.len() as u64);
+        advance(progress, all.len() as u64)?;
     }
     Ok((all, reader.stats()))
 }
@@ -71,7 +73,9 @@ fn check_labels(items: &[LabeledItem], path: &Path, max: usize) -> Result<(), Er
     }
 }
 
-/// Inserts rows (the OPRF is the long part), reporting progress.
+/// Inserts rows (the OPRF is the long part), reporting progress; stops
+/// after any OPRF batch when `progress` asks it to, leaving `state` as it
+/// was (the rows go in only once every output is computed).
 pub fn insert_rows(
     state: &mut HeState,
     items: Vec<LabeledItem>,
@@ -86,11 +90,13 @@ pub fn insert_rows(
         .collect();
     let total = rows.len();
     progress.stage("OPRF", Some(total as u64));
+    check_cancelled(progress)?;
     state.insert(&rows, &mut |done| {
-        progress.advance(done as u64);
+        advance(progress, done as u64)?;
         if done == total {
             progress.stage("filling bin bundles", None);
         }
+        Ok(())
     })
 }
 
@@ -126,7 +132,9 @@ pub struct BuildReport {
 /// Builds a database (and its OPRF key) from the CSV file `csv` read with
 /// `spec` (whose label columns give the labels) and saves it in `dir`. The
 /// directory is cleared only once the new database is built, so a failed
-/// build leaves the old state alone.
+/// or cancelled build leaves the old state alone: `progress` is asked
+/// whether to stop at every report of the reading and the OPRF, and once
+/// more before the directory is touched.
 pub fn build(
     csv: &Path,
     spec: &KeySpec,
@@ -159,6 +167,7 @@ pub fn build(
     state.set_key_format(spec.key_format())?;
     let stats = insert_rows(&mut state, items, progress)?;
     let build_time = t.elapsed();
+    check_cancelled(progress)?;
     // The old key must go too, since saving keeps a key already there.
     if clear {
         state_dir::clear(dir)?;
@@ -212,7 +221,8 @@ pub struct UpdateReport {
 /// `add`, and saves the database in `dir`; running servers reload it.
 /// `spec`'s label columns must be given exactly when the database is
 /// labeled and rows are added. Updates of one directory never interleave:
-/// a second one is refused while the first runs.
+/// a second one is refused while the first runs. A cancelled update (see
+/// [`build`]) leaves the saved database as it was.
 pub fn update(
     dir: &Path,
     spec: &KeySpec,
@@ -237,6 +247,7 @@ pub fn update(
         key_spec.label_columns.clear();
         let (items, _) = read_labeled(path, &key_spec, progress)?;
         let keys: Vec<Vec<u8>> = items.into_iter().map(|i| i.key).collect();
+        progress.stage("removing", None);
         removed = Some(state.remove(&keys)?);
     }
     let mut added = None;
@@ -245,6 +256,7 @@ pub fn update(
         check_labels(&items, path, max_label)?;
         added = Some((insert_rows(&mut state, items, progress)?, read));
     }
+    check_cancelled(progress)?;
     state.save(dir)?;
     Ok(UpdateReport {
         state,
