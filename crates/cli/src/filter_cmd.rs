@@ -266,7 +266,7 @@ fn query(a: &QueryArgs) -> Result<()> {
         .client
         .client()?
         .with_key_format(spec.key_format())
-        .query_blocking(&a.client.server()?, &keys)?;
+        .query_blocking(&a.client.server()?, &keys, &NoProgress)?;
     done.syncs.iter().for_each(print_sync);
     let result = done.outcome;
     print_query(&result);

@@ -112,7 +112,7 @@ fn sync_dict<'py>(py: Python<'py>, s: &SyncOutcome) -> PyResult<Bound<'py, PyDic
 /// Syncs the filter (kept in `cache` if given) and queries the rows of
 /// `source` (see `psikit.filter.query`).
 #[pyfunction]
-#[pyo3(signature = (server, source, cache=None, max_filter_mib=4096, timeout=60.0, max_message_mib=16, tls=None))]
+#[pyo3(signature = (server, source, cache=None, max_filter_mib=4096, timeout=60.0, max_message_mib=16, tls=None, progress=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn filter_query<'py>(
     py: Python<'py>,
@@ -123,13 +123,14 @@ pub fn filter_query<'py>(
     timeout: f64,
     max_message_mib: u32,
     tls: Option<&Bound<'py, PyDict>>,
+    progress: Option<Py<PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let server = net::server(server, tls, net::limits(timeout, max_message_mib)?)?;
     let max_bytes = filter_bytes(max_filter_mib)?;
     let client = py
         .detach(|| open_client(cache.as_deref(), max_bytes))
         .py_err()?;
-    query_with(py, &Mutex::new(client), &server, source)
+    query_with(py, &Mutex::new(client), &server, source, progress)
 }
 
 fn filter_bytes(max_filter_mib: u64) -> PyResult<u64> {
@@ -146,21 +147,23 @@ fn open_client(cache: Option<&Path>, max_bytes: u64) -> Result<FilterClient, Err
 }
 
 /// One query of `client` (a sync first, then the query; a second sync and
-/// a retry if the server updated in between).
+/// a retry if the server updated in between), reporting to `progress`.
 fn query_with<'py>(
     py: Python<'py>,
     client: &Mutex<FilterClient>,
     server: &ServerAddr,
     source: &Source,
+    progress: Option<Py<PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let loaded = py.detach(|| source.load()).py_err()?;
-    let (done, discarded) = interrupt::run(py, async {
+    let reporter = progress::Reporter::new(progress);
+    let (done, discarded) = interrupt::run_reporting(py, &reporter, async {
         let mut client = client.lock().await;
         let discarded = client.discarded_cache().map(str::to_owned);
         let mut retry = BusyRetry::default();
         let done = loop {
             let result = match server.connect().await {
-                Ok(mut ch) => client.query(&mut ch, &loaded.keys).await,
+                Ok(mut ch) => client.query(&mut ch, &loaded.keys, &reporter).await,
                 Err(e) => Err(e),
             };
             if !retry.again(&result).await {
@@ -235,9 +238,15 @@ impl PyFilterClient {
         sync_dict(py, &outcome)
     }
 
-    /// Syncs, then queries the rows of `source`.
-    fn query<'py>(&self, py: Python<'py>, source: &Source) -> PyResult<Bound<'py, PyDict>> {
-        query_with(py, &self.client, &self.server, source)
+    /// Syncs, then queries the rows of `source`, reporting to `progress`.
+    #[pyo3(signature = (source, progress=None))]
+    fn query<'py>(
+        &self,
+        py: Python<'py>,
+        source: &Source,
+        progress: Option<Py<PyAny>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        query_with(py, &self.client, &self.server, source, progress)
     }
 
     /// Why the cache file given could not be used (it is replaced by the

@@ -124,7 +124,7 @@ pub fn he_update_db<'py>(
 /// with their label columns (see `psikit.he.query`).
 #[pyfunction]
 #[pyo3(signature = (server, source, pad_to=None, label_names=Vec::new(), timeout=60.0,
-    max_message_mib=16, tls=None))]
+    max_message_mib=16, tls=None, progress=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn he_query<'py>(
     py: Python<'py>,
@@ -135,6 +135,7 @@ pub fn he_query<'py>(
     timeout: f64,
     max_message_mib: u32,
     tls: Option<&Bound<'py, PyDict>>,
+    progress: Option<Py<PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let server = net::server(server, tls, net::limits(timeout, max_message_mib)?)?;
     let loaded = py.detach(|| source.load()).py_err()?;
@@ -142,11 +143,12 @@ pub fn he_query<'py>(
         pad_to,
         key_format: source.spec().key_format(),
     };
-    let session = interrupt::run(py, async {
+    let reporter = progress::Reporter::new(progress);
+    let session = interrupt::run_reporting(py, &reporter, async {
         let mut retry = BusyRetry::default();
         loop {
             let result = match server.connect().await {
-                Ok(mut ch) => facade::query(&mut ch, &loaded.keys, &options).await,
+                Ok(mut ch) => facade::query(&mut ch, &loaded.keys, &options, &reporter).await,
                 Err(e) => Err(e),
             };
             if !retry.again(&result).await {

@@ -25,6 +25,7 @@ use pyo3::exceptions::asyncio::CancelledError;
 use pyo3::prelude::*;
 
 use crate::errors::to_py;
+use crate::progress::Reporter;
 
 thread_local! {
     /// The token of the `with Cancel():` block this thread is in.
@@ -92,6 +93,28 @@ where
     F: Future<Output = Result<T, Error>> + Send,
     T: Send,
 {
+    drive(py, future, || None)
+}
+
+/// [`run`] for a future that reports to `reporter`: its callback may take
+/// the signal (Python runs the handler in whatever Python code runs on the
+/// main thread), and the exception it raised there ends the call too.
+pub fn run_reporting<F, T>(py: Python<'_>, reporter: &Reporter, future: F) -> PyResult<T>
+where
+    F: Future<Output = Result<T, Error>> + Send,
+    T: Send,
+{
+    drive(py, future, || reporter.take_stop())
+}
+
+/// [`run`], also ending the call with the exception `stopped` returns
+/// (checked once more at the end: the handler has run, so the exception
+/// would be lost otherwise).
+fn drive<F, T>(py: Python<'_>, future: F, stopped: impl Fn() -> Option<PyErr> + Sync) -> PyResult<T>
+where
+    F: Future<Output = Result<T, Error>> + Send,
+    T: Send,
+{
     let cancel = current_token();
     let cancelled = move || cancel.as_ref().is_some_and(|f| f.load(Ordering::Relaxed));
     if cancelled() {
@@ -104,11 +127,17 @@ where
             let mut tick = tokio::time::interval(CHECK_EVERY);
             loop {
                 tokio::select! {
-                    out = &mut future => return out.map_err(to_py),
+                    out = &mut future => return match stopped() {
+                        Some(e) => Err(e),
+                        None => out.map_err(to_py),
+                    },
                     _ = tick.tick() => {
                         Python::attach(|py| py.check_signals())?;
                         if cancelled() {
                             return Err(CancelledError::new_err("cancelled"));
+                        }
+                        if let Some(e) = stopped() {
+                            return Err(e);
                         }
                     }
                 }

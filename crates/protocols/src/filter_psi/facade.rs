@@ -200,17 +200,23 @@ impl FilterClient {
 
     /// Syncs, then finds which of `items` the server holds. A server that
     /// updated between the two refuses the query as stale: the client
-    /// syncs again and retries once.
+    /// syncs again and retries once. `progress` is told each sync and
+    /// query as a stage.
     pub async fn query(
         &mut self,
         ch: &mut Channel,
         items: &[Vec<u8>],
+        progress: &dyn Progress,
     ) -> Result<ClientQuery, Error> {
+        progress.stage("sync", None);
         let mut syncs = vec![self.sync(ch).await?];
         same_key_format(&syncs[0].key_format, &self.key_format, "this client")?;
+        progress.stage("query", None);
         let outcome = match self.query_synced(ch, items).await {
             Err(e) if e.is_stale() => {
+                progress.stage("sync", None);
                 syncs.push(self.sync(ch).await?);
+                progress.stage("query", None);
                 self.query_synced(ch, items).await?
             }
             other => other?,
@@ -254,12 +260,13 @@ impl FilterClient {
         &mut self,
         server: &ServerAddr,
         items: &[Vec<u8>],
+        progress: &dyn Progress,
     ) -> Result<ClientQuery, Error> {
         block_on(async {
             let mut retry = BusyRetry::default();
             loop {
                 let result = match server.connect().await {
-                    Ok(mut ch) => self.query(&mut ch, items).await,
+                    Ok(mut ch) => self.query(&mut ch, items, progress).await,
                     Err(e) => Err(e),
                 };
                 if !retry.again(&result).await {

@@ -324,17 +324,20 @@ pub struct QueryOptions {
 }
 
 /// Fetches the parameters, makes fresh keys and queries `keys` (see
-/// [`QueryOptions`]).
+/// [`QueryOptions`]); `progress` is told both as stages.
 pub async fn query(
     ch: &mut Channel,
     keys: &[Vec<u8>],
     options: &QueryOptions,
+    progress: &dyn Progress,
 ) -> Result<Session, Error> {
     let queried = padded(keys, options.pad_to)?;
     let t = Instant::now();
+    progress.stage("parameters and keys", None);
     let client = HeClient::connect(ch).await?;
     same_key_format(client.key_format(), &options.key_format, "this client")?;
     let setup = t.elapsed();
+    progress.stage("query", None);
     let mut outcome = client.query(ch, &queried).await?;
     // A dummy can only match by a false positive; it is no item of ours.
     outcome.matches.retain(|m| m.index < keys.len());
@@ -356,12 +359,13 @@ pub fn query_blocking(
     server: &ServerAddr,
     keys: &[Vec<u8>],
     options: &QueryOptions,
+    progress: &dyn Progress,
 ) -> Result<Session, Error> {
     block_on(async {
         let mut retry = BusyRetry::default();
         loop {
             let result = match server.connect().await {
-                Ok(mut ch) => query(&mut ch, keys, options).await,
+                Ok(mut ch) => query(&mut ch, keys, options, progress).await,
                 Err(e) => Err(e),
             };
             if !retry.again(&result).await {
