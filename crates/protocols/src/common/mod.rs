@@ -11,6 +11,7 @@ pub mod summaries;
 #[cfg(any(feature = "rr16", feature = "vole"))]
 pub mod two_party;
 
+#[cfg(any(feature = "filter", feature = "he"))]
 use crate::Error;
 
 /// One item of the querying party's input that the other party holds.
@@ -28,8 +29,9 @@ pub struct Match {
 /// Set-ups, database builds and updates run without awaits, so nothing
 /// but the job itself can end them early: they ask [`Progress::cancelled`]
 /// at each report and at their stage boundaries, and end with
-/// [`Error::Cancelled`] before writing anything. Network runs and queries
-/// only report stages: their callers stop them by dropping their future.
+/// [`crate::Error::Cancelled`] before writing anything. Network runs and
+/// queries only report stages: their callers stop them by dropping their
+/// future.
 pub trait Progress: Sync {
     /// A new stage begins, with its total count of steps if known.
     fn stage(&self, what: &str, total: Option<u64>);
