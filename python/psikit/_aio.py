@@ -5,8 +5,9 @@ event loop (and other calls) run meanwhile. Cancelling the awaiting task
 sets a native cancellation token, which the call sees within 100 ms: its
 connection is closed and the task ends with ``asyncio.CancelledError``
 once the worker thread has let go of it (a CPU-bound stretch between two
-messages finishes first). ``on_listening`` callbacks are called on the
-event loop's thread.
+messages finishes first). ``on_listening`` and ``progress`` callbacks are
+called on the event loop's thread (``progress=True`` draws its tqdm bars
+from the worker).
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ async def run(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     listening = kwargs.get("on_listening")
     if listening is not None:
         kwargs["on_listening"] = lambda addr: loop.call_soon_threadsafe(listening, addr)
+    progress = kwargs.get("progress")
+    if callable(progress):
+        kwargs["progress"] = lambda *report: loop.call_soon_threadsafe(progress, *report)
     token = _native.Cancel()
     fut = loop.run_in_executor(None, functools.partial(_call, token, fn, args, kwargs))
     try:

@@ -19,13 +19,16 @@ import operator
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterator, List, Optional, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Union
 
 from . import _native
 from ._native import InputError
 
 Normalize = Union[str, Sequence[str]]
 Columns = Union[str, Sequence[str], None]
+#: The ``progress=`` argument of long calls: ``callback(stage, done, total)``
+#: or ``True`` for tqdm bars (see :class:`ProgressReporter`).
+Progress = Union[Callable[[str, int, Optional[int]], None], bool]
 
 #: The CLI's default normalisation (``--normalize trim``).
 DEFAULT_NORMALIZE = "trim"
@@ -282,10 +285,12 @@ def result(p: Prepared, out: Dict[str, Any], label_names: Sequence[str] = ()) ->
 
 
 class ProgressReporter:
-    """The ``progress=`` argument of long jobs as a native callback:
-    a callable ``progress(stage, done, total)`` is called as it is;
-    ``True`` draws a tqdm bar per stage when tqdm is installed (nothing
-    otherwise). Use as a context manager so bars are closed."""
+    """The ``progress=`` argument of long calls as a native callback (the
+    one place ``progress=True`` becomes tqdm bars): a callable
+    ``progress(stage, done, total)`` is called as it is; ``True`` draws a
+    tqdm bar per stage when tqdm is installed (nothing otherwise); ``None``
+    or ``False`` reports nothing. Use as a context manager so bars are
+    closed, also when the call is interrupted."""
 
     def __init__(self, progress: Any) -> None:
         self._bar: Any = None

@@ -9,6 +9,13 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 __version__: str
 
+#: ``progress(stage, done, total)``: told each stage of a long call (``done``
+#: 0) and its steps. Raising ``KeyboardInterrupt`` in it stops the call; other
+#: exceptions are printed and the call goes on. Set-ups, builds and updates
+#: also look for Ctrl-C (and the thread's :class:`Cancel`) at each report,
+#: whether a callback is given or not.
+Progress = Callable[[str, int, Optional[int]], None]
+
 class PsikitError(Exception):
     """Base class of every error psikit raises."""
 
@@ -57,8 +64,9 @@ class MatchedFields:
     def row(self, i: int) -> List[str]: ...
 
 class Cancel:
-    """A cancellation token for the network calls made on this thread inside
-    ``with token:`` (used by the asyncio entries)."""
+    """A cancellation token for the calls made on this thread inside
+    ``with token:`` (used by the asyncio entries): network calls see it
+    within 100 ms, set-ups and builds at their next progress report."""
 
     def __init__(self) -> None: ...
     def cancel(self) -> None: ...
@@ -116,7 +124,7 @@ class FilterClient:
     @property
     def discarded_cache(self) -> Optional[str]: ...
     def sync(self) -> Dict[str, Any]: ...
-    def query(self, source: Source) -> Dict[str, Any]: ...
+    def query(self, source: Source, progress: Optional[Progress] = None) -> Dict[str, Any]: ...
 
 class HeClient:
     """An HE client keeping parameters and keys between queries (see psikit.he.Client)."""
@@ -131,7 +139,11 @@ class HeClient:
     @property
     def server(self) -> str: ...
     def query(
-        self, source: Source, pad_to: Optional[int] = None, label_names: Sequence[str] = ...
+        self,
+        source: Source,
+        pad_to: Optional[int] = None,
+        label_names: Sequence[str] = ...,
+        progress: Optional[Progress] = None,
     ) -> Dict[str, Any]: ...
 
 class Party:
@@ -193,7 +205,6 @@ class CpsiParty:
     def done(self) -> bool: ...
     def result(self) -> Dict[str, Any]: ...
 
-Progress = Callable[[str, int, Optional[int]], None]
 
 def filter_setup(
     source: Source,
@@ -204,7 +215,12 @@ def filter_setup(
     force: bool = False,
     progress: Optional[Progress] = None,
 ) -> Dict[str, Any]: ...
-def filter_update(state: str, add: Optional[Source] = None, remove: Optional[Source] = None) -> Dict[str, Any]: ...
+def filter_update(
+    state: str,
+    add: Optional[Source] = None,
+    remove: Optional[Source] = None,
+    progress: Optional[Progress] = None,
+) -> Dict[str, Any]: ...
 def filter_query(
     server: str,
     source: Source,
@@ -213,6 +229,7 @@ def filter_query(
     timeout: float = 60.0,
     max_message_mib: int = 16,
     tls: Optional[Dict[str, Any]] = None,
+    progress: Optional[Progress] = None,
 ) -> Dict[str, Any]: ...
 def he_build_db(
     source: Source,
@@ -240,6 +257,7 @@ def he_query(
     timeout: float = 60.0,
     max_message_mib: int = 16,
     tls: Optional[Dict[str, Any]] = None,
+    progress: Optional[Progress] = None,
 ) -> Dict[str, Any]: ...
 def psi_run(
     role: str,
@@ -255,6 +273,7 @@ def psi_run(
     max_message_mib: int = 16,
     tls: Optional[Dict[str, Any]] = None,
     on_listening: Optional[Callable[[str], None]] = None,
+    progress: Optional[Progress] = None,
 ) -> Dict[str, Any]: ...
 def cpsi_run(
     application: str,
@@ -276,6 +295,7 @@ def cpsi_run(
     max_message_mib: int = 16,
     tls: Optional[Dict[str, Any]] = None,
     on_listening: Optional[Callable[[str], None]] = None,
+    progress: Optional[Progress] = None,
 ) -> Dict[str, Any]: ...
 def encode_keys(source: Source) -> List[Optional[bytes]]: ...
 def reuse_freed_memory() -> None: ...

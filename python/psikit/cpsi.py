@@ -45,6 +45,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 from . import _aio, _native
 from ._data import DEFAULT_NORMALIZE, Columns, InputError, Normalize, Prepared, _pyarrow, prepare, result
+from ._data import Progress, ProgressReporter
 
 __all__ = ["send", "receive", "send_async", "receive_async", "Party", "CpsiResult", "APPLICATIONS"]
 
@@ -211,13 +212,15 @@ def _run(role: str, application: str, data: Any, key: Columns, normalize: Option
          inner_product: bool, product_bits: int, ot: str,
          epc: Union[str, int], listen: Optional[str], connect: Optional[str], max_peer_items: int,
          accept_timeout: Optional[float], timeout: float, tls: Optional[Dict[str, Any]],
-         on_listening: Optional[Callable[[str], None]], has_header: bool, delimiter: str) -> CpsiResult:
+         on_listening: Optional[Callable[[str], None]], has_header: bool, delimiter: str,
+         progress: Optional[Progress]) -> CpsiResult:
     p, values = _prepare(data, key, normalize, value_columns, has_header, delimiter)
-    out = _native.cpsi_run(
-        application, role, p.source, values, threshold, reveal_to, min_intersection, inner_product,
-        product_bits, ot, str(epc),
-        listen, connect, max_peer_items, accept_timeout, timeout, 16, tls, on_listening,
-    )
+    with ProgressReporter(progress) as bar:
+        out = _native.cpsi_run(
+            application, role, p.source, values, threshold, reveal_to, min_intersection, inner_product,
+            product_bits, ot, str(epc),
+            listen, connect, max_peer_items, accept_timeout, timeout, 16, tls, on_listening, bar.callback,
+        )
     return _result(p, out)
 
 
@@ -244,6 +247,7 @@ def receive(
     on_listening: Optional[Callable[[str], None]] = None,
     has_header: bool = True,
     delimiter: str = ",",
+    progress: Optional[Progress] = None,
 ) -> CpsiResult:
     """The ``receive`` party's run of ``application`` on ``data`` (it holds
     the cuckoo table; best the smaller set). Give ``listen="host:port"`` or
@@ -267,7 +271,11 @@ def receive(
     * ``ot``: ``"silent"`` (little traffic) or ``"iknp"`` (fast links);
       ``epc``: ``"auto"``, ``"off"`` or 16 to 31 bits;
     * ``on_listening(addr)``, ``accept_timeout``, ``timeout``, ``tls``: as
-      in :func:`psikit.psi.receive`.
+      in :func:`psikit.psi.receive`;
+    * ``progress``: ``progress(stage, done, total)`` is told the run's
+      stages (waiting for the peer, ``"hashing"``, ``"OPPRF"``,
+      ``"comparing"``, ``"computing the result"``), or ``True`` draws tqdm
+      bars when tqdm is installed.
 
     Raises :class:`psikit.InputError` for bad input (a missing key or value
     column, a value that is not an unsigned integer, an option of another
@@ -288,7 +296,7 @@ def receive(
     """
     return _run("receive", application, data, key, normalize, value_columns, threshold, reveal_to,
                 min_intersection, inner_product, product_bits, ot, epc, listen, connect, max_peer_items,
-                accept_timeout, timeout, tls, on_listening, has_header, delimiter)
+                accept_timeout, timeout, tls, on_listening, has_header, delimiter, progress)
 
 
 def send(
@@ -314,6 +322,7 @@ def send(
     on_listening: Optional[Callable[[str], None]] = None,
     has_header: bool = True,
     delimiter: str = ",",
+    progress: Optional[Progress] = None,
 ) -> CpsiResult:
     """The ``send`` party's run of ``application`` on ``data``: the
     counterpart of :func:`receive`, with the same options. It learns
@@ -329,14 +338,14 @@ def send(
     """
     return _run("send", application, data, key, normalize, value_columns, threshold, reveal_to,
                 min_intersection, inner_product, product_bits, ot, epc, listen, connect, max_peer_items,
-                accept_timeout, timeout, tls, on_listening, has_header, delimiter)
+                accept_timeout, timeout, tls, on_listening, has_header, delimiter, progress)
 
 
 async def send_async(application: str, data: Any, **kwargs: Any) -> CpsiResult:
     """:func:`send` for asyncio, with the same arguments: the run goes on
     in a worker thread while the event loop runs; cancelling the task
-    closes the connection (within 100 ms). ``on_listening`` is called on
-    the loop's thread.
+    closes the connection (within 100 ms). ``on_listening`` and a
+    ``progress`` callback are called on the loop's thread.
 
     >>> r = await psikit.cpsi.send_async("cardinality", df, key="email", connect="host:7703")  # doctest: +SKIP
     """

@@ -19,14 +19,13 @@ Example::
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Dict, Optional, Union
+from typing import Any, Dict, Optional, Union
 
 from . import _aio, _native
+from ._data import DEFAULT_NORMALIZE, Columns, Normalize, Progress, ProgressReporter, prepare, result
 from ._steps import Stepped
-from ._data import DEFAULT_NORMALIZE, Columns, Normalize, ProgressReporter, prepare, result
 
 PathLike = Union[str, "os.PathLike[str]"]
-Progress = Union[Callable[[str, int, Optional[int]], None], bool]
 
 __all__ = ["setup", "update", "query", "query_async", "Client", "Query"]
 
@@ -53,7 +52,9 @@ def setup(
     made; a directory that holds a state is refused unless ``force=True``
     (then every client downloads the new filter). ``progress`` is called as
     ``progress(stage, done, total)``; ``progress=True`` draws tqdm bars when
-    tqdm is installed.
+    tqdm is installed. Ctrl-C stops the set-up within about a batch of
+    OPRF evaluations (``KeyboardInterrupt``), leaving the directory as it
+    was.
 
     Returns counts: ``items``, ``epoch``, ``filter_bytes``, ``bits_per_item``,
     ``fpr`` (per client item), ``rows_read``, ``rows_skipped``, ``duplicates``.
@@ -76,10 +77,13 @@ def update(
     normalize: Optional[Normalize] = DEFAULT_NORMALIZE,
     has_header: bool = True,
     delimiter: str = ",",
+    progress: Optional[Progress] = None,
 ) -> Dict[str, Any]:
     """Adds the items of ``add`` and removes those of ``remove`` as one new
     epoch. Running servers pick the change up; clients download only the
     changed slots. Use the key columns and normalisation of :func:`setup`.
+    ``progress`` and Ctrl-C as for :func:`setup` (an interrupted update
+    changes nothing).
 
     >>> psikit.filter.update("./srv", add=["new@x.org"], remove=["gone@x.org"])  # doctest: +SKIP
     {'added': 1, 'removed': 1, 'epoch': 1, ...}
@@ -87,7 +91,8 @@ def update(
     kw: Dict[str, Any] = dict(key=key, normalize=normalize, has_header=has_header, delimiter=delimiter)
     a = prepare(add, **kw).source if add is not None else None
     r = prepare(remove, **kw).source if remove is not None else None
-    return _native.filter_update(os.fspath(state), a, r)
+    with ProgressReporter(progress) as bar:
+        return _native.filter_update(os.fspath(state), a, r, bar.callback)
 
 
 def query(
@@ -103,6 +108,7 @@ def query(
     max_filter_mib: int = 4096,
     tls: Optional[Dict[str, Any]] = None,
     details: bool = False,
+    progress: Optional[Progress] = None,
 ) -> Any:
     """The rows of ``data`` whose key the server at ``server`` (``host:port``)
     holds, in input order and of the input's kind: a list gives the matching
@@ -114,13 +120,17 @@ def query(
     ``tls={"ca": "ca.pem"}`` (and optionally ``server_name``, ``client_cert``,
     ``client_key``) connects with TLS. With ``details=True`` the result is
     ``(matches, info)``, ``info`` holding the syncs, byte counts and counts.
+    ``progress`` is told the stages (``"sync"``, ``"query"``; again if the
+    server updated in between), as for :func:`setup`.
 
     >>> psikit.filter.query("host:7700", df, key="email", normalize=("trim", "lower"), cache="f.cache")  # doctest: +SKIP
     """
     p = prepare(data, key=key, normalize=normalize, has_header=has_header, delimiter=delimiter)
-    out = _native.filter_query(
-        server, p.source, None if cache is None else os.fspath(cache), max_filter_mib, timeout, 16, tls
-    )
+    with ProgressReporter(progress) as bar:
+        out = _native.filter_query(
+            server, p.source, None if cache is None else os.fspath(cache), max_filter_mib, timeout, 16, tls,
+            bar.callback,
+        )
     matches = result(p, out)
     return (matches, out) if details else matches
 
@@ -128,7 +138,8 @@ def query(
 async def query_async(server: str, data: Any, **kwargs: Any) -> Any:
     """:func:`query` for asyncio, with the same arguments: the query goes
     on in a worker thread while the event loop runs; cancelling the task
-    closes the connection (within 100 ms).
+    closes the connection (within 100 ms). A ``progress`` callback is
+    called on the loop's thread.
 
     >>> matches = await psikit.filter.query_async("host:7700", df, key="email")  # doctest: +SKIP
     """
@@ -186,11 +197,13 @@ class Client:
         has_header: bool = True,
         delimiter: str = ",",
         details: bool = False,
+        progress: Optional[Progress] = None,
     ) -> Any:
         """Syncs, then returns the rows of ``data`` the server holds, as
-        :func:`query` does."""
+        :func:`query` does (``progress`` too)."""
         p = prepare(data, key=key, normalize=normalize, has_header=has_header, delimiter=delimiter)
-        out = self._native.query(p.source)
+        with ProgressReporter(progress) as bar:
+            out = self._native.query(p.source, bar.callback)
         matches = result(p, out)
         return (matches, out) if details else matches
 

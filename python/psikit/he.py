@@ -20,14 +20,13 @@ Example::
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Dict, Optional, Sequence, Union
+from typing import Any, Dict, Optional, Sequence, Union
 
 from . import _aio, _native
+from ._data import DEFAULT_NORMALIZE, Columns, Normalize, Progress, ProgressReporter, prepare, result
 from ._steps import Stepped
-from ._data import DEFAULT_NORMALIZE, Columns, Normalize, ProgressReporter, prepare, result
 
 PathLike = Union[str, "os.PathLike[str]"]
-Progress = Union[Callable[[str, int, Optional[int]], None], bool]
 
 __all__ = ["build_db", "update_db", "query", "query_async", "Client", "Query"]
 
@@ -59,7 +58,10 @@ def build_db(
     ``capacity`` (default: the rows read), ``client_items`` and the labels
     (``goal``: ``"time"`` or ``"comm"``; at most ``2**-fpp_bits``
     false-positive probability per query). ``progress`` as for
-    :func:`psikit.filter.setup`.
+    :func:`psikit.filter.setup` (stages ``"reading"``, ``"choosing
+    parameters"``, ``"OPRF"``, ``"filling bin bundles"``); Ctrl-C stops the
+    build while it reads or evaluates the OPRF (``KeyboardInterrupt``),
+    leaving the directory as it was.
 
     >>> psikit.he.build_db(df, "./he-srv", key="email", label=["name", "tier"])  # doctest: +SKIP
     {'items': 4096, 'max_label_bytes': 17, ...}
@@ -98,6 +100,8 @@ def update_db(
     """Removes the keys of ``remove``, then adds (or relabels) the rows of
     ``add``; running servers reload the database. A labeled database takes
     labels with every addition (``label=`` columns, or a dict).
+    ``progress`` and Ctrl-C as for :func:`build_db` (an interrupted update
+    changes nothing).
 
     >>> psikit.he.update_db("./he-srv", add={"new@x.org": "bronze"}, remove=["gone@x.org"])  # doctest: +SKIP
     """
@@ -121,6 +125,7 @@ def query(
     timeout: float = 60.0,
     tls: Optional[Dict[str, Any]] = None,
     details: bool = False,
+    progress: Optional[Progress] = None,
 ) -> Any:
     """The rows of ``data`` whose key the HE server at ``server`` holds, with
     their labels, in the input's kind: a list gives a dict item -> label
@@ -131,12 +136,15 @@ def query(
     Label columns are named by ``label_names`` or ``label`` /
     ``label_1..label_k``, as the CLI names them. ``pad_to`` adds random
     dummies so the server learns that size instead of the number of items.
+    ``progress`` is told the stages (``"parameters and keys"``,
+    ``"query"``), as for :func:`build_db`.
 
     >>> psikit.he.query("host:7700", ["a@x.org"], normalize=("trim", "lower"))  # doctest: +SKIP
     {'a@x.org': 'gold'}
     """
     p = prepare(data, key=key, normalize=normalize, has_header=has_header, delimiter=delimiter)
-    out = _native.he_query(server, p.source, pad_to, list(label_names), timeout, 16, tls)
+    with ProgressReporter(progress) as bar:
+        out = _native.he_query(server, p.source, pad_to, list(label_names), timeout, 16, tls, bar.callback)
     matches = result(p, out, out["label_names"])
     return (matches, out) if details else matches
 
@@ -144,7 +152,8 @@ def query(
 async def query_async(server: str, data: Any, **kwargs: Any) -> Any:
     """:func:`query` for asyncio, with the same arguments: the query goes
     on in a worker thread while the event loop runs; cancelling the task
-    closes the connection (within 100 ms).
+    closes the connection (within 100 ms). A ``progress`` callback is
+    called on the loop's thread.
 
     >>> rows = await psikit.he.query_async("host:7700", df, key="email")  # doctest: +SKIP
     """
@@ -190,12 +199,14 @@ class Client:
         has_header: bool = True,
         delimiter: str = ",",
         details: bool = False,
+        progress: Optional[Progress] = None,
     ) -> Any:
         """The rows of ``data`` the server holds, with their labels, as
         :func:`query` returns them; ``info["setup_secs"]`` (with
         ``details=True``) is 0 when the kept keys were used."""
         p = prepare(data, key=key, normalize=normalize, has_header=has_header, delimiter=delimiter)
-        out = self._native.query(p.source, pad_to, list(label_names))
+        with ProgressReporter(progress) as bar:
+            out = self._native.query(p.source, pad_to, list(label_names), bar.callback)
         matches = result(p, out, out["label_names"])
         return (matches, out) if details else matches
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, Optional
 
 from . import _aio, _native
-from ._data import DEFAULT_NORMALIZE, Columns, Normalize, prepare, result
+from ._data import DEFAULT_NORMALIZE, Columns, Normalize, Progress, ProgressReporter, prepare, result
 
 __all__ = ["send", "receive", "send_async", "receive_async", "Party", "PROTOCOLS"]
 
@@ -49,12 +49,14 @@ def _run(
     has_header: bool,
     delimiter: str,
     details: bool,
+    progress: Optional[Progress],
 ) -> Any:
     p = prepare(data, key=key, normalize=normalize, has_header=has_header, delimiter=delimiter)
-    out = _native.psi_run(
-        role, p.source, protocol, listen, connect, malicious, reveal, max_peer_items,
-        accept_timeout, timeout, 16, tls, on_listening,
-    )
+    with ProgressReporter(progress) as bar:
+        out = _native.psi_run(
+            role, p.source, protocol, listen, connect, malicious, reveal, max_peer_items,
+            accept_timeout, timeout, 16, tls, on_listening, bar.callback,
+        )
     matches = None if out["output"] is None else result(p, out["output"])
     return (matches, out) if details else matches
 
@@ -77,17 +79,24 @@ def send(
     has_header: bool = True,
     delimiter: str = ",",
     details: bool = False,
+    progress: Optional[Progress] = None,
 ) -> Any:
     """The sender's run on ``data``: give ``listen="host:port"`` or
     ``connect="host:port"``. Returns ``None``, or with ``reveal=True`` the
     rows of ``data`` the receiver reported in the intersection (same kind as
     ``data``). ``on_listening(addr)`` is called with the bound address once
     listening (useful with port 0); ``accept_timeout`` bounds the wait.
+    ``progress``: ``progress(stage, done, total)`` is told the run's stages
+    (waiting for the peer, then the protocol's phases: for VOLE-PSI
+    ``"silent VOLE"``, ``"OKVS"``, ``"comparing summaries"``; for RR16
+    ``"base OTs"``, ``"OT extension"`` chunk by chunk, ``"comparing
+    summaries"``), or ``True`` draws tqdm bars when tqdm is installed.
 
     >>> psikit.psi.send(df, key="email", connect="host:7702", normalize=("trim", "lower"))  # doctest: +SKIP
     """
     return _run("send", data, key, normalize, listen, connect, protocol, malicious, reveal,
-                max_peer_items, accept_timeout, timeout, tls, on_listening, has_header, delimiter, details)
+                max_peer_items, accept_timeout, timeout, tls, on_listening, has_header, delimiter, details,
+                progress)
 
 
 def receive(
@@ -108,23 +117,26 @@ def receive(
     has_header: bool = True,
     delimiter: str = ",",
     details: bool = False,
+    progress: Optional[Progress] = None,
 ) -> Any:
     """The receiver's run on ``data``: the rows of ``data`` whose key the
     sender holds, in input order and of the input's kind (a list gives the
     matching items, a table the matching rows, a CSV path a list of dicts).
+    ``progress`` as for :func:`send`.
 
     >>> psikit.psi.receive(["a", "b"], listen="0.0.0.0:7702", protocol="rr16", malicious=True)  # doctest: +SKIP
     ['b']
     """
     return _run("receive", data, key, normalize, listen, connect, protocol, malicious, reveal,
-                max_peer_items, accept_timeout, timeout, tls, on_listening, has_header, delimiter, details)
+                max_peer_items, accept_timeout, timeout, tls, on_listening, has_header, delimiter, details,
+                progress)
 
 
 async def send_async(data: Any, **kwargs: Any) -> Any:
     """:func:`send` for asyncio, with the same arguments: the run goes on
     in a worker thread while the event loop runs; cancelling the task
-    closes the connection (within 100 ms). ``on_listening`` is called on
-    the loop's thread.
+    closes the connection (within 100 ms). ``on_listening`` and a
+    ``progress`` callback are called on the loop's thread.
 
     >>> await psikit.psi.send_async(df, key="email", connect="host:7702")  # doctest: +SKIP
     """

@@ -16,6 +16,7 @@ use psikit_protocols::cpsi::{
     App, CpsiConfig, Epc, Input, OtKind, Outcome, Output, Reveal, Shares,
 };
 use psikit_protocols::io::{read_rows, Column, Table};
+use psikit_protocols::NoProgress;
 
 use crate::args::CsvArgs;
 use crate::psi_cmd::{announce, PeerArgs};
@@ -209,7 +210,7 @@ pub fn run(cmd: CpsiCommand) -> Result<()> {
         keys: &keys,
         values: &values,
     };
-    let out = facade::run_blocking(&a.peer.peer()?, role, input, &cfg, announce)?;
+    let out = facade::run_blocking(&a.peer.peer()?, role, input, &cfg, announce, &NoProgress)?;
     match a.json {
         true => println!("{}", json(&out, app)),
         false => report(&out, role),

@@ -10,6 +10,7 @@ use psikit_protocols::filter_psi::{
     self, FilterClient, FilterConfig, QueryOutcome, ServerState, SyncKind, SyncOutcome,
 };
 use psikit_protocols::io::read_rows;
+use psikit_protocols::NoProgress;
 
 use crate::args::{ClientTlsArgs, CsvArgs, NetArgs};
 use crate::matches::{print_read, write_matches};
@@ -181,6 +182,7 @@ fn update(a: &UpdateArgs) -> Result<()> {
         &a.csv.spec()?,
         a.add.as_deref(),
         a.remove.as_deref(),
+        &NoProgress,
     )?;
     println!(
         "epoch {}: added {} ({} already present), removed {} ({} not found)",
@@ -264,7 +266,7 @@ fn query(a: &QueryArgs) -> Result<()> {
         .client
         .client()?
         .with_key_format(spec.key_format())
-        .query_blocking(&a.client.server()?, &keys)?;
+        .query_blocking(&a.client.server()?, &keys, &NoProgress)?;
     done.syncs.iter().for_each(print_sync);
     let result = done.outcome;
     print_query(&result);

@@ -13,7 +13,7 @@ use psikit_protocols::he_psi::select::{self, Goal, Selection, SelectionInput};
 use psikit_protocols::he_psi::state::db_path;
 use psikit_protocols::he_psi::HeState;
 use psikit_protocols::io::{read_rows, Column, KeySpec};
-use psikit_protocols::Progress;
+use psikit_protocols::{NoProgress, Progress};
 
 use crate::args::{ClientTlsArgs, CsvArgs, NetArgs};
 use crate::matches::{print_read, write_matches_with};
@@ -495,7 +495,7 @@ fn query(a: &QueryArgs) -> Result<()> {
         pad_to: a.pad_to,
         key_format: spec.key_format(),
     };
-    let session = facade::query_blocking(&server, &keys, &options)?;
+    let session = facade::query_blocking(&server, &keys, &options, &NoProgress)?;
     print_session(&session);
     let labeled = session.max_label_bytes > 0;
     if !labeled && !a.label_names.is_empty() {

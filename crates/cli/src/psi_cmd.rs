@@ -11,6 +11,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use psikit_protocols::common::connect::{Peer, ServerAddr};
 use psikit_protocols::common::two_party::{self, TwoParty};
 use psikit_protocols::io::{read_rows, Table};
+use psikit_protocols::NoProgress;
 
 use crate::args::{ClientTlsArgs, CsvArgs, NetArgs, ServerTlsArgs};
 use crate::matches::write_matches;
@@ -181,7 +182,7 @@ pub fn party<P: Report>(a: &PartyArgs, cfg: &P::Config, sending: bool) -> Result
     let (keys, rows_of_key) = table.unique_keys();
     let peer = a.peer.peer()?;
     if sending {
-        let out = two_party::send_blocking::<P>(&peer, &keys, cfg, announce)?;
+        let out = two_party::send_blocking::<P>(&peer, &keys, cfg, announce, &NoProgress)?;
         print_lines("sender", P::sender_lines(&out));
         if let (Some(revealed), Some(path)) = (P::revealed(&out), output) {
             let mut matches = vec![false; keys.len()];
@@ -196,7 +197,7 @@ pub fn party<P: Report>(a: &PartyArgs, cfg: &P::Config, sending: bool) -> Result
             );
         }
     } else {
-        let out = two_party::receive_blocking::<P>(&peer, &keys, cfg, announce)?;
+        let out = two_party::receive_blocking::<P>(&peer, &keys, cfg, announce, &NoProgress)?;
         print_lines("receiver", P::receiver_lines(&out));
         write_receiver_output(&table, &rows_of_key, P::matches(&out), output, keys.len())?;
     }

@@ -51,6 +51,10 @@ pub enum Error {
     /// A call in an order the API does not allow: a bug in the caller.
     #[error("{0}")]
     Misuse(&'static str),
+    /// The job's [`crate::Progress`] asked it to stop (Ctrl-C in Python);
+    /// it stopped before writing anything.
+    #[error("cancelled before the end; nothing was written")]
+    Cancelled,
     /// An invariant of psikit's own code failed: a bug in psikit.
     #[error("internal error: {0}")]
     Internal(&'static str),

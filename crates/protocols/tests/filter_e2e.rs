@@ -157,7 +157,7 @@ async fn a_client_encoding_keys_otherwise_is_refused() {
             let mut ch = connect(&addr, None, limits()).await.unwrap();
             FilterClient::in_memory(1 << 30)
                 .with_key_format(format)
-                .query(&mut ch, &items)
+                .query(&mut ch, &items, &psikit_protocols::NoProgress)
                 .await
         }
     };

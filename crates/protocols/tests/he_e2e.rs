@@ -14,6 +14,7 @@ use psikit_protocols::he_psi::messages::{
 use psikit_protocols::he_psi::params::PsiParams;
 use psikit_protocols::he_psi::{HeClient, HeService, HeState, Row};
 use psikit_protocols::service::ServerLimits;
+use psikit_protocols::NoProgress;
 use psikit_transport::net::connect;
 use psikit_transport::{Channel, Frame, Limits, Message, TransportError};
 use rand::rngs::StdRng;
@@ -54,7 +55,7 @@ fn random_rows(rng: &mut StdRng, n: usize, max_label: usize) -> Vec<Row> {
 fn state_with(rows: &[Row], max_label: usize) -> HeState {
     let params = PsiParams::from_apsi_json(PARAMS_256K).unwrap();
     let mut state = HeState::create(params, max_label, true).unwrap();
-    state.insert(rows, &mut |_| {}).unwrap();
+    state.insert(rows, &mut |_| Ok(())).unwrap();
     state
 }
 
@@ -112,8 +113,8 @@ async fn labeled_queries_over_tcp_with_updates() {
         key: "ünïcødé@example.com".as_bytes().to_vec(),
         label: vec![7; 32],
     }];
-    state.insert(&relabel, &mut |_| {}).unwrap();
-    state.insert(&fresh, &mut |_| {}).unwrap();
+    state.insert(&relabel, &mut |_| Ok(())).unwrap();
+    state.insert(&fresh, &mut |_| Ok(())).unwrap();
     let removed: Vec<Vec<u8>> = rows[50..100].iter().map(|r| r.key.clone()).collect();
     let stats = state.remove(&removed).unwrap();
     assert_eq!(stats.removed, 50);
@@ -147,17 +148,26 @@ async fn a_kept_client_reuses_its_keys_and_refreshes_them_for_a_new_database() {
     };
     let mut client = Client::new(addr);
     let options = QueryOptions::default();
-    let first = client.query(&client_keys, &options).await.unwrap();
+    let first = client
+        .query(&client_keys, &options, &NoProgress)
+        .await
+        .unwrap();
     assert!(first.setup > Duration::ZERO);
     assert_eq!(found(first), truth(&map, &client_keys, true));
-    let second = client.query(&client_keys, &options).await.unwrap();
+    let second = client
+        .query(&client_keys, &options, &NoProgress)
+        .await
+        .unwrap();
     assert_eq!(second.setup, Duration::ZERO, "the kept keys were used");
     assert_eq!(found(second), truth(&map, &client_keys, true));
 
     // The same rows under a new OPRF key: the kept keys are stale, the
     // client is told so, fetches the new parameters and retries.
     server.service.publish(state_with(&rows, 8));
-    let third = client.query(&client_keys, &options).await.unwrap();
+    let third = client
+        .query(&client_keys, &options, &NoProgress)
+        .await
+        .unwrap();
     assert!(
         third.setup > Duration::ZERO,
         "the parameters were fetched again"

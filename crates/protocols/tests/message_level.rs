@@ -125,7 +125,7 @@ async fn he_queries_by_message_return_matches_with_labels() {
         .collect();
     let params = PsiParams::from_apsi_json(PARAMS_256K).unwrap();
     let mut state = HeState::create(params, 16, true).unwrap();
-    state.insert(&rows, &mut |_| {}).unwrap();
+    state.insert(&rows, &mut |_| Ok(())).unwrap();
     let router = router(Arc::new(HeService::new(state, ServerLimits::default())));
     let labels: HashMap<Vec<u8>, Vec<u8>> = rows.into_iter().map(|r| (r.key, r.label)).collect();
 

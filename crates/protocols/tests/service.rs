@@ -129,7 +129,7 @@ async fn a_busy_server_is_retried_until_a_slot_frees() {
     let cache = dir.path().join("cache");
     let client = tokio::task::spawn_blocking(move || {
         let mut client = FilterClient::with_cache_file(&cache, 1 << 30)?;
-        client.query_blocking(&addr, &[b"absent".to_vec()])
+        client.query_blocking(&addr, &[b"absent".to_vec()], &psikit_protocols::NoProgress)
     });
     // Refused at least once (the first retry waits about 200 ms), then
     // served once the holder leaves.

@@ -73,7 +73,7 @@ fn addr(at: &str) -> ServerAddr {
 
 async fn query(at: &str, keys: &[Vec<u8>]) -> Result<Vec<(usize, Option<Vec<u8>>)>, Error> {
     let mut ch = addr(at).connect().await?;
-    let session = facade::query(&mut ch, keys, &QueryOptions::default()).await?;
+    let session = facade::query(&mut ch, keys, &QueryOptions::default(), &NoProgress).await?;
     Ok(session
         .matches
         .into_iter()

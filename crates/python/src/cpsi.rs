@@ -18,7 +18,7 @@ use pyo3::types::{PyBytes, PyDict};
 
 use crate::errors::{self, to_py, IntoPy};
 use crate::input::{Loaded, Source};
-use crate::{interrupt, net};
+use crate::{interrupt, net, progress};
 
 /// The application named `name`, with its threshold.
 fn app(name: &str, threshold: Option<u64>) -> PyResult<App> {
@@ -454,14 +454,14 @@ impl Options {
     }
 }
 
-/// Runs one party of circuit PSI (see `psikit.cpsi.send` / `receive`).
-/// Returns a dict of what it learned (`learned`: whether the result was
-/// revealed to it).
+/// Runs one party of circuit PSI (see `psikit.cpsi.send` / `receive`),
+/// telling `progress` its stages. Returns a dict of what it learned
+/// (`learned`: whether the result was revealed to it).
 #[pyfunction]
 #[pyo3(signature = (application, role, source, value_columns=Vec::new(), threshold=None,
     reveal_to="receiver", min_intersection=0, inner_product=false, product_bits=32, ot="silent", epc="auto", listen=None, connect=None,
     max_peer_items=1<<24, accept_timeout=None, timeout=60.0, max_message_mib=16, tls=None,
-    on_listening=None))]
+    on_listening=None, progress=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn cpsi_run<'py>(
     py: Python<'py>,
@@ -484,6 +484,7 @@ pub fn cpsi_run<'py>(
     max_message_mib: u32,
     tls: Option<&Bound<'py, PyDict>>,
     on_listening: Option<Py<PyAny>>,
+    progress: Option<Py<PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let options = Options::new(
         application,
@@ -517,10 +518,16 @@ pub fn cpsi_run<'py>(
         keys: &loaded.keys,
         values: &values,
     };
-    let out = interrupt::run(
-        py,
-        facade::run(&peer, options.role, input, &options.config, listening),
-    )?;
+    let reporter = progress::Reporter::new(progress);
+    let party = facade::run(
+        &peer,
+        options.role,
+        input,
+        &options.config,
+        listening,
+        &reporter,
+    );
+    let out = interrupt::run_reporting(py, &reporter, party)?;
     options.result(py, &out, &loaded)
 }
 

@@ -83,9 +83,13 @@ pub fn to_py(e: Error) -> PyErr {
         | Error::StaleFilter { .. }
         | Error::StaleDatabase
         | Error::ShardUnavailable { .. } => ProtocolError::new_err(msg),
-        Error::Io { .. } | Error::StateFile(_) | Error::Task { .. } | Error::Internal(_) => {
-            PsikitError::new_err(msg)
-        }
+        // A job is cancelled only by its `progress::Reporter`, which raises
+        // what stopped it instead.
+        Error::Io { .. }
+        | Error::StateFile(_)
+        | Error::Task { .. }
+        | Error::Internal(_)
+        | Error::Cancelled => PsikitError::new_err(msg),
     }
 }
 

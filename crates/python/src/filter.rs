@@ -49,20 +49,12 @@ pub fn filter_setup<'py>(
         rebuild_load: FilterConfig::default().rebuild_load.max(load),
         ..FilterConfig::default()
     };
-    let callback = progress.map(progress::Callback::new);
-    let done = py
-        .detach(|| -> Result<_, Error> {
-            let (path, _guard) = source.file()?;
-            filter_psi::setup(
-                &path,
-                source.spec(),
-                config,
-                &state,
-                force,
-                progress::of(&callback),
-            )
-        })
-        .py_err()?;
+    let reporter = progress::Reporter::new(progress);
+    let outcome = py.detach(|| -> Result<_, Error> {
+        let (path, _guard) = source.file()?;
+        filter_psi::setup(&path, source.spec(), config, &state, force, &reporter)
+    });
+    let done = reporter.finish(outcome)?;
     let d = state_dict(py, &done.state)?;
     d.set_item("rows_read", done.read.rows_read)?;
     d.set_item("rows_skipped", done.read.rows_skipped)?;
@@ -72,26 +64,28 @@ pub fn filter_setup<'py>(
 
 /// Adds and removes items as one new epoch (see `psikit.filter.update`).
 #[pyfunction]
-#[pyo3(signature = (state, add=None, remove=None))]
+#[pyo3(signature = (state, add=None, remove=None, progress=None))]
 pub fn filter_update<'py>(
     py: Python<'py>,
     state: PathBuf,
     add: Option<&Source>,
     remove: Option<&Source>,
+    progress: Option<Py<PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let spec = Source::update_spec(add, remove)?;
-    let (new_state, report) = py
-        .detach(|| -> Result<_, Error> {
-            let add = add.map(Source::file).transpose()?;
-            let remove = remove.map(Source::file).transpose()?;
-            filter_psi::update(
-                &state,
-                &spec,
-                add.as_ref().map(|(p, _)| p.as_path()),
-                remove.as_ref().map(|(p, _)| p.as_path()),
-            )
-        })
-        .py_err()?;
+    let reporter = progress::Reporter::new(progress);
+    let outcome = py.detach(|| -> Result<_, Error> {
+        let add = add.map(Source::file).transpose()?;
+        let remove = remove.map(Source::file).transpose()?;
+        filter_psi::update(
+            &state,
+            &spec,
+            add.as_ref().map(|(p, _)| p.as_path()),
+            remove.as_ref().map(|(p, _)| p.as_path()),
+            &reporter,
+        )
+    });
+    let (new_state, report) = reporter.finish(outcome)?;
     let d = state_dict(py, &new_state)?;
     d.set_item("added", report.added)?;
     d.set_item("already_present", report.already_present)?;
@@ -118,7 +112,7 @@ fn sync_dict<'py>(py: Python<'py>, s: &SyncOutcome) -> PyResult<Bound<'py, PyDic
 /// Syncs the filter (kept in `cache` if given) and queries the rows of
 /// `source` (see `psikit.filter.query`).
 #[pyfunction]
-#[pyo3(signature = (server, source, cache=None, max_filter_mib=4096, timeout=60.0, max_message_mib=16, tls=None))]
+#[pyo3(signature = (server, source, cache=None, max_filter_mib=4096, timeout=60.0, max_message_mib=16, tls=None, progress=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn filter_query<'py>(
     py: Python<'py>,
@@ -129,10 +123,11 @@ pub fn filter_query<'py>(
     timeout: f64,
     max_message_mib: u32,
     tls: Option<&Bound<'py, PyDict>>,
+    progress: Option<Py<PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let server = net::server(server, tls, net::limits(timeout, max_message_mib)?)?;
     let client = client(py, cache, max_filter_mib)?;
-    query_with(py, &Mutex::new(client), &server, source)
+    query_with(py, &Mutex::new(client), &server, source, progress)
 }
 
 /// A filter client keeping its filter in `cache` (in memory only without
@@ -153,21 +148,23 @@ pub fn client(
 }
 
 /// One query of `client` (a sync first, then the query; a second sync and
-/// a retry if the server updated in between).
+/// a retry if the server updated in between), reporting to `progress`.
 fn query_with<'py>(
     py: Python<'py>,
     client: &Mutex<FilterClient>,
     server: &ServerAddr,
     source: &Source,
+    progress: Option<Py<PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let loaded = py.detach(|| source.load()).py_err()?;
-    let (done, discarded) = interrupt::run(py, async {
+    let reporter = progress::Reporter::new(progress);
+    let (done, discarded) = interrupt::run_reporting(py, &reporter, async {
         let mut client = client.lock().await;
         let discarded = client.discarded_cache().map(str::to_owned);
         let mut retry = BusyRetry::default();
         let done = loop {
             let result = match server.connect().await {
-                Ok(mut ch) => client.query(&mut ch, &loaded.keys).await,
+                Ok(mut ch) => client.query(&mut ch, &loaded.keys, &reporter).await,
                 Err(e) => Err(e),
             };
             if !retry.again(&result).await {
@@ -250,9 +247,15 @@ impl PyFilterClient {
         sync_dict(py, &outcome)
     }
 
-    /// Syncs, then queries the rows of `source`.
-    fn query<'py>(&self, py: Python<'py>, source: &Source) -> PyResult<Bound<'py, PyDict>> {
-        query_with(py, &self.client, &self.server, source)
+    /// Syncs, then queries the rows of `source`, reporting to `progress`.
+    #[pyo3(signature = (source, progress=None))]
+    fn query<'py>(
+        &self,
+        py: Python<'py>,
+        source: &Source,
+        progress: Option<Py<PyAny>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        query_with(py, &self.client, &self.server, source, progress)
     }
 
     /// Why the cache file given could not be used (it is replaced by the

@@ -61,26 +61,19 @@ pub fn he_build_db<'py>(
         goal,
         max_fpp_log2: -f64::from(fpp_bits),
     };
-    let callback = progress.map(progress::Callback::new);
-    let done = py
-        .detach(|| -> Result<_, Error> {
-            let options = BuildOptions {
-                params: params.as_deref().map(facade::load_params).transpose()?,
-                max_label_bytes,
-                capacity,
-                workload,
-                force,
-            };
-            let (path, _guard) = source.file()?;
-            facade::build(
-                &path,
-                source.spec(),
-                &state,
-                options,
-                progress::of(&callback),
-            )
-        })
-        .py_err()?;
+    let reporter = progress::Reporter::new(progress);
+    let outcome = py.detach(|| -> Result<_, Error> {
+        let options = BuildOptions {
+            params: params.as_deref().map(facade::load_params).transpose()?,
+            max_label_bytes,
+            capacity,
+            workload,
+            force,
+        };
+        let (path, _guard) = source.file()?;
+        facade::build(&path, source.spec(), &state, options, &reporter)
+    });
+    let done = reporter.finish(outcome)?;
     let d = state_dict(py, &done.state)?;
     d.set_item("rows_read", done.read.rows_read)?;
     d.set_item("rows_skipped", done.read.rows_skipped)?;
@@ -101,20 +94,19 @@ pub fn he_update_db<'py>(
     progress: Option<Py<PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let spec = Source::update_spec(add, remove)?;
-    let callback = progress.map(progress::Callback::new);
-    let done = py
-        .detach(|| -> Result<_, Error> {
-            let add = add.map(Source::file).transpose()?;
-            let remove = remove.map(Source::file).transpose()?;
-            facade::update(
-                &state,
-                &spec,
-                add.as_ref().map(|(p, _)| p.as_path()),
-                remove.as_ref().map(|(p, _)| p.as_path()),
-                progress::of(&callback),
-            )
-        })
-        .py_err()?;
+    let reporter = progress::Reporter::new(progress);
+    let outcome = py.detach(|| -> Result<_, Error> {
+        let add = add.map(Source::file).transpose()?;
+        let remove = remove.map(Source::file).transpose()?;
+        facade::update(
+            &state,
+            &spec,
+            add.as_ref().map(|(p, _)| p.as_path()),
+            remove.as_ref().map(|(p, _)| p.as_path()),
+            &reporter,
+        )
+    });
+    let done = reporter.finish(outcome)?;
     let d = state_dict(py, &done.state)?;
     if let Some(s) = &done.removed {
         d.set_item("removed", s.removed)?;
@@ -132,7 +124,7 @@ pub fn he_update_db<'py>(
 /// with their label columns (see `psikit.he.query`).
 #[pyfunction]
 #[pyo3(signature = (server, source, pad_to=None, label_names=Vec::new(), timeout=60.0,
-    max_message_mib=16, tls=None))]
+    max_message_mib=16, tls=None, progress=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn he_query<'py>(
     py: Python<'py>,
@@ -143,6 +135,7 @@ pub fn he_query<'py>(
     timeout: f64,
     max_message_mib: u32,
     tls: Option<&Bound<'py, PyDict>>,
+    progress: Option<Py<PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let server = net::server(server, tls, net::limits(timeout, max_message_mib)?)?;
     let loaded = py.detach(|| source.load()).py_err()?;
@@ -150,11 +143,12 @@ pub fn he_query<'py>(
         pad_to,
         key_format: source.spec().key_format(),
     };
-    let session = interrupt::run(py, async {
+    let reporter = progress::Reporter::new(progress);
+    let session = interrupt::run_reporting(py, &reporter, async {
         let mut retry = BusyRetry::default();
         loop {
             let result = match server.connect().await {
-                Ok(mut ch) => facade::query(&mut ch, &loaded.keys, &options).await,
+                Ok(mut ch) => facade::query(&mut ch, &loaded.keys, &options, &reporter).await,
                 Err(e) => Err(e),
             };
             if !retry.again(&result).await {
@@ -234,21 +228,24 @@ impl PyHeClient {
     }
 
     /// Queries the rows of `source`, as `he_query` does.
-    #[pyo3(signature = (source, pad_to=None, label_names=Vec::new()))]
+    #[pyo3(signature = (source, pad_to=None, label_names=Vec::new(), progress=None))]
     fn query<'py>(
         &self,
         py: Python<'py>,
         source: &Source,
         pad_to: Option<usize>,
         label_names: Vec<String>,
+        progress: Option<Py<PyAny>>,
     ) -> PyResult<Bound<'py, PyDict>> {
         let loaded = py.detach(|| source.load()).py_err()?;
         let options = facade::QueryOptions {
             pad_to,
             key_format: source.spec().key_format(),
         };
-        let session = interrupt::run(py, async {
-            self.client.lock().await.query(&loaded.keys, &options).await
+        let reporter = progress::Reporter::new(progress);
+        let session = interrupt::run_reporting(py, &reporter, async {
+            let mut client = self.client.lock().await;
+            client.query(&loaded.keys, &options, &reporter).await
         })?;
         let (output, names) = py
             .detach(|| query_output(&session, &loaded, source.is_csv(), &label_names))

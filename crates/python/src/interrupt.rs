@@ -4,12 +4,14 @@
 //! runs Python's handler, e.g. raising `KeyboardInterrupt`). On one, the
 //! future is dropped, which closes its connections, and the exception is
 //! raised in the caller. CPU-bound stretches between two awaits finish
-//! first; set-ups and database builds (no awaits) run to their end.
+//! first. Set-ups and database builds have no awaits: their
+//! `progress::Reporter` looks for signals at each progress report instead.
 //!
 //! A [`Cancel`] token does the same for asyncio: `psikit`'s async entries
 //! run the blocking call in a worker thread inside `with token:`, and
 //! cancelling the task sets the token, which the waiting call sees at its
-//! next check and ends with `asyncio.CancelledError`.
+//! next check (a build at its next report) and ends with
+//! `asyncio.CancelledError`.
 
 use std::cell::RefCell;
 use std::future::Future;
@@ -23,16 +25,18 @@ use pyo3::exceptions::asyncio::CancelledError;
 use pyo3::prelude::*;
 
 use crate::errors::to_py;
+use crate::progress::Reporter;
 
 thread_local! {
     /// The token of the `with Cancel():` block this thread is in.
     static CURRENT: RefCell<Option<Arc<AtomicBool>>> = const { RefCell::new(None) };
 }
 
-/// A cancellation token for the network calls made on this thread inside
-/// `with token:`; `token.cancel()` (from any thread) ends them within
-/// [`CHECK_EVERY`] with `asyncio.CancelledError`, closing their
-/// connections.
+/// A cancellation token for the calls made on this thread inside
+/// `with token:`; `token.cancel()` (from any thread) ends them with
+/// `asyncio.CancelledError`: network calls within [`CHECK_EVERY`],
+/// closing their connections, set-ups and builds at their next progress
+/// report.
 #[pyclass(frozen, module = "psikit._native")]
 pub struct Cancel {
     flag: Arc<AtomicBool>,
@@ -73,8 +77,13 @@ impl Cancel {
     }
 }
 
-/// How often a waiting call looks for signals.
-const CHECK_EVERY: Duration = Duration::from_millis(100);
+/// How often a waiting call (or a build's progress) looks for signals.
+pub(crate) const CHECK_EVERY: Duration = Duration::from_millis(100);
+
+/// The token of the `with Cancel():` block the calling thread is in.
+pub(crate) fn current_token() -> Option<Arc<AtomicBool>> {
+    CURRENT.with(|c| c.borrow().clone())
+}
 
 /// Runs `future` to completion unless a Python signal handler raises
 /// first or this thread's [`Cancel`] token is set; the future's own error
@@ -84,7 +93,29 @@ where
     F: Future<Output = Result<T, Error>> + Send,
     T: Send,
 {
-    let cancel = CURRENT.with(|c| c.borrow().clone());
+    drive(py, future, || None)
+}
+
+/// [`run`] for a future that reports to `reporter`: its callback may take
+/// the signal (Python runs the handler in whatever Python code runs on the
+/// main thread), and the exception it raised there ends the call too.
+pub fn run_reporting<F, T>(py: Python<'_>, reporter: &Reporter, future: F) -> PyResult<T>
+where
+    F: Future<Output = Result<T, Error>> + Send,
+    T: Send,
+{
+    drive(py, future, || reporter.take_stop())
+}
+
+/// [`run`], also ending the call with the exception `stopped` returns
+/// (checked once more at the end: the handler has run, so the exception
+/// would be lost otherwise).
+fn drive<F, T>(py: Python<'_>, future: F, stopped: impl Fn() -> Option<PyErr> + Sync) -> PyResult<T>
+where
+    F: Future<Output = Result<T, Error>> + Send,
+    T: Send,
+{
+    let cancel = current_token();
     let cancelled = move || cancel.as_ref().is_some_and(|f| f.load(Ordering::Relaxed));
     if cancelled() {
         return Err(CancelledError::new_err("cancelled"));
@@ -96,11 +127,17 @@ where
             let mut tick = tokio::time::interval(CHECK_EVERY);
             loop {
                 tokio::select! {
-                    out = &mut future => return out.map_err(to_py),
+                    out = &mut future => return match stopped() {
+                        Some(e) => Err(e),
+                        None => out.map_err(to_py),
+                    },
                     _ = tick.tick() => {
                         Python::attach(|py| py.check_signals())?;
                         if cancelled() {
                             return Err(CancelledError::new_err("cancelled"));
+                        }
+                        if let Some(e) = stopped() {
+                            return Err(e);
                         }
                     }
                 }

@@ -12,6 +12,7 @@ use pyo3::types::PyDict;
 
 use crate::errors::{self, IntoPy};
 use crate::input::{Loaded, Output, Source};
+use crate::progress::Reporter;
 use crate::{interrupt, net};
 
 /// What a party learns from each family's outcomes.
@@ -67,9 +68,10 @@ async fn run<P: Outcomes>(
     sending: bool,
     with_fields: bool,
     listening: impl FnOnce(&str) + Send,
+    progress: &Reporter,
 ) -> Result<Run, Error> {
     if sending {
-        let out = two_party::send::<P>(peer, &loaded.keys, config, listening).await?;
+        let out = two_party::send::<P>(peer, &loaded.keys, config, listening, progress).await?;
         let (sent, received) = P::sender_traffic(&out);
         let output = sender_output::<P>(loaded, &out, with_fields);
         Ok(Run {
@@ -78,7 +80,7 @@ async fn run<P: Outcomes>(
             received,
         })
     } else {
-        let out = two_party::receive::<P>(peer, &loaded.keys, config, listening).await?;
+        let out = two_party::receive::<P>(peer, &loaded.keys, config, listening, progress).await?;
         let (sent, received) = P::receiver_traffic(&out);
         Ok(Run {
             output: Some(loaded.output_matches(P::matches(&out), with_fields)),
@@ -105,12 +107,13 @@ pub fn sender_output<P: Outcomes>(
     })
 }
 
-/// Runs one party of a balanced PSI (see `psikit.psi.send` / `receive`).
-/// Returns a dict with `output` (`None` for a sender without reveal).
+/// Runs one party of a balanced PSI (see `psikit.psi.send` / `receive`),
+/// telling `progress` its stages. Returns a dict with `output` (`None` for
+/// a sender without reveal).
 #[pyfunction]
 #[pyo3(signature = (role, source, protocol="vole", listen=None, connect=None, malicious=false,
     reveal=false, max_peer_items=1<<24, accept_timeout=None, timeout=60.0, max_message_mib=16,
-    tls=None, on_listening=None))]
+    tls=None, on_listening=None, progress=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn psi_run<'py>(
     py: Python<'py>,
@@ -127,6 +130,7 @@ pub fn psi_run<'py>(
     max_message_mib: u32,
     tls: Option<&Bound<'py, PyDict>>,
     on_listening: Option<Py<PyAny>>,
+    progress: Option<Py<PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let sending = match role {
         "send" => true,
@@ -145,6 +149,8 @@ pub fn psi_run<'py>(
     let _reuse = memory::reuse_freed_memory_during();
     let key_format = source.spec().key_format();
     let with_fields = source.is_csv();
+    let reporter = Reporter::new(progress);
+    let reporter = &reporter;
     let listening = |addr: &str| {
         if let Some(cb) = &on_listening {
             Python::attach(|py| {
@@ -164,10 +170,16 @@ pub fn psi_run<'py>(
                 ..VoleConfig::default()
             };
             let loaded = py.detach(|| source.load()).py_err()?;
-            interrupt::run(
-                py,
-                run::<VolePsi>(&loaded, &peer, &config, sending, with_fields, listening),
-            )
+            let party = run::<VolePsi>(
+                &loaded,
+                &peer,
+                &config,
+                sending,
+                with_fields,
+                listening,
+                reporter,
+            );
+            interrupt::run_reporting(py, reporter, party)
         }
         "rr16" => {
             let config = Rr16Config {
@@ -178,10 +190,16 @@ pub fn psi_run<'py>(
                 ..Rr16Config::default()
             };
             let loaded = py.detach(|| source.load()).py_err()?;
-            interrupt::run(
-                py,
-                run::<Rr16>(&loaded, &peer, &config, sending, with_fields, listening),
-            )
+            let party = run::<Rr16>(
+                &loaded,
+                &peer,
+                &config,
+                sending,
+                with_fields,
+                listening,
+                reporter,
+            );
+            interrupt::run_reporting(py, reporter, party)
         }
         other => {
             return Err(errors::input(format!(

@@ -9,6 +9,7 @@ use anyhow::{bail, ensure, Result};
 use clap::{Args, ValueEnum};
 use psikit_protocols::common::connect::runtime;
 use psikit_protocols::cpsi::{self, App, CpsiConfig, Epc, Input, OtKind, Output, Sums};
+use psikit_protocols::NoProgress;
 
 use super::cpu::CpuSnapshot;
 use super::harness::{item, Metrics};
@@ -185,8 +186,8 @@ pub fn worker(a: &CpsiWorkerArgs) -> Result<()> {
             values: &values,
         };
         let out = match a.receiver {
-            true => cpsi::run_receiver(&mut ch, input, &cfg).await?,
-            false => cpsi::run_sender(&mut ch, input, &cfg).await?,
+            true => cpsi::run_receiver(&mut ch, input, &cfg, &NoProgress).await?,
+            false => cpsi::run_sender(&mut ch, input, &cfg, &NoProgress).await?,
         };
         m.set("total", t.elapsed().as_secs_f64());
         check(&out.output, n, product)?;

@@ -238,7 +238,7 @@ fn build(params: &PsiParams, n: u64, a: &HeWorkerArgs, m: &mut Metrics) -> Resul
     let keys: Vec<Vec<u8>> = (0..n).map(item).collect();
     let labels: Vec<Vec<u8>> = (0..n).map(|id| label(id, a.label_bytes)).collect();
     let t = Instant::now();
-    let outputs = state.evaluate(keys.iter().map(Vec::as_slice), &mut |_| {})?;
+    let outputs = state.evaluate(keys.iter().map(Vec::as_slice), &mut |_| Ok(()))?;
     m.set("build.oprf_secs", t.elapsed().as_secs_f64());
     let t = Instant::now();
     let refs: Vec<&[u8]> = labels.iter().map(Vec::as_slice).collect();

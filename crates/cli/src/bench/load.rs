@@ -24,6 +24,7 @@ use clap::Args;
 use psikit_protocols::common::connect::ServerAddr;
 use psikit_protocols::filter_psi::FilterClient;
 use psikit_protocols::he_psi::{facade as he, presets::apsi_preset};
+use psikit_protocols::NoProgress;
 
 use super::harness::item;
 use super::table::{size, TextTable};
@@ -245,7 +246,7 @@ fn legitimate_client(i: usize, addr: &str, a: &LoadBenchArgs) -> Outcome {
 
 fn check_filter(server: &ServerAddr, keys: &[Vec<u8>], half: u64) -> Result<()> {
     let mut client = FilterClient::in_memory(1 << 30);
-    let out = client.query_blocking(server, keys)?;
+    let out = client.query_blocking(server, keys, &NoProgress)?;
     let found = out.outcome.matches;
     // Members must match; a stranger may match only by a false positive.
     ensure!(
@@ -256,7 +257,7 @@ fn check_filter(server: &ServerAddr, keys: &[Vec<u8>], half: u64) -> Result<()> 
 }
 
 fn check_he(server: &ServerAddr, keys: &[Vec<u8>], ids: &[u64], half: u64) -> Result<()> {
-    let session = he::query_blocking(server, keys, &Default::default())?;
+    let session = he::query_blocking(server, keys, &Default::default(), &NoProgress)?;
     let mut found = vec![false; keys.len()];
     for m in &session.matches {
         found[m.index] = true;

@@ -20,6 +20,7 @@ use std::time::Instant;
 use anyhow::{bail, ensure, Context, Result};
 use clap::{Args, ValueEnum};
 use psikit_protocols::common::connect::{runtime, Channel, Limits, Peer, ServerAddr};
+use psikit_protocols::NoProgress;
 
 use super::cpu::CpuSnapshot;
 use super::harness::{item, median_of, Metrics};
@@ -156,7 +157,7 @@ fn party<P: Benched>(a: &WorkerArgs) -> Result<()> {
         let cpu = CpuSnapshot::now();
         let t = Instant::now();
         if a.receiver {
-            let out = P::run_receiver(&mut ch, &items, &cfg).await?;
+            let out = P::run_receiver(&mut ch, &items, &cfg, &NoProgress).await?;
             // Receiver item j has id n/2 + j: a match exactly when j < n/2.
             let matches = P::matches(&out);
             let wrong = (0..items.len())
@@ -165,7 +166,7 @@ fn party<P: Benched>(a: &WorkerArgs) -> Result<()> {
             ensure!(wrong == 0, "{wrong} receiver outputs differ from the truth");
             P::receiver_figures(&out, &mut m);
         } else {
-            let out = P::run_sender(&mut ch, &items, &cfg).await?;
+            let out = P::run_sender(&mut ch, &items, &cfg, &NoProgress).await?;
             P::sender_figures(&out, &mut m);
         }
         m.set("total", t.elapsed().as_secs_f64());

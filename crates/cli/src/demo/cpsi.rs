@@ -10,6 +10,7 @@ use psikit_protocols::common::connect::{runtime, Limits, Peer, ServerAddr};
 use psikit_protocols::cpsi::facade::{self, Role};
 use psikit_protocols::cpsi::{App, CpsiConfig, Input, Outcome, Output, Sums};
 use psikit_protocols::io::{read_rows, write_overlapping_pair};
+use psikit_protocols::NoProgress;
 
 use super::{email_spec, DemoArgs};
 use crate::cpsi_cmd::key_values;
@@ -149,10 +150,10 @@ fn pair(s: &Side, r: &Side, app: App, values: bool) -> Result<(Outcome, Outcome)
                 keys: &keys,
                 values: if values { &vals[..] } else { &[] },
             };
-            facade::run(&listen, Role::Sender, input, &cfg2, |addr| {
+            let listening = |addr: &str| {
                 let _ = port_tx.send(addr.to_string());
-            })
-            .await
+            };
+            facade::run(&listen, Role::Sender, input, &cfg2, listening, &NoProgress).await
         });
         let addr = port_rx.await.context("the sender did not listen")?;
         let input = Input {
@@ -164,7 +165,8 @@ fn pair(s: &Side, r: &Side, app: App, values: bool) -> Result<(Outcome, Outcome)
             },
         };
         let connect = Peer::Connect(ServerAddr::plain(addr));
-        let receiver = facade::run(&connect, Role::Receiver, input, &cfg, |_| {}).await?;
+        let receiver =
+            facade::run(&connect, Role::Receiver, input, &cfg, |_| {}, &NoProgress).await?;
         anyhow::Ok((sender.await??, receiver))
     })?;
     println!(

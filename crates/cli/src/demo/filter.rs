@@ -97,8 +97,13 @@ pub(super) fn run(a: &DemoArgs, dir: &Path) -> Result<()> {
         write_synthetic_csv(&add_csv, added.iter().copied(), a.seed)?;
         write_synthetic_csv(&remove_csv, removed.iter().copied(), a.seed)?;
         let t = Instant::now();
-        let (state, upd) =
-            filter_psi::update(&state_dir, &spec, Some(&add_csv), Some(&remove_csv))?;
+        let (state, upd) = filter_psi::update(
+            &state_dir,
+            &spec,
+            Some(&add_csv),
+            Some(&remove_csv),
+            &NoProgress,
+        )?;
         service.publish(state);
         println!(
             "server update: +{} -{} items in {}, {} filter slots changed, epoch {}",

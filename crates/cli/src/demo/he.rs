@@ -162,7 +162,7 @@ async fn he_query(
 ) -> Result<()> {
     let (keys, rows_of_key) = table.unique_keys();
     let mut ch = ServerAddr::plain(addr).connect().await?;
-    let session = he_facade::query(&mut ch, &keys, &Default::default()).await?;
+    let session = he_facade::query(&mut ch, &keys, &Default::default(), &NoProgress).await?;
     he_cmd::print_session(&session);
     let got = he_labels(table, &rows_of_key, &session.matches)?;
     let want: BTreeSet<u64> = expected.keys().copied().collect();

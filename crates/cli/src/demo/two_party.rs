@@ -10,6 +10,7 @@ use anyhow::{ensure, Context, Result};
 use psikit_protocols::common::connect::{runtime, Limits, Peer, ServerAddr};
 use psikit_protocols::common::two_party;
 use psikit_protocols::io::{read_rows, write_overlapping_pair, Table};
+use psikit_protocols::NoProgress;
 
 use super::{check, email_spec, matched_ids, DemoArgs};
 use crate::psi_cmd::Report;
@@ -61,15 +62,16 @@ impl Pair {
             };
             let (keys, cfg2) = (self.sender_keys.clone(), cfg.clone());
             let sender = tokio::spawn(async move {
-                two_party::send::<P>(&listen, &keys, &cfg2, |addr| {
+                let listening = |addr: &str| {
                     let _ = port_tx.send(addr.to_string());
-                })
-                .await
+                };
+                two_party::send::<P>(&listen, &keys, &cfg2, listening, &NoProgress).await
             });
             let addr = port_rx.await.context("the sender did not listen")?;
             let connect = Peer::Connect(ServerAddr::plain(addr));
             let receiver =
-                two_party::receive::<P>(&connect, &self.receiver_keys, cfg, |_| {}).await?;
+                two_party::receive::<P>(&connect, &self.receiver_keys, cfg, |_| {}, &NoProgress)
+                    .await?;
             anyhow::Ok((sender.await??, receiver))
         })?;
         println!("{name}: done in {}", report::secs(t.elapsed()));

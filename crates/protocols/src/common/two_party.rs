@@ -5,6 +5,9 @@
 //! [`Stepper`]. Also what the families share before their own rounds: the
 //! hello, in which both parties state their mode and set size and refuse a
 //! peer that runs another mode or brings too large a set.
+//!
+//! A run tells a [`Progress`] its stages (waiting for the peer, then the
+//! family's phases); the steppers report to nobody.
 
 use std::future::Future;
 
@@ -15,11 +18,12 @@ use psikit_transport::{
 };
 
 use crate::common::connect::{block_on, Peer};
-use crate::{Error, Violation};
+use crate::{Error, NoProgress, Progress, Violation};
 
 /// A balanced two-party PSI: its configuration, outcomes and the two roles
 /// written once over a [`Channel`] (awaiting only the channel, so that
-/// [`Stepper`] can run them).
+/// [`Stepper`] can run them), each telling `progress` its phases as
+/// stages (a few per run: never per item).
 pub trait TwoParty: 'static {
     /// How to run it; both parties must agree on the parts the hello checks.
     type Config: Clone + Send + Sync + 'static;
@@ -33,6 +37,7 @@ pub trait TwoParty: 'static {
         ch: &'a mut Channel,
         keys: &'a [Vec<u8>],
         config: &'a Self::Config,
+        progress: &'a dyn Progress,
     ) -> impl Future<Output = Result<Self::SenderOutcome, Error>> + Send + 'a;
 
     /// The receiver's role on its distinct `keys`.
@@ -40,20 +45,23 @@ pub trait TwoParty: 'static {
         ch: &'a mut Channel,
         keys: &'a [Vec<u8>],
         config: &'a Self::Config,
+        progress: &'a dyn Progress,
     ) -> impl Future<Output = Result<Self::ReceiverOutcome, Error>> + Send + 'a;
 }
 
 /// The sender's run with its distinct `keys`: it learns nothing, unless the
 /// configuration reveals the intersection to it. A listening sender calls
-/// `listening` with its address before it waits.
+/// `listening` with its address before it waits; `progress` is told the
+/// run's stages.
 pub async fn send<P: TwoParty>(
     peer: &Peer,
     keys: &[Vec<u8>],
     config: &P::Config,
     listening: impl FnOnce(&str),
+    progress: &dyn Progress,
 ) -> Result<P::SenderOutcome, Error> {
-    let mut ch = peer.open(listening).await?;
-    P::run_sender(&mut ch, keys, config).await
+    let mut ch = open(peer, listening, progress).await?;
+    P::run_sender(&mut ch, keys, config, progress).await
 }
 
 /// The receiver's run with its distinct `keys`: learns which of them the
@@ -63,9 +71,27 @@ pub async fn receive<P: TwoParty>(
     keys: &[Vec<u8>],
     config: &P::Config,
     listening: impl FnOnce(&str),
+    progress: &dyn Progress,
 ) -> Result<P::ReceiverOutcome, Error> {
-    let mut ch = peer.open(listening).await?;
-    P::run_receiver(&mut ch, keys, config).await
+    let mut ch = open(peer, listening, progress).await?;
+    P::run_receiver(&mut ch, keys, config, progress).await
+}
+
+/// Opens the channel to `peer`, with the wait as the run's first stage
+/// (a listening party may wait long).
+pub(crate) async fn open(
+    peer: &Peer,
+    listening: impl FnOnce(&str),
+    progress: &dyn Progress,
+) -> Result<Channel, Error> {
+    progress.stage(
+        match peer {
+            Peer::Listen { .. } => "waiting for the peer",
+            Peer::Connect(_) => "connecting",
+        },
+        None,
+    );
+    peer.open(listening).await
 }
 
 /// [`send`], blocking.
@@ -74,8 +100,9 @@ pub fn send_blocking<P: TwoParty>(
     keys: &[Vec<u8>],
     config: &P::Config,
     listening: impl FnOnce(&str),
+    progress: &dyn Progress,
 ) -> Result<P::SenderOutcome, Error> {
-    block_on(send::<P>(peer, keys, config, listening))?
+    block_on(send::<P>(peer, keys, config, listening, progress))?
 }
 
 /// [`receive`], blocking.
@@ -84,8 +111,9 @@ pub fn receive_blocking<P: TwoParty>(
     keys: &[Vec<u8>],
     config: &P::Config,
     listening: impl FnOnce(&str),
+    progress: &dyn Progress,
 ) -> Result<P::ReceiverOutcome, Error> {
-    block_on(receive::<P>(peer, keys, config, listening))?
+    block_on(receive::<P>(peer, keys, config, listening, progress))?
 }
 
 /// The sender's run as a sans-IO state machine: push the receiver's bytes
@@ -97,7 +125,7 @@ pub fn sender_stepper<P: TwoParty>(
     limits: Limits,
 ) -> Stepper<Result<P::SenderOutcome, Error>> {
     Stepper::new(limits, |mut ch| async move {
-        P::run_sender(&mut ch, &keys, &config).await
+        P::run_sender(&mut ch, &keys, &config, &NoProgress).await
     })
 }
 
@@ -108,7 +136,7 @@ pub fn receiver_stepper<P: TwoParty>(
     limits: Limits,
 ) -> Stepper<Result<P::ReceiverOutcome, Error>> {
     Stepper::new(limits, |mut ch| async move {
-        P::run_receiver(&mut ch, &keys, &config).await
+        P::run_receiver(&mut ch, &keys, &config, &NoProgress).await
     })
 }
 

@@ -6,7 +6,8 @@
 use psikit_transport::{Limits, Stepper};
 
 use crate::common::connect::{block_on, Peer};
-use crate::Error;
+use crate::common::two_party;
+use crate::{Error, NoProgress, Progress};
 
 pub use super::Role;
 use super::{run_receiver, run_sender, App, CpsiConfig, Input, Outcome};
@@ -22,18 +23,20 @@ pub fn learner(app: App) -> Role {
 }
 
 /// Runs `role` with `input` against the peer. A listening party calls
-/// `listening` with its address before it waits.
+/// `listening` with its address before it waits; `progress` is told the
+/// run's stages (the wait for the peer, then the protocol's phases).
 pub async fn run(
     peer: &Peer,
     role: Role,
     input: Input<'_>,
     config: &CpsiConfig,
     listening: impl FnOnce(&str),
+    progress: &dyn Progress,
 ) -> Result<Outcome, Error> {
-    let mut ch = peer.open(listening).await?;
+    let mut ch = two_party::open(peer, listening, progress).await?;
     match role {
-        Role::Sender => run_sender(&mut ch, input, config).await,
-        Role::Receiver => run_receiver(&mut ch, input, config).await,
+        Role::Sender => run_sender(&mut ch, input, config, progress).await,
+        Role::Receiver => run_receiver(&mut ch, input, config, progress).await,
     }
 }
 
@@ -44,8 +47,9 @@ pub fn run_blocking(
     input: Input<'_>,
     config: &CpsiConfig,
     listening: impl FnOnce(&str),
+    progress: &dyn Progress,
 ) -> Result<Outcome, Error> {
-    block_on(run(peer, role, input, config, listening))?
+    block_on(run(peer, role, input, config, listening, progress))?
 }
 
 /// `role`'s run as a sans-IO state machine: push the peer's bytes in, take
@@ -64,8 +68,8 @@ pub fn stepper(
             values: &values,
         };
         match role {
-            Role::Sender => run_sender(&mut ch, input, &config).await,
-            Role::Receiver => run_receiver(&mut ch, input, &config).await,
+            Role::Sender => run_sender(&mut ch, input, &config, &NoProgress).await,
+            Role::Receiver => run_receiver(&mut ch, input, &config, &NoProgress).await,
         }
     })
 }

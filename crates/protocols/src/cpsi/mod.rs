@@ -92,6 +92,14 @@ use psikit_ot::{ExtConfig, SessionId};
 
 use crate::Error;
 
+/// The run's stages as both roles tell their `Progress`: the hashing into
+/// bins, the OPPRF, the comparison (EPC, triples, the equality circuit),
+/// and the application on the membership shares.
+const STAGE_HASHING: &str = "hashing";
+const STAGE_OPPRF: &str = "OPPRF";
+const STAGE_COMPARE: &str = "comparing";
+const STAGE_RESULT: &str = "computing the result";
+
 /// What the parties compute on the membership shares.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum App {

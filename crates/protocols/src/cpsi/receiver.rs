@@ -15,22 +15,26 @@ use super::{
     aggregate, compare, hello, outcome, rng, session_id, App, CpsiConfig, Input, Meter, Outcome,
     Output, Phases, Role, Shares,
 };
+use super::{STAGE_COMPARE, STAGE_HASHING, STAGE_OPPRF, STAGE_RESULT};
 use crate::vole_psi::oprf::item_keys;
-use crate::Error;
+use crate::{Error, Progress};
 use psikit_ot::silent::SilentReceiver;
 use psikit_ot::Security;
 
-/// Runs circuit PSI as the receiver (the cuckoo-table side).
+/// Runs circuit PSI as the receiver (the cuckoo-table side),
+/// telling `progress` its phases.
 pub async fn run_receiver(
     ch: &mut Channel,
     input: Input<'_>,
     cfg: &CpsiConfig,
+    progress: &dyn Progress,
 ) -> Result<Outcome, Error> {
     let start = (ch.bytes_sent(), ch.bytes_received());
     let mut meter = Meter::start(ch);
     let mut phases = Phases::default();
     check_product_factors(&input, cfg.product_bits)?;
     let peer = hello(ch, cfg, &input).await?;
+    progress.stage(STAGE_HASHING, None);
     let n_r = input.keys.len();
     let m = hashing::bins(n_r)?;
     let ell = hashing::tag_bits(m);
@@ -45,6 +49,7 @@ pub async fn run_receiver(
     let table = CuckooBins::build(&keys, m, seeds.hashing, &mut rng)?;
     let bin_keys = table.opprf_keys(&keys, &mut rng);
     phases.hashing = meter.mark(ch);
+    progress.stage(STAGE_OPPRF, None);
 
     let sid = session_id(&seeds, peer.set_size, n_r as u64);
     let okvs = Okvs::new(OkvsParams::new(m)?, seeds.okvs);
@@ -62,6 +67,7 @@ pub async fn run_receiver(
     let programmed = opprf::receive_program(ch, &bin_keys, &f, capacity, ell, k_s).await?;
     drop((f, bin_keys));
     phases.opprf = meter.mark(ch);
+    progress.stage(STAGE_COMPARE, None);
 
     let mut c = compare(
         ch,
@@ -75,6 +81,7 @@ pub async fn run_receiver(
     )
     .await?;
 
+    progress.stage(STAGE_RESULT, None);
     let me = Role::Receiver;
     let output = match cfg.app {
         App::Shares => Output::Shares(Shares {

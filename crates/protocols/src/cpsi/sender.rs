@@ -14,22 +14,26 @@ use super::{
     aggregate, compare, hello, outcome, rng, session_id, App, CpsiConfig, Input, Meter, Outcome,
     Output, Phases, Role, Shares,
 };
+use super::{STAGE_COMPARE, STAGE_HASHING, STAGE_OPPRF, STAGE_RESULT};
 use crate::vole_psi::oprf::item_keys;
-use crate::Error;
+use crate::{Error, Progress};
 use psikit_ot::silent::SilentSender;
 use psikit_ot::Security;
 use rand::rngs::OsRng;
 
-/// Runs circuit PSI as the sender (the simple-table side).
+/// Runs circuit PSI as the sender (the simple-table side),
+/// telling `progress` its phases.
 pub async fn run_sender(
     ch: &mut Channel,
     input: Input<'_>,
     cfg: &CpsiConfig,
+    progress: &dyn Progress,
 ) -> Result<Outcome, Error> {
     let start = (ch.bytes_sent(), ch.bytes_received());
     let mut meter = Meter::start(ch);
     let mut phases = Phases::default();
     let peer = hello(ch, cfg, &input).await?;
+    progress.stage(STAGE_HASHING, None);
     let n_s = input.keys.len();
     let m = hashing::bins(peer.set_size as usize)?;
     let ell = hashing::tag_bits(m);
@@ -38,6 +42,7 @@ pub async fn run_sender(
     let keys = item_keys(input.keys);
     let simple = hashing::simple_table(&keys, m, seeds.hashing);
     phases.hashing = meter.mark(ch);
+    progress.stage(STAGE_OPPRF, None);
 
     let sid = session_id(&seeds, n_s as u64, peer.set_size);
     let okvs = Okvs::new(OkvsParams::new(m)?, seeds.okvs);
@@ -84,6 +89,7 @@ pub async fn run_sender(
     opprf::program(ch, &key, &program, hashing::HASHES as usize * n_s, ell).await?;
     drop((key, bin_keys, bin_tags, bin_values));
     phases.opprf = meter.mark(ch);
+    progress.stage(STAGE_COMPARE, None);
 
     let mut c = compare(
         ch,
@@ -101,6 +107,7 @@ pub async fn run_sender(
         .iter()
         .map(|w| w.iter().map(|x| x.wrapping_neg()).collect())
         .collect();
+    progress.stage(STAGE_RESULT, None);
     let me = Role::Sender;
     let output = match cfg.app {
         App::Shares => Output::Shares(Shares {

@@ -9,6 +9,7 @@ use rand::{Rng, SeedableRng};
 
 use super::*;
 use crate::common::two_party::testing::sets;
+use crate::NoProgress;
 
 struct Party {
     keys: Vec<Vec<u8>>,
@@ -23,13 +24,15 @@ async fn run_pair(sender: Party, receiver: Party, cfg: CpsiConfig) -> (Outcome, 
             keys: &sender.keys,
             values: &sender.values,
         };
-        run_sender(&mut a, input, &cfg2).await
+        run_sender(&mut a, input, &cfg2, &NoProgress).await
     });
     let input = Input {
         keys: &receiver.keys,
         values: &receiver.values,
     };
-    let r = run_receiver(&mut b, input, &cfg).await.expect("receiver");
+    let r = run_receiver(&mut b, input, &cfg, &NoProgress)
+        .await
+        .expect("receiver");
     drop(b);
     (task.await.expect("sender task").expect("sender"), r)
 }
@@ -253,14 +256,14 @@ async fn parties_that_disagree_are_refused() {
             keys: &s,
             values: &[],
         };
-        run_sender(&mut a, input, &cfg).await
+        run_sender(&mut a, input, &cfg, &NoProgress).await
     });
     let cfg = CpsiConfig::new(App::Threshold(3));
     let input = Input {
         keys: &r,
         values: &[],
     };
-    let err = run_receiver(&mut b, input, &cfg)
+    let err = run_receiver(&mut b, input, &cfg, &NoProgress)
         .await
         .expect_err("refused");
     assert!(err.to_string().contains("the peer runs"), "{err}");
@@ -295,7 +298,7 @@ async fn a_peer_that_stops_or_sends_garbage_gets_an_error() {
         keys: &r,
         values: &[],
     };
-    let err = run_receiver(&mut b, input, &cfg)
+    let err = run_receiver(&mut b, input, &cfg, &NoProgress)
         .await
         .expect_err("stopped");
     fake.await.expect("fake");
@@ -320,7 +323,9 @@ async fn a_peer_that_stops_or_sends_garbage_gets_an_error() {
         keys: &s,
         values: &[],
     };
-    let err = run_sender(&mut a, input, &cfg).await.expect_err("garbage");
+    let err = run_sender(&mut a, input, &cfg, &NoProgress)
+        .await
+        .expect_err("garbage");
     drop(fake.await.expect("fake"));
     assert!(!err.to_string().is_empty(), "{err}");
 }
@@ -372,7 +377,9 @@ async fn out_of_range_input_is_refused_before_the_run() {
     let (mut a, _b) = Channel::memory_pair(Limits::default());
     for (cfg, keys, values, want) in cases {
         let input = Input { keys, values };
-        let err = run_receiver(&mut a, input, &cfg).await.expect_err(want);
+        let err = run_receiver(&mut a, input, &cfg, &NoProgress)
+            .await
+            .expect_err(want);
         assert!(err.to_string().contains(want), "{err}");
     }
 }

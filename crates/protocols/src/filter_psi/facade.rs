@@ -22,8 +22,8 @@ use super::config::FilterConfig;
 use super::state::{tags_from_reader, ServerState, UpdateReport};
 use super::Tag;
 use crate::common::connect::{block_on, BusyRetry, Channel, Limits, ServerAddr};
-use crate::common::{same_key_format, state_dir};
-use crate::{Error, Progress, Violation};
+use crate::common::{advance, check_cancelled, same_key_format, state_dir};
+use crate::{Error, NoProgress, Progress, Violation};
 
 /// What [`setup`] built.
 pub struct SetupReport {
@@ -41,7 +41,9 @@ pub struct SetupReport {
 /// Builds a new server state from the keys of `input` under a fresh OPRF
 /// key and saves it in `dir`. A directory holding anything is refused
 /// unless `force`; it is cleared only once the new state is built, so a
-/// failed set-up leaves the old state alone.
+/// failed or cancelled set-up leaves the old state alone (`progress` is
+/// asked whether to stop after every OPRF batch and before the filter is
+/// built and saved).
 pub fn setup(
     input: &Path,
     spec: &KeySpec,
@@ -55,14 +57,17 @@ pub fn setup(
     let clear = state_dir::check_fresh(dir, force, "psikit filter update", &super::state::LAYOUT)?;
     let mut reader = KeyReader::open(input, spec)?;
     progress.stage("computing OPRF", None);
+    check_cancelled(progress)?;
     let t = Instant::now();
     let key = ServerKey::generate(&mut rand::rngs::OsRng);
-    let tags = tags_from_reader(&key, &mut reader, &mut |rows| progress.advance(rows))?;
+    let tags = tags_from_reader(&key, &mut reader, &mut |rows| advance(progress, rows))?;
     let oprf_time = t.elapsed();
     let t = Instant::now();
     let (mut state, duplicates) = ServerState::build(key, tags, config)?;
     state.set_key_format(spec.key_format());
     let build_time = t.elapsed();
+    // The last point where stopping leaves the directory untouched.
+    check_cancelled(progress)?;
     if clear {
         state_dir::clear(dir)?;
     }
@@ -78,12 +83,14 @@ pub fn setup(
 
 /// Adds the keys of `add` and removes those of `remove` (CSV files read
 /// with `spec`) as one new epoch, saved in `dir`. Updates of one directory
-/// never interleave: a second one is refused while the first runs.
+/// never interleave: a second one is refused while the first runs. A
+/// cancelled update (see [`setup`]) leaves the saved state as it was.
 pub fn update(
     dir: &Path,
     spec: &KeySpec,
     add: Option<&Path>,
     remove: Option<&Path>,
+    progress: &dyn Progress,
 ) -> Result<(ServerState, UpdateReport), Error> {
     if add.is_none() && remove.is_none() {
         return Err(Error::Config(
@@ -93,15 +100,21 @@ pub fn update(
     let _lock = state_dir::lock(dir)?;
     let mut state = ServerState::load(dir)?;
     same_key_format(state.key_format(), &spec.key_format(), "this update")?;
-    let tags_of = |path: Option<&Path>| -> Result<Vec<Tag>, Error> {
+    let tags_of = |path: Option<&Path>, stage: &str| -> Result<Vec<Tag>, Error> {
         let Some(path) = path else {
             return Ok(Vec::new());
         };
         let mut reader = KeyReader::open(path, spec)?;
-        tags_from_reader(state.key(), &mut reader, &mut |_| {})
+        progress.stage(stage, None);
+        check_cancelled(progress)?;
+        tags_from_reader(state.key(), &mut reader, &mut |rows| {
+            advance(progress, rows)
+        })
     };
-    let (add, remove) = (tags_of(add)?, tags_of(remove)?);
+    let add = tags_of(add, "computing OPRF (additions)")?;
+    let remove = tags_of(remove, "computing OPRF (removals)")?;
     let report = state.update(add, remove)?;
+    check_cancelled(progress)?;
     state.save(dir)?;
     Ok((state, report))
 }
@@ -188,17 +201,23 @@ impl FilterClient {
 
     /// Syncs, then finds which of `items` the server holds. A server that
     /// updated between the two refuses the query as stale: the client
-    /// syncs again and retries once.
+    /// syncs again and retries once. `progress` is told each sync and
+    /// query as a stage.
     pub async fn query(
         &mut self,
         ch: &mut Channel,
         items: &[Vec<u8>],
+        progress: &dyn Progress,
     ) -> Result<ClientQuery, Error> {
+        progress.stage("sync", None);
         let mut syncs = vec![self.sync(ch).await?];
         same_key_format(&syncs[0].key_format, &self.key_format, "this client")?;
+        progress.stage("query", None);
         let outcome = match self.query_synced(ch, items).await {
             Err(e) if e.is_stale() => {
+                progress.stage("sync", None);
                 syncs.push(self.sync(ch).await?);
+                progress.stage("query", None);
                 self.query_synced(ch, items).await?
             }
             other => other?,
@@ -242,12 +261,13 @@ impl FilterClient {
         &mut self,
         server: &ServerAddr,
         items: &[Vec<u8>],
+        progress: &dyn Progress,
     ) -> Result<ClientQuery, Error> {
         block_on(async {
             let mut retry = BusyRetry::default();
             loop {
                 let result = match server.connect().await {
-                    Ok(mut ch) => self.query(&mut ch, items).await,
+                    Ok(mut ch) => self.query(&mut ch, items, progress).await,
                     Err(e) => Err(e),
                 };
                 if !retry.again(&result).await {
@@ -270,12 +290,13 @@ pub fn query_stepper(
     limits: Limits,
 ) -> Stepper<Result<ClientQuery, Error>> {
     Stepper::new(limits, move |mut ch| async move {
-        client.query(&mut ch, &items).await
+        client.query(&mut ch, &items, &NoProgress).await
     })
 }
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::{Arc, Barrier};
 
     use psikit_io::{Column, KeySpec};
@@ -314,7 +335,7 @@ mod tests {
                     let (barrier, state) = (barrier.clone(), state.clone());
                     std::thread::spawn(move || {
                         barrier.wait();
-                        update(&state, &spec(), Some(&add), None).map(|_| ())
+                        update(&state, &spec(), Some(&add), None, &NoProgress).map(|_| ())
                     })
                 })
                 .collect();
@@ -330,6 +351,72 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    /// Asks the job to stop at its `at`-th question (never for
+    /// `usize::MAX`) and counts the questions.
+    struct StopAt {
+        at: usize,
+        asked: AtomicUsize,
+    }
+
+    impl StopAt {
+        fn new(at: usize) -> Self {
+            Self {
+                at,
+                asked: AtomicUsize::new(0),
+            }
+        }
+    }
+
+    impl Progress for StopAt {
+        fn stage(&self, _: &str, _: Option<u64>) {}
+        fn advance(&self, _: u64) {}
+        fn cancelled(&self) -> bool {
+            self.asked.fetch_add(1, Ordering::Relaxed) + 1 >= self.at
+        }
+    }
+
+    #[test]
+    fn a_cancelled_setup_or_update_leaves_the_directory_as_it_was() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (server, state) = (dir.path().join("server.csv"), dir.path().join("state"));
+        std::fs::write(&server, "email\na@x\nb@x\n").expect("write");
+        let add = dir.path().join("add.csv");
+        std::fs::write(&add, "email\nc@x\n").expect("write");
+        let config = FilterConfig::default();
+
+        let err = setup(&server, &spec(), config, &state, false, &StopAt::new(1));
+        assert!(matches!(err, Err(Error::Cancelled)), "not cancelled");
+        assert!(
+            ServerState::load(&state).is_err(),
+            "a cancelled set-up saved a state"
+        );
+
+        let counted = StopAt::new(usize::MAX);
+        let before = setup(&server, &spec(), config, &state, false, &counted)
+            .expect("setup")
+            .state
+            .version();
+        let questions = counted.asked.load(Ordering::Relaxed);
+        assert!(questions >= 2, "asked {questions} times");
+        // Stopped at each question in turn: a forced set-up keeps the old
+        // state (same filter id), an update adds nothing.
+        for at in 1..=questions {
+            let err = setup(&server, &spec(), config, &state, true, &StopAt::new(at));
+            assert!(
+                matches!(err, Err(Error::Cancelled)),
+                "set-up not stopped at {at}"
+            );
+            let err = update(&state, &spec(), Some(&add), None, &StopAt::new(at));
+            assert!(
+                matches!(err, Err(Error::Cancelled)),
+                "update not stopped at {at}"
+            );
+            let now = ServerState::load(&state).expect("the old state");
+            assert_eq!(now.version(), before, "stopped at {at}");
+            assert!(holds(&now, "a@x") && !holds(&now, "c@x"), "stopped at {at}");
         }
     }
 }

@@ -42,9 +42,11 @@ const STATE_VERSION: u8 = 3;
 const UNFORMATTED_VERSION: u8 = 2;
 const UNDIGESTED_VERSION: u8 = 1;
 
-/// Rows read from CSV per OPRF batch: large enough to keep both cores busy,
-/// small enough that memory stays bounded by the tags, not the file.
-const SETUP_BATCH: usize = 1 << 16;
+/// Rows read from CSV per OPRF batch: large enough to keep both cores busy
+/// (the OPRF's chunks are at most 256 items), small enough that memory
+/// stays bounded by the tags, not the file, and that a cancelled set-up
+/// stops within a fraction of a second (each batch is a progress report).
+const SETUP_BATCH: usize = 1 << 13;
 
 /// What an update did.
 #[derive(Debug, Clone, Default)]
@@ -67,11 +69,12 @@ pub fn tags_for_items(key: &ServerKey, items: &[Item]) -> Result<Vec<Tag>, Error
 }
 
 /// Streams a CSV through the OPRF; `progress` is called with the number of
-/// rows read so far after every batch.
+/// rows read so far after every batch, and an error it returns (a
+/// cancelled job) ends the stream.
 pub fn tags_from_reader<R: std::io::Read>(
     key: &ServerKey,
     reader: &mut KeyReader<R>,
-    progress: &mut dyn FnMut(u64),
+    progress: &mut dyn FnMut(u64) -> Result<(), Error>,
 ) -> Result<Vec<Tag>, Error> {
     let mut tags = Vec::new();
     let mut batch = Vec::with_capacity(SETUP_BATCH);
@@ -81,7 +84,7 @@ pub fn tags_from_reader<R: std::io::Read>(
             break;
         }
         tags.extend(tags_for_items(key, &batch)?);
-        progress(reader.stats().rows_read);
+        progress(reader.stats().rows_read)?;
     }
     Ok(tags)
 }

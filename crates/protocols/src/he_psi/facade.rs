@@ -26,8 +26,8 @@ use super::sender_db::UpdateStats;
 use super::shard::{check_shard_count, shard_of, Manifest, ShardInfo};
 use super::state::{HeState, Row};
 use crate::common::connect::{block_on, BusyRetry, Channel, Limits, ServerAddr};
-use crate::common::{same_key_format, state_dir};
-use crate::{Error, Match, Progress};
+use crate::common::{advance, check_cancelled, same_key_format, state_dir};
+use crate::{Error, Match, NoProgress, Progress};
 
 /// Rows per batch while reading a CSV file.
 const READ_BATCH: usize = 1 << 16;
@@ -44,18 +44,20 @@ pub fn load_params(path: &Path) -> Result<PsiParams, Error> {
     })
 }
 
-/// Every labeled item of a CSV file, with the reader's counters.
+/// Every labeled item of a CSV file, with the reader's counters; stops
+/// when `progress` asks it to (see [`build`]).
 pub fn read_labeled(
     path: &Path,
     spec: &KeySpec,
     progress: &dyn Progress,
 ) -> Result<(Vec<LabeledItem>, ReadStats), Error> {
     progress.stage("reading", None);
+    check_cancelled(progress)?;
     let mut reader = KeyReader::open(path, spec)?;
     let (mut all, mut batch) = (Vec::new(), Vec::new());
     while reader.next_labeled_batch(READ_BATCH, &mut batch)? > 0 {
         all.append(&mut batch);
-        progress.advance(all.len() as u64);
+        advance(progress, all.len() as u64)?;
     }
     Ok((all, reader.stats()))
 }
@@ -74,7 +76,9 @@ fn check_labels(items: &[LabeledItem], path: &Path, max: usize) -> Result<(), Er
     }
 }
 
-/// Inserts rows (the OPRF is the long part), reporting progress.
+/// Inserts rows (the OPRF is the long part), reporting progress; stops
+/// after any OPRF batch when `progress` asks it to, leaving `state` as it
+/// was (the rows go in only once every output is computed).
 pub fn insert_rows(
     state: &mut HeState,
     items: Vec<LabeledItem>,
@@ -89,11 +93,13 @@ pub fn insert_rows(
         .collect();
     let total = rows.len();
     progress.stage("OPRF", Some(total as u64));
+    check_cancelled(progress)?;
     state.insert(&rows, &mut |done| {
-        progress.advance(done as u64);
+        advance(progress, done as u64)?;
         if done == total {
             progress.stage("filling bin bundles", None);
         }
+        Ok(())
     })
 }
 
@@ -129,7 +135,9 @@ pub struct BuildReport {
 /// Builds a database (and its OPRF key) from the CSV file `csv` read with
 /// `spec` (whose label columns give the labels) and saves it in `dir`. The
 /// directory is cleared only once the new database is built, so a failed
-/// build leaves the old state alone.
+/// or cancelled build leaves the old state alone: `progress` is asked
+/// whether to stop at every report of the reading and the OPRF, and once
+/// more before the directory is touched.
 pub fn build(
     csv: &Path,
     spec: &KeySpec,
@@ -162,6 +170,7 @@ pub fn build(
     state.set_key_format(spec.key_format())?;
     let stats = insert_rows(&mut state, items, progress)?;
     let build_time = t.elapsed();
+    check_cancelled(progress)?;
     // The old key must go too, since saving keeps a key already there.
     if clear {
         state_dir::clear(dir)?;
@@ -227,9 +236,11 @@ pub fn build_sharded(
     let router = HeState::create(params.clone(), max_label, false)?;
     progress.stage("OPRF", Some(items.len() as u64));
     let keys = items.iter().map(|i| i.key.as_slice());
-    let outputs = router.evaluate(keys, &mut |done| progress.advance(done as u64))?;
+    let outputs = router.evaluate(keys, &mut |done| advance(progress, done as u64))?;
     let mut manifest = Manifest::new(router.db_id(), &params, max_label, spec.key_format());
     let mut duplicates = 0;
+    // The last point to stop at: from here the directory is rewritten.
+    check_cancelled(progress)?;
     if !fresh {
         state_dir::clear(dir)?;
     }
@@ -322,11 +333,14 @@ pub fn update_sharded(
     };
     progress.stage("OPRF", Some((removed.len() + added.len()) as u64));
     let keys = removed.iter().chain(&added).map(|i| i.key.as_slice());
-    let outputs = router.evaluate(keys, &mut |done| progress.advance(done as u64))?;
+    let outputs = router.evaluate(keys, &mut |done| advance(progress, done as u64))?;
     let (gone, new) = outputs.split_at(removed.len());
     let shards = manifest.shards();
     let epoch = manifest.epoch + 1;
     let mut stats = UpdateStats::default();
+    // The last point to stop at: a stop between shards would leave them at
+    // two epochs on disk.
+    check_cancelled(progress)?;
     for index in 0..shards {
         progress.stage(&format!("shard {index} of {shards}"), None);
         let shard_dir = dir.join(format!("shard-{index}"));
@@ -398,7 +412,8 @@ pub struct UpdateReport {
 /// `add`, and saves the database in `dir`; running servers reload it.
 /// `spec`'s label columns must be given exactly when the database is
 /// labeled and rows are added. Updates of one directory never interleave:
-/// a second one is refused while the first runs.
+/// a second one is refused while the first runs. A cancelled update (see
+/// [`build`]) leaves the saved database as it was.
 pub fn update(
     dir: &Path,
     spec: &KeySpec,
@@ -423,6 +438,7 @@ pub fn update(
         key_spec.label_columns.clear();
         let (items, _) = read_labeled(path, &key_spec, progress)?;
         let keys: Vec<Vec<u8>> = items.into_iter().map(|i| i.key).collect();
+        progress.stage("removing", None);
         removed = Some(state.remove(&keys)?);
     }
     let mut added = None;
@@ -431,6 +447,7 @@ pub fn update(
         check_labels(&items, path, max_label)?;
         added = Some((insert_rows(&mut state, items, progress)?, read));
     }
+    check_cancelled(progress)?;
     state.save(dir)?;
     Ok(UpdateReport {
         state,
@@ -498,15 +515,17 @@ pub struct QueryOptions {
 }
 
 /// Fetches the parameters, makes fresh keys and queries `keys` (see
-/// [`QueryOptions`]).
+/// [`QueryOptions`]); `progress` is told both as stages.
 pub async fn query(
     ch: &mut Channel,
     keys: &[Vec<u8>],
     options: &QueryOptions,
+    progress: &dyn Progress,
 ) -> Result<Session, Error> {
     let t = Instant::now();
+    progress.stage("parameters and keys", None);
     let client = HeClient::connect(ch).await?;
-    query_with(ch, &client, keys, options, t.elapsed()).await
+    query_with(ch, &client, keys, options, t.elapsed(), progress).await
 }
 
 /// Queries `keys` with `client`'s parameters and keys (refusing a database
@@ -518,9 +537,11 @@ async fn query_with(
     keys: &[Vec<u8>],
     options: &QueryOptions,
     setup: Duration,
+    progress: &dyn Progress,
 ) -> Result<Session, Error> {
     same_key_format(client.key_format(), &options.key_format, "this client")?;
     let queried = padded(keys, options.pad_to)?;
+    progress.stage("query", None);
     let mut outcome = client.query(ch, &queried).await?;
     // A dummy can only match by a false positive; it is no item of ours.
     outcome.matches.retain(|m| m.index < keys.len());
@@ -564,11 +585,12 @@ impl Client {
         &mut self,
         keys: &[Vec<u8>],
         options: &QueryOptions,
+        progress: &dyn Progress,
     ) -> Result<Session, Error> {
         let mut retry = BusyRetry::default();
         let mut refreshed = false;
         loop {
-            let result = self.query_once(keys, options).await;
+            let result = self.query_once(keys, options, progress).await;
             if result.as_ref().is_err_and(Error::is_stale) && !refreshed {
                 self.keys = None;
                 refreshed = true;
@@ -584,16 +606,18 @@ impl Client {
         &mut self,
         keys: &[Vec<u8>],
         options: &QueryOptions,
+        progress: &dyn Progress,
     ) -> Result<Session, Error> {
         let mut ch = self.server.connect().await?;
         let (client, setup) = match self.keys.take() {
             Some(client) => (client, Duration::ZERO),
             None => {
+                progress.stage("parameters and keys", None);
                 let t = Instant::now();
                 (HeClient::connect(&mut ch).await?, t.elapsed())
             }
         };
-        let result = query_with(&mut ch, &client, keys, options, setup).await;
+        let result = query_with(&mut ch, &client, keys, options, setup, progress).await;
         self.keys = Some(client);
         result
     }
@@ -605,12 +629,13 @@ pub fn query_blocking(
     server: &ServerAddr,
     keys: &[Vec<u8>],
     options: &QueryOptions,
+    progress: &dyn Progress,
 ) -> Result<Session, Error> {
     block_on(async {
         let mut retry = BusyRetry::default();
         loop {
             let result = match server.connect().await {
-                Ok(mut ch) => query(&mut ch, keys, options).await,
+                Ok(mut ch) => query(&mut ch, keys, options, progress).await,
                 Err(e) => Err(e),
             };
             if !retry.again(&result).await {
@@ -631,7 +656,7 @@ pub fn query_stepper(
     limits: Limits,
 ) -> Stepper<Result<Session, Error>> {
     Stepper::new(limits, move |mut ch| async move {
-        query(&mut ch, &keys, &options).await
+        query(&mut ch, &keys, &options, &NoProgress).await
     })
 }
 

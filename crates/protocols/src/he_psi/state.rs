@@ -31,8 +31,9 @@ pub(crate) const LAYOUT: crate::common::state_dir::Layout = crate::common::state
     before: &[KEY_FILE],
 };
 /// Items per OPRF batch: enough to keep both cores busy between progress
-/// reports.
-const OPRF_BATCH: usize = 1 << 15;
+/// reports (the OPRF's chunks are at most 256 items), few enough that a
+/// cancelled build stops within a fraction of a second.
+const OPRF_BATCH: usize = 1 << 13;
 
 /// One row to insert: the item's key bytes and its label.
 pub struct Row {
@@ -202,11 +203,12 @@ impl HeState {
     }
 
     /// Inserts rows, or gives present items their new label. `progress` is
-    /// called with the rows evaluated so far.
+    /// called with the rows evaluated so far; an error it returns ends the
+    /// insertion before the database changes.
     pub fn insert(
         &mut self,
         rows: &[Row],
-        progress: &mut dyn FnMut(usize),
+        progress: &mut dyn FnMut(usize) -> Result<(), Error>,
     ) -> Result<UpdateStats, Error> {
         let outputs = self.evaluate(rows.iter().map(|r| r.key.as_slice()), progress)?;
         let labels: Vec<&[u8]> = rows.iter().map(|r| r.label.as_slice()).collect();
@@ -239,7 +241,7 @@ impl HeState {
     }
 
     pub fn remove(&mut self, keys: &[Vec<u8>]) -> Result<UpdateStats, Error> {
-        let outputs = self.evaluate(keys.iter().map(Vec::as_slice), &mut |_| {})?;
+        let outputs = self.evaluate(keys.iter().map(Vec::as_slice), &mut |_| Ok(()))?;
         self.remove_evaluated(&outputs)
     }
 
@@ -261,18 +263,19 @@ impl HeState {
     }
 
     /// The OPRF outputs of `keys`, in batches over both cores; `progress`
-    /// is called with the number done after each batch.
+    /// is called with the number done after each batch, and an error it
+    /// returns (a cancelled job) ends the evaluation.
     pub fn evaluate<'a>(
         &self,
         keys: impl Iterator<Item = &'a [u8]>,
-        progress: &mut dyn FnMut(usize),
+        progress: &mut dyn FnMut(usize) -> Result<(), Error>,
     ) -> Result<Vec<Output>, Error> {
         let keys: Vec<&[u8]> = keys.collect();
         let key = self.key()?;
         let mut outputs = Vec::with_capacity(keys.len());
         for chunk in keys.chunks(OPRF_BATCH) {
             outputs.extend(key.evaluate_batch(chunk)?);
-            progress(outputs.len());
+            progress(outputs.len())?;
         }
         Ok(outputs)
     }

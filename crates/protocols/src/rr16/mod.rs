@@ -61,6 +61,13 @@ use psikit_ot::{ExtConfig, Security};
 
 use crate::Error;
 
+/// The run's stages as both roles tell their `Progress`: the session (the
+/// hello, coin toss, base OTs and hashing), the OT extension (one step per
+/// chunk), the summary values.
+const STAGE_SESSION: &str = "base OTs";
+const STAGE_EXTENSION: &str = "OT extension";
+const STAGE_SUMMARIES: &str = "comparing summaries";
+
 /// Protocol id of RR16's own messages.
 pub const PROTOCOL_ID: u8 = messages::PROTOCOL_ID;
 

@@ -15,9 +15,9 @@ use super::params::Rr16Params;
 use super::sender::abort;
 use super::session::{explained, fold, open, timed, Opened, OtSet, Phases};
 use super::shuffle::Shuffle;
-use super::Rr16Config;
+use super::{Rr16Config, STAGE_EXTENSION, STAGE_SESSION, STAGE_SUMMARIES};
 use crate::common::summaries::Summary;
-use crate::Error;
+use crate::{Error, Progress};
 
 /// What the receiver learned and what it cost.
 #[derive(Debug, Clone)]
@@ -30,13 +30,15 @@ pub struct ReceiverOutcome {
     pub bytes_received: u64,
 }
 
-/// Runs RR16 as the receiver on `items` (distinct byte strings).
+/// Runs RR16 as the receiver on `items` (distinct byte strings), telling
+/// `progress` its phases (the OT extension chunk by chunk).
 pub async fn run_receiver(
     ch: &mut Channel,
     items: &[Vec<u8>],
     cfg: &Rr16Config,
+    progress: &dyn Progress,
 ) -> Result<ReceiverOutcome, Error> {
-    receive(ch, items, cfg, &Behaviour::default()).await
+    receive(ch, items, cfg, &Behaviour::default(), progress).await
 }
 
 /// Deviations from the protocol, used by tests to check that the sender
@@ -56,8 +58,9 @@ pub(super) async fn receive(
     items: &[Vec<u8>],
     cfg: &Rr16Config,
     behaviour: &Behaviour,
+    progress: &dyn Progress,
 ) -> Result<ReceiverOutcome, Error> {
-    let out = receive_steps(ch, items, cfg, behaviour).await;
+    let out = receive_steps(ch, items, cfg, behaviour, progress).await;
     explained(ch, out).await
 }
 
@@ -66,7 +69,9 @@ async fn receive_steps(
     items: &[Vec<u8>],
     cfg: &Rr16Config,
     behaviour: &Behaviour,
+    progress: &dyn Progress,
 ) -> Result<ReceiverOutcome, Error> {
+    progress.stage(STAGE_SESSION, None);
     let Opened {
         session,
         mut ot,
@@ -90,6 +95,7 @@ async fn receive_steps(
     // this chunk's matrix is out: folded before, the sender (folding too)
     // would not read the matrix and our sends would stall.
     let mut unfolded: Option<(ReceiverOts, &[u64])> = None;
+    progress.stage(STAGE_EXTENSION, Some(buckets.len() as u64));
     for (chunk, bucket) in buckets.iter().enumerate() {
         segment_bits(bucket, p.bf_per_chunk, &mut segment);
         let t = Instant::now();
@@ -149,8 +155,10 @@ async fn receive_steps(
             upcoming = Some(draw(spent.take()));
             phases.offline += t.elapsed();
         }
+        progress.advance(chunk as u64 + 1);
     }
 
+    progress.stage(STAGE_SUMMARIES, None);
     let t = Instant::now();
     if let Some((ots, bucket)) = unfolded {
         fold(&mut acc, bucket, &pi, |i, out| ots.messages_at(i, out));

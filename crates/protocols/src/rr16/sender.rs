@@ -13,10 +13,10 @@ use subtle::ConstantTimeEq;
 use super::messages::{self as msg, Challenge, Response, PROTOCOL_ID};
 use super::params::Rr16Params;
 use super::session::{explained, fold, open, timed, Opened, OtSet, Phases};
-use super::Rr16Config;
+use super::{Rr16Config, STAGE_EXTENSION, STAGE_SESSION, STAGE_SUMMARIES};
 use crate::common::summaries::Summary;
 use crate::common::two_party;
-use crate::Error;
+use crate::{Error, Progress};
 
 /// What the sender learned and what it cost.
 #[derive(Debug, Clone)]
@@ -35,13 +35,15 @@ pub(super) async fn abort(ch: &mut Channel, why: impl Into<String>) -> Error {
     two_party::abort(ch, PROTOCOL_ID, why).await
 }
 
-/// Runs RR16 as the sender on `items` (distinct byte strings).
+/// Runs RR16 as the sender on `items` (distinct byte strings), telling
+/// `progress` its phases (the OT extension chunk by chunk).
 pub async fn run_sender(
     ch: &mut Channel,
     items: &[Vec<u8>],
     cfg: &Rr16Config,
+    progress: &dyn Progress,
 ) -> Result<SenderOutcome, Error> {
-    let out = send_steps(ch, items, cfg).await;
+    let out = send_steps(ch, items, cfg, progress).await;
     explained(ch, out).await
 }
 
@@ -49,7 +51,9 @@ async fn send_steps(
     ch: &mut Channel,
     items: &[Vec<u8>],
     cfg: &Rr16Config,
+    progress: &dyn Progress,
 ) -> Result<SenderOutcome, Error> {
+    progress.stage(STAGE_SESSION, None);
     let Opened {
         session,
         mut ot,
@@ -71,6 +75,7 @@ async fn send_steps(
     let fold_chunk = |acc: &mut [u128], (ots, pi, bucket): (SenderOts, Vec<u32>, &[u64])| {
         timed(|| fold(acc, bucket, &pi, |i, out| ots.messages_at(i, true, out)))
     };
+    progress.stage(STAGE_EXTENSION, Some(buckets.len() as u64));
     for (chunk, bucket) in buckets.iter().enumerate() {
         let t = Instant::now();
         let challenge = upcoming.take();
@@ -116,8 +121,10 @@ async fn send_steps(
         };
         unfolded = Some((ots, pi, bucket));
         phases.online += t.elapsed();
+        progress.advance(chunk as u64 + 1);
     }
 
+    progress.stage(STAGE_SUMMARIES, None);
     let t = Instant::now();
     if let Some(last) = unfolded {
         fold_chunk(&mut acc, last);

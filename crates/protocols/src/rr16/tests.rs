@@ -10,6 +10,7 @@ use super::receiver::{receive, Behaviour};
 use super::session::establish;
 use super::*;
 use crate::common::two_party::testing::{sets, step_pair};
+use crate::NoProgress;
 
 fn limits() -> Limits {
     Limits {
@@ -27,8 +28,9 @@ async fn run_pair(
 ) -> (Result<SenderOutcome, Error>, Result<ReceiverOutcome, Error>) {
     let (mut a, mut b) = Channel::memory_pair(limits());
     let cfg2 = cfg.clone();
-    let sender = tokio::spawn(async move { run_sender(&mut a, &sender_items, &cfg2).await });
-    let receiver = receive(&mut b, &receiver_items, &cfg, &behaviour).await;
+    let sender =
+        tokio::spawn(async move { run_sender(&mut a, &sender_items, &cfg2, &NoProgress).await });
+    let receiver = receive(&mut b, &receiver_items, &cfg, &behaviour, &NoProgress).await;
     drop(b);
     (sender.await.expect("sender task"), receiver)
 }
@@ -99,11 +101,10 @@ async fn semi_honest_mode_matches_plaintext_intersection() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mismatched_modes_are_refused() {
     let (mut a, mut b) = Channel::memory_pair(limits());
-    let sender =
-        tokio::spawn(
-            async move { run_sender(&mut a, &[b"x".to_vec()], &small_chunks(true)).await },
-        );
-    let err = run_receiver(&mut b, &[b"x".to_vec()], &small_chunks(false))
+    let sender = tokio::spawn(async move {
+        run_sender(&mut a, &[b"x".to_vec()], &small_chunks(true), &NoProgress).await
+    });
+    let err = run_receiver(&mut b, &[b"x".to_vec()], &small_chunks(false), &NoProgress)
         .await
         .unwrap_err();
     assert!(err.to_string().contains("semi-honest"), "{err}");
@@ -190,7 +191,7 @@ async fn malformed_summaries(summaries: Vec<u8>) -> Error {
         let _ = a.recv_or_eof().await;
         Ok::<_, Error>(())
     });
-    let err = run_receiver(&mut b, &[b"a".to_vec(), b"b".to_vec()], &cfg)
+    let err = run_receiver(&mut b, &[b"a".to_vec(), b"b".to_vec()], &cfg, &NoProgress)
         .await
         .unwrap_err();
     drop(b);

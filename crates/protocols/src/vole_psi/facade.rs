@@ -6,7 +6,7 @@ use psikit_transport::Channel;
 
 use super::{run_receiver, run_sender, ReceiverOutcome, SenderOutcome, VoleConfig};
 use crate::common::two_party::TwoParty;
-use crate::Error;
+use crate::{Error, Progress};
 
 /// VOLE-PSI as a two-party protocol.
 pub struct VolePsi;
@@ -20,15 +20,17 @@ impl TwoParty for VolePsi {
         ch: &mut Channel,
         keys: &[Vec<u8>],
         config: &VoleConfig,
+        progress: &dyn Progress,
     ) -> Result<SenderOutcome, Error> {
-        run_sender(ch, keys, config).await
+        run_sender(ch, keys, config, progress).await
     }
 
     async fn run_receiver(
         ch: &mut Channel,
         keys: &[Vec<u8>],
         config: &VoleConfig,
+        progress: &dyn Progress,
     ) -> Result<ReceiverOutcome, Error> {
-        run_receiver(ch, keys, config).await
+        run_receiver(ch, keys, config, progress).await
     }
 }

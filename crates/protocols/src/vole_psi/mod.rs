@@ -78,6 +78,12 @@ use crate::common::summaries::{summary_len, Exchange};
 use crate::common::two_party::{Mode, Terms};
 use crate::Error;
 
+/// The run's stages as both roles tell their `Progress`: the silent VOLE,
+/// the OKVS (the receiver encodes, both decode), the summary values.
+const STAGE_VOLE: &str = "silent VOLE";
+const STAGE_OKVS: &str = "OKVS";
+const STAGE_SUMMARIES: &str = "comparing summaries";
+
 /// Protocol id of VOLE-PSI's own messages.
 pub const PROTOCOL_ID: u8 = messages::PROTOCOL_ID;
 

@@ -12,8 +12,9 @@ use rayon::prelude::*;
 
 use super::messages::{self as msg, Commitment, OkvsSeed, ReceiverOffset, SenderOffset};
 use super::{exchange, oprf, session_id, Phases, VoleConfig};
+use super::{STAGE_OKVS, STAGE_SUMMARIES, STAGE_VOLE};
 use crate::common::two_party::{abort, hello};
-use crate::Error;
+use crate::{Error, Progress};
 
 /// What the receiver learned and what it cost.
 #[derive(Debug, Clone)]
@@ -25,7 +26,8 @@ pub struct ReceiverOutcome {
     pub bytes_received: u64,
 }
 
-/// Runs VOLE-PSI as the receiver on `items` (distinct byte strings).
+/// Runs VOLE-PSI as the receiver on `items` (distinct byte strings),
+/// telling `progress` its phases.
 ///
 /// The order lets each party compute while the other does: the VOLE's
 /// base correlations come first, then the receiver hashes its items while
@@ -35,6 +37,7 @@ pub async fn run_receiver(
     ch: &mut Channel,
     items: &[Vec<u8>],
     cfg: &VoleConfig,
+    progress: &dyn Progress,
 ) -> Result<ReceiverOutcome, Error> {
     cfg.check()?;
     let (sent0, recv0) = (ch.bytes_sent(), ch.bytes_received());
@@ -52,6 +55,7 @@ pub async fn run_receiver(
     let okvs = Okvs::new(OkvsParams::new(items.len())?, seed);
     let m = okvs.params().table_len();
 
+    progress.stage(STAGE_VOLE, None);
     let t = Instant::now();
     let sid = session_id(&okvs.seed(), n_s, n_r);
     let mut vole =
@@ -62,6 +66,7 @@ pub async fn run_receiver(
     let t = Instant::now();
     pending.receive_trees(ch).await?;
     phases.vole += t.elapsed();
+    progress.stage(STAGE_OKVS, None);
     let e = Instant::now();
     let table = encode(&okvs, &keys)?;
     phases.okvs_encode = e.elapsed();
@@ -100,6 +105,7 @@ pub async fn run_receiver(
         }
         None => decoded,
     };
+    progress.stage(STAGE_SUMMARIES, None);
     let x = exchange(n_s, n_r);
     let mine = oprf::summaries(outputs, x.len);
     let matches = x.receive(ch, &mine, n_s, cfg.reveal_to_sender).await?;

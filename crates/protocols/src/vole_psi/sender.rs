@@ -13,8 +13,9 @@ use rayon::prelude::*;
 
 use super::messages::{self as msg, Commitment, OkvsSeed, ReceiverOffset, SenderOffset};
 use super::{exchange, oprf, session_id, Phases, VoleConfig};
+use super::{STAGE_OKVS, STAGE_SUMMARIES, STAGE_VOLE};
 use crate::common::two_party::hello;
-use crate::Error;
+use crate::{Error, Progress};
 
 /// Blocks per parallel task of the field products.
 const CHUNK: usize = 1 << 14;
@@ -30,11 +31,13 @@ pub struct SenderOutcome {
     pub bytes_received: u64,
 }
 
-/// Runs VOLE-PSI as the sender on `items` (distinct byte strings).
+/// Runs VOLE-PSI as the sender on `items` (distinct byte strings),
+/// telling `progress` its phases.
 pub async fn run_sender(
     ch: &mut Channel,
     items: &[Vec<u8>],
     cfg: &VoleConfig,
+    progress: &dyn Progress,
 ) -> Result<SenderOutcome, Error> {
     cfg.check()?;
     let (sent0, recv0) = (ch.bytes_sent(), ch.bytes_received());
@@ -51,6 +54,7 @@ pub async fn run_sender(
     let okvs = Okvs::new(params, seed);
     let m = okvs.params().table_len();
 
+    progress.stage(STAGE_VOLE, None);
     let t = Instant::now();
     let sid = session_id(&seed, n_s, n_r);
     let mut vole =
@@ -60,6 +64,7 @@ pub async fn run_sender(
     phases.vole += t.elapsed();
     phases.vole_len = m;
     phases.vole_bytes = ch.bytes_sent() - sent0 + ch.bytes_received() - recv0;
+    progress.stage(STAGE_OKVS, None);
     // Done while the receiver encodes its OKVS.
     let keys = oprf::item_keys(items);
     let hashed = oprf::okvs_values(&keys);
@@ -98,6 +103,7 @@ pub async fn run_sender(
         Some(w) => oprf::bind(decoded, w, &keys),
         None => decoded,
     };
+    progress.stage(STAGE_SUMMARIES, None);
     let x = exchange(n_s, n_r);
     let values = oprf::summaries(outputs, x.len);
     let revealed = x.send(ch, &values, cfg.reveal_to_sender).await?;

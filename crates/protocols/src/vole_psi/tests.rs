@@ -9,6 +9,7 @@ use crate::common::two_party::{
     self,
     testing::{sets, step_pair},
 };
+use crate::NoProgress;
 
 async fn run_pair(
     sender_items: Vec<Vec<u8>>,
@@ -17,8 +18,9 @@ async fn run_pair(
 ) -> (Result<SenderOutcome, Error>, Result<ReceiverOutcome, Error>) {
     let (mut a, mut b) = Channel::memory_pair(Limits::default());
     let cfg2 = cfg.clone();
-    let sender = tokio::spawn(async move { run_sender(&mut a, &sender_items, &cfg2).await });
-    let receiver = run_receiver(&mut b, &receiver_items, &cfg).await;
+    let sender =
+        tokio::spawn(async move { run_sender(&mut a, &sender_items, &cfg2, &NoProgress).await });
+    let receiver = run_receiver(&mut b, &receiver_items, &cfg, &NoProgress).await;
     drop(b);
     (sender.await.expect("sender task"), receiver)
 }
@@ -92,8 +94,8 @@ async fn mismatched_security_settings_are_refused_by_both() {
         ..VoleConfig::default()
     };
     let (mut a, mut b) = Channel::memory_pair(Limits::default());
-    let sender = tokio::spawn(async move { run_sender(&mut a, &s, &malicious).await });
-    let receiver = run_receiver(&mut b, &r, &VoleConfig::default()).await;
+    let sender = tokio::spawn(async move { run_sender(&mut a, &s, &malicious, &NoProgress).await });
+    let receiver = run_receiver(&mut b, &r, &VoleConfig::default(), &NoProgress).await;
     for err in [receiver.err(), sender.await.expect("task").err()] {
         let text = err.expect("refused").to_string();
         assert!(text.contains("malicious"), "{text}");
@@ -145,7 +147,9 @@ async fn a_sender_that_opens_another_offset_is_caught() {
             .expect("opening");
         a.recv().await
     });
-    let err = run_receiver(&mut b, &r, &cfg).await.expect_err("caught");
+    let err = run_receiver(&mut b, &r, &cfg, &NoProgress)
+        .await
+        .expect_err("caught");
     assert!(
         matches!(&err, Error::Aborted(why) if why.contains("commitment")),
         "{err}"
@@ -163,8 +167,8 @@ async fn mismatched_reveal_settings_are_refused_by_both() {
         ..VoleConfig::default()
     };
     let (mut a, mut b) = Channel::memory_pair(Limits::default());
-    let sender = tokio::spawn(async move { run_sender(&mut a, &s, &reveal).await });
-    let receiver = run_receiver(&mut b, &r, &VoleConfig::default()).await;
+    let sender = tokio::spawn(async move { run_sender(&mut a, &s, &reveal, &NoProgress).await });
+    let receiver = run_receiver(&mut b, &r, &VoleConfig::default(), &NoProgress).await;
     for err in [receiver.err(), sender.await.expect("task").err()] {
         let text = err.expect("refused").to_string();
         assert!(text.contains("revealed"), "{text}");
@@ -187,7 +191,10 @@ async fn an_oversized_peer_set_is_refused_before_any_work() {
 async fn a_receiver_that_stops_after_its_seed_is_an_error_not_a_panic() {
     let (s, _, _) = sets(5, 100, 100, 0);
     let (mut a, mut b) = Channel::memory_pair(Limits::default());
-    let sender = tokio::spawn(async move { run_sender(&mut a, &s, &VoleConfig::default()).await });
+    let sender =
+        tokio::spawn(
+            async move { run_sender(&mut a, &s, &VoleConfig::default(), &NoProgress).await },
+        );
     let cfg = VoleConfig::default();
     two_party::hello::<{ messages::PROTOCOL_ID }>(&mut b, &cfg.terms(100))
         .await
@@ -240,11 +247,12 @@ async fn differently_encoded_keys_are_refused_with_both_formats_named() {
     };
     let (mut a, mut b) = Channel::memory_pair(Limits::default());
     let cfg = format("psikit-key-v1;columns=1;normalize=trim,lower");
-    let sender = tokio::spawn(async move { run_sender(&mut a, &s, &cfg).await });
+    let sender = tokio::spawn(async move { run_sender(&mut a, &s, &cfg, &NoProgress).await });
     let receiver = run_receiver(
         &mut b,
         &r,
         &format("psikit-key-v1;columns=1;normalize=trim"),
+        &NoProgress,
     )
     .await;
     for err in [receiver.err(), sender.await.expect("task").err()] {
@@ -267,8 +275,9 @@ async fn a_masked_table_of_the_wrong_size_is_refused() {
     for oversized in [true, false] {
         let (s, _, _) = sets(7, 200, 200, 0);
         let (mut a, mut b) = Channel::memory_pair(Limits::default());
-        let sender =
-            tokio::spawn(async move { run_sender(&mut a, &s, &VoleConfig::default()).await });
+        let sender = tokio::spawn(async move {
+            run_sender(&mut a, &s, &VoleConfig::default(), &NoProgress).await
+        });
         let (n_r, seed) = (150u64, [3u8; 16]);
         let security = psikit_ot::Security::SemiHonest;
         let n_s = two_party::hello::<{ messages::PROTOCOL_ID }>(

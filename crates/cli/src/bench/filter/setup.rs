@@ -17,7 +17,7 @@ use crate::bench::harness::{item, median_of, Metrics};
 /// Load factor at which the issue states the space target.
 const FORMULA_LOAD: f64 = 0.95;
 /// Items per OPRF batch during setup, as `tags_from_reader` does.
-const SETUP_BATCH: usize = 1 << 16;
+const SETUP_BATCH: usize = 1 << 13;
 /// OPRF throughput sample of workers that reuse cached tags.
 const OPRF_SAMPLE: u64 = 1 << 18;
 /// A worker that can reuse cached tags samples the OPRF when its full run
