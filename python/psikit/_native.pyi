@@ -86,6 +86,8 @@ class Server:
         filter_state: Optional[str] = None,
         he_state: Optional[str] = None,
         he_cache: bool = True,
+        he_router: Optional[str] = None,
+        he_shards: Sequence[str] = ...,
         max_connections: Optional[int] = None,
         max_query_items: Optional[int] = None,
         he_concurrent_queries: Optional[int] = None,
@@ -242,6 +244,7 @@ def he_build_db(
     fpp_bits: int = 40,
     force: bool = False,
     progress: Optional[Progress] = None,
+    shards: Optional[int] = None,
 ) -> Dict[str, Any]: ...
 def he_update_db(
     state: str,

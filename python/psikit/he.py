@@ -48,6 +48,7 @@ def build_db(
     has_header: bool = True,
     delimiter: str = ",",
     progress: Optional[Progress] = None,
+    shards: Optional[int] = None,
 ) -> Dict[str, Any]:
     """Builds a database (and its OPRF key) in the directory ``state``.
 
@@ -62,6 +63,13 @@ def build_db(
     parameters"``, ``"OPRF"``, ``"filling bin bundles"``); Ctrl-C stops the
     build while it reads or evaluates the OPRF (``KeyboardInterrupt``),
     leaving the directory as it was.
+
+    ``shards=N`` (a power of two) splits the database for several machines:
+    ``state/router`` (the OPRF key and the manifest) and ``state/shard-0``
+    .. ``shard-{N-1}``, each served by a :class:`psikit.Server`
+    (``he_state=``) and all reached through one router server
+    (``he_router=``, ``he_shards=[...]``); every query goes to every shard,
+    so clients see one database (see docs/he-psi.md, "Sharded databases").
 
     >>> psikit.he.build_db(df, "./he-srv", key="email", label=["name", "tier"])  # doctest: +SKIP
     {'items': 4096, 'max_label_bytes': 17, ...}
@@ -82,6 +90,7 @@ def build_db(
             fpp_bits,
             force,
             bar.callback,
+            shards,
         )
 
 
@@ -101,7 +110,9 @@ def update_db(
     ``add``; running servers reload the database. A labeled database takes
     labels with every addition (``label=`` columns, or a dict).
     ``progress`` and Ctrl-C as for :func:`build_db` (an interrupted update
-    changes nothing).
+    changes nothing). A database built with ``shards=`` is updated through
+    its router's key, every shard at the next epoch; routers switch to it
+    once every shard has it.
 
     >>> psikit.he.update_db("./he-srv", add={"new@x.org": "bronze"}, remove=["gone@x.org"])  # doctest: +SKIP
     """

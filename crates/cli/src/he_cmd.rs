@@ -175,6 +175,9 @@ pub struct BuildArgs {
 
 #[derive(Args)]
 pub struct UpdateArgs {
+    /// The state directory; for a database built with --shards, the
+    /// directory holding `router` and the shards (every shard is updated,
+    /// then the manifest, which routers switch on).
     #[arg(long)]
     pub state: PathBuf,
     /// CSV of items to add, or to give a new label if present.
@@ -426,6 +429,9 @@ pub fn print_state(state: &HeState, dir: &Path) -> Result<()> {
 }
 
 fn update(a: &UpdateArgs) -> Result<()> {
+    if facade::is_sharded(&a.state) {
+        return update_sharded(a);
+    }
     let done = {
         let bar = Bar::new();
         facade::update(
@@ -448,6 +454,36 @@ fn update(a: &UpdateArgs) -> Result<()> {
     }
     println!("updated in {}", report::secs(done.time));
     print_state(&done.state, &a.state)
+}
+
+/// `psikit he db update` of a database built with `--shards`.
+fn update_sharded(a: &UpdateArgs) -> Result<()> {
+    let done = {
+        let bar = Bar::new();
+        facade::update_sharded(
+            &a.state,
+            &a.columns.spec()?,
+            a.add.as_deref(),
+            a.remove.as_deref(),
+            &bar,
+        )?
+    };
+    let (s, m) = (&done.stats, &done.manifest);
+    println!(
+        "removed {} items ({} not found); added {} items, gave {} present items a new label \
+         ({} duplicate rows)",
+        s.removed, s.missing, s.inserted, s.relabelled, s.duplicates
+    );
+    println!(
+        "updated in {}: {} items in {} shards ({:?} each), epoch {}; routers switch to it on \
+         their next reload",
+        report::secs(done.time),
+        m.items.iter().sum::<u64>(),
+        m.shards(),
+        m.items,
+        m.epoch
+    );
+    Ok(())
 }
 
 fn info(a: &InfoArgs) -> Result<()> {

@@ -85,6 +85,40 @@ fn a_sharded_database_served_by_processes_answers_as_the_whole() {
     let router = serve(&args);
     assert_eq!(query(&router.addr, d.path()), want);
 
+    // An update through the router's OPRF: the router switches to it once
+    // every shard has it.
+    std::fs::write(
+        d.path().join("add.csv"),
+        "email,tier\nuser41@x.org,tier 9\n",
+    )
+    .expect("write");
+    std::fs::write(d.path().join("remove.csv"), "email\nuser0@x.org\n").expect("write");
+    let out = run_ok(
+        psikit()
+            .args(["he", "db", "update", "--key", "email", "--label", "tier"])
+            .arg("--state")
+            .arg(&sharded)
+            .arg("--add")
+            .arg(d.path().join("add.csv"))
+            .arg("--remove")
+            .arg(d.path().join("remove.csv")),
+    );
+    assert!(out.contains("epoch 1"), "{out}");
+    let mut updated = want.clone();
+    updated.retain(|l| l != "user0@x.org,tier 0");
+    for l in updated.iter_mut().filter(|l| l.starts_with("user41@")) {
+        *l = "user41@x.org,tier 9".into();
+    }
+    let mut got = query(&router.addr, d.path());
+    for _ in 0..100 {
+        if got == updated {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        got = query(&router.addr, d.path());
+    }
+    assert_eq!(got, updated);
+
     // A shard asked directly refuses to evaluate the OPRF: it has no key.
     let err = psikit()
         .args(["he", "query", "--server", &shards[0].addr, "--key", "email"])

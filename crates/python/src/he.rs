@@ -3,11 +3,12 @@
 //! (`he_psi::facade::query_blocking`), as `psikit he db build|update` and
 //! `psikit he query` do them.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use psikit_protocols::common::connect::BusyRetry;
 use psikit_protocols::he_psi::facade::{self, BuildOptions, Session};
 use psikit_protocols::he_psi::select::{Goal, SelectionInput};
+use psikit_protocols::he_psi::shard::Manifest;
 use psikit_protocols::he_psi::HeState;
 use psikit_protocols::Error;
 use pyo3::prelude::*;
@@ -26,11 +27,28 @@ fn state_dict<'py>(py: Python<'py>, state: &HeState) -> PyResult<Bound<'py, PyDi
     Ok(d)
 }
 
+/// The path of a source's file ([`Source::file`]), if there is a source.
+fn path_of<T>(file: &Option<(PathBuf, T)>) -> Option<&Path> {
+    file.as_ref().map(|(p, _)| p.as_path())
+}
+
+/// What a sharded database's manifest says, for people.
+fn manifest_dict<'py>(py: Python<'py>, m: &Manifest) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("items", m.items.iter().sum::<u64>())?;
+    d.set_item("shards", m.shards())?;
+    d.set_item("items_per_shard", m.items.clone())?;
+    d.set_item("epoch", m.epoch)?;
+    d.set_item("max_label_bytes", m.max_label_bytes)?;
+    d.set_item("db_id", m.db_id.clone())?;
+    Ok(d)
+}
+
 /// Builds a database in `state` from `source`, whose label columns give
 /// the labels (see `psikit.he.build_db`).
 #[pyfunction]
 #[pyo3(signature = (source, state, params=None, max_label_bytes=None, capacity=None,
-    client_items=1024, goal="time", fpp_bits=40, force=false, progress=None))]
+    client_items=1024, goal="time", fpp_bits=40, force=false, progress=None, shards=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn he_build_db<'py>(
     py: Python<'py>,
@@ -44,6 +62,7 @@ pub fn he_build_db<'py>(
     fpp_bits: u32,
     force: bool,
     progress: Option<Py<PyAny>>,
+    shards: Option<u32>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let goal = match goal {
         "time" => Goal::Time,
@@ -62,16 +81,31 @@ pub fn he_build_db<'py>(
         max_fpp_log2: -f64::from(fpp_bits),
     };
     let reporter = progress::Reporter::new(progress);
-    let outcome = py.detach(|| -> Result<_, Error> {
-        let options = BuildOptions {
+    let options = || -> Result<_, Error> {
+        Ok(BuildOptions {
             params: params.as_deref().map(facade::load_params).transpose()?,
             max_label_bytes,
             capacity,
             workload,
             force,
-        };
+        })
+    };
+    if let Some(shards) = shards {
+        let outcome = py.detach(|| {
+            let (path, _guard) = source.file()?;
+            facade::build_sharded(&path, source.spec(), &state, shards, options()?, &reporter)
+        });
+        let done = reporter.finish(outcome)?;
+        let d = manifest_dict(py, &done.manifest)?;
+        d.set_item("rows_read", done.read.rows_read)?;
+        d.set_item("rows_skipped", done.read.rows_skipped)?;
+        d.set_item("duplicates", done.duplicates)?;
+        d.set_item("build_seconds", done.build_time.as_secs_f64())?;
+        return Ok(d);
+    }
+    let outcome = py.detach(|| {
         let (path, _guard) = source.file()?;
-        facade::build(&path, source.spec(), &state, options, &reporter)
+        facade::build(&path, source.spec(), &state, options()?, &reporter)
     });
     let done = reporter.finish(outcome)?;
     let d = state_dict(py, &done.state)?;
@@ -95,16 +129,30 @@ pub fn he_update_db<'py>(
 ) -> PyResult<Bound<'py, PyDict>> {
     let spec = Source::update_spec(add, remove)?;
     let reporter = progress::Reporter::new(progress);
-    let outcome = py.detach(|| -> Result<_, Error> {
-        let add = add.map(Source::file).transpose()?;
-        let remove = remove.map(Source::file).transpose()?;
-        facade::update(
-            &state,
-            &spec,
-            add.as_ref().map(|(p, _)| p.as_path()),
-            remove.as_ref().map(|(p, _)| p.as_path()),
-            &reporter,
-        )
+    let files = || -> Result<_, Error> {
+        Ok((
+            add.map(Source::file).transpose()?,
+            remove.map(Source::file).transpose()?,
+        ))
+    };
+    if facade::is_sharded(&state) {
+        let outcome = py.detach(|| {
+            let (add, remove) = files()?;
+            facade::update_sharded(&state, &spec, path_of(&add), path_of(&remove), &reporter)
+        });
+        let done = reporter.finish(outcome)?;
+        let d = manifest_dict(py, &done.manifest)?;
+        let s = &done.stats;
+        d.set_item("removed", s.removed)?;
+        d.set_item("not_found", s.missing)?;
+        d.set_item("added", s.inserted)?;
+        d.set_item("relabelled", s.relabelled)?;
+        d.set_item("duplicates", s.duplicates)?;
+        return Ok(d);
+    }
+    let outcome = py.detach(|| {
+        let (add, remove) = files()?;
+        facade::update(&state, &spec, path_of(&add), path_of(&remove), &reporter)
     });
     let done = reporter.finish(outcome)?;
     let d = state_dict(py, &done.state)?;

@@ -9,9 +9,9 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use psikit_protocols::common::connect::{runtime, Limits, Listener};
+use psikit_protocols::common::connect::{runtime, Limits, Listener, ServerAddr};
 use psikit_protocols::filter_psi::FilterService;
-use psikit_protocols::he_psi::HeService;
+use psikit_protocols::he_psi::{router::ShardRouter, HeService};
 use psikit_protocols::service::{QueryBudget, Router, ServerLimits};
 use psikit_protocols::Error;
 use pyo3::prelude::*;
@@ -51,6 +51,7 @@ pub struct Server {
 impl Server {
     #[new]
     #[pyo3(signature = (listen=Some("127.0.0.1:0"), filter_state=None, he_state=None, he_cache=true,
+        he_router=None, he_shards=Vec::new(),
         max_connections=None, max_query_items=None, he_concurrent_queries=None,
         reload_secs=2.0, timeout=60.0, max_message_mib=16, tls=None, query_budget=None,
         query_budget_window=86400.0))]
@@ -61,6 +62,8 @@ impl Server {
         filter_state: Option<PathBuf>,
         he_state: Option<PathBuf>,
         he_cache: bool,
+        he_router: Option<PathBuf>,
+        he_shards: Vec<String>,
         max_connections: Option<usize>,
         max_query_items: Option<u32>,
         he_concurrent_queries: Option<usize>,
@@ -109,9 +112,23 @@ impl Server {
                 if let Some(dir) = &he_state {
                     router.register(Arc::new(HeService::open(dir, he_cache, limits)?))?;
                 }
+                if let Some(dir) = &he_router {
+                    let shards = (he_shards.iter())
+                        .map(|addr| ServerAddr {
+                            addr: addr.clone(),
+                            tls: None,
+                            limits: net_limits,
+                        })
+                        .collect();
+                    router.register(Arc::new(ShardRouter::open(dir, shards, limits)?))?;
+                } else if !he_shards.is_empty() {
+                    return Err(Error::Config("he_shards= goes with he_router=DIR".into()));
+                }
                 if router.services().is_empty() {
                     return Err(Error::Config(
-                        "nothing to serve: give filter_state=DIR and/or he_state=DIR".into(),
+                        "nothing to serve: give filter_state=DIR and/or he_state=DIR (or \
+                         he_router=DIR with he_shards=[...])"
+                            .into(),
                     ));
                 }
                 let services = router

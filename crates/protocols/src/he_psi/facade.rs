@@ -274,6 +274,12 @@ pub fn build_sharded(
     })
 }
 
+/// Whether `dir` holds a database built by [`build_sharded`] (then
+/// [`update_sharded`] updates it, not [`update`]).
+pub fn is_sharded(dir: &Path) -> bool {
+    Manifest::path(&dir.join("router")).exists()
+}
+
 /// What [`update_sharded`] did.
 pub struct ShardedUpdateReport {
     /// The new manifest (its epoch is one more than before).
