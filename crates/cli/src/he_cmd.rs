@@ -10,6 +10,7 @@ use psikit_protocols::common::connect::ServerAddr;
 use psikit_protocols::he_psi::facade::{self, BuildOptions, Session};
 use psikit_protocols::he_psi::params::PsiParams;
 use psikit_protocols::he_psi::select::{self, Goal, Selection, SelectionInput};
+use psikit_protocols::he_psi::sharded;
 use psikit_protocols::he_psi::state::db_path;
 use psikit_protocols::he_psi::HeState;
 use psikit_protocols::io::{read_rows, Column, KeySpec};
@@ -352,7 +353,7 @@ fn print_selection(selection: &Option<(SelectionInput, Selection)>) {
 fn build_sharded(a: &BuildArgs, shards: u32, options: BuildOptions) -> Result<()> {
     let done = {
         let bar = Bar::new();
-        facade::build_sharded(&a.csv, &a.columns.spec()?, &a.state, shards, options, &bar)?
+        sharded::build_sharded(&a.csv, &a.columns.spec()?, &a.state, shards, options, &bar)?
     };
     print_read(&a.csv, &done.read);
     print_selection(&done.selection);
@@ -429,7 +430,7 @@ pub fn print_state(state: &HeState, dir: &Path) -> Result<()> {
 }
 
 fn update(a: &UpdateArgs) -> Result<()> {
-    if facade::is_sharded(&a.state) {
+    if sharded::is_sharded(&a.state) {
         return update_sharded(a);
     }
     let done = {
@@ -460,7 +461,7 @@ fn update(a: &UpdateArgs) -> Result<()> {
 fn update_sharded(a: &UpdateArgs) -> Result<()> {
     let done = {
         let bar = Bar::new();
-        facade::update_sharded(
+        sharded::update_sharded(
             &a.state,
             &a.columns.spec()?,
             a.add.as_deref(),

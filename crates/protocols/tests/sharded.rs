@@ -14,6 +14,7 @@ use psikit_protocols::common::connect::ServerAddr;
 use psikit_protocols::he_psi::facade::{self, BuildOptions, QueryOptions};
 use psikit_protocols::he_psi::router::ShardRouter;
 use psikit_protocols::he_psi::select::SelectionInput;
+use psikit_protocols::he_psi::sharded;
 use psikit_protocols::he_psi::HeService;
 use psikit_protocols::service::{LocalServer, Router, Service};
 use psikit_protocols::{Error, NoProgress};
@@ -130,7 +131,8 @@ async fn sharded_databases_answer_as_the_whole_database() {
     for shards in [1, 2, 4, 8] {
         let sharded = dir.path().join(format!("sharded-{shards}"));
         let report =
-            facade::build_sharded(&csv, &spec(), &sharded, shards, options(), &NoProgress).unwrap();
+            sharded::build_sharded(&csv, &spec(), &sharded, shards, options(), &NoProgress)
+                .unwrap();
         assert_eq!(report.manifest.items.iter().sum::<u64>(), 1 << 14);
         assert!(
             report.manifest.items.iter().all(|&n| n > 0),
@@ -188,7 +190,7 @@ async fn a_shard_dying_mid_answer_fails_the_query_and_the_next_one_succeeds() {
     let dir = tempfile::tempdir().unwrap();
     let (csv, truth) = server_csv(dir.path(), 1 << 12);
     let sharded = dir.path().join("sharded");
-    facade::build_sharded(&csv, &spec(), &sharded, 2, options(), &NoProgress).unwrap();
+    sharded::build_sharded(&csv, &spec(), &sharded, 2, options(), &NoProgress).unwrap();
     // Shard 1 is reached through a proxy that cuts its answer short.
     let mut servers = Vec::new();
     for i in 0..2 {
@@ -228,7 +230,7 @@ async fn updates_switch_every_shard_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let (csv, mut truth) = server_csv(dir.path(), 1 << 12);
     let sharded = dir.path().join("sharded");
-    facade::build_sharded(&csv, &spec(), &sharded, 4, options(), &NoProgress).unwrap();
+    sharded::build_sharded(&csv, &spec(), &sharded, 4, options(), &NoProgress).unwrap();
     let (_shards, router) = serve_sharded(&sharded, 4, None).await;
     let client: Vec<Vec<u8>> = (0..80)
         .map(|i| format!("user{}@x.org", i * 50).into_bytes())
@@ -258,7 +260,7 @@ async fn updates_switch_every_shard_at_once() {
     let updating = {
         let (sharded, add, remove) = (sharded.clone(), add.clone(), remove.clone());
         tokio::task::spawn_blocking(move || {
-            facade::update_sharded(&sharded, &spec(), Some(&add), Some(&remove), &NoProgress)
+            sharded::update_sharded(&sharded, &spec(), Some(&add), Some(&remove), &NoProgress)
         })
     };
     // While the update lands, every answer is one epoch's, never a mix.

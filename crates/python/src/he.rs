@@ -9,6 +9,7 @@ use psikit_protocols::common::connect::BusyRetry;
 use psikit_protocols::he_psi::facade::{self, BuildOptions, Session};
 use psikit_protocols::he_psi::select::{Goal, SelectionInput};
 use psikit_protocols::he_psi::shard::Manifest;
+use psikit_protocols::he_psi::sharded;
 use psikit_protocols::he_psi::HeState;
 use psikit_protocols::Error;
 use pyo3::prelude::*;
@@ -93,7 +94,7 @@ pub fn he_build_db<'py>(
     if let Some(shards) = shards {
         let outcome = py.detach(|| {
             let (path, _guard) = source.file()?;
-            facade::build_sharded(&path, source.spec(), &state, shards, options()?, &reporter)
+            sharded::build_sharded(&path, source.spec(), &state, shards, options()?, &reporter)
         });
         let done = reporter.finish(outcome)?;
         let d = manifest_dict(py, &done.manifest)?;
@@ -135,10 +136,10 @@ pub fn he_update_db<'py>(
             remove.map(Source::file).transpose()?,
         ))
     };
-    if facade::is_sharded(&state) {
+    if sharded::is_sharded(&state) {
         let outcome = py.detach(|| {
             let (add, remove) = files()?;
-            facade::update_sharded(&state, &spec, path_of(&add), path_of(&remove), &reporter)
+            sharded::update_sharded(&state, &spec, path_of(&add), path_of(&remove), &reporter)
         });
         let done = reporter.finish(outcome)?;
         let d = manifest_dict(py, &done.manifest)?;

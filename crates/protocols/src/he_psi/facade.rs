@@ -15,7 +15,6 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use psikit_io::{decode_label, KeyReader, KeySpec, LabeledItem, ReadStats};
-use psikit_primitives::oprf::Output;
 use psikit_transport::Stepper;
 use rand::RngCore;
 
@@ -23,7 +22,6 @@ use super::client::{HeClient, QueryOutcome};
 use super::params::PsiParams;
 use super::select::{self, Selection, SelectionInput};
 use super::sender_db::UpdateStats;
-use super::shard::{check_shard_count, shard_of, Manifest, ShardInfo};
 use super::state::{HeState, Row};
 use crate::common::connect::{block_on, BusyRetry, Channel, Limits, ServerAddr};
 use crate::common::{advance, check_cancelled, same_key_format, state_dir};
@@ -63,7 +61,7 @@ pub fn read_labeled(
 }
 
 /// Refuses a label longer than the database allows, naming the row.
-fn check_labels(items: &[LabeledItem], path: &Path, max: usize) -> Result<(), Error> {
+pub(super) fn check_labels(items: &[LabeledItem], path: &Path, max: usize) -> Result<(), Error> {
     match items.iter().find(|i| i.label.len() > max) {
         Some(item) => Err(Error::Config(format!(
             "{} row {}: the label has {} bytes, but the database allows at most {max} \
@@ -154,17 +152,7 @@ pub fn build(
     )?;
     let (items, read) = read_labeled(csv, spec, progress)?;
     let max_label = label_room(csv, spec, &options, &items)?;
-    let (params, selection) = match options.params {
-        Some(params) => (params, None),
-        None => {
-            progress.stage("choosing parameters", None);
-            let mut input = options.workload.clone();
-            input.server_items = options.capacity.unwrap_or(items.len() as u64).max(1);
-            input.label_bytes = max_label;
-            let selection = select::select(&input)?;
-            (selection.params.clone(), Some((input, selection)))
-        }
-    };
+    let (params, selection) = choose_params(&options, items.len(), max_label, progress)?;
     let t = Instant::now();
     let mut state = HeState::create(params, max_label, false)?;
     state.set_key_format(spec.key_format())?;
@@ -185,202 +173,28 @@ pub fn build(
     })
 }
 
-/// What [`build_sharded`] made.
-pub struct ShardedBuildReport {
-    pub manifest: Manifest,
-    pub read: ReadStats,
-    /// Rows whose key came again (the last one's label kept).
-    pub duplicates: usize,
-    pub selection: Option<(SelectionInput, Selection)>,
-    /// Time to evaluate the OPRF and fill every shard's bin bundles.
-    pub build_time: Duration,
-}
-
-/// Builds a database split into `shards` shards (a power of two) from the
-/// CSV file `csv`, as [`build`] would build it whole (the same parameters:
-/// chosen for every row, since a query goes to every shard), into `dir`:
-/// the router's key and manifest in `dir/router`, shard `i` in
-/// `dir/shard-i` (see [`super::shard`]). Each shard is built and saved in
-/// turn, so memory holds the rows' OPRF outputs and one shard at a time.
-pub fn build_sharded(
-    csv: &Path,
-    spec: &KeySpec,
-    dir: &Path,
-    shards: u32,
-    options: BuildOptions,
+/// The parameters of a new database of `items` rows (or
+/// `options.capacity`) with labels of up to `max_label` bytes: as given,
+/// or chosen for the workload (with the selection, to report it).
+pub(super) fn choose_params(
+    options: &BuildOptions,
+    items: usize,
+    max_label: usize,
     progress: &dyn Progress,
-) -> Result<ShardedBuildReport, Error> {
-    check_shard_count(shards)?;
-    let _lock = state_dir::lock(dir)?;
-    let fresh = state_dir::is_empty(dir)?;
-    if !fresh && !options.force {
-        return Err(Error::Config(format!(
-            "{} is not empty: give a new directory for the shards (or --force to replace it)",
-            dir.display()
-        )));
+) -> Result<(PsiParams, Option<(SelectionInput, Selection)>), Error> {
+    if let Some(params) = &options.params {
+        return Ok((params.clone(), None));
     }
-    let (items, read) = read_labeled(csv, spec, progress)?;
-    let max_label = label_room(csv, spec, &options, &items)?;
-    let (params, selection) = match options.params {
-        Some(params) => (params, None),
-        None => {
-            progress.stage("choosing parameters", None);
-            let mut input = options.workload.clone();
-            input.server_items = options.capacity.unwrap_or(items.len() as u64).max(1);
-            input.label_bytes = max_label;
-            let selection = select::select(&input)?;
-            (selection.params.clone(), Some((input, selection)))
-        }
-    };
-    let t = Instant::now();
-    let router = HeState::create(params.clone(), max_label, false)?;
-    progress.stage("OPRF", Some(items.len() as u64));
-    let keys = items.iter().map(|i| i.key.as_slice());
-    let outputs = router.evaluate(keys, &mut |done| advance(progress, done as u64))?;
-    let mut manifest = Manifest::new(router.db_id(), &params, max_label, spec.key_format());
-    let mut duplicates = 0;
-    // The last point to stop at: from here the directory is rewritten.
-    check_cancelled(progress)?;
-    if !fresh {
-        state_dir::clear(dir)?;
-    }
-    for index in 0..shards {
-        progress.stage(&format!("shard {index} of {shards}"), None);
-        let info = ShardInfo::new(router.db_id(), index, shards, 0);
-        let mut shard = HeState::create_shard(params.clone(), max_label, info)?;
-        shard.set_key_format(spec.key_format())?;
-        let (mine, labels): (Vec<Output>, Vec<&[u8]>) = (outputs.iter().zip(&items))
-            .filter(|(o, _)| shard_of(o, shards) == index)
-            .map(|(o, i)| (*o, i.label.as_slice()))
-            .unzip();
-        duplicates += shard.insert_evaluated(&mine, &labels)?.duplicates;
-        shard.save(&dir.join(format!("shard-{index}")))?;
-        let counts = shard
-            .db()
-            .bundle_counts()
-            .iter()
-            .map(|&c| c as u32)
-            .collect();
-        manifest.bundle_counts.push(counts);
-        manifest.items.push(shard.db().len() as u64);
-    }
-    router.save_router(&dir.join("router"), &manifest)?;
-    Ok(ShardedBuildReport {
-        manifest,
-        read,
-        duplicates,
-        selection,
-        build_time: t.elapsed(),
-    })
-}
-
-/// Whether `dir` holds a database built by [`build_sharded`] (then
-/// [`update_sharded`] updates it, not [`update`]).
-pub fn is_sharded(dir: &Path) -> bool {
-    Manifest::path(&dir.join("router")).exists()
-}
-
-/// What [`update_sharded`] did.
-pub struct ShardedUpdateReport {
-    /// The new manifest (its epoch is one more than before).
-    pub manifest: Manifest,
-    /// Summed over the shards.
-    pub stats: UpdateStats,
-    pub time: Duration,
-}
-
-/// Updates a sharded database built by [`build_sharded`] in `dir`: the
-/// rows of `remove` and `add` go through the router's OPRF, each to the
-/// shard it belongs to. Every shard is saved at the next epoch (its server
-/// keeps answering the old epoch from memory), and only then the manifest,
-/// which makes routers switch: no query ever mixes shards of two epochs.
-pub fn update_sharded(
-    dir: &Path,
-    spec: &KeySpec,
-    add: Option<&Path>,
-    remove: Option<&Path>,
-    progress: &dyn Progress,
-) -> Result<ShardedUpdateReport, Error> {
-    if add.is_none() && remove.is_none() {
-        return Err(Error::Config(
-            "nothing to do: give --add FILE and/or --remove FILE".into(),
-        ));
-    }
-    let _lock = state_dir::lock(dir)?;
-    let t = Instant::now();
-    let router_dir = dir.join("router");
-    let mut manifest = Manifest::load(&router_dir)?;
-    same_key_format(&manifest.key_format, &spec.key_format(), "this update")?;
-    let router = HeState::load_router(
-        &router_dir,
-        PsiParams::from_apsi_json(&manifest.params)?,
-        manifest.max_label_bytes,
-    )?;
-    check_label_flags(
-        manifest.max_label_bytes,
-        !spec.label_columns.is_empty(),
-        add.is_some(),
-    )?;
-    let removed = match remove {
-        Some(path) => {
-            let mut key_spec = spec.clone();
-            key_spec.label_columns.clear();
-            read_labeled(path, &key_spec, progress)?.0
-        }
-        None => Vec::new(),
-    };
-    let added = match add {
-        Some(path) => {
-            let (items, _) = read_labeled(path, spec, progress)?;
-            check_labels(&items, path, manifest.max_label_bytes)?;
-            items
-        }
-        None => Vec::new(),
-    };
-    progress.stage("OPRF", Some((removed.len() + added.len()) as u64));
-    let keys = removed.iter().chain(&added).map(|i| i.key.as_slice());
-    let outputs = router.evaluate(keys, &mut |done| advance(progress, done as u64))?;
-    let (gone, new) = outputs.split_at(removed.len());
-    let shards = manifest.shards();
-    let epoch = manifest.epoch + 1;
-    let mut stats = UpdateStats::default();
-    // The last point to stop at: a stop between shards would leave them at
-    // two epochs on disk.
-    check_cancelled(progress)?;
-    for index in 0..shards {
-        progress.stage(&format!("shard {index} of {shards}"), None);
-        let shard_dir = dir.join(format!("shard-{index}"));
-        let mut shard = HeState::load(&shard_dir, false)?;
-        let mine = |o: &&Output| shard_of(o, shards) == index;
-        let gone: Vec<Output> = gone.iter().filter(mine).copied().collect();
-        stats += shard.remove_evaluated(&gone)?;
-        let (new, labels): (Vec<Output>, Vec<&[u8]>) = (new.iter().zip(&added))
-            .filter(|(o, _)| mine(o))
-            .map(|(o, i)| (*o, i.label.as_slice()))
-            .unzip();
-        stats += shard.insert_evaluated(&new, &labels)?;
-        shard.set_shard_epoch(epoch)?;
-        shard.save(&shard_dir)?;
-        let counts = shard
-            .db()
-            .bundle_counts()
-            .iter()
-            .map(|&c| c as u32)
-            .collect();
-        manifest.bundle_counts[index as usize] = counts;
-        manifest.items[index as usize] = shard.db().len() as u64;
-    }
-    manifest.epoch = epoch;
-    manifest.save(&router_dir)?;
-    Ok(ShardedUpdateReport {
-        manifest,
-        stats,
-        time: t.elapsed(),
-    })
+    progress.stage("choosing parameters", None);
+    let mut input = options.workload.clone();
+    input.server_items = options.capacity.unwrap_or(items as u64).max(1);
+    input.label_bytes = max_label;
+    let selection = select::select(&input)?;
+    Ok((selection.params.clone(), Some((input, selection))))
 }
 
 /// The label room of a new database: as asked, else the longest label.
-fn label_room(
+pub(super) fn label_room(
     csv: &Path,
     spec: &KeySpec,
     options: &BuildOptions,
@@ -465,7 +279,11 @@ pub fn update(
 
 /// A labeled database takes labels with every addition; an unlabeled one
 /// takes none.
-fn check_label_flags(max_label: usize, labels_given: bool, adding: bool) -> Result<(), Error> {
+pub(super) fn check_label_flags(
+    max_label: usize,
+    labels_given: bool,
+    adding: bool,
+) -> Result<(), Error> {
     match (max_label, labels_given) {
         (0, true) => Err(Error::Config(
             "the database is unlabeled: drop --label".into(),

@@ -55,6 +55,7 @@ pub(crate) mod sender_db;
 pub mod service;
 mod shape;
 pub mod shard;
+pub mod sharded;
 pub mod state;
 
 #[cfg(test)]

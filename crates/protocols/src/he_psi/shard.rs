@@ -157,6 +157,11 @@ impl Manifest {
         }
     }
 
+    /// The database id as bytes.
+    pub fn db_id(&self) -> Result<[u8; 32], Error> {
+        unhex(&self.db_id)
+    }
+
     pub fn shards(&self) -> u32 {
         self.bundle_counts.len() as u32
     }

@@ -19,7 +19,7 @@ use super::db_file;
 use super::params::PsiParams;
 use super::sender::Sender;
 use super::sender_db::{DbEntry, SenderDb, UpdateStats};
-use super::shard::{Manifest, ShardInfo, SHARD_FILE};
+use super::shard::{ShardInfo, SHARD_FILE};
 use crate::{keyfile, Error};
 
 const KEY_FILE: &str = "oprf.key";
@@ -158,12 +158,12 @@ impl HeState {
         db_file::save(self.sender.db(), &db_path(dir))
     }
 
-    /// Saves a new sharded database's router into a new directory: the key
-    /// and the manifest (written last: routers watch it).
-    pub fn save_router(&self, dir: &Path, manifest: &Manifest) -> Result<(), Error> {
+    /// Saves the OPRF key alone into `dir`, which must hold none: a new
+    /// sharded database's router (its manifest comes once the shards are
+    /// built).
+    pub fn save_key(&self, dir: &Path) -> Result<(), Error> {
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-        keyfile::write_secret(&dir.join(KEY_FILE), &self.key()?.to_bytes())?;
-        manifest.save(dir)
+        keyfile::write_secret(&dir.join(KEY_FILE), &self.key()?.to_bytes())
     }
 
     /// The OPRF key; a shard has none (its router evaluates the OPRF).
