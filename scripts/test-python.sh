@@ -5,7 +5,7 @@
 # tree. Called by scripts/test.sh; runs alone too.
 #
 # Needs python3 (3.9+, with venv) and access to PyPI for maturin, pytest
-# and, optionally, pandas, pyarrow and tqdm (their tests are skipped
+# and, optionally, pandas, pyarrow, tqdm and ray (their tests are skipped
 # without them). PSIKIT_WHEEL_PROFILE picks the cargo profile of the wheel
 # (default: release, what `pip install ./python` builds).
 set -euo pipefail
@@ -21,6 +21,11 @@ py="$work/venv/bin/python"
 "$py" -m pip install -q --disable-pip-version-check "maturin>=1.9.4,<2" "pytest>=7"
 if ! "$py" -m pip install -q --disable-pip-version-check pandas pyarrow tqdm; then
     echo "psikit: could not install pandas, pyarrow and tqdm; their tests will be skipped" >&2
+fi
+# Ray for psikit.scale (the sharded HE database on a local single-node
+# cluster); PSIKIT_NO_RAY=1 skips it (a big download).
+if [ -z "${PSIKIT_NO_RAY:-}" ] && ! "$py" -m pip install -q --disable-pip-version-check "ray[data]>=2.40"; then
+    echo "psikit: could not install ray; psikit.scale's tests will be skipped" >&2
 fi
 
 start=$(date +%s)

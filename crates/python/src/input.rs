@@ -10,9 +10,11 @@
 
 use std::path::PathBuf;
 
+use psikit_protocols::he_psi::facade;
 use psikit_protocols::io::{encode_label, read_rows, read_rows_from, Column, KeySpec, Normalize};
 use psikit_protocols::io::{ByteRecord, ReadStats, Table};
-use psikit_protocols::Error;
+use psikit_protocols::io::{KeyReader, LabeledItem};
+use psikit_protocols::{Error, NoProgress};
 use pyo3::exceptions::PyIndexError;
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyDict, PyFloat, PyList, PyMemoryView, PyString};
@@ -299,6 +301,18 @@ impl Source {
             keys,
             rows_of_key,
         })
+    }
+
+    /// Every row's key and label, read as a server's build reads them
+    /// (rows with an empty key skipped).
+    pub fn labeled_items(&self) -> Result<Vec<LabeledItem>, Error> {
+        let items = match &self.data {
+            Data::Csv(path) => facade::read_labeled(path, &self.spec, &NoProgress)?,
+            Data::Rows(csv) => {
+                facade::collect_labeled(KeyReader::from_reader(&csv[..], &self.spec)?, &NoProgress)?
+            }
+        };
+        Ok(items.0)
     }
 
     /// A file holding the source (the server side, whose facades stream

@@ -21,6 +21,7 @@ mod interrupt;
 mod net;
 mod progress;
 mod psi;
+mod scale;
 mod server;
 mod steps;
 
@@ -52,6 +53,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<server::Server>()?;
     m.add_class::<filter::PyFilterClient>()?;
     m.add_class::<he::PyHeClient>()?;
+    m.add_class::<scale::ShardOprfWorker>()?;
     m.add_class::<steps::Party>()?;
     m.add_class::<cpsi::CpsiParty>()?;
     m.add_function(wrap_pyfunction!(filter::filter_setup, m)?)?;
@@ -60,6 +62,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(he::he_build_db, m)?)?;
     m.add_function(wrap_pyfunction!(he::he_update_db, m)?)?;
     m.add_function(wrap_pyfunction!(he::he_query, m)?)?;
+    m.add_function(wrap_pyfunction!(scale::he_shard_scan, m)?)?;
+    m.add_function(wrap_pyfunction!(scale::he_shard_plan, m)?)?;
+    m.add_function(wrap_pyfunction!(scale::he_build_shard, m)?)?;
+    m.add_function(wrap_pyfunction!(scale::he_shard_finish, m)?)?;
     m.add_function(wrap_pyfunction!(psi::psi_run, m)?)?;
     m.add_function(wrap_pyfunction!(cpsi::cpsi_run, m)?)?;
     m.add_function(wrap_pyfunction!(steps::psi_party, m)?)?;

@@ -51,7 +51,14 @@ pub fn read_labeled(
 ) -> Result<(Vec<LabeledItem>, ReadStats), Error> {
     progress.stage("reading", None);
     check_cancelled(progress)?;
-    let mut reader = KeyReader::open(path, spec)?;
+    collect_labeled(KeyReader::open(path, spec)?, progress)
+}
+
+/// Every labeled item `reader` gives (see [`read_labeled`]).
+pub fn collect_labeled<R: std::io::Read>(
+    mut reader: KeyReader<R>,
+    progress: &dyn Progress,
+) -> Result<(Vec<LabeledItem>, ReadStats), Error> {
     let (mut all, mut batch) = (Vec::new(), Vec::new());
     while reader.next_labeled_batch(READ_BATCH, &mut batch)? > 0 {
         all.append(&mut batch);

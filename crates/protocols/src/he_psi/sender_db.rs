@@ -29,7 +29,7 @@ pub struct DbEntry<'a> {
 }
 
 /// What an update changed.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct UpdateStats {
     /// Items that were not in the database before.
     pub inserted: usize,

@@ -179,18 +179,35 @@ impl Manifest {
     pub fn load(dir: &Path) -> Result<Self, Error> {
         let path = dir.join(MANIFEST_FILE);
         let m: Self = read_json(&path)?;
-        if m.format != MANIFEST_FORMAT {
-            return Err(bad(&path, format!("format {:?}", m.format)));
-        }
-        check_shard_count(m.shards())?;
-        if m.items.len() != m.bundle_counts.len() {
-            return Err(bad(
-                &path,
-                "item counts for another number of shards".into(),
-            ));
-        }
-        unhex(&m.db_id).map_err(|_| bad(&path, "a malformed database id".into()))?;
+        m.check().map_err(|why| bad(&path, why))?;
         Ok(m)
+    }
+
+    /// The manifest as JSON, as a build's stages pass it to each other.
+    pub fn to_json(&self) -> String {
+        // Serializing plain strings and numbers cannot fail.
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// Reads [`Manifest::to_json`]'s text, checking its fields.
+    pub fn from_json(text: &str) -> Result<Self, Error> {
+        let m: Self =
+            serde_json::from_str(text).map_err(|e| Error::Config(format!("a shard plan: {e}")))?;
+        m.check()
+            .map_err(|why| Error::Config(format!("a shard plan: {why}")))?;
+        Ok(m)
+    }
+
+    fn check(&self) -> Result<(), String> {
+        if self.format != MANIFEST_FORMAT {
+            return Err(format!("format {:?}", self.format));
+        }
+        check_shard_count(self.shards()).map_err(|e| e.to_string())?;
+        if self.items.len() != self.bundle_counts.len() {
+            return Err("item counts for another number of shards".into());
+        }
+        unhex(&self.db_id).map_err(|_| "a malformed database id".to_string())?;
+        Ok(())
     }
 
     /// Writes `dir`'s `manifest.json` atomically.

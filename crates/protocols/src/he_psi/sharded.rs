@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use psikit_io::{KeySpec, ReadStats};
 use psikit_primitives::oprf::{Output, OUTPUT_LEN};
 use psikit_transport::{Reader, Writer};
+use serde::{Deserialize, Serialize};
 
 use super::facade::{
     check_label_flags, check_labels, choose_params, label_room, read_labeled, BuildOptions,
@@ -61,6 +62,23 @@ pub fn plan(
     manifest.bundle_counts = vec![Vec::new(); shards as usize];
     manifest.items = vec![0; shards as usize];
     Ok(manifest)
+}
+
+/// Stage 1 for a database of `rows` rows with labels of up to
+/// `max_label_bytes`: [`plan`] with the parameters `options` give or
+/// choose (the selection is returned to report it).
+pub fn plan_database(
+    router_dir: &Path,
+    shards: u32,
+    rows: usize,
+    max_label_bytes: usize,
+    key_format: String,
+    options: &BuildOptions,
+    progress: &dyn Progress,
+) -> Result<(Manifest, Option<(SelectionInput, Selection)>), Error> {
+    let (params, selection) = choose_params(options, rows, max_label_bytes, progress)?;
+    let manifest = plan(router_dir, shards, params, max_label_bytes, key_format)?;
+    Ok((manifest, selection))
 }
 
 /// Stage 2: the router's key, loaded once, evaluating batches of rows.
@@ -162,10 +180,24 @@ impl ShardBatch {
 }
 
 /// What [`build_shard`] made: the manifest's entries for the shard.
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct BuiltShard {
     pub bundle_counts: Vec<u32>,
     pub items: u64,
     pub stats: UpdateStats,
+}
+
+impl BuiltShard {
+    /// The counts as JSON, as a shard's task hands them to [`finish`].
+    pub fn to_json(&self) -> String {
+        // Serializing plain numbers cannot fail.
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    pub fn from_json(text: &str) -> Result<Self, Error> {
+        serde_json::from_str(text)
+            .map_err(|e| Error::Config(format!("a built shard's counts: {e}")))
+    }
 }
 
 /// Stage 3: shard `index`'s database from its batches (from every OPRF
