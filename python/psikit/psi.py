@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, Optional
 
 from . import _aio, _native
+from ._steps import Stepped
 from ._data import DEFAULT_NORMALIZE, Columns, Normalize, Progress, ProgressReporter, prepare, result
 
 __all__ = ["send", "receive", "send_async", "receive_async", "Party", "PROTOCOLS"]
@@ -151,7 +152,7 @@ async def receive_async(data: Any, **kwargs: Any) -> Any:
     return await _aio.run(receive, data, **kwargs)
 
 
-class Party:
+class Party(Stepped):
     """One party of a balanced PSI at the message level: bytes in, bytes
     out, over whatever transport the caller has (a message queue, HTTP, a
     distributed engine's shuffle). No sockets, threads or timeouts.
@@ -191,19 +192,8 @@ class Party:
             role, self._prepared.source, protocol, malicious, reveal, max_peer_items, 16
         )
 
-    def step(self, incoming: Optional[bytes] = None, *, peer_closed: bool = False) -> bytes:
-        """Pushes the peer's bytes (none to start), runs the party as far as
-        it can go, and returns the bytes to deliver to the peer (possibly
-        empty). ``peer_closed=True`` says the peer hung up."""
-        return self._native.step(incoming, peer_closed)
-
-    @property
-    def done(self) -> bool:
-        """Whether the party has finished, successfully or not."""
-        return self._native.done
-
     def result(self) -> Any:
         """The finished party's matching rows, of the input's kind (``None``
         for a sender without reveal); raises its error if it failed."""
-        out = self._native.result()["output"]
+        out = self._finished()["output"]
         return None if out is None else result(self._prepared, out)

@@ -33,6 +33,27 @@ fn path_of<T>(file: &Option<(PathBuf, T)>) -> Option<&Path> {
     file.as_ref().map(|(p, _)| p.as_path())
 }
 
+/// The workload automatic parameters are chosen for (its server size and
+/// label length come from the data).
+pub fn workload(client_items: u64, goal: &str, fpp_bits: u32) -> PyResult<SelectionInput> {
+    let goal = match goal {
+        "time" => Goal::Time,
+        "comm" => Goal::Comm,
+        other => {
+            return Err(errors::input(format!(
+                "goal must be \"time\" or \"comm\", got {other:?}"
+            )))
+        }
+    };
+    Ok(SelectionInput {
+        server_items: 0,
+        client_items,
+        label_bytes: 0,
+        goal,
+        max_fpp_log2: -f64::from(fpp_bits),
+    })
+}
+
 /// What a sharded database's manifest says, for people.
 fn manifest_dict<'py>(py: Python<'py>, m: &Manifest) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
@@ -65,22 +86,7 @@ pub fn he_build_db<'py>(
     progress: Option<Py<PyAny>>,
     shards: Option<u32>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let goal = match goal {
-        "time" => Goal::Time,
-        "comm" => Goal::Comm,
-        other => {
-            return Err(errors::input(format!(
-                "goal must be \"time\" or \"comm\", got {other:?}"
-            )))
-        }
-    };
-    let workload = SelectionInput {
-        server_items: 0,
-        client_items,
-        label_bytes: 0,
-        goal,
-        max_fpp_log2: -f64::from(fpp_bits),
-    };
+    let workload = workload(client_items, goal, fpp_bits)?;
     let reporter = progress::Reporter::new(progress);
     let options = || -> Result<_, Error> {
         Ok(BuildOptions {

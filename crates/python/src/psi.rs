@@ -132,15 +132,7 @@ pub fn psi_run<'py>(
     on_listening: Option<Py<PyAny>>,
     progress: Option<Py<PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let sending = match role {
-        "send" => true,
-        "receive" => false,
-        other => {
-            return Err(errors::input(format!(
-                "role must be \"send\" or \"receive\", got {other:?}"
-            )))
-        }
-    };
+    let sending = sending(role)?;
     let limits = net::limits(timeout, max_message_mib)?;
     let peer = net::peer(listen, connect, accept_timeout, tls, limits)?;
     // One big job: freed memory is reused while it runs, as the CLI's
@@ -212,4 +204,16 @@ pub fn psi_run<'py>(
     d.set_item("bytes_sent", done.sent)?;
     d.set_item("bytes_received", done.received)?;
     Ok(d)
+}
+
+/// Whether `role` is the sender's (`"send"`) or the receiver's
+/// (`"receive"`).
+pub fn sending(role: &str) -> PyResult<bool> {
+    match role {
+        "send" => Ok(true),
+        "receive" => Ok(false),
+        other => Err(errors::input(format!(
+            "role must be \"send\" or \"receive\", got {other:?}"
+        ))),
+    }
 }

@@ -8,7 +8,6 @@
 use std::path::PathBuf;
 
 use psikit_protocols::he_psi::facade::BuildOptions;
-use psikit_protocols::he_psi::select::{Goal, SelectionInput};
 use psikit_protocols::he_psi::shard::Manifest;
 use psikit_protocols::he_psi::sharded::{self, BuiltShard, ShardBatch, ShardOprf};
 use psikit_protocols::{Error, NoProgress};
@@ -16,7 +15,7 @@ use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::PyBytes;
 
-use crate::errors::{self, IntoPy};
+use crate::errors::IntoPy;
 use crate::input::Source;
 
 /// Before stage 1: the rows of `source` (keys and labels, as a build reads
@@ -51,15 +50,7 @@ pub fn he_shard_plan(
     goal: &str,
     fpp_bits: u32,
 ) -> PyResult<String> {
-    let goal = match goal {
-        "time" => Goal::Time,
-        "comm" => Goal::Comm,
-        other => {
-            return Err(errors::input(format!(
-                "goal must be \"time\" or \"comm\", got {other:?}"
-            )))
-        }
-    };
+    let workload = crate::he::workload(client_items, goal, fpp_bits)?;
     py.detach(|| -> Result<String, Error> {
         let options = BuildOptions {
             params: params
@@ -68,13 +59,7 @@ pub fn he_shard_plan(
                 .transpose()?,
             max_label_bytes: Some(max_label_bytes),
             capacity: None,
-            workload: SelectionInput {
-                server_items: 0,
-                client_items,
-                label_bytes: 0,
-                goal,
-                max_fpp_log2: -f64::from(fpp_bits),
-            },
+            workload,
             force: false,
         };
         let (plan, _) = sharded::plan_database(

@@ -22,7 +22,7 @@ use pyo3::types::{PyBytes, PyDict};
 
 use crate::errors::{self, to_py, IntoPy};
 use crate::input::{Loaded, Output, Source};
-use crate::psi::{sender_output, Outcomes};
+use crate::psi::{sender_output, sending, Outcomes};
 use crate::{filter, he, net};
 
 /// Builds a finished party's Python result; the work without the GIL is
@@ -171,15 +171,7 @@ pub fn psi_party(
     max_peer_items: u64,
     max_message_mib: u32,
 ) -> PyResult<Party> {
-    let sending = match role {
-        "send" => true,
-        "receive" => false,
-        other => {
-            return Err(errors::input(format!(
-                "role must be \"send\" or \"receive\", got {other:?}"
-            )))
-        }
-    };
+    let sending = sending(role)?;
     let limits = net::limits(60.0, max_message_mib)?;
     let key_format = source.spec().key_format();
     let csv = source.is_csv();

@@ -68,7 +68,7 @@ pub fn collect_labeled<R: std::io::Read>(
 }
 
 /// Refuses a label longer than the database allows, naming the row.
-pub(super) fn check_labels(items: &[LabeledItem], path: &Path, max: usize) -> Result<(), Error> {
+fn check_labels(items: &[LabeledItem], path: &Path, max: usize) -> Result<(), Error> {
     match items.iter().find(|i| i.label.len() > max) {
         Some(item) => Err(Error::Config(format!(
             "{} row {}: the label has {} bytes, but the database allows at most {max} \
@@ -248,11 +248,7 @@ pub fn update(
     remove: Option<&Path>,
     progress: &dyn Progress,
 ) -> Result<UpdateReport, Error> {
-    if add.is_none() && remove.is_none() {
-        return Err(Error::Config(
-            "nothing to do: give --add FILE and/or --remove FILE".into(),
-        ));
-    }
+    check_changes(add, remove)?;
     let _lock = state_dir::lock(dir)?;
     let mut state = HeState::load(dir, false)?;
     same_key_format(state.db().key_format(), &spec.key_format(), "this update")?;
@@ -261,17 +257,15 @@ pub fn update(
     let t = Instant::now();
     let mut removed = None;
     if let Some(path) = remove {
-        let mut key_spec = spec.clone();
-        key_spec.label_columns.clear();
-        let (items, _) = read_labeled(path, &key_spec, progress)?;
-        let keys: Vec<Vec<u8>> = items.into_iter().map(|i| i.key).collect();
+        let keys: Vec<Vec<u8>> = (read_removals(path, spec, progress)?.into_iter())
+            .map(|i| i.key)
+            .collect();
         progress.stage("removing", None);
         removed = Some(state.remove(&keys)?);
     }
     let mut added = None;
     if let Some(path) = add {
-        let (items, read) = read_labeled(path, spec, progress)?;
-        check_labels(&items, path, max_label)?;
+        let (items, read) = read_additions(path, spec, max_label, progress)?;
         added = Some((insert_rows(&mut state, items, progress)?, read));
     }
     check_cancelled(progress)?;
@@ -282,6 +276,40 @@ pub fn update(
         added,
         time: t.elapsed(),
     })
+}
+
+/// Refuses an update with nothing to do.
+pub(super) fn check_changes(add: Option<&Path>, remove: Option<&Path>) -> Result<(), Error> {
+    match add.is_none() && remove.is_none() {
+        true => Err(Error::Config(
+            "nothing to do: give --add FILE and/or --remove FILE".into(),
+        )),
+        false => Ok(()),
+    }
+}
+
+/// The keys of an update's removal file (its label columns ignored).
+pub(super) fn read_removals(
+    path: &Path,
+    spec: &KeySpec,
+    progress: &dyn Progress,
+) -> Result<Vec<LabeledItem>, Error> {
+    let mut key_spec = spec.clone();
+    key_spec.label_columns.clear();
+    Ok(read_labeled(path, &key_spec, progress)?.0)
+}
+
+/// The rows of an update's addition file, their labels checked against
+/// the database's room.
+pub(super) fn read_additions(
+    path: &Path,
+    spec: &KeySpec,
+    max_label: usize,
+    progress: &dyn Progress,
+) -> Result<(Vec<LabeledItem>, ReadStats), Error> {
+    let (items, read) = read_labeled(path, spec, progress)?;
+    check_labels(&items, path, max_label)?;
+    Ok((items, read))
 }
 
 /// A labeled database takes labels with every addition; an unlabeled one

@@ -21,7 +21,8 @@ use psikit_transport::{Reader, Writer};
 use serde::{Deserialize, Serialize};
 
 use super::facade::{
-    check_label_flags, check_labels, choose_params, label_room, read_labeled, BuildOptions,
+    check_changes, check_label_flags, choose_params, label_room, read_additions, read_labeled,
+    read_removals, BuildOptions,
 };
 use super::params::PsiParams;
 use super::select::{Selection, SelectionInput};
@@ -341,11 +342,7 @@ pub fn update_sharded(
     remove: Option<&Path>,
     progress: &dyn Progress,
 ) -> Result<ShardedUpdateReport, Error> {
-    if add.is_none() && remove.is_none() {
-        return Err(Error::Config(
-            "nothing to do: give --add FILE and/or --remove FILE".into(),
-        ));
-    }
+    check_changes(add, remove)?;
     let _lock = state_dir::lock(dir)?;
     let t = Instant::now();
     let router_dir = dir.join(ROUTER_DIR);
@@ -357,19 +354,11 @@ pub fn update_sharded(
         add.is_some(),
     )?;
     let removed = match remove {
-        Some(path) => {
-            let mut key_spec = spec.clone();
-            key_spec.label_columns.clear();
-            read_labeled(path, &key_spec, progress)?.0
-        }
+        Some(path) => read_removals(path, spec, progress)?,
         None => Vec::new(),
     };
     let added = match add {
-        Some(path) => {
-            let (items, _) = read_labeled(path, spec, progress)?;
-            check_labels(&items, path, manifest.max_label_bytes)?;
-            items
-        }
+        Some(path) => read_additions(path, spec, manifest.max_label_bytes, progress)?.0,
         None => Vec::new(),
     };
     let oprf = ShardOprf::open(&router_dir, &manifest)?;
