@@ -88,6 +88,7 @@ class Server:
         he_cache: bool = True,
         he_router: Optional[str] = None,
         he_shards: Sequence[str] = ...,
+        he_shards_tls: Optional[Dict[str, Any]] = None,
         max_connections: Optional[int] = None,
         max_query_items: Optional[int] = None,
         he_concurrent_queries: Optional[int] = None,

@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use anyhow::{bail, Result};
 use clap::Args;
-#[cfg(feature = "he")]
-use psikit_protocols::common::connect::ServerAddr;
 use psikit_protocols::common::connect::{runtime, Listener};
+#[cfg(feature = "he")]
+use psikit_protocols::common::connect::{ClientTlsFiles, ServerAddr};
 #[cfg(feature = "filter")]
 use psikit_protocols::filter_psi::FilterService;
 #[cfg(feature = "he")]
@@ -42,11 +42,26 @@ pub struct ServeArgs {
     #[arg(long, conflicts_with = "he_state", requires = "he_shard")]
     pub he_router: Option<PathBuf>,
     /// A shard's server (`host:port` of `psikit serve --he-state
-    /// DIR/shard-I`), once per shard, in shard order. Plain TCP: shards
-    /// see only ciphertexts under the client's key, never the OPRF key.
+    /// DIR/shard-I`), once per shard, in shard order. Shards see only
+    /// ciphertexts under the client's key, never the OPRF key; reach them
+    /// over TLS with --he-shard-tls-ca.
     #[cfg(feature = "he")]
     #[arg(long, requires = "he_router")]
     pub he_shard: Vec<String>,
+    /// Reach the shards over TLS, trusting shard certificates issued by
+    /// this CA (PEM); the shards serve with --tls-cert/--tls-key.
+    #[cfg(feature = "he")]
+    #[arg(long, requires = "he_router")]
+    pub he_shard_tls_ca: Option<PathBuf>,
+    /// The router's certificate (PEM), for shards that require mutual TLS
+    /// (--tls-client-ca).
+    #[cfg(feature = "he")]
+    #[arg(long, requires_all = ["he_shard_tls_ca", "he_shard_tls_key"])]
+    pub he_shard_tls_cert: Option<PathBuf>,
+    /// The router's private key (PEM) for --he-shard-tls-cert.
+    #[cfg(feature = "he")]
+    #[arg(long, requires = "he_shard_tls_cert")]
+    pub he_shard_tls_key: Option<PathBuf>,
     /// Do not keep the HE database's query-ready plaintexts in memory: less
     /// memory, slower queries.
     #[cfg(feature = "he")]
@@ -108,10 +123,18 @@ impl ServeArgs {
         #[cfg(feature = "he")]
         if let Some(dir) = &self.he_router {
             let net = self.net.limits()?;
+            let tls = self.he_shard_tls_ca.clone().map(|ca| ClientTlsFiles {
+                server_ca: ca,
+                server_name: None,
+                client_cert: self
+                    .he_shard_tls_cert
+                    .clone()
+                    .zip(self.he_shard_tls_key.clone()),
+            });
             let shards = (self.he_shard.iter())
                 .map(|addr| ServerAddr {
                     addr: addr.clone(),
-                    tls: None,
+                    tls: tls.clone(),
                     limits: net,
                 })
                 .collect();

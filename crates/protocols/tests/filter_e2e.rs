@@ -473,32 +473,10 @@ async fn runs_over_an_in_memory_channel() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runs_over_mutual_tls() {
     use psikit_transport::net::{ClientTlsFiles, ServerTlsFiles};
-    use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
 
     let dir = tempfile::tempdir().unwrap();
-    let put = |name: &str, pem: String| {
-        let p = dir.path().join(name);
-        std::fs::write(&p, pem).unwrap();
-        p
-    };
-    let ca_key = KeyPair::generate().unwrap();
-    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    let ca = ca_params.self_signed(&ca_key).unwrap();
-    let issue = |name: &str| {
-        let key = KeyPair::generate().unwrap();
-        let cert = CertificateParams::new(vec![name.to_string()])
-            .unwrap()
-            .signed_by(&key, &ca, &ca_key)
-            .unwrap();
-        (
-            put(&format!("{name}.pem"), cert.pem()),
-            put(&format!("{name}.key"), key.serialize_pem()),
-        )
-    };
-    let (server_cert, server_key) = issue("localhost");
-    let client_cert = issue("client");
-    let ca_path = put("ca.pem", ca.pem());
+    let pki = common::test_pki(dir.path());
+    let ((server_cert, server_key), client_cert, ca_path) = (pki.server, pki.client, pki.ca);
 
     let mut rng = StdRng::seed_from_u64(8);
     let (server_set, client_set, truth) = random_sets(&mut rng, 2000, 100, 40);

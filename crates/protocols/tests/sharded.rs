@@ -280,3 +280,68 @@ async fn updates_switch_every_shard_at_once() {
     assert!(seen_after, "the router switched to the update");
     assert_eq!(query(router.addr(), &client).await.unwrap(), after);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_router_reaches_shards_over_mutual_tls() {
+    use psikit_transport::net::{ClientTlsFiles, Listener, ServerTlsFiles};
+
+    let dir = tempfile::tempdir().unwrap();
+    let pki = common::test_pki(dir.path());
+    let (csv, truth) = server_csv(dir.path(), 1 << 11);
+    let sharded = dir.path().join("sharded");
+    sharded::build_sharded(&csv, &spec(), &sharded, 2, options(), &NoProgress).unwrap();
+    let shard_tls = ServerTlsFiles {
+        cert_chain: pki.server.0.clone(),
+        private_key: pki.server.1.clone(),
+        client_ca: Some(pki.ca.clone()),
+    };
+    let mut addrs = Vec::new();
+    let mut tasks = Vec::new();
+    for i in 0..2 {
+        let shard = HeService::open(
+            &sharded.join(format!("shard-{i}")),
+            true,
+            common::server_limits(),
+        );
+        let mut router = Router::new(common::server_limits());
+        router.register(Arc::new(shard.unwrap())).unwrap();
+        let listener = Listener::bind("127.0.0.1:0", Some(&shard_tls), limits())
+            .await
+            .unwrap();
+        addrs.push(format!(
+            "localhost:{}",
+            listener.local_addr().unwrap().port()
+        ));
+        tasks.push(tokio::spawn(Arc::new(router).run(listener)));
+    }
+    let client: Vec<Vec<u8>> = (0..40)
+        .map(|i| format!("user{}@x.org", i * 13).into_bytes())
+        .collect();
+    let want: Vec<(usize, Option<Vec<u8>>)> = (client.iter().enumerate())
+        .map(|(i, k)| (i, truth.get(k).cloned()))
+        .collect();
+    let route = |client_cert: Option<(std::path::PathBuf, std::path::PathBuf)>| {
+        let tls = ClientTlsFiles {
+            server_ca: pki.ca.clone(),
+            server_name: None,
+            client_cert,
+        };
+        let shards = (addrs.iter())
+            .map(|a| ServerAddr {
+                addr: a.clone(),
+                tls: Some(tls.clone()),
+                limits: limits(),
+            })
+            .collect();
+        ShardRouter::open(&sharded.join("router"), shards, common::server_limits()).unwrap()
+    };
+    let router = serve(Arc::new(route(Some(pki.client.clone())))).await;
+    assert_eq!(query(router.addr(), &client).await.unwrap(), want);
+    // Without its certificate the router is refused by the shards.
+    let anonymous = serve(Arc::new(route(None))).await;
+    let err = query(anonymous.addr(), &client).await.unwrap_err();
+    assert!(err.is_busy(), "a shard unavailable: {err}");
+    for t in tasks {
+        t.abort();
+    }
+}

@@ -51,7 +51,7 @@ pub struct Server {
 impl Server {
     #[new]
     #[pyo3(signature = (listen=Some("127.0.0.1:0"), filter_state=None, he_state=None, he_cache=true,
-        he_router=None, he_shards=Vec::new(),
+        he_router=None, he_shards=Vec::new(), he_shards_tls=None,
         max_connections=None, max_query_items=None, he_concurrent_queries=None,
         reload_secs=2.0, timeout=60.0, max_message_mib=16, tls=None, query_budget=None,
         query_budget_window=86400.0))]
@@ -64,6 +64,7 @@ impl Server {
         he_cache: bool,
         he_router: Option<PathBuf>,
         he_shards: Vec<String>,
+        he_shards_tls: Option<&Bound<'_, PyDict>>,
         max_connections: Option<usize>,
         max_query_items: Option<u32>,
         he_concurrent_queries: Option<usize>,
@@ -102,6 +103,7 @@ impl Server {
         };
         let net_limits = net::limits(timeout, max_message_mib)?;
         let tls = net::server_tls(tls)?;
+        let shards_tls = net::client_tls(he_shards_tls)?;
         let listen = listen.map(str::to_owned);
         let (addr, services, router, running) = py
             .detach(|| -> Result<_, Error> {
@@ -116,7 +118,7 @@ impl Server {
                     let shards = (he_shards.iter())
                         .map(|addr| ServerAddr {
                             addr: addr.clone(),
-                            tls: None,
+                            tls: shards_tls.clone(),
                             limits: net_limits,
                         })
                         .collect();

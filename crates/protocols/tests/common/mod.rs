@@ -44,3 +44,41 @@ pub async fn start<S: Service>(service: Arc<S>, limits: Limits) -> TestServer<S>
         _server: server,
     }
 }
+
+/// A throwaway PKI in `dir`: a CA and a server ("localhost") and a client
+/// certificate it issued, as PEM files.
+pub struct TestPki {
+    pub ca: std::path::PathBuf,
+    pub server: (std::path::PathBuf, std::path::PathBuf),
+    pub client: (std::path::PathBuf, std::path::PathBuf),
+}
+
+pub fn test_pki(dir: &std::path::Path) -> TestPki {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
+    let put = |name: &str, pem: String| {
+        let p = dir.join(name);
+        std::fs::write(&p, pem).unwrap();
+        p
+    };
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let issue = |name: &str| {
+        let key = KeyPair::generate().unwrap();
+        let cert = CertificateParams::new(vec![name.to_string()])
+            .unwrap()
+            .signed_by(&key, &ca, &ca_key)
+            .unwrap();
+        (
+            put(&format!("{name}.pem"), cert.pem()),
+            put(&format!("{name}.key"), key.serialize_pem()),
+        )
+    };
+    let (server, client) = (issue("localhost"), issue("client"));
+    TestPki {
+        ca: put("ca.pem", ca.pem()),
+        server,
+        client,
+    }
+}
