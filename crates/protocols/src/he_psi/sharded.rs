@@ -213,11 +213,18 @@ pub fn build_shard(
     let info = ShardInfo::new(plan.db_id()?, index, plan.shards(), plan.epoch);
     let mut shard = HeState::create_shard(params, plan.max_label_bytes, info)?;
     shard.set_key_format(plan.key_format.clone())?;
-    let mut stats = UpdateStats::default();
-    for batch in batches {
-        let labels: Vec<&[u8]> = batch.labels.iter().map(Vec::as_slice).collect();
-        stats += shard.insert_evaluated(&batch.outputs, &labels)?;
-    }
+    // One insertion of every batch: each insertion rebuilds the
+    // polynomials of the bins it touches, so batch by batch would rebuild
+    // every bin once per batch.
+    let outputs: Vec<Output> = batches
+        .iter()
+        .flat_map(|b| b.outputs.iter().copied())
+        .collect();
+    let labels: Vec<&[u8]> = batches
+        .iter()
+        .flat_map(|b| b.labels.iter().map(Vec::as_slice))
+        .collect();
+    let stats = shard.insert_evaluated(&outputs, &labels)?;
     shard.save(dir)?;
     Ok(BuiltShard {
         bundle_counts: shard
