@@ -12,7 +12,10 @@ Families (one-shot functions, tables in and tables out of the same kind):
   it, a threshold, the union or shares, without the intersection itself
   (``send``, ``receive``).
 
-:class:`Server` serves filter and HE state directories on one port.
+:class:`Server` serves filter and HE state directories on one port (or
+answers requests' bytes: ``Server.respond``). :mod:`psikit.scale` builds
+and serves a sharded HE database on Ray (optional: ``psikit[ray]``; import
+it explicitly).
 Errors are :class:`PsikitError` or a subclass. Keys are encoded exactly as
 the ``psikit`` command line encodes them (``key_format``, ``encode_keys``).
 
