@@ -301,26 +301,40 @@ def cpsi_run(
     on_listening: Optional[Callable[[str], None]] = None,
     progress: Optional[Progress] = None,
 ) -> Dict[str, Any]: ...
-def he_shard_scan(source: Source) -> Tuple[int, int]: ...
+def oprf_stage_key(path: str) -> None: ...
+
+class OprfWorker:
+    """An OPRF key, loaded once, spooling the outputs of batches of rows per shard (see psikit.scale)."""
+
+    def __init__(self, key_dir: str, shards: int, spool: str, name: str) -> None: ...
+    def evaluate(self, source: Source) -> Tuple[int, int]: ...
+    def flush(self) -> None: ...
+
 def he_shard_plan(
     router_dir: str,
     shards: int,
     rows: int,
-    max_label_bytes: int,
+    longest: int,
+    labeled: bool,
     key_format: str,
+    max_label_bytes: Optional[int] = None,
     params: Optional[str] = None,
     client_items: int = 1024,
     goal: str = "time",
     fpp_bits: int = 40,
 ) -> str: ...
-
-class ShardOprfWorker:
-    """The router's OPRF key, loaded once, sorting rows into per-shard batches (see psikit.scale)."""
-
-    def __init__(self, router_dir: str, plan: str) -> None: ...
-    def evaluate(self, source: Source) -> List[bytes]: ...
-
-def he_build_shard(plan: str, index: int, batches: Sequence[bytes], dir: str) -> str: ...
+def he_build_shard(plan: str, index: int, spool: str, dir: str) -> str: ...
 def he_shard_finish(router_dir: str, plan: str, built: Sequence[str]) -> str: ...
+def filter_setup_from_spool(
+    spool: str,
+    key_file: str,
+    rows: int,
+    key_format: str,
+    state: str,
+    fpr_bits: int = 30,
+    bucket_size: int = 4,
+    load: float = 0.90,
+    force: bool = False,
+) -> Dict[str, Any]: ...
 def encode_keys(source: Source) -> List[Optional[bytes]]: ...
 def reuse_freed_memory() -> None: ...

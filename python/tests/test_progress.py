@@ -99,7 +99,7 @@ def test_builds_and_queries_report_their_stages(small_sets, tmp_path):
 
     setup, filter_update, filter_query = Recorder(), Recorder(), Recorder()
     psikit.filter.setup(small_sets.server, tmp_path / "srv", normalize=NORM, progress=setup)
-    assert setup.stages() == ["computing OPRF"]
+    assert setup.stages() == ["computing OPRF", "building the filter"]
     psikit.filter.update(tmp_path / "srv", add=["new@x.org"], remove=[small_sets.server[0]],
                          normalize=NORM, progress=filter_update)
     assert filter_update.stages() == ["computing OPRF (additions)", "computing OPRF (removals)"]

@@ -42,19 +42,31 @@ pub fn filter_setup<'py>(
     force: bool,
     progress: Option<Py<PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let config = FilterConfig {
-        fpr_log2: fpr_bits,
-        bucket_size,
-        build_load: load,
-        rebuild_load: FilterConfig::default().rebuild_load.max(load),
-        ..FilterConfig::default()
-    };
+    let config = config(fpr_bits, bucket_size, load);
     let reporter = progress::Reporter::new(progress);
     let outcome = py.detach(|| -> Result<_, Error> {
         let (path, _guard) = source.file()?;
         filter_psi::setup(&path, source.spec(), config, &state, force, &reporter)
     });
-    let done = reporter.finish(outcome)?;
+    setup_dict(py, &reporter.finish(outcome)?)
+}
+
+/// A set-up's options as the filter's configuration.
+pub(crate) fn config(fpr_bits: u32, bucket_size: u32, load: f64) -> FilterConfig {
+    FilterConfig {
+        fpr_log2: fpr_bits,
+        bucket_size,
+        build_load: load,
+        rebuild_load: FilterConfig::default().rebuild_load.max(load),
+        ..FilterConfig::default()
+    }
+}
+
+/// What a set-up built, for people.
+pub(crate) fn setup_dict<'py>(
+    py: Python<'py>,
+    done: &filter_psi::SetupReport,
+) -> PyResult<Bound<'py, PyDict>> {
     let d = state_dict(py, &done.state)?;
     d.set_item("rows_read", done.read.rows_read)?;
     d.set_item("rows_skipped", done.read.rows_skipped)?;

@@ -53,7 +53,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<server::Server>()?;
     m.add_class::<filter::PyFilterClient>()?;
     m.add_class::<he::PyHeClient>()?;
-    m.add_class::<scale::ShardOprfWorker>()?;
+    m.add_class::<scale::OprfWorker>()?;
+    m.add_class::<scale::StateLock>()?;
     m.add_class::<steps::Party>()?;
     m.add_class::<cpsi::CpsiParty>()?;
     m.add_function(wrap_pyfunction!(filter::filter_setup, m)?)?;
@@ -62,10 +63,13 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(he::he_build_db, m)?)?;
     m.add_function(wrap_pyfunction!(he::he_update_db, m)?)?;
     m.add_function(wrap_pyfunction!(he::he_query, m)?)?;
-    m.add_function(wrap_pyfunction!(scale::he_shard_scan, m)?)?;
+    m.add_function(wrap_pyfunction!(scale::oprf_stage_key, m)?)?;
+    m.add_function(wrap_pyfunction!(scale::filter_setup_from_spool, m)?)?;
     m.add_function(wrap_pyfunction!(scale::he_shard_plan, m)?)?;
     m.add_function(wrap_pyfunction!(scale::he_build_shard, m)?)?;
     m.add_function(wrap_pyfunction!(scale::he_shard_finish, m)?)?;
+    m.add_function(wrap_pyfunction!(scale::he_update_shard, m)?)?;
+    m.add_function(wrap_pyfunction!(scale::he_shard_finish_update, m)?)?;
     m.add_function(wrap_pyfunction!(psi::psi_run, m)?)?;
     m.add_function(wrap_pyfunction!(cpsi::cpsi_run, m)?)?;
     m.add_function(wrap_pyfunction!(steps::psi_party, m)?)?;

@@ -22,7 +22,7 @@ use super::config::FilterConfig;
 use super::state::{tags_from_reader, ServerState, UpdateReport};
 use super::Tag;
 use crate::common::connect::{block_on, BusyRetry, Channel, Limits, ServerAddr};
-use crate::common::{advance, check_cancelled, same_key_format, state_dir};
+use crate::common::{advance, check_cancelled, oprf_stage, same_key_format, state_dir};
 use crate::{Error, NoProgress, Progress, Violation};
 
 /// What [`setup`] built.
@@ -62,16 +62,8 @@ pub fn setup(
     let key = ServerKey::generate(&mut rand::rngs::OsRng);
     let tags = tags_from_reader(&key, &mut reader, &mut |rows| advance(progress, rows))?;
     let oprf_time = t.elapsed();
-    let t = Instant::now();
-    let (mut state, duplicates) = ServerState::build(key, tags, config)?;
-    state.set_key_format(spec.key_format());
-    let build_time = t.elapsed();
-    // The last point where stopping leaves the directory untouched.
-    check_cancelled(progress)?;
-    if clear {
-        state_dir::clear(dir)?;
-    }
-    state.save(dir)?;
+    let (state, duplicates, build_time) =
+        build_and_save(key, tags, config, spec.key_format(), dir, clear, progress)?;
     Ok(SetupReport {
         state,
         read: reader.stats(),
@@ -79,6 +71,74 @@ pub fn setup(
         oprf_time,
         build_time,
     })
+}
+
+/// The last stage of a set-up split into stages, whose OPRF an engine
+/// spread over machines (`common::oprf_stage`; psikit's Ray pipeline):
+/// the state of the rows spooled under `spool` (as one shard) under the
+/// key in `key_file`, saved in `dir` as [`setup`] saves it. `rows` is what
+/// the OPRF stage counted (the report's rows read). The key file is
+/// removed once the state, which holds the key, is saved.
+#[allow(clippy::too_many_arguments)]
+pub fn setup_from_spool(
+    spool: &Path,
+    key_file: &Path,
+    rows: u64,
+    key_format: String,
+    config: FilterConfig,
+    dir: &Path,
+    force: bool,
+    progress: &dyn Progress,
+) -> Result<SetupReport, Error> {
+    config.validate()?;
+    let _lock = state_dir::lock(dir)?;
+    let clear = state_dir::check_fresh(dir, force, "psikit filter update", &super::state::LAYOUT)?;
+    let key = oprf_stage::load_key(key_file)?;
+    progress.stage("reading the OPRF outputs", None);
+    let t = Instant::now();
+    let tags: Vec<Tag> = oprf_stage::Spool::read_shard(spool, 0, 0)?
+        .iter()
+        .flat_map(|batch| batch.outputs.iter().map(super::tag_from_output))
+        .collect();
+    let oprf_time = t.elapsed();
+    let (state, duplicates, build_time) =
+        build_and_save(key, tags, config, key_format, dir, clear, progress)?;
+    std::fs::remove_file(key_file).map_err(|e| Error::io(key_file, e))?;
+    Ok(SetupReport {
+        state,
+        read: ReadStats {
+            rows_read: rows,
+            rows_skipped: 0,
+        },
+        duplicates,
+        oprf_time,
+        build_time,
+    })
+}
+
+/// A new state's filter built from `tags` and saved in `dir` (cleared
+/// first when `clear`), with the duplicates dropped and the build's time.
+fn build_and_save(
+    key: ServerKey,
+    tags: Vec<Tag>,
+    config: FilterConfig,
+    key_format: String,
+    dir: &Path,
+    clear: bool,
+    progress: &dyn Progress,
+) -> Result<(ServerState, u64, Duration), Error> {
+    progress.stage("building the filter", None);
+    let t = Instant::now();
+    let (mut state, duplicates) = ServerState::build(key, tags, config)?;
+    state.set_key_format(key_format);
+    let build_time = t.elapsed();
+    // The last point where stopping leaves the directory untouched.
+    check_cancelled(progress)?;
+    if clear {
+        state_dir::clear(dir)?;
+    }
+    state.save(dir)?;
+    Ok((state, duplicates, build_time))
 }
 
 /// Adds the keys of `add` and removes those of `remove` (CSV files read

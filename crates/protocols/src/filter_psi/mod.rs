@@ -54,7 +54,9 @@ mod state;
 pub use cache::{ClientCache, PendingQuery, SyncKind, SyncOutcome};
 pub use client::QueryOutcome;
 pub use config::FilterConfig;
-pub use facade::{query_stepper, setup, update, ClientQuery, FilterClient, SetupReport};
+pub use facade::{
+    query_stepper, setup, setup_from_spool, update, ClientQuery, FilterClient, SetupReport,
+};
 pub use server::{FilterService, FilterSnapshot, SyncBody};
 pub use state::{tags_for_items, tags_from_reader, ServerState, UpdateReport};
 

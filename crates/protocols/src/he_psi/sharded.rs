@@ -2,33 +2,37 @@
 //! a single process runs in turn ([`build_sharded`], [`update_sharded`])
 //! or a distributed engine runs on many machines (psikit's Ray pipeline):
 //!
-//! 1. [`plan`]: parameters for the whole database, a fresh OPRF key in the
-//!    router's directory, and the manifest to be filled;
-//! 2. [`ShardOprf::evaluate`]: the router's key on a batch of rows, which
-//!    come out as one [`ShardBatch`] per shard (OPRF outputs and labels:
-//!    nothing secret, so they may cross machines);
-//! 3. [`build_shard`]: one shard's database from its batches, saved in its
+//! 1. [`oprf_stage::create_key`]: a fresh OPRF key in the router's
+//!    directory ([`router_key`]);
+//! 2. [`ShardOprf::evaluate`]: the key on a batch of rows, which come out
+//!    as one [`OutputBatch`] per shard (OPRF outputs and labels: nothing
+//!    secret, so they may cross machines; an engine spools them to files
+//!    with [`oprf_stage::Spool`]);
+//! 3. [`plan`]: parameters for the whole database (chosen from the rows
+//!    and the longest label the OPRF stage counted, so the input is read
+//!    once) and the manifest to be filled;
+//! 4. [`build_shard`]: one shard's database from its batches, saved in its
 //!    own directory without the key;
-//! 4. [`finish`]: the manifest with every shard's bundle counts, written
+//! 5. [`finish`]: the manifest with every shard's bundle counts, written
 //!    last, since routers watch it.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use psikit_io::{KeySpec, ReadStats};
-use psikit_primitives::oprf::{Output, OUTPUT_LEN};
-use psikit_transport::{Reader, Writer};
+use psikit_primitives::oprf::{Output, ServerKey};
 use serde::{Deserialize, Serialize};
 
 use super::facade::{
-    check_changes, check_label_flags, choose_params, label_room, read_additions, read_labeled,
+    check_changes, check_label_flags, choose_params, hex, label_room, read_additions, read_labeled,
     read_removals, BuildOptions,
 };
 use super::params::PsiParams;
 use super::select::{Selection, SelectionInput};
 use super::sender_db::UpdateStats;
 use super::shard::{check_shard_count, shard_of, Manifest, ShardInfo};
-use super::state::HeState;
+use super::state::{database_id, HeState, KEY_FILE};
+use crate::common::oprf_stage::{self, OutputBatch};
 use crate::common::{advance, check_cancelled, same_key_format, state_dir};
 use crate::{Error, Progress};
 
@@ -36,8 +40,14 @@ use crate::{Error, Progress};
 pub const ROUTER_DIR: &str = "router";
 
 /// Shard `index`'s directory inside a sharded database's directory.
-pub fn shard_dir(dir: &Path, index: u32) -> std::path::PathBuf {
+pub fn shard_dir(dir: &Path, index: u32) -> PathBuf {
     dir.join(format!("shard-{index}"))
+}
+
+/// The OPRF key's file in a router's directory (stage 1 makes it with
+/// [`oprf_stage::create_key`]).
+pub fn router_key(router_dir: &Path) -> PathBuf {
+    router_dir.join(KEY_FILE)
 }
 
 /// Whether `dir` holds a database built by [`build_sharded`] (then
@@ -46,9 +56,78 @@ pub fn is_sharded(dir: &Path) -> bool {
     Manifest::path(&dir.join(ROUTER_DIR)).exists()
 }
 
-/// Stage 1: makes the router's OPRF key in `router_dir` (which must hold
-/// none) and returns the manifest of a database of `shards` shards with
-/// these parameters, its bundle counts still empty.
+/// Stage 2: the router's key, loaded once, evaluating batches of rows.
+pub struct ShardOprf {
+    key: ServerKey,
+    shards: u32,
+}
+
+impl ShardOprf {
+    /// The key in `router_dir`, sorting rows into `shards` shards.
+    pub fn open(router_dir: &Path, shards: u32) -> Result<Self, Error> {
+        check_shard_count(shards)?;
+        let key = oprf_stage::load_key(&router_key(router_dir))?;
+        Ok(Self { key, shards })
+    }
+
+    /// The key in `router_dir`, checked against the database `manifest`
+    /// describes (for an update).
+    pub fn for_manifest(router_dir: &Path, manifest: &Manifest) -> Result<Self, Error> {
+        let oprf = Self::open(router_dir, manifest.shards())?;
+        let params = PsiParams::from_apsi_json(&manifest.params)?;
+        if hex(&database_id(&oprf.key, &params, manifest.max_label_bytes)) != manifest.db_id {
+            return Err(Error::StateFile(format!(
+                "{}: this key is not the one the shards were built with",
+                router_dir.display()
+            )));
+        }
+        Ok(oprf)
+    }
+
+    /// The OPRF outputs of `rows` (key, label) sorted into one batch per
+    /// shard; `progress` hears the rows done.
+    pub fn evaluate(
+        &self,
+        rows: &[(&[u8], &[u8])],
+        progress: &dyn Progress,
+    ) -> Result<Vec<OutputBatch>, Error> {
+        let keys: Vec<&[u8]> = rows.iter().map(|(k, _)| *k).collect();
+        let outputs =
+            oprf_stage::evaluate(&self.key, &keys, &mut |done| advance(progress, done as u64))?;
+        let mut batches: Vec<OutputBatch> =
+            (0..self.shards).map(|_| OutputBatch::default()).collect();
+        for (output, (_, label)) in outputs.iter().zip(rows) {
+            batches[shard_of(output, self.shards) as usize].push(*output, label);
+        }
+        Ok(batches)
+    }
+}
+
+/// The label room of a database whose longest label has `longest` bytes
+/// (counted by the OPRF stage): as `options` ask, else the longest.
+pub fn planned_label_room(
+    longest: usize,
+    labeled: bool,
+    options: &BuildOptions,
+) -> Result<usize, Error> {
+    match options.max_label_bytes {
+        Some(_) if !labeled => Err(Error::Config(
+            "a label room (max_label_bytes) needs label columns".into(),
+        )),
+        Some(max) if longest > max => Err(Error::Config(format!(
+            "a label has {longest} bytes, but the database is to allow at most {max}"
+        ))),
+        Some(max) => Ok(max),
+        None if labeled && longest == 0 => Err(Error::Config(
+            "no labels to size the label room from; give max_label_bytes".into(),
+        )),
+        None => Ok(longest),
+    }
+}
+
+/// Stage 3: the manifest of a database of `shards` shards with these
+/// parameters under the key in `router_dir`, its bundle counts still
+/// empty.
 pub fn plan(
     router_dir: &Path,
     shards: u32,
@@ -57,15 +136,15 @@ pub fn plan(
     key_format: String,
 ) -> Result<Manifest, Error> {
     check_shard_count(shards)?;
-    let router = HeState::create(params.clone(), max_label_bytes, false)?;
-    router.save_key(router_dir)?;
-    let mut manifest = Manifest::new(router.db_id(), &params, max_label_bytes, key_format);
+    let key = oprf_stage::load_key(&router_key(router_dir))?;
+    let db_id = database_id(&key, &params, max_label_bytes);
+    let mut manifest = Manifest::new(db_id, &params, max_label_bytes, key_format);
     manifest.bundle_counts = vec![Vec::new(); shards as usize];
     manifest.items = vec![0; shards as usize];
     Ok(manifest)
 }
 
-/// Stage 1 for a database of `rows` rows with labels of up to
+/// Stage 3 for a database of `rows` rows with labels of up to
 /// `max_label_bytes`: [`plan`] with the parameters `options` give or
 /// choose (the selection is returned to report it).
 pub fn plan_database(
@@ -82,104 +161,6 @@ pub fn plan_database(
     Ok((manifest, selection))
 }
 
-/// Stage 2: the router's key, loaded once, evaluating batches of rows.
-pub struct ShardOprf {
-    router: HeState,
-    shards: u32,
-    max_label_bytes: usize,
-}
-
-impl ShardOprf {
-    /// The key in `router_dir`, for the database `plan` describes.
-    pub fn open(router_dir: &Path, plan: &Manifest) -> Result<Self, Error> {
-        let params = PsiParams::from_apsi_json(&plan.params)?;
-        let router = HeState::load_router(router_dir, params, plan.max_label_bytes)?;
-        if super::facade::hex(&router.db_id()) != plan.db_id {
-            return Err(Error::StateFile(format!(
-                "{}: this key is not the one the plan was made with",
-                router_dir.display()
-            )));
-        }
-        Ok(Self {
-            router,
-            shards: plan.shards(),
-            max_label_bytes: plan.max_label_bytes,
-        })
-    }
-
-    /// The OPRF outputs of `rows` (key, label) sorted into one batch per
-    /// shard; `progress` hears the rows done.
-    pub fn evaluate(
-        &self,
-        rows: &[(&[u8], &[u8])],
-        progress: &dyn Progress,
-    ) -> Result<Vec<ShardBatch>, Error> {
-        if let Some((_, label)) = rows.iter().find(|(_, l)| l.len() > self.max_label_bytes) {
-            return Err(Error::Config(format!(
-                "a label has {} bytes, but the database allows at most {}",
-                label.len(),
-                self.max_label_bytes
-            )));
-        }
-        let keys = rows.iter().map(|(k, _)| *k);
-        let outputs = self
-            .router
-            .evaluate(keys, &mut |done| advance(progress, done as u64))?;
-        let mut batches: Vec<ShardBatch> =
-            (0..self.shards).map(|_| ShardBatch::default()).collect();
-        for (output, (_, label)) in outputs.iter().zip(rows) {
-            let batch = &mut batches[shard_of(output, self.shards) as usize];
-            batch.outputs.push(*output);
-            batch.labels.push(label.to_vec());
-        }
-        Ok(batches)
-    }
-}
-
-/// Rows bound for one shard: OPRF outputs and their labels.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ShardBatch {
-    pub outputs: Vec<Output>,
-    pub labels: Vec<Vec<u8>>,
-}
-
-const BATCH_MAGIC: &[u8; 8] = b"PSIKSHB1";
-
-impl ShardBatch {
-    /// `PSIKSHB1`, the row count (u32), then per row the output and the
-    /// label (u32 length and bytes).
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut w = Writer::with_capacity(12 + self.outputs.len() * (OUTPUT_LEN + 8));
-        w.bytes(BATCH_MAGIC).count(self.outputs.len());
-        for (output, label) in self.outputs.iter().zip(&self.labels) {
-            w.bytes(output).var_bytes(label);
-        }
-        w.into_bytes()
-    }
-
-    /// Reads [`ShardBatch::to_bytes`]'s format, refusing labels longer than
-    /// `max_label_bytes` and anything malformed.
-    pub fn from_bytes(bytes: &[u8], max_label_bytes: usize) -> Result<Self, Error> {
-        let mut r = Reader::new(bytes);
-        if &r.array::<8>("batch magic")? != BATCH_MAGIC {
-            return Err(Error::StateFile("not a shard batch (bad magic)".into()));
-        }
-        let rows = r.count(u64::from(u32::MAX), OUTPUT_LEN + 4, "batch rows")?;
-        let mut batch = Self {
-            outputs: Vec::with_capacity(rows),
-            labels: Vec::with_capacity(rows),
-        };
-        for _ in 0..rows {
-            batch.outputs.push(r.array("OPRF output")?);
-            batch
-                .labels
-                .push(r.var_bytes(max_label_bytes as u64, "label")?.to_vec());
-        }
-        r.finish()?;
-        Ok(batch)
-    }
-}
-
 /// What [`build_shard`] made: the manifest's entries for the shard.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct BuiltShard {
@@ -189,6 +170,15 @@ pub struct BuiltShard {
 }
 
 impl BuiltShard {
+    fn of(shard: &HeState, stats: UpdateStats) -> Self {
+        let counts = shard.db().bundle_counts();
+        Self {
+            bundle_counts: counts.iter().map(|&c| c as u32).collect(),
+            items: shard.db().len() as u64,
+            stats,
+        }
+    }
+
     /// The counts as JSON, as a shard's task hands them to [`finish`].
     pub fn to_json(&self) -> String {
         // Serializing plain numbers cannot fail.
@@ -206,7 +196,7 @@ impl BuiltShard {
 pub fn build_shard(
     plan: &Manifest,
     index: u32,
-    batches: &[ShardBatch],
+    batches: &[OutputBatch],
     dir: &Path,
 ) -> Result<BuiltShard, Error> {
     let params = PsiParams::from_apsi_json(&plan.params)?;
@@ -226,16 +216,7 @@ pub fn build_shard(
         .collect();
     let stats = shard.insert_evaluated(&outputs, &labels)?;
     shard.save(dir)?;
-    Ok(BuiltShard {
-        bundle_counts: shard
-            .db()
-            .bundle_counts()
-            .iter()
-            .map(|&c| c as u32)
-            .collect(),
-        items: shard.db().len() as u64,
-        stats,
-    })
+    Ok(BuiltShard::of(&shard, stats))
 }
 
 /// Stage 4: records every shard's counts (in shard order) in the manifest
@@ -273,8 +254,7 @@ pub struct ShardedBuildReport {
 /// CSV file `csv`, as `facade::build` would build it whole (the same
 /// parameters: chosen for every row, since a query goes to every shard),
 /// into `dir`: the router's key and manifest in `dir/router`, shard `i` in
-/// `dir/shard-i`. The four stages run in this process, one shard at a
-/// time.
+/// `dir/shard-i`. The stages run in this process, one shard at a time.
 pub fn build_sharded(
     csv: &Path,
     spec: &KeySpec,
@@ -302,10 +282,11 @@ pub fn build_sharded(
     }
     let t = Instant::now();
     let router_dir = dir.join(ROUTER_DIR);
-    let plan = plan(&router_dir, shards, params, max_label, spec.key_format())?;
+    oprf_stage::create_key(&router_key(&router_dir))?;
     progress.stage("OPRF", Some(items.len() as u64));
     let rows: Vec<(&[u8], &[u8])> = items.iter().map(|i| (&i.key[..], &i.label[..])).collect();
-    let batches = ShardOprf::open(&router_dir, &plan)?.evaluate(&rows, progress)?;
+    let batches = ShardOprf::open(&router_dir, shards)?.evaluate(&rows, progress)?;
+    let plan = plan(&router_dir, shards, params, max_label, spec.key_format())?;
     let mut built = Vec::with_capacity(batches.len());
     for (index, batch) in (0..shards).zip(&batches) {
         progress.stage(&format!("shard {index} of {shards}"), None);
@@ -325,6 +306,55 @@ pub fn build_sharded(
         selection,
         build_time: t.elapsed(),
     })
+}
+
+/// An update's stage per shard: shard `index` of the database `manifest`
+/// describes (in `dir`) loses the rows of `gone` and gains (or relabels)
+/// those of `new` (its batches from every OPRF worker), and is saved at
+/// the manifest's next epoch. Its server keeps answering the old epoch
+/// from memory until the router asks for the new one.
+pub fn update_shard(
+    manifest: &Manifest,
+    index: u32,
+    gone: &[&OutputBatch],
+    new: &[&OutputBatch],
+    dir: &Path,
+) -> Result<BuiltShard, Error> {
+    let mut shard = HeState::load(dir, false)?;
+    match shard.shard() {
+        Some(info) if info.index == index && info.db_id == manifest.db_id => {}
+        _ => {
+            return Err(Error::StateFile(format!(
+                "{}: not shard {index} of the database the manifest describes",
+                dir.display()
+            )))
+        }
+    }
+    let gone: Vec<Output> = gone
+        .iter()
+        .flat_map(|b| b.outputs.iter().copied())
+        .collect();
+    let mut stats = shard.remove_evaluated(&gone)?;
+    let outputs: Vec<Output> = new.iter().flat_map(|b| b.outputs.iter().copied()).collect();
+    let labels: Vec<&[u8]> = (new.iter())
+        .flat_map(|b| b.labels.iter().map(Vec::as_slice))
+        .collect();
+    stats += shard.insert_evaluated(&outputs, &labels)?;
+    shard.set_shard_epoch(manifest.epoch + 1)?;
+    shard.save(dir)?;
+    Ok(BuiltShard::of(&shard, stats))
+}
+
+/// An update's last stage: the manifest at the next epoch with every
+/// shard's new counts (in shard order), written to `router_dir`, which
+/// makes routers switch to it.
+pub fn finish_update(
+    router_dir: &Path,
+    mut manifest: Manifest,
+    built: &[BuiltShard],
+) -> Result<Manifest, Error> {
+    manifest.epoch += 1;
+    finish(router_dir, manifest, built)
 }
 
 /// What [`update_sharded`] did.
@@ -353,7 +383,7 @@ pub fn update_sharded(
     let _lock = state_dir::lock(dir)?;
     let t = Instant::now();
     let router_dir = dir.join(ROUTER_DIR);
-    let mut manifest = Manifest::load(&router_dir)?;
+    let manifest = Manifest::load(&router_dir)?;
     same_key_format(&manifest.key_format, &spec.key_format(), "this update")?;
     check_label_flags(
         manifest.max_label_bytes,
@@ -368,78 +398,31 @@ pub fn update_sharded(
         Some(path) => read_additions(path, spec, manifest.max_label_bytes, progress)?.0,
         None => Vec::new(),
     };
-    let oprf = ShardOprf::open(&router_dir, &manifest)?;
+    let oprf = ShardOprf::for_manifest(&router_dir, &manifest)?;
     progress.stage("OPRF", Some((removed.len() + added.len()) as u64));
     let gone: Vec<(&[u8], &[u8])> = removed.iter().map(|i| (&i.key[..], &[][..])).collect();
     let gone = oprf.evaluate(&gone, progress)?;
     let new: Vec<(&[u8], &[u8])> = added.iter().map(|i| (&i.key[..], &i.label[..])).collect();
     let new = oprf.evaluate(&new, progress)?;
     let shards = manifest.shards();
-    let epoch = manifest.epoch + 1;
-    let mut stats = UpdateStats::default();
     // The last point to stop at: a stop between shards would leave them at
     // two epochs on disk.
     check_cancelled(progress)?;
+    let mut built = Vec::with_capacity(shards as usize);
     for index in 0..shards {
         progress.stage(&format!("shard {index} of {shards}"), None);
-        let dir = shard_dir(dir, index);
-        let mut shard = HeState::load(&dir, false)?;
         let (gone, new) = (&gone[index as usize], &new[index as usize]);
-        stats += shard.remove_evaluated(&gone.outputs)?;
-        let labels: Vec<&[u8]> = new.labels.iter().map(Vec::as_slice).collect();
-        stats += shard.insert_evaluated(&new.outputs, &labels)?;
-        shard.set_shard_epoch(epoch)?;
-        shard.save(&dir)?;
-        let counts = shard
-            .db()
-            .bundle_counts()
-            .iter()
-            .map(|&c| c as u32)
-            .collect();
-        manifest.bundle_counts[index as usize] = counts;
-        manifest.items[index as usize] = shard.db().len() as u64;
+        let shard = update_shard(&manifest, index, &[gone], &[new], &shard_dir(dir, index))?;
+        built.push(shard);
     }
-    manifest.epoch = epoch;
-    manifest.save(&router_dir)?;
+    let stats = built.iter().fold(UpdateStats::default(), |mut sum, b| {
+        sum += b.stats;
+        sum
+    });
+    let manifest = finish_update(&router_dir, manifest, &built)?;
     Ok(ShardedUpdateReport {
         manifest,
         stats,
         time: t.elapsed(),
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn shard_batches_round_trip_and_damaged_ones_are_refused() {
-        let batch = ShardBatch {
-            outputs: vec![[1; 64], [2; 64]],
-            labels: vec![b"gold".to_vec(), Vec::new()],
-        };
-        let bytes = batch.to_bytes();
-        assert_eq!(ShardBatch::from_bytes(&bytes, 4).unwrap(), batch);
-        assert!(
-            ShardBatch::from_bytes(&bytes, 3).is_err(),
-            "a label over the room"
-        );
-        assert!(
-            ShardBatch::from_bytes(&bytes[..bytes.len() - 1], 4).is_err(),
-            "cut short"
-        );
-        let mut longer = bytes.clone();
-        longer.push(0);
-        assert!(
-            ShardBatch::from_bytes(&longer, 4).is_err(),
-            "trailing bytes"
-        );
-        let mut bad = bytes;
-        bad[0] ^= 1;
-        assert!(ShardBatch::from_bytes(&bad, 4).is_err(), "bad magic");
-        // A count far beyond the bytes present allocates nothing.
-        let mut huge = BATCH_MAGIC.to_vec();
-        huge.extend(u32::MAX.to_be_bytes());
-        assert!(ShardBatch::from_bytes(&huge, 4).is_err());
-    }
 }

@@ -20,9 +20,12 @@ use super::params::PsiParams;
 use super::sender::Sender;
 use super::sender_db::{DbEntry, SenderDb, UpdateStats};
 use super::shard::{ShardInfo, SHARD_FILE};
+use crate::common::oprf_stage;
 use crate::{keyfile, Error};
 
-const KEY_FILE: &str = "oprf.key";
+/// The OPRF key's file in a database's (or a sharded one's router's)
+/// directory.
+pub const KEY_FILE: &str = "oprf.key";
 const DB_FILE: &str = "he.db";
 
 /// The state directory's files: the key is written before the database.
@@ -30,10 +33,6 @@ pub(crate) const LAYOUT: crate::common::state_dir::Layout = crate::common::state
     main: DB_FILE,
     before: &[KEY_FILE],
 };
-/// Items per OPRF batch: enough to keep both cores busy between progress
-/// reports (the OPRF's chunks are at most 256 items), few enough that a
-/// cancelled build stops within a fraction of a second.
-const OPRF_BATCH: usize = 1 << 13;
 
 /// One row to insert: the item's key bytes and its label.
 pub struct Row {
@@ -262,22 +261,14 @@ impl HeState {
         }
     }
 
-    /// The OPRF outputs of `keys`, in batches over both cores; `progress`
-    /// is called with the number done after each batch, and an error it
-    /// returns (a cancelled job) ends the evaluation.
+    /// The OPRF outputs of `keys` (see [`oprf_stage::evaluate`]).
     pub fn evaluate<'a>(
         &self,
         keys: impl Iterator<Item = &'a [u8]>,
         progress: &mut dyn FnMut(usize) -> Result<(), Error>,
     ) -> Result<Vec<Output>, Error> {
         let keys: Vec<&[u8]> = keys.collect();
-        let key = self.key()?;
-        let mut outputs = Vec::with_capacity(keys.len());
-        for chunk in keys.chunks(OPRF_BATCH) {
-            outputs.extend(key.evaluate_batch(chunk)?);
-            progress(outputs.len())?;
-        }
-        Ok(outputs)
+        oprf_stage::evaluate(self.key()?, &keys, progress)
     }
 }
 
