@@ -189,6 +189,13 @@ def _fresh(out: Path) -> Any:
     return lock
 
 
+def _clear(out: Path) -> None:
+    """Removes what a build wrote in ``out`` (all but the lock file)."""
+    for entry in out.iterdir():
+        if entry.name != LOCK_FILE:
+            shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+
+
 def _shard_tasks(ray: Any, function: Any, args: List[Tuple[Any, ...]], reporter: ProgressReporter,
                  stage: str) -> List[Any]:
     """``function`` as one Ray task per shard (one CPU each), reporting the
@@ -231,7 +238,7 @@ def build(
     Returns the manifest's counts (``items``, ``items_per_shard``,
     ``epoch``), the time of each stage (``key_s``, ``oprf_s``, ``plan_s``,
     ``shards_s``, ``finish_s``) and the throughput of the OPRF stage
-    (``oprf_rows_per_s``) and of the whole build (``rows_per_s``).
+    (``oprf_rows_per_sec``) and of the whole build (``rows_per_sec``).
     """
     ray = _ray()
     out = Path(out)
@@ -250,6 +257,9 @@ def build(
         try:
             manifest = _build_stages(ray, ds, out, shards, key, label, normalize, workers, params, max_label_bytes,
                                      client_items, goal, fpp_bits, batch_rows, reporter, lap)
+        except BaseException:
+            _clear(out)  # it was empty: a failed build leaves nothing behind
+            raise
         finally:
             lock.release()
     total = time.perf_counter() - started
@@ -262,8 +272,8 @@ def build(
         "rows_read": rows,
         **times,
         "total_s": total,
-        "oprf_rows_per_s": rows / times["oprf_s"] if times["oprf_s"] else 0.0,
-        "rows_per_s": rows / total if total else 0.0,
+        "oprf_rows_per_sec": rows / times["oprf_s"] if times["oprf_s"] else 0.0,
+        "rows_per_sec": rows / total if total else 0.0,
     }
 
 
@@ -395,7 +405,7 @@ def filter_setup(
     ``.<name>.staging`` until the state (which holds the key) is saved.
 
     Returns the state's counts as :func:`psikit.filter.setup` does, the
-    time of each stage (``oprf_s``, ``filter_s``) and ``oprf_rows_per_s``.
+    time of each stage (``oprf_s``, ``filter_s``) and ``oprf_rows_per_sec``.
     """
     ray = _ray()
     state = Path(state)
@@ -407,9 +417,7 @@ def filter_setup(
     staging = state.parent / f".{state.name}.staging"
     lock = _native.StateLock(os.fspath(staging))
     try:
-        for leftover in staging.iterdir():  # of a set-up that died: this one holds the lock now
-            if leftover.name != LOCK_FILE:
-                shutil.rmtree(leftover) if leftover.is_dir() else leftover.unlink()
+        _clear(staging)  # of a set-up that died: this one holds the lock now
         with ProgressReporter(progress) as reporter:
             t = time.perf_counter()
             _native.oprf_stage_key(os.fspath(staging / KEY_FILE))
@@ -425,7 +433,7 @@ def filter_setup(
         shutil.rmtree(staging, ignore_errors=True)
     filter_s = time.perf_counter() - t
     return {**report, "oprf_s": oprf_s, "filter_s": filter_s,
-            "oprf_rows_per_s": rows / oprf_s if oprf_s else 0.0}
+            "oprf_rows_per_sec": rows / oprf_s if oprf_s else 0.0}
 
 
 def _free_port(host: str) -> int:

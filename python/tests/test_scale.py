@@ -40,7 +40,7 @@ def test_a_database_built_and_served_on_ray_answers_as_the_whole(cluster, tmp_pa
     assert len(report["items_per_shard"]) == 4 and min(report["items_per_shard"]) > 0
     assert not (tmp_path / "big" / "shard-0" / "oprf.key").exists()
     assert not (tmp_path / "big" / psikit.scale.SPOOL).exists(), "the spool goes once the shards are built"
-    assert report["rows_read"] == len(small_sets.server) and report["oprf_rows_per_s"] > 0
+    assert report["rows_read"] == len(small_sets.server) and report["oprf_rows_per_sec"] > 0
 
     with psikit.scale.serve(tmp_path / "big") as deployment:
         assert psikit.he.query(deployment.addr, small_sets.client, normalize=NORM) == want

@@ -42,21 +42,32 @@ pub struct OprfWorker {
 #[pymethods]
 impl OprfWorker {
     /// `name` tells this worker's files from the others' (unique per
-    /// worker: letters, digits, `-`, `_`).
+    /// worker: letters, digits, `-`, `_`). With `manifest` (an update of a
+    /// sharded database), the key is checked against it.
     #[new]
+    #[pyo3(signature = (key_dir, shards, spool, name, manifest=None))]
     fn new(
         py: Python<'_>,
         key_dir: PathBuf,
         shards: u32,
         spool: PathBuf,
         name: &str,
+        manifest: Option<&str>,
     ) -> PyResult<Self> {
+        let manifest = manifest.map(Manifest::from_json).transpose().py_err()?;
         let (oprf, spool) = py
             .detach(|| -> Result<_, Error> {
-                Ok((
-                    ShardOprf::open(&key_dir, shards)?,
-                    Spool::new(&spool, name, shards)?,
-                ))
+                let oprf = match &manifest {
+                    Some(m) if m.shards() != shards => {
+                        return Err(Error::Config(format!(
+                            "the database has {} shards, not {shards}",
+                            m.shards()
+                        )))
+                    }
+                    Some(m) => ShardOprf::for_manifest(&key_dir, m)?,
+                    None => ShardOprf::open(&key_dir, shards)?,
+                };
+                Ok((oprf, Spool::new(&spool, name, shards)?))
             })
             .py_err()?;
         Ok(Self {
