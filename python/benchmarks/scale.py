@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import statistics
 import subprocess
@@ -151,8 +152,9 @@ def build_sharded(cli: str, work: Path, rows: int, shards: int, common: List[str
 
 
 def bench_queries(cli: str, work: Path, client: Path, state: Path, shards: int, runs: int) -> Dict[str, float]:
-    """Medians over `runs` queries of `state` served by `shards` shard
-    processes and a tracing router."""
+    """The median (by wall time) of `runs` queries of `state` served by
+    `shards` shard processes and a tracing router, with the 1-minute load
+    average after them."""
     procs = []
     try:
         addrs = []
@@ -175,7 +177,11 @@ def bench_queries(cli: str, work: Path, client: Path, state: Path, shards: int, 
             if not got:
                 sys.exit(f"no query trace in {log}")
             samples.append({"wall_s": t, **client_phases(out), **router_phases(got), "rounds": len(got)})
-        return {k: statistics.median(s[k] for s in samples) for k in samples[0]}
+        # The run of median wall time, whole: medians taken field by field
+        # would mix runs (a shard's evaluation above the client's server
+        # time).
+        samples.sort(key=lambda s: s["wall_s"])
+        return {**samples[len(samples) // 2], "load": os.getloadavg()[0]}
     finally:
         for p in procs:
             p.kill()
@@ -222,14 +228,14 @@ def ms(s: float) -> str:
 def table(title: str, rows: List[Tuple[int, int, Dict[str, float]]]) -> str:
     """A markdown table of one scaling's queries."""
     head = ("| shards | rows | whole query | OPRF | server (client) | fan-out | shard eval (median) "
-            "| slowest shard | gathering | decrypt | to shards | sent | received |")
+            "| slowest shard | gathering | decrypt | to shards | sent | received | load |")
     lines = [f"{title}:", "", head, "|" + "---|" * (head.count("|") - 1)]
     for shards, rows_, q in rows:
         lines.append(
             f"| {shards} | 2^{rows_.bit_length() - 1} | {ms(q['wall_s'])} | {ms(q['oprf_s'])} | {ms(q['server_s'])} "
             f"| {ms(q['fan_out_s'])} | {ms(q['shard_eval_median_s'])} | {ms(q['shard_eval_max_s'])} "
             f"| {ms(q['gather_s'])} | {ms(q['decrypt_s'])} | {q['fan_out_mib']:.2f} MiB "
-            f"| {q['sent_mib']:.2f} MiB | {q['received_mib']:.2f} MiB |")
+            f"| {q['sent_mib']:.2f} MiB | {q['received_mib']:.2f} MiB | {q['load']:.1f} |")
     return "\n".join(lines)
 
 
