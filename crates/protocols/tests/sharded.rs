@@ -1,9 +1,9 @@
 //! A sharded HE database answers as the same database unsharded would:
-//! the same matches and labels for 1, 2, 4 and 8 shards, at 2^14 and 2^16
-//! rows and after the same update, through the real router and shard
-//! servers over TCP; the router's trace of each query counts what the
-//! shards and the client got; a shard dying mid-answer fails the query
-//! (retryably, with no partial answer) and the next query succeeds.
+//! the same matches and labels for 1, 2, 4 and 8 shards at 2^14 rows (2
+//! and 8 at 2^16) and after the same update, through the real router and
+//! shard servers over TCP; the router's trace of each query counts what
+//! the shards and the client got; a shard dying mid-answer fails the
+//! query (retryably, with no partial answer) and the next query succeeds.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -238,9 +238,11 @@ async fn sharded_databases_answer_as_the_whole_database() {
     answers_as_the_whole(14, &[1, 2, 4, 8]).await;
 }
 
+/// At 2^16 rows only 2 and 8 shards: each build costs seconds in the
+/// test profile, and 2^14 covers every count.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sharded_databases_of_2_16_rows_answer_as_the_whole_database() {
-    answers_as_the_whole(16, &[1, 2, 4, 8]).await;
+    answers_as_the_whole(16, &[2, 8]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
