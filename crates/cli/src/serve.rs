@@ -14,7 +14,9 @@ use psikit_protocols::common::connect::{ClientTlsFiles, ServerAddr};
 #[cfg(feature = "filter")]
 use psikit_protocols::filter_psi::FilterService;
 #[cfg(feature = "he")]
-use psikit_protocols::he_psi::{router::ShardRouter, HeService};
+use psikit_protocols::he_psi::router::{QueryTrace, ShardRouter};
+#[cfg(feature = "he")]
+use psikit_protocols::he_psi::HeService;
 use psikit_protocols::service::{QueryBudget, Router, ServerLimits};
 
 use crate::args::{NetArgs, ServerTlsArgs};
@@ -62,6 +64,15 @@ pub struct ServeArgs {
     #[cfg(feature = "he")]
     #[arg(long, requires = "he_shard_tls_cert")]
     pub he_shard_tls_key: Option<PathBuf>,
+    /// Print one line per answered query to stderr, `psikit: query trace`
+    /// and a JSON object: the query bytes sent to each shard, each shard's
+    /// first and last result package, done time, packages and bytes, the
+    /// gathering, in milliseconds from the query's arrival. Sizes and times
+    /// only, never set contents: for finding where a sharded query's time
+    /// goes.
+    #[cfg(feature = "he")]
+    #[arg(long, requires = "he_router")]
+    pub trace_queries: bool,
     /// Do not keep the HE database's query-ready plaintexts in memory: less
     /// memory, slower queries.
     #[cfg(feature = "he")]
@@ -138,7 +149,13 @@ impl ServeArgs {
                     limits: net,
                 })
                 .collect();
-            router.register(Arc::new(ShardRouter::open(dir, shards, limits)?))?;
+            let mut shard_router = ShardRouter::open(dir, shards, limits)?;
+            if self.trace_queries {
+                shard_router = shard_router.with_trace(Arc::new(|trace: &QueryTrace| {
+                    eprintln!("psikit: query trace {}", trace.to_json())
+                }));
+            }
+            router.register(Arc::new(shard_router))?;
         }
         if router.services().is_empty() {
             bail!("nothing to serve: give --filter-state DIR and/or --he-state DIR (or --he-router DIR)");

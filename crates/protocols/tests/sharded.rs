@@ -1,19 +1,22 @@
 //! A sharded HE database answers as the same database unsharded would:
-//! the same matches and labels for 1, 2, 4 and 8 shards, through the real
-//! router and shard servers over TCP; a shard dying mid-answer fails the
+//! the same matches and labels for 1, 2, 4 and 8 shards at 2^14 rows (2
+//! and 8 at 2^16) and after the same update, through the real router and
+//! shard servers over TCP; the router's trace of each query counts what
+//! the shards and the client got; a shard dying mid-answer fails the
 //! query (retryably, with no partial answer) and the next query succeeds.
 
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use psikit_io::{Column, KeySpec};
 use psikit_protocols::common::connect::ServerAddr;
-use psikit_protocols::he_psi::facade::{self, BuildOptions, QueryOptions};
-use psikit_protocols::he_psi::router::ShardRouter;
+use psikit_protocols::he_psi::facade::{self, BuildOptions, QueryOptions, Session};
+use psikit_protocols::he_psi::router::{QueryTrace, ShardRouter};
 use psikit_protocols::he_psi::select::SelectionInput;
+use psikit_protocols::he_psi::shard::Manifest;
 use psikit_protocols::he_psi::sharded;
 use psikit_protocols::he_psi::HeService;
 use psikit_protocols::service::{LocalServer, Router, Service};
@@ -72,23 +75,47 @@ fn addr(at: &str) -> ServerAddr {
     }
 }
 
-async fn query(at: &str, keys: &[Vec<u8>]) -> Result<Vec<(usize, Option<Vec<u8>>)>, Error> {
+type Answer = Vec<(usize, Option<Vec<u8>>)>;
+
+async fn query_session(at: &str, keys: &[Vec<u8>]) -> Result<Session, Error> {
     let mut ch = addr(at).connect().await?;
-    let session = facade::query(&mut ch, keys, &QueryOptions::default(), &NoProgress).await?;
-    Ok(session
-        .matches
-        .into_iter()
-        .map(|m| (m.index, m.label))
-        .collect())
+    facade::query(&mut ch, keys, &QueryOptions::default(), &NoProgress).await
 }
 
-/// Serves the shards of `dir` and their router; the shard servers go
-/// first in the returned list.
-async fn serve_sharded(
-    dir: &Path,
-    shards: u32,
-    via: Option<Vec<String>>,
-) -> (Vec<LocalServer>, LocalServer) {
+fn answer(session: &Session) -> Answer {
+    (session.matches.iter())
+        .map(|m| (m.index, m.label.clone()))
+        .collect()
+}
+
+async fn query(at: &str, keys: &[Vec<u8>]) -> Result<Answer, Error> {
+    Ok(answer(&query_session(at, keys).await?))
+}
+
+/// What `truth` answers for `client`'s keys, in the client's order.
+fn expected(client: &[Vec<u8>], truth: &HashMap<Vec<u8>, Vec<u8>>) -> Answer {
+    (client.iter().enumerate())
+        .filter_map(|(i, k)| truth.get(k).map(|l| (i, Some(l.clone()))))
+        .collect()
+}
+
+/// A sharded database's servers; the router reports its query traces to
+/// `traces`.
+struct Served {
+    _shards: Vec<LocalServer>,
+    router: LocalServer,
+    traces: Arc<Mutex<Vec<QueryTrace>>>,
+}
+
+impl Served {
+    fn traces(&self) -> Vec<QueryTrace> {
+        std::mem::take(&mut *self.traces.lock().unwrap())
+    }
+}
+
+/// Serves the shards of `dir` and their router (reaching the shards at
+/// `via` when given, else at the servers started here).
+async fn serve_sharded(dir: &Path, shards: u32, via: Option<Vec<String>>) -> Served {
     let mut servers = Vec::new();
     for i in 0..shards {
         let shard = HeService::open(
@@ -99,19 +126,75 @@ async fn serve_sharded(
         servers.push(serve(Arc::new(shard.unwrap())).await);
     }
     let addrs = via.unwrap_or_else(|| servers.iter().map(|s| s.addr().to_string()).collect());
+    let traces = Arc::new(Mutex::new(Vec::new()));
+    let sink = traces.clone();
     let router = ShardRouter::open(
         &dir.join("router"),
         addrs.iter().map(|a| addr(a)).collect(),
         common::server_limits(),
-    );
-    let router = serve(Arc::new(router.unwrap())).await;
-    (servers, router)
+    )
+    .unwrap()
+    .with_trace(Arc::new(move |t: &QueryTrace| {
+        sink.lock().unwrap().push(t.clone())
+    }));
+    let router = serve(Arc::new(router)).await;
+    Served {
+        _shards: servers,
+        router,
+        traces,
+    }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sharded_databases_answer_as_the_whole_database() {
+/// Checks the router's traces of `session` (one per query round) against
+/// the database's shape: each shard answers with one package per bin
+/// bundle it holds, every package reaches the client, and the times of
+/// each shard come in order.
+fn check_traces(traces: &[QueryTrace], session: &Session, manifest: &Manifest) {
+    assert_eq!(traces.len(), session.outcome.rounds, "one trace per round");
+    for t in traces {
+        assert_eq!(t.epoch, manifest.epoch);
+        assert_eq!(
+            t.shards.len(),
+            manifest.bundle_counts.len(),
+            "one per shard"
+        );
+        assert!(t.query_bytes > 0 && t.fan_out_bytes() == t.query_bytes * t.shards.len() as u64);
+        for (s, counts) in t.shards.iter().zip(&manifest.bundle_counts) {
+            assert_eq!(s.packages, counts.iter().sum::<u32>(), "a package a bundle");
+            assert_eq!(s.bytes > 0, s.packages > 0, "{s:?}");
+            assert!(t.received <= s.sent && s.done <= t.done, "{s:?} in {t:?}");
+            if let (Some(first), Some(last)) = (s.first, s.last) {
+                assert!(s.sent <= first && first <= last && last <= s.done, "{s:?}");
+            }
+        }
+        assert_eq!(t.packages, t.shards.iter().map(|s| s.packages).sum::<u32>());
+        assert_eq!(
+            t.forwarded_bytes,
+            t.shards.iter().map(|s| s.bytes).sum::<u64>()
+        );
+        assert!(t.gather() <= t.done);
+    }
+    let forwarded: u64 = traces.iter().map(|t| t.forwarded_bytes).sum();
+    assert!(
+        0 < forwarded && forwarded < session.bytes_received,
+        "the client received the packages ({forwarded} B) and more"
+    );
+    let line = traces[0].to_json();
+    let parsed: serde_json::Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(parsed["packages"], traces[0].packages);
+    assert_eq!(
+        parsed["shards"].as_array().map(Vec::len),
+        Some(traces[0].shards.len())
+    );
+}
+
+/// Builds a database of `2^log2` rows whole and in each of `shard_counts`
+/// shards, and checks that every sharded one answers a client of 150
+/// present and 100 absent keys as the whole one does.
+async fn answers_as_the_whole(log2: u32, shard_counts: &[u32]) {
     let dir = tempfile::tempdir().unwrap();
-    let (csv, truth) = server_csv(dir.path(), 1 << 14);
+    let n = 1usize << log2;
+    let (csv, truth) = server_csv(dir.path(), n);
     let whole = dir.path().join("whole");
     facade::build(&csv, &spec(), &whole, options(), &NoProgress).unwrap();
     let whole = serve(Arc::new(
@@ -119,21 +202,21 @@ async fn sharded_databases_answer_as_the_whole_database() {
     ))
     .await;
 
+    // Present keys spread over the whole range, so every shard holds some.
     let mut client: Vec<Vec<u8>> = (0..150)
-        .map(|i| format!("user{}@x.org", i * 97).into_bytes())
+        .map(|i| format!("user{}@x.org", i * (n / 150)).into_bytes())
         .collect();
     client.extend((0..100).map(|i| format!("stranger{i}@y.org").into_bytes()));
-    let want: Vec<(usize, Option<Vec<u8>>)> = (client.iter().enumerate())
-        .filter_map(|(i, k)| truth.get(k).map(|l| (i, Some(l.clone()))))
-        .collect();
+    let want = expected(&client, &truth);
+    assert_eq!(want.len(), 150);
     assert_eq!(query(whole.addr(), &client).await.unwrap(), want);
 
-    for shards in [1, 2, 4, 8] {
+    for &shards in shard_counts {
         let sharded = dir.path().join(format!("sharded-{shards}"));
         let report =
             sharded::build_sharded(&csv, &spec(), &sharded, shards, options(), &NoProgress)
                 .unwrap();
-        assert_eq!(report.manifest.items.iter().sum::<u64>(), 1 << 14);
+        assert_eq!(report.manifest.items.iter().sum::<u64>(), n as u64);
         assert!(
             report.manifest.items.iter().all(|&n| n > 0),
             "{:?}",
@@ -143,12 +226,96 @@ async fn sharded_databases_answer_as_the_whole_database() {
             !sharded.join("shard-0").join("oprf.key").exists(),
             "shards never hold the key"
         );
-        let (_shards, router) = serve_sharded(&sharded, shards, None).await;
+        let served = serve_sharded(&sharded, shards, None).await;
+        let session = query_session(served.router.addr(), &client).await.unwrap();
+        assert_eq!(answer(&session), want, "{shards} shards, 2^{log2} rows");
+        check_traces(&served.traces(), &session, &report.manifest);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sharded_databases_answer_as_the_whole_database() {
+    answers_as_the_whole(14, &[1, 2, 4, 8]).await;
+}
+
+/// At 2^16 rows only 2 and 8 shards: each build costs seconds in the
+/// test profile, and 2^14 covers every count.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sharded_databases_of_2_16_rows_answer_as_the_whole_database() {
+    answers_as_the_whole(16, &[2, 8]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn updated_sharded_databases_answer_as_the_updated_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = 1usize << 14;
+    let (csv, mut truth) = server_csv(dir.path(), n);
+    // The client asks for 150 present keys, the 30 keys the update adds,
+    // and 50 absent ones.
+    let mut client: Vec<Vec<u8>> = (0..150)
+        .map(|i| format!("user{}@x.org", i * 100).into_bytes())
+        .collect();
+    client.extend((0..30).map(|i| format!("user{}@x.org", n + i).into_bytes()));
+    client.extend((0..50).map(|i| format!("stranger{i}@y.org").into_bytes()));
+    // Remove 30 of its matches, relabel 30, add 30 new rows.
+    let mut add = String::from("email,tier\n");
+    let mut remove = String::from("email\n");
+    for i in 0..30 {
+        let gone = format!("user{}@x.org", i * 100);
+        remove.push_str(&format!("{gone}\n"));
+        truth.remove(gone.as_bytes());
+        let relabel = format!("user{}@x.org", (30 + i) * 100);
+        add.push_str(&format!("{relabel},nw\n"));
+        truth.insert(relabel.into_bytes(), b"nw".to_vec());
+        let new = format!("user{}@x.org", n + i);
+        add.push_str(&format!("{new},z{}\n", i % 10));
+        truth.insert(new.into_bytes(), format!("z{}", i % 10).into_bytes());
+    }
+    let (add_csv, remove_csv) = (dir.path().join("add.csv"), dir.path().join("remove.csv"));
+    std::fs::write(&add_csv, add).unwrap();
+    std::fs::write(&remove_csv, remove).unwrap();
+    let want = expected(&client, &truth);
+    assert_eq!(want.len(), 150);
+
+    let whole = dir.path().join("whole");
+    facade::build(&csv, &spec(), &whole, options(), &NoProgress).unwrap();
+    facade::update(
+        &whole,
+        &spec(),
+        Some(&add_csv),
+        Some(&remove_csv),
+        &NoProgress,
+    )
+    .unwrap();
+    let whole = serve(Arc::new(
+        HeService::open(&whole, true, common::server_limits()).unwrap(),
+    ))
+    .await;
+    assert_eq!(query(whole.addr(), &client).await.unwrap(), want);
+
+    for shards in [1, 2, 4, 8] {
+        let sharded = dir.path().join(format!("sharded-{shards}"));
+        sharded::build_sharded(&csv, &spec(), &sharded, shards, options(), &NoProgress).unwrap();
+        let report = sharded::update_sharded(
+            &sharded,
+            &spec(),
+            Some(&add_csv),
+            Some(&remove_csv),
+            &NoProgress,
+        )
+        .unwrap();
+        assert_eq!(report.manifest.epoch, 1);
+        assert_eq!(report.manifest.items.iter().sum::<u64>(), n as u64);
+        let stats = &report.stats;
         assert_eq!(
-            query(router.addr(), &client).await.unwrap(),
-            want,
+            (stats.removed, stats.relabelled, stats.inserted),
+            (30, 30, 30),
             "{shards} shards"
         );
+        let served = serve_sharded(&sharded, shards, None).await;
+        let session = query_session(served.router.addr(), &client).await.unwrap();
+        assert_eq!(answer(&session), want, "{shards} shards, updated");
+        check_traces(&served.traces(), &session, &report.manifest);
     }
 }
 
@@ -203,7 +370,7 @@ async fn a_shard_dying_mid_answer_fails_the_query_and_the_next_one_succeeds() {
     }
     let cutting = Arc::new(AtomicBool::new(true));
     let proxy = flaky_proxy(servers[1].addr().to_string(), 5000, cutting.clone()).await;
-    let (_none, router) = serve_sharded(
+    let served = serve_sharded(
         &sharded,
         0,
         Some(vec![servers[0].addr().to_string(), proxy]),
@@ -213,12 +380,15 @@ async fn a_shard_dying_mid_answer_fails_the_query_and_the_next_one_succeeds() {
     let client: Vec<Vec<u8>> = (0..64)
         .map(|i| format!("user{i}@x.org").into_bytes())
         .collect();
-    let err = query(router.addr(), &client).await.unwrap_err();
+    let err = query(served.router.addr(), &client).await.unwrap_err();
     assert!(err.is_busy(), "a retryable refusal: {err}");
     assert!(err.to_string().contains("shard 1"), "{err}");
+    assert!(served.traces().is_empty(), "a failed query is not traced");
 
     cutting.store(false, Ordering::SeqCst); // the shard is back
-    let got = query(router.addr(), &client).await.unwrap();
+    let session = query_session(served.router.addr(), &client).await.unwrap();
+    assert_eq!(served.traces().len(), session.outcome.rounds);
+    let got = answer(&session);
     let want: Vec<(usize, Option<Vec<u8>>)> = (client.iter().enumerate())
         .map(|(i, k)| (i, truth.get(k).cloned()))
         .collect();
@@ -231,16 +401,12 @@ async fn updates_switch_every_shard_at_once() {
     let (csv, mut truth) = server_csv(dir.path(), 1 << 12);
     let sharded = dir.path().join("sharded");
     sharded::build_sharded(&csv, &spec(), &sharded, 4, options(), &NoProgress).unwrap();
-    let (_shards, router) = serve_sharded(&sharded, 4, None).await;
+    let served = serve_sharded(&sharded, 4, None).await;
+    let router = &served.router;
     let client: Vec<Vec<u8>> = (0..80)
         .map(|i| format!("user{}@x.org", i * 50).into_bytes())
         .collect();
-    let answer = |truth: &HashMap<Vec<u8>, Vec<u8>>| -> Vec<(usize, Option<Vec<u8>>)> {
-        (client.iter().enumerate())
-            .filter_map(|(i, k)| truth.get(k).map(|l| (i, Some(l.clone()))))
-            .collect()
-    };
-    let before = answer(&truth);
+    let before = expected(&client, &truth);
     assert_eq!(query(router.addr(), &client).await.unwrap(), before);
 
     // Remove 20 of the client's matches, relabel 20, add 20 beyond the set.
@@ -255,7 +421,7 @@ async fn updates_switch_every_shard_at_once() {
     }
     std::fs::write(dir.path().join("add.csv"), add).unwrap();
     std::fs::write(dir.path().join("remove.csv"), remove).unwrap();
-    let after = answer(&truth);
+    let after = expected(&client, &truth);
     let (add, remove) = (dir.path().join("add.csv"), dir.path().join("remove.csv"));
     let updating = {
         let (sharded, add, remove) = (sharded.clone(), add.clone(), remove.clone());

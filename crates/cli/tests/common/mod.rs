@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
 /// The `psikit` binary built for these tests.
@@ -39,11 +40,21 @@ impl Drop for Server {
 /// Starts `psikit serve --listen 127.0.0.1:0` with `args` and reads its
 /// address from the first line it prints.
 pub fn serve(args: &[&str]) -> Server {
+    serve_on("127.0.0.1:0", args, None)
+}
+
+/// [`serve`] listening on `listen` (a server restarted on its old port),
+/// its stderr written to `log` if given.
+pub fn serve_on(listen: &str, args: &[&str], log: Option<&Path>) -> Server {
+    let stderr = match log {
+        Some(path) => Stdio::from(std::fs::File::create(path).expect("create the log")),
+        None => Stdio::null(),
+    };
     let mut child = psikit()
-        .args(["serve", "--listen", "127.0.0.1:0"])
+        .args(["serve", "--listen", listen])
         .args(args)
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(stderr)
         .spawn()
         .expect("start psikit serve");
     let mut line = String::new();

@@ -7,9 +7,15 @@
 //! a retryable error instead of the done message, so the client, which
 //! only returns once it has counted every package, never takes a partial
 //! answer. Shards never see the key; the router never sees a database.
+//!
+//! A router given a trace sink ([`ShardRouter::with_trace`]) reports each
+//! answered query's sizes and times ([`QueryTrace`]), so that a query's
+//! latency can be split into the fan-out, each shard's evaluation and the
+//! gathering without instrumenting the shards.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use psikit_transport::{Channel, Frame, Message, ProtocolId};
 use tokio::sync::mpsc;
@@ -59,11 +65,106 @@ impl RouterState {
     }
 }
 
+/// What the router saw of one answered query: sizes and times only, never
+/// anything of the sets (no items, no ciphertexts), so it may be logged.
+/// Times are from the moment the query's header arrived.
+#[derive(Clone, Debug)]
+pub struct QueryTrace {
+    /// The epoch the query was answered at.
+    pub epoch: u64,
+    /// When the client's whole query had arrived (the fan-out starts).
+    pub received: Duration,
+    /// Bytes of the query as sent to each shard (every shard gets the same
+    /// query: its epoch, the header and the ciphertexts).
+    pub query_bytes: u64,
+    /// One entry per shard, in shard order.
+    pub shards: Vec<ShardTrace>,
+    /// Result packages forwarded to the client (the count its done message
+    /// carries).
+    pub packages: u32,
+    /// Bytes of the packages forwarded to the client.
+    pub forwarded_bytes: u64,
+    /// When the client's done message was sent.
+    pub done: Duration,
+}
+
+impl QueryTrace {
+    /// The query bytes sent to all shards together.
+    pub fn fan_out_bytes(&self) -> u64 {
+        self.query_bytes.saturating_mul(self.shards.len() as u64)
+    }
+
+    /// When the last shard's done message arrived.
+    pub fn last_shard_done(&self) -> Duration {
+        (self.shards.iter().map(|s| s.done))
+            .max()
+            .unwrap_or(self.received)
+    }
+
+    /// The gathering: from the last shard's done message to the client's
+    /// (packages still queued for the client are forwarded meanwhile).
+    pub fn gather(&self) -> Duration {
+        self.done.saturating_sub(self.last_shard_done())
+    }
+
+    /// One JSON object on one line, times in milliseconds, for logs that
+    /// scripts read (`psikit serve --trace-queries`).
+    pub fn to_json(&self) -> String {
+        let ms = |d: Duration| (d.as_secs_f64() * 1e6).round() / 1e3;
+        let shards: Vec<serde_json::Value> = (self.shards.iter().enumerate())
+            .map(|(i, s)| {
+                serde_json::json!({
+                    "shard": i,
+                    "sent_ms": ms(s.sent),
+                    "first_ms": s.first.map(ms),
+                    "last_ms": s.last.map(ms),
+                    "done_ms": ms(s.done),
+                    "packages": s.packages,
+                    "bytes": s.bytes,
+                })
+            })
+            .collect();
+        serde_json::json!({
+            "epoch": self.epoch,
+            "received_ms": ms(self.received),
+            "query_bytes": self.query_bytes,
+            "fan_out_bytes": self.fan_out_bytes(),
+            "shards": shards,
+            "gather_ms": ms(self.gather()),
+            "packages": self.packages,
+            "forwarded_bytes": self.forwarded_bytes,
+            "done_ms": ms(self.done),
+        })
+        .to_string()
+    }
+}
+
+/// One shard's part of a [`QueryTrace`], as the router saw it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ShardTrace {
+    /// When the query was written to the shard (connection included).
+    pub sent: Duration,
+    /// When its first and last result package arrived (none: it had no
+    /// bundle to answer from).
+    pub first: Option<Duration>,
+    pub last: Option<Duration>,
+    /// When its done message arrived.
+    pub done: Duration,
+    pub packages: u32,
+    /// Bytes of its result packages.
+    pub bytes: u64,
+}
+
+/// Where a router reports its [`QueryTrace`]s; called once per answered
+/// query, on the connection's task (so it should be quick).
+pub type TraceSink = Arc<dyn Fn(&QueryTrace) + Send + Sync>;
+
 /// Serves a sharded database's clients (see the [module docs](self)).
 pub struct ShardRouter {
     current: LiveState<RouterState>,
     shards: Vec<ServerAddr>,
     limits: ServerLimits,
+    trace: Option<TraceSink>,
 }
 
 impl ShardRouter {
@@ -83,7 +184,15 @@ impl ShardRouter {
             current,
             shards,
             limits,
+            trace: None,
         })
+    }
+
+    /// Reports every answered query to `sink` (failed queries are not
+    /// reported: the server logs their error).
+    pub fn with_trace(mut self, sink: TraceSink) -> Self {
+        self.trace = Some(sink);
+        self
     }
 
     async fn dispatch(
@@ -122,6 +231,7 @@ impl ShardRouter {
         header: Frame,
         ch: &mut Channel,
     ) -> Result<(), Error> {
+        let start = Instant::now();
         let state = &snap.state;
         query_header(&header.payload, state)?;
         let shape = state.db().shape();
@@ -135,6 +245,7 @@ impl ShardRouter {
         for _ in 0..cts {
             query.push(ch.recv_expect(QueryCt::PROTOCOL, QueryCt::KIND).await?);
         }
+        let received = start.elapsed();
         let query = Arc::new(query);
         let (tx, mut rx) = mpsc::channel::<Vec<Frame>>(8);
         // Dropped with this call (a client gone): the shard tasks end too.
@@ -142,24 +253,39 @@ impl ShardRouter {
         for (index, addr) in self.shards.iter().enumerate() {
             let (addr, query, tx) = (addr.clone(), query.clone(), tx.clone());
             let polys = shape.polys();
-            asks.spawn(async move { (index, ask_shard(&addr, &query, polys, &tx).await) });
+            asks.spawn(async move { (index, ask_shard(&addr, &query, polys, &tx, start).await) });
         }
         drop(tx);
+        let (mut packages, mut forwarded_bytes) = (0u32, 0u64);
         while let Some(package) = rx.recv().await {
             for frame in &package {
                 ch.send(frame).await?;
+                forwarded_bytes += frame.wire_len();
             }
+            packages = packages.saturating_add(1);
         }
-        let mut packages = 0u32;
+        let mut shards = vec![None; self.shards.len()];
         while let Some(joined) = asks.join_next().await {
             let (index, answered) = joined.map_err(|e| Error::task("a shard's query", e))?;
-            let count = answered.map_err(|e| Error::ShardUnavailable {
+            let shard = answered.map_err(|e| Error::ShardUnavailable {
                 shard: index as u32,
                 reason: e.to_string(),
             })?;
-            packages = packages.saturating_add(count);
+            shards[index] = Some(shard);
         }
-        Ok(ch.send_msg(&QueryDone { packages }).await?)
+        ch.send_msg(&QueryDone { packages }).await?;
+        if let Some(sink) = &self.trace {
+            sink(&QueryTrace {
+                epoch: snap.manifest.epoch,
+                received,
+                query_bytes: query.iter().map(Frame::wire_len).sum(),
+                shards: shards.into_iter().flatten().collect(),
+                packages,
+                forwarded_bytes,
+                done: start.elapsed(),
+            });
+        }
+        Ok(())
     }
 }
 
@@ -177,32 +303,42 @@ fn params_response(snap: &RouterState, max_query_items: u32) -> ParamsResponse {
 }
 
 /// Sends the query to the shard at `addr` and passes each of its result
-/// packages (`polys` frames) to `packages`; returns how many it sent,
-/// checked against the shard's done message.
+/// packages (`polys` frames) to `packages`; returns what it saw (times
+/// from `start`), its package count checked against the shard's done
+/// message.
 async fn ask_shard(
     addr: &ServerAddr,
     query: &[Frame],
     polys: usize,
     packages: &mpsc::Sender<Vec<Frame>>,
-) -> Result<u32, Error> {
+    start: Instant,
+) -> Result<ShardTrace, Error> {
     let mut ch = addr.connect().await?;
     for frame in query {
         ch.send(frame).await?;
     }
-    let mut sent = 0u32;
+    let mut trace = ShardTrace {
+        sent: start.elapsed(),
+        first: None,
+        last: None,
+        done: Duration::ZERO,
+        packages: 0,
+        bytes: 0,
+    };
     loop {
         let first = ch.recv().await?;
         if first.protocol == QueryDone::PROTOCOL && first.kind == QueryDone::KIND {
             let done = QueryDone::decode(&first.payload, ())?.packages;
-            if done != sent {
+            if done != trace.packages {
                 return Err(Violation::Count {
                     what: "result packages from a shard",
-                    got: u64::from(sent),
+                    got: u64::from(trace.packages),
                     expected: u64::from(done),
                 }
                 .into());
             }
-            return Ok(sent);
+            trace.done = start.elapsed();
+            return Ok(trace);
         }
         if first.protocol != ResultCt::PROTOCOL || first.kind != ResultCt::KIND {
             return Err(Violation::Unexpected("a shard's answer").into());
@@ -212,11 +348,15 @@ async fn ask_shard(
         for _ in 1..polys {
             package.push(ch.recv_expect(ResultCt::PROTOCOL, ResultCt::KIND).await?);
         }
+        let at = start.elapsed();
+        trace.first.get_or_insert(at);
+        trace.last = Some(at);
+        trace.packages += 1;
+        trace.bytes += package.iter().map(Frame::wire_len).sum::<u64>();
         packages
             .send(package)
             .await
             .map_err(|_| Error::task("forwarding a shard's answer", "the client left"))?;
-        sent += 1;
     }
 }
 
