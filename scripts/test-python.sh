@@ -24,7 +24,7 @@ if ! "$py" -m pip install -q --disable-pip-version-check pandas pyarrow tqdm; th
 fi
 # Ray for psikit.scale (the sharded HE database on a local single-node
 # cluster); PSIKIT_NO_RAY=1 skips it (a big download).
-if [ -z "${PSIKIT_NO_RAY:-}" ] && ! "$py" -m pip install -q --disable-pip-version-check "ray[data]>=2.40"; then
+if [ -z "${PSIKIT_NO_RAY:-}" ] && ! "$py" -m pip install -q --disable-pip-version-check "ray[data]>=2.40" aiohttp; then
     echo "psikit: could not install ray; psikit.scale's tests will be skipped" >&2
 fi
 

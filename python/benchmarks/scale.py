@@ -189,36 +189,38 @@ def bench_queries(cli: str, work: Path, client: Path, state: Path, shards: int, 
 
 
 def bench_build(a, work: Path, common: List[str]) -> Dict[str, object]:
-    """The CLI's whole build against the Ray build's (medians)."""
+    """The CLI's whole build against the Ray build's, alternated run by run
+    (this VM's speed drifts), medians; each output is removed after its
+    run."""
+    import shutil
+
     import psikit.scale
     import ray
 
     rows = 1 << a.log2
     csv = write_server(work, rows)
-    results: Dict[str, object] = {}
-    cli_build = []
-    for r in range(a.runs):
-        t, _ = timed([a.cli, "he", "db", "build", "--csv", str(csv), "--state", str(work / f"whole-{r}"),
-                      "--force", *common])
-        cli_build.append(t)
-    results["cli_build_s"] = statistics.median(cli_build)
+    runs: Dict[str, Dict[str, List[float]]] = {}
     ray.init(include_dashboard=False, log_to_driver=False)
     try:
-        for workers in map(int, a.workers.split(",")):
-            stages: Dict[str, List[float]] = {}
-            for r in range(a.runs):
+        for _ in range(a.runs):
+            out = work / "build-out"
+            t, _ = timed([a.cli, "he", "db", "build", "--csv", str(csv), "--state", str(out), *common])
+            runs.setdefault("cli", {}).setdefault("total_s", []).append(t)
+            shutil.rmtree(out)
+            for workers in map(int, a.workers.split(",")):
                 t = time.perf_counter()
-                report = psikit.scale.build(str(csv), work / f"ray-{workers}-{r}", shards=a.build_shards,
-                                            key="email", label="tier", workers=workers, client_items=a.client)
-                stages.setdefault("total_s", []).append(time.perf_counter() - t)
+                report = psikit.scale.build(str(csv), out, shards=a.build_shards, key="email", label="tier",
+                                            workers=workers, client_items=a.client)
+                stages = runs.setdefault(f"ray_{workers}_workers", {})
                 # The stages are whatever the build reports timing for.
                 for k, v in report.items():
-                    if k.endswith("_s"):
+                    if k.endswith("_s") and k != "total_s":
                         stages.setdefault(k, []).append(v)
-            results[f"ray_build_{workers}_workers"] = {k: statistics.median(v) for k, v in stages.items()}
+                stages.setdefault("total_s", []).append(time.perf_counter() - t)
+                shutil.rmtree(out)
     finally:
         ray.shutdown()
-    return results
+    return {name: {k: statistics.median(v) for k, v in stages.items()} for name, stages in runs.items()}
 
 
 def ms(s: float) -> str:
@@ -257,12 +259,12 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     common = ["--key", "email", "--label", "tier", "--client-items", str(a.client)]
     shard_counts = [int(s) for s in a.shards.split(",")]
-    scalings = a.scaling.split(",")
+    scalings = [name for name in a.scaling.split(",") if name]  # --scaling "": the build alone
     sizes = {
         "strong": [(s, 1 << a.log2) for s in shard_counts],
         "weak": [(s, s << a.per_shard_log2) for s in shard_counts],
     }
-    smallest = min(rows for name in scalings for _, rows in sizes[name])
+    smallest = min((rows for name in scalings for _, rows in sizes[name]), default=1 << a.log2)
     client = write_client(work, a.client, smallest)
     results: Dict[str, object] = {"client": a.client}
 

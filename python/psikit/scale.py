@@ -144,8 +144,12 @@ def _oprf_stage(ray: Any, ds: Any, key_dir: Path, shards: int, spool: Path, work
     longest label. With ``manifest``, the key is checked against it."""
     if workers < 1:
         raise InputError(f"workers must be at least 1, got {workers}")
-    # Two calls at once per actor: `done` answers while `run` works.
-    actor = ray.remote(num_cpus=1, max_concurrency=2)(_OprfActor)
+    # Each actor runs a thread pool over all of its node's cores, which
+    # Ray's CPU slots cannot describe; holding slots would only starve the
+    # reads feeding the actors (a Parquet read waiting for a slot deadlocks
+    # the stream), so they hold none and SPREAD puts them on distinct
+    # nodes. Two calls at once per actor: `done` answers while `run` works.
+    actor = ray.remote(num_cpus=0, max_concurrency=2, scheduling_strategy="SPREAD")(_OprfActor)
     run = uuid.uuid4().hex[:12]
     actors = [actor.remote(os.fspath(key_dir), shards, os.fspath(spool), f"{run}-{i}", manifest)
               for i in range(workers)]
