@@ -3,8 +3,9 @@
 //! [`filter`]) measures the filter protocol (DH OPRF + cuckoo filter),
 //! `psikit bench rr16` (in [`rr16`]) the RR16 protocol, `psikit bench psi`
 //! (in [`psi`]) VOLE-PSI, `psikit bench cpsi` (in [`cpsi`]) circuit PSI,
-//! `psikit bench he` (in [`he`]) the HE protocol
-//! and `psikit bench load` (in [`load`]) one server under many clients;
+//! `psikit bench he` (in [`he`]) the HE protocol, `psikit bench scale`
+//! (in [`scale`]) sharded HE databases up to 2^30 rows and their cost
+//! model, and `psikit bench load` (in [`load`]) one server under many clients;
 //! the two-party ones run through [`two_party`]. What every benchmark shares (figures, CPU
 //! accounting, tables) is in [`harness`], [`cpu`] and [`table`].
 
@@ -28,6 +29,8 @@ mod load;
 mod psi;
 #[cfg(feature = "rr16")]
 mod rr16;
+#[cfg(feature = "he")]
+mod scale;
 mod table;
 #[cfg(any(feature = "rr16", feature = "vole"))]
 mod two_party;
@@ -80,6 +83,14 @@ enum BenchProtocol {
     #[cfg(feature = "he")]
     #[command(hide = true)]
     HeWorker(he::HeWorkerArgs),
+    /// Sharded HE databases of 2^26-2^30 rows simulated on sample shards,
+    /// a cost model of their queries and builds, and its check.
+    #[cfg(feature = "he")]
+    Scale(scale::ScaleBenchArgs),
+    /// Internal: one scale measurement in its own process.
+    #[cfg(feature = "he")]
+    #[command(hide = true)]
+    ScaleWorker(scale::ScaleWorkerArgs),
     /// Many concurrent clients (filter and HE) and hostile ones against
     /// one server.
     #[cfg(all(feature = "filter", feature = "he"))]
@@ -111,6 +122,10 @@ pub fn run(a: BenchArgs) -> Result<()> {
         Some(BenchProtocol::He(a)) => he::run(&a),
         #[cfg(feature = "he")]
         Some(BenchProtocol::HeWorker(w)) => he::worker(&w),
+        #[cfg(feature = "he")]
+        Some(BenchProtocol::Scale(a)) => scale::run(&a),
+        #[cfg(feature = "he")]
+        Some(BenchProtocol::ScaleWorker(w)) => scale::worker(&w),
         #[cfg(all(feature = "filter", feature = "he"))]
         Some(BenchProtocol::Load(a)) => load::run(&a),
     }

@@ -110,6 +110,7 @@ impl WorkloadArgs {
                 (None, GoalArg::Comm) => Goal::Comm,
             },
             max_fpp_log2: -f64::from(self.fpp_bits),
+            shards: 1,
         }
     }
 }
@@ -128,6 +129,11 @@ pub struct ParamsArgs {
     pub label_bytes: usize,
     #[command(flatten)]
     pub workload: WorkloadArgs,
+    /// Shards the database will be split into (`psikit he db build
+    /// --shards`), for the selection: every shard adds its own bin bundles
+    /// to each query.
+    #[arg(long, default_value_t = 1)]
+    pub shards: u32,
     /// Encrypted self-test runs when reporting on a file (0: skip).
     #[arg(long, default_value_t = 1)]
     pub self_test_runs: usize,
@@ -270,7 +276,10 @@ fn choose(a: &ParamsArgs) -> Result<(PsiParams, String)> {
     let server_items = a
         .server_items
         .context("give --server-items N or --params FILE")?;
-    let input = a.workload.selection(server_items, a.label_bytes);
+    let input = SelectionInput {
+        shards: a.shards,
+        ..a.workload.selection(server_items, a.label_bytes)
+    };
     let selection = with_spinner("choosing parameters", || select::select(&input))?;
     Ok((selection.params.clone(), selection.to_string()))
 }

@@ -51,6 +51,7 @@ pub fn workload(client_items: u64, goal: &str, fpp_bits: u32) -> PyResult<Select
         label_bytes: 0,
         goal,
         max_fpp_log2: -f64::from(fpp_bits),
+        shards: 1,
     })
 }
 

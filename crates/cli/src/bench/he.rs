@@ -193,7 +193,7 @@ fn join(v: &[u64]) -> String {
 }
 
 /// The label of server item `id`: `label{id}` repeated to `len` bytes.
-fn label(id: u64, len: usize) -> Vec<u8> {
+pub(super) fn label(id: u64, len: usize) -> Vec<u8> {
     format!("label{id}").bytes().cycle().take(len).collect()
 }
 
@@ -275,7 +275,7 @@ fn reload(a: &HeWorkerArgs, m: &mut Metrics) -> Result<HeState> {
 }
 
 /// Client `j`'s id against a server set `0..n`: even `j` are members.
-fn client_ids(size: u64, n: u64) -> Vec<(u64, bool)> {
+pub(super) fn client_ids(size: u64, n: u64) -> Vec<(u64, bool)> {
     (0..size)
         .map(|j| {
             if j % 2 == 0 {
@@ -365,7 +365,7 @@ fn record(m: &mut Metrics, size: u64, runs: &[QueryRun]) {
 }
 
 /// Every member found with its label, no stranger reported.
-fn check(
+pub(super) fn check(
     matches: &[psikit_protocols::Match],
     ids: &[(u64, bool)],
     label_bytes: usize,

@@ -9,7 +9,9 @@ use std::time::Duration;
 
 pub use psikit_transport::net::{ClientTlsFiles, Listener, ServerTlsFiles};
 use psikit_transport::{net, TransportError};
-pub use psikit_transport::{Channel, Frame, Limits, Stepper};
+// `Message` lets front ends size and encode a family's messages (the
+// benchmarks count the bytes of sans-IO queries this way).
+pub use psikit_transport::{Channel, Frame, Limits, Message, Stepper};
 
 use crate::Error;
 

@@ -105,9 +105,13 @@ pub(super) struct QueryWork {
     pub n: u32,
     /// Ciphertext moduli at the query level.
     pub k: usize,
-    /// Bundle indices (each computes the powers once).
+    /// Bundle indices (each computes the powers once per shard).
     pub indices: u64,
-    /// Polynomials per bundle index: bundles times (1 + label fragments).
+    /// Shards answering the query: each computes the powers of every
+    /// bundle index and evaluates its own polynomials.
+    pub shards: u64,
+    /// Polynomials per bundle index in one shard: bundles times (1 + label
+    /// fragments).
     pub polys_per_index: u64,
     /// Bin size `B`: each polynomial has `B + 1` coefficients.
     pub degree: u32,
@@ -181,16 +185,18 @@ impl QueryWork {
         terms + relin + outer + switch_ms(self.n, self.k)
     }
 
-    /// Server time of the whole query, single-threaded, ms.
+    /// Server time of the whole query, single-threaded, every shard's work
+    /// added up, ms.
     pub fn server_ms(&self) -> f64 {
-        self.indices as f64 * (self.powers_ms() + self.polys_per_index as f64 * self.poly_ms())
+        (self.indices * self.shards) as f64
+            * (self.powers_ms() + self.polys_per_index as f64 * self.poly_ms())
     }
 
     /// Client time: encrypting the query, decrypting the results, ms.
     pub fn client_ms(&self) -> f64 {
         let n = f64::from(self.n);
         let queries = (self.indices * self.sources) as f64;
-        let results = (self.indices * self.polys_per_index) as f64;
+        let results = (self.indices * self.shards * self.polys_per_index) as f64;
         queries * ENCRYPT_MS_4096 * n / 4096.0 * (self.k + 1) as f64
             + results * DECRYPT_MS_1024 * n / 1024.0
     }

@@ -159,7 +159,7 @@ pub fn build(
     )?;
     let (items, read) = read_labeled(csv, spec, progress)?;
     let max_label = label_room(csv, spec, &options, &items)?;
-    let (params, selection) = choose_params(&options, items.len(), max_label, progress)?;
+    let (params, selection) = choose_params(&options, items.len(), max_label, 1, progress)?;
     let t = Instant::now();
     let mut state = HeState::create(params, max_label, false)?;
     state.set_key_format(spec.key_format())?;
@@ -181,12 +181,16 @@ pub fn build(
 }
 
 /// The parameters of a new database of `items` rows (or
-/// `options.capacity`) with labels of up to `max_label` bytes: as given,
-/// or chosen for the workload (with the selection, to report it).
+/// `options.capacity`) in all, split into `shards` shards (1: unsharded),
+/// with labels of up to `max_label` bytes: as given, or chosen for the
+/// workload (with the selection, to report it). The shard count matters:
+/// each shard fills its own bin bundles, so a query meets at least one
+/// bundle per shard and bundle index.
 pub(super) fn choose_params(
     options: &BuildOptions,
     items: usize,
     max_label: usize,
+    shards: u32,
     progress: &dyn Progress,
 ) -> Result<(PsiParams, Option<(SelectionInput, Selection)>), Error> {
     if let Some(params) = &options.params {
@@ -196,6 +200,7 @@ pub(super) fn choose_params(
     let mut input = options.workload.clone();
     input.server_items = options.capacity.unwrap_or(items as u64).max(1);
     input.label_bytes = max_label;
+    input.shards = shards;
     let selection = select::select(&input)?;
     Ok((selection.params.clone(), Some((input, selection))))
 }

@@ -166,6 +166,7 @@ impl Sender {
             n: he.degree() as u32,
             k: he.moduli_at(he.query_level()).len(),
             indices: 1,
+            shards: 1,
             polys_per_index: polys as u64,
             degree: self.plan.max_degree(),
             sources: self.plan.sources().len() as u64,

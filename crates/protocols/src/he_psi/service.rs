@@ -303,8 +303,11 @@ pub(super) fn query_header(payload: &[u8], state: &HeState) -> Result<QueryHeade
     Ok(header)
 }
 
-/// The frames of one result package: matching ciphertext, then labels.
-fn package_frames(package: &ResultPackage) -> Result<Vec<Frame>, Error> {
+/// The frames of one result package as a server sends them: matching
+/// ciphertext, then labels, with the noise-only low bits dropped. Public
+/// so that callers driving [`super::sender::Sender`] themselves (the scale
+/// benchmark) send and count exactly what a server sends.
+pub fn package_frames(package: &ResultPackage) -> Result<Vec<Frame>, Error> {
     std::iter::once(&package.matching)
         .chain(&package.labels)
         .enumerate()

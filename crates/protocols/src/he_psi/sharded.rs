@@ -156,7 +156,7 @@ pub fn plan_database(
     options: &BuildOptions,
     progress: &dyn Progress,
 ) -> Result<(Manifest, Option<(SelectionInput, Selection)>), Error> {
-    let (params, selection) = choose_params(options, rows, max_label_bytes, progress)?;
+    let (params, selection) = choose_params(options, rows, max_label_bytes, shards, progress)?;
     let manifest = plan(router_dir, shards, params, max_label_bytes, key_format)?;
     Ok((manifest, selection))
 }
@@ -274,7 +274,7 @@ pub fn build_sharded(
     }
     let (items, read) = read_labeled(csv, spec, progress)?;
     let max_label = label_room(csv, spec, &options, &items)?;
-    let (params, selection) = choose_params(&options, items.len(), max_label, progress)?;
+    let (params, selection) = choose_params(&options, items.len(), max_label, shards, progress)?;
     // The last point to stop at: from here the directory is rewritten.
     check_cancelled(progress)?;
     if !fresh {

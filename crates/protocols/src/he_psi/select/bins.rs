@@ -13,13 +13,17 @@ pub(super) struct Load {
     pub(super) max: u32,
 }
 
-/// Loads when `items` go into `hashes` bins each out of `bins`.
+/// Loads of one shard's bins when `items` are spread over `shards` shards
+/// and go into `hashes` bins each out of a shard's `bins`.
 ///
-/// A bin's load is binomial, close to Poisson with mean `λ = h·N/T`; the
-/// budget is the smallest `L` with `T · P(X > L) <= 1%`.
-pub(super) fn bin_load(items: u64, hashes: u32, bins: u32) -> Load {
-    let mean = items as f64 * f64::from(hashes) / f64::from(bins.max(1));
-    let per_bin = OVERFLOW_PROBABILITY / f64::from(bins.max(1));
+/// A bin's load is binomial, close to Poisson with mean `λ = h·N/(S·T)`
+/// (a shard's item count varies too, which the Poisson law of a fixed
+/// mean already covers); the budget is the smallest `L` with
+/// `S·T · P(X > L) <= 1%`, since every shard's bins must stay under it.
+pub(super) fn bin_load(items: u64, hashes: u32, bins: u32, shards: u32) -> Load {
+    let all_bins = f64::from(bins.max(1)) * f64::from(shards.max(1));
+    let mean = items as f64 * f64::from(hashes) / all_bins;
+    let per_bin = OVERFLOW_PROBABILITY / all_bins;
     Load {
         mean,
         max: poisson_quantile(mean, per_bin).max(1),

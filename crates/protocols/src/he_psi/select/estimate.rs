@@ -14,7 +14,8 @@ fn query_work(layout: &Layout, plan: &PlanShape, moduli: &[u32]) -> QueryWork {
         n: layout.n,
         k: moduli.len().saturating_sub(1).max(1),
         indices: u64::from(layout.bundle_idx_count()),
-        polys_per_index: u64::from(layout.bundles) * (1 + layout.fragments as u64),
+        shards: u64::from(layout.shards),
+        polys_per_index: u64::from(layout.shard_bundles) * (1 + layout.fragments as u64),
         degree: layout.degree,
         sources: plan.sources.len() as u64,
         plan: plan.work,
@@ -32,7 +33,9 @@ pub(super) fn estimate(
     let work = query_work(layout, plan, moduli);
     let sizes = WireSizes::new(layout.n, moduli, (layout.t as f64).log2());
     let noise = predicted_noise(plan, layout.n, layout.t, layout.degree);
-    let polys = work.indices * work.polys_per_index;
+    // Every shard computes the powers and answers its own polynomials.
+    let powers = work.indices * work.shards;
+    let polys = powers * work.polys_per_index;
     let queries = work.indices * work.sources;
     // Slot values per bundle: n per polynomial and coefficient or item.
     let per_coefficient = polys * u64::from(layout.n);
@@ -40,10 +43,11 @@ pub(super) fn estimate(
     CostEstimate {
         bundle_idx_count: layout.bundle_idx_count(),
         bundles_per_index: layout.bundles,
+        shards: layout.shards,
         label_fragments: layout.fragments,
         mean_bin_load: layout.load.mean,
         max_bin_load: layout.load.max,
-        ct_ct_products: work.indices * work.chosen().products + polys * work.chosen().high_products,
+        ct_ct_products: powers * work.chosen().products + polys * work.chosen().high_products,
         ct_pt_terms: polys * (degree + 1),
         query_ciphertexts: queries,
         result_ciphertexts: polys,

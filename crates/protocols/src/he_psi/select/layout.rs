@@ -40,7 +40,14 @@ pub(super) struct Layout {
     pub(super) hashes: u32,
     pub(super) table_size: u32,
     pub(super) degree: u32,
+    /// Bin loads of one shard.
     pub(super) load: Load,
+    /// Shards, each with its own bin bundles.
+    pub(super) shards: u32,
+    /// Bin bundles per bundle index in one shard.
+    pub(super) shard_bundles: u32,
+    /// Bin bundles per bundle index in all shards together: what a query
+    /// is compared against and answered with.
     pub(super) bundles: u32,
     pub(super) fragments: usize,
 }
@@ -50,8 +57,10 @@ impl Layout {
         let bins = n / f;
         let hashes = hash_count(input.client_items, bins);
         let table_size = table_size(input.client_items, hashes, bins);
-        let load = bin_load(input.server_items.max(1), hashes, table_size);
+        let shards = input.shards.max(1);
+        let load = bin_load(input.server_items.max(1), hashes, table_size, shards);
         let labeled = input.label_bytes > 0;
+        let shard_bundles = bundles_per_index(load.max, degree, labeled, f, t);
         Self {
             n,
             t,
@@ -60,7 +69,9 @@ impl Layout {
             table_size,
             degree,
             load,
-            bundles: bundles_per_index(load.max, degree, labeled, f, t),
+            shards,
+            shard_bundles,
+            bundles: shard_bundles.saturating_mul(shards),
             fragments: fragments(input.label_bytes, f * t.ilog2()),
         }
     }
@@ -134,7 +145,8 @@ pub(super) fn given_layout(params: &PsiParams, server_items: u64, label_bytes: u
     let f = params.item.felts_per_item;
     let degree = params.table.max_items_per_bin;
     let hashes = params.table.hash_func_count;
-    let load = bin_load(server_items.max(1), hashes, params.table.table_size);
+    let load = bin_load(server_items.max(1), hashes, params.table.table_size, 1);
+    let bundles = bundles_per_index(load.max, degree, label_bytes > 0, f, t);
     Layout {
         n: params.seal.poly_modulus_degree,
         t,
@@ -143,7 +155,9 @@ pub(super) fn given_layout(params: &PsiParams, server_items: u64, label_bytes: u
         table_size: params.table.table_size,
         degree,
         load,
-        bundles: bundles_per_index(load.max, degree, label_bytes > 0, f, t),
+        shards: 1,
+        shard_bundles: bundles,
+        bundles,
         fragments: fragments(label_bytes, params.item_bits()),
     }
 }

@@ -112,6 +112,12 @@ pub struct SelectionInput {
     pub goal: Goal,
     /// Largest acceptable log2 false-positive probability per query.
     pub max_fpp_log2: f64,
+    /// Shards the `server_items` are split into (1: one database). Each
+    /// shard fills its own bin bundles, so every bundle index holds at
+    /// least one bundle per shard: the client compares against (and
+    /// receives) the bundles of every shard, which the FPP bound, the
+    /// response size and the server's work must count.
+    pub shards: u32,
 }
 
 impl SelectionInput {
@@ -123,6 +129,7 @@ impl SelectionInput {
             label_bytes,
             goal: Goal::Time,
             max_fpp_log2: DEFAULT_MAX_FPP_LOG2,
+            shards: 1,
         }
     }
 }
@@ -135,13 +142,17 @@ impl SelectionInput {
 pub struct CostEstimate {
     /// Bundle indices: ciphertexts per source power.
     pub bundle_idx_count: u32,
-    /// Bin bundles per bundle index `α`, estimated from the server size.
+    /// Bin bundles per bundle index `α`, estimated from the server size,
+    /// summed over the shards.
     pub bundles_per_index: u32,
+    /// Shards the database is split into (each computes the query's powers
+    /// and answers its own bundles).
+    pub shards: u32,
     /// Label fragments `c` per item.
     pub label_fragments: usize,
-    /// Mean server items per bin, `h·N/T`.
+    /// Mean server items per bin of one shard, `h·N/(S·T)`.
     pub mean_bin_load: f64,
-    /// Bin load that all `T` bins stay under with probability 99%.
+    /// Bin load that all `S·T` bins stay under with probability 99%.
     pub max_bin_load: u32,
     /// Ciphertext products per query (powers plan, Paterson-Stockmeyer).
     pub ct_ct_products: u64,
@@ -155,7 +166,8 @@ pub struct CostEstimate {
     pub bytes_up: u64,
     /// Server to client: result ciphertexts, OPRF.
     pub bytes_down: u64,
-    /// Estimated single-thread server time per query, milliseconds.
+    /// Estimated single-thread server time per query, milliseconds (the
+    /// work of every shard added up).
     pub server_ms: f64,
     /// Whether the model has the server group the plan's leaves
     /// ([`super::powers::Grouping::leaves`]) for this query.
@@ -167,7 +179,7 @@ pub struct CostEstimate {
     /// Estimated client time: encrypting the query, decrypting the results.
     pub client_ms: f64,
     /// Sender database in memory (items, label felts and coefficients as
-    /// 32-bit words).
+    /// 32-bit words), every shard's together.
     pub db_bytes: u64,
     /// Extra memory of the NTT plaintext cache.
     pub cache_bytes: u64,
@@ -281,6 +293,9 @@ fn check_input(input: &SelectionInput) -> Result<(), Error> {
     }
     if !input.max_fpp_log2.is_finite() || input.max_fpp_log2 >= 0.0 {
         return Err(Error::Params("max_fpp_log2 must be negative".into()));
+    }
+    if input.shards == 0 {
+        return Err(Error::Params("shards must be at least 1".into()));
     }
     Ok(())
 }
@@ -413,6 +428,33 @@ mod tests {
     fn select_1m_server_single_item_16_byte_labels() {
         let s = select_and_check(1 << 20, 1, 16);
         assert!(s.estimate.label_fragments >= 2);
+    }
+
+    #[test]
+    fn select_for_16_shards_counts_every_shards_bundles() {
+        let input = SelectionInput {
+            shards: 16,
+            ..SelectionInput::new(1 << 20, 1024, 0)
+        };
+        let s = select(&input).unwrap();
+        eprintln!("{s}");
+        assert_sound(&input, &s);
+        let e = &s.estimate;
+        assert_eq!(e.shards, 16);
+        assert!(e.bundles_per_index >= 16 && e.bundles_per_index.is_multiple_of(16));
+        assert_eq!(
+            e.result_ciphertexts,
+            u64::from(e.bundle_idx_count) * u64::from(e.bundles_per_index)
+        );
+        // The same parameters over one database meet fewer bundles: the
+        // shards' FPP and response are what the bound was checked on.
+        let whole = describe(&s.params, 1 << 20, 1024, 0, 0).unwrap();
+        assert!(whole.estimate.bundles_per_index < e.bundles_per_index);
+        assert!(whole.estimate.result_ciphertexts < e.result_ciphertexts);
+        assert!(whole.fpp_log2_full < s.fpp_log2);
+        assert!(s.to_string().contains("in each of 16 shards"));
+        let zero = SelectionInput { shards: 0, ..input };
+        assert!(select(&zero).is_err());
     }
 
     #[test]

@@ -67,15 +67,16 @@ fn explain(
 fn measured_line(chosen: &Candidate, test: &SelfTest) -> String {
     let l = &chosen.layout;
     let e = &chosen.estimate;
-    let polys = f64::from(l.bundles) * (1.0 + l.fragments as f64);
-    let idx = f64::from(l.bundle_idx_count());
+    let polys = f64::from(l.shard_bundles) * (1.0 + l.fragments as f64);
+    // Every shard computes the powers of every index.
+    let idx = f64::from(l.bundle_idx_count()) * f64::from(l.shards);
     let (powers, poly) = match (e.leaf_groups, test.leaf_group_times) {
         (true, Some(times)) => times,
         _ => (test.powers_time, test.evaluate_time),
     };
     let (powers, poly) = (powers.as_secs_f64() * 1e3, poly.as_secs_f64() * 1e3);
     format!(
-        "measured answer cost{}: {idx} index(es) x (powers {powers:.0} ms + {polys} polynomials \
+        "measured answer cost{}: {idx} index(es) of every shard x (powers {powers:.0} ms + {polys} polynomials \
          x {poly:.1} ms) = {:.0} ms (powers on all cores); model single-threaded: powers {:.0} \
          ms, polynomials {:.1} ms, {:.0} ms in all",
         if e.leaf_groups {
@@ -173,9 +174,17 @@ fn bin_line(input: &SelectionInput, l: &Layout) -> String {
     } else {
         String::new()
     };
+    let shards = if l.shards > 1 {
+        format!(
+            " in each of {} shards ({} per shard: the query meets every shard's bundles)",
+            l.shards, l.shard_bundles
+        )
+    } else {
+        String::new()
+    };
     format!(
         "B = {}: mean bin load {:.1}, budgeted max {} (all bins under it with 99%), alpha = {} \
-         bundle(s) per index{labeled}",
+         bundle(s) per index{shards}{labeled}",
         l.degree, l.load.mean, l.load.max, l.bundles
     )
 }
@@ -205,7 +214,7 @@ fn plan_line(chosen: &Candidate, ranked: &[Candidate]) -> String {
         ),
         None => String::new(),
     };
-    let polys = l.bundles as usize * (1 + l.fragments);
+    let polys = l.shard_bundles as usize * (1 + l.fragments);
     format!(
         "query powers {:?}, ps_low_degree {}: {}; depth {}/{} (low/high), {} products per query; \
          paper criterion (6) guarantees PS fewer products below {:.1} polynomials per index \
@@ -240,10 +249,14 @@ fn mb(bytes: u64) -> String {
 
 impl fmt::Display for CostEstimate {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let shards = match self.shards {
+            1 => String::new(),
+            s => format!(" over {s} shards"),
+        };
         writeln!(
             f,
-            "bundles: {} index(es) x {} (mean bin load {:.1}, budgeted max {}), {} label \
-             fragment(s)",
+            "bundles: {} index(es) x {}{shards} (mean bin load {:.1}, budgeted max {}), {} \
+             label fragment(s)",
             self.bundle_idx_count,
             self.bundles_per_index,
             self.mean_bin_load,

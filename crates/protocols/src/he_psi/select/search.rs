@@ -14,9 +14,11 @@ use super::{CostEstimate, Goal, SelectionInput, SELECT_SELF_TEST_RUNS};
 use crate::he_psi::params::{batching_prime, PsiParams};
 use crate::Error;
 
-/// Most bin bundles per bundle index the search considers: beyond this the
-/// response is dozens of ciphertexts per bundle index and a larger `B` is
-/// always cheaper.
+/// Most bin bundles per bundle index in one shard the search considers:
+/// beyond this the response is dozens of ciphertexts per bundle index and
+/// a larger `B` is always cheaper. (It bounds a shard, not the whole
+/// database: at 2^30 items even `B` = 4096 needs hundreds of bundles per
+/// index, which only sharding makes feasible.)
 const MAX_BUNDLES_PER_INDEX: u32 = 64;
 /// Ring degrees searched.
 pub(super) const DEGREES: [u32; 3] = [4096, 8192, 16384];
@@ -89,7 +91,7 @@ fn smallest_f(input: &SelectionInput, n: u32, t: u64, degree: u32) -> Option<Lay
     let b = t.ilog2();
     (80u32.div_ceil(b)..=128 / b).find_map(|f| {
         let layout = Layout::new(input, n, t, f, degree);
-        let fits = layout.bundles <= MAX_BUNDLES_PER_INDEX;
+        let fits = layout.shard_bundles <= MAX_BUNDLES_PER_INDEX;
         (fits && layout.fpp_log2() <= input.max_fpp_log2).then_some(layout)
     })
 }
@@ -180,6 +182,32 @@ mod tests {
         input.goal = Goal::Time;
         input.client_items = 0;
         assert!(select(&input).is_err());
+    }
+
+    #[test]
+    fn only_shards_make_2_30_items_feasible_and_the_bound_counts_them() {
+        let whole = SelectionInput::new(1 << 30, 1024, 0);
+        assert!(search(&whole).is_empty(), "too many bundles per index");
+        let input = SelectionInput {
+            shards: 64,
+            ..whole
+        };
+        let candidates = search(&input);
+        assert!(!candidates.is_empty());
+        for c in &candidates {
+            let l = &c.layout;
+            assert_eq!(l.bundles, 64 * l.shard_bundles);
+            assert!(l.shard_bundles <= MAX_BUNDLES_PER_INDEX);
+            // A shard's bins hold 2^24 items' worth.
+            let mean = f64::from(l.hashes) * f64::from(1u32 << 24) / f64::from(l.table_size);
+            assert!((l.load.mean - mean).abs() < 1e-6 * mean);
+            assert!(l.fpp_log2() <= -40.0);
+            let e = &c.estimate;
+            assert_eq!(
+                e.result_ciphertexts,
+                u64::from(l.bundle_idx_count()) * u64::from(l.bundles)
+            );
+        }
     }
 
     #[test]

@@ -1,0 +1,840 @@
+//! `psikit bench scale`: sharded HE databases too large for this machine,
+//! simulated one shard at a time, and a cost model of the whole database
+//! checked against real sharded databases that fit.
+//!
+//! Shards are statistically alike (the items an OPRF puts in them are
+//! pseudorandom), so a database of `2^L` rows in `S` shards is measured on
+//! one sample shard of `2^L / S` rows: random 64-byte values from a CSPRNG
+//! stand in for its OPRF outputs, the parameters are the ones the
+//! selection chooses for the whole database in `S` shards, and one query
+//! goes through the sans-IO cores (the client's `Receiver`, the shard's
+//! `Sender`) with every message encoded as a server sends it, so bytes are
+//! exact. The client holds half members of the shard (whose matches and
+//! labels are checked) and half random strangers.
+//!
+//! The model ([`predict`]) composes the per-shard figures into a query's
+//! latency on `M` machines of `c` cores, the memory per machine and the
+//! build's core-hours. It is checked against real queries of whole sharded
+//! databases built here (shard servers and the router on loopback, real
+//! OPRF of the client's items by the router): the same model, fed with a
+//! sample shard of the checked database and this machine's loopback
+//! bandwidth, predicts their latency.
+//!
+//! Each measurement runs in its own worker process with `RAYON_NUM_THREADS`
+//! set (as `psikit bench he` does), so "one thread" means one and the peak
+//! memory is the worker's own.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use anyhow::{ensure, Context, Result};
+use clap::Args;
+use psikit_protocols::common::connect::{runtime, Limits, Message, ServerAddr};
+use psikit_protocols::he_psi::messages::{
+    DecodedResultCt, QueryCt, QueryDone, QueryHeader, ShardQuery,
+};
+use psikit_protocols::he_psi::params::PsiParams;
+use psikit_protocols::he_psi::receiver::Receiver;
+use psikit_protocols::he_psi::router::ShardRouter;
+use psikit_protocols::he_psi::select::{select, SelectionInput};
+use psikit_protocols::he_psi::sender::ResultPackage;
+use psikit_protocols::he_psi::service::package_frames;
+use psikit_protocols::he_psi::shard::ShardInfo;
+use psikit_protocols::he_psi::sharded::{self, ShardBatch};
+use psikit_protocols::he_psi::{HeClient, HeService, HeState};
+use psikit_protocols::oprf::{self, Output};
+use psikit_protocols::service::{LocalServer, ServerLimits};
+use rand::rngs::{OsRng, StdRng};
+use rand::{RngCore, SeedableRng};
+
+use super::harness::{item, median_of, Metrics};
+use super::he::{check, client_ids, label};
+use super::table::{size, time, TextTable};
+
+/// Options of `psikit bench scale`.
+#[derive(Args, Clone, Debug)]
+pub struct ScaleBenchArgs {
+    /// Total rows (log2) of the simulated databases.
+    #[arg(long, value_delimiter = ',', default_values_t = [26u32, 28, 30])]
+    log2: Vec<u32>,
+    /// Rows per shard (log2): a database of 2^L rows has 2^(L - this)
+    /// shards. 2^20 (about 0.4 GB served, unlabeled) builds in seconds;
+    /// 22 and 24 are the sizes to recommend, and take minutes per shard.
+    #[arg(long, default_value_t = 20)]
+    shard_log2: u32,
+    /// Sample shards built per database (they are statistically alike).
+    #[arg(long, default_value_t = 1)]
+    samples: u32,
+    /// Client items per query.
+    #[arg(long, default_value_t = 1024)]
+    clients: u64,
+    /// Label bytes per row (0: unlabeled).
+    #[arg(long, default_value_t = 0)]
+    label_bytes: usize,
+    /// Query runs per measurement; medians are reported.
+    #[arg(long, default_value_t = 3)]
+    runs: usize,
+    /// Threads of the sample shards' workers (the model uses the 1-thread
+    /// figures: CPU time).
+    #[arg(long, value_delimiter = ',', default_values_t = [1usize])]
+    threads: Vec<usize>,
+    /// Machine counts of the predictions.
+    #[arg(long, value_delimiter = ',', default_values_t = [1u32, 4, 16, 64])]
+    machines: Vec<u32>,
+    /// Cores per machine in the predictions (each as fast as this one's).
+    #[arg(long, default_value_t = 16)]
+    cores: u32,
+    /// Network bandwidth of the predictions, Gbit/s (a data centre: the
+    /// router's link carries S copies of the query and every answer).
+    #[arg(long, default_value_t = 10.0)]
+    gbps: f64,
+    /// Whole sharded databases to build and query for the check, as
+    /// `log2:shards` (empty: no check).
+    #[arg(long, value_delimiter = ',', default_values = ["20:1", "20:4", "20:16"])]
+    check: Vec<String>,
+}
+
+/// One measurement in its own process.
+#[derive(Args, Clone, Debug)]
+pub struct ScaleWorkerArgs {
+    /// Total rows (log2) of the database.
+    #[arg(long)]
+    log2: u32,
+    #[arg(long)]
+    shards: u32,
+    #[arg(long)]
+    clients: u64,
+    #[arg(long)]
+    label_bytes: usize,
+    #[arg(long)]
+    runs: usize,
+    /// Build and query the whole database through its router (the check)
+    /// instead of sample shards.
+    #[arg(long)]
+    whole: bool,
+    #[arg(long, default_value_t = 1)]
+    samples: u32,
+    /// Where the shards are saved.
+    #[arg(long)]
+    dir: PathBuf,
+}
+
+pub fn run(a: &ScaleBenchArgs) -> Result<()> {
+    ensure!(
+        a.gbps > 0.0 && a.cores > 0,
+        "bandwidth and cores must be positive"
+    );
+    let checks = a
+        .check
+        .iter()
+        .map(|c| parse_check(c))
+        .collect::<Result<Vec<_>>>()?;
+    let work = tempfile::tempdir().context("cannot create a temporary directory")?;
+    let started = Instant::now();
+    println!("# psikit bench scale: sample shards of simulated databases, then the check");
+    println!(
+        "# {} client items, {}-byte labels, shards of 2^{} rows, {} run(s), medians\n",
+        a.clients, a.label_bytes, a.shard_log2, a.runs
+    );
+    let mut samples = Vec::new();
+    for &log2 in &a.log2 {
+        let shards = 1u32 << log2.saturating_sub(a.shard_log2);
+        for &t in &a.threads {
+            samples.push(sample(a, work.path(), log2, shards, t)?);
+        }
+    }
+    let mut checked = Vec::new();
+    for &(log2, shards) in &checks {
+        let s = sample(a, work.path(), log2, shards, 1)?;
+        let whole = worker_run(a, work.path(), log2, shards, 2, true)?;
+        checked.push((s, whole));
+    }
+    println!("## Sample shards (per shard)\n");
+    println!("{}", shard_table(&samples, &checked));
+    let bw = a.gbps * 1e9 / 8.0;
+    println!(
+        "## Predictions: {} cores per machine, {} Gbit/s, {} client items\n",
+        a.cores, a.gbps, a.clients
+    );
+    println!("{}", prediction_table(&samples, a, bw));
+    if !checked.is_empty() {
+        println!(
+            "## Check: whole sharded databases on this machine (1 machine, 2 cores, loopback)\n"
+        );
+        println!("{}", check_table(&checked));
+    }
+    println!(
+        "(benchmark took {:.0} s; bigger: --shard-log2 22 --log2 26,28,30 --check 20:16,22:16)",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+fn parse_check(text: &str) -> Result<(u32, u32)> {
+    let (log2, shards) = text
+        .split_once(':')
+        .with_context(|| format!("--check takes log2:shards, got {text:?}"))?;
+    Ok((log2.parse()?, shards.parse()?))
+}
+
+/// One measured configuration: total rows, shards, worker threads.
+struct Measured {
+    log2: u32,
+    shards: u32,
+    threads: usize,
+    m: Metrics,
+}
+
+fn sample(a: &ScaleBenchArgs, work: &Path, log2: u32, shards: u32, t: usize) -> Result<Measured> {
+    worker_run(a, work, log2, shards, t, false)
+}
+
+fn worker_run(
+    a: &ScaleBenchArgs,
+    work: &Path,
+    log2: u32,
+    shards: u32,
+    threads: usize,
+    whole: bool,
+) -> Result<Measured> {
+    let kind = if whole { "whole" } else { "sample" };
+    eprintln!("scale {kind}: 2^{log2} rows in {shards} shard(s), {threads} thread(s)");
+    let exe = std::env::current_exe().context("cannot find the psikit executable")?;
+    let dir = work.join(format!("{kind}-{log2}-{shards}-{threads}"));
+    let mut cmd = Command::new(&exe);
+    cmd.args(["bench", "scale-worker", "--log2", &log2.to_string()])
+        .args(["--shards", &shards.to_string()])
+        .args(["--clients", &a.clients.to_string()])
+        .args(["--label-bytes", &a.label_bytes.to_string()])
+        .args(["--runs", &a.runs.max(1).to_string()])
+        .args(["--samples", &a.samples.max(1).to_string()])
+        .arg("--dir")
+        .arg(&dir)
+        .env("RAYON_NUM_THREADS", threads.to_string());
+    if whole {
+        cmd.arg("--whole");
+    }
+    let out = cmd
+        .output()
+        .with_context(|| format!("cannot start {}", exe.display()))?;
+    ensure!(
+        out.status.success(),
+        "worker failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The worker's explanation of the parameters, for the record.
+    eprint!("{}", String::from_utf8_lossy(&out.stderr));
+    std::fs::remove_dir_all(&dir).ok();
+    Ok(Measured {
+        log2,
+        shards,
+        threads,
+        m: Metrics::decode(&String::from_utf8_lossy(&out.stdout))?,
+    })
+}
+
+// ---------------------------------------------------------------------------
+// Workers
+// ---------------------------------------------------------------------------
+
+/// Entry point of the hidden `psikit bench scale-worker`.
+pub fn worker(a: &ScaleWorkerArgs) -> Result<()> {
+    let mut m = Metrics::default();
+    let params = choose(a, &mut m)?;
+    if a.whole {
+        whole(a, &params, &mut m)?;
+    } else {
+        oprf_costs(a, &params, &mut m)?;
+        for index in 0..a.samples.min(a.shards) {
+            sample_shard(a, &params, index, &mut m)?;
+        }
+    }
+    m.set_peak_memory("peak_bytes");
+    print!("{}", m.encode());
+    Ok(())
+}
+
+/// The selection for the whole database in its shards.
+fn choose(a: &ScaleWorkerArgs, m: &mut Metrics) -> Result<PsiParams> {
+    let input = SelectionInput {
+        shards: a.shards,
+        ..SelectionInput::new(1u64 << a.log2, a.clients, a.label_bytes)
+    };
+    let t = Instant::now();
+    let selection = select(&input)?;
+    m.set("select_secs", t.elapsed().as_secs_f64());
+    m.set("est.server_secs", selection.estimate.server_ms / 1e3);
+    m.set("est.fpp_log2", selection.fpp_log2);
+    m.set("est.up_bytes", selection.estimate.bytes_up as f64);
+    m.set("est.down_bytes", selection.estimate.bytes_down as f64);
+    eprintln!("{selection}");
+    Ok(selection.params)
+}
+
+/// Rows of one shard.
+fn shard_rows(a: &ScaleWorkerArgs) -> usize {
+    1usize << a.log2.saturating_sub(a.shards.ilog2())
+}
+
+/// `n` random OPRF outputs and labels of `label_bytes` from a CSPRNG.
+fn random_rows(rng: &mut StdRng, n: usize, label_bytes: usize) -> ShardBatch {
+    let mut outputs = vec![[0u8; oprf::OUTPUT_LEN]; n];
+    outputs.iter_mut().for_each(|o| rng.fill_bytes(o));
+    let labels = (0..n)
+        .map(|_| {
+            let mut l = vec![0u8; label_bytes];
+            rng.fill_bytes(&mut l);
+            l
+        })
+        .collect();
+    ShardBatch { outputs, labels }
+}
+
+/// The OPRF's costs on this worker's threads: the router's evaluation
+/// per row (the build's OPRF stage) and a client's whole OPRF round of
+/// `clients` items (blinding, evaluation, finalization) without the
+/// network.
+fn oprf_costs(a: &ScaleWorkerArgs, params: &PsiParams, m: &mut Metrics) -> Result<()> {
+    let router = HeState::create(params.clone(), a.label_bytes, false)?;
+    let rows: Vec<Vec<u8>> = (0..1u64 << 14).map(item).collect();
+    let t = Instant::now();
+    router.evaluate(rows.iter().map(Vec::as_slice), &mut |_| Ok(()))?;
+    m.set(
+        "oprf.row_secs",
+        t.elapsed().as_secs_f64() / rows.len() as f64,
+    );
+    let keys: Vec<Vec<u8>> = (0..a.clients).map(item).collect();
+    let t = Instant::now();
+    let (blinds, blinded) = oprf::blind_batch(&keys, &mut OsRng)?;
+    let evaluated = router.key()?.blind_evaluate_batch(&blinded);
+    oprf::finalize_batch(&keys, &blinds, &evaluated)?;
+    m.set("oprf.query_secs", t.elapsed().as_secs_f64());
+    Ok(())
+}
+
+/// Builds sample shard `index` from random rows, saves and reloads it as
+/// a server does (with the plaintext cache), then queries it.
+fn sample_shard(
+    a: &ScaleWorkerArgs,
+    params: &PsiParams,
+    index: u32,
+    m: &mut Metrics,
+) -> Result<()> {
+    let p = format!("s{index}.");
+    let rows = shard_rows(a);
+    let mut rng = StdRng::from_rng(OsRng)?;
+    let batch = random_rows(&mut rng, rows, a.label_bytes);
+    let info = ShardInfo::new([7; 32], index, a.shards, 0);
+    let mut state = HeState::create_shard(params.clone(), a.label_bytes, info)?;
+    let labels: Vec<&[u8]> = batch.labels.iter().map(Vec::as_slice).collect();
+    let t = Instant::now();
+    let stats = state.insert_evaluated(&batch.outputs, &labels)?;
+    m.set(format!("{p}build_secs"), t.elapsed().as_secs_f64());
+    ensure!(
+        stats.inserted == rows,
+        "inserted {} of {rows}",
+        stats.inserted
+    );
+    let dir = a.dir.join(format!("shard-{index}"));
+    state.save(&dir)?;
+    drop(state);
+    m.set(
+        format!("{p}file_bytes"),
+        std::fs::metadata(dir.join("he.db"))?.len() as f64,
+    );
+    let t = Instant::now();
+    let state = HeState::load(&dir, true)?;
+    m.set(format!("{p}load_secs"), t.elapsed().as_secs_f64());
+    let mem = state.db().memory();
+    m.set(format!("{p}rows"), rows as f64);
+    m.set(
+        format!("{p}served_bytes"),
+        (mem.data_bytes + mem.cache_bytes) as f64,
+    );
+    m.set(format!("{p}bundles"), mem.bundles as f64);
+    let counts = state.db().bundle_counts();
+    m.set(
+        format!("{p}max_bundles_per_index"),
+        counts.iter().copied().max().unwrap_or(0) as f64,
+    );
+    // Half the client are members spread over the shard, half strangers.
+    let members = (a.clients / 2).min(rows as u64) as usize;
+    let mut client: Vec<Output> = (0..members)
+        .map(|k| batch.outputs[k * (rows / members.max(1))])
+        .collect();
+    let mut truth: Vec<Option<&[u8]>> = (0..members)
+        .map(|k| Some(&batch.labels[k * (rows / members.max(1))][..]))
+        .collect();
+    client.extend(random_rows(&mut rng, a.clients as usize - members, 0).outputs);
+    truth.resize(client.len(), None);
+    query_shard(a, &state, &client, &truth, &p, m)
+}
+
+/// One query of a shard through the sans-IO cores, `a.runs` times: the
+/// client's encryption, the shard's evaluation (on this worker's threads),
+/// the client's decryption; bytes as the messages are framed on the wire.
+/// Checks that the members (`truth[i]` holds member `i`'s label) and only
+/// they are found.
+fn query_shard(
+    a: &ScaleWorkerArgs,
+    state: &HeState,
+    client: &[Output],
+    truth: &[Option<&[u8]>],
+    p: &str,
+    m: &mut Metrics,
+) -> Result<()> {
+    let sender = state.sender();
+    let receiver = Receiver::new(state.db().params().clone(), a.label_bytes)?;
+    let relin_key = receiver.relin_key().to_bytes()?;
+    let header = QueryHeader {
+        db_id: state.db_id(),
+        relin_key: relin_key.clone(),
+    };
+    let opening = ShardQuery { epoch: 0 }.to_frame().wire_len() + header.to_frame().wire_len();
+    let (mut encrypt, mut eval, mut decrypt) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut up, mut down, mut packages) = (0, 0, 0);
+    for _ in 0..a.runs.max(1) {
+        let t = Instant::now();
+        let (mut query_state, encrypted) = receiver.query(client, &mut OsRng)?;
+        let cts = encrypted
+            .iter()
+            .flatten()
+            .map(QueryCt::encode)
+            .collect::<Result<Vec<_>, _>>()?;
+        encrypt.push(t.elapsed().as_secs_f64());
+        up = opening + cts.iter().map(|c| c.to_frame().wire_len()).sum::<u64>();
+        let frames = Mutex::new(Vec::new());
+        let t = Instant::now();
+        // Decoded under the shard's parameters, as its server does.
+        let query = cts
+            .chunks(sender.sources())
+            .map(|index| index.iter().map(|c| c.ciphertext(sender.he())).collect())
+            .collect::<Result<Vec<Vec<_>>, _>>()?;
+        let ev = sender.evaluator(&relin_key)?;
+        packages = sender.answer(&ev, query, |package| {
+            let f = package_frames(&package)?;
+            frames
+                .lock()
+                .map_err(|_| psikit_protocols::Error::Internal("a poisoned lock"))?
+                .push(f);
+            Ok(())
+        })?;
+        eval.push(t.elapsed().as_secs_f64());
+        let frames = frames
+            .into_inner()
+            .map_err(|_| anyhow::anyhow!("poisoned"))?;
+        down = frames.iter().flatten().map(|f| f.wire_len()).sum::<u64>()
+            + QueryDone { packages: 0 }.to_frame().wire_len();
+        let he = receiver.he();
+        let t = Instant::now();
+        for package in &frames {
+            let mut cts = package
+                .iter()
+                .map(|f| DecodedResultCt::decode(&f.payload, he))
+                .collect::<Result<Vec<_>, _>>()?
+                .into_iter();
+            let first = cts.next().context("an empty package")?;
+            let package = ResultPackage {
+                bundle_idx: first.bundle_idx,
+                matching: first.ct,
+                labels: cts.map(|c| c.ct).collect(),
+            };
+            receiver.process(&mut query_state, &package)?;
+        }
+        decrypt.push(t.elapsed().as_secs_f64() / packages.max(1) as f64);
+        let leftovers = query_state.leftovers.clone();
+        let found = Receiver::matches(query_state);
+        check_found(&found, truth, &leftovers)?;
+    }
+    let med = |v: &[f64]| median_of(v.iter().copied()).unwrap_or(f64::NAN);
+    m.set(format!("{p}encrypt_secs"), med(&encrypt));
+    m.set(format!("{p}eval_secs"), med(&eval));
+    m.set(format!("{p}decrypt_secs_per_package"), med(&decrypt));
+    m.set(format!("{p}packages"), packages as f64);
+    m.set(format!("{p}up_bytes"), up as f64);
+    m.set(format!("{p}down_bytes"), down as f64);
+    m.set(format!("{p}members"), truth.iter().flatten().count() as f64);
+    Ok(())
+}
+
+/// Every member placed in the query found with its label, nothing else.
+fn check_found(
+    found: &[psikit_protocols::Match],
+    truth: &[Option<&[u8]>],
+    leftovers: &[usize],
+) -> Result<()> {
+    let expected = truth
+        .iter()
+        .enumerate()
+        .filter(|(i, t)| t.is_some() && !leftovers.contains(i))
+        .count();
+    ensure!(
+        found.len() == expected,
+        "{} matches, expected {expected}",
+        found.len()
+    );
+    for mt in found {
+        let want = truth[mt.index].context("a stranger was reported")?;
+        if !want.is_empty() {
+            ensure!(mt.label.as_deref() == Some(want), "wrong label");
+        }
+    }
+    Ok(())
+}
+
+/// The check: the whole database, `shards` shards of random rows plus the
+/// client's members (real OPRF outputs of the router's key), every shard
+/// served by its own `HeService` and the router on loopback, queried by a
+/// real client `a.runs` times.
+fn whole(a: &ScaleWorkerArgs, params: &PsiParams, m: &mut Metrics) -> Result<()> {
+    let n = 1u64 << a.log2;
+    let router_dir = a.dir.join(sharded::ROUTER_DIR);
+    let plan = sharded::plan(
+        &router_dir,
+        a.shards,
+        params.clone(),
+        a.label_bytes,
+        String::new(),
+    )?;
+    let ids = client_ids(a.clients, n);
+    let members: Vec<(Vec<u8>, Vec<u8>)> = ids
+        .iter()
+        .filter(|(_, member)| *member)
+        .map(|&(id, _)| (item(id), label(id, a.label_bytes)))
+        .collect();
+    let rows: Vec<(&[u8], &[u8])> = members.iter().map(|(k, l)| (&k[..], &l[..])).collect();
+    let oprf = sharded::ShardOprf::open(&router_dir, &plan)?;
+    let batches = oprf.evaluate(&rows, &psikit_protocols::NoProgress)?;
+    let mut rng = StdRng::from_rng(OsRng)?;
+    let t = Instant::now();
+    let mut built = Vec::new();
+    for (index, batch) in (0..a.shards).zip(batches) {
+        let filler = random_rows(
+            &mut rng,
+            shard_rows(a).saturating_sub(batch.outputs.len()),
+            a.label_bytes,
+        );
+        let dir = sharded::shard_dir(&a.dir, index);
+        built.push(sharded::build_shard(&plan, index, &[batch, filler], &dir)?);
+    }
+    sharded::finish(&router_dir, plan, &built)?;
+    m.set("whole.build_secs", t.elapsed().as_secs_f64());
+    m.set("loopback_bytes_per_sec", loopback_bandwidth()?);
+    runtime()?.block_on(serve_and_query(a, &ids, m))
+}
+
+async fn serve_and_query(a: &ScaleWorkerArgs, ids: &[(u64, bool)], m: &mut Metrics) -> Result<()> {
+    let limits = Limits::default();
+    let at = |addr: &str| ServerAddr {
+        addr: addr.to_string(),
+        tls: None,
+        limits,
+    };
+    let mut servers = Vec::new();
+    for index in 0..a.shards {
+        let dir = sharded::shard_dir(&a.dir, index);
+        let service = HeService::open(&dir, true, ServerLimits::default())?;
+        servers.push(LocalServer::serving(Arc::new(service)).await?);
+    }
+    let addrs = servers.iter().map(|s| at(s.addr())).collect();
+    let router = ShardRouter::open(
+        &a.dir.join(sharded::ROUTER_DIR),
+        addrs,
+        ServerLimits::default(),
+    )?;
+    let router = LocalServer::serving(Arc::new(router)).await?;
+    let keys: Vec<Vec<u8>> = ids.iter().map(|&(id, _)| item(id)).collect();
+    let mut ch = at(router.addr()).connect().await?;
+    let client = HeClient::connect(&mut ch).await?;
+    let mut runs = Vec::new();
+    for _ in 0..a.runs.max(1) {
+        let (up0, down0) = (ch.bytes_sent(), ch.bytes_received());
+        let t = Instant::now();
+        let out = client.query(&mut ch, &keys).await?;
+        let total = t.elapsed().as_secs_f64();
+        check(&out.matches, ids, a.label_bytes)?;
+        runs.push([
+            total,
+            out.times.oprf.as_secs_f64(),
+            out.times.encrypt.as_secs_f64(),
+            out.times.server.as_secs_f64(),
+            out.times.decrypt.as_secs_f64(),
+            (ch.bytes_sent() - up0) as f64,
+            (ch.bytes_received() - down0) as f64,
+            out.rounds as f64,
+        ]);
+    }
+    let names = [
+        "total", "oprf", "encrypt", "server", "decrypt", "up", "down", "rounds",
+    ];
+    for (i, name) in names.iter().enumerate() {
+        let med = median_of(runs.iter().map(|r| r[i])).unwrap_or(f64::NAN);
+        m.set(format!("whole.{name}"), med);
+    }
+    Ok(())
+}
+
+/// Bytes per second one TCP connection carries over loopback here (the
+/// check's "network").
+fn loopback_bandwidth() -> Result<f64> {
+    const TOTAL: usize = 256 << 20;
+    let listener = TcpListener::bind("127.0.0.1:0")?;
+    let addr = listener.local_addr()?;
+    let reader = std::thread::spawn(move || -> std::io::Result<()> {
+        let (mut s, _) = listener.accept()?;
+        let mut buf = vec![0u8; 1 << 20];
+        while s.read(&mut buf)? > 0 {}
+        Ok(())
+    });
+    let mut s = TcpStream::connect(addr)?;
+    let chunk = vec![1u8; 1 << 20];
+    let t = Instant::now();
+    for _ in 0..TOTAL / chunk.len() {
+        s.write_all(&chunk)?;
+    }
+    drop(s);
+    reader
+        .join()
+        .map_err(|_| anyhow::anyhow!("the loopback reader panicked"))??;
+    Ok(TOTAL as f64 / t.elapsed().as_secs_f64())
+}
+
+// ---------------------------------------------------------------------------
+// The cost model
+// ---------------------------------------------------------------------------
+
+/// What one shard costs, from a sample shard's worker (1 thread).
+struct ShardCost {
+    rows: f64,
+    /// The shard's evaluation of one query, one thread, seconds.
+    eval: f64,
+    /// Units rayon spreads a shard's evaluation over: bundle indices times
+    /// bundles per index (the powers only over the indices).
+    units: f64,
+    packages: f64,
+    up: f64,
+    down: f64,
+    decrypt_per_package: f64,
+    encrypt: f64,
+    served: f64,
+    /// Filling the bin bundles, one thread, per row.
+    fill_per_row: f64,
+    oprf_per_row: f64,
+    oprf_query: f64,
+}
+
+impl ShardCost {
+    /// Medians over the worker's sample shards.
+    fn of(m: &Metrics) -> Option<Self> {
+        let med = |key: &str| {
+            median_of(
+                m.0.iter()
+                    .filter(|(k, _)| is_sample_key(k, key))
+                    .map(|(_, v)| *v),
+            )
+        };
+        let rows = med("rows")?;
+        let bundles = med("bundles")?;
+        Some(Self {
+            rows,
+            eval: med("eval_secs")?,
+            units: bundles.max(1.0),
+            packages: med("packages")?,
+            up: med("up_bytes")?,
+            down: med("down_bytes")?,
+            decrypt_per_package: med("decrypt_secs_per_package")?,
+            encrypt: med("encrypt_secs")?,
+            served: med("served_bytes")?,
+            fill_per_row: med("build_secs")? / rows,
+            oprf_per_row: m.get("oprf.row_secs")?,
+            oprf_query: m.get("oprf.query_secs")?,
+        })
+    }
+}
+
+/// Whether `name` is figure `key` of a sample shard (`s<index>.<key>`).
+fn is_sample_key(name: &str, key: &str) -> bool {
+    name.split_once('.').is_some_and(|(shard, rest)| {
+        rest == key
+            && shard
+                .strip_prefix('s')
+                .is_some_and(|i| i.parse::<u32>().is_ok())
+    })
+}
+
+/// The model's figures for one deployment.
+struct Prediction {
+    latency: f64,
+    /// Of which: the shards' evaluation.
+    eval: f64,
+    /// Of which: bytes over the network.
+    transfer: f64,
+    /// Of which: the client's decryption of every package.
+    gather: f64,
+    memory_per_machine: f64,
+    build_core_hours: f64,
+}
+
+/// A query of `clients` items against `shards` shards spread over
+/// `machines` machines of `cores` cores, bytes at `bw` bytes/s:
+///
+/// * the router's OPRF round of the client's items, then the client's
+///   encryption (both measured, at the client size);
+/// * the upload: the query once to the router, then `S` copies through
+///   the router's link (`up · (S + 1) / bw`);
+/// * evaluation: a machine serves `k = ceil(S/M)` shards, which evaluate
+///   concurrently on its rayon pool, so its cores share `k` times one
+///   shard's single-thread work; a machine with more cores than units of
+///   work (bundle indices times bundles) keeps the rest idle:
+///   `eval_1 · k / min(c, k · units)`;
+/// * the download: every shard's packages through the router's link
+///   (`S · down / bw`), and the client decrypting them one after another
+///   (`S · packages · decrypt`).
+///
+/// The terms are added: streaming overlaps the download and decryption
+/// with the evaluation, so this is an upper bound the check measures.
+/// Memory per machine is `k` served shards; the build costs the OPRF of
+/// every row plus the bundle filling, in core-hours.
+fn predict(s: &ShardCost, shards: u32, machines: u32, cores: u32, bw: f64) -> Prediction {
+    let s_f = f64::from(shards);
+    let k = f64::from(shards.div_ceil(machines.max(1)));
+    let eval = s.eval * k / f64::from(cores).min(k * s.units);
+    let transfer = s.up * (s_f + 1.0) / bw + s_f * s.down / bw;
+    let gather = s_f * s.packages * s.decrypt_per_package;
+    let rows = s.rows * s_f;
+    Prediction {
+        latency: s.oprf_query + s.encrypt + transfer + eval + gather,
+        eval,
+        transfer,
+        gather,
+        memory_per_machine: s.served * k,
+        build_core_hours: rows * (s.oprf_per_row + s.fill_per_row) / 3600.0,
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Tables
+// ---------------------------------------------------------------------------
+
+fn shard_table(samples: &[Measured], checked: &[(Measured, Measured)]) -> String {
+    let mut t = TextTable::new(&[
+        "database",
+        "shards",
+        "thr",
+        "rows/shard",
+        "bundles",
+        "build",
+        "load",
+        "served",
+        "file",
+        "eval",
+        "packages",
+        "up/shard",
+        "down/shard",
+        "decrypt/pkg",
+        "FPP",
+        "peak",
+    ]);
+    for s in samples.iter().chain(checked.iter().map(|(s, _)| s)) {
+        let m = &s.m;
+        let c = ShardCost::of(m);
+        t.row(vec![
+            format!("2^{}", s.log2),
+            s.shards.to_string(),
+            s.threads.to_string(),
+            c.as_ref().map_or("-".into(), |c| format!("{}", c.rows)),
+            m.get("s0.bundles").map_or("-".into(), |b| format!("{b}")),
+            time(m.get("s0.build_secs")),
+            time(m.get("s0.load_secs")),
+            size(m.get("s0.served_bytes")),
+            size(m.get("s0.file_bytes")),
+            time(m.get("s0.eval_secs")),
+            m.get("s0.packages").map_or("-".into(), |p| format!("{p}")),
+            size(m.get("s0.up_bytes")),
+            size(m.get("s0.down_bytes")),
+            time(m.get("s0.decrypt_secs_per_package")),
+            m.get("est.fpp_log2")
+                .map_or("-".into(), |f| format!("2^{f:.1}")),
+            size(m.get("peak_bytes")),
+        ]);
+    }
+    t.render()
+}
+
+fn prediction_table(samples: &[Measured], a: &ScaleBenchArgs, bw: f64) -> String {
+    let mut t = TextTable::new(&[
+        "database",
+        "shards",
+        "machines",
+        "latency",
+        "eval",
+        "transfer",
+        "gather",
+        "up",
+        "down",
+        "memory/machine",
+        "build core-h",
+    ]);
+    for s in samples.iter().filter(|s| s.threads == 1) {
+        let Some(c) = ShardCost::of(&s.m) else {
+            continue;
+        };
+        for &machines in &a.machines {
+            let p = predict(&c, s.shards, machines, a.cores, bw);
+            t.row(vec![
+                format!("2^{}", s.log2),
+                s.shards.to_string(),
+                machines.to_string(),
+                time(Some(p.latency)),
+                time(Some(p.eval)),
+                time(Some(p.transfer)),
+                time(Some(p.gather)),
+                size(Some(c.up * f64::from(s.shards))),
+                size(Some(c.down * f64::from(s.shards))),
+                size(Some(p.memory_per_machine)),
+                format!("{:.2}", p.build_core_hours),
+            ]);
+        }
+    }
+    t.render()
+}
+
+fn check_table(checked: &[(Measured, Measured)]) -> String {
+    let mut t = TextTable::new(&[
+        "database",
+        "shards",
+        "predicted",
+        "measured",
+        "ratio",
+        "pred. eval",
+        "meas. server",
+        "pred. down",
+        "meas. down",
+        "build (2 thr)",
+    ]);
+    for (s, w) in checked {
+        let Some(c) = ShardCost::of(&s.m) else {
+            continue;
+        };
+        let bw = w.m.get("loopback_bytes_per_sec").unwrap_or(f64::INFINITY);
+        let p = predict(&c, s.shards, 1, 2, bw);
+        let measured = w.m.get("whole.total");
+        t.row(vec![
+            format!("2^{}", s.log2),
+            s.shards.to_string(),
+            time(Some(p.latency)),
+            time(measured),
+            measured.map_or("-".into(), |m| format!("{:.2}", p.latency / m)),
+            time(Some(p.eval)),
+            time(w.m.get("whole.server")),
+            size(Some(c.down * f64::from(s.shards))),
+            size(w.m.get("whole.down")),
+            time(w.m.get("whole.build_secs")),
+        ]);
+    }
+    t.render()
+}
