@@ -34,6 +34,7 @@ use std::time::Instant;
 use anyhow::{ensure, Context, Result};
 use clap::Args;
 use psikit_protocols::common::connect::{runtime, Limits, Message, ServerAddr};
+use psikit_protocols::common::oprf_stage::{self, OutputBatch};
 use psikit_protocols::he_psi::messages::{
     DecodedResultCt, QueryCt, QueryDone, QueryHeader, ShardQuery,
 };
@@ -44,7 +45,7 @@ use psikit_protocols::he_psi::select::{select, SelectionInput};
 use psikit_protocols::he_psi::sender::ResultPackage;
 use psikit_protocols::he_psi::service::package_frames;
 use psikit_protocols::he_psi::shard::ShardInfo;
-use psikit_protocols::he_psi::sharded::{self, ShardBatch};
+use psikit_protocols::he_psi::sharded;
 use psikit_protocols::he_psi::{HeClient, HeService, HeState};
 use psikit_protocols::oprf::{self, Output};
 use psikit_protocols::service::{LocalServer, ServerLimits};
@@ -281,7 +282,7 @@ fn shard_rows(a: &ScaleWorkerArgs) -> usize {
 }
 
 /// `n` random OPRF outputs and labels of `label_bytes` from a CSPRNG.
-fn random_rows(rng: &mut StdRng, n: usize, label_bytes: usize) -> ShardBatch {
+fn random_rows(rng: &mut StdRng, n: usize, label_bytes: usize) -> OutputBatch {
     let mut outputs = vec![[0u8; oprf::OUTPUT_LEN]; n];
     outputs.iter_mut().for_each(|o| rng.fill_bytes(o));
     let labels = (0..n)
@@ -291,7 +292,7 @@ fn random_rows(rng: &mut StdRng, n: usize, label_bytes: usize) -> ShardBatch {
             l
         })
         .collect();
-    ShardBatch { outputs, labels }
+    OutputBatch { outputs, labels }
 }
 
 /// The OPRF's costs on this worker's threads: the router's evaluation
@@ -493,6 +494,7 @@ fn check_found(
 fn whole(a: &ScaleWorkerArgs, params: &PsiParams, m: &mut Metrics) -> Result<()> {
     let n = 1u64 << a.log2;
     let router_dir = a.dir.join(sharded::ROUTER_DIR);
+    oprf_stage::create_key(&sharded::router_key(&router_dir))?;
     let plan = sharded::plan(
         &router_dir,
         a.shards,
@@ -507,7 +509,7 @@ fn whole(a: &ScaleWorkerArgs, params: &PsiParams, m: &mut Metrics) -> Result<()>
         .map(|&(id, _)| (item(id), label(id, a.label_bytes)))
         .collect();
     let rows: Vec<(&[u8], &[u8])> = members.iter().map(|(k, l)| (&k[..], &l[..])).collect();
-    let oprf = sharded::ShardOprf::open(&router_dir, &plan)?;
+    let oprf = sharded::ShardOprf::open(&router_dir, a.shards)?;
     let batches = oprf.evaluate(&rows, &psikit_protocols::NoProgress)?;
     let mut rng = StdRng::from_rng(OsRng)?;
     let t = Instant::now();
