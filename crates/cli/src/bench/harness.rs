@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use anyhow::{Context, Result};
+use anyhow::{ensure, Context, Result};
 
 use crate::report;
 
@@ -89,6 +89,20 @@ pub(super) fn item(id: u64) -> Vec<u8> {
 /// bijection modulo `n`.
 pub(super) fn scatter(t: u64, n: u64) -> u64 {
     t.wrapping_mul(0x9E37_79B9_7F4A_7C15) & (n - 1)
+}
+
+/// Runs a benchmark worker (this executable's hidden `bench *-worker`
+/// commands) to the end: its output, or its standard error as the error.
+pub fn run_worker(cmd: &mut std::process::Command) -> Result<std::process::Output> {
+    let out = cmd
+        .output()
+        .with_context(|| format!("cannot start {}", cmd.get_program().to_string_lossy()))?;
+    ensure!(
+        out.status.success(),
+        "worker failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(out)
 }
 
 #[cfg(test)]

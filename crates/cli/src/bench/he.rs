@@ -27,7 +27,7 @@ use psikit_protocols::he_psi::select::{select, Goal, SelectionInput};
 use psikit_protocols::he_psi::{HeClient, HeService, HeState};
 use psikit_protocols::service::{LocalServer, ServerLimits};
 
-use super::harness::{item, median_of, scatter, Metrics};
+use super::harness::{item, median_of, run_worker, scatter, Metrics};
 use super::table::{size, time, TextTable};
 
 /// One benchmark case: which parameters, server size, labels.
@@ -163,22 +163,17 @@ pub fn run(a: &HeBenchArgs) -> Result<()> {
                 "{}-{}-{}-{t}",
                 case.params, case.log2, case.label_bytes
             ));
-            let out = Command::new(&exe)
-                .args(["bench", "he-worker", "--params", &case.params])
-                .args(["--log2", &case.log2.to_string()])
-                .args(["--label-bytes", &case.label_bytes.to_string()])
-                .args(["--clients", &join(&case.clients)])
-                .args(["--runs", &runs.to_string()])
-                .arg("--dir")
-                .arg(&dir)
-                .env("RAYON_NUM_THREADS", t.to_string())
-                .output()
-                .with_context(|| format!("cannot start {}", exe.display()))?;
-            ensure!(
-                out.status.success(),
-                "worker failed: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
+            let out = run_worker(
+                Command::new(&exe)
+                    .args(["bench", "he-worker", "--params", &case.params])
+                    .args(["--log2", &case.log2.to_string()])
+                    .args(["--label-bytes", &case.label_bytes.to_string()])
+                    .args(["--clients", &join(&case.clients)])
+                    .args(["--runs", &runs.to_string()])
+                    .arg("--dir")
+                    .arg(&dir)
+                    .env("RAYON_NUM_THREADS", t.to_string()),
+            )?;
             let m = Metrics::decode(&String::from_utf8_lossy(&out.stdout))?;
             results.push((case.clone(), t, m));
         }

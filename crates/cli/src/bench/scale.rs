@@ -52,7 +52,7 @@ use psikit_protocols::service::{LocalServer, ServerLimits};
 use rand::rngs::{OsRng, StdRng};
 use rand::{RngCore, SeedableRng};
 
-use super::harness::{item, median_of, Metrics};
+use super::harness::{item, median_of, run_worker, Metrics};
 use super::he::{check, client_ids, label};
 use super::table::{size, time, TextTable};
 
@@ -219,14 +219,7 @@ fn worker_run(
     if whole {
         cmd.arg("--whole");
     }
-    let out = cmd
-        .output()
-        .with_context(|| format!("cannot start {}", exe.display()))?;
-    ensure!(
-        out.status.success(),
-        "worker failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = run_worker(&mut cmd)?;
     // The worker's explanation of the parameters, for the record.
     eprint!("{}", String::from_utf8_lossy(&out.stderr));
     std::fs::remove_dir_all(&dir).ok();

@@ -52,9 +52,7 @@ pub fn setup(
     force: bool,
     progress: &dyn Progress,
 ) -> Result<SetupReport, Error> {
-    config.validate()?;
-    let _lock = state_dir::lock(dir)?;
-    let clear = state_dir::check_fresh(dir, force, "psikit filter update", &super::state::LAYOUT)?;
+    let (_lock, clear) = open_new_state(&config, dir, force)?;
     let mut reader = KeyReader::open(input, spec)?;
     progress.stage("computing OPRF", None);
     check_cancelled(progress)?;
@@ -90,9 +88,7 @@ pub fn setup_from_spool(
     force: bool,
     progress: &dyn Progress,
 ) -> Result<SetupReport, Error> {
-    config.validate()?;
-    let _lock = state_dir::lock(dir)?;
-    let clear = state_dir::check_fresh(dir, force, "psikit filter update", &super::state::LAYOUT)?;
+    let (_lock, clear) = open_new_state(&config, dir, force)?;
     let key = oprf_stage::load_key(key_file)?;
     progress.stage("reading the OPRF outputs", None);
     let t = Instant::now();
@@ -114,6 +110,19 @@ pub fn setup_from_spool(
         oprf_time,
         build_time,
     })
+}
+
+/// Checks a new state's configuration and takes `dir`'s lock; whether the
+/// directory holds a state to clear before saving (refused unless `force`).
+fn open_new_state(
+    config: &FilterConfig,
+    dir: &Path,
+    force: bool,
+) -> Result<(state_dir::StateLock, bool), Error> {
+    config.validate()?;
+    let lock = state_dir::lock(dir)?;
+    let clear = state_dir::check_fresh(dir, force, "psikit filter update", &super::state::LAYOUT)?;
+    Ok((lock, clear))
 }
 
 /// A new state's filter built from `tags` and saved in `dir` (cleared
