@@ -78,7 +78,7 @@ impl HeState {
         params: PsiParams,
         max_label_bytes: usize,
     ) -> Result<Self, Error> {
-        let key = ServerKey::from_bytes(&keyfile::read_secret(&dir.join(KEY_FILE))?)?;
+        let key = oprf_stage::load_key(&dir.join(KEY_FILE))?;
         Self::assemble(key, SenderDb::new(params, max_label_bytes)?, false)
     }
 
