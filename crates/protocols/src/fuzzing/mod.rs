@@ -31,6 +31,7 @@ use psikit_structures::CuckooFilter;
 use psikit_transport::{Channel, ErrorMessage, Limits, Message};
 use sha2::{Digest, Sha256};
 
+use crate::common::oprf_stage::OutputBatch;
 use crate::common::summaries::split_values;
 use crate::common::two_party::Hello;
 use crate::cpsi::epc::{EpcParams, EpcPublicKey, EpcReceiver, EpcReply, EpcSender, EpcSenderBatch};
@@ -41,6 +42,7 @@ use crate::filter_psi::messages::{
 use crate::filter_psi::{ClientCache, FilterSnapshot, ServerState};
 use crate::he_psi::messages as he;
 use crate::he_psi::params::PsiParams;
+use crate::he_psi::shard::{Manifest, ShardInfo};
 use crate::rr16::messages as rr16;
 use crate::vole_psi::messages as vole;
 use psikit_ot::messages::{SilentChallenge, SilentCheck, SilentTrees};
@@ -60,6 +62,7 @@ pub const TARGETS: &[Target] = &[
     ("key_file", key_file),
     ("he_messages", he_messages),
     ("he_db", he_db),
+    ("shard_files", shard_files),
     ("apsi_params", apsi_params),
     ("ot_messages", ot_messages),
     ("rr16_messages", rr16_messages),
@@ -350,6 +353,66 @@ pub fn he_db(data: &[u8]) {
             file.as_slice(),
             Path::new("fuzz"),
         ));
+    }
+}
+
+/// The files of a sharded database and of its build: a shard's
+/// `shard.json` (first byte 0 mod 3), a router's `manifest.json` (1), or a
+/// spool file of OPRF outputs (2; the next byte is the longest label
+/// accepted). What loads must write out and load back as the same value;
+/// a manifest that loads must give a router what it serves from it (the
+/// client's bundle counts, which its checks keep within a `u32`).
+pub fn shard_files(data: &[u8]) {
+    let Some((which, file)) = split(data) else {
+        return;
+    };
+    match which % 3 {
+        0 => {
+            let Ok(info) = serde_json::from_slice::<ShardInfo>(file) else {
+                return;
+            };
+            if info.check().is_ok() {
+                let again = serde_json::to_vec(&info).expect("plain fields serialize");
+                let again = serde_json::from_slice::<ShardInfo>(&again).ok();
+                assert_eq!(
+                    again.as_ref(),
+                    Some(&info),
+                    "shard.json changes when written"
+                );
+            }
+        }
+        1 => {
+            let Ok(manifest) = std::str::from_utf8(file).map(Manifest::from_json) else {
+                return;
+            };
+            if let Ok(manifest) = manifest {
+                let again = Manifest::from_json(&manifest.to_json()).ok();
+                assert_eq!(
+                    again.as_ref(),
+                    Some(&manifest),
+                    "manifest changes when written"
+                );
+                let totals = manifest.total_bundle_counts();
+                assert!(
+                    totals.len()
+                        <= manifest
+                            .bundle_counts
+                            .iter()
+                            .map(Vec::len)
+                            .max()
+                            .unwrap_or(0)
+                );
+            }
+        }
+        _ => {
+            let Some((&longest, batch)) = file.split_first() else {
+                return;
+            };
+            if let Ok(rows) = OutputBatch::from_bytes(batch, usize::from(longest)) {
+                assert_eq!(rows.to_bytes(), batch, "spool batch re-encodes differently");
+                assert!(rows.longest_label() <= usize::from(longest));
+            }
+        }
     }
 }
 

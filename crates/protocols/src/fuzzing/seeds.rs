@@ -42,6 +42,7 @@ pub fn seeds() -> Vec<Seed> {
     add("key_file", key_file_seeds());
     add("he_messages", he_message_seeds());
     add("he_db", he_db_seeds());
+    add("shard_files", shard_file_seeds());
     add("apsi_params", apsi_param_seeds());
     add("ot_messages", ot_message_seeds());
     add("rr16_messages", rr16_message_seeds());
@@ -314,6 +315,38 @@ fn he_db_seeds() -> Vec<(&'static str, Vec<u8>)> {
         bytes
     };
     vec![("db", file(4, 12)), ("empty-db", file(0, 0))]
+}
+
+/// A shard's description, a plan and a built manifest (two shards of
+/// APSI's 256K-1024 parameters with 16-byte labels), spool batches.
+fn shard_file_seeds() -> Vec<(&'static str, Vec<u8>)> {
+    let info = ShardInfo::new([3; 32], 1, 4, 2);
+    let info = serde_json::to_vec(&info).expect("plain fields serialize");
+    let json = crate::he_psi::presets::apsi_preset("256K-1024").expect("a preset");
+    let params = PsiParams::from_apsi_json(json).expect("the preset's parameters");
+    let width = crate::he_psi::shape::DbShape::new(&params, 16)
+        .expect("a shape")
+        .bundle_idx_count();
+    let mut manifest = Manifest::new([3; 32], &params, 16, "email".into());
+    manifest.bundle_counts = vec![Vec::new(); 2];
+    manifest.items = vec![0; 2];
+    let plan = manifest.to_json();
+    manifest.bundle_counts = (0..2)
+        .map(|s| (0..width).map(|i| ((s + i) % 3 + 1) as u32).collect())
+        .collect();
+    manifest.items = vec![1000, 1200];
+    let mut batch = OutputBatch::default();
+    batch.push([1; 64], b"a label");
+    batch.push([2; 64], b"");
+    let spooled =
+        |longest: u8, batch: &OutputBatch| tagged(2, &[&[longest][..], &batch.to_bytes()].concat());
+    vec![
+        ("shard", tagged(0, &info)),
+        ("plan", tagged(1, plan.as_bytes())),
+        ("manifest", tagged(1, manifest.to_json().as_bytes())),
+        ("batch", spooled(16, &batch)),
+        ("empty-batch", spooled(0, &OutputBatch::default())),
+    ]
 }
 
 fn apsi_param_seeds() -> Vec<(&'static str, Vec<u8>)> {

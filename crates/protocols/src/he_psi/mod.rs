@@ -53,7 +53,7 @@ pub mod select;
 pub mod sender;
 pub(crate) mod sender_db;
 pub mod service;
-mod shape;
+pub(crate) mod shape;
 pub mod shard;
 pub mod sharded;
 pub mod state;

@@ -27,6 +27,7 @@ use sha2::{Digest, Sha256};
 
 use super::facade::hex;
 use super::params::PsiParams;
+use super::shape::DbShape;
 use crate::common::files::write_atomic;
 use crate::Error;
 
@@ -100,19 +101,22 @@ impl ShardInfo {
     pub fn load(dir: &Path) -> Result<Self, Error> {
         let path = dir.join(SHARD_FILE);
         let info: Self = read_json(&path)?;
-        if info.format != SHARD_FORMAT {
-            return Err(bad(&path, format!("format {:?}", info.format)));
-        }
-        check_shard_count(info.shards)?;
-        if info.index >= info.shards {
-            return Err(bad(
-                &path,
-                format!("shard {} of {}", info.index, info.shards),
-            ));
-        }
-        info.db_id()
-            .map_err(|_| bad(&path, "a malformed database id".into()))?;
+        info.check().map_err(|why| bad(&path, why))?;
         Ok(info)
+    }
+
+    /// What [`ShardInfo::load`] checks beyond the JSON's shape.
+    pub(crate) fn check(&self) -> Result<(), String> {
+        if self.format != SHARD_FORMAT {
+            return Err(format!("format {:?}", self.format));
+        }
+        check_shard_count(self.shards).map_err(|e| e.to_string())?;
+        if self.index >= self.shards {
+            return Err(format!("shard {} of {}", self.index, self.shards));
+        }
+        self.db_id()
+            .map_err(|_| "a malformed database id".to_string())?;
+        Ok(())
     }
 
     /// Writes `dir`'s `shard.json` atomically.
@@ -198,7 +202,11 @@ impl Manifest {
         Ok(m)
     }
 
-    fn check(&self) -> Result<(), String> {
+    /// What [`Manifest::load`] checks beyond the JSON's shape: the format,
+    /// the parameters and label room (as a database of them would be
+    /// made), for every shard one bundle count per bundle index (or none
+    /// yet, in a plan), and totals a client's parameter message can carry.
+    pub(crate) fn check(&self) -> Result<(), String> {
         if self.format != MANIFEST_FORMAT {
             return Err(format!("format {:?}", self.format));
         }
@@ -207,6 +215,19 @@ impl Manifest {
             return Err("item counts for another number of shards".into());
         }
         unhex(&self.db_id).map_err(|_| "a malformed database id".to_string())?;
+        let params = PsiParams::from_apsi_json(&self.params).map_err(|e| e.to_string())?;
+        let shape = DbShape::new(&params, self.max_label_bytes).map_err(|e| e.to_string())?;
+        let width = shape.bundle_idx_count();
+        if (self.bundle_counts.iter()).any(|c| !c.is_empty() && c.len() != width) {
+            return Err("bundle counts for other parameters".into());
+        }
+        let total = |i: usize| -> u64 {
+            let counts = self.bundle_counts.iter().filter_map(|c| c.get(i));
+            counts.map(|&c| u64::from(c)).sum()
+        };
+        if (0..width).any(|i| total(i) > u64::from(u32::MAX)) {
+            return Err("more bundles than a database can hold".into());
+        }
         Ok(())
     }
 
@@ -313,5 +334,33 @@ mod tests {
             std::fs::write(dir.path().join(SHARD_FILE), text).unwrap();
             assert!(ShardInfo::load(dir.path()).is_err(), "{why}");
         }
+    }
+
+    #[test]
+    fn manifests_must_fit_their_parameters() {
+        let json = crate::he_psi::presets::apsi_preset("256K-1024").unwrap();
+        let params = PsiParams::from_apsi_json(json).unwrap();
+        let width = DbShape::new(&params, 16).unwrap().bundle_idx_count();
+        let mut m = Manifest::new([1; 32], &params, 16, String::new());
+        // A plan: two shards, not built yet.
+        m.bundle_counts = vec![Vec::new(); 2];
+        m.items = vec![0; 2];
+        assert_eq!(Manifest::from_json(&m.to_json()).unwrap(), m);
+        m.bundle_counts = vec![vec![3; width]; 2];
+        assert_eq!(Manifest::from_json(&m.to_json()).unwrap(), m);
+        assert_eq!(m.total_bundle_counts(), vec![6; width]);
+        let refused = |change: &dyn Fn(&mut Manifest)| {
+            let mut bad = m.clone();
+            change(&mut bad);
+            Manifest::from_json(&bad.to_json()).is_err()
+        };
+        assert!(refused(&|b| {
+            b.bundle_counts[1].pop();
+        }));
+        assert!(refused(
+            &|b| b.bundle_counts = vec![vec![u32::MAX; width]; 2]
+        ));
+        assert!(refused(&|b| b.max_label_bytes = usize::MAX));
+        assert!(refused(&|b| b.params = "{}".into()));
     }
 }
