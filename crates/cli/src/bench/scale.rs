@@ -33,14 +33,14 @@ use std::time::Instant;
 
 use anyhow::{ensure, Context, Result};
 use clap::Args;
-use psikit_protocols::common::connect::{runtime, Limits, Message, ServerAddr};
+use psikit_protocols::common::connect::{runtime, Frame, Limits, Message, ServerAddr};
 use psikit_protocols::common::oprf_stage::{self, OutputBatch};
 use psikit_protocols::he_psi::messages::{
     DecodedResultCt, QueryCt, QueryDone, QueryHeader, ShardQuery,
 };
 use psikit_protocols::he_psi::params::PsiParams;
-use psikit_protocols::he_psi::receiver::Receiver;
-use psikit_protocols::he_psi::router::ShardRouter;
+use psikit_protocols::he_psi::receiver::{QueryState, Receiver};
+use psikit_protocols::he_psi::router::{ask_shard, ShardRouter};
 use psikit_protocols::he_psi::select::{select, SelectionInput};
 use psikit_protocols::he_psi::sender::ResultPackage;
 use psikit_protocols::he_psi::service::package_frames;
@@ -51,6 +51,7 @@ use psikit_protocols::oprf::{self, Output};
 use psikit_protocols::service::{LocalServer, ServerLimits};
 use rand::rngs::{OsRng, StdRng};
 use rand::{RngCore, SeedableRng};
+use tokio::sync::mpsc;
 
 use super::harness::{item, median_of, run_worker, Metrics};
 use super::he::{check, client_ids, label};
@@ -89,6 +90,10 @@ pub struct ScaleBenchArgs {
     /// Cores per machine in the predictions (each as fast as this one's).
     #[arg(long, default_value_t = 16)]
     cores: u32,
+    /// Threads the client decrypts with in the predictions (the client
+    /// decrypts packages in parallel; a laptop or phone has 4 or more).
+    #[arg(long, default_value_t = 4)]
+    client_threads: u32,
     /// Network bandwidth of the predictions, Gbit/s (a data centre: the
     /// router's link carries S copies of the query and every answer).
     #[arg(long, default_value_t = 10.0)]
@@ -126,8 +131,8 @@ pub struct ScaleWorkerArgs {
 
 pub fn run(a: &ScaleBenchArgs) -> Result<()> {
     ensure!(
-        a.gbps > 0.0 && a.cores > 0,
-        "bandwidth and cores must be positive"
+        a.gbps > 0.0 && a.cores > 0 && a.client_threads > 0,
+        "bandwidth, cores and client threads must be positive"
     );
     let checks = a
         .check
@@ -158,8 +163,8 @@ pub fn run(a: &ScaleBenchArgs) -> Result<()> {
     println!("{}", shard_table(&samples, &checked));
     let bw = a.gbps * 1e9 / 8.0;
     println!(
-        "## Predictions: {} cores per machine, {} Gbit/s, {} client items\n",
-        a.cores, a.gbps, a.clients
+        "## Predictions: {} cores per machine, {} Gbit/s, {} client items, {} client threads\n",
+        a.cores, a.gbps, a.clients, a.client_threads
     );
     println!("{}", prediction_table(&samples, a, bw));
     if !checked.is_empty() {
@@ -341,8 +346,9 @@ fn sample_shard(
         std::fs::metadata(dir.join("he.db"))?.len() as f64,
     );
     let t = Instant::now();
-    let state = HeState::load(&dir, true)?;
+    let service = Arc::new(HeService::open(&dir, true, ServerLimits::default())?);
     m.set(format!("{p}load_secs"), t.elapsed().as_secs_f64());
+    let state = service.snapshot();
     let mem = state.db().memory();
     m.set(format!("{p}rows"), rows as f64);
     m.set(
@@ -365,51 +371,52 @@ fn sample_shard(
         .collect();
     client.extend(random_rows(&mut rng, a.clients as usize - members, 0).outputs);
     truth.resize(client.len(), None);
-    query_shard(a, &state, &client, &truth, &p, m)
+    query_shard(a, service, &client, &truth, &p, m)
 }
 
-/// One query of a shard through the sans-IO cores, `a.runs` times: the
-/// client's encryption, the shard's evaluation (on this worker's threads),
-/// the client's decryption; bytes as the messages are framed on the wire.
-/// Checks that the members (`truth[i]` holds member `i`'s label) and only
-/// they are found.
+/// One query of a shard, `a.runs` times, first through the sans-IO cores
+/// (the client's encryption, the shard's evaluation on this worker's
+/// threads, the client's decryption; bytes as the messages are framed on
+/// the wire), then served: the same query sent by [`ask_shard`] to the
+/// shard's `HeService` on loopback, as the router sends it, which adds
+/// what a real shard does besides evaluating (reading the query from the
+/// network, the server's tasks, streaming the packages back). Checks every
+/// answer: the members (`truth[i]` holds member `i`'s label) and only they
+/// are found.
 fn query_shard(
     a: &ScaleWorkerArgs,
-    state: &HeState,
+    service: Arc<HeService>,
     client: &[Output],
     truth: &[Option<&[u8]>],
     p: &str,
     m: &mut Metrics,
 ) -> Result<()> {
+    let state = service.snapshot();
     let sender = state.sender();
     let receiver = Receiver::new(state.db().params().clone(), a.label_bytes)?;
-    let relin_key = receiver.relin_key().to_bytes()?;
     let header = QueryHeader {
         db_id: state.db_id(),
-        relin_key: relin_key.clone(),
+        relin_key: receiver.relin_key().to_bytes()?,
     };
-    let opening = ShardQuery { epoch: 0 }.to_frame().wire_len() + header.to_frame().wire_len();
     let (mut encrypt, mut eval, mut decrypt) = (Vec::new(), Vec::new(), Vec::new());
     let (mut up, mut down, mut packages) = (0, 0, 0);
     for _ in 0..a.runs.max(1) {
         let t = Instant::now();
-        let (mut query_state, encrypted) = receiver.query(client, &mut OsRng)?;
-        let cts = encrypted
-            .iter()
-            .flatten()
-            .map(QueryCt::encode)
-            .collect::<Result<Vec<_>, _>>()?;
+        let (query_state, query) = shard_query(&receiver, &header, client)?;
         encrypt.push(t.elapsed().as_secs_f64());
-        up = opening + cts.iter().map(|c| c.to_frame().wire_len()).sum::<u64>();
+        up = query.iter().map(Frame::wire_len).sum::<u64>();
         let frames = Mutex::new(Vec::new());
         let t = Instant::now();
         // Decoded under the shard's parameters, as its server does.
-        let query = cts
-            .chunks(sender.sources())
-            .map(|index| index.iter().map(|c| c.ciphertext(sender.he())).collect())
-            .collect::<Result<Vec<Vec<_>>, _>>()?;
-        let ev = sender.evaluator(&relin_key)?;
-        packages = sender.answer(&ev, query, |package| {
+        let he = sender.he();
+        let mut cts = Vec::new();
+        for index in query[2..].chunks(sender.sources()) {
+            let decode =
+                |f: &Frame| -> Result<_> { Ok(QueryCt::decode(&f.payload, he)?.ciphertext(he)?) };
+            cts.push(index.iter().map(decode).collect::<Result<Vec<_>>>()?);
+        }
+        let ev = sender.evaluator(&header.relin_key)?;
+        packages = sender.answer(&ev, cts, |package| {
             let f = package_frames(&package)?;
             frames
                 .lock()
@@ -423,36 +430,102 @@ fn query_shard(
             .map_err(|_| anyhow::anyhow!("poisoned"))?;
         down = frames.iter().flatten().map(|f| f.wire_len()).sum::<u64>()
             + QueryDone { packages: 0 }.to_frame().wire_len();
-        let he = receiver.he();
         let t = Instant::now();
-        for package in &frames {
-            let mut cts = package
-                .iter()
-                .map(|f| DecodedResultCt::decode(&f.payload, he))
-                .collect::<Result<Vec<_>, _>>()?
-                .into_iter();
-            let first = cts.next().context("an empty package")?;
-            let package = ResultPackage {
-                bundle_idx: first.bundle_idx,
-                matching: first.ct,
-                labels: cts.map(|c| c.ct).collect(),
-            };
-            receiver.process(&mut query_state, &package)?;
-        }
+        read_answer(&receiver, query_state, &frames, truth)?;
         decrypt.push(t.elapsed().as_secs_f64() / packages.max(1) as f64);
-        let leftovers = query_state.leftovers.clone();
-        let found = Receiver::matches(query_state);
-        check_found(&found, truth, &leftovers)?;
     }
+    let served = runtime()?.block_on(served(a, service, &receiver, &header, client, truth))?;
     let med = |v: &[f64]| median_of(v.iter().copied()).unwrap_or(f64::NAN);
     m.set(format!("{p}encrypt_secs"), med(&encrypt));
     m.set(format!("{p}eval_secs"), med(&eval));
+    m.set(format!("{p}served_secs"), med(&served));
     m.set(format!("{p}decrypt_secs_per_package"), med(&decrypt));
     m.set(format!("{p}packages"), packages as f64);
     m.set(format!("{p}up_bytes"), up as f64);
     m.set(format!("{p}down_bytes"), down as f64);
     m.set(format!("{p}members"), truth.iter().flatten().count() as f64);
     Ok(())
+}
+
+/// A fresh query of `client` and its frames as a shard reads them (the
+/// router's epoch message, the header, the ciphertexts).
+fn shard_query(
+    receiver: &Receiver,
+    header: &QueryHeader,
+    client: &[Output],
+) -> Result<(QueryState, Vec<Frame>)> {
+    let (query_state, encrypted) = receiver.query(client, &mut OsRng)?;
+    let mut frames = vec![ShardQuery { epoch: 0 }.to_frame(), header.to_frame()];
+    for ct in encrypted.iter().flatten() {
+        frames.push(QueryCt::encode(ct)?.to_frame());
+    }
+    Ok((query_state, frames))
+}
+
+/// The served runs of [`query_shard`]: seconds from sending the query to
+/// the shard's done message, each answer checked.
+async fn served(
+    a: &ScaleWorkerArgs,
+    service: Arc<HeService>,
+    receiver: &Receiver,
+    header: &QueryHeader,
+    client: &[Output],
+    truth: &[Option<&[u8]>],
+) -> Result<Vec<f64>> {
+    let server = LocalServer::serving(service).await?;
+    let addr = ServerAddr {
+        addr: server.addr().to_string(),
+        tls: None,
+        limits: Limits::default(),
+    };
+    let polys = receiver.shape().polys();
+    let mut times = Vec::new();
+    for _ in 0..a.runs.max(1) {
+        let (query_state, query) = shard_query(receiver, header, client)?;
+        let (tx, mut rx) = mpsc::channel(8);
+        let gather = tokio::spawn(async move {
+            let mut packages = Vec::new();
+            while let Some(package) = rx.recv().await {
+                packages.push(package);
+            }
+            packages
+        });
+        let t = Instant::now();
+        ask_shard(&addr, &query, polys, &tx, t).await?;
+        times.push(t.elapsed().as_secs_f64());
+        drop(tx);
+        let packages = gather.await?;
+        read_answer(receiver, query_state, &packages, truth)?;
+    }
+    Ok(times)
+}
+
+/// Decodes and reads a shard's packages (each its frames) and checks the
+/// matches against `truth`.
+fn read_answer(
+    receiver: &Receiver,
+    mut query_state: QueryState,
+    packages: &[Vec<Frame>],
+    truth: &[Option<&[u8]>],
+) -> Result<()> {
+    let he = receiver.he();
+    let mut received = Vec::with_capacity(packages.len());
+    for package in packages {
+        let mut cts = package
+            .iter()
+            .map(|f| DecodedResultCt::decode(&f.payload, he))
+            .collect::<Result<Vec<_>, _>>()?
+            .into_iter();
+        let first = cts.next().context("an empty package")?;
+        received.push(ResultPackage {
+            bundle_idx: first.bundle_idx,
+            matching: first.ct,
+            labels: cts.map(|c| c.ct).collect(),
+        });
+    }
+    receiver.process(&mut query_state, &received)?;
+    let leftovers = std::mem::take(&mut query_state.leftovers);
+    check_found(&Receiver::matches(query_state), truth, &leftovers)
 }
 
 /// Every member placed in the query found with its label, nothing else.
@@ -605,8 +678,10 @@ fn loopback_bandwidth() -> Result<f64> {
 /// What one shard costs, from a sample shard's worker (1 thread).
 struct ShardCost {
     rows: f64,
-    /// The shard's evaluation of one query, one thread, seconds.
-    eval: f64,
+    /// The shard's answer to one query as the router sees it (served on
+    /// loopback: reading the query, evaluation, streaming the packages),
+    /// evaluation on one thread, seconds.
+    serve: f64,
     /// Units rayon spreads a shard's evaluation over: bundle indices times
     /// bundles per index (the powers only over the indices).
     units: f64,
@@ -636,7 +711,7 @@ impl ShardCost {
         let bundles = med("bundles")?;
         Some(Self {
             rows,
-            eval: med("eval_secs")?,
+            serve: med("served_secs")?,
             units: bundles.max(1.0),
             packages: med("packages")?,
             up: med("up_bytes")?,
@@ -661,10 +736,19 @@ fn is_sample_key(name: &str, key: &str) -> bool {
     })
 }
 
+/// Where the model places a sharded database.
+struct Deployment {
+    machines: u32,
+    cores: u32,
+    /// Network bandwidth, bytes per second.
+    bw: f64,
+    client_threads: u32,
+}
+
 /// The model's figures for one deployment.
 struct Prediction {
     latency: f64,
-    /// Of which: the shards' evaluation.
+    /// Of which: the shards' answers.
     eval: f64,
     /// Of which: bytes over the network.
     transfer: f64,
@@ -681,25 +765,26 @@ struct Prediction {
 ///   encryption (both measured, at the client size);
 /// * the upload: the query once to the router, then `S` copies through
 ///   the router's link (`up · (S + 1) / bw`);
-/// * evaluation: a machine serves `k = ceil(S/M)` shards, which evaluate
-///   concurrently on its rayon pool, so its cores share `k` times one
-///   shard's single-thread work; a machine with more cores than units of
-///   work (bundle indices times bundles) keeps the rest idle:
-///   `eval_1 · k / min(c, k · units)`;
+/// * the shards' answers: a machine serves `k = ceil(S/M)` shards, which
+///   answer concurrently on its cores, so they share `k` times one shard's
+///   single-thread answer as the router sees it (evaluation plus serving:
+///   reading the query, the server's tasks, streaming the packages); a
+///   machine with more cores than units of work (bundle indices times
+///   bundles) keeps the rest idle: `serve_1 · k / min(c, k · units)`;
 /// * the download: every shard's packages through the router's link
-///   (`S · down / bw`), and the client decrypting them one after another
-///   (`S · packages · decrypt`).
+///   (`S · down / bw`), and the client decrypting them on its `t` threads
+///   (`S · packages · decrypt / t`).
 ///
 /// The terms are added: streaming overlaps the download and decryption
 /// with the evaluation, so this is an upper bound the check measures.
 /// Memory per machine is `k` served shards; the build costs the OPRF of
 /// every row plus the bundle filling, in core-hours.
-fn predict(s: &ShardCost, shards: u32, machines: u32, cores: u32, bw: f64) -> Prediction {
+fn predict(s: &ShardCost, shards: u32, at: &Deployment) -> Prediction {
     let s_f = f64::from(shards);
-    let k = f64::from(shards.div_ceil(machines.max(1)));
-    let eval = s.eval * k / f64::from(cores).min(k * s.units);
-    let transfer = s.up * (s_f + 1.0) / bw + s_f * s.down / bw;
-    let gather = s_f * s.packages * s.decrypt_per_package;
+    let k = f64::from(shards.div_ceil(at.machines.max(1)));
+    let eval = s.serve * k / f64::from(at.cores).min(k * s.units);
+    let transfer = s.up * (s_f + 1.0) / at.bw + s_f * s.down / at.bw;
+    let gather = s_f * s.packages * s.decrypt_per_package / f64::from(at.client_threads);
     let rows = s.rows * s_f;
     Prediction {
         latency: s.oprf_query + s.encrypt + transfer + eval + gather,
@@ -727,6 +812,7 @@ fn shard_table(samples: &[Measured], checked: &[(Measured, Measured)]) -> String
         "served",
         "file",
         "eval",
+        "served",
         "packages",
         "up/shard",
         "down/shard",
@@ -748,6 +834,7 @@ fn shard_table(samples: &[Measured], checked: &[(Measured, Measured)]) -> String
             size(m.get("s0.served_bytes")),
             size(m.get("s0.file_bytes")),
             time(m.get("s0.eval_secs")),
+            time(m.get("s0.served_secs")),
             m.get("s0.packages").map_or("-".into(), |p| format!("{p}")),
             size(m.get("s0.up_bytes")),
             size(m.get("s0.down_bytes")),
@@ -766,7 +853,7 @@ fn prediction_table(samples: &[Measured], a: &ScaleBenchArgs, bw: f64) -> String
         "shards",
         "machines",
         "latency",
-        "eval",
+        "shards' answers",
         "transfer",
         "gather",
         "up",
@@ -779,7 +866,13 @@ fn prediction_table(samples: &[Measured], a: &ScaleBenchArgs, bw: f64) -> String
             continue;
         };
         for &machines in &a.machines {
-            let p = predict(&c, s.shards, machines, a.cores, bw);
+            let at = Deployment {
+                machines,
+                cores: a.cores,
+                bw,
+                client_threads: a.client_threads,
+            };
+            let p = predict(&c, s.shards, &at);
             t.row(vec![
                 format!("2^{}", s.log2),
                 s.shards.to_string(),
@@ -805,7 +898,7 @@ fn check_table(checked: &[(Measured, Measured)]) -> String {
         "predicted",
         "measured",
         "ratio",
-        "pred. eval",
+        "pred. shards",
         "meas. server",
         "pred. down",
         "meas. down",
@@ -815,8 +908,15 @@ fn check_table(checked: &[(Measured, Measured)]) -> String {
         let Some(c) = ShardCost::of(&s.m) else {
             continue;
         };
-        let bw = w.m.get("loopback_bytes_per_sec").unwrap_or(f64::INFINITY);
-        let p = predict(&c, s.shards, 1, 2, bw);
+        // This machine: its 2 cores serve every shard, and the client
+        // decrypts on the same 2.
+        let at = Deployment {
+            machines: 1,
+            cores: 2,
+            bw: w.m.get("loopback_bytes_per_sec").unwrap_or(f64::INFINITY),
+            client_threads: 2,
+        };
+        let p = predict(&c, s.shards, &at);
         let measured = w.m.get("whole.total");
         t.row(vec![
             format!("2^{}", s.log2),

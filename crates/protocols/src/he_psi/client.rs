@@ -5,8 +5,9 @@
 use std::time::{Duration, Instant};
 
 use psikit_primitives::oprf::{self, Output};
-use psikit_transport::{Channel, Message};
+use psikit_transport::{Channel, Frame, Message};
 use rand::rngs::OsRng;
+use rayon::prelude::*;
 
 use super::messages::{
     DecodedResultCt, OprfRequest, OprfResponse, ParamsRequest, ParamsResponse, QueryCt, QueryDone,
@@ -35,7 +36,7 @@ pub struct QueryTimes {
     pub encrypt: Duration,
     /// From the last query byte sent to the last result received.
     pub server: Duration,
-    /// Decrypting results and labels.
+    /// Decoding and decrypting results and labels (on the rayon pool).
     pub decrypt: Duration,
 }
 
@@ -166,20 +167,24 @@ impl HeClient {
         Ok((Receiver::matches(state), leftovers))
     }
 
-    /// Reads result packages until the server's done message, decoding each
-    /// as soon as its last ciphertext arrives.
+    /// Reads result packages until the server's done message, decoding and
+    /// decrypting them in batches on the rayon pool as they arrive.
     async fn receive(
         &self,
         ch: &mut Channel,
         state: &mut QueryState,
         decrypt: &mut Duration,
     ) -> Result<u32, Error> {
-        let he = self.receiver.he();
         let per_package = self.receiver.shape().polys();
+        // A few packages per thread: enough to keep every thread busy,
+        // few enough that decryption keeps up with the arrivals.
+        let batch_len = rayon::current_num_threads() * 4;
+        let mut batch: Vec<Vec<Frame>> = Vec::with_capacity(batch_len);
         let mut received = 0u32;
         loop {
             let frame = ch.recv().await?;
             if frame.protocol == QueryDone::PROTOCOL && frame.kind == QueryDone::KIND {
+                self.decrypt_batch(state, &mut batch, decrypt)?;
                 let done = QueryDone::decode(&frame.payload, ())?.packages;
                 if done != received {
                     return Err(Violation::Count {
@@ -191,36 +196,62 @@ impl HeClient {
                 }
                 return Ok(received);
             }
-            let mut cts = Vec::with_capacity(per_package);
-            let mut frame = frame;
-            let mut bundle = None;
-            for poly in 0..per_package {
-                if poly > 0 {
-                    frame = ch.recv_expect(ResultCt::PROTOCOL, ResultCt::KIND).await?;
-                }
-                if frame.protocol != ResultCt::PROTOCOL || frame.kind != ResultCt::KIND {
-                    return Err(Violation::Unexpected("the answer").into());
-                }
-                // Decoded straight from the payload: see `DecodedResultCt`.
-                let part = DecodedResultCt::decode(&frame.payload, he)?;
-                if usize::from(part.poly) != poly || bundle.is_some_and(|b| b != part.bundle_idx) {
-                    return Err(Violation::OutOfOrder("result package").into());
-                }
-                bundle = Some(part.bundle_idx);
-                cts.push(part.ct);
+            if frame.protocol != ResultCt::PROTOCOL || frame.kind != ResultCt::KIND {
+                return Err(Violation::Unexpected("the answer").into());
             }
-            let t = Instant::now();
-            let mut cts = cts.into_iter();
-            let package = ResultPackage {
-                bundle_idx: bundle.unwrap_or(0),
-                matching: cts
-                    .next()
-                    .ok_or(Error::Peer(Violation::Invalid("empty result package")))?,
-                labels: cts.collect(),
-            };
-            self.receiver.process(state, &package)?;
-            *decrypt += t.elapsed();
+            let mut frames = Vec::with_capacity(per_package);
+            frames.push(frame);
+            for _ in 1..per_package {
+                frames.push(ch.recv_expect(ResultCt::PROTOCOL, ResultCt::KIND).await?);
+            }
+            batch.push(frames);
             received += 1;
+            if batch.len() == batch_len {
+                self.decrypt_batch(state, &mut batch, decrypt)?;
+            }
         }
+    }
+
+    /// Decodes and reads the packages of `batch` (emptied), adding the
+    /// time to `decrypt`.
+    fn decrypt_batch(
+        &self,
+        state: &mut QueryState,
+        batch: &mut Vec<Vec<Frame>>,
+        decrypt: &mut Duration,
+    ) -> Result<(), Error> {
+        let t = Instant::now();
+        let packages = batch
+            .par_drain(..)
+            .map(|frames| self.package(&frames))
+            .collect::<Result<Vec<_>, _>>()?;
+        self.receiver.process(state, &packages)?;
+        *decrypt += t.elapsed();
+        Ok(())
+    }
+
+    /// One package from its frames, which must be its polynomials in order
+    /// for one bundle index.
+    fn package(&self, frames: &[Frame]) -> Result<ResultPackage, Error> {
+        let he = self.receiver.he();
+        let mut bundle = None;
+        let mut cts = Vec::with_capacity(frames.len());
+        for (poly, frame) in frames.iter().enumerate() {
+            // Decoded straight from the payload: see `DecodedResultCt`.
+            let part = DecodedResultCt::decode(&frame.payload, he)?;
+            if usize::from(part.poly) != poly || bundle.is_some_and(|b| b != part.bundle_idx) {
+                return Err(Violation::OutOfOrder("result package").into());
+            }
+            bundle = Some(part.bundle_idx);
+            cts.push(part.ct);
+        }
+        let mut cts = cts.into_iter();
+        Ok(ResultPackage {
+            bundle_idx: bundle.unwrap_or(0),
+            matching: cts
+                .next()
+                .ok_or(Error::Peer(Violation::Invalid("empty result package")))?,
+            labels: cts.collect(),
+        })
     }
 }

@@ -7,6 +7,7 @@ use psikit_he::{Ciphertext, HeParams, RelinKey, SecretKey};
 use psikit_primitives::oprf::Output;
 use psikit_structures::cuckoo_table::CuckooTable;
 use rand::{CryptoRng, RngCore};
+use rayon::prelude::*;
 
 use super::hashing::{felts_to_bytes, item_felts, split_oprf};
 use super::label::{decrypt_label, encrypted_len, LabelKey};
@@ -35,11 +36,14 @@ pub struct QueryState {
     /// Per table bin: the caller's index of the item there, its felts and
     /// label key.
     bins: Vec<Option<BinItem>>,
-    /// Per caller index: whether it matched, and its label.
-    found: Vec<(usize, Option<Vec<u8>>)>,
+    /// The matches read so far.
+    found: Vec<Found>,
     /// Caller indices that did not fit the cuckoo table; query them next.
     pub leftovers: Vec<usize>,
 }
+
+/// A match: the caller's index of the item and its label.
+type Found = (usize, Option<Vec<u8>>);
 
 struct BinItem {
     index: usize,
@@ -161,10 +165,24 @@ impl Receiver {
             .collect()
     }
 
-    /// Reads one result package: every item of the package's bundle index
-    /// whose `f` matching slots decrypt to zero is a match; its label is
+    /// Reads result packages: every item of a package's bundle index whose
+    /// `f` matching slots decrypt to zero is a match; its label is
     /// decrypted from the label fragments of the same package.
-    pub fn process(&self, state: &mut QueryState, package: &ResultPackage) -> Result<(), Error> {
+    ///
+    /// Packages are decrypted in parallel on the rayon pool: a sharded
+    /// database answers with thousands of them (one per bundle of every
+    /// shard), and decrypting them is then most of the client's time.
+    pub fn process(&self, state: &mut QueryState, packages: &[ResultPackage]) -> Result<(), Error> {
+        let found = packages
+            .par_iter()
+            .map(|package| self.read(state, package))
+            .collect::<Result<Vec<_>, _>>()?;
+        state.found.extend(found.into_iter().flatten());
+        Ok(())
+    }
+
+    /// The matches (caller index, label) one package reports.
+    fn read(&self, state: &QueryState, package: &ResultPackage) -> Result<Vec<Found>, Error> {
         let idx = package.bundle_idx as usize;
         if idx >= self.shape.bundle_idx_count()
             || package.labels.len() != self.shape.label_fragments()
@@ -181,25 +199,25 @@ impl Receiver {
             .filter(|(k, _)| matching[k * f..(k + 1) * f].iter().all(|&v| v == 0))
             .collect();
         if hits.is_empty() {
-            return Ok(());
+            return Ok(Vec::new());
+        }
+        if !self.shape.labeled() {
+            return Ok(hits.iter().map(|(_, item)| (item.index, None)).collect());
         }
         let labels = package
             .labels
             .iter()
             .map(|ct| self.sk.decrypt_slots(ct))
             .collect::<Result<Vec<_>, _>>()?;
-        for (k, item) in hits {
-            if !self.shape.labeled() {
-                state.found.push((item.index, None));
-                continue;
-            }
-            // A true match always carries a well-formed label; one that
-            // does not decrypt is a false-positive slot match.
-            if let Ok(label) = self.read_label(&labels, k, &item.key) {
-                state.found.push((item.index, Some(label)));
-            }
-        }
-        Ok(())
+        // A true match always carries a well-formed label; one that does
+        // not decrypt is a false-positive slot match.
+        Ok(hits
+            .into_iter()
+            .filter_map(|(k, item)| {
+                let label = self.read_label(&labels, k, &item.key).ok()?;
+                Some((item.index, Some(label)))
+            })
+            .collect())
     }
 
     /// Collects bin `k`'s label felts from the decrypted fragments and

@@ -305,8 +305,11 @@ fn params_response(snap: &RouterState, max_query_items: u32) -> ParamsResponse {
 /// Sends the query to the shard at `addr` and passes each of its result
 /// packages (`polys` frames) to `packages`; returns what it saw (times
 /// from `start`), its package count checked against the shard's done
-/// message.
-async fn ask_shard(
+/// message. `query` is the frames a shard reads: [`ShardQuery`], the
+/// client's [`QueryHeader`](super::messages::QueryHeader), then its
+/// [`QueryCt`]s. Public for `psikit bench scale`, which times one shard
+/// exactly as the router asks it.
+pub async fn ask_shard(
     addr: &ServerAddr,
     query: &[Frame],
     polys: usize,

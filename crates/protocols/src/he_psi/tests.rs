@@ -56,14 +56,17 @@ pub(crate) fn run_query(sender: &Sender, client: &[Output], max_label: usize) ->
             let bytes = wire::encode_result_ct_dropped(ct, drop).unwrap();
             wire::decode_result_ct_dropped(rhe, &bytes, drop).unwrap()
         };
-        for p in packages.into_inner().unwrap() {
-            let p = ResultPackage {
+        let received: Vec<ResultPackage> = packages
+            .into_inner()
+            .unwrap()
+            .iter()
+            .map(|p| ResultPackage {
                 bundle_idx: p.bundle_idx,
                 matching: decode(&p.matching),
                 labels: p.labels.iter().map(decode).collect(),
-            };
-            receiver.process(&mut state, &p).unwrap();
-        }
+            })
+            .collect();
+        receiver.process(&mut state, &received).unwrap();
         let next: Vec<usize> = state.leftovers.iter().map(|&i| pending[i]).collect();
         for m in Receiver::matches(state) {
             all.push(Match {
