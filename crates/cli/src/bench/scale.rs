@@ -137,6 +137,7 @@ pub fn run(a: &ScaleBenchArgs) -> Result<()> {
     let checks = a
         .check
         .iter()
+        .filter(|c| !c.is_empty())
         .map(|c| parse_check(c))
         .collect::<Result<Vec<_>>>()?;
     let work = tempfile::tempdir().context("cannot create a temporary directory")?;
