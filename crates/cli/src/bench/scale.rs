@@ -9,8 +9,10 @@
 //! selection chooses for the whole database in `S` shards, and one query
 //! goes through the sans-IO cores (the client's `Receiver`, the shard's
 //! `Sender`) with every message encoded as a server sends it, so bytes are
-//! exact. The client holds half members of the shard (whose matches and
-//! labels are checked) and half random strangers.
+//! exact; then the same query is sent to the shard served on loopback,
+//! as the router sends it, and timed to its done message. The client
+//! holds half members of the shard (whose matches and labels are checked)
+//! and half random strangers.
 //!
 //! The model ([`predict`]) composes the per-shard figures into a query's
 //! latency on `M` machines of `c` cores, the memory per machine and the
