@@ -182,32 +182,19 @@ impl HeClient {
         let mut batch: Vec<Vec<Frame>> = Vec::with_capacity(batch_len);
         let mut received = 0u32;
         loop {
-            let frame = ch.recv().await?;
-            if frame.protocol == QueryDone::PROTOCOL && frame.kind == QueryDone::KIND {
-                self.decrypt_batch(state, &mut batch, decrypt)?;
-                let done = QueryDone::decode(&frame.payload, ())?.packages;
-                if done != received {
-                    return Err(Violation::Count {
-                        what: "result packages received",
-                        got: u64::from(received),
-                        expected: u64::from(done),
-                    }
-                    .into());
+            match next_answer(ch, per_package, "the answer").await? {
+                Answer::Done(done) => {
+                    self.decrypt_batch(state, &mut batch, decrypt)?;
+                    check_done(done, received, "result packages received")?;
+                    return Ok(received);
                 }
-                return Ok(received);
-            }
-            if frame.protocol != ResultCt::PROTOCOL || frame.kind != ResultCt::KIND {
-                return Err(Violation::Unexpected("the answer").into());
-            }
-            let mut frames = Vec::with_capacity(per_package);
-            frames.push(frame);
-            for _ in 1..per_package {
-                frames.push(ch.recv_expect(ResultCt::PROTOCOL, ResultCt::KIND).await?);
-            }
-            batch.push(frames);
-            received += 1;
-            if batch.len() == batch_len {
-                self.decrypt_batch(state, &mut batch, decrypt)?;
+                Answer::Package(frames) => {
+                    batch.push(frames);
+                    received += 1;
+                    if batch.len() == batch_len {
+                        self.decrypt_batch(state, &mut batch, decrypt)?;
+                    }
+                }
             }
         }
     }
@@ -254,4 +241,50 @@ impl HeClient {
             labels: cts.collect(),
         })
     }
+}
+
+/// The next part of an answer to a query, as a client or the router reads
+/// it from a server.
+pub(super) enum Answer {
+    /// A whole result package: its polynomials' frames, in order.
+    Package(Vec<Frame>),
+    /// The done message: how many packages the server says it sent.
+    Done(u32),
+}
+
+/// Reads the next [`Answer`]: a done message, or a result package of
+/// `polys` frames; anything else is refused (`what` names the answer).
+pub(super) async fn next_answer(
+    ch: &mut Channel,
+    polys: usize,
+    what: &'static str,
+) -> Result<Answer, Error> {
+    let first = ch.recv().await?;
+    if first.protocol == QueryDone::PROTOCOL && first.kind == QueryDone::KIND {
+        return Ok(Answer::Done(
+            QueryDone::decode(&first.payload, ())?.packages,
+        ));
+    }
+    if first.protocol != ResultCt::PROTOCOL || first.kind != ResultCt::KIND {
+        return Err(Violation::Unexpected(what).into());
+    }
+    let mut frames = Vec::with_capacity(polys);
+    frames.push(first);
+    for _ in 1..polys {
+        frames.push(ch.recv_expect(ResultCt::PROTOCOL, ResultCt::KIND).await?);
+    }
+    Ok(Answer::Package(frames))
+}
+
+/// Checks a done message's package count against the packages received.
+pub(super) fn check_done(done: u32, received: u32, what: &'static str) -> Result<(), Error> {
+    if done != received {
+        return Err(Violation::Count {
+            what,
+            got: u64::from(received),
+            expected: u64::from(done),
+        }
+        .into());
+    }
+    Ok(())
 }

@@ -21,9 +21,10 @@ use psikit_transport::{Channel, Frame, Message, ProtocolId};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
+use super::client::{check_done, next_answer, Answer};
 use super::messages::{
-    OprfRequest, ParamsRequest, ParamsResponse, QueryCt, QueryDone, QueryHeader, ResultCt,
-    ShardQuery, PROTOCOL_ID,
+    OprfRequest, ParamsRequest, ParamsResponse, QueryCt, QueryDone, QueryHeader, ShardQuery,
+    PROTOCOL_ID,
 };
 use super::params::PsiParams;
 use super::service::{oprf_response, query_header};
@@ -329,28 +330,14 @@ pub async fn ask_shard(
         bytes: 0,
     };
     loop {
-        let first = ch.recv().await?;
-        if first.protocol == QueryDone::PROTOCOL && first.kind == QueryDone::KIND {
-            let done = QueryDone::decode(&first.payload, ())?.packages;
-            if done != trace.packages {
-                return Err(Violation::Count {
-                    what: "result packages from a shard",
-                    got: u64::from(trace.packages),
-                    expected: u64::from(done),
-                }
-                .into());
+        let package = match next_answer(&mut ch, polys, "a shard's answer").await? {
+            Answer::Done(done) => {
+                check_done(done, trace.packages, "result packages from a shard")?;
+                trace.done = start.elapsed();
+                return Ok(trace);
             }
-            trace.done = start.elapsed();
-            return Ok(trace);
-        }
-        if first.protocol != ResultCt::PROTOCOL || first.kind != ResultCt::KIND {
-            return Err(Violation::Unexpected("a shard's answer").into());
-        }
-        let mut package = Vec::with_capacity(polys);
-        package.push(first);
-        for _ in 1..polys {
-            package.push(ch.recv_expect(ResultCt::PROTOCOL, ResultCt::KIND).await?);
-        }
+            Answer::Package(frames) => frames,
+        };
         let at = start.elapsed();
         trace.first.get_or_insert(at);
         trace.last = Some(at);
