@@ -37,14 +37,12 @@ use anyhow::{ensure, Context, Result};
 use clap::Args;
 use psikit_protocols::common::connect::{runtime, Frame, Limits, Message, ServerAddr};
 use psikit_protocols::common::oprf_stage::{self, OutputBatch};
-use psikit_protocols::he_psi::messages::{
-    DecodedResultCt, QueryCt, QueryDone, QueryHeader, ShardQuery,
-};
+use psikit_protocols::he_psi::client::decode_package;
+use psikit_protocols::he_psi::messages::{QueryCt, QueryDone, QueryHeader, ShardQuery};
 use psikit_protocols::he_psi::params::PsiParams;
 use psikit_protocols::he_psi::receiver::{QueryState, Receiver};
 use psikit_protocols::he_psi::router::{ask_shard, ShardRouter};
 use psikit_protocols::he_psi::select::{select, SelectionInput};
-use psikit_protocols::he_psi::sender::ResultPackage;
 use psikit_protocols::he_psi::service::package_frames;
 use psikit_protocols::he_psi::shard::ShardInfo;
 use psikit_protocols::he_psi::sharded;
@@ -513,21 +511,9 @@ fn read_answer(
     packages: &[Vec<Frame>],
     truth: &[Option<&[u8]>],
 ) -> Result<()> {
-    let he = receiver.he();
-    let mut received = Vec::with_capacity(packages.len());
-    for package in packages {
-        let mut cts = package
-            .iter()
-            .map(|f| DecodedResultCt::decode(&f.payload, he))
-            .collect::<Result<Vec<_>, _>>()?
-            .into_iter();
-        let first = cts.next().context("an empty package")?;
-        received.push(ResultPackage {
-            bundle_idx: first.bundle_idx,
-            matching: first.ct,
-            labels: cts.map(|c| c.ct).collect(),
-        });
-    }
+    let received = (packages.iter())
+        .map(|frames| decode_package(frames, receiver.he()))
+        .collect::<Result<Vec<_>, _>>()?;
     receiver.process(&mut query_state, &received)?;
     let leftovers = std::mem::take(&mut query_state.leftovers);
     check_found(&Receiver::matches(query_state), truth, &leftovers)

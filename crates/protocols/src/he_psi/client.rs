@@ -4,6 +4,7 @@
 
 use std::time::{Duration, Instant};
 
+use psikit_he::HeParams;
 use psikit_primitives::oprf::{self, Output};
 use psikit_transport::{Channel, Frame, Message};
 use rand::rngs::OsRng;
@@ -210,36 +211,11 @@ impl HeClient {
         let t = Instant::now();
         let packages = batch
             .par_drain(..)
-            .map(|frames| self.package(&frames))
+            .map(|frames| decode_package(&frames, self.receiver.he()))
             .collect::<Result<Vec<_>, _>>()?;
         self.receiver.process(state, &packages)?;
         *decrypt += t.elapsed();
         Ok(())
-    }
-
-    /// One package from its frames, which must be its polynomials in order
-    /// for one bundle index.
-    fn package(&self, frames: &[Frame]) -> Result<ResultPackage, Error> {
-        let he = self.receiver.he();
-        let mut bundle = None;
-        let mut cts = Vec::with_capacity(frames.len());
-        for (poly, frame) in frames.iter().enumerate() {
-            // Decoded straight from the payload: see `DecodedResultCt`.
-            let part = DecodedResultCt::decode(&frame.payload, he)?;
-            if usize::from(part.poly) != poly || bundle.is_some_and(|b| b != part.bundle_idx) {
-                return Err(Violation::OutOfOrder("result package").into());
-            }
-            bundle = Some(part.bundle_idx);
-            cts.push(part.ct);
-        }
-        let mut cts = cts.into_iter();
-        Ok(ResultPackage {
-            bundle_idx: bundle.unwrap_or(0),
-            matching: cts
-                .next()
-                .ok_or(Error::Peer(Violation::Invalid("empty result package")))?,
-            labels: cts.collect(),
-        })
     }
 }
 
@@ -287,4 +263,28 @@ pub(super) fn check_done(done: u32, received: u32, what: &'static str) -> Result
         .into());
     }
     Ok(())
+}
+
+/// One result package from its frames, which must be its polynomials in
+/// order for one bundle index (decoded under the client's parameters).
+pub fn decode_package(frames: &[Frame], he: &HeParams) -> Result<ResultPackage, Error> {
+    let mut bundle = None;
+    let mut cts = Vec::with_capacity(frames.len());
+    for (poly, frame) in frames.iter().enumerate() {
+        // Decoded straight from the payload: see `DecodedResultCt`.
+        let part = DecodedResultCt::decode(&frame.payload, he)?;
+        if usize::from(part.poly) != poly || bundle.is_some_and(|b| b != part.bundle_idx) {
+            return Err(Violation::OutOfOrder("result package").into());
+        }
+        bundle = Some(part.bundle_idx);
+        cts.push(part.ct);
+    }
+    let mut cts = cts.into_iter();
+    Ok(ResultPackage {
+        bundle_idx: bundle.unwrap_or(0),
+        matching: cts
+            .next()
+            .ok_or(Error::Peer(Violation::Invalid("empty result package")))?,
+        labels: cts.collect(),
+    })
 }
