@@ -17,7 +17,7 @@
 
 use std::time::{Duration, Instant};
 
-use psikit_ot::silent::{code::ExConvCode, ggm, SilentParams, SilentReceiver, SilentSender};
+use psikit_ot::silent::{code::ExConvCode, ggm, Noise, SilentParams, SilentReceiver, SilentSender};
 use psikit_ot::{ExtConfig, Security, SessionId};
 use psikit_transport::{Channel, Limits};
 use rand::rngs::OsRng;
@@ -84,7 +84,7 @@ fn run(log_n: usize, threads: usize, vole: bool, security: Security) -> Sample {
         let bytes = b.bytes_sent() - before.0 + b.bytes_received() - before.1;
         (setup_done.max(sender_setup), extend, bytes)
     });
-    let (ggm, encode) = kernels(count, threads);
+    let (ggm, encode) = kernels(count, threads, noise(vole));
     Sample {
         setup,
         extend,
@@ -94,9 +94,17 @@ fn run(log_n: usize, threads: usize, vole: bool, security: Security) -> Sample {
     }
 }
 
+/// The noise of the extensions measured.
+fn noise(vole: bool) -> Noise {
+    match vole {
+        true => Noise::Field,
+        false => Noise::Bit,
+    }
+}
+
 /// The two kernels of one extension, alone, on a pool of `threads`.
-fn kernels(count: usize, threads: usize) -> (Duration, Duration) {
-    let params = SilentParams::for_count(count).expect("params");
+fn kernels(count: usize, threads: usize, noise: Noise) -> (Duration, Duration) {
+    let params = SilentParams::for_count(count, noise).expect("params");
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
         .build()
@@ -152,7 +160,7 @@ fn main() {
             let samples: Vec<Sample> = (0..reps)
                 .map(|_| run(log_n, threads, vole, security))
                 .collect();
-            let p = SilentParams::for_count(1 << log_n).expect("params");
+            let p = SilentParams::for_count(1 << log_n, noise(vole)).expect("params");
             let ext = median(samples.iter().map(|s| s.extend).collect());
             let rate = (1u64 << log_n) as f64 / ext.as_secs_f64();
             let ms = |d: Duration| format!("{:.1} ms", d.as_secs_f64() * 1e3);

@@ -16,8 +16,10 @@
 //! * **correlated OT** (COT): the sender holds `q_i` and the global `Δ`, so
 //!   its two messages are `q_i` and `q_i ⊕ Δ`; the receiver, with its chosen
 //!   bit `b_i`, holds `t_i = q_i ⊕ b_i·Δ`;
-//! * **random OT** on demand: message `(i, b)` is `H(i, q_i ⊕ b·Δ)` and the
-//!   receiver's is `H(i, t_i)`. Rindal-Rosulek PSI only ever needs a few of
+//! * **random OT** on demand: message `(i, b)` is `H(q_i ⊕ b·Δ)` and the
+//!   receiver's is `H(t_i)` with the CR hash in semi-honest mode, and
+//!   `H(i, ·)`, the TCCR hash tweaked by the OT's index, in malicious mode
+//!   (where the receiver picks its rows; `aes_hash`). Rindal-Rosulek PSI only ever needs a few of
 //!   the messages, so hashing is lazy ("hash only on demand", RR16 §4.1);
 //!   bulk helpers hash everything in parallel when needed, and
 //!   `extend_random` hashes everything during the extension when all

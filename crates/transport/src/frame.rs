@@ -14,9 +14,12 @@
 
 use crate::wire::{DecodeError, Reader, Writer};
 
-/// Version of the framing and of every message layout. A peer speaking
-/// another version gets a clear error instead of misparsed data.
-pub const WIRE_VERSION: u8 = 1;
+/// Version of the framing, of every message layout and of what the
+/// messages compute. A peer speaking another version gets a clear error
+/// instead of misparsed data or silently wrong results. Version 2: silent
+/// VOLE's noise rule and tweaked GGM trees, and VOLE-PSI's separate hash
+/// domains (either alone would make an old and a new peer disagree).
+pub const WIRE_VERSION: u8 = 2;
 
 /// Bytes of framing before the payload (length + version + protocol + kind).
 pub const HEADER_LEN: usize = 7;

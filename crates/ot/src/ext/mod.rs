@@ -16,8 +16,10 @@
 //! sends the matrix `u_j = G(k0_j) ⊕ G(k1_j) ⊕ r` column by column, in
 //! frames; the sender gets `q_j = G(k_{Δ_j}) ⊕ Δ_j·u_j`, and after
 //! transposition row `i` satisfies `q_i = t_i ⊕ r_i·Δ`. That is a
-//! correlated OT; random-OT messages are `H(i, q_i)`, `H(i, q_i ⊕ Δ)` and the
-//! receiver's `H(i, t_i)`, hashed on demand ([`SenderOts`], [`ReceiverOts`]).
+//! correlated OT; random-OT messages are `H(q_i)`, `H(q_i ⊕ Δ)` and the
+//! receiver's `H(t_i)`, hashed on demand ([`SenderOts`], [`ReceiverOts`]):
+//! `H` is the CR hash for IKNP, and for KOS the TCCR hash tweaked by the
+//! OT's index `i` (a malicious receiver chooses its rows).
 //! Rows are padded to a multiple of 128 with random choice bits; padding
 //! rows are discarded.
 //!

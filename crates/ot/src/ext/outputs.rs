@@ -163,7 +163,8 @@ impl RowReturn {
 /// The sender's side of extended OTs: correlated rows `q_i` and `Δ`.
 ///
 /// As correlated OT: messages `q_i` and `q_i ⊕ Δ`. As random OT: messages
-/// `H(i, q_i)` and `H(i, q_i ⊕ Δ)`, hashed when asked for.
+/// `H(q_i)` and `H(q_i ⊕ Δ)` (IKNP; KOS tweaks `H` by the OT's index:
+/// `RowHash`), hashed when asked for.
 pub struct SenderOts {
     rows: Vec<u128>,
     delta: u128,

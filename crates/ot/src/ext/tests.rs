@@ -689,3 +689,30 @@ async fn dropped_steps_poison() {
         ));
     }
 }
+
+#[tokio::test]
+async fn malicious_random_ots_hash_each_row_under_its_own_index() {
+    // The silent malicious generator keys its GGM levels with these
+    // messages. A malicious KOS receiver can make two rows collide up to
+    // Δ (q_j = q_i ⊕ Δ); under the untweaked hash H(q) it would then get
+    // both messages of OT i (m_{i,1} = H(q_i ⊕ Δ) = m_{j,0}), open both
+    // sums of a tree level, rebuild the punctured leaf and so recover Δ.
+    // The index tweak makes m_{i,1} and m_{j,0} unrelated.
+    let (s, cs, mut r, mut cr) = setup_pair(Security::Malicious, ExtConfig::default(), None).await;
+    let choices = ChoiceBits::random(300, &mut rng(5));
+    let (sout, rout, _, _) = extend_pair(s, cs, &mut r, &mut cr, &choices).await;
+    let (sout, _) = (sout.unwrap(), rout.unwrap());
+    let (m0, m1) = (sout.messages_for(false), sout.messages_for(true));
+    for i in 0..choices.len() {
+        let [q0, q1] = sout.correlated(i);
+        let tweak = u128::from(sout.tweak(i));
+        assert_eq!(m0[i], crate::aes_hash::tccr(tweak, q0));
+        assert_eq!(m1[i], crate::aes_hash::tccr(tweak, q1));
+    }
+    // Equal inputs at two indices hash apart.
+    let q = sout.correlated(0)[1];
+    assert_ne!(
+        crate::aes_hash::tccr(u128::from(sout.tweak(0)), q),
+        crate::aes_hash::tccr(u128::from(sout.tweak(1)), q)
+    );
+}

@@ -59,8 +59,22 @@ pub trait Symbol:
     /// `first + 4g .. first + 4g + 4`, one per 32 bits) and returns how many
     /// it took; the portable loop continues from there. Symbols without a
     /// vector kernel, or a CPU without the kernel's instructions, take none.
-    fn convolute_steps(x: &mut [Self], first: usize, coeffs: &[u128], kernel: Kernel) -> usize {
-        let _ = (x, first, coeffs, kernel);
+    /// `planes` is [`Symbol::planes`] of the whole vector.
+    fn convolute_steps(
+        x: &mut [Self],
+        first: usize,
+        coeffs: &[u128],
+        kernel: Kernel,
+        planes: u8,
+    ) -> usize {
+        let _ = (x, first, coeffs, kernel, planes);
+        0
+    }
+
+    /// The bit planes a bit-sliced kernel must run for the whole vector
+    /// `x` (bytes only; other symbols take every bit at once).
+    fn planes(x: &[Self]) -> u8 {
+        let _ = x;
         0
     }
 }
@@ -78,7 +92,13 @@ impl Symbol for u128 {
         self
     }
 
-    fn convolute_steps(x: &mut [Self], first: usize, coeffs: &[u128], kernel: Kernel) -> usize {
+    fn convolute_steps(
+        x: &mut [Self],
+        first: usize,
+        coeffs: &[u128],
+        kernel: Kernel,
+        _planes: u8,
+    ) -> usize {
         let cpu = psikit_primitives::cpu::features();
         match kernel {
             #[cfg(target_arch = "x86_64")]
@@ -113,9 +133,25 @@ impl Symbol for u8 {
         u128::from(self)
     }
 
+    /// The planes in use anywhere in the vector, never per stretch: the
+    /// receiver's noise bits are secret, and skipping planes that are zero
+    /// over one stretch would time where the first noise point lies. Over
+    /// the whole vector the answer is public: choice bits (the only bytes
+    /// the silent generators encode) always use plane 0 alone, since every
+    /// extension has hundreds of noise points.
+    fn planes(x: &[Self]) -> u8 {
+        x.iter().fold(0, |acc, &b| acc | b)
+    }
+
     /// Bytes take the bit-sliced loop on every vector kernel (it needs no
     /// vector instructions, but [`Kernel::Portable`] stays the reference).
-    fn convolute_steps(x: &mut [Self], first: usize, coeffs: &[u128], kernel: Kernel) -> usize {
+    fn convolute_steps(
+        x: &mut [Self],
+        first: usize,
+        coeffs: &[u128],
+        kernel: Kernel,
+        planes: u8,
+    ) -> usize {
         if kernel == Kernel::Portable {
             return 0;
         }
@@ -123,11 +159,6 @@ impl Symbol for u8 {
         if steps == 0 {
             return 0;
         }
-        // Entries beyond the steps' reach are left alone, so are bits that
-        // are zero throughout it.
-        let planes = x[first..first + steps + ACC + 2]
-            .iter()
-            .fold(0, |acc, &b| acc | b);
         for j in (0..8).filter(|j| planes >> j & 1 == 1) {
             convolute_bit_plane(x, j, first, &coeffs[..steps.div_ceil(4)], steps);
         }
@@ -147,6 +178,8 @@ pub const WEIGHT: usize = 7;
 /// one machine word, which slides along instead of 25 byte updates per
 /// step. The caller keeps every step's reach inside `x`.
 fn convolute_bit_plane(x: &mut [u8], j: usize, first: usize, coeffs: &[u128], steps: usize) {
+    #[cfg(test)]
+    tests::PLANE_RUNS.with(|n| n.set(n.get() + 1));
     let words = coeffs
         .iter()
         .flat_map(|&c| (0..4).map(move |k| (c >> (32 * k)) as u32));
@@ -250,11 +283,12 @@ impl ExConvCode {
 fn convolute<T: Symbol>(x: &mut [T], seed: u128, kernel: Kernel) {
     let len = x.len();
     let bits = CoefficientStream::new(seed);
+    let planes = T::planes(x);
     let mut block = [0u128; STREAM_BLOCKS];
     for start in (0..len).step_by(STREAMED) {
         bits.fill((start / STREAMED) as u64, &mut block);
         let end = (start + STREAMED).min(len);
-        let taken = T::convolute_steps(x, start, &block[..(end - start) / 4], kernel);
+        let taken = T::convolute_steps(x, start, &block[..(end - start) / 4], kernel, planes);
         convolute_portable(x, start + taken..end, start, &block);
     }
 }
@@ -666,7 +700,7 @@ mod tests {
         let mut x = vec![1u128; 1000];
         let coeffs = [u128::MAX; 250];
         for kernel in available_kernels() {
-            let taken = u128::convolute_steps(&mut x, 0, &coeffs, kernel);
+            let taken = u128::convolute_steps(&mut x, 0, &coeffs, kernel, 0);
             match kernel {
                 Kernel::Portable => assert_eq!(taken, 0),
                 _ => assert!(
@@ -674,6 +708,30 @@ mod tests {
                     "{kernel:?}: {taken}"
                 ),
             }
+        }
+    }
+
+    thread_local! {
+        /// Bit-plane runs of the byte kernel on this thread.
+        pub(super) static PLANE_RUNS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    }
+
+    #[test]
+    fn the_byte_kernel_runs_the_same_planes_wherever_the_noise_lies() {
+        // The receiver's noise positions are secret: a kernel that skipped
+        // stretches without noise would time the first noise point.
+        let code = ExConvCode::new(4 * STREAMED);
+        let runs = |at: usize| {
+            let mut x = vec![0u8; code.n()];
+            x[at] = 1;
+            PLANE_RUNS.with(|n| n.set(0));
+            code.dual_encode(&mut x);
+            PLANE_RUNS.with(|n| n.get())
+        };
+        if Kernel::best() != Kernel::Portable {
+            let early = runs(code.k());
+            assert!(early > 0);
+            assert_eq!(early, runs(code.n() - 1));
         }
     }
 

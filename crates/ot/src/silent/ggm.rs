@@ -9,38 +9,85 @@
 //! receiver takes the side off its path (choice bit `¬α_l`) and recovers
 //! the one node of that side it cannot compute itself.
 //!
-//! The tree PRG is `G(s) = (H(s), H(s ⊕ 1))` with `H(x) = π(x) ⊕ x` the
-//! correlation-robust hash of fixed-key AES ([`crate::aes_hash::cr`]): for a
-//! uniform secret `s`, `H` at the public offsets 0 and 1 is pseudorandom
-//! (Guo-Katz-Wang-Yu 2020), which is the PRG the GGM proof needs. A whole
-//! level is hashed in one batch, so AES-NI/VAES pipelines stay full.
+//! The tree PRG is `G(s) = (H(τ_0, s), H(τ_1, s))` with `H(τ, x) =
+//! π(π(x) ⊕ τ) ⊕ π(x)` the tweakable correlation-robust hash of fixed-key
+//! AES ([`crate::aes_hash::tccr`]; Guo-Katz-Wang-Yu, S&P 2020): for a
+//! uniform secret `s`, `H` under two distinct public tweaks is
+//! pseudorandom, which is the PRG the GGM proof needs. The tweaks
+//! ([`Tweaks`]) are unique per session, extension, part, tree, level and
+//! side, so one query to `π` helps an adversary against one tree level
+//! only: with a single untweaked hash (`π(x) ⊕ x` at offsets 0 and 1, as
+//! before), every unknown node of every tree of every extension was a
+//! target of the same permutation queries, and security fell by the log of
+//! their number. `π(s)` is shared by both children: three AES calls per
+//! node instead of four. A whole level is hashed in one batch, so
+//! AES-NI/VAES pipelines stay full.
 
 use rayon::prelude::*;
 
-use crate::aes_hash::cr_many;
+use crate::aes_hash::permute_many;
+use crate::SessionId;
 
-/// Expands level `l` of `tree` in place: on entry `tree[..2^l]` holds the
-/// level's nodes, on return `tree[..2^(l+1)]` holds their children (left
-/// child of node `j` at `2j`, right at `2j + 1`). Returns the XOR of the
-/// left children and of the right children.
-fn expand_level(tree: &mut [u128], l: usize, parents: &mut Vec<u128>) -> [u128; 2] {
+/// The tweaks of one part's trees: a 64-bit value unique to the session,
+/// the extension and the part, then the tree, level and side.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Tweaks(u64);
+
+impl Tweaks {
+    /// The tweaks of part `part` of extension number `extension` (counted
+    /// alike by both parties) in session `sid`.
+    pub fn new(sid: &SessionId, extension: u64, part: usize) -> Self {
+        let id = sid.derive(&format!("ggm tweaks {extension} {part}"));
+        let mut prefix = [0u8; 8];
+        prefix.copy_from_slice(&id.0[..8]);
+        Self(u64::from_le_bytes(prefix))
+    }
+
+    /// The left and right tweaks of level `level` of tree `tree`.
+    fn level(self, tree: usize, level: usize) -> [u128; 2] {
+        let base = u128::from(self.0) << 64 | (tree as u128) << 8 | (level as u128) << 1;
+        [base, base | 1]
+    }
+}
+
+/// Expands level `l` of `tree` in place under the level's `tweak`: on
+/// entry `tree[..2^l]` holds the level's nodes, on return
+/// `tree[..2^(l+1)]` holds their children (left child of node `j` at `2j`,
+/// right at `2j + 1`). Returns the XOR of the left children and of the
+/// right children.
+fn expand_level(
+    tree: &mut [u128],
+    l: usize,
+    tweak: [u128; 2],
+    parents: &mut Vec<u128>,
+) -> [u128; 2] {
     parents.clear();
     parents.extend_from_slice(&tree[..1 << l]);
+    permute_many(parents);
     let children = &mut tree[..2 << l];
     for (pair, &p) in children.chunks_exact_mut(2).zip(parents.iter()) {
-        pair[0] = p;
-        pair[1] = p ^ 1;
+        pair[0] = p ^ tweak[0];
+        pair[1] = p ^ tweak[1];
     }
-    cr_many(children);
-    children
-        .chunks_exact(2)
-        .fold([0, 0], |[l, r], pair| [l ^ pair[0], r ^ pair[1]])
+    permute_many(children);
+    let mut sums = [0, 0];
+    for (pair, &p) in children.chunks_exact_mut(2).zip(parents.iter()) {
+        pair[0] ^= p;
+        pair[1] ^= p;
+        sums = [sums[0] ^ pair[0], sums[1] ^ pair[1]];
+    }
+    sums
 }
 
 /// The sender's side: expands each root into its tree's `2^depth` leaves
 /// (tree `i` at `leaves[i << depth ..]`), in parallel over trees, and
 /// returns each tree's level sums, `[left, right]` per level, tree-major.
-pub fn sender_expand(roots: &[u128], depth: usize, leaves: &mut [u128]) -> Vec<[u128; 2]> {
+pub fn sender_expand(
+    roots: &[u128],
+    depth: usize,
+    tweaks: Tweaks,
+    leaves: &mut [u128],
+) -> Vec<[u128; 2]> {
     assert_eq!(
         leaves.len(),
         roots.len() << depth,
@@ -51,10 +98,11 @@ pub fn sender_expand(roots: &[u128], depth: usize, leaves: &mut [u128]) -> Vec<[
         .par_chunks_mut(1 << depth)
         .zip(roots.par_iter())
         .zip(sums.par_chunks_mut(depth))
-        .for_each_init(Vec::new, |parents, ((tree, &root), sums)| {
+        .enumerate()
+        .for_each_init(Vec::new, |parents, (i, ((tree, &root), sums))| {
             tree[0] = root;
             for (l, s) in sums.iter_mut().enumerate() {
-                *s = expand_level(tree, l, parents);
+                *s = expand_level(tree, l, tweaks.level(i, l), parents);
             }
         });
     sums
@@ -64,8 +112,14 @@ pub fn sender_expand(roots: &[u128], depth: usize, leaves: &mut [u128]) -> Vec<[
 /// per level, for the side off its path (`off_path[i·depth + l]` is tree
 /// `i`'s sum of level `l` on side `¬α_l`, where `α = alphas[i]` is read
 /// from its top bit down). Every leaf but leaf `α` ends up equal to the
-/// sender's; leaf `α` is left zero.
-pub fn receiver_expand(alphas: &[usize], off_path: &[u128], depth: usize, leaves: &mut [u128]) {
+/// sender's (under the same `tweaks`); leaf `α` is left zero.
+pub fn receiver_expand(
+    alphas: &[usize],
+    off_path: &[u128],
+    depth: usize,
+    tweaks: Tweaks,
+    leaves: &mut [u128],
+) {
     assert_eq!(
         leaves.len(),
         alphas.len() << depth,
@@ -80,12 +134,13 @@ pub fn receiver_expand(alphas: &[usize], off_path: &[u128], depth: usize, leaves
         .par_chunks_mut(1 << depth)
         .zip(alphas.par_iter())
         .zip(off_path.par_chunks(depth))
-        .for_each_init(Vec::new, |parents, ((tree, &alpha), sums)| {
+        .enumerate()
+        .for_each_init(Vec::new, |parents, (i, ((tree, &alpha), sums))| {
             // The root is unknown: a placeholder whose descendants on the
             // path are garbage, corrected level by level.
             tree[0] = 0;
             for (l, &sum) in sums.iter().enumerate() {
-                let both = expand_level(tree, l, parents);
+                let both = expand_level(tree, l, tweaks.level(i, l), parents);
                 let path = alpha >> (depth - 1 - l);
                 let sibling = path ^ 1;
                 let side = sibling & 1;
@@ -104,6 +159,32 @@ mod tests {
     use rand::rngs::StdRng;
     use rand::{Rng, SeedableRng};
 
+    const TWEAKS: Tweaks = Tweaks(7);
+
+    #[test]
+    fn equal_roots_give_unrelated_trees_under_other_tweaks() {
+        // The same root in another tree, part, extension or session must
+        // not give the same leaves: the multi-target bound rests on it.
+        let sid = SessionId::new(b"ggm tweak test");
+        let tweaks = [
+            Tweaks::new(&sid, 0, 0),
+            Tweaks::new(&sid, 1, 0),
+            Tweaks::new(&sid, 0, 1),
+            Tweaks::new(&SessionId::new(b"another"), 0, 0),
+        ];
+        let mut seen = Vec::new();
+        for t in tweaks {
+            let mut leaves = vec![0u128; 2 << 4];
+            sender_expand(&[42, 42], 4, t, &mut leaves);
+            assert_ne!(leaves[..16], leaves[16..], "trees 0 and 1 alike");
+            seen.extend_from_slice(&leaves);
+        }
+        let n = seen.len();
+        seen.sort_unstable();
+        seen.dedup();
+        assert_eq!(seen.len(), n);
+    }
+
     #[test]
     fn receiver_learns_every_leaf_but_the_punctured_one() {
         let mut rng = StdRng::seed_from_u64(3);
@@ -111,7 +192,7 @@ mod tests {
             let trees = 9;
             let roots: Vec<u128> = (0..trees).map(|_| rng.gen()).collect();
             let mut full = vec![0u128; trees << depth];
-            let sums = sender_expand(&roots, depth, &mut full);
+            let sums = sender_expand(&roots, depth, TWEAKS, &mut full);
             let alphas: Vec<usize> = (0..trees).map(|_| rng.gen_range(0..1 << depth)).collect();
             let off_path: Vec<u128> = alphas
                 .iter()
@@ -122,7 +203,7 @@ mod tests {
                 })
                 .collect();
             let mut punctured = vec![0u128; trees << depth];
-            receiver_expand(&alphas, &off_path, depth, &mut punctured);
+            receiver_expand(&alphas, &off_path, depth, TWEAKS, &mut punctured);
             for (i, &a) in alphas.iter().enumerate() {
                 for j in 0..1 << depth {
                     let (x, y) = (full[(i << depth) + j], punctured[(i << depth) + j]);
@@ -138,7 +219,7 @@ mod tests {
     #[test]
     fn leaves_are_distinct_and_the_sums_are_their_halves() {
         let mut leaves = vec![0u128; 1 << 10];
-        let sums = sender_expand(&[42], 10, &mut leaves);
+        let sums = sender_expand(&[42], 10, TWEAKS, &mut leaves);
         let last = sums[9];
         let even = leaves.iter().step_by(2).fold(0, |a, x| a ^ x);
         let odd = leaves.iter().skip(1).step_by(2).fold(0, |a, x| a ^ x);

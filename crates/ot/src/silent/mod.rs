@@ -71,33 +71,9 @@ pub mod params;
 pub mod receiver;
 pub mod sender;
 
-pub use params::SilentParams;
+pub use params::{Noise, SilentParams};
 pub use receiver::{Pending, SilentReceiver};
 pub use sender::SilentSender;
-
-/// What the receiver's noise carries, and so what an extension makes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Noise {
-    /// `β_i = 1`: correlated OT.
-    Bit,
-    /// `β_i` uniform in GF(2^128) \ {0}: VOLE.
-    Field,
-}
-
-impl Noise {
-    /// Base OTs packed into each tree's share of `β_i·Δ`.
-    fn share_ots(self) -> usize {
-        match self {
-            Noise::Bit => 0,
-            Noise::Field => 128,
-        }
-    }
-
-    /// Base OTs an extension of this shape consumes.
-    fn base_ots(self, p: &SilentParams) -> usize {
-        p.trees * (p.depth + self.share_ots())
-    }
-}
 
 /// `Σ_j v_j·X^j` over the 128 correlated-OT values of one share.
 fn pack_share(values: &[u128]) -> u128 {

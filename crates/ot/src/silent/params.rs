@@ -1,27 +1,43 @@
 //! The silent generators' parameters, and the rule that keeps them at
-//! 128-bit security.
+//! 128-bit security for the noise each one uses.
 //!
 //! Dual LPN with regular noise: the receiver's noise vector `e` of length
 //! `N` has one nonzero entry in each of `t` equal blocks (one per GGM
 //! tree), and the outputs are `E(e)` for the Expand-Convolute code `E`
-//! ([`super::code`], `N = 2k`). Against linear tests (the attack family
-//! that dominates at these sizes), a code whose dual has minimum distance
-//! `δN` gives `(1 - 2δ)^t` advantage for regular noise, so
-//! `t ≥ -128 / log2(1 - 2δ)` gives 128 bits.
+//! ([`super::code`], `N = 2k`). Linear tests are the attack family that
+//! dominates at these sizes; a code whose dual has minimum distance `δN`
+//! touches, heuristically, a fraction `δ` of every block, and the rule
+//! depends on what the nonzero entries hold ([`Noise`]):
+//!
+//! * **binary noise** (correlated OT, `β_i = 1`): each block's bit flips a
+//!   test touching it with probability `δ`, so the bias is `(1 - 2δ)^t` and
+//!   `t ≥ -128 / log2(1 - 2δ)` gives 128 bits (Boyle et al., CCS 2019,
+//!   §5; the bound libOTe's `getRegNoiseWeight` uses);
+//! * **field noise** (VOLE, `β_i` uniform in GF(2^128)*): the code is
+//!   binary, so an adversary may test any one bit of the outputs; that bit
+//!   of `E(e)` is `E` applied to bit `j` of the noise, a binary regular
+//!   noise in which each block's point is present only when bit `j` of
+//!   `β_i` is set, i.e. with probability 1/2. A block then biases the test
+//!   by `1/2 + (1 - 2δ)/2 = 1 - δ`, so the bias is `(1 - δ)^t` and 128 bits
+//!   need `t ≥ -128 / log2(1 - δ)`: more than twice the trees. (The same
+//!   holds for GF(2^128)-linear tests: a field element hits a test's
+//!   support with the same `1 - δ` bias per block.)
 //!
 //! `δ` for Expand-Convolute is an estimate of its (pseudo-)minimum
 //! distance ratio: RRT23 (CRYPTO 2023, ePrint 2023/882) measure the
 //! distance of their codes empirically, and libOTe, maintained by two of
 //! its authors, has configured the weight-7, window-24 instance psikit uses
 //! with `δ = 0.1` (its first release of the code) and later `δ = 0.15`.
-//! psikit takes the lower, more conservative `δ = 0.1`: `t ≥ 397.6`, so at
-//! least [`MIN_TREES`] = 400 trees. (Weight 21 with its estimate `δ = 0.2`
-//! would need only 176 trees, but three times the expander's random reads,
-//! the encoder's main cost; more trees cost only a few more base OTs.)
-//! [`SilentParams::for_count`] never goes below [`MIN_TREES`], and
-//! [`SilentParams::check`] refuses any shape that does, so no caller (nor a
-//! peer proposing sizes) can weaken it. Silver codes are broken (RRT23) and
-//! are not offered.
+//! psikit takes the lower, more conservative `δ = 0.1`: `t ≥ 397.6` for
+//! binary noise ([`Noise::Bit`], at least 400 trees) and `t ≥ 842.1` for
+//! field noise ([`Noise::Field`], at least 848 trees). (Weight 21 with its
+//! estimate `δ = 0.2` would need fewer trees, but three times the
+//! expander's random reads, the encoder's main cost; more trees cost only
+//! a few more base OTs.)
+//! [`SilentParams::for_count`] never goes below its noise's
+//! [`Noise::min_trees`], and [`SilentParams::check`] refuses any shape that
+//! does, so no caller (nor a peer proposing sizes) can weaken it. Silver
+//! codes are broken (RRT23) and are not offered.
 
 use crate::OtError;
 
@@ -31,8 +47,45 @@ use super::code::{ExConvCode, WEIGHT};
 pub const SECURITY_BITS: f64 = 128.0;
 /// Estimated minimum-distance ratio of the weight-7 Expand-Convolute code.
 pub const MIN_DIST_RATIO: f64 = 0.1;
-/// The fewest trees (noise weight) giving [`SECURITY_BITS`]: 400.
-pub const MIN_TREES: usize = 400;
+
+/// What the receiver's noise carries, and so what an extension makes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Noise {
+    /// `β_i = 1`: correlated OT.
+    Bit,
+    /// `β_i` uniform in GF(2^128) \ {0}: VOLE.
+    Field,
+}
+
+impl Noise {
+    /// The fewest trees (noise weight) giving [`SECURITY_BITS`]: 400 for
+    /// binary noise, 848 for field noise (the bound rounded up to a
+    /// multiple of 8).
+    pub const fn min_trees(self) -> usize {
+        match self {
+            Noise::Bit => 400,
+            Noise::Field => 848,
+        }
+    }
+
+    /// Bits of security against linear tests per tree: `-log2(1 - 2δ)`
+    /// for binary noise, `-log2(1 - δ)` for field noise.
+    pub fn bits_per_tree(self) -> f64 {
+        let per_block_bias = match self {
+            Noise::Bit => 1.0 - 2.0 * MIN_DIST_RATIO,
+            Noise::Field => 1.0 - MIN_DIST_RATIO,
+        };
+        -per_block_bias.log2()
+    }
+
+    /// Base OTs packed into each tree's share of `β_i·Δ`.
+    pub(crate) fn share_ots(self) -> usize {
+        match self {
+            Noise::Bit => 0,
+            Noise::Field => 128,
+        }
+    }
+}
 /// Fewest correlations generated at once (smaller requests are cut from
 /// this many): below it the trees would be too small to be worth it.
 pub const MIN_COUNT: usize = 1 << 12;
@@ -62,6 +115,8 @@ pub fn parts(count: usize) -> Vec<usize> {
 /// give `N = trees · 2^depth` noisy entries, encoded to `N / 2` outputs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SilentParams {
+    /// What the noise carries (it sets the fewest trees).
+    pub noise: Noise,
     /// Correlations asked for (the outputs are cut to this many).
     pub count: usize,
     /// Noise weight `t`: one tree, one noisy position each.
@@ -72,18 +127,19 @@ pub struct SilentParams {
 
 impl SilentParams {
     /// The shape for `count` correlations: the deepest trees such that at
-    /// least [`MIN_TREES`] of them cover `2·count` leaves, then as many
-    /// trees as that takes (more trees only add noise, hence security).
-    pub fn for_count(count: usize) -> Result<Self, OtError> {
+    /// least [`Noise::min_trees`] of them cover `2·count` leaves, then as
+    /// many trees as that takes (more trees only add noise, hence security).
+    pub fn for_count(count: usize, noise: Noise) -> Result<Self, OtError> {
         if count == 0 || count > MAX_COUNT {
             return Err(OtError::InvalidArgument(format!(
                 "silent OT makes 1 to {MAX_COUNT} correlations at once, not {count}"
             )));
         }
         let leaves = 2 * count.max(MIN_COUNT);
-        let depth = (leaves / MIN_TREES).ilog2() as usize;
+        let depth = (leaves / noise.min_trees()).ilog2() as usize;
         let trees = leaves.div_ceil(1 << depth);
         let params = Self {
+            noise,
             count,
             trees,
             depth,
@@ -95,9 +151,14 @@ impl SilentParams {
     /// Refuses shapes below 128-bit security or too small for the code.
     pub fn check(&self) -> Result<(), OtError> {
         let bits = self.security_bits();
-        if self.trees < MIN_TREES || bits < SECURITY_BITS {
+        let min = self.noise.min_trees();
+        if self.trees < min || bits < SECURITY_BITS {
             return Err(OtError::InvalidArgument(format!(
-                "silent OT with {} trees gives {bits:.0}-bit security; at least {MIN_TREES} are needed for {SECURITY_BITS}",
+                "silent {} with {} trees gives {bits:.0}-bit security; at least {min} are needed for {SECURITY_BITS}",
+                match self.noise {
+                    Noise::Bit => "OT",
+                    Noise::Field => "VOLE",
+                },
                 self.trees
             )));
         }
@@ -120,9 +181,16 @@ impl SilentParams {
         ExConvCode::new(self.n() / 2)
     }
 
-    /// Security against linear tests, in bits: `-t·log2(1 - 2δ)`.
+    /// Security against linear tests, in bits: `t` times
+    /// [`Noise::bits_per_tree`].
     pub fn security_bits(&self) -> f64 {
-        -(self.trees as f64) * (1.0 - 2.0 * MIN_DIST_RATIO).log2()
+        self.trees as f64 * self.noise.bits_per_tree()
+    }
+
+    /// Base OTs this extension consumes: one per tree level, plus the
+    /// share of `β_i·Δ` of each tree for VOLE.
+    pub(crate) fn base_ots(&self) -> usize {
+        self.trees * (self.depth + self.noise.share_ots())
     }
 }
 
@@ -130,20 +198,51 @@ impl SilentParams {
 mod tests {
     use super::*;
 
+    const NOISES: [Noise; 2] = [Noise::Bit, Noise::Field];
+
     #[test]
     fn min_trees_is_the_smallest_weight_for_128_bits() {
-        let needed = SECURITY_BITS / -(1.0 - 2.0 * MIN_DIST_RATIO).log2();
-        assert_eq!(MIN_TREES, (needed.ceil() as usize).div_ceil(8) * 8);
+        for noise in NOISES {
+            let needed = SECURITY_BITS / noise.bits_per_tree();
+            assert_eq!(
+                noise.min_trees(),
+                (needed.ceil() as usize).div_ceil(8) * 8,
+                "{noise:?}"
+            );
+        }
+        // The published figures: 397.6 and 842.1 trees at δ = 0.1.
+        assert!((SECURITY_BITS / Noise::Bit.bits_per_tree() - 397.6).abs() < 0.1);
+        assert!((SECURITY_BITS / Noise::Field.bits_per_tree() - 842.1).abs() < 0.1);
+    }
+
+    #[test]
+    fn field_noise_is_not_held_to_the_binary_rule() {
+        // 400 trees of field noise give about 61 bits, not 128.
+        let weak = SilentParams {
+            noise: Noise::Field,
+            count: 1 << 16,
+            trees: 400,
+            depth: 9,
+        };
+        assert!(weak.security_bits() < 62.0);
+        assert!(weak.check().is_err());
+        let bit = SilentParams {
+            noise: Noise::Bit,
+            ..weak
+        };
+        assert!(bit.check().is_ok());
     }
 
     #[test]
     fn every_size_meets_the_bar_and_covers_its_outputs() {
-        for count in [1, 100, 4096, 5000, 1 << 16, 1_362_000, 1 << 20, 1 << 24] {
-            let p = SilentParams::for_count(count).expect("params");
-            assert!(p.security_bits() >= SECURITY_BITS, "{p:?}");
-            assert!(p.trees >= MIN_TREES && p.n() / 2 >= count, "{p:?}");
-            // Not much more than asked: at most one tree's worth over.
-            assert!(p.n() <= 2 * count.max(MIN_COUNT) + (1 << p.depth), "{p:?}");
+        for noise in NOISES {
+            for count in [1, 100, 4096, 5000, 1 << 16, 1_362_000, 1 << 20, 1 << 24] {
+                let p = SilentParams::for_count(count, noise).expect("params");
+                assert!(p.security_bits() >= SECURITY_BITS, "{p:?}");
+                assert!(p.trees >= noise.min_trees() && p.n() / 2 >= count, "{p:?}");
+                // Not much more than asked: at most one tree's worth over.
+                assert!(p.n() <= 2 * count.max(MIN_COUNT) + (1 << p.depth), "{p:?}");
+            }
         }
     }
 
@@ -160,12 +259,17 @@ mod tests {
 
     #[test]
     fn weak_or_impossible_shapes_are_refused() {
-        let ok = SilentParams::for_count(1 << 16).expect("params");
-        let weak = SilentParams { trees: 399, ..ok };
-        assert!(weak.check().is_err());
-        let shallow = SilentParams { depth: 1, ..ok };
-        assert!(shallow.check().is_err());
-        assert!(SilentParams::for_count(0).is_err());
-        assert!(SilentParams::for_count(MAX_COUNT + 1).is_err());
+        for noise in NOISES {
+            let ok = SilentParams::for_count(1 << 16, noise).expect("params");
+            let weak = SilentParams {
+                trees: noise.min_trees() - 1,
+                ..ok
+            };
+            assert!(weak.check().is_err());
+            let shallow = SilentParams { depth: 1, ..ok };
+            assert!(shallow.check().is_err());
+            assert!(SilentParams::for_count(0, noise).is_err());
+            assert!(SilentParams::for_count(MAX_COUNT + 1, noise).is_err());
+        }
     }
 }

@@ -19,6 +19,10 @@ use crate::{
 pub struct SilentReceiver {
     ext: OtExtReceiver,
     config: ExtConfig,
+    /// The session, for the trees' tweaks.
+    sid: SessionId,
+    /// Extensions started so far (the sender counts alike).
+    extensions: u64,
 }
 
 /// A receiver's correlated OTs: `t[i] = q[i] ⊕ choices[i]·Δ`.
@@ -41,6 +45,8 @@ pub struct VoleOutput {
 /// compresses. The sender runs its whole side in one call.
 pub struct Pending<T: Symbol> {
     shapes: Vec<SilentParams>,
+    /// Per part, its trees' tweaks.
+    tweaks: Vec<ggm::Tweaks>,
     noise: Noise,
     ots: ReceiverOts,
     /// Per part, each tree's noise value `β_i`.
@@ -70,7 +76,12 @@ impl SilentReceiver {
     ) -> Result<Self, OtError> {
         let sid = sid.derive("silent");
         let ext = OtExtReceiver::setup(ch, &sid, security, config.clone(), rng).await?;
-        Ok(Self { ext, config })
+        Ok(Self {
+            ext,
+            config,
+            sid,
+            extensions: 0,
+        })
     }
 
     /// `count` correlated OTs with pseudorandom choice bits.
@@ -127,10 +138,15 @@ impl SilentReceiver {
     ) -> Result<Pending<T>, OtError> {
         let shapes = parts(count)
             .into_iter()
-            .map(SilentParams::for_count)
+            .map(|c| SilentParams::for_count(c, noise))
             .collect::<Result<Vec<_>, _>>()?;
         let malicious = self.ext.security() == Security::Malicious;
-        let tree_ots: usize = shapes.iter().map(|p| noise.base_ots(p)).sum();
+        let extension = self.extensions;
+        self.extensions += 1;
+        let tweaks = (0..shapes.len())
+            .map(|k| ggm::Tweaks::new(&self.sid, extension, k))
+            .collect();
+        let tree_ots: usize = shapes.iter().map(|p| p.base_ots()).sum();
         let check_ots = if malicious { CHECK_OTS } else { 0 };
         let mut bits = ChoiceBits::random(tree_ots + check_ots, rng);
         let betas: Vec<Vec<T>> = shapes
@@ -144,11 +160,11 @@ impl SilentReceiver {
                     bits.set(first + p.trees * p.depth + i * 128 + j, b.bit(j));
                 }
             }
-            first += noise.base_ots(p);
+            first += p.base_ots();
         }
         let challenge = malicious.then(|| rng.gen::<u128>());
         if let Some(x) = challenge {
-            let c = noise_weight(x, &shapes, &bits, &betas, noise);
+            let c = noise_weight(x, &shapes, &bits, &betas);
             for j in 0..CHECK_OTS {
                 bits.set(tree_ots + j, c >> j & 1 == 1);
             }
@@ -157,6 +173,7 @@ impl SilentReceiver {
         let ots = matrix.answer_check(ch).await?;
         Ok(Pending {
             shapes,
+            tweaks,
             noise,
             ots,
             betas,
@@ -185,7 +202,6 @@ fn noise_weight<T: Symbol>(
     shapes: &[SilentParams],
     bits: &ChoiceBits,
     betas: &[Vec<T>],
-    noise: Noise,
 ) -> u128 {
     let (mut c, mut first, mut at) = (0u128, 0usize, 0u64);
     for (p, betas) in shapes.iter().zip(betas) {
@@ -193,7 +209,7 @@ fn noise_weight<T: Symbol>(
             let position = at + ((i << p.depth) + alpha) as u64;
             c ^= gf128::mul(check::weight(challenge, position), b.field());
         }
-        first += noise.base_ots(p);
+        first += p.base_ots();
         at += p.n() as u64;
     }
     c
@@ -237,7 +253,7 @@ impl<T: Symbol> Pending<T> {
     ) -> Result<(Zeroizing<Vec<u128>>, Zeroizing<Vec<T>>), OtError> {
         self.receive_trees(ch).await?;
         let (mut w_parts, mut e_parts) = (Vec::new(), Vec::new());
-        let tree_ots: usize = self.shapes.iter().map(|p| self.noise.base_ots(p)).sum();
+        let tree_ots: usize = self.shapes.iter().map(|p| p.base_ots()).sum();
         let mut sum = match self.challenge {
             Some(_) => (pack_share(&self.ots.t()[tree_ots..]), 0),
             None => (0, 0),
@@ -257,7 +273,7 @@ impl<T: Symbol> Pending<T> {
             e.truncate(p.count);
             w_parts.push(w);
             e_parts.push(e);
-            first += self.noise.base_ots(p);
+            first += p.base_ots();
             at += p.n() as u64;
         }
         if self.challenge.is_some() {
@@ -289,7 +305,7 @@ impl<T: Symbol> Pending<T> {
         );
         let mut w = Zeroizing::new(vec![0u128; p.n()]);
         run(&self.config, || {
-            ggm::receiver_expand(&alphas, &off_path, depth, &mut w)
+            ggm::receiver_expand(&alphas, &off_path, depth, self.tweaks[k], &mut w)
         });
         let mut e = Zeroizing::new(vec![T::default(); p.n()]);
         for (i, (tree, &alpha)) in w.chunks_mut(1 << depth).zip(&alphas).enumerate() {

@@ -31,6 +31,10 @@ enum Expanded {
 pub struct SilentSender {
     ext: OtExtSender,
     config: ExtConfig,
+    /// The session, for the trees' tweaks.
+    sid: SessionId,
+    /// Extensions run so far (the receiver counts alike).
+    extensions: u64,
     /// Test hook: the block of the first trees message to corrupt.
     #[cfg(test)]
     pub(crate) tamper: Option<usize>,
@@ -52,6 +56,8 @@ impl SilentSender {
         Ok(Self {
             ext,
             config,
+            sid,
+            extensions: 0,
             #[cfg(test)]
             tamper: None,
         })
@@ -96,12 +102,23 @@ impl SilentSender {
     ) -> Result<Zeroizing<Vec<u128>>, OtError> {
         let shapes = parts(count)
             .into_iter()
-            .map(SilentParams::for_count)
+            .map(|c| SilentParams::for_count(c, noise))
             .collect::<Result<Vec<_>, _>>()?;
         let malicious = self.ext.security() == Security::Malicious;
-        let tree_ots: usize = shapes.iter().map(|p| noise.base_ots(p)).sum();
+        let extension = self.extensions;
+        self.extensions += 1;
+        let tweaks: Vec<ggm::Tweaks> = (0..shapes.len())
+            .map(|k| ggm::Tweaks::new(&self.sid, extension, k))
+            .collect();
+        let tree_ots: usize = shapes.iter().map(|p| p.base_ots()).sum();
         let check_ots = if malicious { CHECK_OTS } else { 0 };
         let ots = self.base(ch, tree_ots + check_ots).await?;
+        // In malicious mode these messages are KOS's, hashed with TCCR under
+        // each OT's index (`Security::Malicious` picks it): with the
+        // untweaked hash a malicious receiver could make two rows collide
+        // up to Δ, open both sums of a level and recover Δ from the
+        // punctured leaf (pinned by the `ext` test
+        // `malicious_random_ots_hash_each_row_under_its_own_index`).
         let keys = Keys {
             m0: ots.messages_for(false),
             m1: ots.messages_for(true),
@@ -116,13 +133,13 @@ impl SilentSender {
         let keep = shapes.len() == 1;
         let mut expanded = Vec::with_capacity(shapes.len());
         let mut first = 0;
-        for p in &shapes {
-            let (roots, leaves) = self.send_trees(ch, p, noise, &keys, first, rng).await?;
+        for (p, &t) in shapes.iter().zip(&tweaks) {
+            let (roots, leaves) = self.send_trees(ch, p, t, &keys, first, rng).await?;
             expanded.push(match keep {
                 true => Expanded::Leaves(leaves),
                 false => Expanded::Roots(roots),
             });
-            first += noise.base_ots(p);
+            first += p.base_ots();
         }
         let challenge = match malicious {
             true => Some(ch.recv_msg::<SilentChallenge>(()).await?.0),
@@ -133,10 +150,10 @@ impl SilentSender {
             None => (0, 0),
         };
         let (mut out, mut at) = (Vec::with_capacity(shapes.len()), 0u64);
-        for (p, e) in shapes.iter().zip(expanded) {
+        for ((p, e), &t) in shapes.iter().zip(expanded).zip(&tweaks) {
             let leaves = match e {
                 Expanded::Leaves(leaves) => leaves,
-                Expanded::Roots(roots) => self.leaves(p, &roots),
+                Expanded::Roots(roots) => self.leaves(p, t, &roots),
             };
             if let Some(x) = challenge {
                 sum = gf128::add_wide(sum, check::weighted_sum(x, at, &leaves));
@@ -164,7 +181,7 @@ impl SilentSender {
         &self,
         ch: &mut Channel,
         params: &SilentParams,
-        noise: Noise,
+        tweaks: ggm::Tweaks,
         keys: &Keys<'_>,
         first: usize,
         rng: &mut R,
@@ -173,7 +190,7 @@ impl SilentSender {
         let roots: Zeroizing<Vec<u128>> = Zeroizing::new((0..trees).map(|_| rng.gen()).collect());
         let mut leaves = Zeroizing::new(vec![0u128; params.n()]);
         let sums = run(&self.config, || {
-            ggm::sender_expand(&roots, depth, &mut leaves)
+            ggm::sender_expand(&roots, depth, tweaks, &mut leaves)
         });
         let (m0, m1) = (&keys.m0[first..], &keys.m1[first..]);
         let shares = &keys.q[first + trees * depth..];
@@ -183,7 +200,7 @@ impl SilentSender {
                 let [left, right] = sums[ot];
                 blocks.extend([left ^ m0[ot], right ^ m1[ot]]);
             }
-            let share = match noise {
+            let share = match params.noise {
                 Noise::Bit => self.delta(),
                 Noise::Field => pack_share(&shares[i * 128..(i + 1) * 128]),
             };
@@ -202,10 +219,15 @@ impl SilentSender {
     }
 
     /// The leaves `v` of one part's trees, from their roots.
-    fn leaves(&self, params: &SilentParams, roots: &[u128]) -> Zeroizing<Vec<u128>> {
+    fn leaves(
+        &self,
+        params: &SilentParams,
+        tweaks: ggm::Tweaks,
+        roots: &[u128],
+    ) -> Zeroizing<Vec<u128>> {
         let mut leaves = Zeroizing::new(vec![0u128; params.n()]);
         run(&self.config, || {
-            ggm::sender_expand(roots, params.depth, &mut leaves)
+            ggm::sender_expand(roots, params.depth, tweaks, &mut leaves)
         });
         leaves
     }

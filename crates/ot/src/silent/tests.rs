@@ -151,7 +151,9 @@ async fn tampered_vole(
 
 #[tokio::test]
 async fn a_corrupted_correction_block_is_always_caught() {
-    let depth = SilentParams::for_count(5000).expect("shape").depth;
+    let depth = SilentParams::for_count(5000, Noise::Field)
+        .expect("shape")
+        .depth;
     // Tree 0's correction block sets the punctured leaf: always read.
     let (_, got) = tampered_vole(2 * depth, 0).await;
     assert!(matches!(got, Err(OtError::SilentCheck)), "{:?}", got.err());
