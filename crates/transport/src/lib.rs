@@ -9,6 +9,7 @@
 //! * [`step`]: a party over a channel run as a sans-IO state machine
 //!   (bytes in, bytes out, no runtime).
 //! * [`ids`]: the table of protocol ids, one per protocol family.
+//! * [`text`]: text from a peer or a file, escaped and bounded for display.
 //!
 //! Protocols define their own message kinds on top of [`frame::Frame`]; this
 //! crate knows nothing about PSI.
@@ -19,6 +20,7 @@ pub mod frame;
 pub mod ids;
 pub mod net;
 pub mod step;
+pub mod text;
 pub mod wire;
 
 pub use channel::{Channel, Limits};
@@ -26,6 +28,7 @@ pub use codec::Message;
 pub use frame::{ErrorCode, ErrorMessage, Frame};
 pub use ids::ProtocolId;
 pub use step::Stepper;
+pub use text::shown;
 pub use wire::{DecodeError, Reader, Writer};
 
 use thiserror::Error;
@@ -55,7 +58,8 @@ pub enum TransportError {
     Unexpected { protocol: u8, kind: u8 },
     #[error("malformed message: {0}")]
     Decode(#[from] DecodeError),
-    #[error("peer reported an error ({:?}): {}", .0.code, .0.text)]
+    /// The peer's error frame; its text is shown escaped ([`text`]).
+    #[error("peer said ({:?}): {}", .0.code, shown(&.0.text))]
     Peer(ErrorMessage),
     #[error("TLS configuration: {0}")]
     TlsConfig(String),

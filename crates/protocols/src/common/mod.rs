@@ -14,6 +14,8 @@ pub mod summaries;
 pub mod two_party;
 
 #[cfg(any(feature = "filter", feature = "he"))]
+use psikit_transport::shown;
+
 use crate::Error;
 
 /// One item of the querying party's input that the other party holds.
@@ -76,12 +78,16 @@ pub(crate) fn advance(progress: &dyn Progress, done: u64) -> Result<(), Error> {
 /// known; `psikit_io::KeySpec::key_format`): they could never match.
 /// `whose` names the other side in the message.
 #[cfg(any(feature = "filter", feature = "he"))]
+/// One side's key format came from the peer: both are shown escaped
+/// (`psikit_transport::text`).
 pub(crate) fn same_key_format(state: &str, other: &str, whose: &str) -> Result<(), Error> {
     if state.is_empty() || other.is_empty() || state == other {
         return Ok(());
     }
     Err(Error::Config(format!(
-        "the server's keys are encoded as \"{state}\" but {whose} encodes them as \"{other}\": use the same number of key columns and the same --normalize"
+        "the server's keys are encoded as \"{}\" but {whose} encodes them as \"{}\": use the same number of key columns and the same --normalize",
+        shown(state),
+        shown(other)
     )))
 }
 

@@ -13,8 +13,8 @@ use std::future::Future;
 
 use psikit_io::MAX_KEY_FORMAT;
 use psikit_transport::{
-    Channel, DecodeError, ErrorCode, ErrorMessage, Limits, Message, ProtocolId, Reader, Stepper,
-    Writer,
+    shown, Channel, DecodeError, ErrorCode, ErrorMessage, Limits, Message, ProtocolId, Reader,
+    Stepper, Writer,
 };
 
 use crate::common::connect::{block_on, Peer};
@@ -261,7 +261,9 @@ pub(crate) fn check_peer(
 ) -> Result<(), Error> {
     if !ours.is_empty() && !theirs.is_empty() && theirs != ours {
         return Err(Violation::Settings(format!(
-            "the peer encodes its keys as \"{theirs}\" but we encode ours as \"{ours}\": use the same number of key columns and the same --normalize on both sides"
+            "the peer encodes its keys as \"{}\" but we encode ours as \"{}\": use the same number of key columns and the same --normalize on both sides",
+            shown(theirs),
+            shown(ours)
         ))
         .into());
     }
