@@ -32,6 +32,35 @@ pub fn write_secret(path: &Path, secret: &[u8]) -> Result<(), Error> {
     f.sync_all().map_err(|e| Error::io(path, e))
 }
 
+/// Writes `secret` to `path` unless the file exists, in which case it must
+/// hold the same secret: state saved next to another key would be paired
+/// with it on load (every OPRF output would differ, every query would
+/// silently miss), so that is refused.
+pub fn write_or_match(path: &Path, secret: &[u8]) -> Result<(), Error> {
+    if !path.exists() {
+        return write_secret(path, secret);
+    }
+    let existing = read_secret(path)?;
+    match bool::from(subtle::ConstantTimeEq::ct_eq(existing.as_slice(), secret)) {
+        true => Ok(()),
+        false => Err(Error::StateFile(format!(
+            "{} holds the OPRF key of another state; use an empty directory",
+            path.display()
+        ))),
+    }
+}
+
+/// A public digest of a secret key, stored beside what depends on the key
+/// so that a state is never loaded under another key. SHA-256 with a
+/// label: it reveals nothing usable about a uniformly random key.
+pub fn digest(secret: &[u8]) -> [u8; 32] {
+    Sha256::new()
+        .chain_update(b"psikit oprf key digest v1")
+        .chain_update(secret)
+        .finalize()
+        .into()
+}
+
 /// A key file's contents: magic, the secret, its digest.
 pub(crate) fn encode(secret: &[u8]) -> Zeroizing<Vec<u8>> {
     let mut out = Zeroizing::new(Vec::with_capacity(MAGIC.len() + secret.len() + 32));

@@ -35,9 +35,13 @@ pub(crate) const LAYOUT: crate::common::state_dir::Layout = crate::common::state
     before: &[KEY_FILE],
 };
 const STATE_MAGIC: &[u8; 8] = b"PSIKFLT\0";
-/// Version 2 ends with a SHA-256 digest of everything before it; version 1
-/// (no digest) is still read.
-const STATE_VERSION: u8 = 3;
+/// Version 4 holds the digest of the OPRF key it was built under
+/// (`keyfile::digest`), checked on load; version 3 has none (still read,
+/// unchecked). Versions 2 and up end with a SHA-256 digest of everything
+/// before it; version 1 (no digest) is still read.
+const STATE_VERSION: u8 = 4;
+/// Digested, with the key format, without the key's digest.
+const UNBOUND_VERSION: u8 = 3;
 /// Digested, without the key format (read as unknown).
 const UNFORMATTED_VERSION: u8 = 2;
 const UNDIGESTED_VERSION: u8 = 1;
@@ -252,13 +256,11 @@ impl ServerState {
         Some(slots)
     }
 
-    /// Saves the key (only if the directory has none yet) and the state.
+    /// Saves the key (if the directory has none yet; another key there is
+    /// an error) and the state.
     pub fn save(&self, dir: &Path) -> Result<(), Error> {
         fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-        let key_path = dir.join(KEY_FILE);
-        if !key_path.exists() {
-            keyfile::write_secret(&key_path, &self.key.to_bytes())?;
-        }
+        keyfile::write_or_match(&dir.join(KEY_FILE), &self.key.to_bytes())?;
         write_atomically(&dir.join(STATE_FILE), &self.encode())
     }
 
@@ -281,6 +283,7 @@ impl ServerState {
         let filter = self.filter.to_bytes();
         let mut w = Writer::with_capacity(filter.len() + 16 * self.tags.len() + 256);
         w.bytes(STATE_MAGIC).u8(STATE_VERSION);
+        w.bytes(&keyfile::digest(&self.key.to_bytes()));
         w.string(&self.key_format);
         let c = &self.config;
         w.u32(c.fpr_log2)
@@ -312,7 +315,7 @@ impl ServerState {
     /// different state.
     fn checked_body(bytes: &[u8]) -> Result<&[u8], Error> {
         match bytes.get(STATE_MAGIC.len()) {
-            Some(&STATE_VERSION | &UNFORMATTED_VERSION) => {
+            Some(&STATE_VERSION | &UNBOUND_VERSION | &UNFORMATTED_VERSION) => {
                 let split = bytes
                     .len()
                     .checked_sub(32)
@@ -335,13 +338,29 @@ impl ServerState {
             return Err(Error::StateFile("not a psikit filter state".into()));
         }
         let version = r.u8("version")?;
-        if ![STATE_VERSION, UNFORMATTED_VERSION, UNDIGESTED_VERSION].contains(&version) {
+        let known = [
+            STATE_VERSION,
+            UNBOUND_VERSION,
+            UNFORMATTED_VERSION,
+            UNDIGESTED_VERSION,
+        ];
+        if !known.contains(&version) {
             return Err(Error::StateFile(format!(
                 "state format version {version}; this build reads version {STATE_VERSION}"
             )));
         }
+        if version == STATE_VERSION {
+            let bound: [u8; 32] = r.array("key digest")?;
+            if bound != keyfile::digest(&key.to_bytes()) {
+                return Err(Error::StateFile(
+                    "built under another OPRF key than the directory's oprf.key: every query \
+                     would miss; set the filter up again"
+                        .into(),
+                ));
+            }
+        }
         let key_format = match version {
-            STATE_VERSION => r.string(psikit_io::MAX_KEY_FORMAT, "key format")?,
+            STATE_VERSION | UNBOUND_VERSION => r.string(psikit_io::MAX_KEY_FORMAT, "key format")?,
             _ => String::new(),
         };
         let config = FilterConfig {
@@ -503,6 +522,31 @@ mod tests {
         ServerKey::generate(&mut rand::rngs::OsRng)
     }
 
+    fn same_key(state: &ServerState) -> ServerKey {
+        ServerKey::from_bytes(&state.key().to_bytes()).unwrap()
+    }
+
+    #[test]
+    fn a_state_is_never_paired_with_another_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let (first, _) =
+            ServerState::build(key(), random_tags(20), FilterConfig::default()).unwrap();
+        first.save(dir.path()).unwrap();
+        // A new state saved beside the old key is refused, the old state
+        // left as it was.
+        let (second, _) =
+            ServerState::build(key(), random_tags(30), FilterConfig::default()).unwrap();
+        let err = second.save(dir.path()).unwrap_err();
+        assert!(err.to_string().contains("another state"), "{err}");
+        assert_eq!(ServerState::load(dir.path()).unwrap().len(), 20);
+        // A key file swapped under a saved state is caught on load.
+        let key_path = dir.path().join(KEY_FILE);
+        fs::remove_file(&key_path).unwrap();
+        keyfile::write_secret(&key_path, &key().to_bytes()).unwrap();
+        let err = ServerState::load(dir.path()).err().expect("refused");
+        assert!(err.to_string().contains("another OPRF key"), "{err}");
+    }
+
     #[test]
     fn any_flipped_byte_of_a_saved_state_is_refused() {
         let (state, _) =
@@ -537,16 +581,20 @@ mod tests {
         state.save(dir.path()).unwrap();
         let path = state_path(dir.path());
         let current = fs::read(&path).unwrap();
-        // Formats 1 and 2 lack the key format (here empty: a zero length
-        // after the version); format 1 also the digest.
+        // Format 3 lacks the key's digest; formats 1 and 2 also the key
+        // format (here empty: a zero length after the version); format 1
+        // also the digest.
         let mut body = current[..current.len() - 32].to_vec();
         let after = STATE_MAGIC.len() + 1;
+        body.drain(after..after + 32);
+        body[STATE_MAGIC.len()] = UNBOUND_VERSION;
+        let v3 = [&body[..], &Sha256::digest(&body)[..]].concat();
         let length: Vec<u8> = body.drain(after..after + 4).collect();
         assert_eq!(length, [0; 4]);
         body[STATE_MAGIC.len()] = UNFORMATTED_VERSION;
         let v2 = [&body[..], &Sha256::digest(&body)[..]].concat();
         body[STATE_MAGIC.len()] = UNDIGESTED_VERSION;
-        for old in [v2, body] {
+        for old in [v3, v2, body] {
             fs::write(&path, &old).unwrap();
             let loaded = ServerState::load(dir.path()).unwrap();
             assert_eq!((loaded.len(), loaded.key_format()), (50, ""));
@@ -558,7 +606,7 @@ mod tests {
         let (mut state, _) =
             ServerState::build(key(), random_tags(10), FilterConfig::default()).unwrap();
         state.set_key_format("psikit-key-v1;columns=2;normalize=trim".into());
-        let back = ServerState::decode(key(), &state.encode()).unwrap();
+        let back = ServerState::decode(same_key(&state), &state.encode()).unwrap();
         assert_eq!(back.key_format(), "psikit-key-v1;columns=2;normalize=trim");
     }
 
@@ -571,8 +619,11 @@ mod tests {
         state.update(random_tags(1), vec![]).unwrap();
         let slots = state.filter().capacity_slots();
         state.history[0].1.push(slots);
-        let err = ServerState::decode(key(), &state.encode()).err();
-        assert!(matches!(err, Some(Error::StateFile(_))), "{err:?}");
+        let err = ServerState::decode(same_key(&state), &state.encode()).err();
+        assert!(
+            matches!(&err, Some(Error::StateFile(why)) if why.contains("outside the filter")),
+            "{err:?}"
+        );
     }
 
     #[test]

@@ -140,20 +140,7 @@ impl HeState {
                 return db_file::save(self.sender.db(), &db_path(dir));
             }
         };
-        let key_path = dir.join(KEY_FILE);
-        if key_path.exists() {
-            // A database is useless under another key: every OPRF output
-            // would differ. Refuse rather than pair them.
-            let existing = keyfile::read_secret(&key_path)?;
-            if existing.as_slice() != key.to_bytes().as_slice() {
-                return Err(Error::StateFile(format!(
-                    "{} holds the OPRF key of another database; use an empty directory",
-                    dir.display()
-                )));
-            }
-        } else {
-            keyfile::write_secret(&key_path, &key.to_bytes())?;
-        }
+        keyfile::write_or_match(&dir.join(KEY_FILE), &key.to_bytes())?;
         db_file::save(self.sender.db(), &db_path(dir))
     }
 
