@@ -47,6 +47,8 @@ use aes::{Aes128, Block};
 use rand::{CryptoRng, Rng};
 use thiserror::Error;
 
+pub mod bound;
+
 /// Most hash functions a table (and [`cuckoo_locations`]) supports.
 pub const MAX_HASH_FUNCTIONS: u32 = 8;
 
@@ -70,6 +72,9 @@ pub enum CuckooTableError {
     /// The number of hash functions is outside `1..=8`.
     #[error("cuckoo hash function count must be in 1..={MAX_HASH_FUNCTIONS}, got {0}")]
     HashCount(u32),
+    /// Distinct locations need at least as many bins as hash functions.
+    #[error("a cuckoo table of {0} bins cannot give {1} distinct locations")]
+    FewerBinsThanHashes(u32, u32),
     /// The bins could not be allocated.
     #[error("cannot allocate a cuckoo table of {0} bins")]
     TooLarge(u32),
@@ -186,12 +191,72 @@ pub fn cuckoo_locations(item: &[u8; 16], h: u32, table_size: u32) -> Locations {
     out
 }
 
+/// Hash draws [`distinct_locations`] makes before filling what is missing
+/// with the next free bins (reached with probability below
+/// `(h / table_size)^(64 - h)`, never in practice).
+const MAX_DRAWS: u32 = 64;
+
+/// `h` distinct bins of `item` (`h <= table_size`): the locations under
+/// hash functions `0, 1, 2, ...` in order, skipping repeats, until `h` are
+/// found. In the random-oracle model they are a uniform `h`-subset of the
+/// bins, which is what [`bound`] assumes; with repeats merged instead (as
+/// [`cuckoo_locations`]), two items whose locations collapse into one bin
+/// cannot both be placed, which at small sizes fails far above `2^-40`.
+pub fn distinct_locations(item: &[u8; 16], h: u32, table_size: u32) -> Locations {
+    let h = h.min(MAX_HASH_FUNCTIONS).min(table_size) as usize;
+    let mut out = Locations {
+        bins: [0; MAX_HASH_FUNCTIONS as usize],
+        len: 0,
+    };
+    let aes = cipher();
+    let mut inner = Block::from(*item);
+    aes.encrypt_block(&mut inner);
+    let mut draw = 0;
+    while out.len < h && draw < MAX_DRAWS {
+        let mut outer = tweaked(&inner, draw);
+        aes.encrypt_block(&mut outer);
+        out.push_new(to_bin(&outer, table_size));
+        draw += 1;
+    }
+    let mut next = out.bins[0];
+    while out.len < h {
+        next = (next + 1) % table_size;
+        out.push_new(next);
+    }
+    out
+}
+
+impl Locations {
+    /// Appends `bin` unless it is there already.
+    fn push_new(&mut self, bin: u32) {
+        if !self.as_slice().contains(&bin) {
+            self.bins[self.len] = bin;
+            self.len += 1;
+        }
+    }
+}
+
+/// How a table locates and places its items.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Placement {
+    /// APSI's receiver table: [`cuckoo_locations`] (repeats merged) and a
+    /// bounded random walk; an item left out is queried in another round.
+    Walk,
+    /// [`distinct_locations`], and when the walk gives up, a search for an
+    /// augmenting path: an item is left out only if no placement of all
+    /// the items inserted so far exists, the event [`bound`] bounds. For
+    /// protocols where a failure aborts the run (circuit PSI).
+    Complete,
+}
+
 /// A cuckoo hash table with one item per bin, `h` hash functions, bounded
-/// random-walk insertion and no stash.
+/// random-walk insertion (then, for [`Placement::Complete`], an
+/// augmenting-path search) and no stash.
 #[derive(Clone, Debug)]
 pub struct CuckooTable {
     bins: Vec<Option<TableEntry>>,
     hash_count: u32,
+    placement: Placement,
     len: usize,
     max_evictions: usize,
 }
@@ -199,8 +264,23 @@ pub struct CuckooTable {
 impl CuckooTable {
     /// An empty table of `table_size` bins using `hash_count` hash functions.
     pub fn new(table_size: u32, hash_count: u32) -> Result<Self, CuckooTableError> {
+        Self::with_placement(table_size, hash_count, Placement::Walk)
+    }
+
+    /// An empty table placing its items as `placement` says;
+    /// [`Placement::Complete`] needs at least `hash_count` bins.
+    pub fn with_placement(
+        table_size: u32,
+        hash_count: u32,
+        placement: Placement,
+    ) -> Result<Self, CuckooTableError> {
         if table_size == 0 {
             return Err(CuckooTableError::ZeroSize);
+        }
+        if placement == Placement::Complete && table_size < hash_count {
+            return Err(CuckooTableError::FewerBinsThanHashes(
+                table_size, hash_count,
+            ));
         }
         if !(1..=MAX_HASH_FUNCTIONS).contains(&hash_count) {
             return Err(CuckooTableError::HashCount(hash_count));
@@ -212,6 +292,7 @@ impl CuckooTable {
         Ok(Self {
             bins,
             hash_count,
+            placement,
             len: 0,
             max_evictions: DEFAULT_MAX_EVICTIONS,
         })
@@ -245,7 +326,7 @@ impl CuckooTable {
         let mut came_from = None;
         let mut evictions = 0;
         loop {
-            let locations = cuckoo_locations(&current.item, self.hash_count, self.table_size());
+            let locations = self.locations(&current.item);
             if let Some(&free) = locations.iter().find(|&&b| self.bins[b as usize].is_none()) {
                 self.bins[free as usize] = Some(current);
                 self.len += 1;
@@ -254,7 +335,10 @@ impl CuckooTable {
             // With one hash function every item has one bin: evicting can
             // only trade one leftover for another.
             if evictions == self.max_evictions || self.hash_count == 1 {
-                return Err(current);
+                return match self.placement {
+                    Placement::Walk => Err(current),
+                    Placement::Complete => self.augment(current),
+                };
             }
             let Some(bin) = pick_victim(&locations, came_from, rng) else {
                 return Err(current);
@@ -309,9 +393,66 @@ impl CuckooTable {
         &self.bins
     }
 
+    /// The candidate bins of `item` in this table.
+    pub fn locations(&self, item: &[u8; 16]) -> Locations {
+        match self.placement {
+            Placement::Walk => cuckoo_locations(item, self.hash_count, self.table_size()),
+            Placement::Complete => distinct_locations(item, self.hash_count, self.table_size()),
+        }
+    }
+
+    /// Places `homeless` along the shortest augmenting path: a breadth-
+    /// first search over bins, from its candidates through each
+    /// occupant's other candidates, to a free bin; then every occupant on
+    /// the path moves one step. Fails, returning `homeless`, only when no
+    /// path exists, i.e. (Berge) when no placement of every item inserted
+    /// so far exists. Linear in the table, and run only when the walk
+    /// gave up.
+    fn augment(&mut self, homeless: TableEntry) -> Result<(), TableEntry> {
+        const UNSEEN: u32 = u32::MAX;
+        const START: u32 = u32::MAX - 1;
+        let mut parent = vec![UNSEEN; self.bins.len()];
+        let mut queue = std::collections::VecDeque::new();
+        for &b in self.locations(&homeless.item).iter() {
+            if parent[b as usize] == UNSEEN {
+                parent[b as usize] = START;
+                queue.push_back(b);
+            }
+        }
+        while let Some(bin) = queue.pop_front() {
+            let Some(occupant) = self.bins[bin as usize] else {
+                self.shift_along(bin, &parent, homeless);
+                return Ok(());
+            };
+            for &next in self.locations(&occupant.item).iter() {
+                if parent[next as usize] == UNSEEN {
+                    parent[next as usize] = bin;
+                    queue.push_back(next);
+                }
+            }
+        }
+        Err(homeless)
+    }
+
+    /// Moves each occupant on the path ending at the free bin `free` one
+    /// step towards it, and puts `homeless` in the path's first bin.
+    fn shift_along(&mut self, free: u32, parent: &[u32], homeless: TableEntry) {
+        let mut bin = free;
+        loop {
+            let from = parent[bin as usize];
+            if from >= u32::MAX - 1 {
+                self.bins[bin as usize] = Some(homeless);
+                self.len += 1;
+                return;
+            }
+            self.bins[bin as usize] = self.bins[from as usize];
+            bin = from;
+        }
+    }
+
     /// The bin holding `item`, if it is in the table.
     pub fn find(&self, item: &[u8; 16]) -> Option<u32> {
-        cuckoo_locations(item, self.hash_count, self.table_size())
+        self.locations(item)
             .iter()
             .copied()
             .find(|&b| matches!(&self.bins[b as usize], Some(e) if e.item == *item))
@@ -378,7 +519,7 @@ mod tests {
         let mut seen = HashSet::new();
         for (bin, entry) in table.bins().iter().enumerate() {
             let Some(entry) = entry else { continue };
-            let locations = cuckoo_locations(&entry.item, table.hash_count(), table.table_size());
+            let locations = table.locations(&entry.item);
             assert!(
                 locations.contains(&(bin as u32)),
                 "entry {} misplaced",
@@ -402,6 +543,73 @@ mod tests {
             let left = leftovers.iter().find(|e| e.index == index);
             assert_eq!(placed.or(left).map(|e| e.item), Some(*item));
         }
+    }
+
+    /// The most items placeable at once (Kuhn's augmenting paths), the
+    /// reference for [`Placement::Complete`].
+    fn max_matching(table: &CuckooTable, items: &[[u8; 16]]) -> usize {
+        fn try_place(
+            i: usize,
+            adj: &[Locations],
+            owner: &mut [Option<usize>],
+            seen: &mut [bool],
+        ) -> bool {
+            for &b in adj[i].iter() {
+                if !seen[b as usize] {
+                    seen[b as usize] = true;
+                    if owner[b as usize].is_none_or(|o| try_place(o, adj, owner, seen)) {
+                        owner[b as usize] = Some(i);
+                        return true;
+                    }
+                }
+            }
+            false
+        }
+        let adj: Vec<Locations> = items.iter().map(|x| table.locations(x)).collect();
+        let mut owner = vec![None; table.table_size() as usize];
+        (0..items.len())
+            .filter(|&i| {
+                let mut seen = vec![false; owner.len()];
+                try_place(i, &adj, &mut owner, &mut seen)
+            })
+            .count()
+    }
+
+    #[test]
+    fn complete_placement_places_whatever_a_matching_can() {
+        let mut rng = StdRng::seed_from_u64(17);
+        for (n, m) in [(4, 4), (30, 32), (90, 97), (500, 520)] {
+            for _ in 0..20 {
+                let items = random_items(n, &mut rng);
+                // No evictions: every hard case goes to the search.
+                let mut table = CuckooTable::with_placement(m, 3, Placement::Complete)
+                    .expect("table")
+                    .with_max_evictions(0);
+                let leftovers = table.insert_all(&items, &mut rng);
+                assert_consistent(&table, &items, &leftovers);
+                if max_matching(&table, &items) == n {
+                    assert!(leftovers.is_empty(), "n {n} m {m}");
+                } else {
+                    assert!(!leftovers.is_empty(), "n {n} m {m}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn distinct_locations_are_distinct_and_in_range() {
+        let mut rng = StdRng::seed_from_u64(23);
+        for size in [3u32, 4, 7, 1000] {
+            for item in random_items(200, &mut rng) {
+                let l = distinct_locations(&item, 3, size);
+                assert_eq!(l.len(), 3);
+                assert!(l.iter().all(|&b| b < size));
+                assert!(l[0] != l[1] && l[1] != l[2] && l[0] != l[2]);
+                // The first location is hash function 0's, as everywhere.
+                assert_eq!(l[0], cuckoo_location(&item, 0, size));
+            }
+        }
+        assert!(CuckooTable::with_placement(2, 3, Placement::Complete).is_err());
     }
 
     #[test]

@@ -24,6 +24,7 @@ pub use cuckoo_filter::{
     HEADER_LEN, MAX_KICKS,
 };
 pub use cuckoo_table::{
-    cuckoo_location, cuckoo_locations, CuckooTable, CuckooTableError, Locations, TableEntry,
+    cuckoo_location, cuckoo_locations, distinct_locations, CuckooTable, CuckooTableError,
+    Locations, Placement, TableEntry,
 };
 pub use okvs::{Okvs, OkvsError, OkvsParams};
