@@ -249,7 +249,11 @@ impl Report for psikit_protocols::vole_psi::facade::VolePsi {
 #[cfg(feature = "vole")]
 fn vole_lines(p: &psikit_protocols::vole_psi::Phases, sent: u64, received: u64) -> Vec<String> {
     vec![format!(
-        "VOLE-PSI (semi-honest): VOLE {}, online {}; sent {}, received {}",
+        "VOLE-PSI ({}): VOLE {}, online {}; sent {}, received {}",
+        match p.malicious {
+            true => "malicious",
+            false => "semi-honest",
+        },
         crate::report::secs(p.vole),
         crate::report::secs(p.online),
         crate::report::bytes(sent),

@@ -67,7 +67,7 @@ pub async fn oprf_receive(
     drop(masked);
     let mut out = vec![0u128; keys.len()];
     okvs.decode(&v.a, keys, &mut out)?;
-    out.par_chunks_mut(CHUNK).for_each(aes_hash::cr_many);
+    oprf::output_hash(&mut out);
     Ok(out)
 }
 
@@ -107,7 +107,7 @@ impl OprfKey {
         out.par_chunks_mut(CHUNK)
             .zip(hashed.par_chunks(CHUNK))
             .for_each(|(d, h)| gf128::mul_acc(self.delta, h, d));
-        out.par_chunks_mut(CHUNK).for_each(aes_hash::cr_many);
+        oprf::output_hash(&mut out);
         Ok(out)
     }
 }

@@ -16,8 +16,10 @@
 //!
 //! equal because `Decode(P, k_y) = h(k_y)`. The sender sends its values
 //! `F(x)`, truncated and sorted; the receiver looks its own up
-//! (`common::summaries`). `h` and `H` are the correlation-robust hash of
-//! fixed-key AES, as in the reference implementation (volePSI).
+//! (`common::summaries`). `h` and `H` are the tweakable correlation-robust
+//! hash of fixed-key AES under two different tweaks (`oprf::okvs_values`,
+//! `oprf::output_hash`), so that they are separate functions (volePSI uses
+//! one hash for both).
 //!
 //! # Malicious mode ([`VoleConfig::malicious`])
 //! As RR22's malicious variant and its reference implementation (volePSI's
@@ -44,11 +46,18 @@
 //!   right, and is caught otherwise; a cheating receiver in the base
 //!   correlations learns bits of `Δ` only by guessing them, as in KOS). A
 //!   caught cheater makes the other party abort with an error naming the
-//!   check. As in every PSI, a malicious party may use any set of the
-//!   size it announced as its input.
-//! * 128-bit computational security (silent VOLE under dual LPN at the
-//!   parameters `psikit_ot::silent::params` enforces; fixed-key AES as a
-//!   random permutation); 40-bit statistical: the OKVS fails to encode with
+//!   check. As in every PSI, a malicious party may use any set as its
+//!   input, and the sizes bound it only loosely: a malicious **receiver**
+//!   can program the OKVS at up to its table length `m ≈ 1.2·n_r` keys
+//!   (more than the `n_r` it announced), so it may learn the membership of
+//!   that many candidate items (as in RR22).
+//! * 128-bit computational security: silent VOLE under dual LPN with
+//!   regular **field** noise, which needs `t ≥ -128 / log2(1 - δ)` noise
+//!   trees (848 at the code's distance estimate `δ = 0.1`), more than
+//!   twice the `t ≥ -128 / log2(1 - 2δ)` of binary noise (the rule and its
+//!   argument: `psikit_ot::silent::params`, after Boyle et al., CCS 2019,
+//!   and RRT23's code); fixed-key AES as a random permutation (Guo et al.,
+//!   S&P 2020). 40-bit statistical: the OKVS fails to encode with
 //!   probability below `2^-40` (the run then stops with an error and can
 //!   be repeated), and an item outside the intersection matches with
 //!   probability below `2^-40` over the whole run (summary values are
@@ -183,9 +192,11 @@ fn exchange(sender_size: u64, receiver_size: u64) -> Exchange {
     }
 }
 
-/// Where a party's time and traffic went.
+/// Which mode ran, and where a party's time and traffic went.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Phases {
+    /// Whether the run was in malicious mode.
+    pub malicious: bool,
     /// The silent VOLE: base OTs and one extension.
     pub vole: Duration,
     /// Correlations the VOLE made (the OKVS table length).

@@ -75,11 +75,28 @@ fn key_batch(items: &[Vec<u8>], keys: &mut [u128]) {
     }
 }
 
-/// `h(k)`: the value the receiver's OKVS gives key `k`.
+/// Tweak of `h`, the hash of item keys into OKVS values.
+const KEY_HASH: u128 = 1;
+/// Tweak of `H`, the output hash of decoded OPRF values.
+const OUTPUT_HASH: u128 = 2;
+
+/// `h(k)`: the value the receiver's OKVS gives key `k`. `h` and the
+/// output hash `H` ([`output_hash`]) are the TCCR hash of fixed-key AES
+/// under two tweaks, so they are separate random functions: with one
+/// hash for both, a decoded value equal to an item key would give an
+/// output equal to that key's OKVS value.
 pub fn okvs_values(keys: &[u128]) -> Vec<u128> {
     let mut v = keys.to_vec();
-    v.par_chunks_mut(1 << 12).for_each(aes_hash::cr_many);
+    v.par_chunks_mut(1 << 12)
+        .for_each(|c| aes_hash::tccr_many(c, |_| KEY_HASH));
     v
+}
+
+/// `H(u)` in place: the OPRF's output hash, under its own tweak
+/// ([`okvs_values`]).
+pub fn output_hash(u: &mut [u128]) {
+    u.par_chunks_mut(1 << 12)
+        .for_each(|c| aes_hash::tccr_many(c, |_| OUTPUT_HASH));
 }
 
 /// The malicious mode's commitment to the sender's offset share.
@@ -107,7 +124,7 @@ pub fn bind(mut u: Vec<u128>, w: u128, keys: &[u128]) -> Vec<u128> {
 
 /// `H(u)` truncated to `len` bytes: the summary values compared.
 pub fn summaries(mut u: Vec<u128>, len: usize) -> Vec<Summary> {
-    u.par_chunks_mut(1 << 12).for_each(aes_hash::cr_many);
+    output_hash(&mut u);
     u.par_iter().map(|x| pack(&x.to_le_bytes(), len)).collect()
 }
 

@@ -41,7 +41,10 @@ pub async fn run_receiver(
 ) -> Result<ReceiverOutcome, Error> {
     cfg.check()?;
     let (sent0, recv0) = (ch.bytes_sent(), ch.bytes_received());
-    let mut phases = Phases::default();
+    let mut phases = Phases {
+        malicious: cfg.malicious,
+        ..Phases::default()
+    };
     let n_r = items.len() as u64;
     let n_s = hello::<{ msg::PROTOCOL_ID }>(ch, &cfg.terms(n_r)).await?;
     let commitment = match cfg.malicious {

@@ -41,7 +41,10 @@ pub async fn run_sender(
 ) -> Result<SenderOutcome, Error> {
     cfg.check()?;
     let (sent0, recv0) = (ch.bytes_sent(), ch.bytes_received());
-    let mut phases = Phases::default();
+    let mut phases = Phases {
+        malicious: cfg.malicious,
+        ..Phases::default()
+    };
     let n_s = items.len() as u64;
     let n_r = hello::<{ msg::PROTOCOL_ID }>(ch, &cfg.terms(n_s)).await?;
     let share: u128 = OsRng.gen();
