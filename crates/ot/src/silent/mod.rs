@@ -75,6 +75,26 @@ pub use params::{Noise, SilentParams};
 pub use receiver::{Pending, SilentReceiver};
 pub use sender::SilentSender;
 
+/// An extension of `count` as both roles lay it out: its parts' shapes
+/// ([`params::parts`]) and their trees' tweaks, under the next extension
+/// number of the session (`extensions` counts them alike on both sides).
+fn plan(
+    count: usize,
+    noise: Noise,
+    sid: &crate::SessionId,
+    extensions: &mut u64,
+) -> Result<(Vec<SilentParams>, Vec<ggm::Tweaks>), crate::OtError> {
+    let shapes = params::parts(count)
+        .into_iter()
+        .map(|c| SilentParams::for_count(c, noise))
+        .collect::<Result<Vec<_>, _>>()?;
+    let tweaks = (0..shapes.len())
+        .map(|k| ggm::Tweaks::new(sid, *extensions, k))
+        .collect();
+    *extensions += 1;
+    Ok((shapes, tweaks))
+}
+
 /// `Σ_j v_j·X^j` over the 128 correlated-OT values of one share.
 fn pack_share(values: &[u128]) -> u128 {
     let powers: [u128; 128] = std::array::from_fn(|j| 1u128 << j);

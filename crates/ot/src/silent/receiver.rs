@@ -7,8 +7,8 @@ use zeroize::Zeroizing;
 
 use super::check::{self, CHECK_OTS};
 use super::code::Symbol;
-use super::params::{parts, SilentParams};
-use super::{concat, ggm, pack_share, run, Noise};
+use super::params::SilentParams;
+use super::{concat, ggm, pack_share, plan, run, Noise};
 use crate::ext::Confirm;
 use crate::messages::{abort, SilentChallenge, SilentCheck, SilentTrees};
 use crate::{
@@ -136,16 +136,8 @@ impl SilentReceiver {
         beta: impl Fn(&mut R) -> T,
         rng: &mut R,
     ) -> Result<Pending<T>, OtError> {
-        let shapes = parts(count)
-            .into_iter()
-            .map(|c| SilentParams::for_count(c, noise))
-            .collect::<Result<Vec<_>, _>>()?;
+        let (shapes, tweaks) = plan(count, noise, &self.sid, &mut self.extensions)?;
         let malicious = self.ext.security() == Security::Malicious;
-        let extension = self.extensions;
-        self.extensions += 1;
-        let tweaks = (0..shapes.len())
-            .map(|k| ggm::Tweaks::new(&self.sid, extension, k))
-            .collect();
         let tree_ots: usize = shapes.iter().map(|p| p.base_ots()).sum();
         let check_ots = if malicious { CHECK_OTS } else { 0 };
         let mut bits = ChoiceBits::random(tree_ots + check_ots, rng);

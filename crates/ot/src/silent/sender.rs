@@ -5,8 +5,8 @@ use rand::{CryptoRng, Rng, RngCore};
 use zeroize::Zeroizing;
 
 use super::check::{self, CHECK_OTS};
-use super::params::{parts, SilentParams};
-use super::{concat, ggm, pack_share, run, Noise};
+use super::params::SilentParams;
+use super::{concat, ggm, pack_share, plan, run, Noise};
 use crate::ext::Confirm;
 use crate::messages::{SilentChallenge, SilentCheck, SilentTrees};
 use crate::{gf128, ExtConfig, OtError, OtExtSender, Security, SenderOts, SessionId};
@@ -90,7 +90,7 @@ impl SilentSender {
     }
 
     /// One extension of `count`: the base correlations of all its parts
-    /// ([`parts`]) at once, then every part's trees, then (malicious) the
+    /// ([`super::params::parts`]) at once, then every part's trees, then (malicious) the
     /// receiver's challenge, then each part compressed, and (malicious) the
     /// check's hash over all parts.
     async fn extend<R: RngCore + CryptoRng>(
@@ -100,16 +100,8 @@ impl SilentSender {
         noise: Noise,
         rng: &mut R,
     ) -> Result<Zeroizing<Vec<u128>>, OtError> {
-        let shapes = parts(count)
-            .into_iter()
-            .map(|c| SilentParams::for_count(c, noise))
-            .collect::<Result<Vec<_>, _>>()?;
+        let (shapes, tweaks) = plan(count, noise, &self.sid, &mut self.extensions)?;
         let malicious = self.ext.security() == Security::Malicious;
-        let extension = self.extensions;
-        self.extensions += 1;
-        let tweaks: Vec<ggm::Tweaks> = (0..shapes.len())
-            .map(|k| ggm::Tweaks::new(&self.sid, extension, k))
-            .collect();
         let tree_ots: usize = shapes.iter().map(|p| p.base_ots()).sum();
         let check_ots = if malicious { CHECK_OTS } else { 0 };
         let ots = self.base(ch, tree_ots + check_ots).await?;
