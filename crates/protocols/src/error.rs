@@ -112,6 +112,9 @@ pub enum Violation {
     /// A value that cannot be what the protocol says it is.
     #[error("invalid {0}")]
     Invalid(&'static str),
+    /// An opened result no honest run on these inputs can give.
+    #[error("{0}: the opened shares are wrong (a fault, or a peer not following the protocol)")]
+    Impossible(String),
     /// The client used up its query budget (`service::QueryBudget`).
     #[error("{0}")]
     Budget(String),

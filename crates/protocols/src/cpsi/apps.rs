@@ -9,6 +9,14 @@
 //! `b·x + r` with `b = s ⊕ s'` the membership bit and the holder keeps
 //! `-r` (the method of Garimella et al. that the paper adapts). Summing
 //! gives additive shares of `Σ b·x` mod 2^64 (sums wrap at 2^64).
+//!
+//! The union is a shuffle-based private set union (Garimella et al.,
+//! CRYPTO 2021; Jia et al., USENIX Security 2022): the receiver shuffles
+//! the bins with both parties' membership shares by a permutation only it
+//! knows (module `osn`), then sends one encrypted slot per shuffled bin
+//! that the sender opens exactly when its item is outside the
+//! intersection ([`union_provide`], [`union_learn`]). Without the shuffle
+//! the slots that do not open would name the intersection's bins.
 
 use psikit_ot::aes_hash;
 use psikit_transport::Channel;
@@ -19,7 +27,7 @@ use super::bits::Bits;
 use super::gmw::{self, Triples};
 use super::messages::{self as msg, recv_exact, Share, KIND_FLIPS, KIND_PADS, KIND_UNION};
 use super::rot::{Either, Rots};
-use super::{product, Agreed, Output, Reveal, Role, Sums};
+use super::{osn, product, Agreed, Output, Reveal, Role, Sums};
 use crate::{Error, Violation};
 
 /// This party's additive shares of `Σ_i b_i·x_i` mod 2^64 for `k` weight
@@ -305,13 +313,86 @@ const fn union_slot(width: usize) -> usize {
     CHECK + 3 + width
 }
 
-/// The union's side of the party providing items (the cuckoo side): one
-/// slot per bin holding its item (or none), encrypted under the OT key of
-/// its own membership share. The learner holds the key of its share, so
-/// it decrypts the slot exactly when the shares agree, i.e. when the item
-/// is not in the intersection; otherwise it reads noise that fails the
-/// check. `items[bin]` is the bin's item or `None`.
+/// The union's side of the party providing items (the cuckoo side, the
+/// permutation holder). First the bins are shuffled: a fresh uniformly
+/// random `π`, known to this party alone, permutes both parties' shares
+/// through the switching network (module `osn`), this party's items with
+/// them (its share of slot `j` is `p_{π(j)} ⊕ a_j`); then one slot per
+/// permuted bin (`fill_slots`). `items[bin]` is the bin's item or `None`.
 pub async fn union_provide(
+    ch: &mut Channel,
+    rots: &mut Rots,
+    shares: &Bits,
+    items: &[Option<&[u8]>],
+    width: usize,
+) -> Result<(), Error> {
+    if items.len() != shares.len() {
+        return Err(Error::Internal("one union item slot per bin"));
+    }
+    let perm = osn::random_permutation(shares.len())?;
+    let mut mine = osn::permute(ch, rots, &perm).await?;
+    mine.xor_assign(&Bits::from_bools(
+        perm.iter().map(|&bin| shares.get(bin as usize)),
+    ));
+    let items: Vec<Option<&[u8]>> = perm.iter().map(|&bin| items[bin as usize]).collect();
+    fill_slots(ch, rots, &mine, &items, width).await
+}
+
+/// The learner's side of the union: the provider's items outside the
+/// intersection, in the shuffled order.
+pub async fn union_learn(
+    ch: &mut Channel,
+    rots: &mut Rots,
+    shares: &Bits,
+    width: usize,
+) -> Result<Vec<Vec<u8>>, Error> {
+    let slots = union_view(ch, rots, shares, width).await?;
+    Ok(slots
+        .into_iter()
+        .filter_map(|slot| match slot {
+            Slot::Item(item) => Some(item),
+            Slot::Empty | Slot::Closed => None,
+        })
+        .collect())
+}
+
+/// What the learner sees of one union slot.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Slot {
+    /// It opened on an item: an item outside the intersection.
+    Item(Vec<u8>),
+    /// It opened without an item: an empty bin.
+    Empty,
+    /// It did not open: its item is in the intersection.
+    Closed,
+}
+
+/// The learner's whole view of the union's outcome, slot by slot in the
+/// order received (after the shuffle): what [`union_learn`] keeps the
+/// items of, and what the tests check tells nothing of the bins.
+///
+/// That a slot opens *empty* rather than not at all is visible; after the
+/// shuffle it only gives the number of empty bins, `M - |Y|`, which the
+/// learner knows from the hellos anyway.
+pub(crate) async fn union_view(
+    ch: &mut Channel,
+    rots: &mut Rots,
+    shares: &Bits,
+    width: usize,
+) -> Result<Vec<Slot>, Error> {
+    let permuted = osn::share(ch, rots, shares).await?;
+    open_slots(ch, rots, &permuted, width).await
+}
+
+/// The slots themselves, in the order of `shares` (the bins' before the
+/// shuffle, which is why they are only sent after it): slot `i` holds
+/// `items[i]` (or none), encrypted under the key of this party's
+/// membership share `shares[i]`, with the provider as OT sender on
+/// reverse random OTs. The learner holds the key of its share, so it
+/// decrypts the slot exactly when the shares agree, i.e. when the item is
+/// not in the intersection; otherwise it reads noise that fails the
+/// check.
+pub(crate) async fn fill_slots(
     ch: &mut Channel,
     rots: &mut Rots,
     shares: &Bits,
@@ -343,14 +424,14 @@ pub async fn union_provide(
     msg::send(ch, KIND_UNION, &out).await
 }
 
-/// The learner's side of the union: the provider's items outside the
-/// intersection.
-pub async fn union_learn(
+/// The learner's side of [`fill_slots`]: each slot decrypted under the key
+/// of its share, and what it holds.
+pub(crate) async fn open_slots(
     ch: &mut Channel,
     rots: &mut Rots,
     shares: &Bits,
     width: usize,
-) -> Result<Vec<Vec<u8>>, Error> {
+) -> Result<Vec<Slot>, Error> {
     let n = shares.len();
     let Either::Received(ots) = rots.one_way(ch, n, false).await? else {
         return Err(Error::Config("union roles out of step".into()));
@@ -363,18 +444,27 @@ pub async fn union_learn(
     all.par_chunks_mut(slot)
         .zip(ots.chosen.par_iter())
         .for_each(|(m, key)| xor_stream(*key, m));
-    let mut items = Vec::new();
-    for m in all.chunks(slot) {
-        if m[..CHECK].iter().any(|&b| b != 0) || m[CHECK] != 1 {
-            continue;
-        }
-        let len = u16::from_le_bytes([m[CHECK + 1], m[CHECK + 2]]) as usize;
-        if len > width {
-            return Err(Violation::Invalid("union item length").into());
-        }
-        items.push(m[CHECK + 3..CHECK + 3 + len].to_vec());
+    all.chunks(slot).map(|m| read_slot(m, width)).collect()
+}
+
+/// A decrypted slot's content: closed unless the check bytes are zero and
+/// the presence byte is 0 or 1; an item longer than `width` is the peer's
+/// error.
+fn read_slot(m: &[u8], width: usize) -> Result<Slot, Error> {
+    if m[..CHECK].iter().any(|&b| b != 0) {
+        return Ok(Slot::Closed);
     }
-    Ok(items)
+    match m[CHECK] {
+        0 => Ok(Slot::Empty),
+        1 => {
+            let len = u16::from_le_bytes([m[CHECK + 1], m[CHECK + 2]]) as usize;
+            if len > width {
+                return Err(Violation::Invalid("union item length").into());
+            }
+            Ok(Slot::Item(m[CHECK + 3..CHECK + 3 + len].to_vec()))
+        }
+        _ => Ok(Slot::Closed),
+    }
 }
 
 /// XORs `data` with the stream `H(0, key), H(1, key), ...` of the TCCR

@@ -3,13 +3,16 @@
 //! bins, and the bin keys the OPPRF is run on.
 //!
 //! Items enter as their 128-bit keys (`SHA-256` of the item, as VOLE-PSI).
-//! Their locations are `psikit_structures::cuckoo_table`'s hash of the key
-//! XORed with a per-run seed the receiver draws, so a set that failed to
-//! fit once fits on the next run. A bin's OPPRF key binds item and bin:
+//! Their locations are three **distinct** bins
+//! (`psikit_structures::cuckoo_table::distinct_locations`) of the key
+//! XORed with a per-run seed the receiver draws, and the receiver places
+//! them completely (a walk, then an augmenting-path search), so the table
+//! fails only when no placement exists: with probability below `2^-40` at
+//! the sizes [`bins`] picks. A bin's OPPRF key binds item and bin:
 //! `k ⊕ (i << 96)` (distinct for distinct `(k, i)` unless two item keys
 //! collide on their low 96 bits, probability `2^-96` per pair).
 
-use psikit_structures::cuckoo_table::{cuckoo_locations, CuckooTable};
+use psikit_structures::cuckoo_table::{bound, distinct_locations, CuckooTable, Placement};
 use rand::{CryptoRng, Rng};
 use rayon::prelude::*;
 
@@ -21,9 +24,9 @@ pub const HASHES: u32 = 3;
 /// The cuckoo table's expansion `1 + ε` (paper §6.1: `ε = 0.27`).
 const EXPANSION: f64 = 1.27;
 
-/// Bins added to every table so that tiny sets are not packed tightly
-/// (`1.27·N` alone would give 3 items 4 bins); negligible for large sets.
-const SLACK: usize = 128;
+/// Sets from this size on take `1.27·N` bins, the size PSTY19's
+/// experiments support; smaller ones take what the proven bound needs.
+const LARGE: usize = 1 << 13;
 
 /// Statistical security parameter σ.
 pub const SIGMA: u32 = 40;
@@ -31,21 +34,34 @@ pub const SIGMA: u32 = 40;
 /// Most bins: keeps bin indices in 32 bits and tags in 128.
 pub const MAX_BINS: usize = 1 << 31;
 
-/// The table size `M` for a receiver set of `n` items.
+/// The table size `M` for a receiver set of `n` items, failing with
+/// probability below `2^-40`:
 ///
-/// With `d = 3` hash functions, `M = 1.27·N` bins and no stash, cuckoo
-/// insertion fails with probability below `2^-40` (Pinkas, Schneider,
-/// Tkachenko, Yanai, Eurocrypt 2019, §3, the setting the paper reuses in
-/// §6.1); a failure stops the run with an error (it depends on the
-/// receiver's set and the fresh seed only, and the next run draws another
-/// seed).
+/// * from [`LARGE`] items on, `M = 1.27·N` with `d = 3` distinct
+///   locations and no stash: the size Pinkas, Schneider, Tkachenko and
+///   Yanai (Eurocrypt 2019, §3) derive from experiments extrapolated to
+///   `2^-40`, the setting the paper reuses in §6.1;
+/// * below it, the fewest bins for which the proven Hall-condition bound
+///   (`psikit_structures::cuckoo_table::bound`) is below `2^-40` (about
+///   `10·N` for 4 items, `2.3·N` at 100, `1.6·N` at 1,000), or the table
+///   of [`LARGE`] items if that is smaller (it holds fewer items at least
+///   as well).
+///
+/// A failure stops the run with an error; it depends on the receiver's set
+/// and the fresh seed only, and the next run draws another seed.
 pub fn bins(n: usize) -> Result<usize, Error> {
-    let m = (n as f64 * EXPANSION).ceil() as usize + SLACK;
-    match m <= MAX_BINS {
-        true => Ok(m),
+    let m = bound::min_bins(
+        n as u64,
+        HASHES as u64,
+        SIGMA as f64,
+        EXPANSION,
+        LARGE as u64,
+    );
+    match m <= MAX_BINS as u64 {
+        true => Ok(m as usize),
         false => Err(Error::Config(format!(
             "circuit PSI supports receiver sets up to {} items, not {n}",
-            (MAX_BINS - SLACK) as f64 / EXPANSION
+            MAX_BINS as f64 / EXPANSION
         ))),
     }
 }
@@ -80,7 +96,7 @@ impl CuckooBins {
         rng: &mut R,
     ) -> Result<Self, Error> {
         let size = u32::try_from(m).map_err(|_| Error::Config("too many bins".into()))?;
-        let mut table = CuckooTable::new(size, HASHES)
+        let mut table = CuckooTable::with_placement(size, HASHES, Placement::Complete)
             .map_err(|e| Error::Config(format!("cuckoo table: {e}")))?;
         let inputs: Vec<[u8; 16]> = keys.iter().map(|&k| location_input(k, seed)).collect();
         if !table.insert_all(&inputs, rng).is_empty() {
@@ -112,14 +128,14 @@ impl CuckooBins {
     }
 }
 
-/// The sender's simple table, flattened: each item in every one of its
+/// The sender's simple table, flattened: each item in each of its three
 /// distinct bins, as `(bin, item index)` pairs.
 pub fn simple_table(keys: &[u128], m: usize, seed: u128) -> Vec<(u32, u32)> {
     let size = m as u32;
     keys.par_iter()
         .enumerate()
         .flat_map_iter(|(i, &k)| {
-            cuckoo_locations(&location_input(k, seed), HASHES, size)
+            distinct_locations(&location_input(k, seed), HASHES, size)
                 .into_iter()
                 .map(move |bin| (bin, i as u32))
         })
@@ -137,6 +153,48 @@ mod tests {
         // §6.1: ℓ = σ + 1 + ⌈log2 N⌉ with M = 1.27·N: 57 at 2^16, 61 at 2^20.
         assert_eq!(tag_bits(bins(1 << 16).expect("bins")), 57);
         assert_eq!(tag_bits(bins(1 << 20).expect("bins")), 61);
+    }
+
+    #[test]
+    fn small_sets_get_the_bins_the_proven_bound_needs() {
+        use psikit_structures::cuckoo_table::bound::log2_failure;
+        for n in [1usize, 2, 4, 5, 100, 1000, 5000, LARGE - 1] {
+            let m = bins(n).expect("bins");
+            assert!(m >= 3);
+            let proven = log2_failure(n as u64, m as u64, 3) <= -(SIGMA as f64);
+            assert!(proven || m == bins(LARGE).expect("bins"), "n {n}: {m} bins");
+        }
+        // Items whose locations all fall in one bin would need a stash;
+        // distinct locations make four items on three bins the smallest
+        // failure: at 4 items and their bins, below 2^-40.
+        assert!(log2_failure(4, bins(4).expect("bins") as u64, 3) <= -40.0);
+        assert_eq!(bins(1 << 20).expect("bins"), 1_331_692);
+    }
+
+    #[test]
+    fn every_item_has_three_distinct_bins() {
+        // With repeats merged, an item whose hashes agree had fewer bins,
+        // and two such items on one bin could not both be placed (in a
+        // table of 5 bins, a third of the items).
+        let mut rng = StdRng::seed_from_u64(11);
+        let keys: Vec<u128> = (0..300).map(|_| rng.gen()).collect();
+        let simple = simple_table(&keys, 5, rng.gen());
+        assert_eq!(simple.len(), 3 * keys.len());
+        for (i, entries) in simple.chunks(3).enumerate() {
+            assert!(entries.iter().all(|&(_, item)| item == i as u32));
+            let bins: std::collections::HashSet<u32> = entries.iter().map(|e| e.0).collect();
+            assert_eq!(bins.len(), 3, "item {i}: {entries:?}");
+        }
+    }
+
+    #[test]
+    fn four_items_on_three_bins_fail_and_are_reported() {
+        // The Hall violation the bound counts: with three bins, a fourth
+        // item cannot be placed, whatever the walk does.
+        let mut rng = StdRng::seed_from_u64(9);
+        let keys: Vec<u128> = (0..4).map(|_| rng.gen()).collect();
+        assert!(CuckooBins::build(&keys, 3, 0, &mut rng).is_err());
+        assert!(CuckooBins::build(&keys[..3], 3, 0, &mut rng).is_ok());
     }
 
     #[test]

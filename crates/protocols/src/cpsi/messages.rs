@@ -15,17 +15,21 @@
 //! | 11 | R -> S | [`KIND_UNION`]: the union's encrypted items |
 //! | 12 | S -> R | [`KIND_CORRECTIONS`]: the inner product's OT corrections (`product`) |
 //! | 13 | R -> S | [`KIND_CHOSEN`]: the CGS equality's masked OT messages (`cgs`) |
+//! | 14 | R -> S | [`KIND_SWITCH_FLIPS`]: the union's switching network, one OT choice correction per switch (`osn`) |
+//! | 15 | S -> R | [`KIND_SWITCH_MASKS`]: the network's masked inputs, then three planes of one bit per switch (`osn`) |
 //! | 20-22 | | EPC's public key, sender batches and replies (`epc::messages`) |
 //!
 //! Order: hellos, 2, the OPRF's silent VOLE, 3, 4, 5, EPC (20, then
 //! 21 and 22 interleaved by groups), the OT extensions' base OTs and
 //! extensions, 7 per circuit layer, then the
-//! application's 8, 9, 10, 11. Every chunked transfer has a length both
+//! application's 8, 9, 10 (the union: its switching network's forward
+//! OTs, 14, 15, then 8 and 11). Every chunked transfer has a length both
 //! parties know in advance, and [`recv_exact`] refuses any other.
 
 use psikit_io::MAX_KEY_FORMAT;
 use psikit_transport::{Channel, DecodeError, Message, ProtocolId, Reader, Writer};
 
+use super::bits::Bits;
 use super::rot::OtKind;
 use super::{Agreed, App, Epc, Reveal, MAX_VALUE_COLUMNS};
 use crate::common::byte_array_message;
@@ -41,6 +45,8 @@ pub const KIND_PADS: u8 = 9;
 pub const KIND_UNION: u8 = 11;
 pub const KIND_CORRECTIONS: u8 = 12;
 pub const KIND_CHOSEN: u8 = 13;
+pub const KIND_SWITCH_FLIPS: u8 = 14;
+pub const KIND_SWITCH_MASKS: u8 = 15;
 
 /// Longest item the union carries (bytes).
 pub const MAX_UNION_ITEM: u16 = 1024;
@@ -206,6 +212,34 @@ pub async fn recv_exact(ch: &mut Channel, kind: u8, len: usize) -> Result<Vec<u8
         .into());
     }
     Ok(bytes)
+}
+
+/// Sends bit vectors as one chunked transfer of `kind`: each in its
+/// [`Bits::to_bytes`] form, one after the other.
+pub async fn send_bits(ch: &mut Channel, kind: u8, parts: &[&Bits]) -> Result<(), Error> {
+    let bytes: Vec<u8> = parts.iter().flat_map(|b| b.to_bytes()).collect();
+    send(ch, kind, &bytes).await
+}
+
+/// Receives what [`send_bits`] sent for bit vectors of `lens` bits: exactly
+/// their bytes (bounded before anything is allocated), and no bit set past
+/// a vector's length.
+pub async fn recv_bits<const K: usize>(
+    ch: &mut Channel,
+    kind: u8,
+    lens: [usize; K],
+) -> Result<[Bits; K], Error> {
+    let total = lens.iter().map(|l| l.div_ceil(8)).sum();
+    let bytes = recv_exact(ch, kind, total).await?;
+    let mut at = 0;
+    let mut parts = lens.map(|_| Bits::default());
+    for (part, len) in parts.iter_mut().zip(lens) {
+        let end = at + len.div_ceil(8);
+        *part = Bits::from_bytes(&bytes[at..end], len)
+            .ok_or(Violation::Invalid("bit vector (a bit set past its length)"))?;
+        at = end;
+    }
+    Ok(parts)
 }
 
 /// `width`-byte little-endian truncations of 128-bit blocks.

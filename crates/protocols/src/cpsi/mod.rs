@@ -28,8 +28,8 @@
 //!
 //! Then the application ([`apps`], paper §3.3). [`epc`] is the paper's
 //! equality-preserving compression (§4), which shortens the tags from `ℓ`
-//! to `ℓ_c` bits between steps 2 and 3; it is built and tested on its own
-//! and not yet used by the steps above.
+//! to `ℓ_c` bits between steps 2 and 3 (on by default; `Epc::Off`
+//! compares the tags themselves).
 //!
 //! # Roles
 //! The **receiver** holds the cuckoo table; the **sender** the simple
@@ -42,13 +42,19 @@
 //!
 //! # Security model and leakage
 //! Semi-honest security (both parties follow the protocol), 128-bit
-//! computational (silent OT and VOLE under dual LPN at the parameters
-//! `psikit_ot::silent::params` enforces; fixed-key AES as a random
-//! permutation; BFV at the HomomorphicEncryption.org 128-bit bound) and
-//! 40-bit statistical (tags of `ℓ = 40 + ⌈log2 M⌉` bits; EPC's noise
-//! flooding within `2^-40` over the whole run; the cuckoo table and the
-//! OKVS fail with probability below `2^-40`, which ends the run with an
-//! error and no output).
+//! computational and 40-bit statistical:
+//! * silent OT and VOLE under dual LPN with regular noise, at the rule
+//!   `psikit_ot::silent::params` enforces for each noise: the OPPRF's VOLE
+//!   has field noise and takes `t ≥ -128 / log2(1 - δ)` trees (848 at
+//!   `δ = 0.1`), the triples' correlated OT binary noise and `t ≥ -128 /
+//!   log2(1 - 2δ)` (400) (Boyle et al., CCS 2019; RRT23 for the code);
+//! * fixed-key AES as a random permutation (Guo et al., S&P 2020), and
+//!   BFV at the HomomorphicEncryption.org 128-bit bound;
+//! * tags of `ℓ = 40 + ⌈log2 M⌉` bits; EPC's noise flooding within `2^-40`
+//!   over the whole run; the OKVS and the cuckoo table fail with
+//!   probability below `2^-40`, which ends the run with an error and no
+//!   output (the table: three distinct locations, a proven bound for sets
+//!   under 8,192 items and PSTY19's `1.27·N` from there, [`hashing::bins`]).
 //!
 //! Each party learns the other's set size, whether the other brings
 //! values, and the output of the application, nothing else:
@@ -60,12 +66,42 @@
 //!   whether `|X ∩ Y| ≥ k`, and nothing more when it is not;
 //! * threshold: one bit, whether `|X ∩ Y| ≥ t`;
 //! * union: the sender learns the receiver's items outside the
-//!   intersection, hence `X ∪ Y` and `|X ∩ Y|`; it also learns the length
-//!   of the receiver's longest item, to which the items are padded.
+//!   intersection, hence `X ∪ Y` and `|X ∩ Y|`, and the length of the
+//!   receiver's longest item (to which the items are padded); the
+//!   receiver learns nothing. The items come one encrypted slot per bin,
+//!   and the sender can tell which slots do not open (the intersection's);
+//!   since it knows which of its own items hash to which bins, slots in
+//!   bin order would give it most of `X ∩ Y`. So the bins are first
+//!   shuffled by a uniformly random permutation only the receiver knows:
+//!   Permute+Share of the sender's membership shares on an oblivious
+//!   switching network (module `osn`; Mohassel and Sadeghian, Eurocrypt
+//!   2013; as in the set operations of Garimella, Mohassel, Rosulek,
+//!   Sadeghian and Singh, CRYPTO 2021, and the shuffle-based union of
+//!   Jia, Sun, Liu, Zhang and Chen, USENIX Security 2022), the receiver
+//!   permuting its shares and items alike. The sender then sees the
+//!   outcomes in an order independent of the bins. It can still tell a
+//!   slot that opens empty (an empty bin) from one that does not open;
+//!   after the shuffle that only counts the empty bins, `M - |Y|`, which
+//!   it knows from the set sizes. The shuffle costs one forward random OT
+//!   and 4 bits of traffic per switch of an arbitrary-size Waksman
+//!   network, `M⌈log2 M⌉ - 2^⌈log2 M⌉ + 1` switches (26 M at 2^20
+//!   items).
 //!
 //! A party to which the result is not revealed learns nothing from the
 //! run (except, for sums with a minimum intersection, whether it was
 //! reached).
+//!
+//! These hold per run. Across runs, outputs combine: a party that runs a
+//! cardinality or sum twice with sets differing in one item learns that
+//! item's membership (differencing), and a minimum intersection does not
+//! stop it (two runs above the minimum differ by one). Deployments that
+//! answer repeated queries must limit them, as `psikit serve`'s
+//! `--query-budget` does for the unbalanced protocols.
+//!
+//! An opened result that no run on the two set sizes can give (a count
+//! above the smaller set, a union bringing more items than the provider
+//! has) is refused with an error: semi-honest security gives no
+//! integrity, but a fault must not print as a result.
 
 pub mod apps;
 pub mod bits;
@@ -77,6 +113,7 @@ pub mod hashing;
 pub mod leaves;
 pub mod messages;
 pub mod opprf;
+mod osn;
 pub mod product;
 mod receiver;
 pub mod rot;
@@ -90,7 +127,7 @@ use std::time::Duration;
 
 use psikit_ot::{ExtConfig, SessionId};
 
-use crate::Error;
+use crate::{Error, Violation};
 
 /// The run's stages as both roles tell their `Progress`: the hashing into
 /// bins, the OPPRF, the comparison (EPC, triples, the equality circuit),
@@ -620,10 +657,47 @@ async fn aggregate(
             let max = (shares.len() as u64).max(t);
             let bit = apps::at_least(ch, triples, count, t, max, me == Role::Sender).await?;
             let open = apps::open_one(ch, u64::from(bit), me, cfg.reveal).await?;
-            Ok(Output::Threshold(open.map(|b| b & 1 == 1)))
+            // Each party's share is a bit as a number: the sum is 0, 1 or
+            // 2, and its low bit is their XOR.
+            match open {
+                Some(b) if b > 2 => Err(Violation::Impossible(format!(
+                    "the threshold test opened to {b}, not the sum of two bits"
+                ))
+                .into()),
+                open => Ok(Output::Threshold(open.map(|b| b & 1 == 1))),
+            }
         }
         App::Shares | App::Union => Err(Error::Internal("not an aggregate")),
     }
+}
+
+/// Refuses an opened result that no run on sets of `sender` and
+/// `receiver` items can give: semi-honest security promises no integrity,
+/// but a flipped byte in a share must not print an intersection larger
+/// than either set (or a union that drops items) as if it were true.
+fn check_opened(output: Output, sender: u64, receiver: u64) -> Result<Output, Error> {
+    let most = sender.min(receiver);
+    let count = match &output {
+        Output::Cardinality(Some(c)) => Some(*c),
+        Output::Sum(Some(s)) => Some(s.cardinality),
+        _ => None,
+    };
+    if let Some(c) = count.filter(|&c| c > most) {
+        return Err(Violation::Impossible(format!(
+            "the intersection size opened to {c}, above the smaller set's {most} items"
+        ))
+        .into());
+    }
+    if let Output::Union(Some(items)) = &output {
+        if items.len() as u64 > receiver {
+            return Err(Violation::Impossible(format!(
+                "the union brought {} items from a set of {receiver}",
+                items.len()
+            ))
+            .into());
+        }
+    }
+    Ok(output)
 }
 
 /// The run's outcome, with the traffic since `start` (bytes sent and
@@ -765,3 +839,33 @@ async fn hello(
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod opened_tests {
+    use super::*;
+
+    #[test]
+    fn results_no_run_can_give_are_refused() {
+        // A flipped share byte once printed 18,446,680,302,035,142,108
+        // matches for two sets of 3,000 items.
+        let huge = Output::Cardinality(Some(18_446_680_302_035_142_108));
+        let err = check_opened(huge, 3000, 3000).unwrap_err();
+        assert!(err.to_string().contains("above the smaller set"), "{err}");
+        assert!(check_opened(Output::Cardinality(Some(11)), 10, 3000).is_err());
+        assert!(check_opened(Output::Cardinality(Some(10)), 10, 3000).is_ok());
+        assert!(check_opened(Output::Cardinality(None), 1, 1).is_ok());
+        let sums = |cardinality| {
+            Output::Sum(Some(Sums {
+                cardinality,
+                sender_values: vec![],
+                receiver_values: vec![],
+                inner_product: None,
+            }))
+        };
+        assert!(check_opened(sums(8), 7, 9).is_err());
+        assert!(check_opened(sums(7), 7, 9).is_ok());
+        let union = |n| Output::Union(Some(vec![vec![1u8]; n]));
+        assert!(check_opened(union(6), 9, 5).is_err());
+        assert!(check_opened(union(5), 9, 5).is_ok());
+    }
+}

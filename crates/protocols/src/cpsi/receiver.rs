@@ -12,8 +12,8 @@ use super::messages::Seeds;
 use super::opprf;
 use super::rot::Side;
 use super::{
-    aggregate, compare, hello, outcome, rng, session_id, App, CpsiConfig, Input, Meter, Outcome,
-    Output, Phases, Role, Shares,
+    aggregate, check_opened, compare, hello, outcome, rng, session_id, App, CpsiConfig, Input,
+    Meter, Outcome, Output, Phases, Role, Shares,
 };
 use super::{STAGE_COMPARE, STAGE_HASHING, STAGE_OPPRF, STAGE_RESULT};
 use crate::vole_psi::oprf::item_keys;
@@ -119,6 +119,7 @@ pub async fn run_receiver(
             aggregate(ch, &mut c, me, cfg, &weights, columns).await?
         }
     };
+    let output = check_opened(output, peer.set_size, n_r as u64)?;
     phases.application = meter.mark(ch);
     Ok(outcome(ch, output, phases, start))
 }

@@ -11,8 +11,8 @@ use super::messages::Seeds;
 use super::opprf::{self, Program};
 use super::rot::Side;
 use super::{
-    aggregate, compare, hello, outcome, rng, session_id, App, CpsiConfig, Input, Meter, Outcome,
-    Output, Phases, Role, Shares,
+    aggregate, check_opened, compare, hello, outcome, rng, session_id, App, CpsiConfig, Input,
+    Meter, Outcome, Output, Phases, Role, Shares,
 };
 use super::{STAGE_COMPARE, STAGE_HASHING, STAGE_OPPRF, STAGE_RESULT};
 use crate::vole_psi::oprf::item_keys;
@@ -126,6 +126,7 @@ pub async fn run_sender(
             aggregate(ch, &mut c, me, cfg, &weights, columns).await?
         }
     };
+    let output = check_opened(output, n_s as u64, peer.set_size)?;
     phases.application = meter.mark(ch);
     Ok(outcome(ch, output, phases, start))
 }

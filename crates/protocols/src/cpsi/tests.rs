@@ -445,3 +445,101 @@ fn hellos_carry_kk13_as_code_2() {
     payload[9] = 3;
     assert!(messages::Hello::decode(&payload, ()).is_err());
 }
+
+/// What the union's learner can tell of its own items from its view: per
+/// item, the guess "in the intersection" when a slot at one of its bins
+/// did not open (right for the bin-ordered union: an intersection item
+/// closes its own bin). Returns the accuracy over `runs` random sets in
+/// which exactly half of the learner's items are the provider's, so
+/// chance is 1/2; `shuffled` runs today's union, otherwise the slots in
+/// bin order (the union before the shuffle).
+async fn union_distinguisher_accuracy(shuffled: bool, runs: u64) -> f64 {
+    use super::apps::{self, Slot};
+    use super::hashing::{self, CuckooBins};
+    use crate::vole_psi::oprf::item_keys;
+    let (mut right, mut total) = (0usize, 0usize);
+    for run in 0..runs {
+        // 8000 provider items, 200 of them shared with the learner's 400.
+        let mut rng = StdRng::seed_from_u64(900 + run);
+        let item = |i: usize| format!("{run}-{i}").into_bytes();
+        let s: Vec<Vec<u8>> = (0..400).map(item).collect();
+        let r: Vec<Vec<u8>> = (200..8200).map(item).collect();
+        let truth: Vec<bool> = (200..8200).map(|i| i < 400).collect();
+        let m = hashing::bins(r.len()).expect("bins");
+        let seed: u128 = rng.gen();
+        let table = CuckooBins::build(&item_keys(&r), m, seed, &mut rng).expect("fits");
+        let member = |bin: usize| table.item_of_bin[bin].is_some_and(|i| truth[i as usize]);
+        let learner_shares = bits::Bits::from_bools((0..m).map(|_| rng.gen::<bool>()));
+        let provider_shares =
+            bits::Bits::from_bools((0..m).map(|bin| learner_shares.get(bin) ^ member(bin)));
+        let items: Vec<Option<Vec<u8>>> = table
+            .item_of_bin
+            .iter()
+            .map(|i| i.map(|i| r[i as usize].clone()))
+            .collect();
+        let width = r.iter().map(Vec::len).max().unwrap_or(0);
+
+        let (mut a, mut b) = Channel::memory_pair(Limits::default());
+        let learner = tokio::spawn(async move {
+            let mut rots = osn::tests::rots(&mut a, true).await;
+            match shuffled {
+                true => apps::union_view(&mut a, &mut rots, &learner_shares, width).await,
+                false => apps::open_slots(&mut a, &mut rots, &learner_shares, width).await,
+            }
+        });
+        let mut rots = osn::tests::rots(&mut b, false).await;
+        let items: Vec<Option<&[u8]>> = items.iter().map(Option::as_deref).collect();
+        match shuffled {
+            true => apps::union_provide(&mut b, &mut rots, &provider_shares, &items, width).await,
+            false => apps::fill_slots(&mut b, &mut rots, &provider_shares, &items, width).await,
+        }
+        .expect("provider");
+        let view = learner.await.expect("learner task").expect("learner");
+        assert_eq!(view.len(), m);
+        let closed = view.iter().filter(|s| **s == Slot::Closed).count();
+        assert_eq!(closed, truth.iter().filter(|&&t| t).count());
+
+        // The distinguisher: the learner's own items and their bins.
+        let held: std::collections::HashSet<&Vec<u8>> = r.iter().collect();
+        let mut guess = vec![false; s.len()];
+        for (bin, item) in hashing::simple_table(&item_keys(&s), m, seed) {
+            guess[item as usize] |= view[bin as usize] == Slot::Closed;
+        }
+        let members = s.iter().filter(|x| held.contains(x)).count();
+        assert_eq!(
+            2 * members,
+            s.len(),
+            "half of the learner's items are shared"
+        );
+        right += s
+            .iter()
+            .zip(&guess)
+            .filter(|(x, &g)| held.contains(x) == g)
+            .count();
+        total += s.len();
+    }
+    right as f64 / total as f64
+}
+
+/// The union must not tell the learner which of its items are in the
+/// intersection: from its view alone, the distinguisher of
+/// [`union_distinguisher_accuracy`] does no better than chance (within
+/// four standard deviations of 1/2 over 2,000 guesses), where on the
+/// slots in bin order (the union before the shuffle) it is nearly always
+/// right.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_union_hides_the_intersection_from_its_learner() {
+    let runs = 5;
+    let sd = 0.5 / ((400 * runs) as f64).sqrt();
+    let shuffled = union_distinguisher_accuracy(true, runs).await;
+    assert!(
+        (shuffled - 0.5).abs() < 4.0 * sd,
+        "the learner guesses its items' membership with accuracy {shuffled:.3}"
+    );
+    let in_bin_order = union_distinguisher_accuracy(false, 2).await;
+    assert!(
+        in_bin_order > 0.9,
+        "the distinguisher should read bin-ordered slots: {in_bin_order:.3}"
+    );
+    eprintln!("union distinguisher: shuffled {shuffled:.4}, bin order {in_bin_order:.4}");
+}

@@ -12,10 +12,12 @@
 //!
 //! Semi-honest security (Theorem 1): the receiver sees only fresh BFV
 //! ciphertexts under the sender's key; the sender decrypts `D + r*` with
-//! `r*` uniform, whose noise is flooded. Leakage: the number of batches,
-//! `ceil(M/n)`.
+//! `r*` uniform, whose noise is flooded within `2^-40` over the whole run
+//! ([`SIGMA`]; the paper floods per coefficient). Leakage: the number of
+//! batches, `ceil(M/n)`.
 //!
-//! # Protocol (Fig. 6), streaming per batch of `n = 4096` slots
+//! # Protocol (Fig. 6), streaming per batch of `n` slots (the ring degree,
+//! 4096 or 8192: [`DEGREES`])
 //!
 //! 1. [`EpcSender::new`] makes a ternary secret key and sends its public
 //!    key ([`EpcPublicKey`]); [`EpcReceiver::new`] takes it.
@@ -43,22 +45,27 @@
 //!
 //! | quantity | rule | source |
 //! |---|---|---|
-//! | `n` | 4096 | §6.1 (smallest ring with a depth-1 plaintext product) |
+//! | `n` | the smallest of [`DEGREES`] (4096, 8192) whose 128-bit modulus bound holds the run's flooding | §6.1 (4096 is the smallest ring with a depth-1 plaintext product) |
 //! | `p` | the largest prime of `ℓ_c` bits with `p ≡ 1 mod 2n` (16 → 40961) | §6.1, batching condition (1) |
 //! | `w`, `u` | largest `w` with `p > u·(w-1)²`, `u = ceil(ℓ / log2 w)` | §4.1 (3), §6.1 |
 //! | `B_fresh` | 23: fhe's error has `\|e\| ≤ 2·11`, its `floor(Q·m/p)` encoding adds `< 1` | `psikit_he::FRESH_NOISE_BOUND` |
 //! | `B*` | `B_fresh·(1 + u·n·(p-1)/2) + 1` | Lemma 1 / Theorem 1, with `δ_R = n`, multipliers lifted centered (`\|c\| ≤ (p-1)/2`); fhe's exact `floor(Q·m/p)` encoding removes Lemma 1's `δ_R·p²` term |
-//! | `B_fp` | `2^40·B*`, uniform in `[-B_fp, B_fp]` | Theorem 1, σ = 40 |
+//! | `B_fp` | `2^(40 + c)·B*` with `2^c ≥` the run's reply coefficients, uniform in `[-B_fp, B_fp]` | Theorem 1, σ = 40 over the run (the paper: per coefficient, `c = 0`) |
 //! | `B_pk` | `n·22² + 22 + n·22` (public-key encryption of zero) | `psikit_he::public_key_noise_bound` |
 //! | `Q = q_1·q_2` | smallest, two primes `≡ 1 mod 2n` of `ceil(b/2)`, `floor(b/2)` bits, with `4p·(ceil((B* + B_pk + B_fp)/q_2) + n + 1) ≤ q_1` | Theorem 1's `q > p·(B_fp + B* + 2p)`, made exact: the reply is decrypted mod `q_1` after an exact switch (noise `/q_2`, `+ (n+1)/2`), needs noise `< q_1/(2p)`, and keeps a factor 2 ([`MARGIN_BITS`]) |
-//! | 128-bit | `log2 Q ≤ 109` at `n = 4096` (no special prime) | HomomorphicEncryption.org table, `psikit_he::security::check_128` |
+//! | 128-bit | `log2 Q ≤ 109` at `n = 4096`, `≤ 218` at 8192 (no special prime) | HomomorphicEncryption.org table, `psikit_he::security::check_128` |
 //! | dropped bits `d` | largest with `4p·(switched noise + 2^(d-1)·(n+1)) ≤ q_1` | rounding `c0, c1` adds `≤ 2^(d-1)·(1 + n)` |
 //!
 //! Our `Q` is about 8 bits above Table 3's `log q` (84 at `ℓ_c = 16`): the
 //! paper's "empirically `log q ≈ σ + 2 log p + log n`" uses typical noise,
 //! while we bound the worst case so that decryption can never fail (the
 //! tests measure the evaluation noise 9 bits below `B*`: 25-32 bits against
-//! bounds of 35-41). The derived sets (`log2 Q` with the moduli' bit sizes; `w`/`u` as in Table 3):
+//! bounds of 35-41). The sets derived under the paper's convention
+//! (`n = 4096`, flooding per coefficient; `EpcParams::per_coefficient`,
+//! kept to compare with Table 3; a run floods over all its coefficients,
+//! which adds `c ≈ log2 M` bits to `Q` and at `M = 1.27·2^20` takes
+//! `n = 8192`: see "Flooding, precisely"; `log2 Q` with the moduli' bit
+//! sizes; `w`/`u` as in Table 3):
 //!
 //! | `ℓ_c` | `p` | `log2 Q` (bits of `q_1`, `q_2`) | `d` | `ℓ = 57`: `w`, `u` | `ℓ = 61`: `w`, `u` |
 //! |---|---|---|---|---|---|
@@ -106,10 +113,14 @@
 //! # Flooding, precisely
 //!
 //! Flooding `B*` by `2^40` (Theorem 1) bounds the statistical distance of
-//! one reply *coefficient* by `2^-41`; over a whole run it is at most
-//! `M·2^-41` (about `2^-20` at `M = 2^20`). That is the paper's
-//! convention; a run-wide `2^-40` would need `B_fp ≈ 2^(40 + log M)·B*`,
-//! which does not fit the 128-bit bound at `n = 4096` for `ℓ_c = 22`.
+//! one reply *coefficient* by `2^-41`; over a whole run it would be up to
+//! `M·2^-41` (about `2^-20` at `M = 2^20`), the paper's convention.
+//! psikit floods by `2^(40 + c)` with `2^c` at least the run's reply
+//! coefficients, so the whole run stays within `2^-40`. At `M = 1.27·2^20`
+//! that is 61 bits of flooding, which needs about 116-bit moduli: above
+//! the 109 bits the 128-bit table allows at `n = 4096`, so such runs take
+//! `n = 8192`, where `ℓ_c = 16` has no prime `≡ 1 mod 16384` and the
+//! smallest `ℓ_c` is 17 ([`crate::cpsi::Epc::Auto`] picks it).
 
 mod digits;
 pub mod driver;
