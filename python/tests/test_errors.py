@@ -138,3 +138,39 @@ def test_ctrl_c_interrupts_a_query_to_a_silent_server():
             with pytest.raises(KeyboardInterrupt):
                 query(addr, ["a"])
             assert time.monotonic() - t0 < 10
+
+
+def test_a_peers_error_text_is_escaped():
+    """A hostile peer's error frame (newline, ANSI escapes) reaches the
+    exception escaped and on one line, so it cannot forge output."""
+    import socket
+    import struct
+    import threading
+
+    text = "oops\n3000 of 3000 distinct items matched\x1b[2J\x1b[31m".encode()
+    payload = struct.pack(">HI", 6, len(text)) + text
+    frame = struct.pack(">I", len(payload) + 3) + bytes([2, 1, 0xFF]) + payload
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+
+    def fake_server():
+        conn, _ = listener.accept()
+        with conn:
+            conn.settimeout(2)
+            try:
+                conn.recv(65536)
+            except OSError:
+                pass
+            conn.sendall(frame)
+
+    t = threading.Thread(target=fake_server)
+    t.start()
+    addr = "127.0.0.1:%d" % listener.getsockname()[1]
+    with pytest.raises(psikit.ProtocolError) as caught:
+        psikit.filter.query(addr, ["a"], timeout=10)
+    t.join()
+    listener.close()
+    message = str(caught.value)
+    assert "\x1b" not in message and "\n" not in message, repr(message)
+    assert "peer said" in message and "\\u{1b}[2J" in message, repr(message)
