@@ -113,7 +113,8 @@ fn kernels(count: usize, threads: usize, noise: Noise) -> (Duration, Duration) {
         let roots: Vec<u128> = (1..=params.trees as u128).collect();
         let mut leaves = vec![0u128; params.n()];
         let t = Instant::now();
-        ggm::sender_expand(&roots, params.depth, &mut leaves);
+        let tweaks = ggm::Tweaks::new(&SessionId::new(b"silent bench"), 0, 0);
+        ggm::sender_expand(&roots, params.depth, tweaks, &mut leaves);
         let ggm = t.elapsed();
         let code: ExConvCode = params.code();
         let t = Instant::now();
