@@ -288,7 +288,9 @@ fn errors_are_one_clear_line_and_exit_nonzero() {
 /// Runs `command send` and `command receive` (e.g. `["psi"]` or
 /// `["psi", "--protocol", "rr16"]`) as two processes over loopback TCP,
 /// with the result revealed to the sender, and checks both outputs.
-fn two_processes_over_tcp(command: &[&str]) {
+/// Runs a two-party command's receiver and sender over TCP on the same
+/// small sets, checks both outputs and returns the receiver's stdout.
+fn two_processes_over_tcp(command: &[&str]) -> String {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     write(
@@ -372,6 +374,7 @@ fn two_processes_over_tcp(command: &[&str]) {
         std::fs::read_to_string(d.join("a-out.csv")).unwrap(),
         "email\nbob@x.org\ncarol@x.org\n"
     );
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 #[test]
@@ -381,8 +384,11 @@ fn rr16_two_processes_over_tcp() {
 
 #[test]
 fn psi_two_processes_over_tcp_with_vole_and_rr16() {
-    two_processes_over_tcp(&["psi"]);
-    two_processes_over_tcp(&["psi", "--malicious"]);
+    // The summary names the mode that ran.
+    let out = two_processes_over_tcp(&["psi"]);
+    assert!(out.contains("VOLE-PSI (semi-honest)"), "{out}");
+    let out = two_processes_over_tcp(&["psi", "--malicious"]);
+    assert!(out.contains("VOLE-PSI (malicious)"), "{out}");
     two_processes_over_tcp(&["psi", "--protocol", "rr16", "--malicious"]);
 }
 

@@ -53,6 +53,7 @@ pub fn write_or_match(path: &Path, secret: &[u8]) -> Result<(), Error> {
 /// A public digest of a secret key, stored beside what depends on the key
 /// so that a state is never loaded under another key. SHA-256 with a
 /// label: it reveals nothing usable about a uniformly random key.
+#[cfg(feature = "filter")]
 pub fn digest(secret: &[u8]) -> [u8; 32] {
     Sha256::new()
         .chain_update(b"psikit oprf key digest v1")

@@ -16,6 +16,7 @@ pub mod two_party;
 #[cfg(any(feature = "filter", feature = "he"))]
 use psikit_transport::shown;
 
+#[cfg(any(feature = "filter", feature = "he"))]
 use crate::Error;
 
 /// One item of the querying party's input that the other party holds.
@@ -76,10 +77,9 @@ pub(crate) fn advance(progress: &dyn Progress, done: u64) -> Result<(), Error> {
 
 /// Refuses keys encoded otherwise than a server state's (when both are
 /// known; `psikit_io::KeySpec::key_format`): they could never match.
-/// `whose` names the other side in the message.
+/// `whose` names the other side in the message. One side's key format
+/// came from the peer: both are shown escaped (`psikit_transport::text`).
 #[cfg(any(feature = "filter", feature = "he"))]
-/// One side's key format came from the peer: both are shown escaped
-/// (`psikit_transport::text`).
 pub(crate) fn same_key_format(state: &str, other: &str, whose: &str) -> Result<(), Error> {
     if state.is_empty() || other.is_empty() || state == other {
         return Ok(());
