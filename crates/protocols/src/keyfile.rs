@@ -44,7 +44,7 @@ pub fn write_or_match(path: &Path, secret: &[u8]) -> Result<(), Error> {
     match bool::from(subtle::ConstantTimeEq::ct_eq(existing.as_slice(), secret)) {
         true => Ok(()),
         false => Err(Error::StateFile(format!(
-            "{} holds the OPRF key of another state; use an empty directory",
+            "{} holds the OPRF key of another database or filter state; use an empty directory",
             path.display()
         ))),
     }

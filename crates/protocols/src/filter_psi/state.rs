@@ -537,7 +537,10 @@ mod tests {
         let (second, _) =
             ServerState::build(key(), random_tags(30), FilterConfig::default()).unwrap();
         let err = second.save(dir.path()).unwrap_err();
-        assert!(err.to_string().contains("another state"), "{err}");
+        assert!(
+            err.to_string().contains("another database or filter state"),
+            "{err}"
+        );
         assert_eq!(ServerState::load(dir.path()).unwrap().len(), 20);
         // A key file swapped under a saved state is caught on load.
         let key_path = dir.path().join(KEY_FILE);
