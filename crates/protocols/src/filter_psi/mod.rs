@@ -58,6 +58,8 @@ pub use facade::{
     query_stepper, setup, setup_from_spool, update, ClientQuery, FilterClient, SetupReport,
 };
 pub use server::{FilterService, FilterSnapshot, SyncBody};
+#[cfg(feature = "fuzzing")]
+pub(crate) use state::STATE_VERSION;
 pub use state::{tags_for_items, tags_from_reader, ServerState, UpdateReport};
 
 /// Protocol id of this protocol in [`psikit_transport::Frame`]s.

@@ -39,7 +39,7 @@ const STATE_MAGIC: &[u8; 8] = b"PSIKFLT\0";
 /// (`keyfile::digest`), checked on load; version 3 has none (still read,
 /// unchecked). Versions 2 and up end with a SHA-256 digest of everything
 /// before it; version 1 (no digest) is still read.
-const STATE_VERSION: u8 = 4;
+pub(crate) const STATE_VERSION: u8 = 4;
 /// Digested, with the key format, without the key's digest.
 const UNBOUND_VERSION: u8 = 3;
 /// Digested, without the key format (read as unknown).

@@ -229,14 +229,20 @@ pub fn filter_files(data: &[u8]) {
     }
 }
 
+/// The OPRF key filter states are decoded under (a state holds its key's
+/// digest, so the seeds are built under the same key).
+pub(crate) fn filter_key() -> ServerKey {
+    ServerKey::from_bytes(&[1; 32]).expect("a valid scalar")
+}
+
 fn filter_state(file: &[u8]) {
-    let key = ServerKey::from_bytes(&[1; 32]).expect("a valid scalar");
+    let key = filter_key();
     let Ok(state) = ServerState::decode(key, file) else {
         return;
     };
-    // Files of the current format (3) re-encode exactly; older ones load
-    // as the current format.
-    if file.get(8) == Some(&3) {
+    // Files of the current format re-encode exactly; older ones load as
+    // the current format.
+    if file.get(8) == Some(&crate::filter_psi::STATE_VERSION) {
         assert_eq!(state.encode(), file, "state re-encodes differently");
     }
     let current = state.version();

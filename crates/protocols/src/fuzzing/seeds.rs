@@ -189,7 +189,7 @@ fn cuckoo_filter_seeds() -> Vec<(&'static str, Vec<u8>)> {
 }
 
 fn filter_file_seeds() -> Vec<(&'static str, Vec<u8>)> {
-    let key = ServerKey::generate(&mut OsRng);
+    let key = super::filter_key();
     let tags = crate::filter_psi::tags_for_items(
         &key,
         &(0..60u32)
@@ -210,10 +210,10 @@ fn filter_file_seeds() -> Vec<(&'static str, Vec<u8>)> {
         state.update(pair.to_vec(), vec![]).expect("update");
     }
     let file = state.encode();
-    // Format 1: no key format (an empty one is four zero bytes after the
-    // version) and no digest.
+    // Format 1: no key digest (32 bytes after the version), no key format
+    // (an empty one is four zero bytes after that) and no file digest.
     let mut undigested = file[..file.len() - 32].to_vec();
-    undigested.drain(9..13);
+    undigested.drain(9..9 + 32 + 4);
     undigested[8] = 1;
     let snapshot = FilterSnapshot::new(state);
     let (header, body) = snapshot.answer_sync(&SyncRequest { have: None }, MAX_ITEMS);
