@@ -17,7 +17,7 @@ pub const HE_PSI: ProtocolId = 2;
 pub const OT: ProtocolId = 3;
 /// Malicious-secure PSI from OT extension and garbled Bloom filters.
 pub const RR16: ProtocolId = 4;
-/// Reserved: circuit PSI and its applications.
+/// Circuit PSI and its applications (Pinkas et al. framework with EPC).
 pub const CIRCUIT_PSI: ProtocolId = 5;
 /// Balanced PSI from silent VOLE and an OKVS (Raghuraman-Rindal 2022).
 pub const VOLE_PSI: ProtocolId = 6;
