@@ -20,6 +20,8 @@ from . import _native
 
 T = TypeVar("T")
 
+__all__ = ["run"]
+
 
 def _call(token: Any, fn: Callable[..., T], args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> T:
     with token:

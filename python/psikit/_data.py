@@ -24,6 +24,19 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Union
 from . import _native
 from ._native import InputError
 
+__all__ = [
+    "Normalize",
+    "Columns",
+    "Progress",
+    "DEFAULT_NORMALIZE",
+    "normalize_option",
+    "Prepared",
+    "prepare",
+    "Rows",
+    "result",
+    "ProgressReporter",
+]
+
 Normalize = Union[str, Sequence[str]]
 Columns = Union[str, Sequence[str], None]
 #: The ``progress=`` argument of long calls: ``callback(stage, done, total)``

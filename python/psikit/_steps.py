@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, Optional
 
+__all__ = ["Stepped"]
+
 
 class Stepped:
     """A native party (``_native.Party``) driven by :meth:`step`."""

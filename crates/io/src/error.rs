@@ -124,7 +124,7 @@ pub enum Error {
     /// A row's encoded key is longer than any protocol accepts.
     #[error(
         "{input} row {row}: the key is {len} bytes; keys of at most {max} bytes are accepted",
-        max = crate::spec::MAX_KEY_BYTES
+        max = crate::limits::MAX_KEY_BYTES
     )]
     KeyTooLong {
         /// The file being read.

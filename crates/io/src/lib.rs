@@ -36,6 +36,7 @@
 
 mod error;
 mod label;
+mod limits;
 mod normalize;
 mod reader;
 mod spec;
@@ -47,9 +48,10 @@ pub use csv::ByteRecord;
 
 pub use error::{Error, Result};
 pub use label::{decode_label, encode_label};
+pub use limits::{MAX_KEY_BYTES, MAX_KEY_FORMAT};
 pub use normalize::Normalize;
 pub use reader::{Item, KeyReader, LabeledItem, ReadStats};
-pub use spec::{Column, KeySpec, MAX_KEY_BYTES, MAX_KEY_FORMAT};
+pub use spec::{Column, KeySpec};
 pub use synth::{
     overlap_plan, synthetic_row, write_overlapping_pair, write_synthetic_csv, OverlapPlan,
     SyntheticRow,

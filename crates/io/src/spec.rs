@@ -24,6 +24,7 @@ use csv::ByteRecord;
 
 use crate::error::{Error, Result};
 use crate::label::encode_label;
+use crate::limits::MAX_KEY_BYTES;
 use crate::normalize::Normalize;
 
 /// A key column, selected by header name or by 0-based position.
@@ -128,15 +129,6 @@ impl KeySpec {
         )
     }
 }
-
-/// Longest encoded key psikit accepts, in every protocol: the OPRF's input
-/// limit (RFC 9497 inputs carry a 2-byte length), checked while reading so
-/// the error names the file and row.
-pub const MAX_KEY_BYTES: usize = 65_535;
-
-/// Longest [`KeySpec::key_format`] a peer or a file may state (ours are
-/// under 60 bytes).
-pub const MAX_KEY_FORMAT: u64 = 256;
 
 /// A [`KeySpec`] resolved against one file's header: positions to read and
 /// how to encode them. Built once per file so per-row work is index lookups.

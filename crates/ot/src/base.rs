@@ -37,11 +37,8 @@ use sha2::{Digest, Sha256, Sha512};
 use subtle::{Choice, ConditionallySelectable};
 use zeroize::{Zeroize, ZeroizeOnDrop, Zeroizing};
 
-use crate::messages::{abort, malformed, BaseReceiverMessage, BaseSenderMessage};
+use crate::messages::{abort, malformed, BaseReceiverMessage, BaseSenderMessage, MAX_BASE_OTS};
 use crate::{ChoiceBits, OtError, SessionId};
-
-/// Most base OTs one batch may carry (bounds the receiver's message).
-pub const MAX_BASE_OTS: usize = 1 << 16;
 
 /// The sender's outputs: two random 128-bit keys per OT.
 #[derive(Clone, Zeroize, ZeroizeOnDrop)]

@@ -28,8 +28,10 @@
 use psikit_transport::wire::{DecodeError, Reader, Writer};
 use psikit_transport::{Channel, ErrorCode, ErrorMessage, Frame, Message, ProtocolId};
 
-use crate::base::MAX_BASE_OTS;
 use crate::OtError;
+
+/// Most base OTs one batch may carry (bounds the receiver's message).
+pub const MAX_BASE_OTS: usize = 1 << 16;
 
 /// Protocol id of every OT-layer message.
 pub const PROTOCOL_ID: u8 = psikit_transport::ids::OT;

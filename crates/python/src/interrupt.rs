@@ -25,7 +25,6 @@ use pyo3::exceptions::asyncio::CancelledError;
 use pyo3::prelude::*;
 
 use crate::errors::to_py;
-use crate::progress::Reporter;
 
 thread_local! {
     /// The token of the `with Cancel():` block this thread is in.
@@ -96,10 +95,18 @@ where
     drive(py, future, || None)
 }
 
+/// What can hold the exception that stopped a job: the progress reporter,
+/// whose Python callback may take a signal. A trait so that this module
+/// does not depend on `progress`, which depends on it.
+pub trait Stops: Sync {
+    /// The exception that stopped the job, if one did (taken once).
+    fn take_stop(&self) -> Option<PyErr>;
+}
+
 /// [`run`] for a future that reports to `reporter`: its callback may take
 /// the signal (Python runs the handler in whatever Python code runs on the
 /// main thread), and the exception it raised there ends the call too.
-pub fn run_reporting<F, T>(py: Python<'_>, reporter: &Reporter, future: F) -> PyResult<T>
+pub fn run_reporting<F, T>(py: Python<'_>, reporter: &impl Stops, future: F) -> PyResult<T>
 where
     F: Future<Output = Result<T, Error>> + Send,
     T: Send,

@@ -80,21 +80,23 @@ impl Reporter {
         lock(&self.stop).get_or_insert(e);
     }
 
-    /// The exception that stopped the job, if Python asked it to stop.
-    pub fn take_stop(&self) -> Option<PyErr> {
-        lock(&self.stop).take()
-    }
-
     /// The job's outcome for Python: a job stopped from Python raises what
     /// stopped it (`KeyboardInterrupt`, `asyncio.CancelledError`), also
     /// when the callback took the signal after the last check (its handler
     /// has run: the exception would be lost otherwise).
     pub fn finish<T>(&self, outcome: Result<T, Error>) -> PyResult<T> {
-        match (outcome, self.take_stop()) {
+        match (outcome, interrupt::Stops::take_stop(self)) {
             (_, Some(stop)) => Err(stop),
             (Ok(value), None) => Ok(value),
             (Err(e), None) => Err(to_py(e)),
         }
+    }
+}
+
+impl interrupt::Stops for Reporter {
+    /// The exception that stopped the job, if Python asked it to stop.
+    fn take_stop(&self) -> Option<PyErr> {
+        lock(&self.stop).take()
     }
 }
 

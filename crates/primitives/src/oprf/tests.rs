@@ -1,4 +1,9 @@
+use super::client::*;
+use super::hash::*;
+use super::suite::*;
+use super::wire::*;
 use super::*;
+use curve25519_dalek::scalar::Scalar;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
