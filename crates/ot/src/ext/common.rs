@@ -8,8 +8,8 @@ use rayon::prelude::*;
 use sha2::{Digest, Sha256};
 use zeroize::{Zeroize, Zeroizing};
 
+use super::config::{Security, BASE_OTS, KOS_EXTRA_ROWS, MAX_OTS};
 use super::outputs::{hash_in_place, RowHash};
-use super::{Security, BASE_OTS, KOS_EXTRA_ROWS, MAX_OTS};
 use crate::aes_hash::Prg;
 use crate::base::run_in;
 use crate::gf128::ColumnSums;

@@ -12,8 +12,9 @@ use super::common::{
     chi_weights, column_buffer, column_sums, finish_rows, frame_columns, prg_for, take_columns,
     total_rows,
 };
+use super::config::{Confirm, ExtConfig, Security, BASE_OTS};
 use super::outputs::{hash_in_place, RowRecycler};
-use super::{Confirm, ExtConfig, RandomReceiverOts, ReceiverOts, Security, BASE_OTS};
+use super::outputs::{RandomReceiverOts, ReceiverOts};
 use crate::aes_hash::Prg;
 use crate::base::{self, run_in, BaseSenderOutput};
 use crate::gf128;

@@ -12,8 +12,9 @@ use super::common::{
     check_frame_rows, check_header_fields, chi_weights, column_buffer, column_sums, finish_rows,
     frame_columns, prg_for, take_columns, total_rows,
 };
+use super::config::{Confirm, ExtConfig, Security, BASE_OTS};
 use super::outputs::{hash_flipped, hash_in_place, RowRecycler};
-use super::{Confirm, ExtConfig, RandomSenderOts, Security, SenderOts, BASE_OTS};
+use super::outputs::{RandomSenderOts, SenderOts};
 use crate::aes_hash::Prg;
 use crate::base::{self, run_in, BaseReceiverOutput};
 use crate::matrix::{frames, sender_columns, SUB_BATCH};

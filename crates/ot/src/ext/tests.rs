@@ -1,7 +1,10 @@
 use super::receiver::Cheat;
 use super::*;
+use crate::messages::Mode;
 use crate::messages::{kind, ExtHeader, PROTOCOL_ID};
+use crate::OtError;
 use crate::{ChoiceBits, SessionId};
+use psikit_transport::Channel;
 use psikit_transport::{ErrorCode, Frame, Limits, TransportError};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};

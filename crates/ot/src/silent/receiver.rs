@@ -5,10 +5,12 @@ use rand::{CryptoRng, Rng, RngCore};
 use subtle::ConstantTimeEq;
 use zeroize::Zeroizing;
 
+use super::both::{concat, pack_share, plan, run};
 use super::check::{self, CHECK_OTS};
 use super::code::Symbol;
+use super::ggm;
+use super::params::Noise;
 use super::params::SilentParams;
-use super::{concat, ggm, pack_share, plan, run, Noise};
 use crate::ext::Confirm;
 use crate::messages::{abort, SilentChallenge, SilentCheck, SilentTrees};
 use crate::{

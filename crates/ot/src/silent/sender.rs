@@ -4,9 +4,11 @@ use psikit_transport::Channel;
 use rand::{CryptoRng, Rng, RngCore};
 use zeroize::Zeroizing;
 
+use super::both::{concat, pack_share, plan, run};
 use super::check::{self, CHECK_OTS};
+use super::ggm;
+use super::params::Noise;
 use super::params::SilentParams;
-use super::{concat, ggm, pack_share, plan, run, Noise};
 use crate::ext::Confirm;
 use crate::messages::{SilentChallenge, SilentCheck, SilentTrees};
 use crate::{gf128, ExtConfig, OtError, OtExtSender, Security, SenderOts, SessionId};
