@@ -1,6 +1,6 @@
 //! KK13's receiver (the chooser): the extension and its outputs.
 
-use super::*;
+use super::code::*;
 use crate::aes_hash::Prg;
 use crate::base::{self, run_in, BaseSenderOutput};
 use crate::ext::ExtConfig;
@@ -10,6 +10,7 @@ use crate::transpose::transpose_nx128;
 use crate::{OtError, SessionId};
 use psikit_transport::{Channel, Frame};
 use rand::{CryptoRng, Rng, RngCore};
+use rayon::prelude::*;
 use zeroize::{Zeroize, Zeroizing};
 
 /// The KK13 receiver: holds both PRG seeds of every code bit.

@@ -1,6 +1,6 @@
 //! KK13's sender: the extension and its outputs, `N` messages per OT.
 
-use super::*;
+use super::code::*;
 use crate::aes_hash::Prg;
 use crate::base::{self, run_in, BaseReceiverOutput};
 use crate::ext::{check_frame_rows, check_header_fields, ExtConfig};
@@ -9,6 +9,7 @@ use crate::messages::{abort, kind, ExtHeader, Mode, PROTOCOL_ID};
 use crate::{ChoiceBits, OtError, SessionId};
 use psikit_transport::Channel;
 use rand::{CryptoRng, RngCore};
+use rayon::prelude::*;
 use zeroize::{Zeroize, Zeroizing};
 
 /// The KK13 sender: holds `s` and one PRG per code bit.

@@ -1,10 +1,13 @@
+use super::code::*;
 use super::*;
 use crate::ext::{ExtConfig, OtExtReceiver, OtExtSender, Security};
 use crate::messages::{kind, ExtHeader, Mode, PROTOCOL_ID};
 use crate::ChoiceBits;
+use crate::{OtError, SessionId};
 use psikit_transport::{Channel, Frame, Limits};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
+use sha2::{Digest, Sha256};
 
 #[test]
 fn walsh_hadamard_distance_is_128() {
