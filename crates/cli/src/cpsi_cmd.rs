@@ -10,10 +10,12 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
-use clap::{Args, Subcommand, ValueEnum};
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+use clap::{Args, Subcommand};
 use psikit_protocols::cpsi::facade::{self, Role};
 use psikit_protocols::cpsi::{
-    App, CpsiConfig, Epc, Input, OtKind, Outcome, Output, Reveal, Shares,
+    App, AppKind, Choices, Epc, Input, OtKind, Outcome, Output, ParseError, Reveal, Shares, Side,
+    Spelling,
 };
 use psikit_protocols::io::{read_rows, Column, Table};
 use psikit_protocols::NoProgress;
@@ -51,18 +53,6 @@ enum RoleArgs {
     Send(CpsiArgs),
 }
 
-/// Which OT extension feeds the equality test.
-#[derive(Clone, Copy, Debug, ValueEnum)]
-pub enum Ot {
-    /// Silent OT: little traffic (best below about 1 Gbit/s).
-    Silent,
-    /// IKNP: less computation, far more traffic (fast links).
-    Iknp,
-    /// KK13 1-out-of-16 OTs and the CGS equality (the paper's KK-CGS):
-    /// traffic between the two, the slowest here.
-    Kk13,
-}
-
 #[derive(Args)]
 pub struct CpsiArgs {
     /// This party's CSV file.
@@ -81,17 +71,18 @@ pub struct CpsiArgs {
     #[arg(long, short)]
     output: Option<PathBuf>,
     /// OT extension (both parties must agree).
-    #[arg(long, value_enum, default_value = "silent")]
-    ot: Ot,
+    #[arg(long, default_value = "silent",
+          value_parser = words(&OtKind::ALL, OtKind::word, Some(OtKind::about)))]
+    ot: OtKind,
     /// Equality-preserving compression of the tags before the equality
     /// test: "auto" (the smallest output the parameters allow), "off", or
     /// an output length in bits (16 to 31). Both parties must agree.
-    #[arg(long, default_value = "auto", value_parser = parse_epc)]
+    #[arg(long, default_value = "auto")]
     epc: Epc,
     /// Who learns the result: the receive party, the send party, or both
     /// (both parties must agree). The union is learned by one party.
-    #[arg(long, value_enum, default_value = "receiver")]
-    reveal_to: RevealTo,
+    #[arg(long, default_value = "receiver", value_parser = words(&Reveal::ALL, Reveal::word, None))]
+    reveal_to: Reveal,
     /// Sums only: reveal them only if the intersection has at least this
     /// many items (both parties learn whether it has; both must agree).
     #[arg(long, default_value_t = 0)]
@@ -115,119 +106,70 @@ pub struct CpsiArgs {
     peer: PeerArgs,
 }
 
-/// Who learns the result, named by the command-line roles.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum RevealTo {
-    Receiver,
-    Sender,
-    Both,
-}
-
-/// This party's protocol role and the protocol's reveal setting. The
-/// union is learned by the protocol's sender, so its learner takes that
-/// role; every other application keeps `receive` as the cuckoo side.
-fn protocol_roles(app: App, receive: bool, reveal_to: RevealTo) -> Result<(Role, Reveal)> {
-    if app == App::Union {
-        let learner = match reveal_to {
-            RevealTo::Both => {
-                bail!("the union is learned by one party: --reveal-to receiver or sender")
-            }
-            RevealTo::Receiver => receive,
-            RevealTo::Sender => !receive,
-        };
-        let role = if learner {
-            Role::Sender
-        } else {
-            Role::Receiver
-        };
-        return Ok((role, Reveal::Sender));
-    }
-    let role = if receive {
-        Role::Receiver
-    } else {
-        Role::Sender
-    };
-    let reveal = match reveal_to {
-        RevealTo::Receiver => Reveal::Receiver,
-        RevealTo::Sender => Reveal::Sender,
-        RevealTo::Both => Reveal::Both,
-    };
-    Ok((role, reveal))
+/// A flag taking one of a choice's words: clap lists them (with `about`
+/// as each one's help, if given) and the vocabulary parses them.
+pub(crate) fn words<T>(
+    all: &[T],
+    word: fn(T) -> &'static str,
+    about: Option<fn(T) -> &'static str>,
+) -> impl TypedValueParser<Value = T>
+where
+    T: std::str::FromStr<Err = ParseError> + Copy + Send + Sync + 'static,
+{
+    let values = all.iter().map(|&v| match about {
+        Some(about) => PossibleValue::new(word(v)).help(about(v)),
+        None => PossibleValue::new(word(v)),
+    });
+    PossibleValuesParser::new(values).try_map(|s| s.parse::<T>())
 }
 
 pub fn run(cmd: CpsiCommand) -> Result<()> {
     // One run per process, freeing big vectors phase after phase.
     psikit_protocols::memory::reuse_freed_memory();
-    let (name, roles) = match cmd {
-        CpsiCommand::Cardinality(r) => ("cardinality", r),
-        CpsiCommand::Sum(r) => ("sum", r),
-        CpsiCommand::Threshold(r) => ("threshold", r),
-        CpsiCommand::Union(r) => ("union", r),
-        CpsiCommand::Shares(r) => ("shares", r),
+    let (app, roles) = match cmd {
+        CpsiCommand::Cardinality(r) => (AppKind::Cardinality, r),
+        CpsiCommand::Sum(r) => (AppKind::Sum, r),
+        CpsiCommand::Threshold(r) => (AppKind::Threshold, r),
+        CpsiCommand::Union(r) => (AppKind::Union, r),
+        CpsiCommand::Shares(r) => (AppKind::Shares, r),
     };
-    let (a, receive) = match roles.role {
-        RoleArgs::Receive(a) => (a, true),
-        RoleArgs::Send(a) => (a, false),
+    let (a, side) = match roles.role {
+        RoleArgs::Receive(a) => (a, Side::Receive),
+        RoleArgs::Send(a) => (a, Side::Send),
     };
-    let app = match (name, a.threshold) {
-        ("threshold", Some(t)) => App::Threshold(t),
-        ("threshold", None) => bail!("threshold needs --threshold T"),
-        (_, Some(_)) => bail!("--threshold belongs to the threshold application"),
-        ("cardinality", None) => App::Cardinality,
-        ("sum", None) => App::Sum,
-        ("union", None) => App::Union,
-        _ => App::Shares,
+    let spec = a.csv.spec()?;
+    let choices = Choices {
+        side,
+        app,
+        threshold: a.threshold,
+        reveal_to: a.reveal_to,
+        ot: a.ot,
+        epc: a.epc,
+        value_columns: a.value_columns.len(),
+        min_intersection: a.min_intersection,
+        inner_product: a.inner_product,
+        product_bits: u32::from(a.product_bits),
+        max_peer_items: a.max_peer_items,
+        key_format: spec.key_format(),
     };
-    if !a.value_columns.is_empty() && app != App::Sum {
-        bail!("--value-columns belongs to the sum application");
-    }
-    if (a.min_intersection > 0 || a.inner_product) && app != App::Sum {
-        bail!("--min-intersection and --inner-product belong to the sum application");
-    }
-    let (role, reveal) = protocol_roles(app, receive, a.reveal_to)?;
-    let table = read_rows(&a.input, &a.csv.spec()?)?;
+    let (role, cfg) = choices.resolve(Spelling::Flags)?;
+    let table = read_rows(&a.input, &spec)?;
     let (keys, rows_of_key) = table.unique_keys();
     let values = a
         .value_columns
         .iter()
         .map(|col| key_values(&table, &rows_of_key, col, &a.input))
         .collect::<Result<Vec<_>>>()?;
-    let mut cfg = CpsiConfig::new(app);
-    cfg.ot = match a.ot {
-        Ot::Silent => OtKind::Silent,
-        Ot::Iknp => OtKind::Iknp,
-        Ot::Kk13 => OtKind::Kk13,
-    };
-    cfg.epc = a.epc;
-    cfg.reveal = reveal;
-    cfg.min_intersection = a.min_intersection;
-    if a.inner_product {
-        cfg.product_bits = a.product_bits;
-    }
-    cfg.max_set_size = a.max_peer_items;
-    cfg.key_format = a.csv.spec()?.key_format();
     let input = Input {
         keys: &keys,
         values: &values,
     };
     let out = facade::run_blocking(&a.peer.peer()?, role, input, &cfg, announce, &NoProgress)?;
     match a.json {
-        true => println!("{}", json(&out, app)),
+        true => println!("{}", json(&out, cfg.app)),
         false => report(&out, role),
     }
     write_output(&out.output, &a, &keys)
-}
-
-/// `--epc`: auto, off, or bits.
-pub(crate) fn parse_epc(s: &str) -> Result<Epc, String> {
-    match s {
-        "auto" => Ok(Epc::Auto),
-        "off" => Ok(Epc::Off),
-        bits => match bits.parse::<u32>() {
-            Ok(b @ 16..=31) => Ok(Epc::Bits(b)),
-            _ => Err(format!("expected auto, off or 16 to 31 bits, not {bits:?}")),
-        },
-    }
 }
 
 /// One value per distinct key: the sum (mod 2^64) of its rows' values.

@@ -206,7 +206,10 @@ fn bad_input_is_refused_with_a_clear_error() {
     let e = receive("union", &["--reveal-to", "both"]);
     assert!(e.contains("learned by one party"), "{e}");
     let e = receive("cardinality", &["--min-intersection", "2"]);
-    assert!(e.contains("belong to the sum application"), "{e}");
+    assert!(
+        e.contains("--min-intersection belongs to the sum application"),
+        "{e}"
+    );
 }
 
 #[test]

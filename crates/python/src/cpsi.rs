@@ -1,16 +1,16 @@
 //! Circuit PSI through `cpsi::facade`, as `psikit cpsi <app> receive|send`
-//! runs it: the same roles (`receive` holds the cuckoo table, except that
-//! the union's learner takes the protocol's sender role), the same
-//! `--reveal-to`, value columns summed per key, and the same checks of
-//! which option goes with which application.
+//! runs it: the arguments become the protocol's `cpsi::Choices`, whose
+//! one policy (roles, `reveal_to`, which option goes with which
+//! application) the CLI shares, refusals named by keyword; value columns
+//! are summed per key.
 
 use std::sync::{Mutex, MutexGuard};
 use std::task::Poll;
 
 use psikit_protocols::common::connect::Peer;
 use psikit_protocols::cpsi::facade::{self, Role};
-use psikit_protocols::cpsi::{App, CpsiConfig, Epc, Input, OtKind, Outcome, Output, Reveal};
-use psikit_protocols::cpsi::{Shares, Sums};
+use psikit_protocols::cpsi::{AppKind, Choices, CpsiConfig, Input, Outcome, Output, ParseError};
+use psikit_protocols::cpsi::{Shares, Side, Spelling, Sums};
 use psikit_protocols::memory;
 use psikit_protocols::Error;
 use pyo3::prelude::*;
@@ -20,85 +20,10 @@ use crate::errors::{self, to_py, IntoPy};
 use crate::input::{Loaded, Source};
 use crate::{interrupt, net, progress};
 
-/// The application named `name`, with its threshold.
-fn app(name: &str, threshold: Option<u64>) -> PyResult<App> {
-    Ok(match (name, threshold) {
-        ("threshold", Some(t)) => App::Threshold(t),
-        ("threshold", None) => {
-            return Err(errors::input("the threshold application needs threshold=T"))
-        }
-        (_, Some(_)) => {
-            return Err(errors::input(
-                "threshold= belongs to the threshold application",
-            ))
-        }
-        ("cardinality", None) => App::Cardinality,
-        ("sum", None) => App::Sum,
-        ("union", None) => App::Union,
-        ("shares", None) => App::Shares,
-        (other, None) => {
-            return Err(errors::input(format!(
-                "application must be \"cardinality\", \"sum\", \"threshold\", \"union\" or \
-                 \"shares\", got {other:?}"
-            )))
-        }
-    })
-}
-
-/// This party's protocol role and the protocol's reveal setting (as the
-/// CLI's `protocol_roles`): the union is learned by the protocol's
-/// sender, so its learner takes that role; every other application keeps
-/// `receive` as the cuckoo side.
-fn roles(app: App, receive: bool, reveal_to: &str) -> PyResult<(Role, Reveal)> {
-    let reveal = match reveal_to {
-        "receiver" => Reveal::Receiver,
-        "sender" => Reveal::Sender,
-        "both" => Reveal::Both,
-        other => {
-            return Err(errors::input(format!(
-                "reveal_to must be \"receiver\", \"sender\" or \"both\", got {other:?}"
-            )))
-        }
-    };
-    if app == App::Union {
-        let learner = match reveal {
-            Reveal::Both => {
-                return Err(errors::input(
-                    "the union is learned by one party: reveal_to=\"receiver\" or \"sender\"",
-                ))
-            }
-            Reveal::Receiver => receive,
-            Reveal::Sender => !receive,
-        };
-        let role = if learner {
-            Role::Sender
-        } else {
-            Role::Receiver
-        };
-        return Ok((role, Reveal::Sender));
-    }
-    Ok((
-        if receive {
-            Role::Receiver
-        } else {
-            Role::Sender
-        },
-        reveal,
-    ))
-}
-
-/// `epc=`: "auto", "off", or an output length in bits (16 to 31).
-fn epc(s: &str) -> PyResult<Epc> {
-    match s {
-        "auto" => Ok(Epc::Auto),
-        "off" => Ok(Epc::Off),
-        bits => match bits.parse::<u32>() {
-            Ok(b @ 16..=31) => Ok(Epc::Bits(b)),
-            _ => Err(errors::input(format!(
-                "epc must be \"auto\", \"off\" or 16 to 31 bits, got {bits:?}"
-            ))),
-        },
-    }
+/// A word of the vocabulary, or the refusal naming its keyword.
+fn word<T: std::str::FromStr<Err = ParseError>>(s: &str) -> PyResult<T> {
+    s.parse()
+        .map_err(|e| errors::input(Spelling::Keywords.refusal(&e).to_string()))
 }
 
 /// One value per distinct key and value column: the sum (mod 2^64) of its
@@ -148,20 +73,18 @@ fn check_product_factors(
     source: &Source,
     loaded: &Loaded,
     values: &[Vec<u64>],
-    bits: u8,
+    config: &CpsiConfig,
 ) -> Result<(), Error> {
-    let Some(ys) = values.first().filter(|_| (1..64).contains(&bits)) else {
-        return Ok(());
-    };
-    match ys.iter().position(|&y| y >> bits != 0) {
+    match config.oversized_factor(values) {
         Some(k) => Err(Error::Config(format!(
-            "{}: row {}: the inner product takes values below 2^{bits}; {} is not (raise \
+            "{}: row {}: the inner product takes values below 2^{}; {} is not (raise \
              product_bits)",
             source.input_name(),
             loaded.rows_of_key[k]
                 .first()
                 .map_or(0, |&r| loaded.table.rows[r].row),
-            ys[k]
+            config.product_bits,
+            values[0][k]
         ))),
         None => Ok(()),
     }
@@ -309,12 +232,10 @@ fn outcome_to_py<'py>(
     Ok(d)
 }
 
-/// A party's checked options: its application, its protocol role and the
-/// protocol's configuration, from the arguments `psikit.cpsi.send` /
-/// `receive` / `Party` take (each option checked against the application,
-/// as the CLI does).
+/// A party's checked options: its protocol role and the protocol's
+/// configuration, from the arguments `psikit.cpsi.send` / `receive` /
+/// `Party` take (checked by `Choices::resolve`, as the CLI's are).
 pub struct Options {
-    pub app: App,
     pub role: Role,
     pub config: CpsiConfig,
     pub value_columns: Vec<String>,
@@ -341,77 +262,24 @@ impl Options {
         epc: &str,
         max_peer_items: u64,
     ) -> PyResult<Self> {
-        let receive = match role {
-            "send" => false,
-            "receive" => true,
-            other => {
-                return Err(errors::input(format!(
-                    "role must be \"send\" or \"receive\", got {other:?}"
-                )))
-            }
+        let choices = Choices {
+            side: word::<Side>(role)?,
+            app: word::<AppKind>(application)?,
+            threshold,
+            reveal_to: word(reveal_to)?,
+            ot: word(ot)?,
+            epc: word(epc)?,
+            value_columns: value_columns.len(),
+            min_intersection,
+            inner_product,
+            product_bits,
+            max_peer_items,
+            key_format: source.spec().key_format(),
         };
-        let app = self::app(application, threshold)?;
-        let (role, reveal) = roles(app, receive, reveal_to)?;
-        // The sum takes values at both parties; the shares carry the sender's.
-        match app {
-            App::Sum => {}
-            App::Shares if role == Role::Sender => {}
-            App::Shares if !value_columns.is_empty() => {
-                return Err(errors::input(
-                    "in the shares application only the send party's value columns are shared",
-                ))
-            }
-            _ if !value_columns.is_empty() => {
-                return Err(errors::input(
-                    "value_columns belongs to the sum and shares applications",
-                ))
-            }
-            _ => {}
-        }
-        if min_intersection > 0 && app != App::Sum {
-            return Err(errors::input(
-                "min_intersection belongs to the sum application",
-            ));
-        }
-        if inner_product && app != App::Sum {
-            return Err(errors::input(
-                "inner_product belongs to the sum application",
-            ));
-        }
-        let product_bits = match u8::try_from(product_bits) {
-            Ok(bits @ 1..=64) => bits,
-            _ if !inner_product => 0,
-            _ => {
-                return Err(errors::input(format!(
-                    "product_bits must be 1 to 64, got {product_bits}"
-                )))
-            }
-        };
-        if inner_product && value_columns.is_empty() {
-            return Err(errors::input(
-                "the inner product needs a value column at each party (value_columns=)",
-            ));
-        }
-        let mut config = CpsiConfig::new(app);
-        config.ot = match ot {
-            "silent" => OtKind::Silent,
-            "iknp" => OtKind::Iknp,
-            other => {
-                return Err(errors::input(format!(
-                    "ot must be \"silent\" or \"iknp\", got {other:?}"
-                )))
-            }
-        };
-        config.epc = self::epc(epc)?;
-        config.reveal = reveal;
-        config.min_intersection = min_intersection;
-        if inner_product {
-            config.product_bits = product_bits;
-        }
-        config.max_set_size = max_peer_items;
-        config.key_format = source.spec().key_format();
+        let (role, config) = choices
+            .resolve(Spelling::Keywords)
+            .map_err(|e| errors::input(e.to_string()))?;
         Ok(Self {
-            app,
             role,
             config,
             value_columns,
@@ -427,7 +295,7 @@ impl Options {
             let loaded = source.load()?;
             let values = key_values(source, &loaded, &self.value_columns)?;
             if self.role == Role::Receiver {
-                check_product_factors(source, &loaded, &values, self.config.product_bits)?;
+                check_product_factors(source, &loaded, &values, &self.config)?;
             }
             Ok((loaded, values))
         })
@@ -449,7 +317,7 @@ impl Options {
             self.csv,
             self.config.min_intersection,
         )?;
-        d.set_item("application", self.app.name())?;
+        d.set_item("application", self.config.app.name())?;
         Ok(d)
     }
 }

@@ -8,13 +8,17 @@ use std::time::Instant;
 use anyhow::{bail, ensure, Result};
 use clap::{Args, ValueEnum};
 use psikit_protocols::common::connect::runtime;
-use psikit_protocols::cpsi::{self, App, CpsiConfig, Epc, Input, OtKind, Output, Sums};
+use psikit_protocols::cpsi::facade;
+use psikit_protocols::cpsi::{
+    AppKind, Choices, Epc, Input, OtKind, Output, Reveal, Side, Spelling, Sums,
+};
 use psikit_protocols::NoProgress;
 
 use super::cpu::CpuSnapshot;
 use super::harness::{item, Metrics};
 use super::table::{num, size, time, TextTable};
 use super::two_party::{med, med_both, spawn_pair, worker_channel, Run};
+use crate::cpsi_cmd::words;
 
 /// Options of `psikit bench cpsi`.
 #[derive(Args, Clone, Debug)]
@@ -30,63 +34,18 @@ pub struct CpsiBenchArgs {
     #[arg(long)]
     runs: Option<usize>,
     /// OT extensions feeding the equality test.
-    #[arg(long, value_delimiter = ',', default_values_t = [Ot::Silent, Ot::Iknp])]
-    ot: Vec<Ot>,
+    #[arg(long, value_delimiter = ',', default_values_t = [OtKind::Silent, OtKind::Iknp],
+          value_parser = words(&OtKind::ALL, OtKind::word, None))]
+    ot: Vec<OtKind>,
     /// Equality-preserving compression settings: auto, off, or bits.
-    #[arg(long, value_delimiter = ',', default_values_t = [EpcArg(Epc::Auto), EpcArg(Epc::Off)])]
-    epc: Vec<EpcArg>,
+    #[arg(long, value_delimiter = ',', default_values_t = [Epc::Auto, Epc::Off])]
+    epc: Vec<Epc>,
     /// Applications ("shares" is the base circuit PSI).
     #[arg(long, value_delimiter = ',', default_values_t = [BenchApp::Shares])]
     apps: Vec<BenchApp>,
     /// A fast smoke run.
     #[arg(long)]
     quick: bool,
-}
-
-/// An OT extension of `--ot`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum Ot {
-    Silent,
-    Iknp,
-    Kk13,
-}
-
-impl std::fmt::Display for Ot {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.kind().name())
-    }
-}
-
-impl Ot {
-    fn kind(self) -> OtKind {
-        match self {
-            Ot::Silent => OtKind::Silent,
-            Ot::Iknp => OtKind::Iknp,
-            Ot::Kk13 => OtKind::Kk13,
-        }
-    }
-}
-
-/// An EPC setting of `--epc`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct EpcArg(Epc);
-
-impl std::str::FromStr for EpcArg {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, String> {
-        crate::cpsi_cmd::parse_epc(s).map(EpcArg)
-    }
-}
-
-impl std::fmt::Display for EpcArg {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.0 {
-            Epc::Auto => f.write_str("auto"),
-            Epc::Off => f.write_str("off"),
-            Epc::Bits(b) => write!(f, "{b}"),
-        }
-    }
 }
 
 /// An application of `--apps`.
@@ -105,34 +64,49 @@ impl std::fmt::Display for BenchApp {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             BenchApp::Product => f.write_str("product"),
-            _ => f.write_str(self.app(0).name()),
+            _ => self.kind().fmt(f),
         }
     }
 }
 
 impl BenchApp {
-    /// The application on sets of `n` (the threshold is the expected
-    /// cardinality, `n/2`).
-    fn app(self, n: u64) -> App {
+    fn kind(self) -> AppKind {
         match self {
-            BenchApp::Shares => App::Shares,
-            BenchApp::Cardinality => App::Cardinality,
-            BenchApp::Sum | BenchApp::Product => App::Sum,
-            BenchApp::Threshold => App::Threshold(n / 2),
-            BenchApp::Union => App::Union,
+            BenchApp::Shares => AppKind::Shares,
+            BenchApp::Cardinality => AppKind::Cardinality,
+            BenchApp::Sum | BenchApp::Product => AppKind::Sum,
+            BenchApp::Threshold => AppKind::Threshold,
+            BenchApp::Union => AppKind::Union,
         }
+    }
+
+    /// What the `side` party of a run on sets of `n` chooses: the
+    /// threshold is the expected cardinality, `n/2`; the sums take one
+    /// value column at each party; the union is learned by the send
+    /// party, so that `receive` stays the cuckoo side whose steps the
+    /// tables show.
+    fn choices(self, side: Side, n: u64) -> Choices {
+        let mut c = Choices::new(side, self.kind());
+        match self {
+            BenchApp::Threshold => c.threshold = Some(n / 2),
+            BenchApp::Sum => c.value_columns = 1,
+            BenchApp::Product => (c.value_columns, c.inner_product) = (1, true),
+            BenchApp::Union => c.reveal_to = Reveal::Sender,
+            BenchApp::Shares | BenchApp::Cardinality => {}
+        }
+        c
     }
 }
 
 /// One party of one run, in its own process.
 #[derive(Args, Clone, Debug)]
 pub struct CpsiWorkerArgs {
-    #[arg(long, value_enum)]
-    ot: Ot,
+    #[arg(long, value_parser = words(&OtKind::ALL, OtKind::word, None))]
+    ot: OtKind,
     #[arg(long, value_enum)]
     app: BenchApp,
     #[arg(long)]
-    epc: EpcArg,
+    epc: Epc,
     #[arg(long)]
     log2: u32,
     /// Run the receiver (connects to --connect); otherwise the sender.
@@ -144,8 +118,8 @@ pub struct CpsiWorkerArgs {
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 struct Config {
-    ot: Ot,
-    epc: EpcArg,
+    ot: OtKind,
+    epc: Epc,
     app: BenchApp,
     log2: u32,
     threads: usize,
@@ -170,12 +144,16 @@ pub fn worker(a: &CpsiWorkerArgs) -> Result<()> {
         .then_some(ids)
         .into_iter()
         .collect();
-    let mut cfg = CpsiConfig::new(a.app.app(n));
-    if product {
-        cfg.product_bits = 32;
-    }
-    cfg.ot = a.ot.kind();
-    cfg.epc = a.epc.0;
+    let side = match a.receiver {
+        true => Side::Receive,
+        false => Side::Send,
+    };
+    let choices = Choices {
+        ot: a.ot,
+        epc: a.epc,
+        ..a.app.choices(side, n)
+    };
+    let (role, cfg) = choices.resolve(Spelling::Flags)?;
     let mut m = Metrics::default();
     runtime()?.block_on(async {
         let mut ch = worker_channel(a.receiver, a.connect.as_deref()).await?;
@@ -185,10 +163,7 @@ pub fn worker(a: &CpsiWorkerArgs) -> Result<()> {
             keys: &keys,
             values: &values,
         };
-        let out = match a.receiver {
-            true => cpsi::run_receiver(&mut ch, input, &cfg, &NoProgress).await?,
-            false => cpsi::run_sender(&mut ch, input, &cfg, &NoProgress).await?,
-        };
+        let out = facade::run_on(&mut ch, role, input, &cfg, &NoProgress).await?;
         m.set("total", t.elapsed().as_secs_f64());
         check(&out.output, n, product)?;
         let p = &out.phases;
@@ -507,7 +482,7 @@ fn targets(results: &[(Config, Vec<Run>)]) -> String {
             verdict(*b <= 600e6)
         ));
     }
-    let silent = bases.iter().filter(|(c, _, _)| c.ot == Ot::Silent);
+    let silent = bases.iter().filter(|(c, _, _)| c.ot == OtKind::Silent);
     if let Some((c, secs, b)) = silent.min_by(|x, y| x.2.total_cmp(&y.2)) {
         out.push_str(&format!(
             "* low communication, lightest silent ({}): {:.0} MB (<= 134 MB: {}), {secs:.1} s (<= 25 s: {})\n",

@@ -7,8 +7,10 @@ use std::time::Instant;
 
 use anyhow::{ensure, Context, Result};
 use psikit_protocols::common::connect::{runtime, Limits, Peer, ServerAddr};
-use psikit_protocols::cpsi::facade::{self, Role};
-use psikit_protocols::cpsi::{App, CpsiConfig, Input, Outcome, Output, Sums};
+use psikit_protocols::cpsi::facade;
+use psikit_protocols::cpsi::{
+    AppKind, Choices, Input, Outcome, Output, Reveal, Side, Spelling, Sums,
+};
 use psikit_protocols::io::{read_rows, write_overlapping_pair};
 use psikit_protocols::NoProgress;
 
@@ -17,12 +19,12 @@ use crate::cpsi_cmd::key_values;
 use crate::report;
 
 /// One party's distinct keys and the sum of its rows' ids per key.
-struct Side {
+struct Party {
     keys: Vec<Vec<u8>>,
     values: Vec<u64>,
 }
 
-impl Side {
+impl Party {
     fn read(path: &Path) -> Result<Self> {
         let table = read_rows(path, &email_spec())?;
         let (keys, rows) = table.unique_keys();
@@ -39,7 +41,7 @@ pub(super) fn run(a: &DemoArgs, dir: &Path) -> Result<()> {
     let overlap = a.overlap.min(n);
     write_overlapping_pair(&s_csv, &r_csv, n, n, overlap, a.seed)?;
     println!("generated two files of {n} rows with {overlap} in common");
-    let (s, r) = (Side::read(&s_csv)?, Side::read(&r_csv)?);
+    let (s, r) = (Party::read(&s_csv)?, Party::read(&r_csv)?);
 
     // The plaintext truth.
     let held: HashMap<&Vec<u8>, u64> = s.keys.iter().zip(&s.values).map(|(k, v)| (k, *v)).collect();
@@ -66,14 +68,21 @@ pub(super) fn run(a: &DemoArgs, dir: &Path) -> Result<()> {
     outside.sort();
 
     let card = |o: &Outcome| o.output.clone();
-    let (_, ro) = pair(&s, &r, App::Cardinality, false)?;
+    let (_, ro) = pair(&s, &r, Choices::new(Side::Send, AppKind::Cardinality))?;
     ensure!(
         card(&ro) == Output::Cardinality(Some(cardinality)),
         "cardinality {:?}",
         ro.output
     );
     println!("cardinality: {cardinality}, equal to the plaintext");
-    let (_, ro) = pair(&s, &r, App::Sum, true)?;
+    // The sum run also takes the inner product of the two id columns.
+    let sum = Choices {
+        value_columns: 1,
+        inner_product: true,
+        product_bits: 64,
+        ..Choices::new(Side::Send, AppKind::Sum)
+    };
+    let (_, ro) = pair(&s, &r, sum)?;
     ensure!(
         ro.output == Output::Sum(Some(sums.clone())),
         "sums {:?}, expected {sums:?}",
@@ -86,14 +95,22 @@ pub(super) fn run(a: &DemoArgs, dir: &Path) -> Result<()> {
         sums.inner_product.unwrap_or(0)
     );
     for t in [cardinality, cardinality + 1] {
-        let (_, ro) = pair(&s, &r, App::Threshold(t), false)?;
+        let threshold = Choices {
+            threshold: Some(t),
+            ..Choices::new(Side::Send, AppKind::Threshold)
+        };
+        let (_, ro) = pair(&s, &r, threshold)?;
         ensure!(
             ro.output == Output::Threshold(Some(cardinality >= t)),
             "threshold {t}"
         );
         println!("threshold {t}: {}, as in the plaintext", cardinality >= t);
     }
-    let (so, _) = pair(&s, &r, App::Union, false)?;
+    let union = Choices {
+        reveal_to: Reveal::Sender,
+        ..Choices::new(Side::Send, AppKind::Union)
+    };
+    let (so, _) = pair(&s, &r, union)?;
     let Output::Union(Some(mut extra)) = so.output else {
         anyhow::bail!("the union's learner got no items");
     };
@@ -105,7 +122,7 @@ pub(super) fn run(a: &DemoArgs, dir: &Path) -> Result<()> {
         s.keys.len(),
         extra.len()
     );
-    let (so, ro) = pair(&s, &r, App::Shares, false)?;
+    let (so, ro) = pair(&s, &r, Choices::new(Side::Send, AppKind::Shares))?;
     let (Output::Shares(ss), Output::Shares(rs)) = (so.output, ro.output) else {
         anyhow::bail!("shares expected");
     };
@@ -127,15 +144,19 @@ pub(super) fn run(a: &DemoArgs, dir: &Path) -> Result<()> {
     Ok(())
 }
 
-/// One run of `app` over loopback TCP: the sender listens, the receiver
+/// One run over loopback TCP of what the send party `chose` (the receive
+/// party chooses the same): the send party listens, the receive party
 /// connects; returns both outcomes.
-fn pair(s: &Side, r: &Side, app: App, values: bool) -> Result<(Outcome, Outcome)> {
+fn pair(s: &Party, r: &Party, chose: Choices) -> Result<(Outcome, Outcome)> {
     let t = Instant::now();
-    let mut cfg = CpsiConfig::new(app);
-    if values {
-        // The sum run also takes the inner product of the two id columns.
-        cfg.product_bits = 64;
-    }
+    let values = chose.value_columns > 0;
+    let (s_role, s_cfg) = chose.resolve(Spelling::Flags)?;
+    let receive = Choices {
+        side: Side::Receive,
+        ..chose
+    };
+    let (r_role, cfg) = receive.resolve(Spelling::Flags)?;
+    let app = cfg.app;
     let out = runtime()?.block_on(async {
         let (port_tx, port_rx) = tokio::sync::oneshot::channel::<String>();
         let listen = Peer::Listen {
@@ -144,7 +165,7 @@ fn pair(s: &Side, r: &Side, app: App, values: bool) -> Result<(Outcome, Outcome)
             limits: Limits::default(),
             accept_timeout: None,
         };
-        let (keys, vals, cfg2) = (s.keys.clone(), [s.values.clone()], cfg.clone());
+        let (keys, vals) = (s.keys.clone(), [s.values.clone()]);
         let sender = tokio::spawn(async move {
             let input = Input {
                 keys: &keys,
@@ -153,7 +174,7 @@ fn pair(s: &Side, r: &Side, app: App, values: bool) -> Result<(Outcome, Outcome)
             let listening = |addr: &str| {
                 let _ = port_tx.send(addr.to_string());
             };
-            facade::run(&listen, Role::Sender, input, &cfg2, listening, &NoProgress).await
+            facade::run(&listen, s_role, input, &s_cfg, listening, &NoProgress).await
         });
         let addr = port_rx.await.context("the sender did not listen")?;
         let input = Input {
@@ -165,8 +186,7 @@ fn pair(s: &Side, r: &Side, app: App, values: bool) -> Result<(Outcome, Outcome)
             },
         };
         let connect = Peer::Connect(ServerAddr::plain(addr));
-        let receiver =
-            facade::run(&connect, Role::Receiver, input, &cfg, |_| {}, &NoProgress).await?;
+        let receiver = facade::run(&connect, r_role, input, &cfg, |_| {}, &NoProgress).await?;
         anyhow::Ok((sender.await??, receiver))
     })?;
     println!(

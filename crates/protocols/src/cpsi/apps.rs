@@ -26,8 +26,11 @@ use rayon::prelude::*;
 use super::bits::Bits;
 use super::gmw::{self, Triples};
 use super::messages::{self as msg, recv_exact, Share, KIND_FLIPS, KIND_PADS, KIND_UNION};
-use super::rot::{Either, Rots};
-use super::{osn, product, Agreed, Output, Reveal, Role, Sums};
+use super::outcome::{Output, Sums};
+use super::rng::rng;
+use super::rot::{recv_flips, Either, Rots};
+use super::vocabulary::{Agreed, Reveal, Role, MAX_VALUE_COLUMNS};
+use super::{osn, product};
 use crate::{Error, Violation};
 
 /// This party's additive shares of `Σ_i b_i·x_i` mod 2^64 for `k` weight
@@ -52,7 +55,7 @@ pub async fn weighted_sums(
             let xs = holder
                 .filter(|xs| xs.len() == k && xs.iter().all(|x| x.len() == n))
                 .ok_or_else(|| Error::Config("one weight per bin and vector is needed".into()))?;
-            let mut rng = super::rng()?;
+            let mut rng = rng()?;
             let flips = recv_flips(ch, n).await?;
             let mut pads = Vec::with_capacity(n * 16 * k);
             let mut sums = vec![0u64; k];
@@ -98,7 +101,7 @@ pub async fn weighted_sums(
 
 /// Most weight vectors one batch of [`weighted_sums`] carries: the count,
 /// every value column of both parties and the inner product.
-pub const MAX_WEIGHTS: usize = 2 + 2 * super::MAX_VALUE_COLUMNS;
+pub const MAX_WEIGHTS: usize = 2 + 2 * MAX_VALUE_COLUMNS;
 
 /// The 64-bit one-time keys an OT message `m` gives: its two halves for up
 /// to two words, else the TCCR stream `H(0, m), H(1, m), ...`.
@@ -122,11 +125,6 @@ fn bytes8(b: &[u8]) -> [u8; 8] {
     let mut w = [0u8; 8];
     w.copy_from_slice(b);
     w
-}
-
-pub(super) async fn recv_flips(ch: &mut Channel, n: usize) -> Result<Bits, Error> {
-    let bytes = recv_exact(ch, KIND_FLIPS, n.div_ceil(8)).await?;
-    Bits::from_bytes(&bytes, n).ok_or_else(|| Violation::Invalid("OT choice corrections").into())
 }
 
 /// Opens additive shares to the parties `reveal` names: a party that does

@@ -61,6 +61,7 @@ use rayon::prelude::*;
 use super::bits::Bits;
 use super::gmw::{self, Triples};
 use super::messages::{recv_exact, send, KIND_CHOSEN};
+use super::rng::rng;
 use super::rot::{Base, Rots};
 use crate::{Error, Violation};
 
@@ -129,7 +130,7 @@ impl Cgs {
     /// This party's shares `a`, `b`, `c` of the triples of [`Self::triples`].
     async fn triple_shares(&mut self, ch: &mut Channel, count: usize) -> Result<[Bits; 3], Error> {
         let count = count.next_multiple_of(64);
-        let mut rng = super::rng()?;
+        let mut rng = rng()?;
         // Per OT, this party's two triples as bits a, b, c, a', b', c'.
         let mut mine: Vec<u8> = Vec::with_capacity(count / 2);
         for n in chunks(count / 2) {
@@ -181,7 +182,7 @@ impl Cgs {
     ) -> Result<Bits, Error> {
         let bins = values.len();
         let width = bins.next_multiple_of(64);
-        let mut rng = super::rng()?;
+        let mut rng = rng()?;
         let mut planes = Vec::with_capacity(blocks(ell));
         for k in 0..blocks(ell) as u32 {
             let shift = BLOCK * k;

@@ -1,26 +1,20 @@
 //! Circuit PSI's facade: a run over a [`Peer`] (listen or connect, TLS),
-//! async and blocking, or as a sans-IO [`Stepper`]; the roles named by their
-//! tables ([`learner`] gives who learns by default). (Circuit PSI takes values with its keys, so it has
-//! its own entries rather than `common::two_party::TwoParty`'s.)
+//! async and blocking, over a [`Channel`] the caller opened, or as a
+//! sans-IO [`Stepper`]; the roles named by their tables (a front end gets
+//! its role from [`super::Choices::resolve`]). (Circuit PSI takes values
+//! with its keys, so it has its own entries rather than
+//! `common::two_party::TwoParty`'s.)
 
-use psikit_transport::{Limits, Stepper};
+use psikit_transport::{Channel, Limits, Stepper};
 
+use super::config::{CpsiConfig, Input};
+use super::outcome::Outcome;
+use super::receiver::run_receiver;
+use super::sender::run_sender;
+pub use super::vocabulary::Role;
 use crate::common::connect::{block_on, Peer};
 use crate::common::two_party;
 use crate::{Error, NoProgress, Progress};
-
-pub use super::Role;
-use super::{run_receiver, run_sender, App, CpsiConfig, Input, Outcome};
-
-/// The role of the party that learns `app`'s result by default: the
-/// receiver, except for the union, which the sender learns (the receiver
-/// provides its items outside the intersection).
-pub fn learner(app: App) -> Role {
-    match app {
-        App::Union => Role::Sender,
-        _ => Role::Receiver,
-    }
-}
 
 /// Runs `role` with `input` against the peer. A listening party calls
 /// `listening` with its address before it waits; `progress` is told the
@@ -34,10 +28,7 @@ pub async fn run(
     progress: &dyn Progress,
 ) -> Result<Outcome, Error> {
     let mut ch = two_party::open(peer, listening, progress).await?;
-    match role {
-        Role::Sender => run_sender(&mut ch, input, config, progress).await,
-        Role::Receiver => run_receiver(&mut ch, input, config, progress).await,
-    }
+    run_on(&mut ch, role, input, config, progress).await
 }
 
 /// [`run`], blocking.
@@ -50,6 +41,21 @@ pub fn run_blocking(
     progress: &dyn Progress,
 ) -> Result<Outcome, Error> {
     block_on(run(peer, role, input, config, listening, progress))?
+}
+
+/// Runs `role` on a channel the caller opened (the benchmark's worker
+/// processes, tests), telling `progress` the protocol's phases.
+pub async fn run_on(
+    ch: &mut Channel,
+    role: Role,
+    input: Input<'_>,
+    config: &CpsiConfig,
+    progress: &dyn Progress,
+) -> Result<Outcome, Error> {
+    match role {
+        Role::Sender => run_sender(ch, input, config, progress).await,
+        Role::Receiver => run_receiver(ch, input, config, progress).await,
+    }
 }
 
 /// `role`'s run as a sans-IO state machine: push the peer's bytes in, take
@@ -67,9 +73,6 @@ pub fn stepper(
             keys: &keys,
             values: &values,
         };
-        match role {
-            Role::Sender => run_sender(&mut ch, input, &config, &NoProgress).await,
-            Role::Receiver => run_receiver(&mut ch, input, &config, &NoProgress).await,
-        }
+        run_on(&mut ch, role, input, &config, &NoProgress).await
     })
 }

@@ -30,12 +30,12 @@ use psikit_transport::Channel;
 use rand::Rng;
 use rayon::prelude::*;
 
-use super::apps::recv_flips;
 use super::bits::Bits;
 use super::cgs::{blocks, pack, BLOCK};
 use super::gmw::{self, Triples};
 use super::messages::{recv_exact, send, KIND_CHOSEN, KIND_FLIPS};
-use super::rot::{Either, Rots};
+use super::rng::rng;
+use super::rot::{recv_flips, Either, Rots};
 use crate::{Error, Violation};
 
 /// Forward random OTs the leaves of `bins` values of `ell` bits use: one
@@ -121,7 +121,7 @@ async fn offer(
     ell: u32,
 ) -> Result<Vec<Bits>, Error> {
     let (bins, l) = (values.len(), ell as usize);
-    let mut rng = super::rng()?;
+    let mut rng = rng()?;
     let mut planes = Vec::with_capacity(blocks(ell));
     for k in 0..blocks(ell) as u32 {
         let (start, r) = (k * BLOCK, (ell - k * BLOCK).min(BLOCK));
@@ -197,7 +197,8 @@ fn plane(mut share: Vec<bool>) -> Bits {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cpsi::rot::{OtKind, Side};
+    use crate::cpsi::rot::Side;
+    use crate::cpsi::vocabulary::OtKind;
     use psikit_ot::silent::{SilentReceiver, SilentSender};
     use psikit_ot::{ExtConfig, Security, SessionId};
     use psikit_transport::Limits;

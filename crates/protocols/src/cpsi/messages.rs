@@ -30,8 +30,7 @@ use psikit_io::MAX_KEY_FORMAT;
 use psikit_transport::{Channel, DecodeError, Message, ProtocolId, Reader, Writer};
 
 use super::bits::Bits;
-use super::rot::OtKind;
-use super::{Agreed, App, Epc, Reveal, MAX_VALUE_COLUMNS};
+use super::vocabulary::{Agreed, App, Epc, OtKind, Reveal, MAX_VALUE_COLUMNS};
 use crate::common::byte_array_message;
 use crate::{Error, Violation};
 

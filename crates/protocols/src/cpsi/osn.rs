@@ -68,6 +68,7 @@ use rand::RngCore;
 
 use super::bits::Bits;
 use super::messages::{self as msg, KIND_SWITCH_FLIPS, KIND_SWITCH_MASKS};
+use super::rng::rng;
 use super::rot::{Either, Rots};
 use crate::Error;
 
@@ -120,7 +121,7 @@ fn both<A: Send, B: Send>(
 pub(crate) fn random_permutation(n: usize) -> Result<Vec<u32>, Error> {
     let n = u32::try_from(n).map_err(|_| Error::Internal("too many wires"))?;
     let mut perm: Vec<u32> = (0..n).collect();
-    perm.shuffle(&mut super::rng()?);
+    perm.shuffle(&mut rng()?);
     Ok(perm)
 }
 
@@ -367,7 +368,7 @@ pub(crate) async fn share(ch: &mut Channel, rots: &mut Rots, l: &Bits) -> Result
     let Lows::Sender(lows) = collect(ch, rots, k, true).await? else {
         return Err(Error::Internal("the learner sends in the OTs"));
     };
-    let mut rng = super::rng()?;
+    let mut rng = rng()?;
     let (mut r, mut fresh) = (vec![0u8; n], vec![0u8; k]);
     rng.fill_bytes(&mut r);
     rng.fill_bytes(&mut fresh);
@@ -462,7 +463,8 @@ async fn collect(ch: &mut Channel, rots: &mut Rots, k: usize, leader: bool) -> R
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
-    use crate::cpsi::rot::{OtKind, Side};
+    use crate::cpsi::rot::Side;
+    use crate::cpsi::vocabulary::OtKind;
     use psikit_ot::silent::{SilentReceiver, SilentSender};
     use psikit_ot::{ExtConfig, Security, SessionId};
     use psikit_transport::Limits;

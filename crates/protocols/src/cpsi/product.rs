@@ -20,11 +20,10 @@
 use psikit_transport::Channel;
 use rayon::prelude::*;
 
-use super::apps::recv_flips;
 use super::bits::Bits;
 use super::messages::{self as msg, recv_exact, KIND_CORRECTIONS, KIND_FLIPS};
-use super::rot::{Either, Rots, CHUNK};
-use super::Role;
+use super::rot::{recv_flips, Either, Rots, CHUNK};
+use super::vocabulary::Role;
 use crate::Error;
 
 /// Bytes of correction `j` (`64 - j` bits).

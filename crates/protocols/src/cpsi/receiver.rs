@@ -7,15 +7,16 @@ use rand::rngs::OsRng;
 use rand::Rng;
 
 use super::apps;
+use super::config::{CpsiConfig, Input};
 use super::hashing::{self, CuckooBins};
 use super::messages::Seeds;
 use super::opprf;
+use super::outcome::{check_opened, outcome, Meter, Outcome, Output, Phases, Shares};
+use super::rng::rng;
 use super::rot::Side;
-use super::{
-    aggregate, check_opened, compare, hello, outcome, rng, session_id, App, CpsiConfig, Input,
-    Meter, Outcome, Output, Phases, Role, Shares,
-};
-use super::{STAGE_COMPARE, STAGE_HASHING, STAGE_OPPRF, STAGE_RESULT};
+use super::steps::{aggregate, compare, hello, session_id};
+use super::steps::{STAGE_COMPARE, STAGE_HASHING, STAGE_OPPRF, STAGE_RESULT};
+use super::vocabulary::{App, Role};
 use crate::vole_psi::oprf::item_keys;
 use crate::{Error, Progress};
 use psikit_ot::silent::SilentReceiver;
@@ -23,7 +24,7 @@ use psikit_ot::Security;
 
 /// Runs circuit PSI as the receiver (the cuckoo-table side),
 /// telling `progress` its phases.
-pub async fn run_receiver(
+pub(super) async fn run_receiver(
     ch: &mut Channel,
     input: Input<'_>,
     cfg: &CpsiConfig,
@@ -32,7 +33,7 @@ pub async fn run_receiver(
     let start = (ch.bytes_sent(), ch.bytes_received());
     let mut meter = Meter::start(ch);
     let mut phases = Phases::default();
-    check_product_factors(&input, cfg.product_bits)?;
+    check_product_factors(&input, cfg)?;
     let peer = hello(ch, cfg, &input).await?;
     progress.stage(STAGE_HASHING, None);
     let n_r = input.keys.len();
@@ -126,13 +127,11 @@ pub async fn run_receiver(
 
 /// The inner product takes the receiver's first value column bit by bit:
 /// each value must fit the agreed bits.
-fn check_product_factors(input: &Input<'_>, bits: u8) -> Result<(), Error> {
-    let Some(ys) = input.values.first().filter(|_| (1..64).contains(&bits)) else {
-        return Ok(());
-    };
-    match ys.iter().find(|&&y| y >> bits != 0) {
-        Some(y) => Err(Error::Config(format!(
-            "the inner product takes values below 2^{bits}; {y} is not (raise the product bits)"
+fn check_product_factors(input: &Input<'_>, cfg: &CpsiConfig) -> Result<(), Error> {
+    match cfg.oversized_factor(input.values) {
+        Some(k) => Err(Error::Config(format!(
+            "the inner product takes values below 2^{}; {} is not (raise the product bits)",
+            cfg.product_bits, input.values[0][k]
         ))),
         None => Ok(()),
     }

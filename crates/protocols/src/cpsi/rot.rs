@@ -24,30 +24,17 @@ use rand::rngs::OsRng;
 use rayon::prelude::*;
 
 use super::bits::Bits;
-use crate::Error;
+use super::messages::{recv_exact, KIND_FLIPS};
+use super::vocabulary::OtKind;
+use crate::{Error, Violation};
 
-/// Which OT extension makes the random OTs of the equality share
-/// generation (paper Table 2: IKNP-GMW, Silent-GMW and KK-CGS).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum OtKind {
-    /// IKNP: fastest to compute, 128 bits of traffic per OT.
-    Iknp,
-    /// Silent OT (dual LPN): about one bit of traffic per OT, more work.
-    Silent,
-    /// KK13 1-out-of-16 OTs and the CGS equality ([`super::cgs`]); the
-    /// applications' 1-out-of-2 OTs come from IKNP.
-    Kk13,
-}
-
-impl OtKind {
-    /// The name used on the command line and in reports.
-    pub fn name(self) -> &'static str {
-        match self {
-            OtKind::Iknp => "iknp",
-            OtKind::Silent => "silent",
-            OtKind::Kk13 => "kk13",
-        }
-    }
+/// The choice corrections of `n` derandomised OTs, at their OT sender:
+/// the chooser sends its random choices XOR the bits it wants
+/// ([`KIND_FLIPS`]), as the weighted sums, the inner product, the CGS
+/// leaves and the union's slots all do.
+pub(super) async fn recv_flips(ch: &mut Channel, n: usize) -> Result<Bits, Error> {
+    let bytes = recv_exact(ch, KIND_FLIPS, n.div_ceil(8)).await?;
+    Bits::from_bytes(&bytes, n).ok_or_else(|| Violation::Invalid("OT choice corrections").into())
 }
 
 /// Most OTs made by one extension here: keeps each step's memory at a few
@@ -145,7 +132,7 @@ impl Rots {
     }
 
     /// `n` forward IKNP OTs as the base OTs of another extension (KK13's,
-    /// [`super::cgs`]) without public-key work: the leader's side as
+    /// module `cgs`) without public-key work: the leader's side as
     /// base-OT sender, the other's as base-OT receiver (so the other party
     /// is that extension's sender). Only on IKNP.
     pub async fn forward_base(&mut self, ch: &mut Channel, n: usize) -> Result<Base, Error> {

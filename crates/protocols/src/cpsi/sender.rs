@@ -6,15 +6,16 @@ use psikit_transport::Channel;
 use rand::Rng;
 
 use super::apps;
+use super::config::{CpsiConfig, Input};
 use super::hashing::{self, bin_key};
 use super::messages::Seeds;
 use super::opprf::{self, Program};
+use super::outcome::{check_opened, outcome, Meter, Outcome, Output, Phases, Shares};
+use super::rng::rng;
 use super::rot::Side;
-use super::{
-    aggregate, check_opened, compare, hello, outcome, rng, session_id, App, CpsiConfig, Input,
-    Meter, Outcome, Output, Phases, Role, Shares,
-};
-use super::{STAGE_COMPARE, STAGE_HASHING, STAGE_OPPRF, STAGE_RESULT};
+use super::steps::{aggregate, compare, hello, session_id};
+use super::steps::{STAGE_COMPARE, STAGE_HASHING, STAGE_OPPRF, STAGE_RESULT};
+use super::vocabulary::{App, Role};
 use crate::vole_psi::oprf::item_keys;
 use crate::{Error, Progress};
 use psikit_ot::silent::SilentSender;
@@ -23,7 +24,7 @@ use rand::rngs::OsRng;
 
 /// Runs circuit PSI as the sender (the simple-table side),
 /// telling `progress` its phases.
-pub async fn run_sender(
+pub(super) async fn run_sender(
     ch: &mut Channel,
     input: Input<'_>,
     cfg: &CpsiConfig,

@@ -7,7 +7,13 @@ use psikit_transport::{Channel, Limits};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use super::*;
+use super::config::{CpsiConfig, Input};
+use super::outcome::{Outcome, Output, Sums};
+use super::receiver::run_receiver;
+use super::sender::run_sender;
+use super::steps::{triples_needed, Equality};
+use super::vocabulary::{App, Epc, OtKind, Reveal, Role};
+use super::{apps, bits, facade, gmw, messages, osn};
 use crate::common::two_party::testing::sets;
 use crate::NoProgress;
 

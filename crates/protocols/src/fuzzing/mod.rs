@@ -537,7 +537,7 @@ pub fn cpsi_messages(data: &[u8]) {
         2 => drop(round_trip::<cpsi::HintSeed>(payload, ())),
         3 => drop(round_trip::<cpsi::Share>(payload, bits % 64)),
         _ => {
-            if let Some(b) = crate::cpsi::bits::Bits::from_bytes(payload, bits) {
+            if let Some(b) = crate::cpsi::Bits::from_bytes(payload, bits) {
                 assert_eq!(b.to_bytes(), payload);
             }
         }

@@ -457,7 +457,7 @@ fn vole_message_seeds() -> Vec<(&'static str, Vec<u8>)> {
 }
 
 fn cpsi_message_seeds() -> Vec<(&'static str, Vec<u8>)> {
-    use crate::cpsi::{bits::Bits, messages as cpsi, Agreed, App, Epc, OtKind, Reveal};
+    use crate::cpsi::{messages as cpsi, Agreed, App, Bits, Epc, OtKind, Reveal};
     fn bounded(which: u8, bits: u16, payload: &[u8]) -> Vec<u8> {
         [&[which][..], &bits.to_be_bytes(), payload].concat()
     }

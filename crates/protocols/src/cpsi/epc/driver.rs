@@ -7,9 +7,11 @@
 use psikit_transport::Channel;
 use rayon::prelude::*;
 
-use super::{
-    batch_index, EpcParams, EpcPublicKey, EpcReceiver, EpcReply, EpcSender, EpcSenderBatch,
-};
+use super::batch::batch_index;
+use super::messages::{EpcPublicKey, EpcReply, EpcSenderBatch};
+use super::params::EpcParams;
+use super::receiver::EpcReceiver;
+use super::sender::EpcSender;
 use crate::Error;
 
 /// Batches per group: enough to keep every core busy.

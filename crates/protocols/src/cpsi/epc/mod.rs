@@ -122,6 +122,7 @@
 //! `n = 8192`, where `ℓ_c = 16` has no prime `≡ 1 mod 16384` and the
 //! smallest `ℓ_c` is 17 ([`crate::cpsi::Epc::Auto`] picks it).
 
+mod batch;
 mod digits;
 pub mod driver;
 mod messages;
@@ -138,26 +139,3 @@ pub use messages::{
 pub use params::{EpcParams, DEGREES, MARGIN_BITS, MAX_ELL, MIN_ELL, SIGMA};
 pub use receiver::EpcReceiver;
 pub use sender::EpcSender;
-
-use crate::Error;
-
-/// Batch number `k` as it travels (u32).
-fn batch_index(k: usize) -> Result<u32, Error> {
-    u32::try_from(k).map_err(|_| Error::Misuse("more than 2^32 EPC batches"))
-}
-
-/// A batch holds 1 to `n` real tags.
-fn check_batch_len(params: &EpcParams, len: usize) -> Result<(), Error> {
-    if len == 0 || len > params.batch_slots() {
-        return Err(Error::Misuse("an EPC batch holds 1 to n tags"));
-    }
-    Ok(())
-}
-
-/// Slot values (below `p < 2^31`) as outputs.
-fn to_outputs(slots: &[u64]) -> Result<Vec<u32>, Error> {
-    slots
-        .iter()
-        .map(|&x| u32::try_from(x).map_err(|_| Error::Internal("EPC outputs are below p < 2^31")))
-        .collect()
-}

@@ -3,10 +3,10 @@
 use psikit_he::{dot_plain, wire, Ciphertext, PlainPoly, PublicKey};
 use rayon::prelude::*;
 
+use super::batch::{batch_index, to_outputs};
 use super::digits::{add_mod, decompose, minus_twice, uniform_mod};
 use super::messages::{EpcPublicKey, EpcReply, EpcSenderBatch};
 use super::params::EpcParams;
-use super::{batch_index, to_outputs};
 use crate::error::Violation;
 use crate::Error;
 

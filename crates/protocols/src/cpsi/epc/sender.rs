@@ -4,10 +4,10 @@
 use psikit_he::{wire, PublicKey, SecretKey};
 use rayon::prelude::*;
 
+use super::batch::{batch_index, check_batch_len, to_outputs};
 use super::digits::decompose;
 use super::messages::{EpcPublicKey, EpcReply, EpcSenderBatch};
 use super::params::EpcParams;
-use super::{batch_index, check_batch_len, to_outputs};
 use crate::error::Violation;
 use crate::Error;
 

@@ -1,0 +1,247 @@
+//! The steps both roles run alike: the hellos, the comparison of the
+//! tags (EPC, the triples, the equality circuit: steps 3 and 4 of the
+//! module docs) and the aggregates on the membership shares. The roles'
+//! own steps are `sender.rs` and `receiver.rs`.
+
+use psikit_ot::SessionId;
+use psikit_transport::Channel;
+
+use super::config::{check_config, CpsiConfig, Input};
+use super::outcome::{Meter, Output, Phases};
+use super::rot::{self, Rots};
+use super::vocabulary::{App, OtKind, Role};
+use super::{apps, bits, cgs, epc, gmw, leaves, messages};
+use crate::{Error, Violation};
+
+/// The run's stages as both roles tell their `Progress`: the hashing into
+/// bins, the OPPRF, the comparison (EPC, triples, the equality circuit),
+/// and the application on the membership shares.
+pub(super) const STAGE_HASHING: &str = "hashing";
+pub(super) const STAGE_OPPRF: &str = "OPPRF";
+pub(super) const STAGE_COMPARE: &str = "comparing";
+pub(super) const STAGE_RESULT: &str = "computing the result";
+
+/// How the equality shares are made (paper §3.2, Table 2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Equality {
+    /// GMW bit by bit: `ℓ - 1` AND gates on triples from random OTs; the
+    /// least traffic, so it compares the long tags when EPC is off.
+    Gmw,
+    /// CGS's 4-bit leaves as 1-out-of-16 OTs built from the same random
+    /// OTs ([`leaves`]), then `⌈ℓ/4⌉ - 1` gates: fewer OTs than GMW (25
+    /// instead of 32 per bin at 17 bits) for a little more traffic; used
+    /// on EPC's short outputs.
+    Leaves,
+    /// CGS on KK13 1-out-of-16 OTs ([`cgs`], the paper's KK-CGS).
+    Kk13,
+}
+
+impl Equality {
+    pub(super) fn of(ot: OtKind, epc: bool) -> Self {
+        match (ot, epc) {
+            (OtKind::Kk13, _) => Equality::Kk13,
+            (_, true) => Equality::Leaves,
+            (_, false) => Equality::Gmw,
+        }
+    }
+}
+
+/// What the equality step leaves for the application.
+pub(super) struct Compared {
+    /// This party's membership share per bin.
+    pub(super) shares: bits::Bits,
+    pub(super) rots: Rots,
+    /// Triples left for the application (the threshold's adder).
+    pub(super) triples: gmw::Triples,
+}
+
+/// Steps 3 and 4 at either party (the sender leads): EPC of the `ell`-bit
+/// tags when on, then the AND triples and the equality circuit. `silent`
+/// is the OPRF's silent session, reused for the forward random OTs.
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn compare(
+    ch: &mut Channel,
+    cfg: &CpsiConfig,
+    sid: &SessionId,
+    tags: Vec<u128>,
+    ell: u32,
+    silent: rot::Side,
+    meter: &mut Meter,
+    phases: &mut Phases,
+) -> Result<Compared, Error> {
+    let leader = matches!(silent, rot::Side::SilentSender(_));
+    let m = tags.len();
+    let params = cfg.epc.params(ell, m)?;
+    let equality = Equality::of(cfg.ot, params.is_some());
+    let (compared, bits) = match params {
+        Some(params) => {
+            let tags: Vec<u64> = tags.iter().map(|&t| t as u64).collect();
+            let r = match leader {
+                true => epc::driver::send(ch, &params, &tags).await?,
+                false => epc::driver::receive(ch, &params, &tags).await?,
+            };
+            (r.into_iter().map(u128::from).collect(), params.ell_c())
+        }
+        None => (tags, ell),
+    };
+    phases.compared_bits = bits;
+    phases.epc = meter.mark(ch);
+
+    let ext = cfg.ext_config()?;
+    let mut rots = Rots::new(ch, sid, cfg.ot, leader, &ext, silent).await?;
+    let needed = triples_needed(cfg, equality, m, bits);
+    let mut triples = gmw::Triples::generate(&mut rots, ch, needed).await?;
+    let shares = match equality {
+        Equality::Kk13 => {
+            let mut cgs = cgs::Cgs::setup(ch, &mut rots, sid, &ext).await?;
+            let mut and = cgs.triples(ch, cgs::triples_needed(m, bits)).await?;
+            phases.triples = meter.mark(ch);
+            cgs.equal(ch, &mut and, &compared, bits).await?
+        }
+        Equality::Leaves => {
+            phases.triples = meter.mark(ch);
+            leaves::equal(ch, &mut rots, &mut triples, &compared, bits, leader).await?
+        }
+        Equality::Gmw => {
+            phases.triples = meter.mark(ch);
+            gmw::equal(ch, &mut triples, &compared, bits, leader).await?
+        }
+    };
+    phases.equality = meter.mark(ch);
+    Ok(Compared {
+        shares,
+        rots,
+        triples,
+    })
+}
+
+/// GMW triples from random OTs a run uses: the equality circuit (not with
+/// KK13: the CGS equality makes its own), and the adder of a threshold or
+/// of a sum's minimum intersection.
+pub(super) fn triples_needed(cfg: &CpsiConfig, equality: Equality, m: usize, ell: u32) -> usize {
+    let bound = match cfg.app {
+        App::Threshold(t) => Some(t),
+        App::Sum if cfg.min_intersection > 0 => Some(cfg.min_intersection),
+        _ => None,
+    };
+    let adder = bound.map_or(0, |t| {
+        gmw::adder_cost(apps::threshold_bits((m as u64).max(t)))
+    });
+    adder
+        + match equality {
+            Equality::Kk13 => 0,
+            Equality::Leaves => cgs::triples_needed(m, ell),
+            Equality::Gmw => gmw::equality_cost(m, ell),
+        }
+}
+
+/// The aggregates both roles run alike: the cardinality, the sums (on
+/// this party's `weights`, [`apps::sums`]) and the threshold test.
+pub(super) async fn aggregate(
+    ch: &mut Channel,
+    c: &mut Compared,
+    me: Role,
+    cfg: &CpsiConfig,
+    weights: &[&[u64]],
+    columns: (usize, usize),
+) -> Result<Output, Error> {
+    let Compared {
+        shares,
+        rots,
+        triples,
+    } = c;
+    match cfg.app {
+        App::Cardinality => {
+            let count = apps::count(ch, rots, shares, me).await?;
+            Ok(Output::Cardinality(
+                apps::open_one(ch, count, me, cfg.reveal).await?,
+            ))
+        }
+        App::Sum => {
+            let agreed = cfg.agreed();
+            apps::sums(ch, rots, triples, shares, me, weights, columns, &agreed).await
+        }
+        App::Threshold(t) => {
+            let count = apps::count(ch, rots, shares, me).await?;
+            let max = (shares.len() as u64).max(t);
+            let bit = apps::at_least(ch, triples, count, t, max, me == Role::Sender).await?;
+            let open = apps::open_one(ch, u64::from(bit), me, cfg.reveal).await?;
+            // Each party's share is a bit as a number: the sum is 0, 1 or
+            // 2, and its low bit is their XOR.
+            match open {
+                Some(b) if b > 2 => Err(Violation::Impossible(format!(
+                    "the threshold test opened to {b}, not the sum of two bits"
+                ))
+                .into()),
+                open => Ok(Output::Threshold(open.map(|b| b & 1 == 1))),
+            }
+        }
+        App::Shares | App::Union => Err(Error::Internal("not an aggregate")),
+    }
+}
+
+/// The session id of a run: both seeds and both set sizes.
+pub(super) fn session_id(
+    seeds: &messages::Seeds,
+    sender_size: u64,
+    receiver_size: u64,
+) -> SessionId {
+    SessionId::new(
+        &[
+            &b"psikit circuit psi v1"[..],
+            &seeds.hashing.to_le_bytes(),
+            &seeds.okvs,
+            &sender_size.to_be_bytes(),
+            &receiver_size.to_be_bytes(),
+        ]
+        .concat(),
+    )
+}
+
+/// Exchanges hellos and checks the peer's: same run, acceptable size, the
+/// same key encoding. Returns the peer's hello.
+pub(super) async fn hello(
+    ch: &mut Channel,
+    cfg: &CpsiConfig,
+    input: &Input<'_>,
+) -> Result<messages::Hello, Error> {
+    check_config(cfg, input)?;
+    let longest = input.keys.iter().map(Vec::len).max().unwrap_or(0);
+    let max_item_len = match cfg.app {
+        App::Union => u16::try_from(longest)
+            .ok()
+            .filter(|&l| l <= messages::MAX_UNION_ITEM)
+            .ok_or_else(|| {
+                Error::Config(format!(
+                    "the union carries keys of up to {} bytes, not {longest}",
+                    messages::MAX_UNION_ITEM
+                ))
+            })?,
+        _ => 0,
+    };
+    ch.send_msg(&messages::Hello {
+        agreed: cfg.agreed(),
+        set_size: input.keys.len() as u64,
+        value_columns: input.values.len() as u8,
+        max_item_len,
+        key_format: cfg.key_format.clone(),
+    })
+    .await?;
+    let peer: messages::Hello = ch.recv_msg(()).await?;
+    let differences = cfg.agreed().differences(&peer.agreed);
+    if !differences.is_empty() {
+        return Err(Violation::Settings(differences.join("; ")).into());
+    }
+    crate::common::two_party::check_peer(
+        &cfg.key_format,
+        &peer.key_format,
+        peer.set_size,
+        cfg.max_set_size,
+    )?;
+    if cfg.product_bits > 0 && peer.value_columns == 0 {
+        return Err(Error::Config(
+            "the inner product needs a value column at each party; the peer gave none".into(),
+        ));
+    }
+    Ok(peer)
+}
