@@ -5,6 +5,8 @@
 
 pub mod connect;
 pub mod files;
+#[cfg(any(feature = "rr16", feature = "vole", feature = "filter"))]
+pub(crate) mod messages;
 #[cfg(any(feature = "filter", feature = "he"))]
 pub mod oprf_stage;
 pub mod state_dir;

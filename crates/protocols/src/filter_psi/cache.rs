@@ -15,7 +15,7 @@ use super::messages::{
     DeltaBody, FilterVersion, QueryRequest, QueryResponse, SyncHeader, SyncMode, SyncRequest,
 };
 use super::state::filter_digest;
-use super::tag_from_output;
+use super::tag::tag_from_output;
 use crate::common::files::write_atomic;
 use crate::{Error, Violation};
 

@@ -20,7 +20,7 @@ use super::cache::{ClientCache, SyncKind, SyncOutcome};
 use super::client::QueryOutcome;
 use super::config::FilterConfig;
 use super::state::{tags_from_reader, ServerState, UpdateReport};
-use super::Tag;
+use super::tag::Tag;
 use crate::common::connect::{block_on, BusyRetry, Channel, Limits, ServerAddr};
 use crate::common::{advance, check_cancelled, oprf_stage, same_key_format, state_dir};
 use crate::{Error, NoProgress, Progress, Violation};

@@ -14,8 +14,11 @@
 use psikit_primitives::oprf::BlindedElement;
 use psikit_transport::{DecodeError, Message, ProtocolId, Reader, Writer};
 
-use super::PROTOCOL_ID;
+use crate::common::messages::wire_messages;
 use crate::oprf_wire;
+
+/// Protocol id of this protocol in [`psikit_transport::Frame`]s.
+pub const PROTOCOL_ID: u8 = psikit_transport::ids::FILTER_PSI;
 
 /// Kind of the chunked transfer that follows a [`SyncHeader`] in
 /// [`SyncMode::Full`] (the serialized filter) or [`SyncMode::Delta`] (a
@@ -216,6 +219,16 @@ impl Message for QueryRequest {
 
 /// The server's evaluations, in request order (kind 5).
 pub type QueryResponse = oprf_wire::Evaluated<PROTOCOL_ID, 5>;
+
+wire_messages! {
+    bound;
+    messages:
+        SyncRequest => (),
+        SyncHeader => (),
+        QueryRequest => crate::fuzzing::MAX_ITEMS,
+        QueryResponse => crate::fuzzing::EXPECTED_ANSWERS;
+    chunked: KIND_SYNC_BODY;
+}
 
 #[cfg(test)]
 mod tests {

@@ -50,6 +50,7 @@ mod facade;
 pub mod messages;
 mod server;
 mod state;
+mod tag;
 
 pub use cache::{ClientCache, PendingQuery, SyncKind, SyncOutcome};
 pub use client::QueryOutcome;
@@ -57,22 +58,9 @@ pub use config::FilterConfig;
 pub use facade::{
     query_stepper, setup, setup_from_spool, update, ClientQuery, FilterClient, SetupReport,
 };
+pub use messages::PROTOCOL_ID;
 pub use server::{FilterService, FilterSnapshot, SyncBody};
 #[cfg(feature = "fuzzing")]
 pub(crate) use state::STATE_VERSION;
 pub use state::{tags_for_items, tags_from_reader, ServerState, UpdateReport};
-
-/// Protocol id of this protocol in [`psikit_transport::Frame`]s.
-pub const PROTOCOL_ID: u8 = psikit_transport::ids::FILTER_PSI;
-
-/// A 16-byte filter tag derived from an OPRF output.
-pub type Tag = [u8; 16];
-
-/// Derives the filter tag from an OPRF output. The output is already a
-/// SHA-512 digest bound to the server key and the item, so a prefix is a
-/// uniformly random tag.
-pub fn tag_from_output(output: &[u8; 64]) -> Tag {
-    let mut tag = [0u8; 16];
-    tag.copy_from_slice(&output[..16]);
-    tag
-}
+pub use tag::{tag_from_output, Tag};

@@ -8,11 +8,11 @@ use std::sync::Arc;
 use psikit_primitives::oprf::ELEMENT_LEN;
 use psikit_transport::{Channel, Frame, Message, ProtocolId};
 
+use super::messages::PROTOCOL_ID;
 use super::messages::{
     DeltaBody, QueryRequest, QueryResponse, SyncHeader, SyncMode, SyncRequest, KIND_SYNC_BODY,
 };
 use super::state::{filter_digest, state_path, ServerState};
-use super::PROTOCOL_ID;
 use crate::service::{Handled, LiveState, ServerLimits, Service, Session};
 use crate::{Error, Violation};
 

@@ -22,7 +22,7 @@ use sha2::{Digest, Sha256};
 
 use super::config::FilterConfig;
 use super::messages::FilterVersion;
-use super::{tag_from_output, Tag};
+use super::tag::{tag_from_output, Tag};
 use crate::common::files::write_atomic;
 use crate::{keyfile, Error};
 

@@ -36,9 +36,7 @@ use crate::common::summaries::split_values;
 use crate::common::two_party::Hello;
 use crate::cpsi::epc::{EpcParams, EpcPublicKey, EpcReceiver, EpcReply, EpcSender, EpcSenderBatch};
 use crate::cpsi::messages as cpsi;
-use crate::filter_psi::messages::{
-    DeltaBody, FilterVersion, QueryRequest, QueryResponse, SyncHeader, SyncRequest,
-};
+use crate::filter_psi::messages::{self as filter, DeltaBody, FilterVersion, SyncRequest};
 use crate::filter_psi::{ClientCache, FilterSnapshot, ServerState};
 use crate::he_psi::messages as he;
 use crate::he_psi::params::PsiParams;
@@ -78,9 +76,9 @@ const MAX_FRAME: u32 = 1 << 20;
 /// Largest chunked transfer the fuzzed channel accepts.
 const MAX_TRANSFER: u64 = 1 << 20;
 /// Items per OPRF request the fuzzed decoders accept.
-const MAX_ITEMS: u32 = 8;
+pub(crate) const MAX_ITEMS: u32 = 8;
 /// OPRF answers the fuzzed client expects (the seeds carry this many).
-const EXPECTED_ANSWERS: usize = 3;
+pub(crate) const EXPECTED_ANSWERS: usize = 3;
 /// Slots of the filter a fuzzed delta is decoded against.
 const DELTA_SLOTS: u64 = 4096;
 /// Largest filter the fuzzed decoders accept, in bytes.
@@ -93,7 +91,7 @@ fn split(data: &[u8]) -> Option<(u8, &[u8])> {
 
 /// Decodes `payload` as an `M` within `bounds`; a message that decodes
 /// must re-encode to exactly `payload`.
-fn round_trip<M: Message>(payload: &[u8], bounds: M::Bounds<'_>) -> Option<M> {
+pub(crate) fn round_trip<M: Message>(payload: &[u8], bounds: M::Bounds<'_>) -> Option<M> {
     let message = M::decode(payload, bounds).ok()?;
     assert_eq!(
         message.to_frame().payload,
@@ -160,16 +158,12 @@ pub fn filter_messages(data: &[u8]) {
     let Some((which, payload)) = split(data) else {
         return;
     };
-    match which % 5 {
-        0 => drop(round_trip::<SyncRequest>(payload, ())),
-        1 => drop(round_trip::<SyncHeader>(payload, ())),
-        2 => drop(round_trip::<QueryRequest>(payload, MAX_ITEMS)),
-        3 => drop(round_trip::<QueryResponse>(payload, EXPECTED_ANSWERS)),
-        _ => {
-            if let Ok(delta) = DeltaBody::decode(payload, DELTA_SLOTS) {
-                assert_eq!(delta.encode(), payload, "delta re-encodes differently");
-            }
-        }
+    let which = usize::from(which) % (filter::FUZZED + 1);
+    if filter::fuzz_decode(which, payload, 0) {
+        return;
+    }
+    if let Ok(delta) = DeltaBody::decode(payload, DELTA_SLOTS) {
+        assert_eq!(delta.encode(), payload, "delta re-encodes differently");
     }
 }
 
@@ -469,14 +463,12 @@ pub fn rr16_messages(data: &[u8]) {
         return;
     };
     let bound = u16::from_be_bytes(*bound);
-    match which % 8 {
-        0 => drop(round_trip::<Hello<{ rr16::PROTOCOL_ID }>>(payload, ())),
-        1 => drop(round_trip::<rr16::Commit>(payload, ())),
-        2 => drop(round_trip::<rr16::Nonce>(payload, ())),
-        3 => drop(round_trip::<rr16::Open>(payload, ())),
-        4 => drop(round_trip::<rr16::Challenge>(payload, u32::from(bound))),
-        5 => drop(round_trip::<rr16::Response>(payload, usize::from(bound))),
-        6 => {
+    let which = usize::from(which) % (rr16::FUZZED + 2);
+    if rr16::fuzz_decode(which, payload, bound) {
+        return;
+    }
+    match which - rr16::FUZZED {
+        0 => {
             let width = u32::from(bound >> 10);
             let count = usize::from(bound & 0x3ff);
             if let Ok(pi) = rr16::unpack_indices(payload, count, width) {
@@ -502,20 +494,20 @@ pub fn vole_messages(data: &[u8]) {
     let Some((bound, payload)) = rest.split_first_chunk::<2>() else {
         return;
     };
-    let blocks = usize::from(u16::from_be_bytes(*bound));
-    match which % 9 {
-        0 => drop(round_trip::<Hello<{ vole::PROTOCOL_ID }>>(payload, ())),
-        1 => drop(round_trip::<vole::OkvsSeed>(payload, ())),
-        2 => {
+    let bound = u16::from_be_bytes(*bound);
+    let which = usize::from(which) % (vole::FUZZED + 4);
+    if vole::fuzz_decode(which, payload, bound) {
+        return;
+    }
+    let blocks = usize::from(bound);
+    match which - vole::FUZZED {
+        0 => {
             if let Ok(table) = vole::decode_blocks(payload, blocks) {
                 assert_eq!(vole::encode_blocks(&table), payload);
             }
         }
-        3 => drop(round_trip::<SilentTrees>(payload, blocks)),
-        4 => drop(round_trip::<vole::Commitment>(payload, ())),
-        5 => drop(round_trip::<vole::ReceiverOffset>(payload, ())),
-        6 => drop(round_trip::<vole::SenderOffset>(payload, ())),
-        7 => drop(round_trip::<SilentChallenge>(payload, ())),
+        1 => drop(round_trip::<SilentTrees>(payload, blocks)),
+        2 => drop(round_trip::<SilentChallenge>(payload, ())),
         _ => drop(round_trip::<SilentCheck>(payload, ())),
     }
 }

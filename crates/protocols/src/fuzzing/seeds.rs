@@ -13,6 +13,7 @@ use rand::rngs::OsRng;
 use tokio::io::AsyncReadExt;
 
 use super::*;
+use crate::filter_psi::messages::{QueryRequest, QueryResponse, SyncHeader};
 use crate::filter_psi::FilterConfig;
 use crate::he_psi::sender_db::{DbEntry, SenderDb};
 
@@ -56,6 +57,19 @@ pub fn seeds() -> Vec<Seed> {
 /// `which` followed by `payload`.
 fn tagged(which: u8, payload: &[u8]) -> Vec<u8> {
     [&[which][..], payload].concat()
+}
+
+/// The fuzz selector of message `M` in its family's list (`KINDS`, from
+/// `wire_messages!`).
+fn pick<M: Message>(kinds: &[(u8, &str)]) -> u8 {
+    let at = kinds.iter().position(|&(kind, _)| kind == M::KIND);
+    u8::try_from(at.expect("the message is in its family's list")).expect("a short list")
+}
+
+/// The selector of a target's payload codec number `n`, after the family's
+/// `listed` messages.
+fn extra(listed: usize, n: usize) -> u8 {
+    u8::try_from(listed + n).expect("a short list")
 }
 
 /// The payload of `message`, after the selector `which`.
@@ -426,32 +440,69 @@ fn vole_message_seeds() -> Vec<(&'static str, Vec<u8>)> {
         blocks: (0..9).collect(),
     };
     vec![
-        ("hello", bounded(0, 0, &hello.to_frame().payload)),
+        (
+            "hello",
+            bounded(
+                pick::<Hello<{ vole::PROTOCOL_ID }>>(vole::KINDS),
+                0,
+                &hello.to_frame().payload,
+            ),
+        ),
         (
             "okvs-seed",
-            bounded(1, 0, &vole::OkvsSeed([9; 16]).to_frame().payload),
+            bounded(
+                pick::<vole::OkvsSeed>(vole::KINDS),
+                0,
+                &vole::OkvsSeed([9; 16]).to_frame().payload,
+            ),
         ),
-        ("masked-table", bounded(2, 5, &vole::encode_blocks(&table))),
-        ("silent-trees", bounded(3, 9, &trees.to_frame().payload)),
+        (
+            "masked-table",
+            bounded(extra(vole::FUZZED, 0), 5, &vole::encode_blocks(&table)),
+        ),
+        (
+            "silent-trees",
+            bounded(extra(vole::FUZZED, 1), 9, &trees.to_frame().payload),
+        ),
         (
             "commitment",
-            bounded(4, 0, &vole::Commitment([5; 32]).to_frame().payload),
+            bounded(
+                pick::<vole::Commitment>(vole::KINDS),
+                0,
+                &vole::Commitment([5; 32]).to_frame().payload,
+            ),
         ),
         (
             "receiver-offset",
-            bounded(5, 0, &vole::ReceiverOffset([6; 16]).to_frame().payload),
+            bounded(
+                pick::<vole::ReceiverOffset>(vole::KINDS),
+                0,
+                &vole::ReceiverOffset([6; 16]).to_frame().payload,
+            ),
         ),
         (
             "sender-offset",
-            bounded(6, 0, &vole::SenderOffset([7; 16]).to_frame().payload),
+            bounded(
+                pick::<vole::SenderOffset>(vole::KINDS),
+                0,
+                &vole::SenderOffset([7; 16]).to_frame().payload,
+            ),
         ),
         (
             "silent-challenge",
-            bounded(7, 0, &SilentChallenge(u128::MAX / 3).to_frame().payload),
+            bounded(
+                extra(vole::FUZZED, 2),
+                0,
+                &SilentChallenge(u128::MAX / 3).to_frame().payload,
+            ),
         ),
         (
             "silent-check",
-            bounded(8, 0, &SilentCheck([8; 32]).to_frame().payload),
+            bounded(
+                extra(vole::FUZZED, 3),
+                0,
+                &SilentCheck([8; 32]).to_frame().payload,
+            ),
         ),
     ]
 }

@@ -31,6 +31,8 @@
 use psikit_transport::{DecodeError, Message, ProtocolId, Reader, Writer};
 
 use crate::common::byte_array_message;
+use crate::common::messages::wire_messages;
+use crate::common::two_party::Hello;
 
 pub const PROTOCOL_ID: u8 = psikit_transport::ids::RR16;
 
@@ -53,6 +55,18 @@ byte_array_message!(
     /// Coin toss: the sender's share, opening its commitment.
     Open: [u8; 32], PROTOCOL_ID, 4, "coin-toss opening"
 );
+
+wire_messages! {
+    bound;
+    messages:
+        Hello<PROTOCOL_ID> => (),
+        Commit => (),
+        Nonce => (),
+        Open => (),
+        Challenge => u32::from(bound),
+        Response => usize::from(bound);
+    chunked: KIND_PERMUTATION, KIND_SUMMARIES, KIND_REVEAL;
+}
 
 /// The cut-and-choose challenge: strictly increasing OT indices of one
 /// chunk, sent as LEB128 gaps.

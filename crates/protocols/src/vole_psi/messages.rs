@@ -24,6 +24,8 @@ use psikit_transport::DecodeError;
 use rayon::prelude::*;
 
 use crate::common::byte_array_message;
+use crate::common::messages::wire_messages;
+use crate::common::two_party::Hello;
 
 pub const PROTOCOL_ID: u8 = psikit_transport::ids::VOLE_PSI;
 
@@ -51,6 +53,17 @@ byte_array_message!(
     /// Malicious mode: the sender's share `w_s`, opening its [`Commitment`].
     SenderOffset: [u8; 16], PROTOCOL_ID, 8, "sender's offset share"
 );
+
+wire_messages! {
+    bound;
+    messages:
+        Hello<PROTOCOL_ID> => (),
+        OkvsSeed => (),
+        Commitment => (),
+        ReceiverOffset => (),
+        SenderOffset => ();
+    chunked: KIND_MASKED, KIND_SUMMARIES, KIND_REVEAL;
+}
 
 /// 16-byte little-endian blocks as sent.
 pub fn encode_blocks(blocks: &[u128]) -> Vec<u8> {
