@@ -170,7 +170,7 @@ pub struct CostEstimate {
     /// work of every shard added up).
     pub server_ms: f64,
     /// Whether the model has the server group the plan's leaves
-    /// ([`crate::he_psi::common::grouping::Grouping::leaves`]) for this query.
+    /// (`Grouping::leaves`) for this query.
     pub leaf_groups: bool,
     /// Of which: the powers of one bundle index.
     pub powers_ms: f64,

@@ -1,13 +1,13 @@
 //! The HE server's state directory: its own OPRF key and the sender
 //! database, or, for one shard of a sharded database, the shard's part of
-//! it and no key ([`crate::he_psi::shard::manifest`]).
+//! it and no key (`shard/manifest.rs`).
 //!
 //! * `oprf.key`: the secret OPRF key, mode 0600, refused if others can read
 //!   it. The HE database never shares its key with the filter protocol: the
 //!   filter publishes (hashes of) OPRF outputs, which would give filter
 //!   clients the item values of this database.
 //! * `shard.json` in a shard's directory instead of the key.
-//! * `he.db`: the database ([`crate::he_psi::server::db_file`]), replaced atomically.
+//! * `he.db`: the database (`db_file.rs`), replaced atomically.
 
 use std::path::{Path, PathBuf};
 

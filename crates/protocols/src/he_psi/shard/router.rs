@@ -1,4 +1,4 @@
-//! The router of a sharded HE database ([`crate::he_psi::shard::manifest`]): to clients it
+//! The router of a sharded HE database (`manifest.rs`): to clients it
 //! is an HE server. It holds the OPRF key and the manifest, answers the
 //! parameter request (bundle counts summed over the shards) and the OPRF
 //! itself, and sends every query to every shard over psikit's own frames,
@@ -304,7 +304,7 @@ fn params_response(snap: &RouterState, max_query_items: u32) -> ParamsResponse {
 /// packages (`polys` frames) to `packages`; returns what it saw (times
 /// from `start`), its package count checked against the shard's done
 /// message. `query` is the frames a shard reads: [`ShardQuery`], the
-/// client's [`QueryHeader`](crate::he_psi::common::messages::QueryHeader), then its
+/// client's [`QueryHeader`], then its
 /// [`QueryCt`]s. The shard probe (`probe.rs`) asks a shard through it too,
 /// so the benchmark times exactly what the router does.
 pub(crate) async fn ask_shard(

@@ -1,4 +1,4 @@
-//! Building and updating a sharded database ([`crate::he_psi::shard::manifest`]), as stages
+//! Building and updating a sharded database (`manifest.rs`), as stages
 //! a single process runs in turn ([`build_sharded`], [`update_sharded`])
 //! or a distributed engine runs on many machines (psikit's Ray pipeline):
 //!
