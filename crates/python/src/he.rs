@@ -1,7 +1,7 @@
 //! The HE family (labeled PSI, APSI design): building and updating a
 //! database (`he_psi::facade::{build, update}`) and client queries
-//! (`he_psi::facade::query_server`, which retries a busy server), as `psikit he db build|update` and
-//! `psikit he query` do them.
+//! (`he_psi::facade::query_server`, which retries a busy server), as
+//! `psikit he db build|update` and `psikit he query` do them.
 
 use std::path::{Path, PathBuf};
 

@@ -57,7 +57,7 @@ impl std::ops::AddAssign for UpdateStats {
     }
 }
 
-/// Memory use of a [`SenderDb`].
+/// Memory use of a sender database.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DbMemory {
     /// Bin bundles in all bundle indices.

@@ -157,7 +157,7 @@ pub struct ShardTrace {
 /// query, on the connection's task (so it should be quick).
 pub type TraceSink = Arc<dyn Fn(&QueryTrace) + Send + Sync>;
 
-/// Serves a sharded database's clients (see the [module docs](self)).
+/// Serves a sharded database's clients (see the docs of `shard/router.rs`).
 pub struct ShardRouter {
     current: LiveState<RouterState>,
     shards: Vec<ServerAddr>,
