@@ -10,8 +10,8 @@ use psikit_protocols::common::connect::ServerAddr;
 use psikit_protocols::he_psi::facade::{self, BuildOptions, Session};
 use psikit_protocols::he_psi::params::PsiParams;
 use psikit_protocols::he_psi::select::{self, Goal, Selection, SelectionInput};
+use psikit_protocols::he_psi::server::db_path;
 use psikit_protocols::he_psi::sharded;
-use psikit_protocols::he_psi::state::db_path;
 use psikit_protocols::he_psi::HeState;
 use psikit_protocols::io::{read_rows, Column, KeySpec};
 use psikit_protocols::{NoProgress, Progress};
@@ -398,14 +398,16 @@ fn file_name(path: &Path) -> String {
 /// Everything a state directory's owner wants to know, and nothing about
 /// the items themselves.
 pub fn print_state(state: &HeState, dir: &Path) -> Result<()> {
-    let db = state.db();
-    let p = db.params();
-    let counts = db.bundle_counts();
+    let p = state.params();
+    let counts = state.bundle_counts();
     let most = counts.iter().copied().max().unwrap_or(0) as u64;
-    let mem = db.memory();
-    match db.shape().max_label_bytes {
-        0 => println!("database: {} items, unlabeled", db.len()),
-        max => println!("database: {} items, labels up to {max} bytes", db.len()),
+    let mem = state.memory();
+    match state.max_label_bytes() {
+        0 => println!("database: {} items, unlabeled", state.items()),
+        max => println!(
+            "database: {} items, labels up to {max} bytes",
+            state.items()
+        ),
     }
     println!("parameters: {}", params_line(p));
     println!(

@@ -14,7 +14,7 @@ use psikit_protocols::common::connect::{ClientTlsFiles, ServerAddr};
 #[cfg(feature = "filter")]
 use psikit_protocols::filter_psi::FilterService;
 #[cfg(feature = "he")]
-use psikit_protocols::he_psi::router::{QueryTrace, ShardRouter};
+use psikit_protocols::he_psi::shard::{QueryTrace, ShardRouter};
 #[cfg(feature = "he")]
 use psikit_protocols::he_psi::HeService;
 use psikit_protocols::service::{QueryBudget, Router, ServerLimits};

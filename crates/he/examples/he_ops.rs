@@ -1,5 +1,5 @@
 //! Times the homomorphic operations the parameter selection's cost model
-//! prices (`psikit-protocols`, `he_psi/cost.rs`), on the parameter shapes it
+//! prices (`psikit-protocols`, `he_psi/common/cost.rs`), on the parameter shapes it
 //! chooses most. Run single-threaded on a quiet machine:
 //!
 //! ```text

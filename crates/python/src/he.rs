@@ -1,11 +1,10 @@
 //! The HE family (labeled PSI, APSI design): building and updating a
 //! database (`he_psi::facade::{build, update}`) and client queries
-//! (`he_psi::facade::query_blocking`), as `psikit he db build|update` and
-//! `psikit he query` do them.
+//! (`he_psi::facade::query_server`, which retries a busy server), as
+//! `psikit he db build|update` and `psikit he query` do them.
 
 use std::path::{Path, PathBuf};
 
-use psikit_protocols::common::connect::BusyRetry;
 use psikit_protocols::he_psi::facade::{self, BuildOptions, Session};
 use psikit_protocols::he_psi::select::{Goal, SelectionInput};
 use psikit_protocols::he_psi::shard::Manifest;
@@ -21,10 +20,9 @@ use crate::{interrupt, net, progress};
 
 fn state_dict<'py>(py: Python<'py>, state: &HeState) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
-    let db = state.db();
-    d.set_item("items", db.len())?;
-    d.set_item("max_label_bytes", db.shape().max_label_bytes)?;
-    d.set_item("bundles", db.memory().bundles)?;
+    d.set_item("items", state.items())?;
+    d.set_item("max_label_bytes", state.max_label_bytes())?;
+    d.set_item("bundles", state.memory().bundles)?;
     Ok(d)
 }
 
@@ -200,18 +198,11 @@ pub fn he_query<'py>(
         key_format: source.spec().key_format(),
     };
     let reporter = progress::Reporter::new(progress);
-    let session = interrupt::run_reporting(py, &reporter, async {
-        let mut retry = BusyRetry::default();
-        loop {
-            let result = match server.connect().await {
-                Ok(mut ch) => facade::query(&mut ch, &loaded.keys, &options, &reporter).await,
-                Err(e) => Err(e),
-            };
-            if !retry.again(&result).await {
-                return result;
-            }
-        }
-    })?;
+    let session = interrupt::run_reporting(
+        py,
+        &reporter,
+        facade::query_server(&server, &loaded.keys, &options, &reporter),
+    )?;
     let (output, names) = py
         .detach(|| query_output(&session, &loaded, source.is_csv(), &label_names))
         .py_err()?;

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use psikit_protocols::common::connect::{runtime, Limits, Listener, ServerAddr};
 use psikit_protocols::filter_psi::FilterService;
-use psikit_protocols::he_psi::{router::ShardRouter, HeService};
+use psikit_protocols::he_psi::{shard::ShardRouter, HeService};
 use psikit_protocols::service::{QueryBudget, Router, ServerLimits};
 use psikit_protocols::Error;
 use pyo3::prelude::*;

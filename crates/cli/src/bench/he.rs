@@ -245,13 +245,13 @@ fn build(params: &PsiParams, n: u64, a: &HeWorkerArgs, m: &mut Metrics) -> Resul
         "inserted {} of {n}",
         stats.inserted
     );
-    let mem = state.db().memory();
+    let mem = state.memory();
     m.set("db.bundles", mem.bundles as f64);
     m.set("db.data_bytes", mem.data_bytes as f64);
     m.set("db.cache_bytes", mem.cache_bytes as f64);
     m.set(
         "db.max_bundles_per_index",
-        state.db().bundle_counts().into_iter().max().unwrap_or(0) as f64,
+        state.bundle_counts().into_iter().max().unwrap_or(0) as f64,
     );
     let t = Instant::now();
     state.save(&a.dir)?;

@@ -7,9 +7,9 @@
 //! one sample shard of `2^L / S` rows: random 64-byte values from a CSPRNG
 //! stand in for its OPRF outputs, the parameters are the ones the
 //! selection chooses for the whole database in `S` shards, and one query
-//! goes through the sans-IO cores (the client's `Receiver`, the shard's
-//! `Sender`) with every message encoded as a server sends it, so bytes are
-//! exact; then the same query is sent to the shard served on loopback,
+//! goes through the sans-IO cores (the client's and the shard's, through
+//! `he_psi::shard::probe`) with every message encoded as a server sends
+//! it, so bytes are exact; then the same query is sent to the shard served on loopback,
 //! as the router sends it, and timed to its done message. The client
 //! holds half members of the shard (whose matches and labels are checked)
 //! and half random strangers.
@@ -30,28 +30,23 @@ use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{ensure, Context, Result};
 use clap::Args;
-use psikit_protocols::common::connect::{runtime, Frame, Limits, Message, ServerAddr};
+use psikit_protocols::common::connect::{runtime, Limits, ServerAddr};
 use psikit_protocols::common::oprf_stage::{self, OutputBatch};
-use psikit_protocols::he_psi::client::decode_package;
-use psikit_protocols::he_psi::messages::{QueryCt, QueryDone, QueryHeader, ShardQuery};
 use psikit_protocols::he_psi::params::PsiParams;
-use psikit_protocols::he_psi::receiver::{QueryState, Receiver};
-use psikit_protocols::he_psi::router::{ask_shard, ShardRouter};
 use psikit_protocols::he_psi::select::{select, SelectionInput};
-use psikit_protocols::he_psi::service::package_frames;
-use psikit_protocols::he_psi::shard::ShardInfo;
+use psikit_protocols::he_psi::shard::probe::{Found, ShardProbe};
+use psikit_protocols::he_psi::shard::{ShardInfo, ShardRouter};
 use psikit_protocols::he_psi::sharded;
 use psikit_protocols::he_psi::{HeClient, HeService, HeState};
 use psikit_protocols::oprf::{self, Output};
 use psikit_protocols::service::{LocalServer, ServerLimits};
 use rand::rngs::{OsRng, StdRng};
 use rand::{RngCore, SeedableRng};
-use tokio::sync::mpsc;
 
 use super::harness::{item, median_of, run_worker, Metrics};
 use super::he::{check, client_ids, label};
@@ -352,14 +347,14 @@ fn sample_shard(
     let service = Arc::new(HeService::open(&dir, true, ServerLimits::default())?);
     m.set(format!("{p}load_secs"), t.elapsed().as_secs_f64());
     let state = service.snapshot();
-    let mem = state.db().memory();
+    let mem = state.memory();
     m.set(format!("{p}rows"), rows as f64);
     m.set(
         format!("{p}served_bytes"),
         (mem.data_bytes + mem.cache_bytes) as f64,
     );
     m.set(format!("{p}bundles"), mem.bundles as f64);
-    let counts = state.db().bundle_counts();
+    let counts = state.bundle_counts();
     m.set(
         format!("{p}max_bundles_per_index"),
         counts.iter().copied().max().unwrap_or(0) as f64,
@@ -380,12 +375,12 @@ fn sample_shard(
 /// One query of a shard, `a.runs` times, first through the sans-IO cores
 /// (the client's encryption, the shard's evaluation on this worker's
 /// threads, the client's decryption; bytes as the messages are framed on
-/// the wire), then served: the same query sent by [`ask_shard`] to the
-/// shard's `HeService` on loopback, as the router sends it, which adds
-/// what a real shard does besides evaluating (reading the query from the
-/// network, the server's tasks, streaming the packages back). Checks every
-/// answer: the members (`truth[i]` holds member `i`'s label) and only they
-/// are found.
+/// the wire), then served: the same query sent to the shard's `HeService`
+/// on loopback, as the router sends it, which adds what a real shard does
+/// besides evaluating (reading the query from the network, the server's
+/// tasks, streaming the packages back). Both go through the facade's
+/// narrow entry for this, [`ShardProbe`]. Checks every answer: the members
+/// (`truth[i]` holds member `i`'s label) and only they are found.
 fn query_shard(
     a: &ScaleWorkerArgs,
     service: Arc<HeService>,
@@ -394,50 +389,18 @@ fn query_shard(
     p: &str,
     m: &mut Metrics,
 ) -> Result<()> {
-    let state = service.snapshot();
-    let sender = state.sender();
-    let receiver = Receiver::new(state.db().params().clone(), a.label_bytes)?;
-    let header = QueryHeader {
-        db_id: state.db_id(),
-        relin_key: receiver.relin_key().to_bytes()?,
-    };
+    let probe = ShardProbe::new(service.snapshot())?;
     let (mut encrypt, mut eval, mut decrypt) = (Vec::new(), Vec::new(), Vec::new());
     let (mut up, mut down, mut packages) = (0, 0, 0);
     for _ in 0..a.runs.max(1) {
-        let t = Instant::now();
-        let (query_state, query) = shard_query(&receiver, &header, client)?;
-        encrypt.push(t.elapsed().as_secs_f64());
-        up = query.iter().map(Frame::wire_len).sum::<u64>();
-        let frames = Mutex::new(Vec::new());
-        let t = Instant::now();
-        // Decoded under the shard's parameters, as its server does.
-        let he = sender.he();
-        let mut cts = Vec::new();
-        for index in query[2..].chunks(sender.sources()) {
-            let decode =
-                |f: &Frame| -> Result<_> { Ok(QueryCt::decode(&f.payload, he)?.ciphertext(he)?) };
-            cts.push(index.iter().map(decode).collect::<Result<Vec<_>>>()?);
-        }
-        let ev = sender.evaluator(&header.relin_key)?;
-        packages = sender.answer(&ev, cts, |package| {
-            let f = package_frames(&package)?;
-            frames
-                .lock()
-                .map_err(|_| psikit_protocols::Error::Internal("a poisoned lock"))?
-                .push(f);
-            Ok(())
-        })?;
-        eval.push(t.elapsed().as_secs_f64());
-        let frames = frames
-            .into_inner()
-            .map_err(|_| anyhow::anyhow!("poisoned"))?;
-        down = frames.iter().flatten().map(|f| f.wire_len()).sum::<u64>()
-            + QueryDone { packages: 0 }.to_frame().wire_len();
-        let t = Instant::now();
-        read_answer(&receiver, query_state, &frames, truth)?;
-        decrypt.push(t.elapsed().as_secs_f64() / packages.max(1) as f64);
+        let run = probe.run_cores(client)?;
+        check_found(&run.found, truth)?;
+        encrypt.push(run.encrypt.as_secs_f64());
+        eval.push(run.eval.as_secs_f64());
+        decrypt.push(run.decrypt.as_secs_f64() / run.packages.max(1) as f64);
+        (up, down, packages) = (run.up_bytes, run.down_bytes, run.packages);
     }
-    let served = runtime()?.block_on(served(a, service, &receiver, &header, client, truth))?;
+    let served = runtime()?.block_on(served(a, service, &probe, client, truth))?;
     let med = |v: &[f64]| median_of(v.iter().copied()).unwrap_or(f64::NAN);
     m.set(format!("{p}encrypt_secs"), med(&encrypt));
     m.set(format!("{p}eval_secs"), med(&eval));
@@ -450,28 +413,12 @@ fn query_shard(
     Ok(())
 }
 
-/// A fresh query of `client` and its frames as a shard reads them (the
-/// router's epoch message, the header, the ciphertexts).
-fn shard_query(
-    receiver: &Receiver,
-    header: &QueryHeader,
-    client: &[Output],
-) -> Result<(QueryState, Vec<Frame>)> {
-    let (query_state, encrypted) = receiver.query(client, &mut OsRng)?;
-    let mut frames = vec![ShardQuery { epoch: 0 }.to_frame(), header.to_frame()];
-    for ct in encrypted.iter().flatten() {
-        frames.push(QueryCt::encode(ct)?.to_frame());
-    }
-    Ok((query_state, frames))
-}
-
 /// The served runs of [`query_shard`]: seconds from sending the query to
 /// the shard's done message, each answer checked.
 async fn served(
     a: &ScaleWorkerArgs,
     service: Arc<HeService>,
-    receiver: &Receiver,
-    header: &QueryHeader,
+    probe: &ShardProbe,
     client: &[Output],
     truth: &[Option<&[u8]>],
 ) -> Result<Vec<f64>> {
@@ -481,55 +428,23 @@ async fn served(
         tls: None,
         limits: Limits::default(),
     };
-    let polys = receiver.shape().polys();
     let mut times = Vec::new();
     for _ in 0..a.runs.max(1) {
-        let (query_state, query) = shard_query(receiver, header, client)?;
-        let (tx, mut rx) = mpsc::channel(8);
-        let gather = tokio::spawn(async move {
-            let mut packages = Vec::new();
-            while let Some(package) = rx.recv().await {
-                packages.push(package);
-            }
-            packages
-        });
-        let t = Instant::now();
-        ask_shard(&addr, &query, polys, &tx, t).await?;
-        times.push(t.elapsed().as_secs_f64());
-        drop(tx);
-        let packages = gather.await?;
-        read_answer(receiver, query_state, &packages, truth)?;
+        let run = probe.run_served(&addr, client).await?;
+        times.push(run.time.as_secs_f64());
+        check_found(&run.found, truth)?;
     }
     Ok(times)
 }
 
-/// Decodes and reads a shard's packages (each its frames) and checks the
-/// matches against `truth`.
-fn read_answer(
-    receiver: &Receiver,
-    mut query_state: QueryState,
-    packages: &[Vec<Frame>],
-    truth: &[Option<&[u8]>],
-) -> Result<()> {
-    let received = (packages.iter())
-        .map(|frames| decode_package(frames, receiver.he()))
-        .collect::<Result<Vec<_>, _>>()?;
-    receiver.process(&mut query_state, &received)?;
-    let leftovers = std::mem::take(&mut query_state.leftovers);
-    check_found(&Receiver::matches(query_state), truth, &leftovers)
-}
-
 /// Every member placed in the query found with its label, nothing else.
-fn check_found(
-    found: &[psikit_protocols::Match],
-    truth: &[Option<&[u8]>],
-    leftovers: &[usize],
-) -> Result<()> {
+fn check_found(found: &Found, truth: &[Option<&[u8]>]) -> Result<()> {
     let expected = truth
         .iter()
         .enumerate()
-        .filter(|(i, t)| t.is_some() && !leftovers.contains(i))
+        .filter(|(i, t)| t.is_some() && !found.leftovers.contains(i))
         .count();
+    let found = &found.matches;
     ensure!(
         found.len() == expected,
         "{} matches, expected {expected}",

@@ -349,7 +349,7 @@ pub fn he_messages(data: &[u8]) {
 /// contents in a second pass.
 pub fn he_db(data: &[u8]) {
     for file in [data.to_vec(), digest_last(data, 8)] {
-        drop(crate::he_psi::db_file::read_from(
+        drop(crate::he_psi::server::db_file::read_from(
             file.as_slice(),
             Path::new("fuzz"),
         ));

@@ -15,7 +15,7 @@ use tokio::io::AsyncReadExt;
 use super::*;
 use crate::filter_psi::messages::{QueryRequest, QueryResponse, SyncHeader};
 use crate::filter_psi::FilterConfig;
-use crate::he_psi::sender_db::{DbEntry, SenderDb};
+use crate::he_psi::server::sender_db::{DbEntry, SenderDb};
 
 /// One seed input of one target.
 pub struct Seed {
@@ -325,7 +325,7 @@ fn he_db_seeds() -> Vec<(&'static str, Vec<u8>)> {
             .collect();
         db.insert_or_assign(&entries).expect("insert");
         let mut bytes = Vec::new();
-        crate::he_psi::db_file::write_to(&db, &mut bytes).expect("in memory");
+        crate::he_psi::server::db_file::write_to(&db, &mut bytes).expect("in memory");
         bytes
     };
     vec![("db", file(4, 12)), ("empty-db", file(0, 0))]
@@ -338,7 +338,7 @@ fn shard_file_seeds() -> Vec<(&'static str, Vec<u8>)> {
     let info = serde_json::to_vec(&info).expect("plain fields serialize");
     let json = crate::he_psi::presets::apsi_preset("256K-1024").expect("a preset");
     let params = PsiParams::from_apsi_json(json).expect("the preset's parameters");
-    let width = crate::he_psi::shape::DbShape::new(&params, 16)
+    let width = crate::he_psi::common::shape::DbShape::new(&params, 16)
         .expect("a shape")
         .bundle_idx_count();
     let mut manifest = Manifest::new([3; 32], &params, 16, "email".into());

@@ -5,16 +5,28 @@
 //! A server holds a large set, each item optionally with a label; a client
 //! with a small set learns which of its items the server holds and their
 //! labels. The flow: both parties' items go through an OPRF keyed by the
-//! server ([`state`], [`client`]); the server hashes every item into all of
-//! its cuckoo bins and keeps, per SIMD slot, the polynomial vanishing on
-//! the slot's items and interpolation polynomials of the encrypted labels
-//! ([`sender_db`], [`bundle`], [`poly`], [`label`]); the client cuckoo-hashes
-//! its items and sends BFV encryptions of a few source powers of them
-//! ([`receiver`]); the server computes every power ([`powers`], [`eval`]),
-//! evaluates the polynomials and streams one result package per bin bundle
-//! ([`sender`], [`service`]); the client reads zeros as matches and decrypts
-//! the labels. Parameters come from APSI's JSON files ([`params`],
-//! [`presets`]) or are chosen automatically ([`select`]).
+//! server; the server hashes every item into all of its cuckoo bins and
+//! keeps, per SIMD slot, the polynomial vanishing on the slot's items and
+//! interpolation polynomials of the encrypted labels; the client
+//! cuckoo-hashes its items and sends BFV encryptions of a few source powers
+//! of them; the server computes every power, evaluates the polynomials and
+//! streams one result package per bin bundle; the client reads zeros as
+//! matches and decrypts the labels. Parameters come from APSI's JSON files
+//! ([`params`], [`presets`]) or are chosen automatically ([`select`]).
+//!
+//! # Layout, by role (as APSI's sender/receiver/common)
+//!
+//! * `common/`: what both roles share (messages, the answer stream,
+//!   hashing, the database's shape, labels, field maths, the powers plan
+//!   and its groupings, the cost model);
+//! * [`client`]: the receiver's sans-IO core and [`HeClient`];
+//! * [`server`]: the sender database, the evaluation, the state directory
+//!   and [`HeService`];
+//! * [`shard`]: sharded databases (files, the router, the build stages);
+//! * [`facade`]: what front ends call (set-up, queries, labels).
+//!
+//! Front ends use only the facade and the public types re-exported here;
+//! the cores are crate-private.
 //!
 //! # Security model and leakage
 //!
@@ -34,35 +46,19 @@
 //!   pads with `--pad-to`) and the number of query rounds; the query
 //!   ciphertexts have a fixed count and size for given parameters.
 
-mod bundle;
 pub mod client;
-mod cost;
-pub(crate) mod db_file;
-mod eval;
+pub(crate) mod common;
 pub mod facade;
-mod hashing;
-mod label;
-pub mod messages;
 pub mod params;
-mod poly;
-mod powers;
 pub mod presets;
-pub mod receiver;
-pub mod router;
 pub mod select;
-pub mod sender;
-pub(crate) mod sender_db;
-pub mod service;
-pub(crate) mod shape;
+pub mod server;
 pub mod shard;
-pub mod sharded;
-pub mod state;
 
 #[cfg(test)]
 mod tests;
 
 pub use client::{HeClient, QueryOutcome};
-pub use messages::PROTOCOL_ID;
-pub use sender_db::UpdateStats;
-pub use service::HeService;
-pub use state::{HeState, Row};
+pub use common::messages::{self, PROTOCOL_ID};
+pub use server::{DbMemory, HeService, HeState, Row, UpdateStats};
+pub use shard::sharded;

@@ -6,7 +6,7 @@ use super::layout::Layout;
 use super::noise::{predicted_budgets, predicted_noise};
 use super::plans::PlanShape;
 use super::CostEstimate;
-use crate::he_psi::cost::{QueryWork, WireSizes, OPRF_BYTES};
+use crate::he_psi::common::cost::{QueryWork, WireSizes, OPRF_BYTES};
 
 /// The homomorphic work of one query under a layout, plan and moduli.
 fn query_work(layout: &Layout, plan: &PlanShape, moduli: &[u32]) -> QueryWork {

@@ -5,7 +5,7 @@
 use super::bins::{bin_load, Load};
 use super::plans::PlanShape;
 use super::SelectionInput;
-use crate::he_psi::label;
+use crate::he_psi::common::label;
 use crate::he_psi::params::{ItemParams, PsiParams, QueryParams, SealParams, TableParams};
 
 /// Expected colliding pairs among the client's items, as a share of a

@@ -24,9 +24,9 @@
 //! candidate), `search` (candidates, ranking, confirmation) and `report`
 //! (explanations and text).
 
-use super::label;
 use super::params::PsiParams;
-use super::powers::PowersPlan;
+use crate::he_psi::common::label;
+use crate::he_psi::common::powers::PowersPlan;
 use crate::Error;
 use estimate::estimate;
 use layout::given_layout;
@@ -170,7 +170,7 @@ pub struct CostEstimate {
     /// work of every shard added up).
     pub server_ms: f64,
     /// Whether the model has the server group the plan's leaves
-    /// ([`super::powers::Grouping::leaves`]) for this query.
+    /// (`Grouping::leaves`) for this query.
     pub leaf_groups: bool,
     /// Of which: the powers of one bundle index.
     pub powers_ms: f64,
@@ -357,8 +357,8 @@ mod fixtures {
 mod tests {
     use super::fixtures::{apsi, CMP_1M_1024, K256_1024};
     use super::*;
-    use crate::he_psi::cost::WireSizes;
-    use crate::he_psi::shape::DbShape;
+    use crate::he_psi::common::cost::WireSizes;
+    use crate::he_psi::common::shape::DbShape;
     use std::time::Instant;
 
     /// The properties every selection must have.

@@ -161,7 +161,7 @@ pub(super) fn widen(moduli: &[u32], test: &SelfTest, n: u32) -> Option<Vec<u32>>
 mod tests {
     use super::super::fixtures::{apsi, CMP_1M_1024, K256_1024};
     use super::*;
-    use crate::he_psi::powers::PowersPlan;
+    use crate::he_psi::common::powers::PowersPlan;
     use std::time::Duration;
 
     #[test]

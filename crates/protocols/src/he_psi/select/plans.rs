@@ -2,8 +2,9 @@
 //! (postage-stamp bases, with and without Paterson-Stockmeyer), reduced to
 //! the shape the noise and cost models need.
 
-use crate::he_psi::cost::PlanWork;
-use crate::he_psi::powers::{Grouping, PowersPlan};
+use crate::he_psi::common::cost::PlanWork;
+use crate::he_psi::common::grouping::Grouping;
+use crate::he_psi::common::powers::PowersPlan;
 
 /// Extremal postage-stamp bases `(h, reach, basis)`: every exponent up to
 /// `reach` is a sum of at most `h` elements, so a plan reaches it at depth
@@ -201,7 +202,7 @@ fn push_plan(out: &mut Vec<PlanShape>, sources: &[u32], low: u32, degree: u32, n
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::he_psi::powers::{postage_stamp_basis, stamp_reach};
+    use crate::he_psi::common::powers::{postage_stamp_basis, stamp_reach};
 
     #[test]
     fn stamp_table_matches_the_search() {

@@ -1,13 +1,13 @@
 //! The HE server's state directory: its own OPRF key and the sender
 //! database, or, for one shard of a sharded database, the shard's part of
-//! it and no key ([`super::shard`]).
+//! it and no key (`shard/manifest.rs`).
 //!
 //! * `oprf.key`: the secret OPRF key, mode 0600, refused if others can read
 //!   it. The HE database never shares its key with the filter protocol: the
 //!   filter publishes (hashes of) OPRF outputs, which would give filter
 //!   clients the item values of this database.
 //! * `shard.json` in a shard's directory instead of the key.
-//! * `he.db`: the database ([`super::db_file`]), replaced atomically.
+//! * `he.db`: the database (`db_file.rs`), replaced atomically.
 
 use std::path::{Path, PathBuf};
 
@@ -15,12 +15,12 @@ use psikit_primitives::oprf::{Output, ServerKey};
 use rand::rngs::OsRng;
 use sha2::{Digest, Sha256};
 
-use super::db_file;
-use super::params::PsiParams;
-use super::sender::Sender;
-use super::sender_db::{DbEntry, SenderDb, UpdateStats};
-use super::shard::{ShardInfo, SHARD_FILE};
 use crate::common::oprf_stage;
+use crate::he_psi::params::PsiParams;
+use crate::he_psi::server::db_file;
+use crate::he_psi::server::sender::Sender;
+use crate::he_psi::server::sender_db::{DbEntry, DbMemory, SenderDb, UpdateStats};
+use crate::he_psi::shard::manifest::{ShardInfo, SHARD_FILE};
 use crate::{keyfile, Error};
 
 /// The OPRF key's file in a database's (or a sharded one's router's)
@@ -172,12 +172,39 @@ impl HeState {
         }
     }
 
-    pub fn sender(&self) -> &Sender {
+    /// The database made ready for queries (the service answers with it).
+    pub(crate) fn sender(&self) -> &Sender {
         &self.sender
     }
 
-    pub fn db(&self) -> &SenderDb {
+    pub(crate) fn db(&self) -> &SenderDb {
         self.sender.db()
+    }
+
+    /// Distinct items the database holds.
+    pub fn items(&self) -> usize {
+        self.db().len()
+    }
+
+    /// The longest label the database takes (0: unlabeled), fixed when it
+    /// was built.
+    pub fn max_label_bytes(&self) -> usize {
+        self.db().shape().max_label_bytes
+    }
+
+    /// The database's parameters.
+    pub fn params(&self) -> &PsiParams {
+        self.db().params()
+    }
+
+    /// Bin bundles per bundle index (every client is told them).
+    pub fn bundle_counts(&self) -> Vec<usize> {
+        self.db().bundle_counts()
+    }
+
+    /// Memory the database holds: its arrays and the plaintext cache.
+    pub fn memory(&self) -> DbMemory {
+        self.db().memory()
     }
 
     /// Public identifier of this database's parameters and OPRF key: a
@@ -216,7 +243,6 @@ impl HeState {
         self.sender.update(|db| db.insert_or_assign(&entries))
     }
 
-    /// Removes the items with these keys.
     /// Records how the database's keys are encoded
     /// (`psikit_io::KeySpec::key_format`); clients are told it.
     pub fn set_key_format(&mut self, format: String) -> Result<(), Error> {
@@ -226,6 +252,7 @@ impl HeState {
         })
     }
 
+    /// Removes the items with these keys.
     pub fn remove(&mut self, keys: &[Vec<u8>]) -> Result<UpdateStats, Error> {
         let outputs = self.evaluate(keys.iter().map(Vec::as_slice), &mut |_| Ok(()))?;
         self.remove_evaluated(&outputs)

@@ -10,7 +10,8 @@ use std::collections::{HashMap, HashSet};
 use psikit_he::{Ciphertext, Evaluator, PlainPoly, Prepared};
 use rayon::prelude::*;
 
-use super::powers::{Grouping, PowersPlan};
+use crate::he_psi::common::grouping::Grouping;
+use crate::he_psi::common::powers::PowersPlan;
 use crate::{Error, Violation};
 
 /// `y^e` for every exponent the plan needs, indexed by `e` (index 0 holds

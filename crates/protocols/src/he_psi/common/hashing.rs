@@ -6,8 +6,8 @@
 use psikit_primitives::oprf::Output;
 use psikit_structures::cuckoo_table::{cuckoo_locations, Locations};
 
-use super::label::LabelKey;
-use super::shape::DbShape;
+use crate::he_psi::common::label::LabelKey;
+use crate::he_psi::common::shape::DbShape;
 
 /// The part of an item's OPRF output that enters the polynomials. It is
 /// pseudorandom, so its felts and cuckoo locations are too.

@@ -61,15 +61,6 @@ impl Field {
     }
 
     #[inline]
-    pub fn sub(&self, a: u64, b: u64) -> u64 {
-        if a >= b {
-            a - b
-        } else {
-            a + self.t - b
-        }
-    }
-
-    #[inline]
     pub fn neg(&self, a: u64) -> u64 {
         if a == 0 {
             0

@@ -304,7 +304,7 @@ impl Message for QueryDone {
 
 /// Sent by a sharded database's router before a query's header: the epoch
 /// the query must be answered at, so every shard answers from the same
-/// update (see `super::router`).
+/// update (see `shard/router.rs`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ShardQuery {
     pub epoch: u64,

@@ -9,7 +9,8 @@
 
 use std::collections::HashSet;
 
-use super::powers::{Grouping, PowersPlan};
+use crate::he_psi::common::grouping::Grouping;
+use crate::he_psi::common::powers::PowersPlan;
 
 /// A ciphertext product left unrelinearized (tensor of two lifted operands
 /// and the scale-down by `t/Q`) at n 4096 with 2 ciphertext moduli, in ms.
@@ -41,12 +42,12 @@ const ENCRYPT_MS_4096: f64 = 0.3;
 /// (measured 0.40, 0.83 and 1.3 ms at n 4096, 8192, 16384).
 const DECRYPT_MS_1024: f64 = 0.1;
 /// Bytes of an OPRF element each way per client item.
-pub(super) const OPRF_BYTES: u64 = 32;
+pub(crate) const OPRF_BYTES: u64 = 32;
 
 /// The operations of one powers plan under one grouping (per bundle index)
 /// and of the polynomials evaluated on it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct PlanWork {
+pub(crate) struct PlanWork {
     /// Ciphertext products computing the needed powers.
     pub products: u64,
     /// Of those, products relinearized (factors of later products, and all
@@ -100,7 +101,7 @@ impl PlanWork {
 
 /// One query's homomorphic work.
 #[derive(Clone, Debug)]
-pub(super) struct QueryWork {
+pub(crate) struct QueryWork {
     /// Ring degree.
     pub n: u32,
     /// Ciphertext moduli at the query level.
@@ -219,7 +220,7 @@ fn switch_ms(n: u32, k: usize) -> f64 {
 /// generated primes have exactly the requested bits, and every residue is
 /// packed in that many bits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct WireSizes {
+pub(crate) struct WireSizes {
     pub query_ct: u64,
     pub result_ct: u64,
     pub relin_key: u64,

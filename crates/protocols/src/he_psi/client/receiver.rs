@@ -9,13 +9,13 @@ use psikit_structures::cuckoo_table::CuckooTable;
 use rand::{CryptoRng, RngCore};
 use rayon::prelude::*;
 
-use super::hashing::{felts_to_bytes, item_felts, split_oprf};
-use super::label::{decrypt_label, encrypted_len, LabelKey};
-use super::params::PsiParams;
-use super::poly::Field;
-use super::powers::PowersPlan;
-use super::sender::ResultPackage;
-use super::shape::DbShape;
+use crate::he_psi::common::answer::ResultPackage;
+use crate::he_psi::common::hashing::{felts_to_bytes, item_felts, split_oprf};
+use crate::he_psi::common::label::{decrypt_label, encrypted_len, LabelKey};
+use crate::he_psi::common::poly::Field;
+use crate::he_psi::common::powers::PowersPlan;
+use crate::he_psi::common::shape::DbShape;
+use crate::he_psi::params::PsiParams;
 use crate::{Error, Match, Violation};
 
 /// A client's keys and the parameters they were made for. The secret key

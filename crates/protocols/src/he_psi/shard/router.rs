@@ -1,4 +1,4 @@
-//! The router of a sharded HE database ([`super::shard`]): to clients it
+//! The router of a sharded HE database (`manifest.rs`): to clients it
 //! is an HE server. It holds the OPRF key and the manifest, answers the
 //! parameter request (bundle counts summed over the shards) and the OPRF
 //! itself, and sends every query to every shard over psikit's own frames,
@@ -21,16 +21,17 @@ use psikit_transport::{Channel, Frame, Message, ProtocolId};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
-use super::client::{check_done, next_answer, Answer};
-use super::messages::{
+use crate::common::connect::ServerAddr;
+use crate::he_psi::common::answer::{check_done, next_answer, Answer};
+use crate::he_psi::common::hex::hex;
+use crate::he_psi::common::messages::{
     OprfRequest, ParamsRequest, ParamsResponse, QueryCt, QueryDone, QueryHeader, ShardQuery,
     PROTOCOL_ID,
 };
-use super::params::PsiParams;
-use super::service::{oprf_response, query_header};
-use super::shard::Manifest;
-use super::state::HeState;
-use crate::common::connect::ServerAddr;
+use crate::he_psi::params::PsiParams;
+use crate::he_psi::server::service::{oprf_response, query_header};
+use crate::he_psi::server::state::HeState;
+use crate::he_psi::shard::manifest::Manifest;
 use crate::service::{Handled, LiveState, ServerLimits, Service, Session};
 use crate::{Error, Violation};
 
@@ -49,7 +50,7 @@ impl RouterState {
         let manifest = Manifest::load(dir)?;
         let params = PsiParams::from_apsi_json(&manifest.params)?;
         let state = HeState::load_router(dir, params, manifest.max_label_bytes)?;
-        if super::facade::hex(&state.db_id()) != manifest.db_id {
+        if hex(&state.db_id()) != manifest.db_id {
             return Err(Error::StateFile(format!(
                 "{}: the OPRF key there is not the one the shards were built with",
                 dir.display()
@@ -59,10 +60,6 @@ impl RouterState {
             state: Arc::new(state),
             manifest,
         })
-    }
-
-    pub fn manifest(&self) -> &Manifest {
-        &self.manifest
     }
 }
 
@@ -160,7 +157,7 @@ pub struct ShardTrace {
 /// query, on the connection's task (so it should be quick).
 pub type TraceSink = Arc<dyn Fn(&QueryTrace) + Send + Sync>;
 
-/// Serves a sharded database's clients (see the [module docs](self)).
+/// Serves a sharded database's clients (see the docs of `shard/router.rs`).
 pub struct ShardRouter {
     current: LiveState<RouterState>,
     shards: Vec<ServerAddr>,
@@ -307,10 +304,10 @@ fn params_response(snap: &RouterState, max_query_items: u32) -> ParamsResponse {
 /// packages (`polys` frames) to `packages`; returns what it saw (times
 /// from `start`), its package count checked against the shard's done
 /// message. `query` is the frames a shard reads: [`ShardQuery`], the
-/// client's [`QueryHeader`](super::messages::QueryHeader), then its
-/// [`QueryCt`]s. Public for `psikit bench scale`, which times one shard
-/// exactly as the router asks it.
-pub async fn ask_shard(
+/// client's [`QueryHeader`], then its
+/// [`QueryCt`]s. The shard probe (`probe.rs`) asks a shard through it too,
+/// so the benchmark times exactly what the router does.
+pub(crate) async fn ask_shard(
     addr: &ServerAddr,
     query: &[Frame],
     polys: usize,
@@ -373,7 +370,7 @@ impl Service for ShardRouter {
     }
 
     fn oprf_cost(&self, frame: &Frame) -> u64 {
-        super::service::oprf_cost(frame)
+        crate::he_psi::server::service::oprf_cost(frame)
     }
 
     fn describe(&self) -> String {

@@ -25,10 +25,10 @@ use psikit_primitives::oprf::Output;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::facade::hex;
-use super::params::PsiParams;
-use super::shape::DbShape;
 use crate::common::files::write_atomic;
+use crate::he_psi::common::hex::hex;
+use crate::he_psi::common::shape::DbShape;
+use crate::he_psi::params::PsiParams;
 use crate::Error;
 
 /// Most shards a database may have.

@@ -13,8 +13,8 @@ use std::sync::Arc;
 
 use psikit_he::{CompactPoly, HeParams, PlainPoly};
 
-use super::poly::Field;
-use super::shape::DbShape;
+use crate::he_psi::common::poly::Field;
+use crate::he_psi::common::shape::DbShape;
 use crate::Error;
 
 /// A bin bundle. Bin `k` holds its items at `k * B .. k * B + counts[k]`;
@@ -88,11 +88,6 @@ impl BinBundle {
     /// Items in bin `bin`.
     pub fn count(&self, bin: usize) -> usize {
         usize::from(self.counts[bin])
-    }
-
-    /// Items in the whole bundle (each item counted once per bin it sits in).
-    pub fn len(&self) -> usize {
-        self.counts.iter().map(|&c| usize::from(c)).sum()
     }
 
     pub fn is_empty(&self) -> bool {

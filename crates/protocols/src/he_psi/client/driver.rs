@@ -4,20 +4,18 @@
 
 use std::time::{Duration, Instant};
 
-use psikit_he::HeParams;
 use psikit_primitives::oprf::{self, Output};
-use psikit_transport::{Channel, Frame, Message};
+use psikit_transport::{Channel, Frame};
 use rand::rngs::OsRng;
 use rayon::prelude::*;
 
-use super::messages::{
-    DecodedResultCt, OprfRequest, OprfResponse, ParamsRequest, ParamsResponse, QueryCt, QueryDone,
-    QueryHeader, ResultCt,
+use crate::he_psi::client::receiver::{QueryState, Receiver};
+use crate::he_psi::common::answer::{check_done, decode_package, next_answer, Answer};
+use crate::he_psi::common::messages::{
+    OprfRequest, OprfResponse, ParamsRequest, ParamsResponse, QueryCt, QueryHeader,
 };
-use super::params::PsiParams;
-use super::receiver::{QueryState, Receiver};
-use super::sender::ResultPackage;
-use crate::{Error, Match, Violation};
+use crate::he_psi::params::PsiParams;
+use crate::{Error, Match};
 
 /// A client connected to one database: its parameters and fresh keys.
 pub struct HeClient {
@@ -217,74 +215,4 @@ impl HeClient {
         *decrypt += t.elapsed();
         Ok(())
     }
-}
-
-/// The next part of an answer to a query, as a client or the router reads
-/// it from a server.
-pub(super) enum Answer {
-    /// A whole result package: its polynomials' frames, in order.
-    Package(Vec<Frame>),
-    /// The done message: how many packages the server says it sent.
-    Done(u32),
-}
-
-/// Reads the next [`Answer`]: a done message, or a result package of
-/// `polys` frames; anything else is refused (`what` names the answer).
-pub(super) async fn next_answer(
-    ch: &mut Channel,
-    polys: usize,
-    what: &'static str,
-) -> Result<Answer, Error> {
-    let first = ch.recv().await?;
-    if first.protocol == QueryDone::PROTOCOL && first.kind == QueryDone::KIND {
-        return Ok(Answer::Done(
-            QueryDone::decode(&first.payload, ())?.packages,
-        ));
-    }
-    if first.protocol != ResultCt::PROTOCOL || first.kind != ResultCt::KIND {
-        return Err(Violation::Unexpected(what).into());
-    }
-    let mut frames = Vec::with_capacity(polys);
-    frames.push(first);
-    for _ in 1..polys {
-        frames.push(ch.recv_expect(ResultCt::PROTOCOL, ResultCt::KIND).await?);
-    }
-    Ok(Answer::Package(frames))
-}
-
-/// Checks a done message's package count against the packages received.
-pub(super) fn check_done(done: u32, received: u32, what: &'static str) -> Result<(), Error> {
-    if done != received {
-        return Err(Violation::Count {
-            what,
-            got: u64::from(received),
-            expected: u64::from(done),
-        }
-        .into());
-    }
-    Ok(())
-}
-
-/// One result package from its frames, which must be its polynomials in
-/// order for one bundle index (decoded under the client's parameters).
-pub fn decode_package(frames: &[Frame], he: &HeParams) -> Result<ResultPackage, Error> {
-    let mut bundle = None;
-    let mut cts = Vec::with_capacity(frames.len());
-    for (poly, frame) in frames.iter().enumerate() {
-        // Decoded straight from the payload: see `DecodedResultCt`.
-        let part = DecodedResultCt::decode(&frame.payload, he)?;
-        if usize::from(part.poly) != poly || bundle.is_some_and(|b| b != part.bundle_idx) {
-            return Err(Violation::OutOfOrder("result package").into());
-        }
-        bundle = Some(part.bundle_idx);
-        cts.push(part.ct);
-    }
-    let mut cts = cts.into_iter();
-    Ok(ResultPackage {
-        bundle_idx: bundle.unwrap_or(0),
-        matching: cts
-            .next()
-            .ok_or(Error::Peer(Violation::Invalid("empty result package")))?,
-        labels: cts.collect(),
-    })
 }

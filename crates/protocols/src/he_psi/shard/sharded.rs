@@ -1,4 +1,4 @@
-//! Building and updating a sharded database ([`super::shard`]), as stages
+//! Building and updating a sharded database (`manifest.rs`), as stages
 //! a single process runs in turn ([`build_sharded`], [`update_sharded`])
 //! or a distributed engine runs on many machines (psikit's Ray pipeline):
 //!
@@ -23,17 +23,18 @@ use psikit_io::{KeySpec, ReadStats};
 use psikit_primitives::oprf::{Output, ServerKey};
 use serde::{Deserialize, Serialize};
 
-use super::facade::{
-    check_changes, check_label_flags, choose_params, hex, label_room, read_additions, read_labeled,
-    read_removals, BuildOptions,
-};
-use super::params::PsiParams;
-use super::select::{Selection, SelectionInput};
-use super::sender_db::UpdateStats;
-use super::shard::{check_shard_count, shard_of, Manifest, ShardInfo};
-use super::state::{database_id, HeState, KEY_FILE};
 use crate::common::oprf_stage::{self, OutputBatch};
 use crate::common::{advance, check_cancelled, same_key_format, state_dir};
+use crate::he_psi::common::hex::hex;
+use crate::he_psi::facade::setup::{
+    check_changes, check_label_flags, choose_params, label_room, read_additions, read_labeled,
+    read_removals, BuildOptions,
+};
+use crate::he_psi::params::PsiParams;
+use crate::he_psi::select::{Selection, SelectionInput};
+use crate::he_psi::server::sender_db::UpdateStats;
+use crate::he_psi::server::state::{database_id, HeState, KEY_FILE};
+use crate::he_psi::shard::manifest::{check_shard_count, shard_of, Manifest, ShardInfo};
 use crate::{Error, Progress};
 
 /// The router's directory inside a sharded database's directory.

@@ -8,21 +8,13 @@
 use psikit_he::{Ciphertext, Evaluator, HeParams, PlainPoly, RelinKey};
 use rayon::prelude::*;
 
-use super::cost::{PlanWork, QueryWork};
-use super::eval::{evaluate, Powers};
-use super::powers::{Grouping, PowersPlan};
-use super::sender_db::SenderDb;
+use crate::he_psi::common::answer::ResultPackage;
+use crate::he_psi::common::cost::{PlanWork, QueryWork};
+use crate::he_psi::common::grouping::Grouping;
+use crate::he_psi::common::powers::PowersPlan;
+use crate::he_psi::server::eval::{evaluate, Powers};
+use crate::he_psi::server::sender_db::SenderDb;
 use crate::{Error, Violation};
-
-/// The encrypted answer of one bin bundle.
-pub struct ResultPackage {
-    /// Bundle index the package belongs to.
-    pub bundle_idx: u32,
-    /// `P(y)` per slot: zero in all `f` slots of a bin means a match.
-    pub matching: Ciphertext,
-    /// `G_k(y)` per slot for each label fragment `k`.
-    pub labels: Vec<Ciphertext>,
-}
 
 /// A sender database made ready for queries: its BFV parameters (one
 /// shared instance, which every plaintext, key and ciphertext of a query
@@ -88,11 +80,6 @@ impl Sender {
     /// Source powers per bundle index in a query.
     pub fn sources(&self) -> usize {
         self.plan.sources().len()
-    }
-
-    /// Gives the database back (e.g. to save it).
-    pub fn into_db(self) -> SenderDb {
-        self.db
     }
 
     /// An evaluator for a client's relinearization key (as sent).

@@ -19,11 +19,11 @@ use std::path::Path;
 
 use sha2::{Digest, Sha256};
 
-use super::bundle::BinBundle;
-use super::params::PsiParams;
-use super::sender_db::SenderDb;
-use super::shape::DbShape;
 use crate::common::files::write_atomic;
+use crate::he_psi::common::shape::DbShape;
+use crate::he_psi::params::PsiParams;
+use crate::he_psi::server::bundle::BinBundle;
+use crate::he_psi::server::sender_db::SenderDb;
 use crate::Error;
 
 const MAGIC: &[u8; 8] = b"PSIKHEDB";
@@ -239,8 +239,8 @@ fn read_bundle<R: Read>(r: &mut Checked<R>, shape: &DbShape) -> std::io::Result<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::he_psi::sender_db::tests::{random_outputs, small_db};
-    use crate::he_psi::sender_db::DbEntry;
+    use crate::he_psi::server::sender_db::tests::{random_outputs, small_db};
+    use crate::he_psi::server::sender_db::DbEntry;
     use rand::SeedableRng;
 
     fn sample_db() -> SenderDb {

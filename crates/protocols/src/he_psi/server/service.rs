@@ -15,12 +15,12 @@ use psikit_primitives::oprf::ELEMENT_LEN;
 use psikit_transport::{Channel, Frame, Message, ProtocolId, TransportError};
 use tokio::sync::{mpsc, Semaphore};
 
-use super::messages::{
+use crate::he_psi::common::answer::package_frames;
+use crate::he_psi::common::messages::{
     OprfRequest, OprfResponse, ParamsRequest, ParamsResponse, QueryCt, QueryDone, QueryHeader,
-    ResultCt, ShardQuery, PROTOCOL_ID,
+    ShardQuery, PROTOCOL_ID,
 };
-use super::sender::ResultPackage;
-use super::state::{db_path, HeState};
+use crate::he_psi::server::state::{db_path, HeState};
 use crate::service::{Handled, LiveState, ServerLimits, Service, Session};
 use crate::{Error, Violation};
 
@@ -264,7 +264,7 @@ fn describe(state: &HeState) -> String {
 
 /// The OPRF evaluations a frame asks for: an OPRF request's blinded
 /// elements (32 bytes each after a short count).
-pub(super) fn oprf_cost(frame: &Frame) -> u64 {
+pub(crate) fn oprf_cost(frame: &Frame) -> u64 {
     match frame.kind == OprfRequest::KIND {
         true => (frame.payload.len() / ELEMENT_LEN) as u64,
         false => 0,
@@ -272,7 +272,7 @@ pub(super) fn oprf_cost(frame: &Frame) -> u64 {
 }
 
 /// Evaluates an OPRF request with `state`'s key, off the async threads.
-pub(super) async fn oprf_response(
+pub(crate) async fn oprf_response(
     state: Arc<HeState>,
     payload: &[u8],
     max_items: u32,
@@ -288,7 +288,7 @@ pub(super) async fn oprf_response(
 
 /// Decodes a query's header for `state`'s database: a query prepared for
 /// another database is stale.
-pub(super) fn query_header(payload: &[u8], state: &HeState) -> Result<QueryHeader, Error> {
+pub(crate) fn query_header(payload: &[u8], state: &HeState) -> Result<QueryHeader, Error> {
     let header = match QueryHeader::decode(payload, state.sender().he()) {
         Ok(header) => header,
         // A key sized for other parameters is stale, not malformed, when
@@ -301,16 +301,4 @@ pub(super) fn query_header(payload: &[u8], state: &HeState) -> Result<QueryHeade
         return Err(Error::StaleDatabase);
     }
     Ok(header)
-}
-
-/// The frames of one result package as a server sends them: matching
-/// ciphertext, then labels, with the noise-only low bits dropped. Public
-/// so that callers driving [`super::sender::Sender`] themselves (the scale
-/// benchmark) send and count exactly what a server sends.
-pub fn package_frames(package: &ResultPackage) -> Result<Vec<Frame>, Error> {
-    std::iter::once(&package.matching)
-        .chain(&package.labels)
-        .enumerate()
-        .map(|(poly, ct)| Ok(ResultCt::encode(package.bundle_idx, poly as u16, ct)?.to_frame()))
-        .collect()
 }

@@ -1,0 +1,105 @@
+//! Labels as front ends show them: the server's label columns when a label
+//! is a UTF-8 CSV record (as `psikit he db build --label` stores them),
+//! else one `hex:` column, padded to the widest label so every matched row
+//! has as many cells.
+
+use psikit_io::decode_label;
+
+use crate::he_psi::common::hex::hex;
+use crate::{Error, Match};
+
+/// One client key's label columns: `None` if it did not match.
+pub type LabelCells = Option<Vec<Vec<u8>>>;
+
+/// Per client key (of `keys`), `None` if it did not match, else its label
+/// columns padded to the widest label; and that width (0 for an
+/// unlabeled database, at least 1 for a labeled one).
+pub fn label_cells(
+    matches: &[Match],
+    keys: usize,
+    labeled: bool,
+) -> Result<(usize, Vec<LabelCells>), Error> {
+    let mut cells = vec![None; keys];
+    for m in matches {
+        let slot = cells
+            .get_mut(m.index)
+            .ok_or(Error::Internal("a match out of range"))?;
+        *slot = Some(m.label.as_deref().map(label_fields).unwrap_or_default());
+    }
+    let width = cells.iter().flatten().map(Vec::len).max().unwrap_or(0);
+    let width = if labeled { width.max(1) } else { 0 };
+    for fields in cells.iter_mut().flatten() {
+        fields.resize(width, Vec::new());
+    }
+    Ok((width, cells))
+}
+
+/// A label's columns: the fields of its CSV record when it is one (and
+/// UTF-8, to stay readable), else one column `hex:...`.
+pub fn label_fields(label: &[u8]) -> Vec<Vec<u8>> {
+    match decode_label(label) {
+        Some(fields) if fields.iter().all(|f| std::str::from_utf8(f).is_ok()) => fields,
+        _ => vec![format!("hex:{}", hex(label)).into_bytes()],
+    }
+}
+
+/// The label columns' names: as given, else `label` or `label_1..`.
+pub fn label_names(width: usize, given: &[String]) -> Result<Vec<String>, Error> {
+    if !given.is_empty() {
+        if given.len() < width {
+            return Err(Error::Config(format!(
+                "the labels have {width} columns but --label-names names {}",
+                given.len()
+            )));
+        }
+        return Ok(given.to_vec());
+    }
+    Ok(match width {
+        0 => Vec::new(),
+        1 => vec!["label".into()],
+        _ => (1..=width).map(|i| format!("label_{i}")).collect(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn m(index: usize, label: Option<&[u8]>) -> Match {
+        Match {
+            index,
+            label: label.map(<[u8]>::to_vec),
+        }
+    }
+
+    #[test]
+    fn labels_become_columns_or_hex() {
+        assert_eq!(
+            label_fields(b"a,\"b,c\""),
+            vec![b"a".to_vec(), b"b,c".to_vec()]
+        );
+        assert_eq!(label_fields(b"a\nb"), vec![b"hex:610a62".to_vec()]);
+        assert_eq!(label_fields(b"\xff"), vec![b"hex:ff".to_vec()]);
+    }
+
+    #[test]
+    fn cells_are_padded_to_the_widest_label() {
+        let matches = [m(0, Some(b"x,y")), m(2, Some(b"z"))];
+        let (width, cells) = label_cells(&matches, 3, true).expect("cells");
+        assert_eq!(width, 2);
+        assert_eq!(cells[1], None);
+        assert_eq!(cells[2], Some(vec![b"z".to_vec(), Vec::new()]));
+        let (width, cells) = label_cells(&[m(1, None)], 2, false).expect("cells");
+        assert_eq!((width, cells), (0, vec![None, Some(Vec::new())]));
+        assert!(label_cells(&[m(5, None)], 2, false).is_err());
+    }
+
+    #[test]
+    fn label_names_default_and_given() {
+        assert_eq!(label_names(1, &[]).expect("names"), ["label"]);
+        assert_eq!(label_names(2, &[]).expect("names"), ["label_1", "label_2"]);
+        let given = vec!["name".to_string(), "tier".to_string()];
+        assert_eq!(label_names(1, &given).expect("names"), given);
+        assert!(label_names(3, &given).is_err());
+    }
+}
