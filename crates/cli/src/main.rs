@@ -102,20 +102,11 @@ fn main() {
     }
 }
 
-/// The error and its causes on one line, each said once: error types that
-/// print their source in their own message would otherwise repeat it.
+/// The error and its causes on one line, each said once (the protocols
+/// crate's `one_line`, over anyhow's chain).
 fn one_line(e: &anyhow::Error) -> String {
-    let mut line = String::new();
-    for cause in e.chain().map(|c| c.to_string()) {
-        if line.contains(&cause) {
-            continue;
-        }
-        if !line.is_empty() {
-            line.push_str(": ");
-        }
-        line.push_str(&cause);
-    }
-    line
+    let e: &(dyn std::error::Error + 'static) = e.as_ref();
+    psikit_protocols::one_line(e)
 }
 
 #[cfg(test)]

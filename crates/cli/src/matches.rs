@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use anyhow::Result;
-use psikit_protocols::io::{MatchWriter, ReadStats, Table};
+use psikit_protocols::io::{matched_rows, MatchWriter, ReadStats, Table};
 
 /// One client key's outcome for [`write_matches_with`]: `None` if it did
 /// not match, else the extra values to write after each of its rows.
@@ -33,13 +33,7 @@ pub fn write_matches_with(
 ) -> Result<u64> {
     let names: Vec<&str> = extra_columns.iter().map(String::as_str).collect();
     let mut out = MatchWriter::create(path, table.headers.as_ref(), &names)?;
-    let mut selected: Vec<(usize, &[Vec<u8>])> = rows_of_key
-        .iter()
-        .zip(extras)
-        .filter_map(|(rows, extra)| Some((rows, extra.as_deref()?)))
-        .flat_map(|(rows, extra)| rows.iter().map(move |&r| (r, extra)))
-        .collect();
-    selected.sort_unstable_by_key(|(r, _)| *r);
+    let selected = matched_rows(rows_of_key, extras);
     for &(r, extra) in &selected {
         out.write_row(&table.rows[r].record, extra)?;
     }

@@ -7,14 +7,16 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use clap::{Args, Subcommand, ValueEnum};
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+use clap::{Args, Subcommand};
 use psikit_protocols::common::connect::{Peer, ServerAddr};
-use psikit_protocols::common::two_party::{self, TwoParty};
-use psikit_protocols::io::{read_rows, Table};
+use psikit_protocols::common::two_party::{self, Outcome, Phases, Protocol, Role, Settings};
+use psikit_protocols::io::read_rows;
 use psikit_protocols::NoProgress;
 
 use crate::args::{ClientTlsArgs, CsvArgs, NetArgs, ServerTlsArgs};
 use crate::matches::write_matches;
+use crate::report;
 
 #[derive(Subcommand)]
 pub enum PsiCommand {
@@ -24,21 +26,12 @@ pub enum PsiCommand {
     Receive(PsiArgs),
 }
 
-/// Which balanced PSI to run.
-#[derive(Clone, Copy, Debug, ValueEnum)]
-pub enum Protocol {
-    /// Silent VOLE and an OKVS (fastest, least traffic).
-    Vole,
-    /// OT extension and garbled Bloom filters (Rindal-Rosulek).
-    Rr16,
-}
-
 #[derive(Args)]
 pub struct PsiArgs {
     #[command(flatten)]
     pub party: PartyArgs,
     /// The protocol; both parties must choose the same.
-    #[arg(long, value_enum, default_value = "vole")]
+    #[arg(long, default_value = "vole", value_parser = protocol_parser())]
     pub protocol: Protocol,
     /// Malicious security (both parties must agree). Default: semi-honest,
     /// secure if both parties follow the protocol.
@@ -111,13 +104,10 @@ impl PeerArgs {
     }
 }
 
-/// A family's outcomes as the CLI reports them.
-pub trait Report: TwoParty {
-    /// Lines describing a party's run (parameters, times, traffic).
-    fn sender_lines(out: &Self::SenderOutcome) -> Vec<String>;
-    fn receiver_lines(out: &Self::ReceiverOutcome) -> Vec<String>;
-    fn revealed(out: &Self::SenderOutcome) -> Option<&[usize]>;
-    fn matches(out: &Self::ReceiverOutcome) -> &[bool];
+/// `--protocol`: the words the protocols crate accepts, each with its help.
+pub fn protocol_parser() -> impl TypedValueParser<Value = Protocol> {
+    PossibleValuesParser::new(Protocol::ALL.map(|p| PossibleValue::new(p.word()).help(p.about())))
+        .try_map(|word| word.parse::<Protocol>())
 }
 
 pub fn run(cmd: PsiCommand) -> Result<()> {
@@ -127,46 +117,16 @@ pub fn run(cmd: PsiCommand) -> Result<()> {
         PsiCommand::Send(a) => (a, true),
         PsiCommand::Receive(a) => (a, false),
     };
-    match a.protocol {
-        Protocol::Vole => vole(&a, sending),
-        Protocol::Rr16 => rr16(&a, sending),
-    }
-}
-
-#[cfg(feature = "vole")]
-fn vole(a: &PsiArgs, sending: bool) -> Result<()> {
-    use psikit_protocols::vole_psi::{facade::VolePsi, VoleConfig};
-    let cfg = VoleConfig {
-        malicious: a.malicious,
-        reveal_to_sender: a.party.reveal,
-        max_set_size: a.party.max_peer_items,
-        key_format: a.party.csv.spec()?.key_format(),
-        ..VoleConfig::default()
-    };
-    party::<VolePsi>(&a.party, &cfg, sending)
-}
-
-#[cfg(not(feature = "vole"))]
-fn vole(_: &PsiArgs, _: bool) -> Result<()> {
-    bail!("this psikit was built without VOLE-PSI (cargo feature 'vole')")
-}
-
-#[cfg(feature = "rr16")]
-fn rr16(a: &PsiArgs, sending: bool) -> Result<()> {
-    crate::rr16_cmd::party_run(&a.party, !a.malicious, sending)
-}
-
-#[cfg(not(feature = "rr16"))]
-fn rr16(_: &PsiArgs, _: bool) -> Result<()> {
-    bail!("this psikit was built without RR16 (cargo feature 'rr16')")
+    party(&a.party, a.protocol, a.malicious, sending)
 }
 
 pub fn announce(addr: &str) {
     eprintln!("psikit: waiting for the peer on {addr}");
 }
 
-/// One party's run of `P` on the CSV rows, with the output the CLI gives.
-pub fn party<P: Report>(a: &PartyArgs, cfg: &P::Config, sending: bool) -> Result<()> {
+/// One party's run of `protocol` on the CSV rows, with the output the CLI
+/// gives (`psikit psi` and `psikit rr16` alike).
+pub fn party(a: &PartyArgs, protocol: Protocol, malicious: bool, sending: bool) -> Result<()> {
     if sending && a.reveal && a.output.is_none() {
         bail!("--reveal needs --output FILE for the revealed rows");
     }
@@ -178,85 +138,77 @@ pub fn party<P: Report>(a: &PartyArgs, cfg: &P::Config, sending: bool) -> Result
                 .context("the receiver needs --output FILE")?,
         ),
     };
+    let settings = Settings {
+        malicious,
+        reveal: a.reveal,
+        max_peer_items: a.max_peer_items,
+        key_format: a.csv.spec()?.key_format(),
+        ..Settings::new(protocol)
+    };
     let table = read_rows(&a.input, &a.csv.spec()?)?;
     let (keys, rows_of_key) = table.unique_keys();
     let peer = a.peer.peer()?;
-    if sending {
-        let out = two_party::send_blocking::<P>(&peer, &keys, cfg, announce, &NoProgress)?;
-        print_lines("sender", P::sender_lines(&out));
-        if let (Some(revealed), Some(path)) = (P::revealed(&out), output) {
-            let mut matches = vec![false; keys.len()];
-            for &i in revealed {
-                matches[i] = true;
-            }
-            let n = write_matches(path, &table, &rows_of_key, &matches)?;
-            println!(
-                "the receiver reported {} matches; {n} rows written to {}",
-                revealed.len(),
-                path.display()
-            );
-        }
-    } else {
-        let out = two_party::receive_blocking::<P>(&peer, &keys, cfg, announce, &NoProgress)?;
-        print_lines("receiver", P::receiver_lines(&out));
-        write_receiver_output(&table, &rows_of_key, P::matches(&out), output, keys.len())?;
+    let role = match sending {
+        true => Role::Sender,
+        false => Role::Receiver,
+    };
+    let out = two_party::run_blocking(&peer, role, &keys, &settings, announce, &NoProgress)?;
+    let name = match role {
+        Role::Sender => "sender",
+        Role::Receiver => "receiver",
+    };
+    for line in phase_lines(&out) {
+        println!("{name}: {line}");
     }
-    Ok(())
-}
-
-fn write_receiver_output(
-    table: &Table,
-    rows_of_key: &[Vec<usize>],
-    matches: &[bool],
-    output: Option<&PathBuf>,
-    distinct: usize,
-) -> Result<()> {
-    let Some(path) = output else { return Ok(()) };
-    let n = write_matches(path, table, rows_of_key, matches)?;
+    let (Some(matches), Some(path)) = (&out.matches, output) else {
+        return Ok(());
+    };
+    let n = write_matches(path, &table, &rows_of_key, matches)?;
     let found = matches.iter().filter(|m| **m).count();
-    println!(
-        "{found} of {distinct} distinct items matched; {n} rows written to {}",
-        path.display()
-    );
+    match role {
+        Role::Sender => println!(
+            "the receiver reported {found} matches; {n} rows written to {}",
+            path.display()
+        ),
+        Role::Receiver => println!(
+            "{found} of {} distinct items matched; {n} rows written to {}",
+            keys.len(),
+            path.display()
+        ),
+    }
     Ok(())
 }
 
-fn print_lines(role: &str, lines: Vec<String>) {
-    for line in lines {
-        println!("{role}: {line}");
+/// Lines describing a party's run (parameters, times, traffic), in its
+/// family's terms.
+pub fn phase_lines(out: &Outcome) -> Vec<String> {
+    let (sent, received) = (out.bytes_sent, out.bytes_received);
+    match &out.phases {
+        #[cfg(feature = "vole")]
+        Phases::Vole(p) => vec![format!(
+            "VOLE-PSI ({}): VOLE {}, online {}; sent {}, received {}",
+            match p.malicious {
+                true => "malicious",
+                false => "semi-honest",
+            },
+            report::secs(p.vole),
+            report::secs(p.online),
+            report::bytes(sent),
+            report::bytes(received)
+        )],
+        #[cfg(feature = "rr16")]
+        Phases::Rr16 { params: p, phases } => vec![
+            format!(
+                "{} OTs in {} chunk(s), Bloom filter {} bits, k = {}, p_chk = {}",
+                p.n_ot, p.chunks, p.n_bf, p.k, p.p_chk
+            ),
+            format!(
+                "offline {}, online {}; sent {}, received {}",
+                report::secs(phases.offline),
+                report::secs(phases.online),
+                report::bytes(sent),
+                report::bytes(received)
+            ),
+        ],
     }
-}
-
-#[cfg(feature = "vole")]
-impl Report for psikit_protocols::vole_psi::facade::VolePsi {
-    fn sender_lines(out: &Self::SenderOutcome) -> Vec<String> {
-        vole_lines(&out.phases, out.bytes_sent, out.bytes_received)
-    }
-
-    fn receiver_lines(out: &Self::ReceiverOutcome) -> Vec<String> {
-        vole_lines(&out.phases, out.bytes_sent, out.bytes_received)
-    }
-
-    fn revealed(out: &Self::SenderOutcome) -> Option<&[usize]> {
-        out.revealed.as_deref()
-    }
-
-    fn matches(out: &Self::ReceiverOutcome) -> &[bool] {
-        &out.matches
-    }
-}
-
-#[cfg(feature = "vole")]
-fn vole_lines(p: &psikit_protocols::vole_psi::Phases, sent: u64, received: u64) -> Vec<String> {
-    vec![format!(
-        "VOLE-PSI ({}): VOLE {}, online {}; sent {}, received {}",
-        match p.malicious {
-            true => "malicious",
-            false => "semi-honest",
-        },
-        crate::report::secs(p.vole),
-        crate::report::secs(p.online),
-        crate::report::bytes(sent),
-        crate::report::bytes(received)
-    )]
 }

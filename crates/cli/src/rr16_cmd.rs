@@ -4,12 +4,9 @@
 
 use anyhow::Result;
 use clap::{Args, Subcommand};
-use psikit_protocols::rr16::{
-    facade::Rr16, Phases, ReceiverOutcome, Rr16Config, Rr16Params, SenderOutcome,
-};
+use psikit_protocols::common::two_party::Protocol;
 
-use crate::psi_cmd::{party, PartyArgs, Report};
-use crate::report;
+use crate::psi_cmd::{party, PartyArgs};
 
 #[derive(Subcommand)]
 pub enum Rr16Command {
@@ -30,55 +27,9 @@ pub struct Rr16Args {
 }
 
 pub fn run(cmd: Rr16Command) -> Result<()> {
-    match cmd {
-        Rr16Command::Send(a) => party_run(&a.party, a.semi_honest, true),
-        Rr16Command::Receive(a) => party_run(&a.party, a.semi_honest, false),
-    }
-}
-
-/// One RR16 party on the CSV rows.
-pub fn party_run(a: &PartyArgs, semi_honest: bool, sending: bool) -> Result<()> {
-    let cfg = Rr16Config {
-        malicious: !semi_honest,
-        reveal_to_sender: a.reveal,
-        max_set_size: a.max_peer_items,
-        key_format: a.csv.spec()?.key_format(),
-        ..Rr16Config::default()
+    let (a, sending) = match cmd {
+        Rr16Command::Send(a) => (a, true),
+        Rr16Command::Receive(a) => (a, false),
     };
-    party::<Rr16>(a, &cfg, sending)
-}
-
-impl Report for Rr16 {
-    fn sender_lines(out: &SenderOutcome) -> Vec<String> {
-        run_lines(&out.params, &out.phases, out.bytes_sent, out.bytes_received)
-    }
-
-    fn receiver_lines(out: &ReceiverOutcome) -> Vec<String> {
-        run_lines(&out.params, &out.phases, out.bytes_sent, out.bytes_received)
-    }
-
-    fn revealed(out: &SenderOutcome) -> Option<&[usize]> {
-        out.revealed.as_deref()
-    }
-
-    fn matches(out: &ReceiverOutcome) -> &[bool] {
-        &out.matches
-    }
-}
-
-/// What a party prints about its run.
-pub fn run_lines(p: &Rr16Params, phases: &Phases, sent: u64, received: u64) -> Vec<String> {
-    vec![
-        format!(
-            "{} OTs in {} chunk(s), Bloom filter {} bits, k = {}, p_chk = {}",
-            p.n_ot, p.chunks, p.n_bf, p.k, p.p_chk
-        ),
-        format!(
-            "offline {}, online {}; sent {}, received {}",
-            report::secs(phases.offline),
-            report::secs(phases.online),
-            report::bytes(sent),
-            report::bytes(received)
-        ),
-    ]
+    party(&a.party, Protocol::Rr16, !a.semi_honest, sending)
 }

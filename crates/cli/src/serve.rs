@@ -11,13 +11,11 @@ use clap::Args;
 use psikit_protocols::common::connect::{runtime, Listener};
 #[cfg(feature = "he")]
 use psikit_protocols::common::connect::{ClientTlsFiles, ServerAddr};
-#[cfg(feature = "filter")]
-use psikit_protocols::filter_psi::FilterService;
 #[cfg(feature = "he")]
-use psikit_protocols::he_psi::shard::{QueryTrace, ShardRouter};
+use psikit_protocols::he_psi::shard::QueryTrace;
 #[cfg(feature = "he")]
-use psikit_protocols::he_psi::HeService;
-use psikit_protocols::service::{QueryBudget, Router, ServerLimits};
+use psikit_protocols::service::HeRouting;
+use psikit_protocols::service::{QueryBudget, Router, ServerLimits, Serving};
 
 use crate::args::{NetArgs, ServerTlsArgs};
 
@@ -121,46 +119,57 @@ impl ServeArgs {
 
     /// A router with a service for every state directory given.
     fn router(&self) -> Result<Router> {
-        let limits = self.limits();
-        let mut router = Router::new(limits);
-        #[cfg(feature = "filter")]
-        if let Some(dir) = &self.filter_state {
-            router.register(Arc::new(FilterService::open(dir, limits)?))?;
-        }
-        #[cfg(feature = "he")]
-        if let Some(dir) = &self.he_state {
-            router.register(Arc::new(HeService::open(dir, !self.he_no_cache, limits)?))?;
-        }
-        #[cfg(feature = "he")]
-        if let Some(dir) = &self.he_router {
-            let net = self.net.limits()?;
-            let tls = self.he_shard_tls_ca.clone().map(|ca| ClientTlsFiles {
-                server_ca: ca,
-                server_name: None,
-                client_cert: self
-                    .he_shard_tls_cert
-                    .clone()
-                    .zip(self.he_shard_tls_key.clone()),
-            });
-            let shards = (self.he_shard.iter())
-                .map(|addr| ServerAddr {
-                    addr: addr.clone(),
-                    tls: tls.clone(),
-                    limits: net,
-                })
-                .collect();
-            let mut shard_router = ShardRouter::open(dir, shards, limits)?;
-            if self.trace_queries {
-                shard_router = shard_router.with_trace(Arc::new(|trace: &QueryTrace| {
-                    eprintln!("psikit: query trace {}", trace.to_json())
-                }));
-            }
-            router.register(Arc::new(shard_router))?;
-        }
+        let serving = Serving {
+            #[cfg(feature = "filter")]
+            filter_state: self.filter_state.clone(),
+            #[cfg(feature = "he")]
+            he_state: self.he_state.clone(),
+            #[cfg(feature = "he")]
+            he_cache: !self.he_no_cache,
+            #[cfg(feature = "he")]
+            he_router: self.he_routing()?,
+            limits: self.limits(),
+        };
+        let router = Router::serving(&serving)?;
         if router.services().is_empty() {
             bail!("nothing to serve: give --filter-state DIR and/or --he-state DIR (or --he-router DIR)");
         }
         Ok(router)
+    }
+
+    /// The sharded HE database's router and its shards, from the flags.
+    #[cfg(feature = "he")]
+    fn he_routing(&self) -> Result<Option<HeRouting>> {
+        let Some(dir) = &self.he_router else {
+            return Ok(None);
+        };
+        let net = self.net.limits()?;
+        let tls = self.he_shard_tls_ca.clone().map(|ca| ClientTlsFiles {
+            server_ca: ca,
+            server_name: None,
+            client_cert: self
+                .he_shard_tls_cert
+                .clone()
+                .zip(self.he_shard_tls_key.clone()),
+        });
+        let shards = (self.he_shard.iter())
+            .map(|addr| ServerAddr {
+                addr: addr.clone(),
+                tls: tls.clone(),
+                limits: net,
+            })
+            .collect();
+        let mut routing = HeRouting {
+            dir: dir.clone(),
+            shards,
+            trace: None,
+        };
+        if self.trace_queries {
+            routing.trace = Some(Arc::new(|trace: &QueryTrace| {
+                eprintln!("psikit: query trace {}", trace.to_json())
+            }));
+        }
+        Ok(Some(routing))
     }
 }
 

@@ -56,5 +56,5 @@ pub use synth::{
     overlap_plan, synthetic_row, write_overlapping_pair, write_synthetic_csv, OverlapPlan,
     SyntheticRow,
 };
-pub use table::{read_rows, read_rows_from, Table, TableRow};
+pub use table::{matched_rows, read_rows, read_rows_from, Table, TableRow};
 pub use writer::MatchWriter;

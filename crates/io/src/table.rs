@@ -40,6 +40,24 @@ pub struct Table {
     pub stats: ReadStats,
 }
 
+/// The rows of a client's matches, in file order, each with its extra
+/// values: the keys `k` with `extras[k] = Some(values)`, expanded to their
+/// rows (`rows_of_key` from [`Table::unique_keys`]). What the CLI writes
+/// to its match file and Python returns, so both give the same rows.
+pub fn matched_rows<'a>(
+    rows_of_key: &[Vec<usize>],
+    extras: &'a [Option<Vec<Vec<u8>>>],
+) -> Vec<(usize, &'a [Vec<u8>])> {
+    let mut selected: Vec<(usize, &[Vec<u8>])> = rows_of_key
+        .iter()
+        .zip(extras)
+        .filter_map(|(rows, extra)| Some((rows, extra.as_deref()?)))
+        .flat_map(|(rows, extra)| rows.iter().map(move |&r| (r, extra)))
+        .collect();
+    selected.sort_unstable_by_key(|(r, _)| *r);
+    selected
+}
+
 impl Table {
     /// The distinct keys in order of first appearance and, for each, the
     /// rows that carry it: what a client queries, and how its matches map

@@ -76,6 +76,26 @@ pub enum Error {
     Unsupported(u8),
 }
 
+/// An error and its causes on one line, each said once (error types that
+/// print their source in their own message would otherwise repeat it):
+/// what the CLI prints after `psikit: error:` and what Python's exceptions
+/// carry.
+pub fn one_line(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut line = String::new();
+    let mut cause = Some(e);
+    while let Some(c) = cause {
+        let text = c.to_string();
+        if !line.contains(&text) {
+            if !line.is_empty() {
+                line.push_str(": ");
+            }
+            line.push_str(&text);
+        }
+        cause = c.source();
+    }
+    line
+}
+
 impl Error {
     /// Whether the server refused the request for load ("server busy"):
     /// the request may be repeated later.

@@ -39,7 +39,7 @@ mod keyfile;
 pub mod oprf_wire;
 
 pub use common::{Match, NoProgress, Progress};
-pub use error::{Error, Violation};
+pub use error::{one_line, Error, Violation};
 /// CSV keys, normalisation and synthetic data: the item encoding every
 /// front end must share, re-exported so front ends need no other crate.
 pub use psikit_io as io;

@@ -2,9 +2,7 @@
 //! failure a caller handles differently. Each carries the one line the CLI
 //! prints after `psikit: error:` (the error and its causes, each said once).
 
-use std::error::Error as StdError;
-
-use psikit_protocols::Error;
+use psikit_protocols::{one_line, Error};
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::PyErr;
@@ -42,25 +40,6 @@ create_exception!(
     "Protocol parameters that are malformed, insecure or unusable (HE parameters, \
      filter settings)."
 );
-
-/// The error and its causes on one line, each said once (as the CLI's
-/// `one_line`): error types that print their source in their own message
-/// would otherwise repeat it.
-pub fn one_line(e: &(dyn StdError + 'static)) -> String {
-    let mut line = String::new();
-    let mut cause: Option<&(dyn StdError + 'static)> = Some(e);
-    while let Some(c) = cause {
-        let text = c.to_string();
-        if !line.contains(&text) {
-            if !line.is_empty() {
-                line.push_str(": ");
-            }
-            line.push_str(&text);
-        }
-        cause = c.source();
-    }
-    line
-}
 
 /// The Python exception for a protocols error.
 pub fn to_py(e: Error) -> PyErr {

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use psikit_protocols::common::connect::{BusyRetry, ServerAddr};
+use psikit_protocols::common::connect::ServerAddr;
 use psikit_protocols::filter_psi::{
     self, ClientQuery, FilterClient, FilterConfig, ServerState, SyncKind, SyncOutcome,
 };
@@ -173,16 +173,7 @@ fn query_with<'py>(
     let (done, discarded) = interrupt::run_reporting(py, &reporter, async {
         let mut client = client.lock().await;
         let discarded = client.discarded_cache().map(str::to_owned);
-        let mut retry = BusyRetry::default();
-        let done = loop {
-            let result = match server.connect().await {
-                Ok(mut ch) => client.query(&mut ch, &loaded.keys, &reporter).await,
-                Err(e) => Err(e),
-            };
-            if !retry.again(&result).await {
-                break result?;
-            }
-        };
+        let done = client.query_at(server, &loaded.keys, &reporter).await?;
         Ok((done, discarded))
     })?;
     let output = loaded.output_matches(&done.outcome.matches, source.is_csv());
@@ -245,16 +236,7 @@ impl PyFilterClient {
     fn sync<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let outcome = interrupt::run(py, async {
             let mut client = self.client.lock().await;
-            let mut retry = BusyRetry::default();
-            loop {
-                let result = match self.server.connect().await {
-                    Ok(mut ch) => client.sync(&mut ch).await,
-                    Err(e) => Err(e),
-                };
-                if !retry.again(&result).await {
-                    return result;
-                }
-            }
+            client.sync_at(&self.server).await
         })?;
         sync_dict(py, &outcome)
     }

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 
 use psikit_protocols::he_psi::facade;
 use psikit_protocols::io::{encode_label, read_rows, read_rows_from, Column, KeySpec, Normalize};
-use psikit_protocols::io::{ByteRecord, ReadStats, Table};
+use psikit_protocols::io::{matched_rows, ByteRecord, ReadStats, Table};
 use psikit_protocols::io::{KeyReader, LabeledItem};
 use psikit_protocols::{Error, NoProgress};
 use pyo3::exceptions::PyIndexError;
@@ -406,16 +406,10 @@ fn text(bytes: &[u8]) -> String {
 
 impl Loaded {
     /// The rows whose key `k` has `extras[k] = Some(values)`, in input
-    /// order, each with its values (as the CLI's `write_matches_with`).
+    /// order, each with its values (`io::matched_rows`, as the CLI's match
+    /// file).
     pub fn output(&self, extras: &[Option<Vec<Vec<u8>>>], with_fields: bool) -> Output {
-        let mut selected: Vec<(usize, &[Vec<u8>])> = self
-            .rows_of_key
-            .iter()
-            .zip(extras)
-            .filter_map(|(rows, extra)| Some((rows, extra.as_deref()?)))
-            .flat_map(|(rows, extra)| rows.iter().map(move |&r| (r, extra)))
-            .collect();
-        selected.sort_unstable_by_key(|(r, _)| *r);
+        let selected = matched_rows(&self.rows_of_key, extras);
         let width = selected.iter().map(|(_, e)| e.len()).max().unwrap_or(0);
         let mut labels = vec![Vec::with_capacity(selected.len()); width];
         let mut positions = Vec::with_capacity(selected.len());

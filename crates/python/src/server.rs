@@ -10,9 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use psikit_protocols::common::connect::{runtime, Limits, Listener, ServerAddr};
-use psikit_protocols::filter_psi::FilterService;
-use psikit_protocols::he_psi::{shard::ShardRouter, HeService};
-use psikit_protocols::service::{QueryBudget, Router, ServerLimits};
+use psikit_protocols::service::{HeRouting, QueryBudget, Router, ServerLimits, Serving};
 use psikit_protocols::Error;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
@@ -107,25 +105,27 @@ impl Server {
         let listen = listen.map(str::to_owned);
         let (addr, services, router, running) = py
             .detach(|| -> Result<_, Error> {
-                let mut router = Router::new(limits);
-                if let Some(dir) = &filter_state {
-                    router.register(Arc::new(FilterService::open(dir, limits)?))?;
+                if he_router.is_none() && !he_shards.is_empty() {
+                    return Err(Error::Config("he_shards= goes with he_router=DIR".into()));
                 }
-                if let Some(dir) = &he_state {
-                    router.register(Arc::new(HeService::open(dir, he_cache, limits)?))?;
-                }
-                if let Some(dir) = &he_router {
-                    let shards = (he_shards.iter())
+                let he_router = he_router.map(|dir| HeRouting {
+                    dir,
+                    shards: (he_shards.iter())
                         .map(|addr| ServerAddr {
                             addr: addr.clone(),
                             tls: shards_tls.clone(),
                             limits: net_limits,
                         })
-                        .collect();
-                    router.register(Arc::new(ShardRouter::open(dir, shards, limits)?))?;
-                } else if !he_shards.is_empty() {
-                    return Err(Error::Config("he_shards= goes with he_router=DIR".into()));
-                }
+                        .collect(),
+                    trace: None,
+                });
+                let router = Router::serving(&Serving {
+                    filter_state,
+                    he_state,
+                    he_cache,
+                    he_router,
+                    limits,
+                })?;
                 if router.services().is_empty() {
                     return Err(Error::Config(
                         "nothing to serve: give filter_state=DIR and/or he_state=DIR (or \

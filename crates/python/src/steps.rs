@@ -6,24 +6,22 @@
 //! caller's business.
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::task::Poll;
 
-use psikit_protocols::common::connect::{Limits, Stepper};
+use psikit_protocols::common::connect::Stepper;
 use psikit_protocols::common::two_party;
 use psikit_protocols::filter_psi;
 use psikit_protocols::he_psi::facade as he_facade;
-use psikit_protocols::rr16::{facade::Rr16, Rr16Config};
-use psikit_protocols::vole_psi::{facade::VolePsi, VoleConfig};
 use psikit_protocols::Error;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
 use crate::errors::{self, to_py, IntoPy};
-use crate::input::{Loaded, Output, Source};
-use crate::psi::{sender_output, sending, Outcomes};
-use crate::{filter, he, net};
+use crate::input::{Output, Source};
+use crate::psi::role_of;
+use crate::{filter, he, net, psi};
 
 /// Builds a finished party's Python result; the work without the GIL is
 /// done before.
@@ -64,28 +62,6 @@ fn psi_output(output: Option<Output>) -> Finish {
         d.set_item("output", output.map(|o| o.into_py(py)).transpose()?)?;
         Ok(d.unbind())
     })
-}
-
-/// The party of `P` in `role`.
-fn psi_drive<P: Outcomes>(
-    loaded: Arc<Loaded>,
-    config: P::Config,
-    sending: bool,
-    csv: bool,
-    limits: Limits,
-) -> Drive {
-    let keys = loaded.keys.clone();
-    if sending {
-        let stepper = two_party::sender_stepper::<P>(keys, config, limits);
-        drive(stepper, move |o| {
-            Ok(psi_output(sender_output::<P>(&loaded, &o, csv)))
-        })
-    } else {
-        let stepper = two_party::receiver_stepper::<P>(keys, config, limits);
-        drive(stepper, move |o| {
-            Ok(psi_output(Some(loaded.output_matches(P::matches(&o), csv))))
-        })
-    }
 }
 
 /// One party at the message level, made by [`psi_party`],
@@ -171,44 +147,16 @@ pub fn psi_party(
     max_peer_items: u64,
     max_message_mib: u32,
 ) -> PyResult<Party> {
-    let sending = sending(role)?;
+    let role = role_of(role)?;
     let limits = net::limits(60.0, max_message_mib)?;
     let key_format = source.spec().key_format();
+    let settings = psi::settings(protocol, malicious, reveal, max_peer_items, key_format)?;
     let csv = source.is_csv();
-    let loaded = Arc::new(py.detach(|| source.load()).py_err()?);
-    let drive = match protocol {
-        "vole" => psi_drive::<VolePsi>(
-            loaded,
-            VoleConfig {
-                malicious,
-                reveal_to_sender: reveal,
-                max_set_size: max_peer_items,
-                key_format,
-                ..VoleConfig::default()
-            },
-            sending,
-            csv,
-            limits,
-        ),
-        "rr16" => psi_drive::<Rr16>(
-            loaded,
-            Rr16Config {
-                malicious,
-                reveal_to_sender: reveal,
-                max_set_size: max_peer_items,
-                key_format,
-                ..Rr16Config::default()
-            },
-            sending,
-            csv,
-            limits,
-        ),
-        other => {
-            return Err(errors::input(format!(
-                "protocol must be \"vole\" or \"rr16\", got {other:?}"
-            )))
-        }
-    };
+    let loaded = py.detach(|| source.load()).py_err()?;
+    let stepper = two_party::stepper(role, loaded.keys.clone(), settings, limits);
+    let drive = drive(stepper, move |out| {
+        Ok(psi_output(psi::party_output(&loaded, &out, csv)))
+    });
     Ok(Party::new(drive))
 }
 

@@ -6,12 +6,11 @@ use std::time::Instant;
 
 use anyhow::{ensure, Result};
 use clap::Args;
-use psikit_protocols::vole_psi::facade::VolePsi;
-use psikit_protocols::vole_psi::{ReceiverOutcome, SenderOutcome, VoleConfig};
+use psikit_protocols::common::two_party::Protocol;
 
 use super::harness::Metrics;
 use super::table::{num, size, time, TextTable};
-use super::two_party::{med, med_both, run_all, Benched, Config, Protocol, Run};
+use super::two_party::{med, med_both, run_all, Config, Run};
 
 /// Issue targets at n = 2^20, one thread per party: (malicious, total
 /// seconds, bits per item), and peak memory of both parties.
@@ -59,32 +58,14 @@ impl std::fmt::Display for Mode {
     }
 }
 
-impl Benched for VolePsi {
-    fn config(malicious: bool) -> Result<VoleConfig> {
-        Ok(VoleConfig {
-            malicious,
-            ..VoleConfig::default()
-        })
-    }
-
-    fn sender_figures(out: &SenderOutcome, m: &mut Metrics) {
-        figures(&out.phases, out.bytes_sent, out.bytes_received, m);
-    }
-
-    fn receiver_figures(out: &ReceiverOutcome, m: &mut Metrics) {
-        figures(&out.phases, out.bytes_sent, out.bytes_received, m);
-    }
-}
-
-fn figures(p: &psikit_protocols::vole_psi::Phases, sent: u64, received: u64, m: &mut Metrics) {
+/// VOLE-PSI's phases as figures.
+pub fn figures(p: &psikit_protocols::vole_psi::Phases, m: &mut Metrics) {
     m.set("vole", p.vole.as_secs_f64());
     m.set("vole_len", p.vole_len as f64);
     m.set("vole_bytes", p.vole_bytes as f64);
     m.set("okvs_encode", p.okvs_encode.as_secs_f64());
     m.set("okvs_decode", p.okvs_decode.as_secs_f64());
     m.set("online", p.online.as_secs_f64());
-    m.set("sent", sent as f64);
-    m.set("received", received as f64);
 }
 
 pub fn run(a: &PsiBenchArgs) -> Result<()> {

@@ -6,12 +6,12 @@ use std::time::Instant;
 
 use anyhow::{ensure, Result};
 use clap::Args;
-use psikit_protocols::rr16::facade::Rr16;
-use psikit_protocols::rr16::{ReceiverOutcome, Rr16Config, SenderOutcome};
+use psikit_protocols::common::two_party::Protocol;
+use psikit_protocols::rr16::{Phases, Rr16Params};
 
 use super::harness::Metrics;
 use super::table::{count, num, size, time, TextTable};
-use super::two_party::{med, med_both, run_all, Benched, Config, Protocol, Run};
+use super::two_party::{med, med_both, run_all, Config, Run};
 
 /// Issue targets for n = 2^20, malicious, one thread per party.
 const TARGET_LOG2: u32 = 20;
@@ -40,29 +40,12 @@ pub struct Rr16BenchArgs {
     quick: bool,
 }
 
-impl Benched for Rr16 {
-    fn config(malicious: bool) -> Result<Rr16Config> {
-        Ok(Rr16Config {
-            malicious,
-            ..Rr16Config::default()
-        })
-    }
-
-    fn sender_figures(out: &SenderOutcome, m: &mut Metrics) {
-        m.set("offline", out.phases.offline.as_secs_f64());
-        m.set("online", out.phases.online.as_secs_f64());
-        m.set("sent", out.bytes_sent as f64);
-        m.set("received", out.bytes_received as f64);
-    }
-
-    fn receiver_figures(out: &ReceiverOutcome, m: &mut Metrics) {
-        m.set("ots", out.params.n_ot as f64);
-        m.set("chunks", out.params.chunks as f64);
-        m.set("offline", out.phases.offline.as_secs_f64());
-        m.set("online", out.phases.online.as_secs_f64());
-        m.set("sent", out.bytes_sent as f64);
-        m.set("received", out.bytes_received as f64);
-    }
+/// RR16's parameters and phases as figures.
+pub fn figures(params: &Rr16Params, phases: &Phases, m: &mut Metrics) {
+    m.set("ots", params.n_ot as f64);
+    m.set("chunks", params.chunks as f64);
+    m.set("offline", phases.offline.as_secs_f64());
+    m.set("online", phases.online.as_secs_f64());
 }
 
 pub fn run(a: &Rr16BenchArgs) -> Result<()> {

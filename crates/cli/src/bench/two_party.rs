@@ -18,25 +18,19 @@ use std::process::{Child, Command, Stdio};
 use std::time::Instant;
 
 use anyhow::{bail, ensure, Context, Result};
-use clap::{Args, ValueEnum};
+use clap::Args;
 use psikit_protocols::common::connect::{runtime, Channel, Limits, Peer, ServerAddr};
+use psikit_protocols::common::two_party::{self, Outcome, Phases, Protocol, Role, Settings};
 use psikit_protocols::NoProgress;
 
 use super::cpu::CpuSnapshot;
 use super::harness::{item, median_of, Metrics};
-use crate::psi_cmd::Report;
-
-/// The protocols a two-party benchmark can run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum Protocol {
-    Vole,
-    Rr16,
-}
+use crate::psi_cmd::protocol_parser;
 
 /// One party of one run, in its own process.
 #[derive(Args, Clone, Debug)]
 pub struct WorkerArgs {
-    #[arg(long, value_enum)]
+    #[arg(long, value_parser = protocol_parser())]
     protocol: Protocol,
     /// Run the receiver (connects to --connect); otherwise the sender.
     #[arg(long)]
@@ -75,7 +69,7 @@ pub type Run = (Metrics, Metrics);
 /// Starts the sender, then the receiver on the sender's port, and collects
 /// both parties' figures.
 pub fn one_run(exe: &Path, cfg: Config) -> Result<Run> {
-    let protocol = format!("{:?}", cfg.protocol).to_lowercase();
+    let protocol = cfg.protocol.to_string();
     let mut args: Vec<String> = ["bench", "two-party-worker", "--protocol", &protocol]
         .iter()
         .map(|s| s.to_string())
@@ -124,51 +118,37 @@ pub fn spawn_pair(exe: &Path, args: &[String], threads: usize) -> Result<Run> {
     ))
 }
 
-/// A protocol as the benchmark runs it: its configuration for a mode, and
-/// the figures of each party's outcome.
-pub trait Benched: Report {
-    fn config(malicious: bool) -> Result<Self::Config>;
-    fn sender_figures(out: &Self::SenderOutcome, m: &mut Metrics);
-    fn receiver_figures(out: &Self::ReceiverOutcome, m: &mut Metrics);
-}
-
 /// Entry point of the hidden `psikit bench two-party-worker`.
 pub fn worker(a: &WorkerArgs) -> Result<()> {
     // As `psikit psi`, which the worker stands for.
     psikit_protocols::memory::reuse_freed_memory();
-    match a.protocol {
-        #[cfg(feature = "vole")]
-        Protocol::Vole => party::<psikit_protocols::vole_psi::facade::VolePsi>(a),
-        #[cfg(feature = "rr16")]
-        Protocol::Rr16 => party::<psikit_protocols::rr16::facade::Rr16>(a),
-        #[allow(unreachable_patterns)]
-        other => bail!("this psikit was built without {other:?}"),
-    }
-}
-
-fn party<P: Benched>(a: &WorkerArgs) -> Result<()> {
+    a.protocol.require_built()?;
     let n = 1u64 << a.log2;
     let ids = if a.receiver { n / 2..n / 2 + n } else { 0..n };
     let items: Vec<Vec<u8>> = ids.map(item).collect();
-    let cfg = P::config(a.malicious)?;
+    let settings = Settings {
+        malicious: a.malicious,
+        ..Settings::new(a.protocol)
+    };
+    let role = match a.receiver {
+        true => Role::Receiver,
+        false => Role::Sender,
+    };
     let mut m = Metrics::default();
     runtime()?.block_on(async {
         let mut ch = worker_channel(a.receiver, a.connect.as_deref()).await?;
         let cpu = CpuSnapshot::now();
         let t = Instant::now();
+        let out = two_party::run_on(&mut ch, role, &items, &settings, &NoProgress).await?;
         if a.receiver {
-            let out = P::run_receiver(&mut ch, &items, &cfg, &NoProgress).await?;
             // Receiver item j has id n/2 + j: a match exactly when j < n/2.
-            let matches = P::matches(&out);
+            let matches = out.matches.as_deref().unwrap_or_default();
             let wrong = (0..items.len())
-                .filter(|&j| matches[j] != ((j as u64) < n / 2))
+                .filter(|&j| matches.get(j).copied() != Some((j as u64) < n / 2))
                 .count();
             ensure!(wrong == 0, "{wrong} receiver outputs differ from the truth");
-            P::receiver_figures(&out, &mut m);
-        } else {
-            let out = P::run_sender(&mut ch, &items, &cfg, &NoProgress).await?;
-            P::sender_figures(&out, &mut m);
         }
+        figures(&out, &mut m);
         m.set("total", t.elapsed().as_secs_f64());
         if let Some(c) = cpu {
             let used = c.since();
@@ -182,6 +162,18 @@ fn party<P: Benched>(a: &WorkerArgs) -> Result<()> {
     m.set_peak_memory("peak");
     print!("{}", m.encode());
     Ok(())
+}
+
+/// A party's figures of its run: traffic, and its family's phases.
+fn figures(out: &Outcome, m: &mut Metrics) {
+    m.set("sent", out.bytes_sent as f64);
+    m.set("received", out.bytes_received as f64);
+    match &out.phases {
+        #[cfg(feature = "vole")]
+        Phases::Vole(p) => super::psi::figures(p, m),
+        #[cfg(feature = "rr16")]
+        Phases::Rr16 { params, phases } => super::rr16::figures(params, phases, m),
+    }
 }
 
 /// A worker's connection: the sender listens on an ephemeral loopback port

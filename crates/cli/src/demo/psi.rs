@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use anyhow::Result;
-use psikit_protocols::vole_psi::{facade::VolePsi, VoleConfig};
+use psikit_protocols::common::two_party::{Protocol, Settings};
 
 use super::two_party::Pair;
 use super::DemoArgs;
@@ -15,12 +15,12 @@ pub(super) fn run(a: &DemoArgs, dir: &Path) -> Result<()> {
     println!("\n== psi: balanced PSI, silent VOLE + OKVS (VOLE-PSI) ==");
     let pair = Pair::generate(a, dir)?;
     for (name, malicious) in [("semi-honest", false), ("malicious", true)] {
-        let cfg = VoleConfig {
+        let settings = Settings {
             malicious,
-            reveal_to_sender: true,
-            ..VoleConfig::default()
+            reveal: true,
+            ..Settings::new(Protocol::Vole)
         };
-        pair.run::<VolePsi>(name, &cfg)?;
+        pair.run(name, &settings)?;
     }
     Ok(())
 }

@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use anyhow::Result;
-use psikit_protocols::rr16::{facade::Rr16, Rr16Config};
+use psikit_protocols::common::two_party::{Protocol, Settings};
 
 use super::two_party::Pair;
 use super::DemoArgs;
@@ -14,17 +14,17 @@ pub(super) fn run(a: &DemoArgs, dir: &Path) -> Result<()> {
     println!("\n== rr16: malicious-secure PSI, OT extension + garbled Bloom filter ==");
     let pair = Pair::generate(a, dir)?;
     for malicious in [true, false] {
-        let cfg = Rr16Config {
+        let settings = Settings {
             malicious,
-            reveal_to_sender: true,
-            ..Rr16Config::default()
+            reveal: true,
+            ..Settings::new(Protocol::Rr16)
         };
         let mode = if malicious {
             "malicious"
         } else {
             "semi-honest"
         };
-        pair.run::<Rr16>(mode, &cfg)?;
+        pair.run(mode, &settings)?;
     }
     Ok(())
 }

@@ -8,12 +8,12 @@ use std::time::Instant;
 
 use anyhow::{ensure, Context, Result};
 use psikit_protocols::common::connect::{runtime, Limits, Peer, ServerAddr};
-use psikit_protocols::common::two_party;
+use psikit_protocols::common::two_party::{self, Role, Settings};
 use psikit_protocols::io::{read_rows, write_overlapping_pair, Table};
 use psikit_protocols::NoProgress;
 
 use super::{check, email_spec, matched_ids, DemoArgs};
-use crate::psi_cmd::Report;
+use crate::psi_cmd::phase_lines;
 use crate::report;
 
 /// Two generated files of the client's size and their expected overlap.
@@ -46,9 +46,9 @@ impl Pair {
         })
     }
 
-    /// Runs `P` under `cfg` (which must reveal the result to the sender)
+    /// Runs under `settings` (which must reveal the result to the sender)
     /// and checks both parties' outputs.
-    pub(super) fn run<P: Report>(&self, name: &str, cfg: &P::Config) -> Result<()> {
+    pub(super) fn run(&self, name: &str, settings: &Settings) -> Result<()> {
         let t = Instant::now();
         let (sender_out, receiver_out) = runtime()?.block_on(async {
             // The sender listens on a free port and tells the receiver
@@ -60,31 +60,47 @@ impl Pair {
                 limits: Limits::default(),
                 accept_timeout: None,
             };
-            let (keys, cfg2) = (self.sender_keys.clone(), cfg.clone());
+            let (keys, settings2) = (self.sender_keys.clone(), settings.clone());
             let sender = tokio::spawn(async move {
                 let listening = |addr: &str| {
                     let _ = port_tx.send(addr.to_string());
                 };
-                two_party::send::<P>(&listen, &keys, &cfg2, listening, &NoProgress).await
+                two_party::run(
+                    &listen,
+                    Role::Sender,
+                    &keys,
+                    &settings2,
+                    listening,
+                    &NoProgress,
+                )
+                .await
             });
             let addr = port_rx.await.context("the sender did not listen")?;
             let connect = Peer::Connect(ServerAddr::plain(addr));
-            let receiver =
-                two_party::receive::<P>(&connect, &self.receiver_keys, cfg, |_| {}, &NoProgress)
-                    .await?;
+            let receiver = two_party::run(
+                &connect,
+                Role::Receiver,
+                &self.receiver_keys,
+                settings,
+                |_| {},
+                &NoProgress,
+            )
+            .await?;
             anyhow::Ok((sender.await??, receiver))
         })?;
         println!("{name}: done in {}", report::secs(t.elapsed()));
-        for line in P::receiver_lines(&receiver_out) {
+        for line in phase_lines(&receiver_out) {
             println!("  receiver: {line}");
         }
-        let matches = P::matches(&receiver_out);
+        let matches = receiver_out.matches.as_deref().unwrap_or_default();
         check(
             &format!("{name} receiver"),
             &matched_ids(&self.receiver_table, &self.receiver_rows, matches)?,
             &self.expected,
         )?;
-        let revealed = P::revealed(&sender_out).map_or(0, <[usize]>::len);
+        let revealed = (sender_out.matches.iter().flatten())
+            .filter(|m| **m)
+            .count();
         ensure!(
             revealed == self.expected.len(),
             "the {name} sender was told {revealed} matches"

@@ -5,6 +5,7 @@
 //! points.
 
 use std::future::Future;
+use std::pin::Pin;
 use std::time::Duration;
 
 pub use psikit_transport::net::{ClientTlsFiles, Listener, ServerTlsFiles};
@@ -67,6 +68,32 @@ impl BusyRetry {
         self.done += 1;
         tokio::time::sleep(base.mul_f64(jitter)).await;
         true
+    }
+}
+
+/// One attempt of a request on a fresh connection: `state` (the client
+/// and what it asks) and the channel, lent for the attempt.
+pub type Attempt<'a, T> = Pin<Box<dyn Future<Output = Result<T, Error>> + Send + 'a>>;
+
+/// Runs `attempt` on a fresh connection to `server`, and again, after
+/// [`BusyRetry`]'s backoff, while the server refuses it as busy: the one
+/// retry loop of every client request safe to repeat (syncs and queries,
+/// which change nothing at the server). `state` is handed to each attempt,
+/// so an attempt may borrow the client mutably.
+pub async fn with_busy_retry<S: Send, T>(
+    server: &ServerAddr,
+    state: &mut S,
+    mut attempt: impl for<'a> FnMut(&'a mut S, &'a mut Channel) -> Attempt<'a, T>,
+) -> Result<T, Error> {
+    let mut retry = BusyRetry::default();
+    loop {
+        let result = match server.connect().await {
+            Ok(mut ch) => attempt(state, &mut ch).await,
+            Err(e) => Err(e),
+        };
+        if !retry.again(&result).await {
+            return result;
+        }
     }
 }
 

@@ -21,7 +21,7 @@ use super::client::QueryOutcome;
 use super::config::FilterConfig;
 use super::state::{tags_from_reader, ServerState, UpdateReport};
 use super::tag::Tag;
-use crate::common::connect::{block_on, BusyRetry, Channel, Limits, ServerAddr};
+use crate::common::connect::{block_on, with_busy_retry, Channel, Limits, ServerAddr};
 use crate::common::{advance, check_cancelled, oprf_stage, same_key_format, state_dir};
 use crate::{Error, NoProgress, Progress, Violation};
 
@@ -307,43 +307,40 @@ impl FilterClient {
         cache.query(ch, items).await
     }
 
-    /// [`FilterClient::sync`] over a new connection, blocking; a busy
-    /// server is retried with backoff ([`BusyRetry`]).
-    pub fn sync_blocking(&mut self, server: &ServerAddr) -> Result<SyncOutcome, Error> {
-        block_on(async {
-            let mut retry = BusyRetry::default();
-            loop {
-                let result = match server.connect().await {
-                    Ok(mut ch) => self.sync(&mut ch).await,
-                    Err(e) => Err(e),
-                };
-                if !retry.again(&result).await {
-                    return result;
-                }
-            }
-        })?
+    /// [`FilterClient::sync`] over a new connection to `server`; a busy
+    /// server is retried with backoff ([`with_busy_retry`]).
+    pub async fn sync_at(&mut self, server: &ServerAddr) -> Result<SyncOutcome, Error> {
+        with_busy_retry(server, self, |client, ch| Box::pin(client.sync(ch))).await
     }
 
-    /// [`FilterClient::query`] over a new connection, blocking; a busy
-    /// server is retried with backoff ([`BusyRetry`]).
+    /// [`FilterClient::query`] over a new connection to `server`; a busy
+    /// server is retried with backoff ([`with_busy_retry`]).
+    pub async fn query_at(
+        &mut self,
+        server: &ServerAddr,
+        items: &[Vec<u8>],
+        progress: &dyn Progress,
+    ) -> Result<ClientQuery, Error> {
+        let mut state = (self, items, progress);
+        with_busy_retry(server, &mut state, |(client, items, progress), ch| {
+            Box::pin(client.query(ch, items, *progress))
+        })
+        .await
+    }
+
+    /// [`FilterClient::sync_at`], blocking.
+    pub fn sync_blocking(&mut self, server: &ServerAddr) -> Result<SyncOutcome, Error> {
+        block_on(self.sync_at(server))?
+    }
+
+    /// [`FilterClient::query_at`], blocking.
     pub fn query_blocking(
         &mut self,
         server: &ServerAddr,
         items: &[Vec<u8>],
         progress: &dyn Progress,
     ) -> Result<ClientQuery, Error> {
-        block_on(async {
-            let mut retry = BusyRetry::default();
-            loop {
-                let result = match server.connect().await {
-                    Ok(mut ch) => self.query(&mut ch, items, progress).await,
-                    Err(e) => Err(e),
-                };
-                if !retry.again(&result).await {
-                    return result;
-                }
-            }
-        })?
+        block_on(self.query_at(server, items, progress))?
     }
 }
 

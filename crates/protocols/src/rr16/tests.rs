@@ -107,7 +107,7 @@ async fn mismatched_modes_are_refused() {
     let err = run_receiver(&mut b, &[b"x".to_vec()], &small_chunks(false), &NoProgress)
         .await
         .unwrap_err();
-    assert!(err.to_string().contains("semi-honest"), "{err}");
+    assert!(err.to_string().contains("--malicious"), "{err}");
     drop(b);
     assert!(sender.await.unwrap().is_err());
 }

@@ -13,6 +13,7 @@ mod budget;
 mod limits;
 mod live;
 mod local;
+mod serving;
 
 use std::any::Any;
 use std::future::Future;
@@ -33,6 +34,9 @@ pub use budget::QueryBudget;
 pub use limits::ServerLimits;
 pub use live::LiveState;
 pub use local::LocalServer;
+#[cfg(feature = "he")]
+pub use serving::HeRouting;
+pub use serving::Serving;
 
 /// The future of [`Service::handle`].
 pub type Handled<'a> = Pin<Box<dyn Future<Output = Result<(), Error>> + Send + 'a>>;
@@ -109,6 +113,35 @@ impl Router {
             budgets: limits.query_budget.map(Budgets::new),
             limits,
         }
+    }
+
+    /// A router with a service for every state `serving` gives, each
+    /// reloading its files live (see [`Serving`]); none given is a router
+    /// without services, which front ends refuse in their own terms.
+    pub fn serving(serving: &Serving) -> Result<Self, Error> {
+        #[allow(unused_mut)]
+        let mut router = Router::new(serving.limits);
+        #[cfg(feature = "filter")]
+        if let Some(dir) = &serving.filter_state {
+            let service = crate::filter_psi::FilterService::open(dir, serving.limits)?;
+            router.register(Arc::new(service))?;
+        }
+        #[cfg(feature = "he")]
+        if let Some(dir) = &serving.he_state {
+            let service = crate::he_psi::HeService::open(dir, serving.he_cache, serving.limits)?;
+            router.register(Arc::new(service))?;
+        }
+        #[cfg(feature = "he")]
+        if let Some(routing) = &serving.he_router {
+            let shards = routing.shards.clone();
+            let mut service =
+                crate::he_psi::shard::ShardRouter::open(&routing.dir, shards, serving.limits)?;
+            if let Some(trace) = &routing.trace {
+                service = service.with_trace(trace.clone());
+            }
+            router.register(Arc::new(service))?;
+        }
+        Ok(router)
     }
 
     /// Adds a service; refuses a second service for the same protocol.

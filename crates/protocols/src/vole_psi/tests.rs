@@ -171,7 +171,7 @@ async fn mismatched_reveal_settings_are_refused_by_both() {
     let receiver = run_receiver(&mut b, &r, &VoleConfig::default(), &NoProgress).await;
     for err in [receiver.err(), sender.await.expect("task").err()] {
         let text = err.expect("refused").to_string();
-        assert!(text.contains("revealed"), "{text}");
+        assert!(text.contains("--reveal"), "{text}");
     }
 }
 
@@ -184,7 +184,7 @@ async fn an_oversized_peer_set_is_refused_before_any_work() {
     };
     let (_, r_out) = run_pair(s, r, small).await;
     let text = r_out.expect_err("refused").to_string();
-    assert!(text.contains("set size"), "{text}");
+    assert!(text.contains("--max-peer-items"), "{text}");
 }
 
 #[tokio::test]
