@@ -8,6 +8,7 @@ their building blocks and may change.
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 __version__: str
+PSI_PROTOCOLS: List[str]
 
 #: ``progress(stage, done, total)``: told each stage of a long call (``done``
 #: 0) and its steps. Raising ``KeyboardInterrupt`` in it stops the call; other
@@ -150,9 +151,10 @@ class HeClient:
     ) -> Dict[str, Any]: ...
 
 class Party:
-    """One party at the message level, made by psi_party, he_query_party or
-    filter_query_party (see psikit.psi.Party, psikit.he.Query,
-    psikit.filter.Query)."""
+    """One party at the message level, made by psi_party, he_query_party,
+    filter_query_party or cpsi_party (see psikit.psi.Party, psikit.he.Query,
+    psikit.filter.Query, psikit.cpsi.Party): every family's one
+    message-level API."""
 
     def step(self, incoming: Optional[bytes] = None, peer_closed: bool = False) -> bytes: ...
     @property
@@ -181,33 +183,21 @@ def filter_query_party(
     max_message_mib: int = 16,
 ) -> Party: ...
 
-class CpsiParty:
-    """One circuit PSI party as a sans-IO state machine (see psikit.cpsi.Party)."""
-
-    def __init__(
-        self,
-        application: str,
-        role: str,
-        source: Source,
-        value_columns: Sequence[str] = ...,
-        threshold: Optional[int] = None,
-        reveal_to: str = "receiver",
-        min_intersection: int = 0,
-        inner_product: bool = False,
-        product_bits: int = 32,
-        ot: str = "silent",
-        epc: str = "auto",
-        max_peer_items: int = ...,
-        max_message_mib: int = 16,
-    ) -> None: ...
-    def push(self, incoming: bytes) -> None: ...
-    def peer_closed(self) -> None: ...
-    def advance(self) -> bool: ...
-    def take_outgoing(self) -> bytes: ...
-    @property
-    def done(self) -> bool: ...
-    def result(self) -> Dict[str, Any]: ...
-
+def cpsi_party(
+    application: str,
+    role: str,
+    source: Source,
+    value_columns: Sequence[str] = ...,
+    threshold: Optional[int] = None,
+    reveal_to: str = "receiver",
+    min_intersection: int = 0,
+    inner_product: bool = False,
+    product_bits: int = 32,
+    ot: str = "silent",
+    epc: str = "auto",
+    max_peer_items: int = ...,
+    max_message_mib: int = 16,
+) -> Party: ...
 
 def filter_setup(
     source: Source,

@@ -40,12 +40,14 @@ Example (two processes, or two threads)::
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 from . import _aio, _native
 from ._data import DEFAULT_NORMALIZE, Columns, InputError, Normalize, Prepared, _pyarrow, prepare, result
 from ._data import Progress, ProgressReporter
+from ._steps import Stepped
 
 __all__ = ["send", "receive", "send_async", "receive_async", "Party", "CpsiResult", "APPLICATIONS"]
 
@@ -268,7 +270,8 @@ def receive(
       column must be below ``2^product_bits``. It costs ``product_bits``
       OTs and about ``6.5·product_bits`` bytes per bin (at 32 bits about
       doubling the run);
-    * ``ot``: ``"silent"`` (little traffic) or ``"iknp"`` (fast links);
+    * ``ot``: ``"silent"`` (little traffic), ``"iknp"`` (fast links) or
+      ``"kk13"`` (KK13 1-out-of-16 OTs and the CGS equality);
       ``epc``: ``"auto"``, ``"off"`` or 16 to 31 bits;
     * ``on_listening(addr)``, ``accept_timeout``, ``timeout``, ``tls``: as
       in :func:`psikit.psi.receive`;
@@ -361,25 +364,24 @@ async def receive_async(application: str, data: Any, **kwargs: Any) -> CpsiResul
     return await _aio.run(receive, application, data, **kwargs)
 
 
-class Party:
+class Party(Stepped):
     """One party of circuit PSI at the message level: bytes in, bytes out,
     over whatever transport the caller has (a message queue, HTTP, a
-    distributed engine's shuffle). No sockets, threads or timeouts.
+    distributed engine's shuffle). No sockets, threads or timeouts. The
+    same API as every family's message level (:class:`psikit.psi.Party`,
+    :class:`psikit.he.Query`, :class:`psikit.filter.Query`).
 
     ``role`` is ``"send"`` or ``"receive"``; ``application``, ``data`` and
     the options are those of :func:`receive` and :func:`send` (checked the
     same way), without the network ones.
 
-    Drive it with :meth:`push` (the peer's bytes, any split: messages
-    delimit themselves), :meth:`advance` (runs the party as far as the
-    bytes pushed allow; returns whether it has finished) and
-    :meth:`take_outgoing` (the bytes to deliver to the peer, possibly
-    empty), or with :meth:`step`, which does the three. Start with an
-    ``advance()`` and keep exchanging until :attr:`done`; then
-    :meth:`result` gives the :class:`CpsiResult` (as :func:`receive`
-    returns it) or raises the party's error: :class:`psikit.ProtocolError`
-    for malformed or unexpected bytes, a peer that hung up
-    (:meth:`peer_closed`) or one running other settings.
+    Drive it with :meth:`step`: the peer's bytes in (none to start; any
+    split: messages delimit themselves), the bytes to deliver to the peer
+    out (possibly empty); ``peer_closed=True`` says the peer hung up. Keep
+    exchanging until :attr:`done`; then :meth:`result` gives the
+    :class:`CpsiResult` (as :func:`receive` returns it) or raises the
+    party's error: :class:`psikit.ProtocolError` for malformed or
+    unexpected bytes, a peer that hung up or one running other settings.
 
     >>> a = psikit.cpsi.Party("receive", "cardinality", ["x", "y"])
     >>> b = psikit.cpsi.Party("send", "cardinality", ["y", "z"])
@@ -388,6 +390,10 @@ class Party:
     ...     to_b, to_a = a.step(to_a), b.step(to_b)
     >>> a.result().intersection_size
     1
+
+    :meth:`push`, :meth:`peer_closed`, :meth:`advance` and
+    :meth:`take_outgoing` (this class's first API) still work and are
+    deprecated: :meth:`step` does the three.
     """
 
     def __init__(
@@ -411,46 +417,49 @@ class Party:
         delimiter: str = ",",
     ) -> None:
         self._prepared, values = _prepare(data, key, normalize, value_columns, has_header, delimiter)
-        self._native = _native.CpsiParty(
+        self._native = _native.cpsi_party(
             application, role, self._prepared.source, values, threshold, reveal_to, min_intersection,
             inner_product, product_bits, ot, str(epc), max_peer_items, 16,
         )
-
-    def push(self, incoming: bytes) -> None:
-        """Keeps the peer's bytes (any split) for the next :meth:`advance`."""
-        self._native.push(incoming)
-
-    def peer_closed(self) -> None:
-        """Says the peer hung up: once the bytes pushed so far are read, the
-        party sees the connection closed (and fails, unless finished)."""
-        self._native.peer_closed()
-
-    def advance(self) -> bool:
-        """Runs the party on the bytes pushed as far as it can go; returns
-        whether it has finished (successfully or not)."""
-        return self._native.advance()
-
-    def take_outgoing(self) -> bytes:
-        """The bytes the party wrote since the last call, to deliver to the
-        peer in order (possibly empty)."""
-        return self._native.take_outgoing()
-
-    def step(self, incoming: Optional[bytes] = None, *, peer_closed: bool = False) -> bytes:
-        """:meth:`push` (``incoming``, none to start), :meth:`peer_closed` if
-        asked, :meth:`advance`, then :meth:`take_outgoing`."""
-        if incoming:
-            self.push(incoming)
-        if peer_closed:
-            self.peer_closed()
-        self.advance()
-        return self.take_outgoing()
-
-    @property
-    def done(self) -> bool:
-        """Whether the party has finished, successfully or not."""
-        return self._native.done
+        self._pushed: List[bytes] = []
+        self._closed = False
+        self._written = b""
 
     def result(self) -> CpsiResult:
         """The finished party's :class:`CpsiResult`; raises its error if it
         failed, :class:`psikit.InputError` if it has not finished."""
-        return _result(self._prepared, self._native.result())
+        return _result(self._prepared, self._finished())
+
+    def push(self, incoming: bytes) -> None:
+        """Deprecated: pass the bytes to :meth:`step`. Keeps the peer's
+        bytes for the next :meth:`advance`."""
+        _deprecated("push")
+        self._pushed.append(bytes(incoming))
+
+    def peer_closed(self) -> None:
+        """Deprecated: ``step(peer_closed=True)``. Says the peer hung up."""
+        _deprecated("peer_closed")
+        self._closed = True
+
+    def advance(self) -> bool:
+        """Deprecated: use :meth:`step`. Runs the party on the bytes pushed
+        as far as it can go; returns whether it has finished."""
+        _deprecated("advance")
+        incoming, self._pushed = b"".join(self._pushed), []
+        self._written += self.step(incoming, peer_closed=self._closed)
+        return self.done
+
+    def take_outgoing(self) -> bytes:
+        """Deprecated: :meth:`step` returns these bytes. The bytes written
+        since the last call, to deliver to the peer in order."""
+        _deprecated("take_outgoing")
+        out, self._written = self._written, b""
+        return out
+
+
+def _deprecated(method: str) -> None:
+    warnings.warn(
+        f"psikit.cpsi.Party.{method} is deprecated: use step(incoming, peer_closed=...)",
+        DeprecationWarning,
+        stacklevel=3,
+    )

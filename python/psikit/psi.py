@@ -26,10 +26,10 @@ from ._data import DEFAULT_NORMALIZE, Columns, Normalize, Progress, ProgressRepo
 __all__ = ["send", "receive", "send_async", "receive_async", "Party", "PROTOCOLS"]
 
 #: The balanced PSIs: ``"vole"`` (VOLE-PSI, fastest, least traffic) and
-#: ``"rr16"`` (Rindal-Rosulek, OT extension and garbled Bloom filters).
-#: Circuit PSI, which computes on the intersection instead of returning
-#: it, is :mod:`psikit.cpsi`.
-PROTOCOLS = ("vole", "rr16")
+#: ``"rr16"`` (Rindal-Rosulek, OT extension and garbled Bloom filters), as
+#: the native chooser names them. Circuit PSI, which computes on the
+#: intersection instead of returning it, is :mod:`psikit.cpsi`.
+PROTOCOLS = tuple(_native.PSI_PROTOCOLS)
 
 
 def _run(

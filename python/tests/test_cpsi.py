@@ -235,17 +235,17 @@ def test_union_and_shares_as_arrow_tables(small_sets):
 
 def exchange(a, b, max_rounds=10_000):
     """Carries two message-level parties' bytes to each other with
-    ``push``/``advance``/``take_outgoing`` until both finish, in 1000-byte
-    pieces (any split must do)."""
-    a.advance(), b.advance()
+    ``step`` until both finish, in 1000-byte pieces (any split must do)."""
+
+    def step(party, incoming):
+        pieces = [incoming[i:i + 1000] for i in range(0, len(incoming), 1000)] or [b""]
+        return b"".join(party.step(piece) for piece in pieces)
+
+    for_a, for_b = b"", b""
     rounds = 0
     while not (a.done and b.done):
-        to_b, to_a = a.take_outgoing(), b.take_outgoing()
-        for i in range(0, len(to_a), 1000):
-            a.push(to_a[i:i + 1000])
-        for i in range(0, len(to_b), 1000):
-            b.push(to_b[i:i + 1000])
-        a.advance(), b.advance()
+        from_a, from_b = step(a, for_a), step(b, for_b)
+        for_a, for_b = from_b, from_a
         rounds += 1
         assert rounds < max_rounds, "the parties made no progress"
 
@@ -285,20 +285,31 @@ def test_message_level_options_are_checked_as_the_one_shot_calls(small_sets):
 
 def test_message_level_malformed_bytes_raise():
     party = psikit.cpsi.Party("receive", "cardinality", ["a", "b"])
-    assert not party.advance() and party.take_outgoing()  # its first message
+    assert party.step() and not party.done  # its first message
     with pytest.raises(psikit.InputError, match="not finished"):
         party.result()
-    party.push(b"\x00\x00\x00\x05garbage-that-is-no-frame")
-    assert party.advance() and party.done
+    party.step(b"\x00\x00\x00\x05garbage-that-is-no-frame")
+    assert party.done
     for _ in range(2):  # the error is kept
         with pytest.raises(psikit.ProtocolError):
             party.result()
-    party.take_outgoing()  # what it told the peer, if anything
-    party.push(b"more")
-    assert party.advance() and party.take_outgoing() == b""  # finished: nothing more runs
+    assert party.step(b"more") == b""  # finished: nothing more runs
     closed = psikit.cpsi.Party("send", "cardinality", ["a"])
     closed.step()
     closed.step(peer_closed=True)
     assert closed.done
     with pytest.raises(psikit.ProtocolError):
         closed.result()
+
+
+def test_message_level_first_api_still_works_and_warns(small_sets, data):
+    """push/advance/take_outgoing, deprecated for step, give the same run."""
+    r = psikit.cpsi.Party("receive", "cardinality", small_sets.client, normalize=NORM)
+    s = psikit.cpsi.Party("send", "cardinality", small_sets.server, normalize=NORM)
+    with pytest.warns(DeprecationWarning, match="use step"):
+        r.advance(), s.advance()
+        while not (r.done and s.done):
+            to_s, to_r = r.take_outgoing(), s.take_outgoing()
+            r.push(to_r), s.push(to_s)
+            r.advance(), s.advance()
+    assert r.result().intersection_size == data[2]["size"]

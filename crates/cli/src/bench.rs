@@ -32,7 +32,7 @@ mod rr16;
 #[cfg(feature = "he")]
 mod scale;
 mod table;
-#[cfg(any(feature = "rr16", feature = "vole"))]
+#[cfg(feature = "two-party")]
 mod two_party;
 
 // ---------------------------------------------------------------------------
@@ -66,7 +66,7 @@ enum BenchProtocol {
     #[cfg(feature = "vole")]
     Psi(psi::PsiBenchArgs),
     /// Internal: one party of one two-party run in its own process.
-    #[cfg(any(feature = "rr16", feature = "vole"))]
+    #[cfg(feature = "two-party")]
     #[command(hide = true)]
     TwoPartyWorker(two_party::WorkerArgs),
     /// Circuit PSI and its applications (cardinality, sum, threshold, union).
@@ -112,7 +112,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
         Some(BenchProtocol::Rr16(a)) => rr16::run(&a),
         #[cfg(feature = "vole")]
         Some(BenchProtocol::Psi(a)) => psi::run(&a),
-        #[cfg(any(feature = "rr16", feature = "vole"))]
+        #[cfg(feature = "two-party")]
         Some(BenchProtocol::TwoPartyWorker(w)) => two_party::worker(&w),
         #[cfg(feature = "cpsi")]
         Some(BenchProtocol::Cpsi(a)) => cpsi::run(&a),

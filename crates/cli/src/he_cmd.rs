@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use psikit_protocols::common::connect::ServerAddr;
 use psikit_protocols::he_psi::facade::{self, BuildOptions, Session};
@@ -545,22 +545,20 @@ fn query(a: &QueryArgs) -> Result<()> {
     };
     let session = facade::query_blocking(&server, &keys, &options, &NoProgress)?;
     print_session(&session);
-    let labeled = session.max_label_bytes > 0;
-    if !labeled && !a.label_names.is_empty() {
-        bail!("the server's database is unlabeled: drop --label-names");
-    }
-    let (width, mut cells) = facade::label_cells(&session.matches, keys.len(), labeled)?;
-    let names = facade::label_names(width, &a.label_names)?;
-    for fields in cells.iter_mut().flatten() {
-        fields.resize(names.len(), Vec::new());
-    }
+    let (names, cells) = facade::label_columns(
+        &session.matches,
+        keys.len(),
+        session.max_label_bytes,
+        &a.label_names,
+        "--label-names",
+    )?;
     let n = write_matches_with(&a.out, &table, &rows_of_key, &cells, &names)?;
     println!(
         "{} of {} distinct items matched; {n} rows written to {}{}",
         session.matches.len(),
         keys.len(),
         a.out.display(),
-        if labeled {
+        if session.max_label_bytes > 0 {
             format!(" with {} label column(s)", names.len())
         } else {
             String::new()

@@ -25,12 +25,12 @@ mod filter_cmd;
 mod he_cmd;
 mod matches;
 mod progress;
-#[cfg(any(feature = "rr16", feature = "vole"))]
+#[cfg(feature = "two-party")]
 mod psi_cmd;
 mod report;
 #[cfg(feature = "rr16")]
 mod rr16_cmd;
-#[cfg(any(feature = "filter", feature = "he"))]
+#[cfg(feature = "unbalanced")]
 mod serve;
 
 use clap::{Parser, Subcommand};
@@ -54,7 +54,7 @@ enum Command {
     #[command(subcommand)]
     Filter(filter_cmd::FilterCommand),
     /// Balanced two-party PSI: VOLE-PSI (default) or RR16.
-    #[cfg(any(feature = "rr16", feature = "vole"))]
+    #[cfg(feature = "two-party")]
     #[command(subcommand)]
     Psi(psi_cmd::PsiCommand),
     /// Two-party malicious-secure PSI from OT extension and garbled Bloom
@@ -72,7 +72,7 @@ enum Command {
     #[command(subcommand)]
     He(he_cmd::HeCommand),
     /// Run the long-running PSI server.
-    #[cfg(any(feature = "filter", feature = "he"))]
+    #[cfg(feature = "unbalanced")]
     Serve(serve::ServeArgs),
     /// Measure performance and print the figures.
     Bench(bench::BenchArgs),
@@ -84,7 +84,7 @@ fn main() {
         Command::Demo(a) => demo::run(a),
         #[cfg(feature = "filter")]
         Command::Filter(c) => filter_cmd::run(c),
-        #[cfg(any(feature = "rr16", feature = "vole"))]
+        #[cfg(feature = "two-party")]
         Command::Psi(c) => psi_cmd::run(c),
         #[cfg(feature = "rr16")]
         Command::Rr16(c) => rr16_cmd::run(c),
@@ -92,7 +92,7 @@ fn main() {
         Command::Cpsi(c) => cpsi_cmd::run(c),
         #[cfg(feature = "he")]
         Command::He(c) => he_cmd::run(c),
-        #[cfg(any(feature = "filter", feature = "he"))]
+        #[cfg(feature = "unbalanced")]
         Command::Serve(a) => serve::run(a),
         Command::Bench(a) => bench::run(a),
     };

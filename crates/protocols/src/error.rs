@@ -34,7 +34,7 @@ pub enum Error {
     #[cfg(feature = "he")]
     #[error("homomorphic encryption: {0}")]
     He(#[from] psikit_he::HeError),
-    #[cfg(any(feature = "rr16", feature = "vole"))]
+    #[cfg(feature = "two-party")]
     #[error("oblivious transfer: {0}")]
     Ot(#[from] psikit_ot::OtError),
     #[error("OKVS: {0}")]

@@ -33,9 +33,9 @@ mod error;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
-#[cfg(any(feature = "filter", feature = "he"))]
+#[cfg(feature = "unbalanced")]
 mod keyfile;
-#[cfg(any(feature = "filter", feature = "he"))]
+#[cfg(feature = "unbalanced")]
 pub mod oprf_wire;
 
 pub use common::{Match, NoProgress, Progress};

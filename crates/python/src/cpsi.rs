@@ -4,9 +4,6 @@
 //! application) the CLI shares, refusals named by keyword; value columns
 //! are summed per key.
 
-use std::sync::{Mutex, MutexGuard};
-use std::task::Poll;
-
 use psikit_protocols::common::connect::Peer;
 use psikit_protocols::cpsi::facade::{self, Role};
 use psikit_protocols::cpsi::{AppKind, Choices, CpsiConfig, Input, Outcome, Output, ParseError};
@@ -16,9 +13,9 @@ use psikit_protocols::Error;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
-use crate::errors::{self, to_py, IntoPy};
+use crate::errors::{self, IntoPy};
 use crate::input::{Loaded, Source};
-use crate::{interrupt, net, progress};
+use crate::{interrupt, net, progress, steps};
 
 /// A word of the vocabulary, or the refusal naming its keyword.
 fn word<T: std::str::FromStr<Err = ParseError>>(s: &str) -> PyResult<T> {
@@ -399,166 +396,58 @@ pub fn cpsi_run<'py>(
     options.result(py, &out, &loaded)
 }
 
-/// One call into a party at the message level: the peer's bytes (and
-/// whether it hung up) in; run as far as it goes; this party's bytes out,
-/// and its end once reached.
-type Drive = Box<dyn FnMut(&[u8], bool) -> (Vec<u8>, Option<Result<Outcome, Error>>) + Send>;
-
-/// A message-level party's state between calls: the bytes pushed but not
-/// yet run on, the bytes written but not yet taken, and its end.
-struct Steps {
-    drive: Drive,
-    incoming: Vec<u8>,
-    peer_closed: bool,
-    outgoing: Vec<u8>,
-    end: Option<Result<Outcome, PyErr>>,
-}
-
 /// One party of circuit PSI at the message level (see `psikit.cpsi.Party`):
-/// `cpsi::facade::stepper`, bytes in and bytes out. No sockets, no
-/// runtime, no timeouts.
-#[pyclass(module = "psikit._native", name = "CpsiParty")]
-pub struct CpsiParty {
-    options: Options,
-    loaded: Loaded,
-    steps: Mutex<Steps>,
-}
-
-impl CpsiParty {
-    fn steps(&self) -> PyResult<MutexGuard<'_, Steps>> {
-        self.steps
-            .lock()
-            .map_err(|_| to_py(Error::Internal("an earlier step of this party panicked")))
-    }
-}
-
-#[pymethods]
-impl CpsiParty {
-    #[new]
-    #[pyo3(signature = (application, role, source, value_columns=Vec::new(), threshold=None,
-        reveal_to="receiver", min_intersection=0, inner_product=false, product_bits=32,
-        ot="silent", epc="auto", max_peer_items=1<<24, max_message_mib=16))]
-    #[allow(clippy::too_many_arguments)]
-    fn new(
-        py: Python<'_>,
-        application: &str,
-        role: &str,
-        source: &Source,
-        value_columns: Vec<String>,
-        threshold: Option<u64>,
-        reveal_to: &str,
-        min_intersection: u64,
-        inner_product: bool,
-        product_bits: u32,
-        ot: &str,
-        epc: &str,
-        max_peer_items: u64,
-        max_message_mib: u32,
-    ) -> PyResult<Self> {
-        let options = Options::new(
-            application,
-            role,
-            source,
-            value_columns,
-            threshold,
-            reveal_to,
-            min_intersection,
-            inner_product,
-            product_bits,
-            ot,
-            epc,
-            max_peer_items,
-        )?;
-        // The stepper keeps no timeouts; only the frame size limit applies.
-        let limits = net::limits(60.0, max_message_mib)?;
-        let (loaded, values) = options.load(py, source)?;
-        let mut st = facade::stepper(
-            options.role,
-            loaded.keys.clone(),
-            values,
-            options.config.clone(),
-            limits,
-        );
-        let drive: Drive = Box::new(move |bytes: &[u8], closed: bool| {
-            st.push(bytes);
-            if closed {
-                st.peer_closed();
-            }
-            if st.is_finished() {
-                return (Vec::new(), None);
-            }
-            let end = match st.advance() {
-                Poll::Ready(out) => Some(out),
-                Poll::Pending => None,
-            };
-            (st.take_outgoing(), end)
-        });
-        Ok(Self {
-            options,
-            loaded,
-            steps: Mutex::new(Steps {
-                drive,
-                incoming: Vec::new(),
-                peer_closed: false,
-                outgoing: Vec::new(),
-                end: None,
-            }),
-        })
-    }
-
-    /// Keeps the peer's bytes (any split) for the next `advance`.
-    fn push(&self, incoming: &[u8]) -> PyResult<()> {
-        self.steps()?.incoming.extend_from_slice(incoming);
-        Ok(())
-    }
-
-    /// The peer hung up: the next `advance` sees the connection closed
-    /// once the bytes pushed so far are read.
-    fn peer_closed(&self) -> PyResult<()> {
-        self.steps()?.peer_closed = true;
-        Ok(())
-    }
-
-    /// Runs the party on the bytes pushed as far as it can go; returns
-    /// whether it has finished (successfully or not).
-    fn advance(&self, py: Python<'_>) -> PyResult<bool> {
-        py.detach(|| {
-            let mut steps = self.steps()?;
-            let s = &mut *steps;
-            if s.end.is_some() {
-                return Ok(true);
-            }
-            let incoming = std::mem::take(&mut s.incoming);
-            let (out, end) = (s.drive)(&incoming, s.peer_closed);
-            s.outgoing.extend_from_slice(&out);
-            s.end = end.map(|e| e.map_err(to_py));
-            Ok(s.end.is_some())
-        })
-    }
-
-    /// The bytes this party has written since the last call, to deliver to
-    /// the peer in order (possibly empty).
-    fn take_outgoing<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-        let out = std::mem::take(&mut self.steps()?.outgoing);
-        Ok(PyBytes::new(py, &out))
-    }
-
-    /// Whether the party has finished (successfully or not).
-    #[getter]
-    fn done(&self) -> bool {
-        self.steps.lock().map(|s| s.end.is_some()).unwrap_or(true)
-    }
-
-    /// The finished party's result, as `cpsi_run` returns it; raises the
-    /// party's error if it failed.
-    fn result<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let steps = self.steps()?;
-        match &steps.end {
-            None => Err(errors::input(
-                "the party has not finished: keep exchanging bytes",
-            )),
-            Some(Err(e)) => Err(e.clone_ref(py)),
-            Some(Ok(out)) => self.options.result(py, out, &self.loaded),
-        }
-    }
+/// `cpsi::facade::stepper` as the one message-level [`steps::Party`] every
+/// family has, bytes in and bytes out; its result is the dict `cpsi_run`
+/// returns. No sockets, no runtime, no timeouts.
+#[pyfunction]
+#[pyo3(signature = (application, role, source, value_columns=Vec::new(), threshold=None,
+    reveal_to="receiver", min_intersection=0, inner_product=false, product_bits=32,
+    ot="silent", epc="auto", max_peer_items=1<<24, max_message_mib=16))]
+#[allow(clippy::too_many_arguments)]
+pub fn cpsi_party(
+    py: Python<'_>,
+    application: &str,
+    role: &str,
+    source: &Source,
+    value_columns: Vec<String>,
+    threshold: Option<u64>,
+    reveal_to: &str,
+    min_intersection: u64,
+    inner_product: bool,
+    product_bits: u32,
+    ot: &str,
+    epc: &str,
+    max_peer_items: u64,
+    max_message_mib: u32,
+) -> PyResult<steps::Party> {
+    let options = Options::new(
+        application,
+        role,
+        source,
+        value_columns,
+        threshold,
+        reveal_to,
+        min_intersection,
+        inner_product,
+        product_bits,
+        ot,
+        epc,
+        max_peer_items,
+    )?;
+    // The stepper keeps no timeouts; only the frame size limit applies.
+    let limits = net::limits(60.0, max_message_mib)?;
+    let (loaded, values) = options.load(py, source)?;
+    let stepper = facade::stepper(
+        options.role,
+        loaded.keys.clone(),
+        values,
+        options.config.clone(),
+        limits,
+    );
+    Ok(steps::Party::new(steps::drive(stepper, move |out| {
+        Ok(Box::new(move |py: Python<'_>| {
+            Ok(options.result(py, &out, &loaded)?.unbind())
+        }))
+    })))
 }

@@ -217,17 +217,13 @@ pub fn query_output(
     csv: bool,
     given: &[String],
 ) -> Result<(Output, Vec<String>), Error> {
-    let labeled = session.max_label_bytes > 0;
-    if !labeled && !given.is_empty() {
-        return Err(Error::Config(
-            "the server's database is unlabeled: drop label_names".into(),
-        ));
-    }
-    let (width, mut cells) = facade::label_cells(&session.matches, loaded.keys.len(), labeled)?;
-    let names = facade::label_names(width, given)?;
-    for fields in cells.iter_mut().flatten() {
-        fields.resize(names.len(), Vec::new());
-    }
+    let (names, cells) = facade::label_columns(
+        &session.matches,
+        loaded.keys.len(),
+        session.max_label_bytes,
+        given,
+        "label_names",
+    )?;
     Ok((loaded.output(&cells, csv), names))
 }
 

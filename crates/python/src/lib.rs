@@ -56,7 +56,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<scale::OprfWorker>()?;
     m.add_class::<scale::StateLock>()?;
     m.add_class::<steps::Party>()?;
-    m.add_class::<cpsi::CpsiParty>()?;
     m.add_function(wrap_pyfunction!(filter::filter_setup, m)?)?;
     m.add_function(wrap_pyfunction!(filter::filter_update, m)?)?;
     m.add_function(wrap_pyfunction!(filter::filter_query, m)?)?;
@@ -72,11 +71,15 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(scale::he_shard_finish_update, m)?)?;
     m.add_function(wrap_pyfunction!(psi::psi_run, m)?)?;
     m.add_function(wrap_pyfunction!(cpsi::cpsi_run, m)?)?;
+    m.add_function(wrap_pyfunction!(cpsi::cpsi_party, m)?)?;
     m.add_function(wrap_pyfunction!(steps::psi_party, m)?)?;
     m.add_function(wrap_pyfunction!(steps::he_query_party, m)?)?;
     m.add_function(wrap_pyfunction!(steps::filter_query_party, m)?)?;
     m.add_function(wrap_pyfunction!(input::encode_keys, m)?)?;
     m.add_function(wrap_pyfunction!(reuse_freed_memory, m)?)?;
+    // The balanced PSIs' words, from the chooser itself (`psi.PROTOCOLS`).
+    let protocols = psikit_protocols::common::two_party::Protocol::ALL.map(|p| p.to_string());
+    m.add("PSI_PROTOCOLS", protocols.to_vec())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

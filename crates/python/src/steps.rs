@@ -25,15 +25,16 @@ use crate::{filter, he, net, psi};
 
 /// Builds a finished party's Python result; the work without the GIL is
 /// done before.
-type Finish = Box<dyn FnOnce(Python<'_>) -> PyResult<Py<PyDict>> + Send>;
+pub(crate) type Finish = Box<dyn FnOnce(Python<'_>) -> PyResult<Py<PyDict>> + Send>;
 
 /// One call into the party: the peer's bytes (and whether it hung up) in;
 /// this party's bytes out, and its end once reached.
-type Drive = Box<dyn FnMut(&[u8], bool) -> (Vec<u8>, Option<Result<Finish, Error>>) + Send>;
+pub(crate) type Drive =
+    Box<dyn FnMut(&[u8], bool) -> (Vec<u8>, Option<Result<Finish, Error>>) + Send>;
 
 /// Drives `stepper`; its outcome goes through `finish` (without the GIL)
 /// once it ends.
-fn drive<T: 'static>(
+pub(crate) fn drive<T: 'static>(
     mut stepper: Stepper<Result<T, Error>>,
     finish: impl FnOnce(T) -> Result<Finish, Error> + Send + 'static,
 ) -> Drive {
@@ -65,7 +66,8 @@ fn psi_output(output: Option<Output>) -> Finish {
 }
 
 /// One party at the message level, made by [`psi_party`],
-/// [`he_query_party`] or [`filter_query_party`].
+/// [`he_query_party`], [`filter_query_party`] or `cpsi::cpsi_party`: the
+/// one message-level API of every family.
 #[pyclass(module = "psikit._native")]
 pub struct Party {
     drive: Mutex<Drive>,
@@ -75,7 +77,7 @@ pub struct Party {
 }
 
 impl Party {
-    fn new(drive: Drive) -> Self {
+    pub(crate) fn new(drive: Drive) -> Self {
         Self {
             drive: Mutex::new(drive),
             end: Mutex::new(None),

@@ -19,7 +19,7 @@ mod he;
 mod psi;
 #[cfg(feature = "rr16")]
 mod rr16;
-#[cfg(any(feature = "rr16", feature = "vole"))]
+#[cfg(feature = "two-party")]
 mod two_party;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]

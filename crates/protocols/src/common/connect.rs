@@ -52,14 +52,14 @@ const BUSY_FIRST_WAIT: Duration = Duration::from_millis(200);
 /// safe to repeat use it: syncs and queries, which change nothing at the
 /// server.
 #[derive(Debug, Default)]
-pub struct BusyRetry {
+struct BusyRetry {
     done: u32,
 }
 
 impl BusyRetry {
     /// Whether `result` is a busy refusal worth another attempt; if so,
     /// first waits out the backoff.
-    pub async fn again<T>(&mut self, result: &Result<T, Error>) -> bool {
+    async fn again<T>(&mut self, result: &Result<T, Error>) -> bool {
         if !matches!(result, Err(e) if e.is_busy()) || self.done >= BUSY_RETRIES {
             return false;
         }

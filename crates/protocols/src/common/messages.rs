@@ -1,7 +1,7 @@
 //! How a family declares its wire messages: once, in its `messages.rs`,
 //! with [`wire_messages!`]. The list gives the family its table of kinds
-//! (checked at compile time: no two messages or chunked transfers of a
-//! family share a kind) and, under the `fuzzing` feature, the decoder
+//! (checked at compile time: no two messages, chunked transfers or
+//! sub-protocol messages under a family's protocol id share a kind) and, under the `fuzzing` feature, the decoder
 //! dispatch its fuzz target runs, so a message added to the list is
 //! fuzzed without touching `fuzzing/`.
 
@@ -15,7 +15,7 @@
 /// wire_messages! {
 ///     bound;
 ///     messages: Hello => (), Challenge => u32::from(bound);
-///     chunked: KIND_SUMMARIES, KIND_REVEAL;
+///     others: KIND_SUMMARIES, KIND_REVEAL;
 /// }
 /// ```
 ///
@@ -28,7 +28,7 @@ macro_rules! wire_messages {
     (
         $bound:ident;
         messages: $($m:ty => $b:expr $(=> $check:expr)?),+ ;
-        chunked: $($k:ident),* $(;)?
+        others: $($k:path),* $(;)?
     ) => {
         /// Every kind of this family's frames and chunked transfers, with
         /// its name; the messages first, in the order `fuzz_decode` counts
@@ -48,7 +48,7 @@ macro_rules! wire_messages {
             $(
                 if which == at {
                     #[allow(unused_variables)]
-                    if let Some(message) = $crate::fuzzing::round_trip::<$m>(payload, $b) {
+                    if let Some(message) = $crate::fuzzing::harness::round_trip::<$m>(payload, $b) {
                         $(($check)(message);)?
                     }
                     return true;
@@ -82,3 +82,33 @@ pub(crate) const fn assert_distinct(kinds: &[(u8, &str)]) {
         i += 1;
     }
 }
+
+#[cfg(feature = "two-party")]
+/// Defines a message that is one fixed-size byte array and nothing else
+/// (seeds, commitments, shares) under a family's protocol id.
+macro_rules! byte_array_message {
+    ($(#[$doc:meta])* $name:ident: [u8; $len:literal], $protocol:expr, $kind:literal, $field:literal) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub struct $name(pub [u8; $len]);
+
+        impl psikit_transport::Message for $name {
+            const PROTOCOL: psikit_transport::ProtocolId = $protocol;
+            const KIND: u8 = $kind;
+            type Bounds<'a> = ();
+
+            fn write(&self, w: &mut psikit_transport::Writer) {
+                w.bytes(&self.0);
+            }
+
+            fn read(
+                r: &mut psikit_transport::Reader<'_>,
+                (): (),
+            ) -> Result<Self, psikit_transport::DecodeError> {
+                r.array($field).map(Self)
+            }
+        }
+    };
+}
+#[cfg(feature = "two-party")]
+pub(crate) use byte_array_message;

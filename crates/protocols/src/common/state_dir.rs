@@ -5,6 +5,9 @@
 use std::fs::{File, TryLockError};
 use std::path::Path;
 
+#[cfg(feature = "unbalanced")]
+use psikit_transport::shown;
+
 use crate::Error;
 
 /// The lock file inside a state directory; it is no part of the state.
@@ -108,6 +111,22 @@ pub fn clear(dir: &Path) -> Result<(), Error> {
         removed.map_err(|e| Error::io(&path, e))?;
     }
     Ok(())
+}
+
+/// Refuses keys encoded otherwise than a server state's (when both are
+/// known; `psikit_io::KeySpec::key_format`): they could never match.
+/// `whose` names the other side in the message. One side's key format
+/// came from the peer: both are shown escaped (`psikit_transport::text`).
+#[cfg(feature = "unbalanced")]
+pub(crate) fn same_key_format(state: &str, other: &str, whose: &str) -> Result<(), Error> {
+    if state.is_empty() || other.is_empty() || state == other {
+        return Ok(());
+    }
+    Err(Error::Config(format!(
+        "the server's keys are encoded as \"{}\" but {whose} encodes them as \"{}\": use the same number of key columns and the same --normalize",
+        shown(state),
+        shown(other)
+    )))
 }
 
 #[cfg(test)]

@@ -31,7 +31,7 @@ use psikit_transport::{Channel, DecodeError, Message, ProtocolId, Reader, Writer
 
 use super::bits::Bits;
 use super::vocabulary::{Agreed, App, Epc, OtKind, Reveal, MAX_VALUE_COLUMNS};
-use crate::common::byte_array_message;
+use crate::common::messages::{byte_array_message, wire_messages};
 use crate::{Error, Violation};
 
 pub const PROTOCOL_ID: ProtocolId = psikit_transport::ids::CIRCUIT_PSI;
@@ -261,4 +261,17 @@ pub fn unpack_blocks(bytes: &[u8], width: usize) -> Vec<u128> {
             u128::from_le_bytes(b)
         })
         .collect()
+}
+
+wire_messages! {
+    bound;
+    messages:
+        Hello => (),
+        Seeds => (),
+        HintSeed => (),
+        Share => usize::from(bound) % 64;
+    others:
+        KIND_MASKED, KIND_HINT, KIND_OPEN, KIND_FLIPS, KIND_PADS, KIND_UNION, KIND_CORRECTIONS,
+        KIND_CHOSEN, KIND_SWITCH_FLIPS, KIND_SWITCH_MASKS,
+        super::epc::KIND_PUBLIC_KEY, super::epc::KIND_SENDER_BATCH, super::epc::KIND_REPLY;
 }

@@ -225,9 +225,9 @@ wire_messages! {
     messages:
         SyncRequest => (),
         SyncHeader => (),
-        QueryRequest => crate::fuzzing::MAX_ITEMS,
-        QueryResponse => crate::fuzzing::EXPECTED_ANSWERS;
-    chunked: KIND_SYNC_BODY;
+        QueryRequest => crate::fuzzing::harness::MAX_ITEMS,
+        QueryResponse => crate::fuzzing::harness::EXPECTED_ANSWERS;
+    others: KIND_SYNC_BODY;
 }
 
 #[cfg(test)]

@@ -15,26 +15,20 @@
 //! contents: a fuzzer cannot forge a digest, and without that second pass
 //! it would never get past the check to the fields behind it.
 
+pub(crate) mod checks;
+pub(crate) mod harness;
 mod seeds;
 
-use std::future::Future;
-use std::io::Cursor;
 use std::path::Path;
-use std::pin::pin;
-use std::sync::OnceLock;
-use std::task::{Context, Poll, Waker};
 
-use psikit_he::{wire, HeParams, RelinKey};
 use psikit_io::{Column, KeyReader, KeySpec, LabeledItem, Normalize};
 use psikit_primitives::oprf::ServerKey;
 use psikit_structures::CuckooFilter;
-use psikit_transport::{Channel, ErrorMessage, Limits, Message};
+use psikit_transport::ErrorMessage;
 use sha2::{Digest, Sha256};
 
 use crate::common::oprf_stage::OutputBatch;
 use crate::common::summaries::split_values;
-use crate::common::two_party::Hello;
-use crate::cpsi::epc::{EpcParams, EpcPublicKey, EpcReceiver, EpcReply, EpcSender, EpcSenderBatch};
 use crate::cpsi::messages as cpsi;
 use crate::filter_psi::messages::{self as filter, DeltaBody, FilterVersion, SyncRequest};
 use crate::filter_psi::{ClientCache, FilterSnapshot, ServerState};
@@ -43,6 +37,10 @@ use crate::he_psi::params::PsiParams;
 use crate::he_psi::shard::{Manifest, ShardInfo};
 use crate::rr16::messages as rr16;
 use crate::vole_psi::messages as vole;
+use harness::{
+    channel, filter_key, he_params, round_trip, run, split, DELTA_SLOTS, MAX_FILTER, MAX_ITEMS,
+    MAX_TRANSFER,
+};
 use psikit_ot::messages::{SilentChallenge, SilentCheck, SilentTrees};
 
 pub use seeds::{seeds, Seed};
@@ -69,60 +67,6 @@ pub const TARGETS: &[Target] = &[
     ("epc_messages", epc_messages),
     ("csv_keys", csv_keys),
 ];
-
-/// Frame limit of the fuzzed channel: large enough for every seed, small
-/// enough that a frame announcing the limit costs little per run.
-const MAX_FRAME: u32 = 1 << 20;
-/// Largest chunked transfer the fuzzed channel accepts.
-const MAX_TRANSFER: u64 = 1 << 20;
-/// Items per OPRF request the fuzzed decoders accept.
-pub(crate) const MAX_ITEMS: u32 = 8;
-/// OPRF answers the fuzzed client expects (the seeds carry this many).
-pub(crate) const EXPECTED_ANSWERS: usize = 3;
-/// Slots of the filter a fuzzed delta is decoded against.
-const DELTA_SLOTS: u64 = 4096;
-/// Largest filter the fuzzed decoders accept, in bytes.
-const MAX_FILTER: usize = 1 << 20;
-
-/// The first byte (which decoder) and the rest (its input).
-fn split(data: &[u8]) -> Option<(u8, &[u8])> {
-    data.split_first().map(|(&which, rest)| (which, rest))
-}
-
-/// Decodes `payload` as an `M` within `bounds`; a message that decodes
-/// must re-encode to exactly `payload`.
-pub(crate) fn round_trip<M: Message>(payload: &[u8], bounds: M::Bounds<'_>) -> Option<M> {
-    let message = M::decode(payload, bounds).ok()?;
-    assert_eq!(
-        message.to_frame().payload,
-        payload,
-        "{} re-encodes differently",
-        std::any::type_name::<M>()
-    );
-    Some(message)
-}
-
-/// Runs a future over in-memory data to completion. Nothing it awaits can
-/// be pending (an unclocked channel over a buffer), so one poll does.
-fn run<F: Future>(future: F) -> F::Output {
-    let mut future = pin!(future);
-    match future
-        .as_mut()
-        .poll(&mut Context::from_waker(Waker::noop()))
-    {
-        Poll::Ready(out) => out,
-        Poll::Pending => unreachable!("an in-memory channel never waits"),
-    }
-}
-
-/// A channel whose peer sent `stream` and then closed.
-fn channel(stream: &[u8]) -> Channel {
-    let limits = Limits {
-        max_frame_bytes: MAX_FRAME,
-        ..Limits::default()
-    };
-    Channel::unclocked(Cursor::new(stream.to_vec()), limits)
-}
 
 /// Frames read from a byte stream (`Channel::recv_or_eof`, error frames
 /// through `ErrorMessage::decode`), or with a first byte of 1 a chunked
@@ -223,12 +167,6 @@ pub fn filter_files(data: &[u8]) {
     }
 }
 
-/// The OPRF key filter states are decoded under (a state holds its key's
-/// digest, so the seeds are built under the same key).
-pub(crate) fn filter_key() -> ServerKey {
-    ServerKey::from_bytes(&[1; 32]).expect("a valid scalar")
-}
-
 fn filter_state(file: &[u8]) {
     let key = filter_key();
     let Ok(state) = ServerState::decode(key, file) else {
@@ -297,51 +235,15 @@ pub fn key_file(data: &[u8]) {
     }
 }
 
-/// The parameters the HE messages are decoded against (APSI's 256K-1024
-/// set: n = 4096).
-fn he_params() -> &'static HeParams {
-    static PARAMS: OnceLock<HeParams> = OnceLock::new();
-    PARAMS.get_or_init(|| {
-        let json = crate::he_psi::presets::apsi_preset("256K-1024").expect("a preset");
-        PsiParams::from_apsi_json(json)
-            .and_then(|p| p.he_params())
-            .expect("the preset's parameters")
-    })
-}
-
 /// The HE protocol's messages, with the ciphertexts and key they carry
 /// decoded as the receiving side decodes them.
 pub fn he_messages(data: &[u8]) {
     let Some((which, payload)) = split(data) else {
         return;
     };
-    let params = he_params();
-    match which % 9 {
-        0 => drop(round_trip::<he::ParamsRequest>(payload, ())),
-        1 => {
-            if let Some(response) = round_trip::<he::ParamsResponse>(payload, ()) {
-                drop(PsiParams::from_apsi_json(&response.params_json));
-            }
-        }
-        2 => drop(round_trip::<he::OprfRequest>(payload, MAX_ITEMS)),
-        3 => drop(round_trip::<he::OprfResponse>(payload, EXPECTED_ANSWERS)),
-        4 => {
-            if let Some(header) = round_trip::<he::QueryHeader>(payload, params) {
-                if let Ok(key) = RelinKey::from_bytes(params, &header.relin_key) {
-                    assert_eq!(key.to_bytes().ok(), Some(header.relin_key));
-                }
-            }
-        }
-        5 => {
-            if let Some(query) = round_trip::<he::QueryCt>(payload, params) {
-                if let Ok(ct) = query.ciphertext(params) {
-                    assert_eq!(wire::encode_query_ct(&ct).ok(), Some(query.ct));
-                }
-            }
-        }
-        6 => drop(round_trip::<he::ResultCt>(payload, params)),
-        7 => drop(he::DecodedResultCt::decode(payload, params)),
-        _ => drop(round_trip::<he::QueryDone>(payload, ())),
+    let which = usize::from(which) % (he::FUZZED + 1);
+    if !he::fuzz_decode(which, payload, 0) {
+        drop(he::DecodedResultCt::decode(payload, he_params()));
     }
 }
 
@@ -522,30 +424,13 @@ pub fn cpsi_messages(data: &[u8]) {
     let Some((bound, payload)) = rest.split_first_chunk::<2>() else {
         return;
     };
-    let bits = usize::from(u16::from_be_bytes(*bound));
-    match which % 5 {
-        0 => drop(round_trip::<cpsi::Hello>(payload, ())),
-        1 => drop(round_trip::<cpsi::Seeds>(payload, ())),
-        2 => drop(round_trip::<cpsi::HintSeed>(payload, ())),
-        3 => drop(round_trip::<cpsi::Share>(payload, bits % 64)),
-        _ => {
-            if let Some(b) = crate::cpsi::Bits::from_bytes(payload, bits) {
-                assert_eq!(b.to_bytes(), payload);
-            }
+    let bound = u16::from_be_bytes(*bound);
+    let which = usize::from(which) % (cpsi::FUZZED + 1);
+    if !cpsi::fuzz_decode(which, payload, bound) {
+        if let Some(b) = crate::cpsi::Bits::from_bytes(payload, usize::from(bound)) {
+            assert_eq!(b.to_bytes(), payload);
         }
     }
-}
-
-/// The EPC parameters (ℓ = 8, ℓ_c = 16: `u = 2`, the smallest batches)
-/// and the two parties the EPC messages are decoded against.
-pub(crate) fn epc_parties() -> &'static (EpcParams, EpcSender, EpcReceiver) {
-    static PARTIES: OnceLock<(EpcParams, EpcSender, EpcReceiver)> = OnceLock::new();
-    PARTIES.get_or_init(|| {
-        let params = EpcParams::new(8, 16, 4096).expect("EPC parameters");
-        let (sender, key) = EpcSender::new(&params).expect("an EPC key pair");
-        let receiver = EpcReceiver::new(&params, &key).expect("the EPC public key");
-        (params, sender, receiver)
-    })
 }
 
 /// Circuit PSI's EPC messages, each then used as the party receiving it
@@ -555,27 +440,7 @@ pub fn epc_messages(data: &[u8]) {
     let Some((which, payload)) = split(data) else {
         return;
     };
-    let (params, sender, receiver) = epc_parties();
-    match which % 3 {
-        0 => {
-            if let Some(key) = round_trip::<EpcPublicKey>(payload, params) {
-                assert!(EpcReceiver::new(params, &key).is_ok());
-            }
-        }
-        1 => {
-            if let Some(batch) = round_trip::<EpcSenderBatch>(payload, params) {
-                let tags = [1, 2, 255];
-                assert!(receiver
-                    .evaluate_batch(batch.index(), &batch, &tags)
-                    .is_ok());
-            }
-        }
-        _ => {
-            if let Some(reply) = round_trip::<EpcReply>(payload, params) {
-                assert!(sender.decrypt_reply(reply.index(), &reply, 3).is_ok());
-            }
-        }
-    }
+    crate::cpsi::epc::fuzz_decode(usize::from(which) % crate::cpsi::epc::FUZZED, payload, 0);
 }
 
 /// A CSV file read under a key spec given on the input's first line, as

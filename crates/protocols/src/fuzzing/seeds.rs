@@ -6,16 +6,30 @@
 
 use psikit_he::{wire, Evaluator, RelinKey, SecretKey};
 use psikit_ot::messages::{BaseReceiverMessage, BaseSenderMessage, ExtHeader, Mode};
+use psikit_ot::messages::{SilentChallenge, SilentCheck, SilentTrees};
 use psikit_primitives::oprf::{self, BlindedElement, ServerKey};
 use psikit_structures::{CuckooFilter, CuckooFilterParams};
-use psikit_transport::{ErrorCode, ErrorMessage, Frame, Limits};
+use psikit_transport::{Channel, ErrorCode, ErrorMessage, Frame, Limits, Message};
 use rand::rngs::OsRng;
 use tokio::io::AsyncReadExt;
 
-use super::*;
-use crate::filter_psi::messages::{QueryRequest, QueryResponse, SyncHeader};
+use super::harness::{epc_parties, filter_key, he_params, run, EXPECTED_ANSWERS, MAX_ITEMS};
+use sha2::{Digest, Sha256};
+
+use crate::common::oprf_stage::OutputBatch;
+use crate::common::two_party::Hello;
+use crate::cpsi::epc::EpcSender;
+use crate::filter_psi::messages::{
+    DeltaBody, FilterVersion, QueryRequest, QueryResponse, SyncHeader, SyncRequest,
+};
 use crate::filter_psi::FilterConfig;
+use crate::filter_psi::{ClientCache, FilterSnapshot, ServerState};
+use crate::he_psi::messages as he;
+use crate::he_psi::params::PsiParams;
 use crate::he_psi::server::sender_db::{DbEntry, SenderDb};
+use crate::he_psi::shard::{Manifest, ShardInfo};
+use crate::rr16::messages as rr16;
+use crate::vole_psi::messages as vole;
 
 /// One seed input of one target.
 pub struct Seed {
@@ -203,7 +217,7 @@ fn cuckoo_filter_seeds() -> Vec<(&'static str, Vec<u8>)> {
 }
 
 fn filter_file_seeds() -> Vec<(&'static str, Vec<u8>)> {
-    let key = super::filter_key();
+    let key = filter_key();
     let tags = crate::filter_psi::tags_for_items(
         &key,
         &(0..60u32)
@@ -286,8 +300,12 @@ fn he_message_seeds() -> Vec<(&'static str, Vec<u8>)> {
         ("query-ct", message(5, &query)),
         ("query-ct-out-of-range", tagged(5, &broken)),
         ("result-ct", message(6, &result)),
-        ("result-ct-decoded", message(7, &result)),
-        ("done", message(8, &he::QueryDone { packages: 7 })),
+        (
+            "result-ct-decoded",
+            tagged(extra(he::FUZZED, 0), &result.to_frame().payload),
+        ),
+        ("done", message(7, &he::QueryDone { packages: 7 })),
+        ("shard-query", message(8, &he::ShardQuery { epoch: 3 })),
     ]
 }
 

@@ -4,7 +4,9 @@
 
 use psikit_transport::Channel;
 
-use super::{run_receiver, run_sender, ReceiverOutcome, Rr16Config, SenderOutcome};
+use super::config::Rr16Config;
+use super::receiver::{run_receiver, ReceiverOutcome};
+use super::sender::{run_sender, SenderOutcome};
 use crate::common::two_party::TwoParty;
 use crate::{Error, Progress};
 

@@ -30,7 +30,7 @@
 
 use psikit_transport::{DecodeError, Message, ProtocolId, Reader, Writer};
 
-use crate::common::byte_array_message;
+use crate::common::messages::byte_array_message;
 use crate::common::messages::wire_messages;
 use crate::common::two_party::Hello;
 
@@ -65,7 +65,7 @@ wire_messages! {
         Open => (),
         Challenge => u32::from(bound),
         Response => usize::from(bound);
-    chunked: KIND_PERMUTATION, KIND_SUMMARIES, KIND_REVEAL;
+    others: KIND_PERMUTATION, KIND_SUMMARIES, KIND_REVEAL;
 }
 
 /// The cut-and-choose challenge: strictly increasing OT indices of one

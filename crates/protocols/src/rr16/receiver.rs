@@ -10,12 +10,12 @@ use rand::rngs::{OsRng, StdRng};
 use rand::SeedableRng;
 use rayon::prelude::*;
 
+use super::config::{Rr16Config, STAGE_EXTENSION, STAGE_SESSION, STAGE_SUMMARIES};
 use super::messages::{self as msg, Challenge, Response, PROTOCOL_ID};
 use super::params::Rr16Params;
 use super::sender::abort;
 use super::session::{explained, fold, open, timed, Opened, OtSet, Phases};
 use super::shuffle::Shuffle;
-use super::{Rr16Config, STAGE_EXTENSION, STAGE_SESSION, STAGE_SUMMARIES};
 use crate::common::summaries::Summary;
 use crate::{Error, Progress};
 

@@ -10,10 +10,10 @@ use rand::{Rng, SeedableRng};
 use rayon::prelude::*;
 use subtle::ConstantTimeEq;
 
+use super::config::{Rr16Config, STAGE_EXTENSION, STAGE_SESSION, STAGE_SUMMARIES};
 use super::messages::{self as msg, Challenge, Response, PROTOCOL_ID};
 use super::params::Rr16Params;
 use super::session::{explained, fold, open, timed, Opened, OtSet, Phases};
-use super::{Rr16Config, STAGE_EXTENSION, STAGE_SESSION, STAGE_SUMMARIES};
 use crate::common::summaries::Summary;
 use crate::common::two_party;
 use crate::{Error, Progress};

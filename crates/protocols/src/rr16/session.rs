@@ -13,9 +13,9 @@ use sha2::{Digest, Sha256};
 use zeroize::Zeroize;
 
 use super::bloom::{BloomHasher, Positions};
+use super::config::Rr16Config;
 use super::messages::{self as msg, Commit, Nonce, Open};
 use super::params::Rr16Params;
-use super::Rr16Config;
 use crate::common::summaries::{pack, summary_len, Exchange, Summary};
 use crate::common::two_party::{hello, Mode, Terms};
 use crate::Error;

@@ -5,11 +5,13 @@ use std::time::Duration;
 
 use psikit_transport::{Channel, ErrorCode, Limits, TransportError};
 
+use super::config::*;
 use super::messages::{self as msg};
 use super::receiver::{receive, Behaviour};
 use super::session::establish;
 use super::*;
 use crate::common::two_party::testing::{sets, step_pair};
+use crate::Error;
 use crate::NoProgress;
 
 fn limits() -> Limits {

@@ -5,7 +5,9 @@ use std::sync::Arc;
 use psikit_transport::net::{self, Listener};
 use psikit_transport::{Channel, Limits};
 
-use super::{Router, ServerLimits, Service};
+use super::contract::Service;
+use super::limits::ServerLimits;
+use super::router::Router;
 use crate::Error;
 
 /// A [`Router`] serving on `127.0.0.1` at a free port until dropped.

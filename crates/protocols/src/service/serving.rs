@@ -5,7 +5,7 @@
 //! and call `Router::serving`, so the two front ends open the same
 //! services the same way.
 
-#[cfg(any(feature = "filter", feature = "he"))]
+#[cfg(feature = "unbalanced")]
 use std::path::PathBuf;
 
 use super::limits::ServerLimits;

@@ -4,7 +4,9 @@
 
 use psikit_transport::Channel;
 
-use super::{run_receiver, run_sender, ReceiverOutcome, SenderOutcome, VoleConfig};
+use super::config::VoleConfig;
+use super::receiver::{run_receiver, ReceiverOutcome};
+use super::sender::{run_sender, SenderOutcome};
 use crate::common::two_party::TwoParty;
 use crate::{Error, Progress};
 

@@ -23,7 +23,7 @@
 use psikit_transport::DecodeError;
 use rayon::prelude::*;
 
-use crate::common::byte_array_message;
+use crate::common::messages::byte_array_message;
 use crate::common::messages::wire_messages;
 use crate::common::two_party::Hello;
 
@@ -62,7 +62,7 @@ wire_messages! {
         Commitment => (),
         ReceiverOffset => (),
         SenderOffset => ();
-    chunked: KIND_MASKED, KIND_SUMMARIES, KIND_REVEAL;
+    others: KIND_MASKED, KIND_SUMMARIES, KIND_REVEAL;
 }
 
 /// 16-byte little-endian blocks as sent.

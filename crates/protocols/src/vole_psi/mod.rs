@@ -70,148 +70,16 @@
 //! that output is only as honest as the receiver (it can omit matches or
 //! name any of the sender's items), exactly as for RR16.
 
+mod config;
 pub mod facade;
 pub(crate) mod messages;
 pub(crate) mod oprf;
 mod receiver;
 mod sender;
 
+pub use config::{Phases, VoleConfig, MAX_SET_SIZE, PROTOCOL_ID};
 pub use receiver::{run_receiver, ReceiverOutcome};
 pub use sender::{run_sender, SenderOutcome};
-
-use std::time::Duration;
-
-use psikit_ot::{ExtConfig, Security, SessionId};
-
-use crate::common::summaries::{summary_len, Exchange};
-use crate::common::two_party::{Mode, Terms};
-use crate::Error;
-
-/// The run's stages as both roles tell their `Progress`: the silent VOLE,
-/// the OKVS (the receiver encodes, both decode), the summary values.
-const STAGE_VOLE: &str = "silent VOLE";
-const STAGE_OKVS: &str = "OKVS";
-const STAGE_SUMMARIES: &str = "comparing summaries";
-
-/// Protocol id of VOLE-PSI's own messages.
-pub const PROTOCOL_ID: u8 = messages::PROTOCOL_ID;
-
-/// How to run the protocol. Both parties must agree on `reveal_to_sender`.
-#[derive(Debug, Clone)]
-pub struct VoleConfig {
-    /// Malicious security (KOS base correlations, the silent VOLE's
-    /// consistency check, the offset coin toss and binding hash); both
-    /// parties must agree.
-    pub malicious: bool,
-    /// Whether the receiver sends the intersection to the sender.
-    pub reveal_to_sender: bool,
-    /// Largest peer set accepted (bounds memory a peer can make us use).
-    pub max_set_size: u64,
-    /// Threads for the parallel parts; `None` uses rayon's global pool.
-    pub threads: Option<usize>,
-    /// How this party encodes its keys (`psikit_io::KeySpec::key_format`),
-    /// compared with the peer's at the start; empty to skip the check.
-    pub key_format: String,
-}
-
-impl Default for VoleConfig {
-    fn default() -> Self {
-        Self {
-            malicious: false,
-            reveal_to_sender: false,
-            max_set_size: 1 << 26,
-            threads: None,
-            key_format: String::new(),
-        }
-    }
-}
-
-/// Largest set either party may bring: keeps summary values within one
-/// 128-bit OPRF output (`40 + 44 + 44` bits).
-pub const MAX_SET_SIZE: u64 = 1 << 44;
-
-impl VoleConfig {
-    fn check(&self) -> Result<(), Error> {
-        if self.max_set_size > MAX_SET_SIZE {
-            return Err(Error::Config(format!(
-                "VOLE-PSI sets are limited to 2^44 items, not {}",
-                self.max_set_size
-            )));
-        }
-        Ok(())
-    }
-
-    /// What this party states in its hello.
-    fn terms(&self, set_size: u64) -> Terms<'_> {
-        Terms {
-            mode: Mode {
-                malicious: self.malicious,
-                reveal: self.reveal_to_sender,
-            },
-            key_format: &self.key_format,
-            set_size,
-            max_peer_size: self.max_set_size,
-        }
-    }
-
-    fn security(&self) -> Security {
-        match self.malicious {
-            true => Security::Malicious,
-            false => Security::SemiHonest,
-        }
-    }
-
-    fn ext_config(&self) -> Result<ExtConfig, Error> {
-        match self.threads {
-            None => Ok(ExtConfig::default()),
-            Some(t) => ExtConfig::with_threads(t).map_err(|e| Error::Config(e.to_string())),
-        }
-    }
-}
-
-/// The OT layer's session id: the receiver's fresh OKVS seed and both
-/// set sizes.
-fn session_id(seed: &[u8; 16], sender_size: u64, receiver_size: u64) -> SessionId {
-    SessionId::new(
-        &[
-            &seed[..],
-            &sender_size.to_be_bytes(),
-            &receiver_size.to_be_bytes(),
-        ]
-        .concat(),
-    )
-}
-
-/// How the summary values of a run travel.
-fn exchange(sender_size: u64, receiver_size: u64) -> Exchange {
-    Exchange {
-        protocol: PROTOCOL_ID,
-        summaries: messages::KIND_SUMMARIES,
-        reveal: messages::KIND_REVEAL,
-        len: summary_len(sender_size, receiver_size),
-    }
-}
-
-/// Which mode ran, and where a party's time and traffic went.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Phases {
-    /// Whether the run was in malicious mode.
-    pub malicious: bool,
-    /// The silent VOLE: base OTs and one extension.
-    pub vole: Duration,
-    /// Correlations the VOLE made (the OKVS table length).
-    pub vole_len: usize,
-    /// Bytes both ways up to the end of the VOLE (the hellos and the seed
-    /// are 60 bytes of it).
-    pub vole_bytes: u64,
-    /// The receiver's OKVS encoding (zero at the sender).
-    pub okvs_encode: Duration,
-    /// Decoding the OKVS at this party's items.
-    pub okvs_decode: Duration,
-    /// Everything after the VOLE, the OKVS decode included (the hellos,
-    /// item hashing and the receiver's OKVS encode come before the VOLE).
-    pub online: Duration,
-}
 
 #[cfg(test)]
 mod tests;

@@ -10,9 +10,10 @@ use rand::rngs::OsRng;
 use rand::Rng;
 use rayon::prelude::*;
 
+use super::config::{exchange, session_id, Phases, VoleConfig};
+use super::config::{STAGE_OKVS, STAGE_SUMMARIES, STAGE_VOLE};
 use super::messages::{self as msg, Commitment, OkvsSeed, ReceiverOffset, SenderOffset};
-use super::{exchange, oprf, session_id, Phases, VoleConfig};
-use super::{STAGE_OKVS, STAGE_SUMMARIES, STAGE_VOLE};
+use super::oprf;
 use crate::common::two_party::{abort, hello};
 use crate::{Error, Progress};
 

@@ -3,13 +3,16 @@
 
 use psikit_transport::{Channel, ErrorCode, Limits, TransportError};
 
+use super::config::*;
 use super::facade::VolePsi;
 use super::*;
 use crate::common::two_party::{
     self,
     testing::{sets, step_pair},
 };
+use crate::Error;
 use crate::NoProgress;
+use psikit_ot::ExtConfig;
 
 async fn run_pair(
     sender_items: Vec<Vec<u8>>,

@@ -11,7 +11,8 @@ use psikit_transport::{Channel, Limits, Stepper};
 use super::driver::{finish, open, receiver_on, sender_on};
 use super::protocol::Protocol;
 use crate::common::connect::{block_on, Peer};
-use crate::{Error, NoProgress, Progress};
+use crate::common::progress::{NoProgress, Progress};
+use crate::Error;
 
 /// Which side a party plays: the sender contributes its set, the receiver
 /// learns which of its keys the sender holds.

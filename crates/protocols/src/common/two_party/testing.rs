@@ -9,7 +9,8 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use super::driver::{receiver_on, sender_on, TwoParty};
-use crate::{Error, NoProgress};
+use crate::common::progress::NoProgress;
+use crate::Error;
 
 /// Distinct random items of 1 to 40 bytes: `n_s` for the sender, `n_r`
 /// for the receiver, `overlap` of them shared (before deduplication);

@@ -10,6 +10,7 @@ use psikit_he::{wire, HeError};
 use psikit_transport::{ids, DecodeError, Message, ProtocolId, Reader, Writer};
 
 use super::params::EpcParams;
+use crate::common::messages::wire_messages;
 
 /// Kind of [`EpcPublicKey`].
 pub const KIND_PUBLIC_KEY: u8 = 20;
@@ -147,4 +148,13 @@ impl Message for EpcReply {
             ct: ct.to_vec(),
         })
     }
+}
+
+wire_messages! {
+    bound;
+    messages:
+        EpcPublicKey => &crate::fuzzing::harness::epc_parties().0 => crate::fuzzing::checks::epc_key,
+        EpcSenderBatch => &crate::fuzzing::harness::epc_parties().0 => crate::fuzzing::checks::epc_batch,
+        EpcReply => &crate::fuzzing::harness::epc_parties().0 => crate::fuzzing::checks::epc_reply;
+    others:;
 }

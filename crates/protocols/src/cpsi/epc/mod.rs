@@ -133,6 +133,8 @@ mod sender;
 #[cfg(test)]
 mod tests;
 
+#[cfg(feature = "fuzzing")]
+pub(crate) use messages::{fuzz_decode, FUZZED};
 pub use messages::{
     EpcPublicKey, EpcReply, EpcSenderBatch, KIND_PUBLIC_KEY, KIND_REPLY, KIND_SENDER_BATCH,
 };

@@ -26,6 +26,7 @@ use psikit_he::{wire, Ciphertext, HeError, HeParams};
 use psikit_primitives::oprf::BlindedElement;
 use psikit_transport::{DecodeError, Message, ProtocolId, Reader, Writer};
 
+use crate::common::messages::wire_messages;
 use crate::oprf_wire;
 
 pub const PROTOCOL_ID: u8 = psikit_transport::ids::HE_PSI;
@@ -324,6 +325,21 @@ impl Message for ShardQuery {
             epoch: r.u64("epoch")?,
         })
     }
+}
+
+wire_messages! {
+    bound;
+    messages:
+        ParamsRequest => (),
+        ParamsResponse => () => crate::fuzzing::checks::params_response,
+        OprfRequest => crate::fuzzing::harness::MAX_ITEMS,
+        OprfResponse => crate::fuzzing::harness::EXPECTED_ANSWERS,
+        QueryHeader => crate::fuzzing::harness::he_params() => crate::fuzzing::checks::query_header,
+        QueryCt => crate::fuzzing::harness::he_params() => crate::fuzzing::checks::query_ct,
+        ResultCt => crate::fuzzing::harness::he_params(),
+        QueryDone => (),
+        ShardQuery => ();
+    others:;
 }
 
 #[cfg(test)]

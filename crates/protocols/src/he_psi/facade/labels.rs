@@ -11,6 +11,32 @@ use crate::{Error, Match};
 /// One client key's label columns: `None` if it did not match.
 pub type LabelCells = Option<Vec<Vec<u8>>>;
 
+/// A query's matched rows as front ends write them: the label columns'
+/// names (`given`, else the defaults of [`label_names`]) and per client key
+/// (of `keys`) its cells, one per name. `given` names for an unlabeled
+/// database are refused; `option` is how the front end spells that
+/// argument (`--label-names`, `label_names`).
+pub fn label_columns(
+    matches: &[Match],
+    keys: usize,
+    max_label_bytes: usize,
+    given: &[String],
+    option: &str,
+) -> Result<(Vec<String>, Vec<LabelCells>), Error> {
+    let labeled = max_label_bytes > 0;
+    if !labeled && !given.is_empty() {
+        return Err(Error::Config(format!(
+            "the server's database is unlabeled: drop {option}"
+        )));
+    }
+    let (width, mut cells) = label_cells(matches, keys, labeled)?;
+    let names = label_names(width, given, option)?;
+    for fields in cells.iter_mut().flatten() {
+        fields.resize(names.len(), Vec::new());
+    }
+    Ok((names, cells))
+}
+
 /// Per client key (of `keys`), `None` if it did not match, else its label
 /// columns padded to the widest label; and that width (0 for an
 /// unlabeled database, at least 1 for a labeled one).
@@ -43,12 +69,13 @@ pub fn label_fields(label: &[u8]) -> Vec<Vec<u8>> {
     }
 }
 
-/// The label columns' names: as given, else `label` or `label_1..`.
-pub fn label_names(width: usize, given: &[String]) -> Result<Vec<String>, Error> {
+/// The label columns' names: as given (`option` spells the argument that
+/// gave them), else `label` or `label_1..`.
+pub fn label_names(width: usize, given: &[String], option: &str) -> Result<Vec<String>, Error> {
     if !given.is_empty() {
         if given.len() < width {
             return Err(Error::Config(format!(
-                "the labels have {width} columns but --label-names names {}",
+                "the labels have {width} columns but {option} names {}",
                 given.len()
             )));
         }
@@ -96,10 +123,19 @@ mod tests {
 
     #[test]
     fn label_names_default_and_given() {
-        assert_eq!(label_names(1, &[]).expect("names"), ["label"]);
-        assert_eq!(label_names(2, &[]).expect("names"), ["label_1", "label_2"]);
+        assert_eq!(
+            label_names(1, &[], "--label-names").expect("names"),
+            ["label"]
+        );
+        assert_eq!(
+            label_names(2, &[], "--label-names").expect("names"),
+            ["label_1", "label_2"]
+        );
         let given = vec!["name".to_string(), "tier".to_string()];
-        assert_eq!(label_names(1, &given).expect("names"), given);
-        assert!(label_names(3, &given).is_err());
+        assert_eq!(
+            label_names(1, &given, "--label-names").expect("names"),
+            given
+        );
+        assert!(label_names(3, &given, "--label-names").is_err());
     }
 }

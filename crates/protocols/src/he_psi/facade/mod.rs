@@ -18,7 +18,7 @@ mod query;
 pub(crate) mod setup;
 
 pub use crate::he_psi::common::hex::hex;
-pub use labels::{label_cells, label_fields, label_names, LabelCells};
+pub use labels::{label_cells, label_columns, label_fields, label_names, LabelCells};
 pub use query::{
     query, query_blocking, query_server, query_stepper, Client, QueryOptions, Session,
 };

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use psikit_transport::Stepper;
 use rand::RngCore;
 
-use crate::common::connect::{block_on, BusyRetry, Channel, Limits, ServerAddr};
+use crate::common::connect::{block_on, with_busy_retry, Channel, Limits, ServerAddr};
 use crate::common::same_key_format;
 use crate::he_psi::client::driver::{HeClient, QueryOutcome};
 use crate::{Error, Match, NoProgress, Progress};
@@ -96,7 +96,7 @@ async fn query_with(
 /// parameter round trip and key generation (and re-sends only its
 /// queries). When the server's database changes parameters or key, the
 /// server refuses the query as stale: the client fetches them again and
-/// retries once. A busy server is retried with backoff ([`BusyRetry`]).
+/// retries once. A busy server is retried with backoff ([`with_busy_retry`]).
 pub struct Client {
     server: ServerAddr,
     keys: Option<HeClient>,
@@ -114,70 +114,80 @@ impl Client {
     }
 
     /// Queries `keys` over a new connection (see [`query`]); `setup` in the
-    /// session is zero when the kept parameters and keys were used.
+    /// session is zero when the kept parameters and keys were used. A
+    /// stale answer (the database changed its parameters or key) drops the
+    /// kept keys and asks once more.
     pub async fn query(
         &mut self,
         keys: &[Vec<u8>],
         options: &QueryOptions,
         progress: &dyn Progress,
     ) -> Result<Session, Error> {
-        let mut retry = BusyRetry::default();
-        let mut refreshed = false;
-        loop {
-            let result = self.query_once(keys, options, progress).await;
-            if result.as_ref().is_err_and(Error::is_stale) && !refreshed {
-                self.keys = None;
-                refreshed = true;
-                continue;
-            }
-            if !retry.again(&result).await {
-                return result;
-            }
+        let result = self.query_retrying(keys, options, progress).await;
+        if !result.as_ref().is_err_and(Error::is_stale) {
+            return result;
         }
+        self.keys = None;
+        self.query_retrying(keys, options, progress).await
     }
 
-    async fn query_once(
+    /// One query, repeated while the server is busy ([`with_busy_retry`]).
+    async fn query_retrying(
         &mut self,
         keys: &[Vec<u8>],
         options: &QueryOptions,
         progress: &dyn Progress,
     ) -> Result<Session, Error> {
-        let mut ch = self.server.connect().await?;
+        let server = self.server.clone();
+        let mut state = (self, keys, options, progress);
+        with_busy_retry(
+            &server,
+            &mut state,
+            |(client, keys, options, progress), ch| {
+                Box::pin(client.query_on(ch, keys, options, *progress))
+            },
+        )
+        .await
+    }
+
+    /// One query on `ch`, with the kept keys or new ones.
+    async fn query_on(
+        &mut self,
+        ch: &mut Channel,
+        keys: &[Vec<u8>],
+        options: &QueryOptions,
+        progress: &dyn Progress,
+    ) -> Result<Session, Error> {
         let (client, setup) = match self.keys.take() {
             Some(client) => (client, Duration::ZERO),
             None => {
                 progress.stage("parameters and keys", None);
                 let t = Instant::now();
-                (HeClient::connect(&mut ch).await?, t.elapsed())
+                (HeClient::connect(ch).await?, t.elapsed())
             }
         };
-        let result = query_with(&mut ch, &client, keys, options, setup, progress).await;
+        let result = query_with(ch, &client, keys, options, setup, progress).await;
         self.keys = Some(client);
         result
     }
 }
 
 /// [`query`] over a new connection to `server`, retrying a busy server
-/// with backoff ([`BusyRetry`]; a query changes nothing at the server, so
-/// repeating it is safe). The one async entry for a query of an address:
-/// [`query_blocking`] wraps it, and front ends with a runtime of their own
-/// (Python's bindings) await it, so the retry policy lives here only.
+/// with backoff ([`with_busy_retry`]; a query changes nothing at the
+/// server, so repeating it is safe). The one async entry for a query of an
+/// address: [`query_blocking`] wraps it, and front ends with a runtime of
+/// their own (Python's bindings) await it.
 pub async fn query_server(
     server: &ServerAddr,
     keys: &[Vec<u8>],
     options: &QueryOptions,
     progress: &dyn Progress,
 ) -> Result<Session, Error> {
-    let mut retry = BusyRetry::default();
-    loop {
-        let result = match server.connect().await {
-            Ok(mut ch) => query(&mut ch, keys, options, progress).await,
-            Err(e) => Err(e),
-        };
-        if !retry.again(&result).await {
-            return result;
-        }
-    }
+    let mut state = (keys, options, progress);
+    with_busy_retry(server, &mut state, |(keys, options, progress), ch| {
+        Box::pin(query(ch, keys, options, *progress))
+    })
+    .await
 }
 
 /// [`query_server`], blocking.
