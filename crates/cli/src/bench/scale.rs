@@ -28,13 +28,12 @@
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{ensure, Context, Result};
-use clap::Args;
 use psikit_protocols::common::connect::{runtime, Limits, ServerAddr};
 use psikit_protocols::common::oprf_stage::{self, OutputBatch};
 use psikit_protocols::he_psi::params::PsiParams;
@@ -50,81 +49,12 @@ use rand::{RngCore, SeedableRng};
 
 use super::harness::{item, median_of, run_worker, Metrics};
 use super::he::{check, client_ids, label};
-use model::{check_table, prediction_table, shard_table};
+use model::{check_table, prediction_table, shard_table, Measured};
 
+mod args;
 mod model;
 
-/// Options of `psikit bench scale`.
-#[derive(Args, Clone, Debug)]
-pub struct ScaleBenchArgs {
-    /// Total rows (log2) of the simulated databases.
-    #[arg(long, value_delimiter = ',', default_values_t = [26u32, 28, 30])]
-    log2: Vec<u32>,
-    /// Rows per shard (log2): a database of 2^L rows has 2^(L - this)
-    /// shards. 2^20 (about 0.4 GB served, unlabeled) builds in seconds;
-    /// 22 and 24 are the sizes to recommend, and take minutes per shard.
-    #[arg(long, default_value_t = 20)]
-    shard_log2: u32,
-    /// Sample shards built per database (they are statistically alike).
-    #[arg(long, default_value_t = 1)]
-    samples: u32,
-    /// Client items per query.
-    #[arg(long, default_value_t = 1024)]
-    clients: u64,
-    /// Label bytes per row (0: unlabeled).
-    #[arg(long, default_value_t = 0)]
-    label_bytes: usize,
-    /// Query runs per measurement; medians are reported.
-    #[arg(long, default_value_t = 3)]
-    runs: usize,
-    /// Threads of the sample shards' workers (the model uses the 1-thread
-    /// figures: CPU time).
-    #[arg(long, value_delimiter = ',', default_values_t = [1usize])]
-    threads: Vec<usize>,
-    /// Machine counts of the predictions.
-    #[arg(long, value_delimiter = ',', default_values_t = [1u32, 4, 16, 64])]
-    machines: Vec<u32>,
-    /// Cores per machine in the predictions (each as fast as this one's).
-    #[arg(long, default_value_t = 16)]
-    cores: u32,
-    /// Threads the client decrypts with in the predictions (the client
-    /// decrypts packages in parallel; a laptop or phone has 4 or more).
-    #[arg(long, default_value_t = 4)]
-    client_threads: u32,
-    /// Network bandwidth of the predictions, Gbit/s (a data centre: the
-    /// router's link carries S copies of the query and every answer).
-    #[arg(long, default_value_t = 10.0)]
-    gbps: f64,
-    /// Whole sharded databases to build and query for the check, as
-    /// `log2:shards` (empty: no check).
-    #[arg(long, value_delimiter = ',', default_values = ["20:1", "20:4", "20:16"])]
-    check: Vec<String>,
-}
-
-/// One measurement in its own process.
-#[derive(Args, Clone, Debug)]
-pub struct ScaleWorkerArgs {
-    /// Total rows (log2) of the database.
-    #[arg(long)]
-    log2: u32,
-    #[arg(long)]
-    shards: u32,
-    #[arg(long)]
-    clients: u64,
-    #[arg(long)]
-    label_bytes: usize,
-    #[arg(long)]
-    runs: usize,
-    /// Build and query the whole database through its router (the check)
-    /// instead of sample shards.
-    #[arg(long)]
-    whole: bool,
-    #[arg(long, default_value_t = 1)]
-    samples: u32,
-    /// Where the shards are saved.
-    #[arg(long)]
-    dir: PathBuf,
-}
+pub use args::{ScaleBenchArgs, ScaleWorkerArgs};
 
 pub fn run(a: &ScaleBenchArgs) -> Result<()> {
     ensure!(
@@ -183,14 +113,6 @@ fn parse_check(text: &str) -> Result<(u32, u32)> {
         .split_once(':')
         .with_context(|| format!("--check takes log2:shards, got {text:?}"))?;
     Ok((log2.parse()?, shards.parse()?))
-}
-
-/// One measured configuration: total rows, shards, worker threads.
-struct Measured {
-    log2: u32,
-    shards: u32,
-    threads: usize,
-    m: Metrics,
 }
 
 fn sample(a: &ScaleBenchArgs, work: &Path, log2: u32, shards: u32, t: usize) -> Result<Measured> {

@@ -14,7 +14,8 @@ use psikit_protocols::cpsi::{
 use psikit_protocols::io::{read_rows, write_overlapping_pair};
 use psikit_protocols::NoProgress;
 
-use super::{email_spec, DemoArgs};
+use super::args::DemoArgs;
+use super::common::email_spec;
 use crate::cpsi_cmd::key_values;
 use crate::report;
 

@@ -13,7 +13,8 @@ use psikit_protocols::io::{read_rows, write_overlapping_pair, write_synthetic_cs
 use psikit_protocols::service::{LocalServer, ServerLimits};
 use psikit_protocols::NoProgress;
 
-use super::{check, email_spec, matched_ids, DemoArgs};
+use super::args::DemoArgs;
+use super::common::{check, email_spec, matched_ids};
 use crate::filter_cmd::print_query;
 use crate::report;
 

@@ -19,7 +19,8 @@ use psikit_protocols::io::{
 use psikit_protocols::service::{LocalServer, ServerLimits, Service};
 use psikit_protocols::{Match, NoProgress};
 
-use super::{check, email_spec, DemoArgs};
+use super::args::DemoArgs;
+use super::common::{check, email_spec};
 use crate::he_cmd;
 use crate::report;
 

@@ -5,8 +5,8 @@ use std::path::Path;
 use anyhow::Result;
 use psikit_protocols::common::two_party::{Protocol, Settings};
 
+use super::args::DemoArgs;
 use super::two_party::Pair;
-use super::DemoArgs;
 
 /// Both RR16 modes over loopback TCP on two generated files of the
 /// client's size, the receiver's result checked and revealed to the sender.

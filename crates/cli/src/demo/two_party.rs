@@ -12,7 +12,8 @@ use psikit_protocols::common::two_party::{self, Role, Settings};
 use psikit_protocols::io::{read_rows, write_overlapping_pair, Table};
 use psikit_protocols::NoProgress;
 
-use super::{check, email_spec, matched_ids, DemoArgs};
+use super::args::DemoArgs;
+use super::common::{check, email_spec, matched_ids};
 use crate::psi_cmd::phase_lines;
 use crate::report;
 

@@ -5,7 +5,7 @@
 //! `k % 8` of byte `k / 8` of the little-endian byte encoding, so converting
 //! to and from bytes is a plain word-by-word copy.
 
-use super::FilterError;
+use super::error::FilterError;
 
 /// Mask with the low `width` bits set (`width` in 1..=64).
 #[inline]
@@ -117,6 +117,7 @@ impl BitTable {
 
 #[cfg(test)]
 mod tests {
+    use super::super::filter::mix64;
     use super::*;
 
     /// Reference model: one bool per bit.
@@ -133,10 +134,10 @@ mod tests {
         let mut model = vec![false; nbits as usize];
         let mut x = 0x1234_5678_9abc_def0u64;
         for _ in 0..5000 {
-            x = super::super::mix64(x);
+            x = mix64(x);
             let width = (x % 64) as u32 + 1;
             let pos = (x >> 8) % (nbits - u64::from(width) + 1);
-            let value = super::super::mix64(x ^ 1) & low_mask(width);
+            let value = mix64(x ^ 1) & low_mask(width);
             table.set(pos, width, value);
             for k in 0..width {
                 model[(pos + u64::from(k)) as usize] = (value >> k) & 1 == 1;

@@ -2,6 +2,8 @@
 
 use thiserror::Error;
 
+use super::limits::MAX_KICKS;
+
 /// Everything that can go wrong when building, updating or decoding a
 /// [`CuckooFilter`](super::CuckooFilter).
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -10,7 +12,7 @@ pub enum FilterError {
     /// The filter is left exactly as it was before the call.
     #[error(
         "cuckoo filter is full: no free slot found within {} evictions; filter unchanged",
-        super::MAX_KICKS
+        MAX_KICKS
     )]
     Full,
     /// Parameters outside the supported ranges, or an unusable sizing request.

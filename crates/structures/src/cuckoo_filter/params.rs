@@ -1,15 +1,8 @@
 //! Filter parameters, validation and sizing from a target false-positive rate.
 
-use super::{FilterError, HEADER_LEN};
-
-/// Smallest supported fingerprint width in bits.
-pub const MIN_FINGERPRINT_BITS: u32 = 4;
-/// Largest supported fingerprint width in bits.
-pub const MAX_FINGERPRINT_BITS: u32 = 64;
-/// Largest supported number of slots per bucket.
-pub const MAX_BUCKET_SIZE: u32 = 8;
-/// Largest supported number of buckets (2^40).
-pub const MAX_NUM_BUCKETS: u64 = 1 << 40;
+use super::error::FilterError;
+use super::format::HEADER_LEN;
+use super::limits::{MAX_BUCKET_SIZE, MAX_FINGERPRINT_BITS, MAX_NUM_BUCKETS, MIN_FINGERPRINT_BITS};
 
 /// Shape of a [`CuckooFilter`](super::CuckooFilter): fingerprint width,
 /// slots per bucket and number of buckets (any value, not only powers of two).

@@ -1,28 +1,11 @@
-//! Wire formats: whole-filter serialization and slot deltas.
-//!
-//! Filter layout (all integers little-endian):
-//!
-//! | offset | size | field                                  |
-//! |--------|------|----------------------------------------|
-//! | 0      | 1    | format version ([`FORMAT_VERSION`])    |
-//! | 1      | 1    | fingerprint_bits                       |
-//! | 2      | 1    | bucket_size                            |
-//! | 3      | 8    | num_buckets                            |
-//! | 11     | 8    | item count                             |
-//! | 19     | ...  | packed table, `ceil(m*b*f / 8)` bytes  |
-//!
-//! The table is a bitstring in which bucket `i`, slot `j` occupies bits
-//! `(i*b + j)*f .. (i*b + j + 1)*f`; bit `k` is bit `k % 8` of byte `k / 8`.
-//! Padding bits in the last byte are zero. A delta is the same packing
-//! restricted to a list of slots, concatenated in list order.
+//! Wire formats: whole-filter serialization and slot deltas, in the layout
+//! `format.rs` describes.
 
 use super::bits::BitTable;
-use super::{CuckooFilter, CuckooFilterParams, FilterError};
-
-/// Version byte written by [`CuckooFilter::to_bytes`].
-pub const FORMAT_VERSION: u8 = 1;
-/// Length of the serialization header in bytes.
-pub const HEADER_LEN: usize = 19;
+use super::error::FilterError;
+use super::filter::CuckooFilter;
+use super::format::{FORMAT_VERSION, HEADER_LEN};
+use super::params::CuckooFilterParams;
 
 /// Reads the little-endian `u64` at `offset`, if the input is long enough.
 fn read_u64(bytes: &[u8], offset: usize) -> Option<u64> {
@@ -61,7 +44,7 @@ fn parse_header(bytes: &[u8]) -> Result<(CuckooFilterParams, u64), FilterError> 
 
 impl CuckooFilter {
     /// Serializes the filter: header followed by the packed table (see the
-    /// layout documented in the `wire` module source). Eviction PRNG state and change tracking are
+    /// layout documented in the `format` module source). Eviction PRNG state and change tracking are
     /// not included.
     pub fn to_bytes(&self) -> Vec<u8> {
         let p = &self.params;
@@ -100,15 +83,13 @@ impl CuckooFilter {
             });
         }
         let table = BitTable::from_le_bytes(&bytes[HEADER_LEN..], params.table_bits())?;
-        let filter = Self::from_table(params, table, 0, 0);
+        let mut filter = Self::from_table(params, table, 0, 0);
         let actual = filter.count_occupied();
         if actual != declared {
             return Err(FilterError::CountMismatch { declared, actual });
         }
-        Ok(Self {
-            len: actual,
-            ..filter
-        })
+        filter.len = actual;
+        Ok(filter)
     }
 
     /// Counts non-empty slots by scanning the whole table.

@@ -1,7 +1,7 @@
 //! Parameters of the binned random-band OKVS, chosen from the proven bound.
 
 use super::bound::failure_log2;
-use super::OkvsError;
+use super::error::OkvsError;
 
 /// Default statistical security: encoding fails with probability at most
 /// `2^-40`.

@@ -17,10 +17,11 @@ use psikit_protocols::service::{LocalServer, ServerLimits};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
+use super::args::WorkerArgs;
+use super::settings::REMOVED_RESIDUE;
 use super::setup::{
     another_run, bench_key, load_tags, median, oprf_tags, progress, tag_cache, wait_for_quiet,
 };
-use super::{WorkerArgs, REMOVED_RESIDUE};
 use crate::bench::cpu::{record_cpu, CpuSnapshot};
 use crate::bench::harness::{item, scatter, Metrics};
 

@@ -1,13 +1,24 @@
 //! The filter benchmark's output: header and footer, the seven tables in
-//! the order of the issue's list, the targets summary and the JSON report.
+//! the order of the issue's list, the targets summary and the JSON report,
+//! all made of `RunResult`s, the figures each worker hands back.
 
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use super::{Plan, RunResult, EVAL_ITEMS, QUIET_CORES, REMOVED_RESIDUE};
+use super::args::Plan;
+use super::settings::{EVAL_ITEMS, QUIET_CORES, REMOVED_RESIDUE};
 use crate::bench::harness::{json_number, median_of, Metrics};
 use crate::bench::table::{count, num, size, time, verdict, TextTable};
 use crate::report;
+
+/// The figures of one worker and what it measured.
+#[derive(Debug)]
+pub(super) struct RunResult {
+    pub(super) server_log2: u32,
+    pub(super) threads: usize,
+    pub(super) primary: bool,
+    pub(super) m: Metrics,
+}
 
 /// Issue target: server OPRF throughput per core.
 const TARGET_OPRF_PER_CORE: f64 = 15_000.0;

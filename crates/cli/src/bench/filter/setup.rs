@@ -10,7 +10,8 @@ use psikit_protocols::filter_psi::{tag_from_output, FilterConfig, ServerState, T
 use psikit_protocols::oprf::{self, ServerKey};
 use rand::rngs::OsRng;
 
-use super::{WorkerArgs, EVAL_ITEMS, QUIET_CORES};
+use super::args::WorkerArgs;
+use super::settings::{EVAL_ITEMS, QUIET_CORES};
 use crate::bench::cpu::{record_cpu, CpuSnapshot};
 use crate::bench::harness::{item, median_of, Metrics};
 

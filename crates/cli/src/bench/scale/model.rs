@@ -1,11 +1,20 @@
 //! The cost model of `psikit bench scale`: a sample shard's figures
 //! composed into a whole sharded database's query latency, memory per
 //! machine and build core-hours ([`predict`]), and the tables that print
-//! the samples, the predictions and the check.
+//! the samples, the predictions and the check, all from `Measured`
+//! configurations (one worker's figures each).
 
-use super::{Measured, ScaleBenchArgs};
+use super::args::ScaleBenchArgs;
 use crate::bench::harness::{median_of, Metrics};
 use crate::bench::table::{size, time, TextTable};
+
+/// One measured configuration: total rows, shards, worker threads.
+pub(super) struct Measured {
+    pub(super) log2: u32,
+    pub(super) shards: u32,
+    pub(super) threads: usize,
+    pub(super) m: Metrics,
+}
 
 /// What one shard costs, from a sample shard's worker (1 thread).
 struct ShardCost {

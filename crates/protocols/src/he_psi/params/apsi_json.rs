@@ -6,10 +6,10 @@
 
 use serde_json::{Map, Value};
 
+use super::error::{invalid, Result};
+use super::prime::batching_prime;
+use super::types::{ItemParams, PsiParams, QueryParams, SealParams, TableParams};
 use super::validate::check_degree;
-use super::{
-    batching_prime, invalid, ItemParams, PsiParams, QueryParams, Result, SealParams, TableParams,
-};
 
 impl PsiParams {
     /// Parses APSI's JSON parameter file format and validates the result.

@@ -1,7 +1,8 @@
 //! Primes: SEAL's batching prime search (`plain_modulus_bits`) and the
 //! deterministic Miller-Rabin test it and the validation use.
 
-use super::{invalid, Result, MODULUS_BITS_MAX};
+use super::error::{invalid, Result};
+use super::limits::MODULUS_BITS_MAX;
 
 /// SEAL's `PlainModulus::Batching(n, bits)`: the largest prime `t` with
 /// `2^(bits-1) < t < 2^bits` and `t = 1 mod 2n`.
@@ -83,7 +84,7 @@ fn pow_mod(mut base: u64, mut exp: u64, m: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::super::fixtures::PS_1M_4096_32;
-    use super::super::PsiParams;
+    use super::super::types::PsiParams;
     use super::*;
 
     #[test]

@@ -2,10 +2,13 @@
 //! check), applied in APSI's order so that a file APSI rejects is rejected
 //! here too, with an error naming the field.
 
-use super::{
-    invalid, is_prime, PsiParams, Result, COEFF_MODULUS_COUNT_MAX, FELTS_PER_ITEM_RANGE,
-    HASH_FUNC_COUNT_MAX, ITEM_BITS_RANGE, MODULUS_BITS_MAX, POLY_MODULUS_DEGREE_RANGE,
+use super::error::{invalid, Result};
+use super::limits::{
+    COEFF_MODULUS_COUNT_MAX, FELTS_PER_ITEM_RANGE, HASH_FUNC_COUNT_MAX, ITEM_BITS_RANGE,
+    MODULUS_BITS_MAX, POLY_MODULUS_DEGREE_RANGE,
 };
+use super::prime::is_prime;
+use super::types::PsiParams;
 
 impl PsiParams {
     /// Checks every rule APSI's `PSIParams` constructor and SEAL's context
@@ -196,7 +199,7 @@ pub(super) fn check_degree(n: u32) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::super::fixtures::{base, json_rejected, rejected, CMP_1M_1024, PS_1M_4096_32};
-    use super::super::QueryParams;
+    use super::super::types::QueryParams;
     use super::*;
 
     #[test]

@@ -4,8 +4,8 @@
 
 use super::layout::Layout;
 use super::noise::{predicted_budgets, predicted_noise};
+use super::outcome::CostEstimate;
 use super::plans::PlanShape;
-use super::CostEstimate;
 use crate::he_psi::common::cost::{QueryWork, WireSizes, OPRF_BYTES};
 
 /// The homomorphic work of one query under a layout, plan and moduli.

@@ -3,8 +3,8 @@
 //! bundle index and label fragments.
 
 use super::bins::{bin_load, Load};
+use super::input::SelectionInput;
 use super::plans::PlanShape;
-use super::SelectionInput;
 use crate::he_psi::common::label;
 use crate::he_psi::params::{ItemParams, PsiParams, QueryParams, SealParams, TableParams};
 

@@ -22,7 +22,9 @@
 //! (table, item and bin choices), `plans` (source powers and
 //! Paterson-Stockmeyer splits), `estimate` (the cost estimate of a
 //! candidate), `search` (candidates, ranking, confirmation) and `report`
-//! (explanations and text).
+//! (explanations and text); the shared vocabulary is in `input` (the
+//! workload and the goal), `outcome` (estimates, selections, reports) and
+//! `limits` (the FPP bound, the noise margin, the self-test runs).
 
 use super::params::PsiParams;
 use crate::he_psi::common::label;
@@ -36,201 +38,20 @@ use search::{confirm, rank, search};
 
 mod bins;
 mod estimate;
+mod input;
 mod layout;
+mod limits;
 mod noise;
+mod outcome;
 mod plans;
 mod report;
 mod search;
 mod self_test;
 
+pub use input::{Goal, SelectionInput, COMM_LINK_MBPS, TIME_LINK_MBPS};
+pub use limits::{DEFAULT_MAX_FPP_LOG2, NOISE_MARGIN_BITS, SELECT_SELF_TEST_RUNS};
+pub use outcome::{CostEstimate, Report, Selection};
 pub use self_test::{self_test, SelfTest};
-
-/// The false-positive bound the paper targets: 2^-40 per query.
-pub const DEFAULT_MAX_FPP_LOG2: f64 = -40.0;
-/// Noise budget, in bits, that a parameter set must keep in the worst case.
-/// Four bits is a factor 16 on the noise: room for unlucky keys and inputs
-/// beyond the runs a self-test can afford.
-pub const NOISE_MARGIN_BITS: i64 = 4;
-/// Self-test runs [`select`] performs on its choice.
-pub const SELECT_SELF_TEST_RUNS: usize = 2;
-
-/// What the selection optimizes: the estimated latency of one query
-/// (server and client time plus transfer) on a fast, a slow or a given
-/// link.
-///
-/// Pricing bytes as transfer time keeps every goal sensible: pure server
-/// time would always prefer the smallest bins and dozens of result
-/// ciphertexts, pure byte counts any depth to save one ciphertext. A larger
-/// price per byte can only lower the byte count of the best candidate, so
-/// `Comm` sends no more than `Time` (unless a self-test rejects one).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Goal {
-    /// Latency with bytes at [`TIME_LINK_MBPS`] (100 Mbit/s).
-    Time,
-    /// Latency with bytes at [`COMM_LINK_MBPS`] (10 Mbit/s).
-    Comm,
-    /// Latency with bytes at this many Mbit/s (the user's own link).
-    Link(f64),
-}
-
-/// Link speed the `Time` goal prices bytes at, in Mbit/s (a typical
-/// wide-area link; at 1 Gbit/s the selection buys small speed-ups with many
-/// megabytes of results).
-pub const TIME_LINK_MBPS: f64 = 100.0;
-/// Link speed the `Comm` goal prices bytes at, in Mbit/s.
-pub const COMM_LINK_MBPS: f64 = 10.0;
-
-impl Goal {
-    /// The link speed bytes are priced at, in Mbit/s.
-    pub fn link_mbps(self) -> f64 {
-        match self {
-            Goal::Time => TIME_LINK_MBPS,
-            Goal::Comm => COMM_LINK_MBPS,
-            Goal::Link(mbps) => mbps,
-        }
-    }
-
-    /// The estimated query latency this goal minimizes, in ms.
-    pub fn latency_ms(self, e: &CostEstimate) -> f64 {
-        // 1 Mbit/s carries 125 bytes per ms.
-        let bytes_per_ms = self.link_mbps() * 125.0;
-        e.server_ms + e.client_ms + (e.bytes_up + e.bytes_down) as f64 / bytes_per_ms
-    }
-}
-
-/// The workload parameters are chosen for.
-#[derive(Clone, Debug, PartialEq)]
-pub struct SelectionInput {
-    /// Items the server will hold, growth included: the bin bundles per
-    /// bundle index, and with them FPP and response size, grow with it.
-    pub server_items: u64,
-    /// Items a client typically queries at once.
-    pub client_items: u64,
-    /// Longest label in bytes (0: unlabeled).
-    pub label_bytes: usize,
-    /// What to optimize.
-    pub goal: Goal,
-    /// Largest acceptable log2 false-positive probability per query.
-    pub max_fpp_log2: f64,
-    /// Shards the `server_items` are split into (1: one database). Each
-    /// shard fills its own bin bundles, so every bundle index holds at
-    /// least one bundle per shard: the client compares against (and
-    /// receives) the bundles of every shard, which the FPP bound, the
-    /// response size and the server's work must count.
-    pub shards: u32,
-}
-
-impl SelectionInput {
-    /// A time-optimized selection with the paper's 2^-40 FPP bound.
-    pub fn new(server_items: u64, client_items: u64, label_bytes: usize) -> Self {
-        Self {
-            server_items,
-            client_items,
-            label_bytes,
-            goal: Goal::Time,
-            max_fpp_log2: DEFAULT_MAX_FPP_LOG2,
-            shards: 1,
-        }
-    }
-}
-
-/// Estimated costs of one query under a parameter set and workload.
-///
-/// Server time is a model (single thread, measured constants for fhe 0.1.1
-/// on this machine); byte counts are exact for the given bundle count.
-#[derive(Clone, Debug, PartialEq)]
-pub struct CostEstimate {
-    /// Bundle indices: ciphertexts per source power.
-    pub bundle_idx_count: u32,
-    /// Bin bundles per bundle index `α`, estimated from the server size,
-    /// summed over the shards.
-    pub bundles_per_index: u32,
-    /// Shards the database is split into (each computes the query's powers
-    /// and answers its own bundles).
-    pub shards: u32,
-    /// Label fragments `c` per item.
-    pub label_fragments: usize,
-    /// Mean server items per bin of one shard, `h·N/(S·T)`.
-    pub mean_bin_load: f64,
-    /// Bin load that all `S·T` bins stay under with probability 99%.
-    pub max_bin_load: u32,
-    /// Ciphertext products per query (powers plan, Paterson-Stockmeyer).
-    pub ct_ct_products: u64,
-    /// Ciphertext-plaintext terms per query.
-    pub ct_pt_terms: u64,
-    /// Source-power ciphertexts the client sends.
-    pub query_ciphertexts: u64,
-    /// Result ciphertexts the server sends: `idx·α·(1+c)`.
-    pub result_ciphertexts: u64,
-    /// Client to server: query ciphertexts, relinearization key, OPRF.
-    pub bytes_up: u64,
-    /// Server to client: result ciphertexts, OPRF.
-    pub bytes_down: u64,
-    /// Estimated single-thread server time per query, milliseconds (the
-    /// work of every shard added up).
-    pub server_ms: f64,
-    /// Whether the model has the server group the plan's leaves
-    /// (`Grouping::leaves`) for this query.
-    pub leaf_groups: bool,
-    /// Of which: the powers of one bundle index.
-    pub powers_ms: f64,
-    /// Of which: one polynomial, switched to the lowest level.
-    pub polynomial_ms: f64,
-    /// Estimated client time: encrypting the query, decrypting the results.
-    pub client_ms: f64,
-    /// Sender database in memory (items, label felts and coefficients as
-    /// 32-bit words), every shard's together.
-    pub db_bytes: u64,
-    /// Extra memory of the NTT plaintext cache.
-    pub cache_bytes: u64,
-    /// Noise model: bits of noise after the evaluation, at the query level.
-    pub predicted_noise_bits: f64,
-    /// Noise model: budget left after the switch to the lowest level.
-    pub predicted_budget_bits: f64,
-}
-
-/// An automatic choice of parameters with its justification.
-#[derive(Clone, Debug)]
-pub struct Selection {
-    /// The parameters, valid and within the 128-bit bound.
-    pub params: PsiParams,
-    /// One line per choice, with its reason.
-    pub explanation: Vec<String>,
-    /// Costs for the input workload.
-    pub estimate: CostEstimate,
-    /// log2 FPP of a full query (`T` items) with the estimated bundle count.
-    pub fpp_log2: f64,
-    /// The confirming self-test.
-    pub self_test: SelfTest,
-}
-
-/// What psikit can tell about a given parameter set under a workload.
-#[derive(Clone, Debug)]
-pub struct Report {
-    /// The parameters described.
-    pub params: PsiParams,
-    /// The workload the estimates are for.
-    pub server_items: u64,
-    /// Client items per query.
-    pub client_items: u64,
-    /// Longest label.
-    pub label_bytes: usize,
-    /// The 128-bit security check (`Err` holds the reason).
-    pub security: Result<(), String>,
-    /// log2 FPP of a full query (`T` items).
-    pub fpp_log2_full: f64,
-    /// log2 FPP of a query of `client_items` items.
-    pub fpp_log2_client: f64,
-    /// Depth of the powers plan (ciphertext products in sequence).
-    pub plan_depth: u32,
-    /// Products of the powers plan per bundle index.
-    pub plan_products: usize,
-    /// Cost estimates.
-    pub estimate: CostEstimate,
-    /// The self-test, if one was asked for (`Err` holds why it could not
-    /// run).
-    pub self_test: Option<Result<SelfTest, String>>,
-}
 
 /// Candidates confirmed by a self-test before the search gives up.
 const MAX_CONFIRMATIONS: usize = 4;

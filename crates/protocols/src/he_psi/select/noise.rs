@@ -3,9 +3,9 @@
 //! (widened when a self-test measures less). Calibrated on this machine
 //! with fhe 0.1.1 and psikit's ternary keys; it only steers the search.
 
+use super::limits::NOISE_MARGIN_BITS;
 use super::plans::PlanShape;
 use super::self_test::SelfTest;
-use super::NOISE_MARGIN_BITS;
 
 /// Noise growth per level of ciphertext products, on top of `log2 t +
 /// log2 n`. Measured: +28 to +29 bits at (n 4096, t 17 bits), +29.5 at

@@ -4,11 +4,13 @@
 use std::fmt;
 
 use super::estimate::estimate;
+use super::input::{Goal, SelectionInput};
 use super::layout::{Layout, CUCKOO_LOAD};
+use super::limits::NOISE_MARGIN_BITS;
 use super::noise::log2;
+use super::outcome::{CostEstimate, Report, Selection};
 use super::search::{total_bytes, Candidate, DEGREES};
 use super::self_test::SelfTest;
-use super::{CostEstimate, Goal, Report, Selection, SelectionInput, NOISE_MARGIN_BITS};
 use crate::he_psi::params::PsiParams;
 
 /// The selection for a confirmed candidate, estimates redone for the final

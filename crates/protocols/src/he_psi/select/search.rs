@@ -6,11 +6,13 @@ use std::collections::HashMap;
 use std::rc::Rc;
 
 use super::estimate::estimate;
+use super::input::{Goal, SelectionInput};
 use super::layout::Layout;
+use super::limits::SELECT_SELF_TEST_RUNS;
 use super::noise::{moduli_for, predicted_noise, widen};
+use super::outcome::CostEstimate;
 use super::plans::{plans_for, PlanShape};
 use super::self_test::{self_test, SelfTest};
-use super::{CostEstimate, Goal, SelectionInput, SELECT_SELF_TEST_RUNS};
 use crate::he_psi::params::{batching_prime, PsiParams};
 use crate::Error;
 
@@ -149,7 +151,9 @@ pub(super) fn confirm(
 
 #[cfg(test)]
 mod tests {
-    use super::super::{select, COMM_LINK_MBPS, NOISE_MARGIN_BITS};
+    use super::super::input::COMM_LINK_MBPS;
+    use super::super::limits::NOISE_MARGIN_BITS;
+    use super::super::select;
     use super::*;
     use std::time::{Duration, Instant};
 

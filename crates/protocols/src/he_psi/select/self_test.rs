@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use psikit_he::{CompactPoly, Evaluator, HeParams, PlainPoly, RelinKey, SecretKey};
 use rand::Rng;
 
-use super::NOISE_MARGIN_BITS;
+use super::limits::NOISE_MARGIN_BITS;
 use crate::he_psi::common::grouping::Grouping;
 use crate::he_psi::common::poly::Field;
 use crate::he_psi::common::powers::PowersPlan;
