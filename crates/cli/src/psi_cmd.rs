@@ -9,8 +9,8 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Args, Subcommand};
+use psikit_protocols::balanced::{self, Outcome, Phases, Protocol, Role, Settings};
 use psikit_protocols::common::connect::{Peer, ServerAddr};
-use psikit_protocols::common::two_party::{self, Outcome, Phases, Protocol, Role, Settings};
 use psikit_protocols::io::read_rows;
 use psikit_protocols::NoProgress;
 
@@ -152,7 +152,7 @@ pub fn party(a: &PartyArgs, protocol: Protocol, malicious: bool, sending: bool) 
         true => Role::Sender,
         false => Role::Receiver,
     };
-    let out = two_party::run_blocking(&peer, role, &keys, &settings, announce, &NoProgress)?;
+    let out = balanced::run_blocking(&peer, role, &keys, &settings, announce, &NoProgress)?;
     let name = match role {
         Role::Sender => "sender",
         Role::Receiver => "receiver",

@@ -13,9 +13,10 @@ use psikit_protocols::common::connect::{runtime, Listener};
 use psikit_protocols::common::connect::{ClientTlsFiles, ServerAddr};
 #[cfg(feature = "he")]
 use psikit_protocols::he_psi::shard::QueryTrace;
+use psikit_protocols::service::{QueryBudget, Router, ServerLimits};
 #[cfg(feature = "he")]
-use psikit_protocols::service::HeRouting;
-use psikit_protocols::service::{QueryBudget, Router, ServerLimits, Serving};
+use psikit_protocols::serving::HeRouting;
+use psikit_protocols::serving::Serving;
 
 use crate::args::{NetArgs, ServerTlsArgs};
 

@@ -14,6 +14,8 @@
 //!   paper's framework).
 //! * [`service`]: the long-running server that routes requests to them.
 
+#[cfg(feature = "two-party")]
+pub mod balanced;
 pub mod common;
 #[cfg(feature = "cpsi")]
 pub mod cpsi;
@@ -24,6 +26,7 @@ pub mod he_psi;
 #[cfg(feature = "rr16")]
 pub mod rr16;
 pub mod service;
+pub mod serving;
 #[cfg(feature = "vole")]
 pub mod vole_psi;
 

@@ -1,7 +1,7 @@
 //! The balanced two-party PSIs through `common::two_party`'s chooser, as
 //! `psikit psi send|receive` runs them: the bindings only map arguments.
 
-use psikit_protocols::common::two_party::{self, Outcome, Protocol, Role, Settings};
+use psikit_protocols::balanced::{self, Outcome, Protocol, Role, Settings};
 use psikit_protocols::memory;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -82,7 +82,7 @@ pub fn psi_run<'py>(
     };
     let settings = settings(protocol, malicious, reveal, max_peer_items, key_format)?;
     let loaded = py.detach(|| source.load()).py_err()?;
-    let party = two_party::run(&peer, role, &loaded.keys, &settings, listening, reporter);
+    let party = balanced::run(&peer, role, &loaded.keys, &settings, listening, reporter);
     let out = interrupt::run_reporting(py, reporter, party)?;
     let output = party_output(&loaded, &out, with_fields);
     let d = PyDict::new(py);

@@ -10,7 +10,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use psikit_protocols::common::connect::{runtime, Limits, Listener, ServerAddr};
-use psikit_protocols::service::{HeRouting, QueryBudget, Router, ServerLimits, Serving};
+use psikit_protocols::service::{QueryBudget, Router, ServerLimits};
+use psikit_protocols::serving::{HeRouting, Serving};
 use psikit_protocols::Error;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};

@@ -9,8 +9,8 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 use std::task::Poll;
 
+use psikit_protocols::balanced;
 use psikit_protocols::common::connect::Stepper;
-use psikit_protocols::common::two_party;
 use psikit_protocols::filter_psi;
 use psikit_protocols::he_psi::facade as he_facade;
 use psikit_protocols::Error;
@@ -155,7 +155,7 @@ pub fn psi_party(
     let settings = psi::settings(protocol, malicious, reveal, max_peer_items, key_format)?;
     let csv = source.is_csv();
     let loaded = py.detach(|| source.load()).py_err()?;
-    let stepper = two_party::stepper(role, loaded.keys.clone(), settings, limits);
+    let stepper = balanced::stepper(role, loaded.keys.clone(), settings, limits);
     let drive = drive(stepper, move |out| {
         Ok(psi_output(psi::party_output(&loaded, &out, csv)))
     });

@@ -8,7 +8,6 @@ use anyhow::{ensure, Result};
 use clap::Args;
 use psikit_protocols::common::two_party::Protocol;
 
-use super::harness::Metrics;
 use super::table::{num, size, time, TextTable};
 use super::two_party::{med, med_both, run_all, Config, Run};
 
@@ -56,16 +55,6 @@ impl std::fmt::Display for Mode {
             Mode::Malicious => "malicious",
         })
     }
-}
-
-/// VOLE-PSI's phases as figures.
-pub fn figures(p: &psikit_protocols::vole_psi::Phases, m: &mut Metrics) {
-    m.set("vole", p.vole.as_secs_f64());
-    m.set("vole_len", p.vole_len as f64);
-    m.set("vole_bytes", p.vole_bytes as f64);
-    m.set("okvs_encode", p.okvs_encode.as_secs_f64());
-    m.set("okvs_decode", p.okvs_decode.as_secs_f64());
-    m.set("online", p.online.as_secs_f64());
 }
 
 pub fn run(a: &PsiBenchArgs) -> Result<()> {

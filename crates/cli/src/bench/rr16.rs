@@ -7,9 +7,7 @@ use std::time::Instant;
 use anyhow::{ensure, Result};
 use clap::Args;
 use psikit_protocols::common::two_party::Protocol;
-use psikit_protocols::rr16::{Phases, Rr16Params};
 
-use super::harness::Metrics;
 use super::table::{count, num, size, time, TextTable};
 use super::two_party::{med, med_both, run_all, Config, Run};
 
@@ -38,14 +36,6 @@ pub struct Rr16BenchArgs {
     /// A fast smoke run.
     #[arg(long)]
     quick: bool,
-}
-
-/// RR16's parameters and phases as figures.
-pub fn figures(params: &Rr16Params, phases: &Phases, m: &mut Metrics) {
-    m.set("ots", params.n_ot as f64);
-    m.set("chunks", params.chunks as f64);
-    m.set("offline", phases.offline.as_secs_f64());
-    m.set("online", phases.online.as_secs_f64());
 }
 
 pub fn run(a: &Rr16BenchArgs) -> Result<()> {

@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use anyhow::Result;
-use psikit_protocols::common::two_party::{Protocol, Settings};
+use psikit_protocols::balanced::{Protocol, Settings};
 
 use super::args::DemoArgs;
 use super::two_party::Pair;

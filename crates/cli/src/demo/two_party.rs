@@ -7,8 +7,8 @@ use std::path::Path;
 use std::time::Instant;
 
 use anyhow::{ensure, Context, Result};
+use psikit_protocols::balanced::{self, Role, Settings};
 use psikit_protocols::common::connect::{runtime, Limits, Peer, ServerAddr};
-use psikit_protocols::common::two_party::{self, Role, Settings};
 use psikit_protocols::io::{read_rows, write_overlapping_pair, Table};
 use psikit_protocols::NoProgress;
 
@@ -66,7 +66,7 @@ impl Pair {
                 let listening = |addr: &str| {
                     let _ = port_tx.send(addr.to_string());
                 };
-                two_party::run(
+                balanced::run(
                     &listen,
                     Role::Sender,
                     &keys,
@@ -78,7 +78,7 @@ impl Pair {
             });
             let addr = port_rx.await.context("the sender did not listen")?;
             let connect = Peer::Connect(ServerAddr::plain(addr));
-            let receiver = two_party::run(
+            let receiver = balanced::run(
                 &connect,
                 Role::Receiver,
                 &self.receiver_keys,

@@ -1,33 +1,31 @@
 //! How a family declares its wire messages: once, in its `messages.rs`,
 //! with [`wire_messages!`]. The list gives the family its table of kinds
 //! (checked at compile time: no two messages, chunked transfers or
-//! sub-protocol messages under a family's protocol id share a kind) and, under the `fuzzing` feature, the decoder
-//! dispatch its fuzz target runs, so a message added to the list is
-//! fuzzed without touching `fuzzing/`.
+//! sub-protocol messages under a family's protocol id share a kind) and,
+//! under the `fuzzing` feature, the decoder dispatch its fuzz target runs:
+//! a message added to the list is fuzzed, and the build fails until the
+//! fuzz code says how its receiver bounds it ([`Fuzzed`]). The families
+//! depend only on this file; the fuzz code implements [`Fuzzed`].
 
-/// Declares a family's wire messages, each with the bounds a receiver
-/// decodes it under when fuzzed (an expression of `$bound`, the fuzz
-/// input's two bound bytes as a `u16`), optionally followed by `=> check`,
-/// a function the decoded message is passed to (how the receiving party
-/// uses it next), and the family's chunked-transfer kinds:
+/// Declares a family's wire messages and the other kinds under its
+/// protocol id (chunked transfers, a sub-protocol's messages):
 ///
 /// ```ignore
 /// wire_messages! {
-///     bound;
-///     messages: Hello => (), Challenge => u32::from(bound);
+///     messages: Hello<PROTOCOL_ID>, Challenge, Response;
 ///     others: KIND_SUMMARIES, KIND_REVEAL;
 /// }
 /// ```
 ///
 /// It defines `KINDS` (every kind with its name, messages first in list
-/// order) and, with `fuzzing`, `fuzz_decode(which, payload, bound)`, which
-/// decodes `payload` as message number `which` of the list and checks
-/// that it re-encodes to the same bytes; it returns `false` when `which`
-/// is past the list, so the target can go on with its payload codecs.
+/// order) and, with `fuzzing`, `FUZZED` (how many messages) and
+/// `fuzz_decode(which, payload, bound)`, which decodes `payload` as message
+/// number `which` of the list ([`fuzz_one`]); it returns `false` when
+/// `which` is past the list, so the target can go on with its payload
+/// codecs.
 macro_rules! wire_messages {
     (
-        $bound:ident;
-        messages: $($m:ty => $b:expr $(=> $check:expr)?),+ ;
+        messages: $($m:ty),+ ;
         others: $($k:path),* $(;)?
     ) => {
         /// Every kind of this family's frames and chunked transfers, with
@@ -43,20 +41,15 @@ macro_rules! wire_messages {
         /// Decodes `payload` as message number `which` of this family's
         /// list (see [`KINDS`]); `false` if `which` is past the list.
         #[cfg(feature = "fuzzing")]
-        pub(crate) fn fuzz_decode(which: usize, payload: &[u8], $bound: u16) -> bool {
-            let mut at = 0usize;
-            $(
-                if which == at {
-                    #[allow(unused_variables)]
-                    if let Some(message) = $crate::fuzzing::harness::round_trip::<$m>(payload, $b) {
-                        $(($check)(message);)?
-                    }
-                    return true;
+        pub(crate) fn fuzz_decode(which: usize, payload: &[u8], bound: u16) -> bool {
+            let decoders: &[fn(&[u8], u16)] = &[$($crate::common::messages::fuzz_one::<$m>),+];
+            match decoders.get(which) {
+                Some(decode) => {
+                    decode(payload, bound);
+                    true
                 }
-                at += 1;
-            )+
-            let _ = ($bound, at);
-            false
+                None => false,
+            }
         }
 
         /// How many messages `fuzz_decode` picks from.
@@ -65,6 +58,45 @@ macro_rules! wire_messages {
     };
 }
 pub(crate) use wire_messages;
+
+/// A listed message as the fuzz targets decode it: under the bounds its
+/// receiver would use (from the fuzz input's two bound bytes where the
+/// target has them), then used as the receiver uses it next. Implemented
+/// in `fuzzing/` for every message of every family's list.
+#[cfg(feature = "fuzzing")]
+pub(crate) trait Fuzzed: psikit_transport::Message {
+    /// The receiver's bounds for this fuzz input.
+    fn fuzz_bounds(bound: u16) -> Self::Bounds<'static>;
+
+    /// What the receiver does next with a decoded message (must not fail
+    /// on what decodes).
+    fn use_decoded(self) {}
+}
+
+/// Decodes `payload` as an `M` within `bounds`; a message that decodes
+/// must re-encode to exactly `payload` (one message, one encoding).
+#[cfg(feature = "fuzzing")]
+pub(crate) fn round_trip<M: psikit_transport::Message>(
+    payload: &[u8],
+    bounds: M::Bounds<'_>,
+) -> Option<M> {
+    let message = M::decode(payload, bounds).ok()?;
+    assert_eq!(
+        message.to_frame().payload,
+        payload,
+        "{} re-encodes differently",
+        std::any::type_name::<M>()
+    );
+    Some(message)
+}
+
+/// [`round_trip`] of a listed message under its fuzz bounds, then its use.
+#[cfg(feature = "fuzzing")]
+pub(crate) fn fuzz_one<M: Fuzzed>(payload: &[u8], bound: u16) {
+    if let Some(message) = round_trip::<M>(payload, M::fuzz_bounds(bound)) {
+        message.use_decoded();
+    }
+}
 
 /// Panics (at compile time, where it is called in a `const`) if two
 /// entries share a kind.

@@ -264,12 +264,7 @@ pub fn unpack_blocks(bytes: &[u8], width: usize) -> Vec<u128> {
 }
 
 wire_messages! {
-    bound;
-    messages:
-        Hello => (),
-        Seeds => (),
-        HintSeed => (),
-        Share => usize::from(bound) % 64;
+    messages: Hello, Seeds, HintSeed, Share;
     others:
         KIND_MASKED, KIND_HINT, KIND_OPEN, KIND_FLIPS, KIND_PADS, KIND_UNION, KIND_CORRECTIONS,
         KIND_CHOSEN, KIND_SWITCH_FLIPS, KIND_SWITCH_MASKS,

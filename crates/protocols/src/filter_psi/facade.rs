@@ -4,7 +4,7 @@
 //! * Server: [`setup`] builds a state from a CSV file under a fresh OPRF
 //!   key, never mixing it with an old state's key; [`update`] applies
 //!   additions and removals as a new epoch. A running
-//!   [`super::FilterService`] opened on the directory picks the change up.
+//!   [`FilterService`](super::server::FilterService) opened on the directory picks the change up.
 //! * Client: a [`FilterClient`] keeps its copy of the filter current
 //!   (optionally in a cache file) and queries; when the server updated
 //!   between the sync and the query, it syncs again and retries once.

@@ -1,4 +1,4 @@
-//! Wire messages of the filter protocol (protocol id [`super::PROTOCOL_ID`]).
+//! Wire messages of the filter protocol (protocol id [`PROTOCOL_ID`]).
 //!
 //! | kind | direction | message |
 //! |------|-----------|---------|
@@ -221,12 +221,7 @@ impl Message for QueryRequest {
 pub type QueryResponse = oprf_wire::Evaluated<PROTOCOL_ID, 5>;
 
 wire_messages! {
-    bound;
-    messages:
-        SyncRequest => (),
-        SyncHeader => (),
-        QueryRequest => crate::fuzzing::harness::MAX_ITEMS,
-        QueryResponse => crate::fuzzing::harness::EXPECTED_ANSWERS;
+    messages: SyncRequest, SyncHeader, QueryRequest, QueryResponse;
     others: KIND_SYNC_BODY;
 }
 

@@ -10,7 +10,9 @@ use std::task::{Context, Poll, Waker};
 
 use psikit_he::HeParams;
 use psikit_primitives::oprf::ServerKey;
-use psikit_transport::{Channel, Limits, Message};
+use psikit_transport::{Channel, Limits};
+
+pub(crate) use crate::common::messages::round_trip;
 
 use crate::cpsi::epc::{EpcParams, EpcReceiver, EpcSender};
 use crate::he_psi::params::PsiParams;
@@ -32,19 +34,6 @@ pub(crate) const MAX_FILTER: usize = 1 << 20;
 /// The first byte (which decoder) and the rest (its input).
 pub(crate) fn split(data: &[u8]) -> Option<(u8, &[u8])> {
     data.split_first().map(|(&which, rest)| (which, rest))
-}
-
-/// Decodes `payload` as an `M` within `bounds`; a message that decodes
-/// must re-encode to exactly `payload`.
-pub(crate) fn round_trip<M: Message>(payload: &[u8], bounds: M::Bounds<'_>) -> Option<M> {
-    let message = M::decode(payload, bounds).ok()?;
-    assert_eq!(
-        message.to_frame().payload,
-        payload,
-        "{} re-encodes differently",
-        std::any::type_name::<M>()
-    );
-    Some(message)
 }
 
 /// Runs a future over in-memory data to completion. Nothing it awaits can

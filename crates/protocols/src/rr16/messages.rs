@@ -57,14 +57,7 @@ byte_array_message!(
 );
 
 wire_messages! {
-    bound;
-    messages:
-        Hello<PROTOCOL_ID> => (),
-        Commit => (),
-        Nonce => (),
-        Open => (),
-        Challenge => u32::from(bound),
-        Response => usize::from(bound);
+    messages: Hello<PROTOCOL_ID>, Commit, Nonce, Open, Challenge, Response;
     others: KIND_PERMUTATION, KIND_SUMMARIES, KIND_REVEAL;
 }
 

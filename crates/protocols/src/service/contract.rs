@@ -12,7 +12,7 @@ use crate::Error;
 /// The future of [`Service::handle`].
 pub type Handled<'a> = Pin<Box<dyn Future<Output = Result<(), Error>> + Send + 'a>>;
 
-/// A protocol's server side, as the [`crate::service::Router`] sees it.
+/// A protocol's server side, as the router (`service::Router`) sees it.
 pub trait Service: Send + Sync + 'static {
     /// The protocol whose frames this service answers.
     fn protocol(&self) -> ProtocolId;
@@ -40,7 +40,7 @@ pub trait Service: Send + Sync + 'static {
     fn describe(&self) -> String;
 
     /// OPRF evaluations `frame` asks for, charged against the client's
-    /// query budget before it is handled ([`crate::service::QueryBudget`]). Zero for
+    /// query budget before it is handled ([`QueryBudget`](super::budget::QueryBudget)). Zero for
     /// requests that evaluate nothing.
     fn oprf_cost(&self, frame: &Frame) -> u64 {
         let _ = frame;

@@ -2,7 +2,9 @@
 
 use std::time::Duration;
 
-/// Limits of a [`super::Router`] and of the services it serves. They bound
+use super::budget::QueryBudget;
+
+/// Limits of a router (`service::Router`) and of the services it serves. They bound
 /// what one client can make the server do; every service reads the fields
 /// that concern it.
 #[derive(Debug, Clone, Copy)]
@@ -19,7 +21,7 @@ pub struct ServerLimits {
     pub reload_every: Duration,
     /// OPRF evaluations allowed per client (IP address) and time window;
     /// `None`: unlimited.
-    pub query_budget: Option<super::QueryBudget>,
+    pub query_budget: Option<QueryBudget>,
 }
 
 impl Default for ServerLimits {

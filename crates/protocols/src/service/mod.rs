@@ -15,7 +15,6 @@ mod limits;
 mod live;
 mod local;
 mod router;
-mod serving;
 
 pub use budget::QueryBudget;
 pub use contract::{Handled, Service, Session};
@@ -23,6 +22,3 @@ pub use limits::ServerLimits;
 pub use live::LiveState;
 pub use local::LocalServer;
 pub use router::Router;
-#[cfg(feature = "he")]
-pub use serving::HeRouting;
-pub use serving::Serving;

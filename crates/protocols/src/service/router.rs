@@ -12,7 +12,6 @@ use tokio::sync::Semaphore;
 use super::budget::Budgets;
 use super::contract::{Service, Session};
 use super::limits::ServerLimits;
-use super::serving::Serving;
 use crate::Error;
 
 /// Serves a set of [`Service`]s, at most one per protocol id, on one port.
@@ -29,35 +28,6 @@ impl Router {
             budgets: limits.query_budget.map(Budgets::new),
             limits,
         }
-    }
-
-    /// A router with a service for every state `serving` gives, each
-    /// reloading its files live (see [`Serving`]); none given is a router
-    /// without services, which front ends refuse in their own terms.
-    pub fn serving(serving: &Serving) -> Result<Self, Error> {
-        #[allow(unused_mut)]
-        let mut router = Router::new(serving.limits);
-        #[cfg(feature = "filter")]
-        if let Some(dir) = &serving.filter_state {
-            let service = crate::filter_psi::FilterService::open(dir, serving.limits)?;
-            router.register(Arc::new(service))?;
-        }
-        #[cfg(feature = "he")]
-        if let Some(dir) = &serving.he_state {
-            let service = crate::he_psi::HeService::open(dir, serving.he_cache, serving.limits)?;
-            router.register(Arc::new(service))?;
-        }
-        #[cfg(feature = "he")]
-        if let Some(routing) = &serving.he_router {
-            let shards = routing.shards.clone();
-            let mut service =
-                crate::he_psi::shard::ShardRouter::open(&routing.dir, shards, serving.limits)?;
-            if let Some(trace) = &routing.trace {
-                service = service.with_trace(trace.clone());
-            }
-            router.register(Arc::new(service))?;
-        }
-        Ok(router)
     }
 
     /// Adds a service; refuses a second service for the same protocol.

@@ -55,13 +55,7 @@ byte_array_message!(
 );
 
 wire_messages! {
-    bound;
-    messages:
-        Hello<PROTOCOL_ID> => (),
-        OkvsSeed => (),
-        Commitment => (),
-        ReceiverOffset => (),
-        SenderOffset => ();
+    messages: Hello<PROTOCOL_ID>, OkvsSeed, Commitment, ReceiverOffset, SenderOffset;
     others: KIND_MASKED, KIND_SUMMARIES, KIND_REVEAL;
 }
 

@@ -151,10 +151,6 @@ impl Message for EpcReply {
 }
 
 wire_messages! {
-    bound;
-    messages:
-        EpcPublicKey => &crate::fuzzing::harness::epc_parties().0 => crate::fuzzing::checks::epc_key,
-        EpcSenderBatch => &crate::fuzzing::harness::epc_parties().0 => crate::fuzzing::checks::epc_batch,
-        EpcReply => &crate::fuzzing::harness::epc_parties().0 => crate::fuzzing::checks::epc_reply;
+    messages: EpcPublicKey, EpcSenderBatch, EpcReply;
     others:;
 }

@@ -328,17 +328,7 @@ impl Message for ShardQuery {
 }
 
 wire_messages! {
-    bound;
-    messages:
-        ParamsRequest => (),
-        ParamsResponse => () => crate::fuzzing::checks::params_response,
-        OprfRequest => crate::fuzzing::harness::MAX_ITEMS,
-        OprfResponse => crate::fuzzing::harness::EXPECTED_ANSWERS,
-        QueryHeader => crate::fuzzing::harness::he_params() => crate::fuzzing::checks::query_header,
-        QueryCt => crate::fuzzing::harness::he_params() => crate::fuzzing::checks::query_ct,
-        ResultCt => crate::fuzzing::harness::he_params(),
-        QueryDone => (),
-        ShardQuery => ();
+    messages: ParamsRequest, ParamsResponse, OprfRequest, OprfResponse, QueryHeader, QueryCt, ResultCt, QueryDone, ShardQuery;
     others:;
 }
 

@@ -1,5 +1,5 @@
 //! Sharded databases: a database split by the items' OPRF outputs into
-//! shards, each served by an ordinary [`HeService`](crate::he_psi::HeService),
+//! shards, each served by an ordinary [`HeService`](crate::he_psi::server::HeService),
 //! and a router in front that evaluates the OPRF itself and fans every
 //! query out to all shards at one epoch.
 //!

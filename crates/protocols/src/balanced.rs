@@ -4,14 +4,16 @@
 //! [`run_on`] over a channel of their own, [`stepper`] at the message
 //! level); this file alone turns a [`Protocol`] into its family, and every
 //! family's outcome into one [`Outcome`]. A family left out of the build
-//! (cargo features `vole`, `rr16`) is refused with a clear error.
+//! (cargo features `vole`, `rr16`) is refused with a clear error. Above
+//! the families (it calls them); their shared terms are
+//! `common::two_party`.
 
 use psikit_transport::{Channel, Limits, Stepper};
 
-use super::driver::{finish, open, receiver_on, sender_on};
-use super::protocol::Protocol;
 use crate::common::connect::{block_on, Peer};
-use crate::common::progress::{NoProgress, Progress};
+pub use crate::common::two_party::Protocol;
+use crate::common::two_party::{finish, open, receiver_on, sender_on};
+use crate::common::{NoProgress, Progress};
 use crate::Error;
 
 /// Which side a party plays: the sender contributes its set, the receiver
@@ -260,3 +262,6 @@ mod rr16 {
         })
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -5,9 +5,9 @@ use std::task::Poll;
 
 use psikit_transport::Limits;
 
-use super::testing::sets;
 use super::*;
 use crate::common::connect::{Peer, ServerAddr};
+use crate::common::two_party::testing::sets;
 use crate::{Error, NoProgress};
 
 /// Both parties as steppers, bytes carried by hand; a party that ended
