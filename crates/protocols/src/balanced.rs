@@ -14,7 +14,7 @@ use crate::common::connect::{block_on, Peer};
 pub use crate::common::two_party::Protocol;
 use crate::common::two_party::{finish, open, receiver_on, sender_on};
 use crate::common::{NoProgress, Progress};
-use crate::Error;
+use crate::error::Error;
 
 /// Which side a party plays: the sender contributes its set, the receiver
 /// learns which of its keys the sender holds.

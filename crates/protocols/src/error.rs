@@ -51,7 +51,7 @@ pub enum Error {
     /// A call in an order the API does not allow: a bug in the caller.
     #[error("{0}")]
     Misuse(&'static str),
-    /// The job's [`crate::Progress`] asked it to stop (Ctrl-C in Python);
+    /// The job's [`Progress`](crate::common::Progress) asked it to stop (Ctrl-C in Python);
     /// it stopped before writing anything.
     #[error("cancelled before the end; nothing was written")]
     Cancelled,

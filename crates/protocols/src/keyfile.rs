@@ -8,7 +8,7 @@ use std::path::Path;
 use sha2::{Digest, Sha256};
 use zeroize::Zeroizing;
 
-use crate::Error;
+use crate::error::Error;
 
 /// Key files end with a SHA-256 digest of the secret, so a damaged key
 /// is refused instead of silently becoming another key.

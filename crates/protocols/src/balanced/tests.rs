@@ -8,7 +8,8 @@ use psikit_transport::Limits;
 use super::*;
 use crate::common::connect::{Peer, ServerAddr};
 use crate::common::two_party::testing::sets;
-use crate::{Error, NoProgress};
+use crate::common::NoProgress;
+use crate::error::Error;
 
 /// Both parties as steppers, bytes carried by hand; a party that ended
 /// hangs up, so its peer ends too.

@@ -14,7 +14,7 @@ use psikit_transport::{net, TransportError};
 // benchmarks count the bytes of sans-IO queries this way).
 pub use psikit_transport::{Channel, Frame, Limits, Message, Stepper};
 
-use crate::Error;
+use crate::error::Error;
 
 /// Where a client finds its server.
 #[derive(Clone, Debug)]

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use rand::RngCore;
 
-use crate::Error;
+use crate::error::Error;
 
 /// Writes `path` atomically: `write` fills a new temporary file in the
 /// same directory (a name of its own, so concurrent writers never share

@@ -27,7 +27,8 @@ use psikit_primitives::oprf::{Output, ServerKey, OUTPUT_LEN};
 use psikit_transport::{Reader, Writer};
 
 use super::files::write_atomic;
-use crate::{keyfile, Error};
+use crate::error::Error;
+use crate::keyfile;
 
 /// Keys evaluated between two progress reports: a cancelled job stops
 /// within a fraction of a second, and each batch still keeps both cores

@@ -1,7 +1,7 @@
 //! Progress reports of long jobs, and their cancellation.
 
 #[cfg(feature = "unbalanced")]
-use crate::Error;
+use crate::error::Error;
 
 /// Receives progress of a long job so a front end can show it (the CLI
 /// draws a bar, Python calls a callback), and lets it ask the job to stop.
@@ -9,7 +9,7 @@ use crate::Error;
 /// Set-ups, database builds and updates run without awaits, so nothing
 /// but the job itself can end them early: they ask [`Progress::cancelled`]
 /// at each report and at their stage boundaries, and end with
-/// [`crate::Error::Cancelled`] before writing anything. Network runs and
+/// [`Error::Cancelled`](crate::error::Error::Cancelled) before writing anything. Network runs and
 /// queries only report stages: their callers stop them by dropping their
 /// future.
 pub trait Progress: Sync {

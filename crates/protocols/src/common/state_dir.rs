@@ -8,7 +8,7 @@ use std::path::Path;
 #[cfg(feature = "unbalanced")]
 use psikit_transport::shown;
 
-use crate::Error;
+use crate::error::Error;
 
 /// The lock file inside a state directory; it is no part of the state.
 const LOCK_FILE: &str = ".psikit.lock";

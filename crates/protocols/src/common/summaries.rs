@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use psikit_transport::{Channel, DecodeError, ProtocolId};
 use rayon::prelude::*;
 
-use crate::Error;
+use crate::error::Error;
 
 /// A summary value in fixed-size words: its `len` bytes (at most 21 for
 /// sets below 2^64) little-endian in three `u64`s, zero-padded. Fixed size

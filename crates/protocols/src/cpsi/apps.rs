@@ -31,7 +31,7 @@ use super::rng::rng;
 use super::rot::{recv_flips, Either, Rots};
 use super::vocabulary::{Agreed, Reveal, Role, MAX_VALUE_COLUMNS};
 use super::{osn, product};
-use crate::{Error, Violation};
+use crate::error::{Error, Violation};
 
 /// This party's additive shares of `Σ_i b_i·x_i` mod 2^64 for `k` weight
 /// vectors `x` (at most [`MAX_WEIGHTS`]; one random OT per bin carries

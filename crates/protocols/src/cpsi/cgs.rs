@@ -63,7 +63,7 @@ use super::gmw::{self, Triples};
 use super::messages::{recv_exact, send, KIND_CHOSEN};
 use super::rng::rng;
 use super::rot::{Base, Rots};
-use crate::{Error, Violation};
+use crate::error::{Error, Violation};
 
 /// Bits per block, the paper's `d`.
 pub const BLOCK: u32 = 4;

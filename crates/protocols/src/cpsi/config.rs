@@ -4,7 +4,7 @@
 use psikit_ot::ExtConfig;
 
 use super::vocabulary::{Agreed, App, Epc, OtKind, Reveal, MAX_VALUE_COLUMNS};
-use crate::Error;
+use crate::error::Error;
 
 /// How to run circuit PSI.
 #[derive(Clone, Debug)]

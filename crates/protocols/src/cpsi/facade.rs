@@ -14,7 +14,8 @@ use super::sender::run_sender;
 pub use super::vocabulary::Role;
 use crate::common::connect::{block_on, Peer};
 use crate::common::two_party;
-use crate::{Error, NoProgress, Progress};
+use crate::common::{NoProgress, Progress};
+use crate::error::Error;
 
 /// Runs `role` with `input` against the peer. A listening party calls
 /// `listening` with its address before it waits; `progress` is told the

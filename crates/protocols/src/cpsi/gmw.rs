@@ -20,7 +20,7 @@ use psikit_transport::Channel;
 use super::bits::Bits;
 use super::messages::{recv_exact, send, KIND_OPEN};
 use super::rot::{Either, Rots};
-use crate::Error;
+use crate::error::Error;
 
 /// This party's shares of Beaver triples, consumed in order.
 pub struct Triples {
@@ -150,7 +150,7 @@ async fn exchange(ch: &mut Channel, mine: &Bits, leader: bool) -> Result<Bits, E
     }
     let bytes = recv_exact(ch, KIND_OPEN, mine.len().div_ceil(8)).await?;
     let theirs =
-        Bits::from_bytes(&bytes, mine.len()).ok_or(crate::Violation::Invalid("AND opening"))?;
+        Bits::from_bytes(&bytes, mine.len()).ok_or(crate::error::Violation::Invalid("AND opening"))?;
     if !leader {
         send(ch, KIND_OPEN, &mine.to_bytes()).await?;
     }

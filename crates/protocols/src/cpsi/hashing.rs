@@ -16,7 +16,7 @@ use psikit_structures::cuckoo_table::{bound, distinct_locations, CuckooTable, Pl
 use rand::{CryptoRng, Rng};
 use rayon::prelude::*;
 
-use crate::Error;
+use crate::error::Error;
 
 /// Hash functions `d` (paper §6.1, after PSTY19 and RS21).
 pub const HASHES: u32 = 3;

@@ -36,7 +36,7 @@ use super::gmw::{self, Triples};
 use super::messages::{recv_exact, send, KIND_CHOSEN, KIND_FLIPS};
 use super::rng::rng;
 use super::rot::{recv_flips, Either, Rots};
-use crate::{Error, Violation};
+use crate::error::{Error, Violation};
 
 /// Forward random OTs the leaves of `bins` values of `ell` bits use: one
 /// per bit. (The blocks and the tree's triples are CGS's: [`blocks`],

@@ -32,7 +32,7 @@ use psikit_transport::{Channel, DecodeError, Message, ProtocolId, Reader, Writer
 use super::bits::Bits;
 use super::vocabulary::{Agreed, App, Epc, OtKind, Reveal, MAX_VALUE_COLUMNS};
 use crate::common::messages::{byte_array_message, wire_messages};
-use crate::{Error, Violation};
+use crate::error::{Error, Violation};
 
 pub const PROTOCOL_ID: ProtocolId = psikit_transport::ids::CIRCUIT_PSI;
 

@@ -26,8 +26,8 @@ use rand::Rng;
 use rayon::prelude::*;
 
 use super::messages::{self as msg, HintSeed};
+use crate::error::Error;
 use crate::vole_psi::oprf;
-use crate::Error;
 
 /// Blocks per parallel task.
 const CHUNK: usize = 1 << 14;

@@ -70,7 +70,7 @@ use super::bits::Bits;
 use super::messages::{self as msg, KIND_SWITCH_FLIPS, KIND_SWITCH_MASKS};
 use super::rng::rng;
 use super::rot::{Either, Rots};
-use crate::Error;
+use crate::error::Error;
 
 /// Below this many wires a subnetwork is handled on the current thread.
 const PARALLEL: usize = 1 << 13;

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::{Error, Violation};
+use crate::error::{Error, Violation};
 
 /// What a party learned.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -24,7 +24,7 @@ use super::bits::Bits;
 use super::messages::{self as msg, recv_exact, KIND_CORRECTIONS, KIND_FLIPS};
 use super::rot::{recv_flips, Either, Rots, CHUNK};
 use super::vocabulary::Role;
-use crate::Error;
+use crate::error::Error;
 
 /// Bytes of correction `j` (`64 - j` bits).
 fn width(j: u32) -> usize {

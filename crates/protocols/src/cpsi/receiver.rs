@@ -17,8 +17,9 @@ use super::rot::Side;
 use super::steps::{aggregate, compare, hello, session_id};
 use super::steps::{STAGE_COMPARE, STAGE_HASHING, STAGE_OPPRF, STAGE_RESULT};
 use super::vocabulary::{App, Role};
+use crate::common::Progress;
+use crate::error::Error;
 use crate::vole_psi::oprf::item_keys;
-use crate::{Error, Progress};
 use psikit_ot::silent::SilentReceiver;
 use psikit_ot::Security;
 

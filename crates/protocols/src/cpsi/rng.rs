@@ -1,6 +1,6 @@
 //! The per-bin randomness of a run (tags, masks, shuffles, OT pads).
 
-use crate::Error;
+use crate::error::Error;
 
 /// A fast CSPRNG (ChaCha, `StdRng`) seeded from the OS: per-bin
 /// randomness (tags, masks) would cost a system call per value with

@@ -26,7 +26,7 @@ use rayon::prelude::*;
 use super::bits::Bits;
 use super::messages::{recv_exact, KIND_FLIPS};
 use super::vocabulary::OtKind;
-use crate::{Error, Violation};
+use crate::error::{Error, Violation};
 
 /// The choice corrections of `n` derandomised OTs, at their OT sender:
 /// the chooser sends its random choices XOR the bits it wants

@@ -11,7 +11,7 @@ use super::outcome::{Meter, Output, Phases};
 use super::rot::{self, Rots};
 use super::vocabulary::{App, OtKind, Role};
 use super::{apps, bits, cgs, epc, gmw, leaves, messages};
-use crate::{Error, Violation};
+use crate::error::{Error, Violation};
 
 /// The run's stages as both roles tell their `Progress`: the hashing into
 /// bins, the OPPRF, the comparison (EPC, triples, the equality circuit),

@@ -15,7 +15,7 @@ use super::steps::{triples_needed, Equality};
 use super::vocabulary::{App, Epc, OtKind, Reveal, Role};
 use super::{apps, bits, facade, gmw, messages, osn};
 use crate::common::two_party::testing::sets;
-use crate::NoProgress;
+use crate::common::NoProgress;
 
 struct Party {
     keys: Vec<Vec<u8>>,

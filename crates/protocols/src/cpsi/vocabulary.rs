@@ -12,7 +12,7 @@ use std::fmt::{self, Display};
 use std::str::FromStr;
 
 use super::epc;
-use crate::Error;
+use crate::error::Error;
 
 /// Most value columns a party brings to a sum.
 pub const MAX_VALUE_COLUMNS: usize = 16;

@@ -17,7 +17,7 @@ use super::messages::{
 use super::state::filter_digest;
 use super::tag::tag_from_output;
 use crate::common::files::write_atomic;
-use crate::{Error, Violation};
+use crate::error::{Error, Violation};
 
 const CACHE_MAGIC: &[u8; 8] = b"PSIKCCH\0";
 const CACHE_VERSION: u8 = 1;

@@ -8,7 +8,7 @@ use psikit_transport::Channel;
 use super::cache::{ClientCache, SyncOutcome};
 use super::messages::PROTOCOL_ID;
 use super::messages::{QueryResponse, SyncHeader, SyncMode, KIND_SYNC_BODY};
-use crate::Error;
+use crate::error::Error;
 
 /// What a query found and what it cost.
 #[derive(Debug, Clone, Default)]

@@ -1,6 +1,6 @@
 //! Server-side configuration of the filter protocol.
 
-use crate::Error;
+use crate::error::Error;
 
 /// How the server builds and maintains its filter.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -23,7 +23,8 @@ use super::state::{tags_from_reader, ServerState, UpdateReport};
 use super::tag::Tag;
 use crate::common::connect::{block_on, with_busy_retry, Channel, Limits, ServerAddr};
 use crate::common::{advance, check_cancelled, oprf_stage, same_key_format, state_dir};
-use crate::{Error, NoProgress, Progress, Violation};
+use crate::common::{NoProgress, Progress};
+use crate::error::{Error, Violation};
 
 /// What [`setup`] built.
 pub struct SetupReport {
@@ -368,8 +369,8 @@ mod tests {
     use psikit_io::{Column, KeySpec};
 
     use super::*;
+    use crate::common::NoProgress;
     use crate::filter_psi::state::tags_for_items;
-    use crate::NoProgress;
 
     fn spec() -> KeySpec {
         KeySpec::new(vec![Column::Name("email".into())])

@@ -13,8 +13,8 @@ use super::messages::{
     DeltaBody, QueryRequest, QueryResponse, SyncHeader, SyncMode, SyncRequest, KIND_SYNC_BODY,
 };
 use super::state::{filter_digest, state_path, ServerState};
+use crate::error::{Error, Violation};
 use crate::service::{Handled, LiveState, ServerLimits, Service, Session};
-use crate::{Error, Violation};
 
 /// A state plus what every sync needs precomputed: the serialized filter
 /// and its digest. Immutable once published; updates publish a new one.

@@ -24,7 +24,8 @@ use super::config::FilterConfig;
 use super::messages::FilterVersion;
 use super::tag::{tag_from_output, Tag};
 use crate::common::files::write_atomic;
-use crate::{keyfile, Error};
+use crate::error::Error;
+use crate::keyfile;
 
 const STATE_FILE: &str = "filter.state";
 const KEY_FILE: &str = "oprf.key";

@@ -10,12 +10,12 @@ use rand::rngs::OsRng;
 use rand::{Rng, SeedableRng};
 
 use super::params::PsiParams;
+use crate::common::Match;
 use crate::he_psi::client::receiver::Receiver;
 use crate::he_psi::common::answer::ResultPackage;
 use crate::he_psi::server::sender::Sender;
 use crate::he_psi::server::sender_db::tests::random_outputs;
 use crate::he_psi::server::sender_db::{DbEntry, SenderDb};
-use crate::Match;
 
 pub(crate) const PARAMS_256K: &str = include_str!("apsi-params/256K-1024.json");
 

@@ -5,7 +5,7 @@ use psikit_ot::{ExtConfig, Security};
 
 use super::params::{Rr16Params, Search};
 
-use crate::Error;
+use crate::error::Error;
 
 /// The run's stages as both roles tell their `Progress`: the session (the
 /// hello, coin toss, base OTs and hashing), the OT extension (one step per

@@ -8,7 +8,8 @@ use super::config::Rr16Config;
 use super::receiver::{run_receiver, ReceiverOutcome};
 use super::sender::{run_sender, SenderOutcome};
 use crate::common::two_party::TwoParty;
-use crate::{Error, Progress};
+use crate::common::Progress;
+use crate::error::Error;
 
 /// RR16 (malicious or semi-honest) as a two-party protocol.
 pub struct Rr16;

@@ -34,7 +34,7 @@
 //! by about `(kappa + N_bf) / (kappa - log2 |Q|)` items for `|Q|` random
 //! oracle queries, i.e. below `6 n` even for `|Q| = 2^64` (section 5.3).
 
-use crate::Error;
+use crate::error::Error;
 
 /// Parameters of one protocol run.
 ///

@@ -17,7 +17,8 @@ use super::sender::abort;
 use super::session::{explained, fold, open, timed, Opened, OtSet, Phases};
 use super::shuffle::Shuffle;
 use crate::common::summaries::Summary;
-use crate::{Error, Progress};
+use crate::common::Progress;
+use crate::error::Error;
 
 /// What the receiver learned and what it cost.
 #[derive(Debug, Clone)]

@@ -16,7 +16,8 @@ use super::params::Rr16Params;
 use super::session::{explained, fold, open, timed, Opened, OtSet, Phases};
 use crate::common::summaries::Summary;
 use crate::common::two_party;
-use crate::{Error, Progress};
+use crate::common::Progress;
+use crate::error::Error;
 
 /// What the sender learned and what it cost.
 #[derive(Debug, Clone)]

@@ -18,7 +18,7 @@ use super::messages::{self as msg, Commit, Nonce, Open};
 use super::params::Rr16Params;
 use crate::common::summaries::{pack, summary_len, Exchange, Summary};
 use crate::common::two_party::{hello, Mode, Terms};
-use crate::Error;
+use crate::error::Error;
 
 /// What the hello and coin toss established.
 pub struct Session {

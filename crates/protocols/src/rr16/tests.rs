@@ -11,8 +11,8 @@ use super::receiver::{receive, Behaviour};
 use super::session::establish;
 use super::*;
 use crate::common::two_party::testing::{sets, step_pair};
-use crate::Error;
-use crate::NoProgress;
+use crate::common::NoProgress;
+use crate::error::Error;
 
 fn limits() -> Limits {
     Limits {

@@ -22,7 +22,7 @@ use std::net::IpAddr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use crate::{Error, Violation};
+use crate::error::{Error, Violation};
 
 /// At most `items` OPRF evaluations per client per `window`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

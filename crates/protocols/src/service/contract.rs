@@ -7,7 +7,7 @@ use std::pin::Pin;
 
 use psikit_transport::{Channel, Frame, ProtocolId};
 
-use crate::Error;
+use crate::error::Error;
 
 /// The future of [`Service::handle`].
 pub type Handled<'a> = Pin<Box<dyn Future<Output = Result<(), Error>> + Send + 'a>>;

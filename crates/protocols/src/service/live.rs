@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::SystemTime;
 
-use crate::Error;
+use crate::error::Error;
 
 /// What identifies one version of a file: modification time and length.
 type Stamp = Option<(SystemTime, u64)>;

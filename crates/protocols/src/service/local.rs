@@ -8,7 +8,7 @@ use psikit_transport::{Channel, Limits};
 use super::contract::Service;
 use super::limits::ServerLimits;
 use super::router::Router;
-use crate::Error;
+use crate::error::Error;
 
 /// A [`Router`] serving on `127.0.0.1` at a free port until dropped.
 pub struct LocalServer {

@@ -12,7 +12,7 @@ use tokio::sync::Semaphore;
 use super::budget::Budgets;
 use super::contract::{Service, Session};
 use super::limits::ServerLimits;
-use crate::Error;
+use crate::error::Error;
 
 /// Serves a set of [`Service`]s, at most one per protocol id, on one port.
 pub struct Router {

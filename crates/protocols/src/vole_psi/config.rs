@@ -10,7 +10,7 @@ use super::messages;
 
 use crate::common::summaries::{summary_len, Exchange};
 use crate::common::two_party::{Mode, Terms};
-use crate::Error;
+use crate::error::Error;
 
 /// The run's stages as both roles tell their `Progress`: the silent VOLE,
 /// the OKVS (the receiver encodes, both decode), the summary values.

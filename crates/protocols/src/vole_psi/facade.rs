@@ -8,7 +8,8 @@ use super::config::VoleConfig;
 use super::receiver::{run_receiver, ReceiverOutcome};
 use super::sender::{run_sender, SenderOutcome};
 use crate::common::two_party::TwoParty;
-use crate::{Error, Progress};
+use crate::common::Progress;
+use crate::error::Error;
 
 /// VOLE-PSI as a two-party protocol.
 pub struct VolePsi;

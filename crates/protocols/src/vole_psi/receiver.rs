@@ -15,7 +15,8 @@ use super::config::{STAGE_OKVS, STAGE_SUMMARIES, STAGE_VOLE};
 use super::messages::{self as msg, Commitment, OkvsSeed, ReceiverOffset, SenderOffset};
 use super::oprf;
 use crate::common::two_party::{abort, hello};
-use crate::{Error, Progress};
+use crate::common::Progress;
+use crate::error::Error;
 
 /// What the receiver learned and what it cost.
 #[derive(Debug, Clone)]

@@ -16,7 +16,8 @@ use super::config::{STAGE_OKVS, STAGE_SUMMARIES, STAGE_VOLE};
 use super::messages::{self as msg, Commitment, OkvsSeed, ReceiverOffset, SenderOffset};
 use super::oprf;
 use crate::common::two_party::hello;
-use crate::{Error, Progress};
+use crate::common::Progress;
+use crate::error::Error;
 
 /// Blocks per parallel task of the field products.
 const CHUNK: usize = 1 << 14;

@@ -10,8 +10,8 @@ use crate::common::two_party::{
     self,
     testing::{sets, step_pair},
 };
-use crate::Error;
-use crate::NoProgress;
+use crate::common::NoProgress;
+use crate::error::Error;
 use psikit_ot::ExtConfig;
 
 async fn run_pair(

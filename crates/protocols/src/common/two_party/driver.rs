@@ -17,7 +17,7 @@ use psikit_transport::{Channel, ErrorCode, ErrorMessage, ProtocolId};
 use super::hello::refused_by_peer;
 use crate::common::connect::Peer;
 use crate::common::progress::Progress;
-use crate::Error;
+use crate::error::Error;
 
 /// A balanced two-party PSI: its configuration, outcomes and the two roles
 /// written once over a [`Channel`] (awaiting only the channel, so that

@@ -18,7 +18,7 @@ use psikit_transport::{
 };
 
 use super::protocol::Protocol;
-use crate::{Error, Violation};
+use crate::error::{Error, Violation};
 
 /// What both parties must agree on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

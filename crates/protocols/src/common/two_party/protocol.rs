@@ -7,7 +7,7 @@ use std::str::FromStr;
 
 use psikit_transport::{ids, ProtocolId};
 
-use crate::Error;
+use crate::error::Error;
 
 /// A balanced two-party PSI.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -10,7 +10,7 @@ use rand::{Rng, SeedableRng};
 
 use super::driver::{receiver_on, sender_on, TwoParty};
 use crate::common::progress::NoProgress;
-use crate::Error;
+use crate::error::Error;
 
 /// Distinct random items of 1 to 40 bytes: `n_s` for the sender, `n_r`
 /// for the receiver, `overlap` of them shared (before deduplication);

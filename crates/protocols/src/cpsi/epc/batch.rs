@@ -2,7 +2,7 @@
 //! wire, its length, its outputs.
 
 use super::params::EpcParams;
-use crate::Error;
+use crate::error::Error;
 
 /// Batch number `k` as it travels (u32).
 pub(super) fn batch_index(k: usize) -> Result<u32, Error> {

@@ -12,7 +12,7 @@ use rand::RngCore;
 use subtle::{ConditionallySelectable, ConstantTimeEq, ConstantTimeGreater};
 
 use super::params::EpcParams;
-use crate::Error;
+use crate::error::Error;
 
 /// Division by the word base in constant time.
 #[derive(Clone, Copy)]

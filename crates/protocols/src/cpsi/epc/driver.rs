@@ -12,7 +12,7 @@ use super::messages::{EpcPublicKey, EpcReply, EpcSenderBatch};
 use super::params::EpcParams;
 use super::receiver::EpcReceiver;
 use super::sender::EpcSender;
-use crate::Error;
+use crate::error::Error;
 
 /// Batches per group: enough to keep every core busy.
 const GROUP: usize = 8;

@@ -7,7 +7,7 @@ use std::ops::Range;
 
 use psikit_he::{public_key_noise_bound, wire, HeParams, FRESH_NOISE_BOUND};
 
-use crate::Error;
+use crate::error::Error;
 
 /// Ring degrees `n` tried, smallest first (§6.1: 4096 is the smallest with
 /// a depth-1 plaintext product); `n` is also the number of slots, so the

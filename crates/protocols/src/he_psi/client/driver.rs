@@ -9,13 +9,14 @@ use psikit_transport::{Channel, Frame};
 use rand::rngs::OsRng;
 use rayon::prelude::*;
 
+use crate::common::Match;
+use crate::error::Error;
 use crate::he_psi::client::receiver::{QueryState, Receiver};
 use crate::he_psi::common::answer::{check_done, decode_package, next_answer, Answer};
 use crate::he_psi::common::messages::{
     OprfRequest, OprfResponse, ParamsRequest, ParamsResponse, QueryCt, QueryHeader,
 };
 use crate::he_psi::params::PsiParams;
-use crate::{Error, Match};
 
 /// A client connected to one database: its parameters and fresh keys.
 pub struct HeClient {

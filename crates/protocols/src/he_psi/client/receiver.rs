@@ -9,6 +9,8 @@ use psikit_structures::cuckoo_table::CuckooTable;
 use rand::{CryptoRng, RngCore};
 use rayon::prelude::*;
 
+use crate::common::Match;
+use crate::error::{Error, Violation};
 use crate::he_psi::common::answer::ResultPackage;
 use crate::he_psi::common::hashing::{felts_to_bytes, item_felts, split_oprf};
 use crate::he_psi::common::label::{decrypt_label, encrypted_len, LabelKey};
@@ -16,7 +18,6 @@ use crate::he_psi::common::poly::Field;
 use crate::he_psi::common::powers::PowersPlan;
 use crate::he_psi::common::shape::DbShape;
 use crate::he_psi::params::PsiParams;
-use crate::{Error, Match, Violation};
 
 /// A client's keys and the parameters they were made for. The secret key
 /// never leaves this struct; the relinearization key goes to the server.

@@ -8,8 +8,8 @@
 use psikit_he::{Ciphertext, HeParams};
 use psikit_transport::{Channel, Frame, Message};
 
+use crate::error::{Error, Violation};
 use crate::he_psi::common::messages::{DecodedResultCt, QueryDone, ResultCt};
-use crate::{Error, Violation};
 
 /// The encrypted answer of one bin bundle.
 pub(crate) struct ResultPackage {

@@ -16,7 +16,7 @@ use aes::Aes256;
 use rand::{CryptoRng, RngCore};
 use zeroize::{Zeroize, ZeroizeOnDrop};
 
-use crate::{Error, Violation};
+use crate::error::{Error, Violation};
 
 /// The key that encrypts an item's label: only a client that holds the item
 /// (and so its OPRF output) can derive it.

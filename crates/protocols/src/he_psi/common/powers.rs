@@ -21,8 +21,8 @@
 
 use std::collections::{BTreeSet, HashMap};
 
+use crate::error::Error;
 use crate::he_psi::params::PsiParams;
-use crate::Error;
 
 type Result<T> = std::result::Result<T, Error>;
 

@@ -1,9 +1,9 @@
 //! The numbers that fix how a sender database is laid out, derived once from
 //! the protocol parameters and the label length.
 
+use crate::error::Error;
 use crate::he_psi::common::label;
 use crate::he_psi::params::PsiParams;
-use crate::Error;
 
 /// Layout of a sender database (and of the client's query) in SIMD slots.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

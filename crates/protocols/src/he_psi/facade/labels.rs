@@ -5,8 +5,9 @@
 
 use psikit_io::decode_label;
 
+use crate::common::Match;
+use crate::error::Error;
 use crate::he_psi::common::hex::hex;
-use crate::{Error, Match};
 
 /// One client key's label columns: `None` if it did not match.
 pub type LabelCells = Option<Vec<Vec<u8>>>;

@@ -12,8 +12,9 @@ use rand::RngCore;
 
 use crate::common::connect::{block_on, with_busy_retry, Channel, Limits, ServerAddr};
 use crate::common::same_key_format;
+use crate::common::{Match, NoProgress, Progress};
+use crate::error::Error;
 use crate::he_psi::client::driver::{HeClient, QueryOutcome};
-use crate::{Error, Match, NoProgress, Progress};
 
 /// Bytes of a padding dummy: no real key equals one except with negligible
 /// probability.

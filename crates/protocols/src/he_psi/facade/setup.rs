@@ -11,12 +11,13 @@ use std::time::{Duration, Instant};
 
 use psikit_io::{KeyReader, KeySpec, LabeledItem, ReadStats};
 
+use crate::common::Progress;
 use crate::common::{advance, check_cancelled, same_key_format, state_dir};
+use crate::error::Error;
 use crate::he_psi::params::PsiParams;
 use crate::he_psi::select::{self, Selection, SelectionInput};
 use crate::he_psi::server::sender_db::UpdateStats;
 use crate::he_psi::server::state::{HeState, Row, LAYOUT};
-use crate::{Error, Progress};
 
 /// Rows per batch while reading a CSV file.
 const READ_BATCH: usize = 1 << 16;

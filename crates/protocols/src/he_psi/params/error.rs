@@ -1,7 +1,7 @@
 //! The error every part of the parameter code returns: a parameter set that
 //! breaks a rule is `Error::Params`, with a message naming the field.
 
-use crate::Error;
+use crate::error::Error;
 
 pub(super) type Result<T> = std::result::Result<T, Error>;
 

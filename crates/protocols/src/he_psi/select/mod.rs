@@ -27,9 +27,9 @@
 //! `limits` (the FPP bound, the noise margin, the self-test runs).
 
 use super::params::PsiParams;
+use crate::error::Error;
 use crate::he_psi::common::label;
 use crate::he_psi::common::powers::PowersPlan;
-use crate::Error;
 use estimate::estimate;
 use layout::given_layout;
 use plans::PlanShape;

@@ -13,8 +13,8 @@ use super::noise::{moduli_for, predicted_noise, widen};
 use super::outcome::CostEstimate;
 use super::plans::{plans_for, PlanShape};
 use super::self_test::{self_test, SelfTest};
+use crate::error::Error;
 use crate::he_psi::params::{batching_prime, PsiParams};
-use crate::Error;
 
 /// Most bin bundles per bundle index in one shard the search considers:
 /// beyond this the response is dozens of ciphertexts per bundle index and

@@ -10,12 +10,12 @@ use psikit_he::{CompactPoly, Evaluator, HeParams, PlainPoly, RelinKey, SecretKey
 use rand::Rng;
 
 use super::limits::NOISE_MARGIN_BITS;
+use crate::error::Error;
 use crate::he_psi::common::grouping::Grouping;
 use crate::he_psi::common::poly::Field;
 use crate::he_psi::common::powers::PowersPlan;
 use crate::he_psi::params::PsiParams;
 use crate::he_psi::server::eval::{evaluate, Powers};
-use crate::Error;
 
 /// What the encrypted worst-case evaluation measured, over several runs.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -13,9 +13,9 @@ use std::sync::Arc;
 
 use psikit_he::{CompactPoly, HeParams, PlainPoly};
 
+use crate::error::Error;
 use crate::he_psi::common::poly::Field;
 use crate::he_psi::common::shape::DbShape;
-use crate::Error;
 
 /// A bin bundle. Bin `k` holds its items at `k * B .. k * B + counts[k]`;
 /// item `r` of bin `k` has felts `felts[(k*B + r)*w .. +w]` with `w = f +

@@ -20,11 +20,11 @@ use std::path::Path;
 use sha2::{Digest, Sha256};
 
 use crate::common::files::write_atomic;
+use crate::error::Error;
 use crate::he_psi::common::shape::DbShape;
 use crate::he_psi::params::PsiParams;
 use crate::he_psi::server::bundle::BinBundle;
 use crate::he_psi::server::sender_db::SenderDb;
-use crate::Error;
 
 const MAGIC: &[u8; 8] = b"PSIKHEDB";
 /// Bumped whenever the layout changes; older files are refused.

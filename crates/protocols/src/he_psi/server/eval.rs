@@ -10,9 +10,9 @@ use std::collections::{HashMap, HashSet};
 use psikit_he::{Ciphertext, Evaluator, PlainPoly, Prepared};
 use rayon::prelude::*;
 
+use crate::error::{Error, Violation};
 use crate::he_psi::common::grouping::Grouping;
 use crate::he_psi::common::powers::PowersPlan;
-use crate::{Error, Violation};
 
 /// `y^e` for every exponent the plan needs, indexed by `e` (index 0 holds
 /// nothing: the constant term uses the evaluator's trivial "one").

@@ -8,13 +8,13 @@
 use psikit_he::{Ciphertext, Evaluator, HeParams, PlainPoly, RelinKey};
 use rayon::prelude::*;
 
+use crate::error::{Error, Violation};
 use crate::he_psi::common::answer::ResultPackage;
 use crate::he_psi::common::cost::{PlanWork, QueryWork};
 use crate::he_psi::common::grouping::Grouping;
 use crate::he_psi::common::powers::PowersPlan;
 use crate::he_psi::server::eval::{evaluate, Powers};
 use crate::he_psi::server::sender_db::SenderDb;
-use crate::{Error, Violation};
 
 /// A sender database made ready for queries: its BFV parameters (one
 /// shared instance, which every plaintext, key and ciphertext of a query

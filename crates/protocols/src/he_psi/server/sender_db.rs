@@ -12,6 +12,7 @@ use psikit_primitives::oprf::Output;
 use rand::{CryptoRng, RngCore};
 use rayon::prelude::*;
 
+use crate::error::Error;
 use crate::he_psi::common::hashing::{
     bytes_to_felts, item_felts, locations, split_oprf, ItemValue,
 };
@@ -21,7 +22,6 @@ use crate::he_psi::common::shape::DbShape;
 use crate::he_psi::params::PsiParams;
 use crate::he_psi::server::bundle::BinBundle;
 use crate::he_psi::server::placement::{place_all, refresh_all, remove_one, Prepared};
-use crate::Error;
 
 /// One item to insert or relabel: its OPRF output (under the database's
 /// OPRF key) and its label (ignored, and may be empty, when unlabeled).

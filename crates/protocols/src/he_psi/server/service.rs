@@ -15,6 +15,7 @@ use psikit_primitives::oprf::ELEMENT_LEN;
 use psikit_transport::{Channel, Frame, Message, ProtocolId, TransportError};
 use tokio::sync::{mpsc, Semaphore};
 
+use crate::error::{Error, Violation};
 use crate::he_psi::common::answer::package_frames;
 use crate::he_psi::common::messages::{
     OprfRequest, OprfResponse, ParamsRequest, ParamsResponse, QueryCt, QueryDone, QueryHeader,
@@ -22,7 +23,6 @@ use crate::he_psi::common::messages::{
 };
 use crate::he_psi::server::state::{db_path, HeState};
 use crate::service::{Handled, LiveState, ServerLimits, Service, Session};
-use crate::{Error, Violation};
 
 /// Serves the HE protocol. Cheap to share across connections.
 pub struct HeService {

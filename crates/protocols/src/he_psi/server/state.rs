@@ -16,12 +16,13 @@ use rand::rngs::OsRng;
 use sha2::{Digest, Sha256};
 
 use crate::common::oprf_stage;
+use crate::error::Error;
 use crate::he_psi::params::PsiParams;
 use crate::he_psi::server::db_file;
 use crate::he_psi::server::sender::Sender;
 use crate::he_psi::server::sender_db::{DbEntry, DbMemory, SenderDb, UpdateStats};
 use crate::he_psi::shard::manifest::{ShardInfo, SHARD_FILE};
-use crate::{keyfile, Error};
+use crate::keyfile;
 
 /// The OPRF key's file in a database's (or a sharded one's router's)
 /// directory.

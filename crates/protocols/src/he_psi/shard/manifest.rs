@@ -26,10 +26,10 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::common::files::write_atomic;
+use crate::error::Error;
 use crate::he_psi::common::hex::hex;
 use crate::he_psi::common::shape::DbShape;
 use crate::he_psi::params::PsiParams;
-use crate::Error;
 
 /// Most shards a database may have.
 pub const MAX_SHARDS: u32 = 1 << 12;

@@ -22,12 +22,13 @@ use rand::rngs::OsRng;
 use tokio::sync::mpsc;
 
 use crate::common::connect::ServerAddr;
+use crate::common::Match;
+use crate::error::Error;
 use crate::he_psi::client::receiver::{QueryState, Receiver};
 use crate::he_psi::common::answer::{decode_package, package_frames};
 use crate::he_psi::common::messages::{QueryCt, QueryDone, QueryHeader, ShardQuery};
 use crate::he_psi::server::state::HeState;
 use crate::he_psi::shard::router::ask_shard;
-use crate::{Error, Match};
 
 /// A client's keys for one shard's database, ready to query it.
 pub struct ShardProbe {

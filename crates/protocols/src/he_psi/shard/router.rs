@@ -22,6 +22,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
 use crate::common::connect::ServerAddr;
+use crate::error::{Error, Violation};
 use crate::he_psi::common::answer::{check_done, next_answer, Answer};
 use crate::he_psi::common::hex::hex;
 use crate::he_psi::common::messages::{
@@ -33,7 +34,6 @@ use crate::he_psi::server::service::{oprf_response, query_header};
 use crate::he_psi::server::state::HeState;
 use crate::he_psi::shard::manifest::Manifest;
 use crate::service::{Handled, LiveState, ServerLimits, Service, Session};
-use crate::{Error, Violation};
 
 /// The router's key and manifest, reloaded together when the manifest
 /// changes (an update applied by every shard bumps its epoch).

@@ -24,7 +24,9 @@ use psikit_primitives::oprf::{Output, ServerKey};
 use serde::{Deserialize, Serialize};
 
 use crate::common::oprf_stage::{self, OutputBatch};
+use crate::common::Progress;
 use crate::common::{advance, check_cancelled, same_key_format, state_dir};
+use crate::error::Error;
 use crate::he_psi::common::hex::hex;
 use crate::he_psi::facade::setup::{
     check_changes, check_label_flags, choose_params, label_room, read_additions, read_labeled,
@@ -35,7 +37,6 @@ use crate::he_psi::select::{Selection, SelectionInput};
 use crate::he_psi::server::sender_db::UpdateStats;
 use crate::he_psi::server::state::{database_id, HeState, KEY_FILE};
 use crate::he_psi::shard::manifest::{check_shard_count, shard_of, Manifest, ShardInfo};
-use crate::{Error, Progress};
 
 /// The router's directory inside a sharded database's directory.
 pub const ROUTER_DIR: &str = "router";
