@@ -11,7 +11,7 @@
 //! Noise, as the callers' bounds need it (all worst case, so a caller can
 //! prove decryption always succeeds):
 //!
-//! * a fresh [`crate::SecretKey::encrypt_slots`] ciphertext has phase
+//! * a fresh [`crate::keys::SecretKey::encrypt_slots`] ciphertext has phase
 //!   `(Q/t)·m + e` with `|e| < 2·VARIANCE + 1` per coefficient ([`FRESH_NOISE_BOUND`]):
 //!   fhe's error is centered binomial on `4·VARIANCE` coins, so
 //!   `|e_0| ≤ 2·VARIANCE`, and fhe encodes `m` as `floor(Q·m/t)` exactly
@@ -38,11 +38,15 @@ use prost::Message;
 use rand09::RngCore;
 use zeroize::Zeroizing;
 
+use crate::ciphertext::Ciphertext;
+use crate::encode::PlainPoly;
 use crate::error::backend;
+use crate::error::HeError;
 use crate::eval::part_dot;
+use crate::keys::SecretKey;
+use crate::params::HeParams;
 use crate::params::ERROR_VARIANCE;
 use crate::wire::{pack_poly, unpack_poly, SEED_LEN};
-use crate::{Ciphertext, HeError, HeParams, PlainPoly, SecretKey};
 
 /// Bound on every coefficient of a fresh encryption's noise: fhe's centered
 /// binomial error is at most `2·VARIANCE` = 22 in absolute value, and the
@@ -218,7 +222,7 @@ fn flood_poly(
 
 /// `Σ cts[i] · pts[i]` for 2-part ciphertexts at the query level, in one
 /// fused pass per part: the linear step of an additive evaluation, without
-/// an [`crate::Evaluator`] (so without a relinearization key).
+/// an [`crate::eval::Evaluator`] (so without a relinearization key).
 pub fn dot_plain(cts: &[&Ciphertext], pts: &[&PlainPoly]) -> Result<Ciphertext, HeError> {
     let (Some(first), true) = (cts.first(), cts.len() == pts.len()) else {
         return Err(HeError::DotLengths {
@@ -275,7 +279,7 @@ impl Ciphertext {
 
 impl PlainPoly {
     /// Up to `n` slot values (each below `t`, missing slots 0) as a
-    /// plaintext ready for [`dot_plain`] and [`crate::Evaluator::dot`]: one
+    /// plaintext ready for [`dot_plain`] and [`crate::eval::Evaluator::dot`]: one
     /// inverse batching transform mod t, the centered lift (coefficients in
     /// `(-t/2, t/2]`, the smallest noise growth) and one NTT per modulus.
     pub fn from_slots(params: &HeParams, slots: &[u64]) -> Result<Self, HeError> {
@@ -299,7 +303,7 @@ mod tests {
         assert!(!p.has_key_switching());
         let sk = SecretKey::generate(&p).unwrap();
         assert_eq!(
-            crate::RelinKey::generate(&sk).unwrap_err(),
+            crate::keys::RelinKey::generate(&sk).unwrap_err(),
             HeError::NoKeySwitching
         );
         assert_eq!(

@@ -4,8 +4,11 @@ use std::fmt;
 
 use fhe::bfv::Ciphertext as FheCiphertext;
 
-use crate::wire::SEED_LEN;
-use crate::{HeError, HeParams};
+use crate::error::HeError;
+use crate::params::HeParams;
+
+/// Length of the seeds from which uniform polynomials are expanded.
+pub const SEED_LEN: usize = 32;
 
 /// A BFV ciphertext: two polynomials (three after an unrelinearized product)
 /// in NTT form, modulo the moduli of its level.
@@ -56,8 +59,8 @@ impl Ciphertext {
         self.params.moduli().len() - held
     }
 
-    /// Number of polynomials: 2 normally, 3 after [`crate::Evaluator::mul_lazy`]
-    /// or [`crate::Evaluator::mul_prepared_lazy`] (and sums including those).
+    /// Number of polynomials: 2 normally, 3 after [`crate::eval::Evaluator::mul_lazy`]
+    /// or [`crate::eval::Evaluator::mul_prepared_lazy`] (and sums including those).
     pub fn parts(&self) -> usize {
         self.inner.len()
     }

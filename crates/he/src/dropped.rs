@@ -22,9 +22,11 @@
 use fhe::bfv::Ciphertext as FheCiphertext;
 use fhe_math::rq::{traits::TryConvertFrom, Poly, Representation};
 
+use crate::ciphertext::Ciphertext;
 use crate::error::backend;
+use crate::error::HeError;
 use crate::pack::{bit_width, pack_into, packed_len, unpack_checked};
-use crate::{Ciphertext, HeError, HeParams};
+use crate::params::HeParams;
 
 /// Noise budget, in bits, the parameter selection (`he_psi::select`) keeps
 /// in the worst case it accepts; [`safe_drop_bits`] assumes a result may

@@ -12,8 +12,9 @@ use std::fmt;
 use fhe_math::rq::{traits::TryConvertFrom, Poly, Representation};
 
 use crate::error::backend;
+use crate::error::HeError;
 use crate::pack::{bit_width, pack_into, packed_len, unpack_checked};
-use crate::{HeError, HeParams};
+use crate::params::HeParams;
 
 /// One slot vector stored as its plaintext polynomial `m(x)`: `n`
 /// coefficients mod t, `ceil(log2 t)` bits each.
@@ -83,7 +84,7 @@ impl CompactPoly {
         Ok(params.coeffs_to_slots(self.coefficients(params)?))
     }
 
-    /// Lifts `m(x)` to the query level in NTT form, for [`crate::Evaluator::dot`].
+    /// Lifts `m(x)` to the query level in NTT form, for [`crate::eval::Evaluator::dot`].
     ///
     /// Coefficients are lifted *centered*, into `(-t/2, t/2]`: a ciphertext
     /// times `m` gains noise proportional to the size of `m`'s coefficients,

@@ -35,7 +35,7 @@ pub enum HeError {
     #[error("need at least one coefficient modulus")]
     NoModuli,
     /// Relinearization asked of parameters without a key-switching prime
-    /// ([`crate::HeParams::without_key_switching`]).
+    /// ([`crate::params::HeParams::without_key_switching`]).
     #[error("these parameters have no key-switching prime, so no relinearization key")]
     NoKeySwitching,
     /// A flooding bound too large for the ciphertext modulus.

@@ -13,10 +13,12 @@ use prost::Message;
 use rand09::RngCore;
 use zeroize::{Zeroize, Zeroizing};
 
+use crate::ciphertext::Ciphertext;
+use crate::ciphertext::SEED_LEN;
 use crate::error::backend;
+use crate::error::HeError;
+use crate::params::HeParams;
 use crate::params::ERROR_VARIANCE;
-use crate::wire::SEED_LEN;
-use crate::{wire, Ciphertext, HeError, HeParams};
 
 /// The client's BFV secret key, with coefficients uniform in {-1, 0, 1}.
 ///
@@ -232,19 +234,6 @@ impl RelinKey {
             params: params.clone(),
             inner,
         })
-    }
-
-    /// Compact encoding, [`wire::relin_key_size`] bytes.
-    pub fn to_bytes(&self) -> Result<Vec<u8>, HeError> {
-        wire::encode_relin_key(self)
-    }
-
-    /// Decodes [`RelinKey::to_bytes`] output, checking length and ranges.
-    pub fn from_bytes(params: &HeParams, bytes: &[u8]) -> Result<Self, HeError> {
-        if !params.has_key_switching() {
-            return Err(HeError::NoKeySwitching);
-        }
-        wire::decode_relin_key(params, bytes)
     }
 
     /// The parameters of this key.

@@ -9,9 +9,9 @@ use fhe_math::rq::Context;
 use fhe_math::zq::{primes::generate_prime, Modulus};
 
 use crate::error::backend;
+use crate::error::HeError;
 use crate::pack::bit_width;
 use crate::security::{check_128, max_bits_128};
-use crate::HeError;
 
 /// Error variance of fhe's centered binomial noise. fhe's default, 10, is
 /// σ ≈ 3.16, just under the σ = 3.2 the security table assumes; 11 (σ ≈ 3.32)
@@ -65,7 +65,7 @@ impl HeParams {
     /// sums, public-key encryption; no ciphertext products): no special
     /// prime, so fresh ciphertexts use *all* moduli (the query level is 0)
     /// and the whole 128-bit budget goes to the ciphertext modulus.
-    /// [`crate::RelinKey::generate`] refuses them.
+    /// [`crate::keys::RelinKey::generate`] refuses them.
     ///
     /// Same checks as [`HeParams::new`], with at least one modulus.
     pub fn without_key_switching(

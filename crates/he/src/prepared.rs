@@ -20,8 +20,9 @@ use fhe_math::rq::{dot_product, traits::TryConvertFrom, Context, Poly, Represent
 use fhe_math::zq::primes::generate_prime;
 
 use crate::error::backend;
+use crate::error::HeError;
+use crate::params::HeParams;
 use crate::scale::{rows, RnsScaler};
-use crate::{HeError, HeParams};
 use num_bigint::BigUint;
 
 /// The extended basis of ct×ct products at the query level and the scalers
@@ -166,7 +167,7 @@ pub(crate) fn extended_moduli(params: &HeParams, base: &[u64]) -> Result<Vec<u64
 }
 
 /// A query-level ciphertext lifted once into the extended product basis, for
-/// [`crate::Evaluator::mul_prepared`].
+/// [`crate::eval::Evaluator::mul_prepared`].
 ///
 /// Worth it for a factor of two or more products: preparing one ciphertext
 /// is half the extension work of a plain product (which extends both

@@ -20,7 +20,7 @@ use fhe_math::zq::Modulus;
 use num_bigint::BigUint;
 
 use crate::error::backend;
-use crate::HeError;
+use crate::error::HeError;
 
 /// A 256-bit two's-complement accumulator as `(low, high)` 128-bit halves.
 #[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
@@ -298,8 +298,8 @@ mod tests {
     use rand09::Rng;
 
     use super::*;
+    use crate::params::HeParams;
     use crate::prepared::extended_moduli;
-    use crate::HeParams;
 
     /// Bit-identical to fhe-math's scaler on random coefficients and on the
     /// extremes, for the shapes psikit uses (2 to 5 query moduli, t from 16

@@ -10,10 +10,10 @@
 //! included, because the relinearization key is an RLWE sample modulo that
 //! full product.
 //!
-//! The table assumes a ternary secret, which is why [`crate::SecretKey`]
+//! The table assumes a ternary secret, which is why [`crate::keys::SecretKey`]
 //! samples one instead of fhe's default centered-binomial secret.
 
-use crate::HeError;
+use crate::error::HeError;
 
 /// `(n, max total bits of all coefficient moduli)` for 128-bit security.
 pub const MAX_BITS_128: [(usize, usize); 6] = [

@@ -13,7 +13,7 @@
 //! | query ciphertext (fresh, query level) | seed (32) ‖ c0 | `32 + n/8 · Σ_{i<k} bits(q_i)` |
 //! | result ciphertext (lowest level) | c0 ‖ c1 | `2 · n/8 · bits(q_1)` |
 //! | relinearization key | seed (32) ‖ k × key c0 over all `k+1` moduli | `32 + k · n/8 · Σ_{i≤k} bits(q_i)` |
-//! | public key ([`crate::PublicKey`]) | seed (32) ‖ b over all moduli | `32 + n/8 · Σ_i bits(q_i)` |
+//! | public key ([`crate::additive::PublicKey`]) | seed (32) ‖ b over all moduli | `32 + n/8 · Σ_i bits(q_i)` |
 //! | result ciphertext, `d` low bits dropped ([`encode_result_ct_dropped`]) | c0 ‖ c1, power basis, `round(c/2^d)` | `2 · n/8 · (bits(q_1) - d)` |
 //!
 //! The seeds let the receiver regenerate the uniform polynomials (`c1` of a
@@ -35,12 +35,14 @@ pub use crate::dropped::{
     decode_result_ct_dropped, encode_result_ct_dropped, result_ct_size_dropped, safe_drop_bits,
 };
 
+use crate::ciphertext::Ciphertext;
 use crate::error::backend;
+use crate::error::HeError;
+use crate::keys::RelinKey;
 use crate::pack::{bit_width, pack_into, packed_len, unpack_checked};
-use crate::{Ciphertext, HeError, HeParams, RelinKey};
+use crate::params::HeParams;
 
-/// Length of the seeds from which uniform polynomials are expanded.
-pub const SEED_LEN: usize = 32;
+pub use crate::ciphertext::SEED_LEN;
 
 /// Bytes of one packed polynomial at `level`.
 pub(crate) fn poly_size(params: &HeParams, level: usize) -> usize {
@@ -56,7 +58,7 @@ pub fn query_ct_size(params: &HeParams) -> usize {
     SEED_LEN + poly_size(params, params.query_level())
 }
 
-/// Exact size of [`crate::PublicKey::to_bytes`] output: the seed and one
+/// Exact size of [`crate::additive::PublicKey::to_bytes`] output: the seed and one
 /// polynomial over all moduli.
 pub fn public_key_size(params: &HeParams) -> usize {
     SEED_LEN + poly_size(params, 0)
@@ -100,7 +102,7 @@ pub fn relin_key_size(params: &HeParams) -> usize {
     SEED_LEN + components * poly_size(params, 0)
 }
 
-/// Encodes a fresh ciphertext from [`crate::SecretKey::encrypt_slots`] as
+/// Encodes a fresh ciphertext from [`crate::keys::SecretKey::encrypt_slots`] as
 /// seed and `c0`. Fails for anything that went through an operation, since
 /// that loses the seed.
 pub fn encode_query_ct(ct: &Ciphertext) -> Result<Vec<u8>, HeError> {
@@ -128,7 +130,7 @@ pub fn decode_query_ct(params: &HeParams, bytes: &[u8]) -> Result<Ciphertext, He
 }
 
 /// Encodes a 2-part ciphertext at the lowest level (an evaluation result
-/// after [`crate::Evaluator::to_lowest`]).
+/// after [`crate::eval::Evaluator::to_lowest`]).
 pub fn encode_result_ct(ct: &Ciphertext) -> Result<Vec<u8>, HeError> {
     ct.check_shape("result ciphertext", ct.params.lowest_level(), 2)?;
     let mut out = Vec::with_capacity(result_ct_size(&ct.params));
@@ -149,10 +151,27 @@ pub fn decode_result_ct(params: &HeParams, bytes: &[u8]) -> Result<Ciphertext, H
     Ok(Ciphertext::new(params, inner))
 }
 
+/// The relinearization key's wire form, here beside its codec (so that
+/// `keys.rs` does not depend on this file, which depends on it).
+impl RelinKey {
+    /// Compact encoding, [`relin_key_size`] bytes.
+    pub fn to_bytes(&self) -> Result<Vec<u8>, HeError> {
+        encode_relin_key(self)
+    }
+
+    /// Decodes [`RelinKey::to_bytes`] output, checking length and ranges.
+    pub fn from_bytes(params: &HeParams, bytes: &[u8]) -> Result<Self, HeError> {
+        if !params.has_key_switching() {
+            return Err(HeError::NoKeySwitching);
+        }
+        decode_relin_key(params, bytes)
+    }
+}
+
 /// Relinearization key: its seed and the `c0` of each key component. fhe only
 /// exposes these through its protobuf, so they are read back from there (our
 /// own bytes, trusted).
-pub(crate) fn encode_relin_key(key: &RelinKey) -> Result<Vec<u8>, HeError> {
+fn encode_relin_key(key: &RelinKey) -> Result<Vec<u8>, HeError> {
     let params = &key.params;
     let ksk = RelinearizationKeyProto::from(&key.inner)
         .ksk
@@ -177,7 +196,7 @@ pub(crate) fn encode_relin_key(key: &RelinKey) -> Result<Vec<u8>, HeError> {
 
 /// Decodes a relinearization key. After our own checks the key is rebuilt
 /// through fhe's protobuf path with levels we set, not ones from the peer.
-pub(crate) fn decode_relin_key(params: &HeParams, bytes: &[u8]) -> Result<RelinKey, HeError> {
+fn decode_relin_key(params: &HeParams, bytes: &[u8]) -> Result<RelinKey, HeError> {
     const WHAT: &str = "relinearization key";
     check_len(WHAT, relin_key_size(params), bytes)?;
     let (seed, rest) = bytes.split_at(SEED_LEN);

@@ -37,8 +37,10 @@ use sha2::{Digest, Sha256, Sha512};
 use subtle::{Choice, ConditionallySelectable};
 use zeroize::{Zeroize, ZeroizeOnDrop, Zeroizing};
 
+use crate::choice::ChoiceBits;
+use crate::error::OtError;
 use crate::messages::{abort, malformed, BaseReceiverMessage, BaseSenderMessage, MAX_BASE_OTS};
-use crate::{ChoiceBits, OtError, SessionId};
+use crate::session::SessionId;
 
 /// The sender's outputs: two random 128-bit keys per OT.
 #[derive(Clone, Zeroize, ZeroizeOnDrop)]

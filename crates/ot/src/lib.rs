@@ -70,74 +70,24 @@
 pub mod aes_hash;
 pub mod base;
 pub mod choice;
+mod error;
 pub mod ext;
 pub mod gather;
 pub mod gf128;
 pub mod kk13;
 mod matrix;
 pub mod messages;
+mod session;
 pub mod silent;
 pub mod transpose;
 
 pub use base::{BaseReceiverOutput, BaseSenderOutput};
 pub use choice::ChoiceBits;
+pub use error::OtError;
 pub use ext::{
     Confirm, ExtConfig, OtExtReceiver, OtExtSender, RandomReceiverOts, RandomSenderOts,
     ReceiverOts, Security, SenderOts,
 };
 pub use kk13::{Kk13Receiver, Kk13ReceiverOts, Kk13Sender, Kk13SenderOts};
 pub use messages::{kind, PROTOCOL_ID};
-
-use psikit_transport::TransportError;
-use sha2::{Digest, Sha256};
-use thiserror::Error;
-
-/// Everything that can go wrong in the OT layer.
-#[derive(Debug, Error)]
-pub enum OtError {
-    #[error(transparent)]
-    Transport(#[from] TransportError),
-    #[error("malformed OT message: {0}")]
-    Malformed(String),
-    #[error("peer sent an invalid group element in {0}")]
-    InvalidPoint(&'static str),
-    #[error("the peer's request does not match ours: {0}")]
-    Mismatch(String),
-    #[error("KOS consistency check failed: the receiver's matrix is not consistent with one choice vector")]
-    ConsistencyCheck,
-    #[error(
-        "silent OT consistency check failed: the sender's GGM trees are not consistent with one Δ"
-    )]
-    SilentCheck,
-    #[error("invalid argument: {0}")]
-    InvalidArgument(String),
-    #[error("this OT instance failed earlier and can no longer be used")]
-    Poisoned,
-}
-
-/// A 32-byte session identifier, bound into every hash, KDF and PRG key of
-/// the OT layer so that two sessions (or two sub-protocols of one session)
-/// never share randomness. Build it from a transcript or an agreed nonce.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub struct SessionId(pub [u8; 32]);
-
-impl SessionId {
-    /// Hashes arbitrary bytes into a session id.
-    pub fn new(bytes: &[u8]) -> Self {
-        let mut h = Sha256::new();
-        h.update(b"psikit-ot/session/v1");
-        h.update((bytes.len() as u64).to_be_bytes());
-        h.update(bytes);
-        Self(h.finalize().into())
-    }
-
-    /// A distinct id for a named sub-protocol of this session.
-    pub fn derive(&self, label: &str) -> Self {
-        let mut h = Sha256::new();
-        h.update(b"psikit-ot/session-derive/v1");
-        h.update(self.0);
-        h.update((label.len() as u64).to_be_bytes());
-        h.update(label.as_bytes());
-        Self(h.finalize().into())
-    }
-}
+pub use session::SessionId;

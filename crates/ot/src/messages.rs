@@ -28,7 +28,7 @@
 use psikit_transport::wire::{DecodeError, Reader, Writer};
 use psikit_transport::{Channel, ErrorCode, ErrorMessage, Frame, Message, ProtocolId};
 
-use crate::OtError;
+use crate::error::OtError;
 
 /// Most base OTs one batch may carry (bounds the receiver's message).
 pub const MAX_BASE_OTS: usize = 1 << 16;

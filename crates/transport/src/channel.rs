@@ -8,8 +8,8 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use crate::codec::Message;
+use crate::error::TransportError;
 use crate::frame::{header, ErrorMessage, Frame, HEADER_LEN, WIRE_VERSION};
-use crate::TransportError;
 
 /// Limits applied to everything a channel receives.
 #[derive(Debug, Clone, Copy)]

@@ -7,9 +7,9 @@
 //! Decoding is strict: every count is bounded before anything is
 //! allocated, and trailing bytes are an error.
 
+use crate::frame::Frame;
 use crate::ids::ProtocolId;
 use crate::wire::{DecodeError, Reader, Writer};
-use crate::Frame;
 
 /// A wire message of one protocol.
 pub trait Message: Sized {

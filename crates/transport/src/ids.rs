@@ -1,5 +1,5 @@
 //! The one table of protocol ids: the `protocol` byte of every
-//! [`crate::Frame`]. Each protocol family takes one id here and defines its
+//! [`crate::frame::Frame`]. Each protocol family takes one id here and defines its
 //! message kinds itself; a server routes frames by this byte. Ids are part
 //! of the wire format: never renumber one, only add.
 

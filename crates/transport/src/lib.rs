@@ -16,6 +16,7 @@
 
 pub mod channel;
 pub mod codec;
+mod error;
 pub mod frame;
 pub mod ids;
 pub mod net;
@@ -25,44 +26,9 @@ pub mod wire;
 
 pub use channel::{Channel, Limits};
 pub use codec::Message;
+pub use error::TransportError;
 pub use frame::{ErrorCode, ErrorMessage, Frame};
 pub use ids::ProtocolId;
 pub use step::Stepper;
 pub use text::shown;
 pub use wire::{DecodeError, Reader, Writer};
-
-use thiserror::Error;
-
-/// Everything that can go wrong moving messages.
-#[derive(Debug, Error)]
-pub enum TransportError {
-    #[error("network error: {0}")]
-    Io(#[from] std::io::Error),
-    #[error("cannot listen on {0}: {1}")]
-    Bind(String, std::io::Error),
-    #[error("cannot connect to {0}: {1}")]
-    Connect(String, std::io::Error),
-    #[error("timed out {0}")]
-    Timeout(&'static str),
-    #[error("connection closed by peer")]
-    Closed,
-    #[error("peer sent a {len}-byte message; the limit is {max} bytes")]
-    FrameTooLarge { len: u64, max: u32 },
-    #[error("peer announced a {len}-byte transfer; the limit is {max} bytes")]
-    TransferTooLarge { len: u64, max: u64 },
-    #[error("peer speaks wire version {got}; this build speaks version {want}")]
-    Version { got: u8, want: u8 },
-    #[error("malformed message: {0}")]
-    Malformed(&'static str),
-    #[error("unexpected message (protocol {protocol}, kind {kind})")]
-    Unexpected { protocol: u8, kind: u8 },
-    #[error("malformed message: {0}")]
-    Decode(#[from] DecodeError),
-    /// The peer's error frame; its text is shown escaped ([`text`]).
-    #[error("peer said ({:?}): {}", .0.code, shown(&.0.text))]
-    Peer(ErrorMessage),
-    #[error("TLS configuration: {0}")]
-    TlsConfig(String),
-    #[error("TLS: {0}")]
-    Tls(String),
-}

@@ -18,7 +18,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::{TlsAcceptor, TlsConnector};
 
 use crate::channel::{Channel, Limits};
-use crate::TransportError;
+use crate::error::TransportError;
 
 /// PEM files configuring the server's TLS.
 #[derive(Debug, Clone)]

@@ -22,7 +22,7 @@ use std::task::{Context, Poll, Waker};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use crate::{Channel, Limits};
+use crate::channel::{Channel, Limits};
 
 /// One party of a protocol, stepped by hand. See the [module docs](self).
 pub struct Stepper<T> {
@@ -153,7 +153,8 @@ impl AsyncWrite for Pipe {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Frame, TransportError};
+    use crate::error::TransportError;
+    use crate::frame::Frame;
 
     /// Echoes `rounds` frames back, each with its kind incremented.
     async fn echo(mut ch: Channel, rounds: u8) -> Result<u8, TransportError> {

@@ -12,10 +12,11 @@ use super::config::{Security, BASE_OTS, KOS_EXTRA_ROWS, MAX_OTS};
 use super::outputs::{hash_in_place, RowHash};
 use crate::aes_hash::Prg;
 use crate::base::run_in;
+use crate::error::OtError;
 use crate::gf128::ColumnSums;
 use crate::matrix::SUB_BATCH;
 use crate::messages::{ExtHeader, Mode};
-use crate::{OtError, SessionId};
+use crate::session::SessionId;
 
 /// Rows of the matrix for `n` OTs: padded to 128, plus KOS's mask rows.
 pub(super) fn total_rows(n: usize, security: Security) -> Result<usize, OtError> {

@@ -8,9 +8,9 @@ use psikit_transport::frame::HEADER_LEN;
 use psikit_transport::Channel;
 
 use super::outputs::RowHash;
+use crate::error::OtError;
 use crate::matrix::SUB_BATCH;
 use crate::messages::{Mode, KOS_CONFIRMED, KOS_UNCONFIRMED};
-use crate::OtError;
 
 /// Base OTs (and matrix columns) of the 1-out-of-2 extension.
 pub const BASE_OTS: usize = 128;

@@ -9,8 +9,8 @@ use zeroize::{Zeroize, Zeroizing};
 
 use crate::aes_hash::{cr, cr_many, tccr, tccr_many};
 use crate::base::{BaseReceiverOutput, BaseSenderOutput};
+use crate::choice::ChoiceBits;
 use crate::matrix::SUB_BATCH;
-use crate::ChoiceBits;
 
 /// Which hash turns a correlated row into a random-OT message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -17,11 +17,13 @@ use super::outputs::{hash_in_place, RowRecycler};
 use super::outputs::{RandomReceiverOts, ReceiverOts};
 use crate::aes_hash::Prg;
 use crate::base::{self, run_in, BaseSenderOutput};
+use crate::choice::ChoiceBits;
+use crate::error::OtError;
 use crate::gf128;
 use crate::matrix::{frames, receiver_columns, SUB_BATCH};
 use crate::messages::{abort, block_from_le, encode_blocks, kind, ExtHeader, PROTOCOL_ID};
+use crate::session::SessionId;
 use crate::transpose::transpose_128xn;
-use crate::{ChoiceBits, OtError, SessionId};
 
 /// Packed choice bytes as 128-bit blocks.
 fn bytes_to_blocks(bytes: &[u8]) -> Vec<u128> {

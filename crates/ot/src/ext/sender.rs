@@ -17,10 +17,12 @@ use super::outputs::{hash_flipped, hash_in_place, RowRecycler};
 use super::outputs::{RandomSenderOts, SenderOts};
 use crate::aes_hash::Prg;
 use crate::base::{self, run_in, BaseReceiverOutput};
+use crate::choice::ChoiceBits;
+use crate::error::OtError;
 use crate::matrix::{frames, sender_columns, SUB_BATCH};
 use crate::messages::{abort, decode_blocks, kind, ExtHeader, PROTOCOL_ID};
+use crate::session::SessionId;
 use crate::transpose::transpose_128xn;
-use crate::{ChoiceBits, OtError, SessionId};
 
 /// The extension sender: holds `Δ` and one PRG per base OT.
 pub struct OtExtSender {

@@ -1,9 +1,10 @@
 use super::receiver::Cheat;
 use super::*;
+use crate::choice::ChoiceBits;
+use crate::error::OtError;
 use crate::messages::Mode;
 use crate::messages::{kind, ExtHeader, PROTOCOL_ID};
-use crate::OtError;
-use crate::{ChoiceBits, SessionId};
+use crate::session::SessionId;
 use psikit_transport::Channel;
 use psikit_transport::{ErrorCode, Frame, Limits, TransportError};
 use rand::rngs::StdRng;

@@ -8,9 +8,10 @@ use sha2::{Digest, Sha256};
 use zeroize::Zeroize;
 
 use crate::aes_hash::Prg;
+use crate::error::OtError;
 use crate::ext::MAX_OTS;
+use crate::session::SessionId;
 use crate::transpose::transpose_128xn;
-use crate::{OtError, SessionId};
 
 /// Code length, and so the number of base OTs KK13 uses.
 pub const CODE_BITS: usize = 256;

@@ -16,7 +16,7 @@
 //! * Base OTs: 256 (one per code bit), either fresh Masny-Rindal OTs
 //!   ([`Kk13Sender::setup`]) or random OTs from a 1-out-of-2 extension in
 //!   which the KK13 *sender* was the *receiver*
-//!   ([`crate::ReceiverOts::to_base_receiver`], no public-key work).
+//!   ([`crate::ext::ReceiverOts::to_base_receiver`], no public-key work).
 //! * Hash: the inputs are 256 bits, so the 128-bit fixed-key hashes do not
 //!   apply directly (and XOR-ing two 128-bit hashes of the halves would allow
 //!   a 2^64 meet-in-the-middle search on outputs). We use SHA-256 (random

@@ -3,11 +3,12 @@
 use super::code::*;
 use crate::aes_hash::Prg;
 use crate::base::{self, run_in, BaseSenderOutput};
+use crate::error::OtError;
 use crate::ext::ExtConfig;
 use crate::matrix::{frames, receiver_columns, SUB_BATCH};
 use crate::messages::{kind, ExtHeader, Mode, PROTOCOL_ID};
+use crate::session::SessionId;
 use crate::transpose::transpose_nx128;
-use crate::{OtError, SessionId};
 use psikit_transport::{Channel, Frame};
 use rand::{CryptoRng, Rng, RngCore};
 use rayon::prelude::*;

@@ -3,10 +3,12 @@
 use super::code::*;
 use crate::aes_hash::Prg;
 use crate::base::{self, run_in, BaseReceiverOutput};
+use crate::choice::ChoiceBits;
+use crate::error::OtError;
 use crate::ext::{check_frame_rows, check_header_fields, ExtConfig};
 use crate::matrix::{frames, sender_columns, SUB_BATCH};
 use crate::messages::{abort, kind, ExtHeader, Mode, PROTOCOL_ID};
-use crate::{ChoiceBits, OtError, SessionId};
+use crate::session::SessionId;
 use psikit_transport::Channel;
 use rand::{CryptoRng, RngCore};
 use rayon::prelude::*;

@@ -1,9 +1,10 @@
 use super::code::*;
 use super::*;
+use crate::choice::ChoiceBits;
+use crate::error::OtError;
 use crate::ext::{ExtConfig, OtExtReceiver, OtExtSender, Security};
 use crate::messages::{kind, ExtHeader, Mode, PROTOCOL_ID};
-use crate::ChoiceBits;
-use crate::{OtError, SessionId};
+use crate::session::SessionId;
 use psikit_transport::{Channel, Frame, Limits};
 use rand::rngs::StdRng;
 use rand::SeedableRng;

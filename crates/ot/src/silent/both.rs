@@ -11,9 +11,9 @@ use super::params::{self, Noise, SilentParams};
 pub(super) fn plan(
     count: usize,
     noise: Noise,
-    sid: &crate::SessionId,
+    sid: &crate::session::SessionId,
     extensions: &mut u64,
-) -> Result<(Vec<SilentParams>, Vec<ggm::Tweaks>), crate::OtError> {
+) -> Result<(Vec<SilentParams>, Vec<ggm::Tweaks>), crate::error::OtError> {
     let shapes = params::parts(count)
         .into_iter()
         .map(|c| SilentParams::for_count(c, noise))
@@ -47,7 +47,7 @@ pub(super) fn concat<T: Copy + zeroize::DefaultIsZeroes>(
 }
 
 /// Runs `work` on the configuration's pool, or where we are.
-pub(super) fn run<T: Send>(config: &crate::ExtConfig, work: impl FnOnce() -> T + Send) -> T {
+pub(super) fn run<T: Send>(config: &crate::ext::ExtConfig, work: impl FnOnce() -> T + Send) -> T {
     match config.pool() {
         Some(pool) => pool.install(work),
         None => work(),

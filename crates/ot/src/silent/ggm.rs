@@ -26,7 +26,7 @@
 use rayon::prelude::*;
 
 use crate::aes_hash::permute_many;
-use crate::SessionId;
+use crate::session::SessionId;
 
 /// The tweaks of one part's trees: a 64-bit value unique to the session,
 /// the extension and the part, then the tree, level and side.

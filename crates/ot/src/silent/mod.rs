@@ -46,8 +46,8 @@
 //! 128-bit computational under dual LPN with regular noise at the
 //! parameters of [`params`], enforced in code, with either security:
 //!
-//! * [`Security::SemiHonest`](crate::Security): IKNP base correlations;
-//! * [`Security::Malicious`](crate::Security): KOS base correlations
+//! * [`Security::SemiHonest`](crate::ext::Security): IKNP base correlations;
+//! * [`Security::Malicious`](crate::ext::Security): KOS base correlations
 //!   (unconfirmed: a failed check reaches the receiver as an error frame
 //!   in place of the trees) and the consistency check of the trees
 //!   ([`check`]): after the trees, the receiver sends a challenge and the

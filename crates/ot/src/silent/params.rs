@@ -39,7 +39,7 @@
 //! does, so no caller (nor a peer proposing sizes) can weaken it. Silver
 //! codes are broken (RRT23) and are not offered.
 
-use crate::OtError;
+use crate::error::OtError;
 
 use super::code::{ExConvCode, WEIGHT};
 

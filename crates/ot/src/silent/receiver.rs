@@ -11,11 +11,13 @@ use super::code::Symbol;
 use super::ggm;
 use super::params::Noise;
 use super::params::SilentParams;
+use crate::choice::ChoiceBits;
+use crate::error::OtError;
 use crate::ext::Confirm;
+use crate::ext::{ExtConfig, OtExtReceiver, ReceiverOts, Security};
+use crate::gf128;
 use crate::messages::{abort, SilentChallenge, SilentCheck, SilentTrees};
-use crate::{
-    gf128, ChoiceBits, ExtConfig, OtError, OtExtReceiver, ReceiverOts, Security, SessionId,
-};
+use crate::session::SessionId;
 
 /// The silent receiver: base OTs once, then any number of extensions.
 pub struct SilentReceiver {

@@ -9,9 +9,12 @@ use super::check::{self, CHECK_OTS};
 use super::ggm;
 use super::params::Noise;
 use super::params::SilentParams;
+use crate::error::OtError;
 use crate::ext::Confirm;
+use crate::ext::{ExtConfig, OtExtSender, Security, SenderOts};
+use crate::gf128;
 use crate::messages::{SilentChallenge, SilentCheck, SilentTrees};
-use crate::{gf128, ExtConfig, OtError, OtExtSender, Security, SenderOts, SessionId};
+use crate::session::SessionId;
 
 /// An extension's base correlations: the random-OT messages (the trees'
 /// level keys) and the correlated values (the noise and check shares).

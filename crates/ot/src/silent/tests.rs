@@ -6,7 +6,10 @@ use rand::rngs::OsRng;
 
 use super::receiver::{CotOutput, VoleOutput};
 use super::*;
-use crate::{gf128, ExtConfig, OtError, Security, SessionId};
+use crate::error::OtError;
+use crate::ext::{ExtConfig, Security};
+use crate::gf128;
+use crate::session::SessionId;
 
 /// What each party got from one extension.
 enum Made {

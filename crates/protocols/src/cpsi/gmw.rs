@@ -149,8 +149,8 @@ async fn exchange(ch: &mut Channel, mine: &Bits, leader: bool) -> Result<Bits, E
         send(ch, KIND_OPEN, &mine.to_bytes()).await?;
     }
     let bytes = recv_exact(ch, KIND_OPEN, mine.len().div_ceil(8)).await?;
-    let theirs =
-        Bits::from_bytes(&bytes, mine.len()).ok_or(crate::error::Violation::Invalid("AND opening"))?;
+    let theirs = Bits::from_bytes(&bytes, mine.len())
+        .ok_or(crate::error::Violation::Invalid("AND opening"))?;
     if !leader {
         send(ch, KIND_OPEN, &mine.to_bytes()).await?;
     }
