@@ -244,7 +244,9 @@ mod tests {
     use psikit_primitives::oprf::ServerKey;
 
     use super::*;
-    use crate::filter_psi::{tags_for_items, FilterConfig, FilterSnapshot, ServerState};
+    use crate::filter_psi::config::FilterConfig;
+    use crate::filter_psi::server::FilterSnapshot;
+    use crate::filter_psi::state::{tags_for_items, ServerState};
 
     fn items(keys: &[Vec<u8>]) -> Vec<psikit_io::Item> {
         keys.iter()

@@ -20,7 +20,7 @@ use super::cache::{ClientCache, SyncKind, SyncOutcome};
 use super::client::QueryOutcome;
 use super::config::FilterConfig;
 use super::state::{tags_from_reader, ServerState, UpdateReport};
-use super::tag::Tag;
+use super::tag::{tag_from_output, Tag};
 use crate::common::connect::{block_on, with_busy_retry, Channel, Limits, ServerAddr};
 use crate::common::{advance, check_cancelled, oprf_stage, same_key_format, state_dir};
 use crate::common::{NoProgress, Progress};
@@ -95,7 +95,7 @@ pub fn setup_from_spool(
     let t = Instant::now();
     let tags: Vec<Tag> = oprf_stage::Spool::read_shard(spool, 0, 0)?
         .iter()
-        .flat_map(|batch| batch.outputs.iter().map(super::tag_from_output))
+        .flat_map(|batch| batch.outputs.iter().map(tag_from_output))
         .collect();
     let oprf_time = t.elapsed();
     let (state, duplicates, build_time) =

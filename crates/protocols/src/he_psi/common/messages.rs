@@ -341,7 +341,7 @@ mod tests {
     use super::*;
     use crate::codec_tests::{check_message, oprf_elements};
     use crate::he_psi::params::PsiParams;
-    use crate::he_psi::tests::PARAMS_256K;
+    use crate::he_psi::presets::apsi_preset;
 
     #[test]
     fn every_message_round_trips_with_its_layout_and_refuses_truncation_and_trailing_bytes() {
@@ -385,7 +385,7 @@ mod tests {
         .concat();
         check_message(&OprfResponse { evaluated }, 2, &layout);
 
-        let he = PsiParams::from_apsi_json(PARAMS_256K)
+        let he = PsiParams::from_apsi_json(apsi_preset("256K-1024").expect("shipped preset"))
             .unwrap()
             .he_params()
             .unwrap();

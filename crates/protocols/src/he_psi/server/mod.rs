@@ -2,7 +2,8 @@
 //! (`sender_db.rs`, `placement.rs`, `bundle.rs`), its file (`db_file.rs`),
 //! the homomorphic evaluation of a query (`eval.rs`, `sender.rs`: sans-IO,
 //! bytes of ciphertexts in, result packages out), the state directory
-//! (`state.rs`: OPRF key or shard description, database, id) and the
+//! (`state.rs`: OPRF key or shard description, `shard_info.rs`, database,
+//! id) and the
 //! network service (`service.rs`, [`HeService`]).
 //!
 //! Public: the service, the state a service serves ([`HeState`], with
@@ -17,6 +18,7 @@ pub(crate) mod placement;
 pub(crate) mod sender;
 pub(crate) mod sender_db;
 pub(crate) mod service;
+pub(crate) mod shard_info;
 pub(crate) mod state;
 
 pub use sender_db::{DbMemory, UpdateStats};

@@ -21,7 +21,7 @@ use crate::he_psi::params::PsiParams;
 use crate::he_psi::server::db_file;
 use crate::he_psi::server::sender::Sender;
 use crate::he_psi::server::sender_db::{DbEntry, DbMemory, SenderDb, UpdateStats};
-use crate::he_psi::shard::manifest::{ShardInfo, SHARD_FILE};
+use crate::he_psi::server::shard_info::{ShardInfo, SHARD_FILE};
 use crate::keyfile;
 
 /// The OPRF key's file in a database's (or a sharded one's router's)

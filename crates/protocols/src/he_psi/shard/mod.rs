@@ -3,8 +3,9 @@
 //! and a router in front that evaluates the OPRF itself and fans every
 //! query out to all shards at one epoch.
 //!
-//! * `manifest.rs`: the shard of an item, `shard.json` ([`ShardInfo`]) and
-//!   the router's `manifest.json` ([`Manifest`]);
+//! * `manifest.rs`: the shard of an item and the router's `manifest.json`
+//!   ([`Manifest`]); a shard's own `shard.json` ([`ShardInfo`]) is the
+//!   server's (`server/shard_info.rs`), which loads it;
 //! * `router.rs`: the router service ([`ShardRouter`]) and its per-query
 //!   trace ([`QueryTrace`]);
 //! * [`sharded`]: the build and update as stages a distributed engine can
@@ -17,5 +18,6 @@ pub mod probe;
 pub(crate) mod router;
 pub mod sharded;
 
-pub use manifest::{Manifest, ShardInfo};
+pub use crate::he_psi::server::shard_info::ShardInfo;
+pub use manifest::Manifest;
 pub use router::{QueryTrace, ShardRouter, ShardTrace, TraceSink};

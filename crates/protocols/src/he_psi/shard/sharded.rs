@@ -35,8 +35,9 @@ use crate::he_psi::facade::setup::{
 use crate::he_psi::params::PsiParams;
 use crate::he_psi::select::{Selection, SelectionInput};
 use crate::he_psi::server::sender_db::UpdateStats;
+use crate::he_psi::server::shard_info::{check_shard_count, ShardInfo};
 use crate::he_psi::server::state::{database_id, HeState, KEY_FILE};
-use crate::he_psi::shard::manifest::{check_shard_count, shard_of, Manifest, ShardInfo};
+use crate::he_psi::shard::manifest::{shard_of, Manifest};
 
 /// The router's directory inside a sharded database's directory.
 pub const ROUTER_DIR: &str = "router";
