@@ -61,7 +61,7 @@ pub async fn run_on(
 
 /// `role`'s run as a sans-IO state machine: push the peer's bytes in, take
 /// ours out, [`Stepper::advance`] until `Ready` (see
-/// `common::two_party::sender_stepper`).
+/// `crate::balanced::stepper`).
 pub fn stepper(
     role: Role,
     keys: Vec<Vec<u8>>,
