@@ -5,9 +5,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
-# Each protocol family builds alone (the features small deployments use).
+# Each protocol family builds alone (the features small deployments use),
+# with its tests.
 for family in filter he rr16 vole cpsi; do
     cargo clippy -p psikit-cli --no-default-features --features "$family" --locked -- -D warnings
+    cargo clippy -p psikit-protocols --no-default-features --features "$family" --all-targets --locked -- -D warnings
 done
 cargo test --workspace --locked
 # The fuzz corpus replayed through the fuzz targets' entry points (the

@@ -2,10 +2,7 @@
 
 use std::fmt::Debug;
 
-use psikit_primitives::oprf::{self, BlindedElement, EvaluatedElement, ServerKey};
 use psikit_transport::Message;
-use rand::rngs::StdRng;
-use rand::SeedableRng;
 
 /// Checks that `message` travels in a frame of its protocol and kind whose
 /// payload is exactly `payload` (the layout on the wire), that it decodes
@@ -44,8 +41,19 @@ where
     );
 }
 
-/// `n` valid blinded elements and their evaluations, from a fixed seed.
-pub(crate) fn oprf_elements(n: usize) -> (Vec<BlindedElement>, Vec<EvaluatedElement>) {
+/// `n` valid blinded elements and their evaluations, from a fixed seed
+/// (for the messages of the families with an OPRF server).
+#[cfg(feature = "unbalanced")]
+pub(crate) fn oprf_elements(
+    n: usize,
+) -> (
+    Vec<psikit_primitives::oprf::BlindedElement>,
+    Vec<psikit_primitives::oprf::EvaluatedElement>,
+) {
+    use psikit_primitives::oprf::{self, ServerKey};
+    use rand::rngs::StdRng;
+    use rand::SeedableRng;
+
     let mut rng = StdRng::seed_from_u64(7);
     let inputs: Vec<Vec<u8>> = (0..n).map(|i| vec![i as u8; 3]).collect();
     let (_, blinded) = oprf::blind_batch(&inputs, &mut rng).expect("blinding");

@@ -1,6 +1,8 @@
 //! End-to-end tests of the filter protocol over TCP on loopback, checked
 //! against the plaintext intersection, plus hostile and stale clients.
 
+#![cfg(feature = "filter")]
+
 use std::sync::Arc;
 use std::time::Duration;
 

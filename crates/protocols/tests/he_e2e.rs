@@ -2,6 +2,8 @@
 //! unlabeled databases, updates, and hostile clients, checked against the
 //! plaintext intersection.
 
+#![cfg(feature = "he")]
+
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;

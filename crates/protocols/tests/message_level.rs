@@ -4,6 +4,8 @@
 //! what a networked client finds; a bad request comes back as an error the
 //! client's step reports.
 
+#![cfg(all(feature = "filter", feature = "he"))]
+
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::task::Poll;

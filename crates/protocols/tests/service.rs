@@ -3,6 +3,8 @@
 //! refused for load is told the server is busy; both arrive before the
 //! connection closes.
 
+#![cfg(feature = "filter")]
+
 use std::sync::Arc;
 use std::time::Duration;
 

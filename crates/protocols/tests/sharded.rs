@@ -5,6 +5,8 @@
 //! the shards and the client got; a shard dying mid-answer fails the
 //! query (retryably, with no partial answer) and the next query succeeds.
 
+#![cfg(feature = "he")]
+
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
