@@ -40,12 +40,10 @@ use zeroize::Zeroizing;
 
 use crate::ciphertext::Ciphertext;
 use crate::encode::PlainPoly;
-use crate::error::backend;
-use crate::error::HeError;
+use crate::error::{backend, HeError};
 use crate::eval::part_dot;
 use crate::keys::SecretKey;
-use crate::params::HeParams;
-use crate::params::ERROR_VARIANCE;
+use crate::params::{HeParams, ERROR_VARIANCE};
 use crate::wire::{pack_poly, unpack_poly, SEED_LEN};
 
 /// Bound on every coefficient of a fresh encryption's noise: fhe's centered

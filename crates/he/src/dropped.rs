@@ -23,8 +23,7 @@ use fhe::bfv::Ciphertext as FheCiphertext;
 use fhe_math::rq::{traits::TryConvertFrom, Poly, Representation};
 
 use crate::ciphertext::Ciphertext;
-use crate::error::backend;
-use crate::error::HeError;
+use crate::error::{backend, HeError};
 use crate::pack::{bit_width, pack_into, packed_len, unpack_checked};
 use crate::params::HeParams;
 

@@ -9,12 +9,10 @@ use fhe_math::rq::{dot_product, traits::TryConvertFrom, Poly, Representation};
 
 use crate::ciphertext::Ciphertext;
 use crate::encode::PlainPoly;
-use crate::error::backend;
-use crate::error::HeError;
+use crate::error::{backend, HeError};
 use crate::keys::RelinKey;
 use crate::params::HeParams;
-use crate::prepared::Prepared;
-use crate::prepared::ProductBasis;
+use crate::prepared::{Prepared, ProductBasis};
 
 /// Multiplies, relinearizes, sums and mod-switches ciphertexts of one client.
 pub struct Evaluator {

@@ -13,12 +13,9 @@ use prost::Message;
 use rand09::RngCore;
 use zeroize::{Zeroize, Zeroizing};
 
-use crate::ciphertext::Ciphertext;
-use crate::ciphertext::SEED_LEN;
-use crate::error::backend;
-use crate::error::HeError;
-use crate::params::HeParams;
-use crate::params::ERROR_VARIANCE;
+use crate::ciphertext::{Ciphertext, SEED_LEN};
+use crate::error::{backend, HeError};
+use crate::params::{HeParams, ERROR_VARIANCE};
 
 /// The client's BFV secret key, with coefficients uniform in {-1, 0, 1}.
 ///

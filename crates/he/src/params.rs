@@ -8,8 +8,7 @@ use fhe_math::ntt::NttOperator;
 use fhe_math::rq::Context;
 use fhe_math::zq::{primes::generate_prime, Modulus};
 
-use crate::error::backend;
-use crate::error::HeError;
+use crate::error::{backend, HeError};
 use crate::pack::bit_width;
 use crate::security::{check_128, max_bits_128};
 

@@ -19,8 +19,7 @@ use std::sync::Arc;
 use fhe_math::rq::{dot_product, traits::TryConvertFrom, Context, Poly, Representation};
 use fhe_math::zq::primes::generate_prime;
 
-use crate::error::backend;
-use crate::error::HeError;
+use crate::error::{backend, HeError};
 use crate::params::HeParams;
 use crate::scale::{rows, RnsScaler};
 use num_bigint::BigUint;

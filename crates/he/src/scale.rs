@@ -19,8 +19,7 @@ use fhe_math::rq::Poly;
 use fhe_math::zq::Modulus;
 use num_bigint::BigUint;
 
-use crate::error::backend;
-use crate::error::HeError;
+use crate::error::{backend, HeError};
 
 /// A 256-bit two's-complement accumulator as `(low, high)` 128-bit halves.
 #[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]

@@ -36,8 +36,7 @@ pub use crate::dropped::{
 };
 
 use crate::ciphertext::Ciphertext;
-use crate::error::backend;
-use crate::error::HeError;
+use crate::error::{backend, HeError};
 use crate::keys::RelinKey;
 use crate::pack::{bit_width, pack_into, packed_len, unpack_checked};
 use crate::params::HeParams;

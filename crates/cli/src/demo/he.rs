@@ -21,8 +21,7 @@ use psikit_protocols::{Match, NoProgress};
 
 use super::args::DemoArgs;
 use super::common::{check, email_spec};
-use crate::he_cmd;
-use crate::report;
+use crate::{he_cmd, report};
 
 /// The HE demo's parameters: APSI's 256K-1024 set (n 4096, shipped as a
 /// preset), quick to build and query at the demo's size.

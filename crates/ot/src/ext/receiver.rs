@@ -13,8 +13,7 @@ use super::common::{
     total_rows,
 };
 use super::config::{Confirm, ExtConfig, Security, BASE_OTS};
-use super::outputs::{hash_in_place, RowRecycler};
-use super::outputs::{RandomReceiverOts, ReceiverOts};
+use super::outputs::{hash_in_place, RandomReceiverOts, ReceiverOts, RowRecycler};
 use crate::aes_hash::Prg;
 use crate::base::{self, run_in, BaseSenderOutput};
 use crate::choice::ChoiceBits;

@@ -13,8 +13,7 @@ use super::common::{
     frame_columns, prg_for, take_columns, total_rows,
 };
 use super::config::{Confirm, ExtConfig, Security, BASE_OTS};
-use super::outputs::{hash_flipped, hash_in_place, RowRecycler};
-use super::outputs::{RandomSenderOts, SenderOts};
+use super::outputs::{hash_flipped, hash_in_place, RandomSenderOts, RowRecycler, SenderOts};
 use crate::aes_hash::Prg;
 use crate::base::{self, run_in, BaseReceiverOutput};
 use crate::choice::ChoiceBits;

@@ -7,8 +7,9 @@
 use std::fmt::{self, Display};
 
 use super::config::CpsiConfig;
-use super::vocabulary::MAX_VALUE_COLUMNS;
-use super::vocabulary::{App, AppKind, Epc, OtKind, ParseError, Reveal, Role, Side};
+use super::vocabulary::{
+    App, AppKind, Epc, OtKind, ParseError, Reveal, Role, Side, MAX_VALUE_COLUMNS,
+};
 
 /// How a front end names its settings in a refusal: the command line's
 /// flags (`--value-columns`) or the Python bindings' keywords

@@ -13,8 +13,7 @@ use super::receiver::run_receiver;
 use super::sender::run_sender;
 pub use super::vocabulary::Role;
 use crate::common::connect::{block_on, Peer};
-use crate::common::two_party;
-use crate::common::{NoProgress, Progress};
+use crate::common::{two_party, NoProgress, Progress};
 use crate::error::Error;
 
 /// Runs `role` with `input` against the peer. A listening party calls

@@ -6,17 +6,17 @@ use psikit_transport::Channel;
 use rand::rngs::OsRng;
 use rand::Rng;
 
-use super::apps;
 use super::config::{CpsiConfig, Input};
 use super::hashing::{self, CuckooBins};
 use super::messages::Seeds;
-use super::opprf;
 use super::outcome::{check_opened, outcome, Meter, Outcome, Output, Phases, Shares};
 use super::rng::rng;
 use super::rot::Side;
-use super::steps::{aggregate, compare, hello, session_id};
-use super::steps::{STAGE_COMPARE, STAGE_HASHING, STAGE_OPPRF, STAGE_RESULT};
+use super::steps::{
+    aggregate, compare, hello, session_id, STAGE_COMPARE, STAGE_HASHING, STAGE_OPPRF, STAGE_RESULT,
+};
 use super::vocabulary::{App, Role};
+use super::{apps, opprf};
 use crate::common::Progress;
 use crate::error::Error;
 use crate::vole_psi::oprf::item_keys;

@@ -13,8 +13,9 @@ use super::opprf::{self, Program};
 use super::outcome::{check_opened, outcome, Meter, Outcome, Output, Phases, Shares};
 use super::rng::rng;
 use super::rot::Side;
-use super::steps::{aggregate, compare, hello, session_id};
-use super::steps::{STAGE_COMPARE, STAGE_HASHING, STAGE_OPPRF, STAGE_RESULT};
+use super::steps::{
+    aggregate, compare, hello, session_id, STAGE_COMPARE, STAGE_HASHING, STAGE_OPPRF, STAGE_RESULT,
+};
 use super::vocabulary::{App, Role};
 use crate::common::Progress;
 use crate::error::Error;

@@ -6,8 +6,7 @@ use std::time::{Duration, Instant};
 use psikit_transport::Channel;
 
 use super::cache::{ClientCache, SyncOutcome};
-use super::messages::PROTOCOL_ID;
-use super::messages::{QueryResponse, SyncHeader, SyncMode, KIND_SYNC_BODY};
+use super::messages::{QueryResponse, SyncHeader, SyncMode, KIND_SYNC_BODY, PROTOCOL_ID};
 use crate::error::Error;
 
 /// What a query found and what it cost.

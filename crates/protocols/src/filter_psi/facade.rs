@@ -22,8 +22,9 @@ use super::config::FilterConfig;
 use super::state::{tags_from_reader, ServerState, UpdateReport};
 use super::tag::{tag_from_output, Tag};
 use crate::common::connect::{block_on, with_busy_retry, Channel, Limits, ServerAddr};
-use crate::common::{advance, check_cancelled, oprf_stage, same_key_format, state_dir};
-use crate::common::{NoProgress, Progress};
+use crate::common::{
+    advance, check_cancelled, oprf_stage, same_key_format, state_dir, NoProgress, Progress,
+};
 use crate::error::{Error, Violation};
 
 /// What [`setup`] built.

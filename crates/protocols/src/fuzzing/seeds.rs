@@ -22,8 +22,7 @@ use crate::cpsi::epc::EpcSender;
 use crate::filter_psi::messages::{
     DeltaBody, FilterVersion, QueryRequest, QueryResponse, SyncHeader, SyncRequest,
 };
-use crate::filter_psi::FilterConfig;
-use crate::filter_psi::{ClientCache, FilterSnapshot, ServerState};
+use crate::filter_psi::{ClientCache, FilterConfig, FilterSnapshot, ServerState};
 use crate::he_psi::messages as he;
 use crate::he_psi::params::PsiParams;
 use crate::he_psi::server::sender_db::{DbEntry, SenderDb};

@@ -30,8 +30,7 @@
 
 use psikit_transport::{DecodeError, Message, ProtocolId, Reader, Writer};
 
-use crate::common::messages::byte_array_message;
-use crate::common::messages::wire_messages;
+use crate::common::messages::{byte_array_message, wire_messages};
 use crate::common::two_party::Hello;
 
 pub const PROTOCOL_ID: u8 = psikit_transport::ids::RR16;

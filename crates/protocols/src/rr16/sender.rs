@@ -15,8 +15,7 @@ use super::messages::{self as msg, Challenge, Response, PROTOCOL_ID};
 use super::params::Rr16Params;
 use super::session::{explained, fold, open, timed, Opened, OtSet, Phases};
 use crate::common::summaries::Summary;
-use crate::common::two_party;
-use crate::common::Progress;
+use crate::common::{two_party, Progress};
 use crate::error::Error;
 
 /// What the sender learned and what it cost.

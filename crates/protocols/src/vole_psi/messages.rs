@@ -23,8 +23,7 @@
 use psikit_transport::DecodeError;
 use rayon::prelude::*;
 
-use crate::common::messages::byte_array_message;
-use crate::common::messages::wire_messages;
+use crate::common::messages::{byte_array_message, wire_messages};
 use crate::common::two_party::Hello;
 
 pub const PROTOCOL_ID: u8 = psikit_transport::ids::VOLE_PSI;

@@ -11,8 +11,9 @@ use rand::rngs::OsRng;
 use rand::Rng;
 use rayon::prelude::*;
 
-use super::config::{exchange, session_id, Phases, VoleConfig};
-use super::config::{STAGE_OKVS, STAGE_SUMMARIES, STAGE_VOLE};
+use super::config::{
+    exchange, session_id, Phases, VoleConfig, STAGE_OKVS, STAGE_SUMMARIES, STAGE_VOLE,
+};
 use super::messages::{self as msg, Commitment, OkvsSeed, ReceiverOffset, SenderOffset};
 use super::oprf;
 use crate::common::two_party::hello;

@@ -7,8 +7,7 @@ use super::batch::{batch_index, to_outputs};
 use super::digits::{add_mod, decompose, minus_twice, uniform_mod};
 use super::messages::{EpcPublicKey, EpcReply, EpcSenderBatch};
 use super::params::EpcParams;
-use crate::error::Error;
-use crate::error::Violation;
+use crate::error::{Error, Violation};
 
 /// The receiver: the sender's public key and the parameters. Holds no
 /// per-batch state, so batches may be evaluated in any order and in

@@ -8,8 +8,7 @@ use super::batch::{batch_index, check_batch_len, to_outputs};
 use super::digits::decompose;
 use super::messages::{EpcPublicKey, EpcReply, EpcSenderBatch};
 use super::params::EpcParams;
-use crate::error::Error;
-use crate::error::Violation;
+use crate::error::{Error, Violation};
 
 /// The sender: its secret key and the parameters. Holds no per-batch
 /// state, so batches may be encrypted and replies decrypted in any order

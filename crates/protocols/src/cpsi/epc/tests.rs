@@ -9,8 +9,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use super::*;
-use crate::error::Error;
-use crate::error::Violation;
+use crate::error::{Error, Violation};
 
 /// The output lengths the paper uses (16: IKNP-GMW, KK-CGS; 22:
 /// Silent-GMW) and the two between.

@@ -11,8 +11,7 @@ use psikit_transport::Stepper;
 use rand::RngCore;
 
 use crate::common::connect::{block_on, with_busy_retry, Channel, Limits, ServerAddr};
-use crate::common::same_key_format;
-use crate::common::{Match, NoProgress, Progress};
+use crate::common::{same_key_format, Match, NoProgress, Progress};
 use crate::error::Error;
 use crate::he_psi::client::driver::{HeClient, QueryOutcome};
 

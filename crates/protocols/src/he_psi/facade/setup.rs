@@ -11,8 +11,7 @@ use std::time::{Duration, Instant};
 
 use psikit_io::{KeyReader, KeySpec, LabeledItem, ReadStats};
 
-use crate::common::Progress;
-use crate::common::{advance, check_cancelled, same_key_format, state_dir};
+use crate::common::{advance, check_cancelled, same_key_format, state_dir, Progress};
 use crate::error::Error;
 use crate::he_psi::params::PsiParams;
 use crate::he_psi::select::{self, Selection, SelectionInput};

@@ -24,8 +24,7 @@ use psikit_primitives::oprf::{Output, ServerKey};
 use serde::{Deserialize, Serialize};
 
 use crate::common::oprf_stage::{self, OutputBatch};
-use crate::common::Progress;
-use crate::common::{advance, check_cancelled, same_key_format, state_dir};
+use crate::common::{advance, check_cancelled, same_key_format, state_dir, Progress};
 use crate::error::Error;
 use crate::he_psi::common::hex::hex;
 use crate::he_psi::facade::setup::{
