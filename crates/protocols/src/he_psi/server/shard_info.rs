@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::common::files::write_atomic;
 use crate::error::Error;
-use crate::he_psi::common::hex::hex;
+use crate::he_psi::common::hex::{db_id_from_hex, hex};
 
 /// Most shards a database may have.
 pub const MAX_SHARDS: u32 = 1 << 12;
@@ -59,7 +59,7 @@ impl ShardInfo {
 
     /// The database id as bytes.
     pub fn db_id(&self) -> Result<[u8; 32], Error> {
-        unhex(&self.db_id)
+        db_id_from_hex(&self.db_id)
     }
 
     /// Reads `dir`'s `shard.json`, checking its fields.
@@ -104,18 +104,6 @@ pub(crate) fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), Err
 
 pub(crate) fn bad(path: &Path, what: String) -> Error {
     Error::StateFile(format!("{}: {what}", path.display()))
-}
-
-pub(crate) fn unhex(text: &str) -> Result<[u8; 32], Error> {
-    let bad = || Error::StateFile(format!("a database id is 64 hex digits, got {text:?}"));
-    if text.len() != 64 || !text.is_ascii() {
-        return Err(bad());
-    }
-    let mut out = [0u8; 32];
-    for (i, byte) in out.iter_mut().enumerate() {
-        *byte = u8::from_str_radix(&text[2 * i..2 * i + 2], 16).map_err(|_| bad())?;
-    }
-    Ok(out)
 }
 
 #[cfg(test)]

@@ -27,12 +27,12 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::error::Error;
-use crate::he_psi::common::hex::hex;
+use crate::he_psi::common::hex::{db_id_from_hex, hex};
 use crate::he_psi::common::shape::DbShape;
 use crate::he_psi::params::PsiParams;
 #[cfg(doc)]
 use crate::he_psi::server::shard_info::ShardInfo;
-use crate::he_psi::server::shard_info::{bad, check_shard_count, read_json, unhex, write_json};
+use crate::he_psi::server::shard_info::{bad, check_shard_count, read_json, write_json};
 
 /// A router directory's description of the shards.
 pub const MANIFEST_FILE: &str = "manifest.json";
@@ -89,7 +89,7 @@ impl Manifest {
 
     /// The database id as bytes.
     pub fn db_id(&self) -> Result<[u8; 32], Error> {
-        unhex(&self.db_id)
+        db_id_from_hex(&self.db_id)
     }
 
     pub fn shards(&self) -> u32 {
@@ -140,7 +140,7 @@ impl Manifest {
         if self.items.len() != self.bundle_counts.len() {
             return Err("item counts for another number of shards".into());
         }
-        unhex(&self.db_id).map_err(|_| "a malformed database id".to_string())?;
+        db_id_from_hex(&self.db_id).map_err(|_| "a malformed database id".to_string())?;
         let params = PsiParams::from_apsi_json(&self.params).map_err(|e| e.to_string())?;
         let shape = DbShape::new(&params, self.max_label_bytes).map_err(|e| e.to_string())?;
         let width = shape.bundle_idx_count();
