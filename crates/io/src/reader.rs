@@ -95,8 +95,8 @@ impl<R: io::Read> KeyReader<R> {
         Self::with_name(reader, spec, "<input>".to_owned())
     }
 
-    /// Shared constructor: reads the header once and builds the key plan.
-    fn with_name(reader: R, spec: &KeySpec, input: String) -> Result<Self> {
+    /// Reads from any byte source; errors call it `input` (a file name).
+    pub fn with_name(reader: R, spec: &KeySpec, input: String) -> Result<Self> {
         let mut csv = csv_reader(reader, spec);
         let headers = read_headers(&mut csv, spec, &input)?;
         let plan = KeyPlan::resolve(spec, headers.as_ref(), &input)?;
@@ -163,6 +163,12 @@ impl<R: io::Read> KeyReader<R> {
             }
         }
         Ok(None)
+    }
+
+    /// The byte source, once the input is read (a reader that hashed what
+    /// went through it gives its digest).
+    pub fn into_inner(self) -> R {
+        self.csv.into_inner()
     }
 
     /// Counters so far (final once [`next_batch`](Self::next_batch) returned 0).

@@ -23,6 +23,9 @@ pub enum Error {
     Input(#[from] psikit_io::Error),
     #[error("state file {0}")]
     StateFile(String),
+    /// A long two-party job's directory, spool files or terms.
+    #[error("job: {0}")]
+    Job(String),
     #[error("{0}")]
     Transport(#[from] TransportError),
     #[error("malformed message: {0}")]

@@ -23,6 +23,8 @@ pub mod cpsi;
 pub mod filter_psi;
 #[cfg(feature = "he")]
 pub mod he_psi;
+#[cfg(feature = "two-party")]
+pub mod jobs;
 #[cfg(feature = "rr16")]
 pub mod rr16;
 pub mod service;

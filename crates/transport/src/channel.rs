@@ -346,7 +346,7 @@ async fn within<T>(clocked: bool, limit: Duration, work: impl Future<Output = T>
 
 fn eof_is_truncation(e: std::io::Error) -> TransportError {
     if e.kind() == std::io::ErrorKind::UnexpectedEof {
-        TransportError::Malformed("connection closed in the middle of a message")
+        TransportError::Malformed(crate::error::CUT_SHORT)
     } else {
         e.into()
     }

@@ -39,3 +39,19 @@ pub enum TransportError {
     #[error("TLS: {0}")]
     Tls(String),
 }
+
+/// What a frame cut short by a closed connection reports.
+pub(crate) const CUT_SHORT: &str = "connection closed in the middle of a message";
+
+impl TransportError {
+    /// Whether the link failed (the connection closed, reset, timed out or
+    /// could not be made) rather than a peer that broke the protocol: what
+    /// a long job retries after reconnecting.
+    pub fn is_link_failure(&self) -> bool {
+        match self {
+            Self::Io(_) | Self::Connect(..) | Self::Timeout(_) | Self::Closed => true,
+            Self::Malformed(what) => *what == CUT_SHORT,
+            _ => false,
+        }
+    }
+}

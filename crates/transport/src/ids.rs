@@ -21,6 +21,10 @@ pub const RR16: ProtocolId = 4;
 pub const CIRCUIT_PSI: ProtocolId = 5;
 /// Balanced PSI from silent VOLE and an OKVS (Raghuraman-Rindal 2022).
 pub const VOLE_PSI: ProtocolId = 6;
+/// A long two-party job's own messages (its terms, the buckets both sides
+/// committed, the start of each bucket) around the runs of a balanced
+/// protocol, one per bucket.
+pub const JOB: ProtocolId = 7;
 
 /// A human name for a protocol id, for error messages.
 pub fn name(id: ProtocolId) -> &'static str {
@@ -32,6 +36,7 @@ pub fn name(id: ProtocolId) -> &'static str {
         RR16 => "RR16 PSI",
         CIRCUIT_PSI => "circuit PSI",
         VOLE_PSI => "VOLE PSI",
+        JOB => "bucketed job",
         _ => "unknown protocol",
     }
 }

@@ -19,18 +19,70 @@ pub fn write_atomic(
     path: &Path,
     write: impl FnOnce(&mut BufWriter<File>) -> std::io::Result<()>,
 ) -> Result<(), Error> {
-    let tmp = temporary_name(path);
-    let written = (|| {
-        let mut out = BufWriter::with_capacity(1 << 20, File::create(&tmp)?);
-        write(&mut out)?;
-        out.into_inner().map_err(|e| e.into_error())?.sync_all()
-    })();
-    if let Err(e) = written.and_then(|()| fs::rename(&tmp, path)) {
-        let _ = fs::remove_file(&tmp);
-        return Err(Error::io(path, e));
+    let mut file = AtomicFile::create(path)?;
+    let written = write(file.writer());
+    match written {
+        Ok(()) => file.commit(),
+        Err(e) => Err(Error::io(path, e)),
     }
-    sync_dir(path);
-    Ok(())
+}
+
+/// A file written in several steps that appears at its path only whole
+/// ([`commit`](Self::commit)), as [`write_atomic`] does for one closure:
+/// how the long-running jobs write their spool files and outputs.
+/// Dropped without a commit, it removes its temporary file.
+pub struct AtomicFile {
+    path: PathBuf,
+    tmp: PathBuf,
+    out: Option<BufWriter<File>>,
+}
+
+impl AtomicFile {
+    /// Starts writing what will become `path`, through a 1 MiB buffer.
+    pub fn create(path: &Path) -> Result<Self, Error> {
+        Self::with_buffer(path, 1 << 20)
+    }
+
+    /// [`create`](Self::create) with a buffer of `bytes` (many files open
+    /// at once each take a small one).
+    pub fn with_buffer(path: &Path, bytes: usize) -> Result<Self, Error> {
+        let tmp = temporary_name(path);
+        let file = File::create(&tmp).map_err(|e| Error::io(path, e))?;
+        Ok(Self {
+            path: path.to_owned(),
+            tmp,
+            out: Some(BufWriter::with_capacity(bytes, file)),
+        })
+    }
+
+    /// Where to write the contents.
+    pub fn writer(&mut self) -> &mut BufWriter<File> {
+        self.out
+            .as_mut()
+            .expect("an uncommitted file has its writer")
+    }
+
+    /// Flushes the contents to disk and renames them over the path; the
+    /// directory is synced so the rename survives a crash.
+    pub fn commit(mut self) -> Result<(), Error> {
+        let out = self.out.take().expect("an uncommitted file has its writer");
+        let done = out
+            .into_inner()
+            .map_err(|e| e.into_error())
+            .and_then(|f| f.sync_all())
+            .and_then(|()| fs::rename(&self.tmp, &self.path));
+        done.map_err(|e| Error::io(&self.path, e))?;
+        sync_dir(&self.path);
+        Ok(())
+    }
+}
+
+impl Drop for AtomicFile {
+    fn drop(&mut self) {
+        if self.out.is_some() {
+            let _ = fs::remove_file(&self.tmp);
+        }
+    }
 }
 
 /// `dir/.name.<random>.tmp` next to `path`.

@@ -14,6 +14,7 @@ use crate::cpsi::messages as cpsi;
 use crate::filter_psi::messages as filter;
 use crate::he_psi::messages as he;
 use crate::he_psi::params::PsiParams;
+use crate::jobs::terms as job;
 use crate::rr16::messages as rr16;
 use crate::vole_psi::messages as vole;
 
@@ -44,7 +45,22 @@ unbounded!(
     he::ParamsRequest,
     he::QueryDone,
     he::ShardQuery,
+    job::JobHello,
+    job::JobDone,
 );
+
+/// The job's bucket count, from the fuzz input's bound bytes.
+impl Fuzzed for job::Committed {
+    fn fuzz_bounds(bound: u16) -> u64 {
+        u64::from(bound)
+    }
+}
+
+impl Fuzzed for job::BucketStart {
+    fn fuzz_bounds(bound: u16) -> u64 {
+        u64::from(bound)
+    }
+}
 
 impl Fuzzed for filter::QueryRequest {
     fn fuzz_bounds(_: u16) -> u32 {

@@ -149,14 +149,15 @@ pub(crate) fn refused_by_peer(e: Error) -> Error {
 
 /// Why a hello is refused, in this side's terms (`here`) and the peer's
 /// (`there`).
-struct Refusal {
-    here: String,
-    there: String,
+#[derive(Debug)]
+pub(crate) struct Refusal {
+    pub(crate) here: String,
+    pub(crate) there: String,
 }
 
 impl Refusal {
     /// Tells the peer (best effort), then returns this side's error.
-    async fn tell(self, ch: &mut Channel, protocol: ProtocolId) -> Error {
+    pub(crate) async fn tell(self, ch: &mut Channel, protocol: ProtocolId) -> Error {
         let message = ErrorMessage::new(ErrorCode::BadRequest, self.there);
         ch.send_error(protocol, &message).await;
         Violation::Settings(self.here).into()
@@ -165,7 +166,7 @@ impl Refusal {
 
 /// A hello under the other balanced PSI's id: the peer chose the other
 /// `--protocol`.
-fn other_protocol(ours: ProtocolId, frame: &Frame) -> Option<Refusal> {
+pub(crate) fn other_protocol(ours: ProtocolId, frame: &Frame) -> Option<Refusal> {
     if frame.protocol == ours || frame.kind != Hello::<0>::KIND {
         return None;
     }
@@ -178,7 +179,7 @@ fn other_protocol(ours: ProtocolId, frame: &Frame) -> Option<Refusal> {
     })
 }
 
-fn mode_refusal(theirs: Mode, ours: Mode) -> Option<Refusal> {
+pub(crate) fn mode_refusal(theirs: Mode, ours: Mode) -> Option<Refusal> {
     let text = |a: Mode, b: Mode| {
         let mut parts = Vec::new();
         if a.malicious != b.malicious {
@@ -203,7 +204,7 @@ fn flag_differs(flag: &str, peer_has: bool) -> String {
     }
 }
 
-fn key_refusal(theirs: &str, ours: &str) -> Option<Refusal> {
+pub(crate) fn key_refusal(theirs: &str, ours: &str) -> Option<Refusal> {
     let text = |a: &str, b: &str| {
         format!(
             "the peer encodes its keys as \"{}\", this side as \"{}\": use the same key columns and the same --normalize on both sides",

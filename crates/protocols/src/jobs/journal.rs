@@ -1,0 +1,290 @@
+//! A job's directory (`--job-dir`): what the job agreed, the spooled
+//! input, the buckets and each committed bucket's result. Every file is
+//! written atomically and sealed with a SHA-256 digest; a bucket is
+//! committed by its result file appearing, so after a crash the journal
+//! holds exactly the buckets whose results were whole on disk.
+//!
+//! ```text
+//! job               the agreement and this side's terms (after the hello)
+//! input             the input's digest and row counts (after the first pass)
+//! keys.spool        every row's item key (after the first pass)
+//! buckets/NNNNN     the bucket files, then `buckets/split` once all are whole
+//! results/NNNNN     each committed bucket's matched rows
+//! ```
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use psikit_transport::{DecodeError, Reader, Writer};
+use sha2::{Digest, Sha256};
+
+use super::capacity::{Shape, MAX_BUCKETS};
+use super::terms::{Agreed, JobHello};
+use crate::balanced::{Protocol, Role};
+use crate::common::files::write_atomic;
+use crate::common::state_dir::{lock, StateLock};
+use crate::error::Error;
+
+const JOB_MAGIC: &[u8; 8] = b"PSIKJOB1";
+const INPUT_MAGIC: &[u8; 8] = b"PSIKINP1";
+const SPLIT_MAGIC: &[u8; 8] = b"PSIKSPT1";
+const RESULT_MAGIC: &[u8; 8] = b"PSIKRES1";
+
+/// What the first pass learned of the input.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct InputSummary {
+    /// SHA-256 of the input file's bytes.
+    pub digest: [u8; 32],
+    /// Data rows read.
+    pub rows_read: u64,
+    /// Rows that hold a key (the job's row count).
+    pub rows: u64,
+}
+
+/// This side's terms as the job directory records them: what a resumed
+/// command must state again.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OwnTerms {
+    pub role: Role,
+    pub protocol: Protocol,
+    pub malicious: bool,
+    pub reveal: bool,
+    pub key_format: String,
+}
+
+impl OwnTerms {
+    pub fn of(hello: &JobHello) -> Self {
+        Self {
+            role: hello.role,
+            protocol: hello.protocol,
+            malicious: hello.mode.malicious,
+            reveal: hello.mode.reveal,
+            key_format: hello.key_format.clone(),
+        }
+    }
+}
+
+/// An open job directory, locked against a second command.
+pub struct JobDir {
+    root: PathBuf,
+    _lock: StateLock,
+}
+
+impl JobDir {
+    /// Opens (creating) `root` and takes its lock.
+    pub fn open(root: &Path) -> Result<Self, Error> {
+        let lock = lock(root)?;
+        for sub in ["buckets", "results"] {
+            let dir = root.join(sub);
+            fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+        }
+        Ok(Self {
+            root: root.to_owned(),
+            _lock: lock,
+        })
+    }
+
+    pub fn keys_path(&self) -> PathBuf {
+        self.root.join("keys.spool")
+    }
+
+    pub fn bucket_path(&self, bucket: u64) -> PathBuf {
+        self.root.join("buckets").join(format!("{bucket:05}"))
+    }
+
+    fn result_path(&self, bucket: u64) -> PathBuf {
+        self.root.join("results").join(format!("{bucket:05}"))
+    }
+
+    /// Whether the directory already holds a job (an agreement or input).
+    pub fn is_started(&self) -> bool {
+        self.root.join("job").exists() || self.root.join("input").exists()
+    }
+
+    pub fn input(&self) -> Result<Option<InputSummary>, Error> {
+        let Some(body) = read_sealed(&self.root.join("input"), INPUT_MAGIC)? else {
+            return Ok(None);
+        };
+        let mut r = Reader::new(&body);
+        let summary = InputSummary {
+            digest: r.array("digest")?,
+            rows_read: r.u64("rows read")?,
+            rows: r.u64("rows")?,
+        };
+        r.finish()?;
+        Ok(Some(summary))
+    }
+
+    pub fn set_input(&self, s: &InputSummary) -> Result<(), Error> {
+        let mut w = Writer::with_capacity(64);
+        w.bytes(&s.digest).u64(s.rows_read).u64(s.rows);
+        write_sealed(&self.root.join("input"), INPUT_MAGIC, &w.into_bytes())
+    }
+
+    /// The stored agreement and the terms this side stated with it.
+    pub fn agreement(&self) -> Result<Option<(Agreed, OwnTerms)>, Error> {
+        let Some(body) = read_sealed(&self.root.join("job"), JOB_MAGIC)? else {
+            return Ok(None);
+        };
+        let mut r = Reader::new(&body);
+        let agreed = Agreed {
+            job_id: r.array("job id")?,
+            shape: Shape {
+                buckets: bounded(r.u64("buckets")?, 1, MAX_BUCKETS, "buckets")?,
+                sender_capacity: r.u64("sender capacity")?,
+                receiver_capacity: r.u64("receiver capacity")?,
+            },
+            peer_rows: r.u64("peer rows")?,
+        };
+        let role = match r.u8("role")? {
+            0 => Role::Sender,
+            1 => Role::Receiver,
+            other => return Err(DecodeError::invalid("role", other).into()),
+        };
+        let protocol = r.u8("protocol")?;
+        let terms = OwnTerms {
+            role,
+            protocol: Protocol::of_id(protocol)
+                .ok_or_else(|| DecodeError::invalid("protocol", protocol))?,
+            malicious: r.u8("mode")? == 1,
+            reveal: r.u8("reveal")? == 1,
+            key_format: r.string(psikit_io::MAX_KEY_FORMAT, "key format")?,
+        };
+        r.finish()?;
+        Ok(Some((agreed, terms)))
+    }
+
+    pub fn set_agreement(&self, a: &Agreed, t: &OwnTerms) -> Result<(), Error> {
+        let mut w = Writer::with_capacity(128);
+        w.bytes(&a.job_id)
+            .u64(a.shape.buckets)
+            .u64(a.shape.sender_capacity)
+            .u64(a.shape.receiver_capacity)
+            .u64(a.peer_rows)
+            .u8(match t.role {
+                Role::Sender => 0,
+                Role::Receiver => 1,
+            })
+            .u8(t.protocol.id())
+            .u8(u8::from(t.malicious))
+            .u8(u8::from(t.reveal))
+            .string(&t.key_format);
+        write_sealed(&self.root.join("job"), JOB_MAGIC, &w.into_bytes())
+    }
+
+    /// Whether every bucket file of the job was written.
+    pub fn is_split(&self, agreed: &Agreed) -> Result<bool, Error> {
+        let Some(body) = read_sealed(&self.root.join("buckets").join("split"), SPLIT_MAGIC)? else {
+            return Ok(false);
+        };
+        let mut w = Writer::with_capacity(32);
+        w.bytes(&agreed.job_id).u64(agreed.shape.buckets);
+        Ok(body == w.into_bytes())
+    }
+
+    pub fn set_split(&self, agreed: &Agreed) -> Result<(), Error> {
+        let mut w = Writer::with_capacity(32);
+        w.bytes(&agreed.job_id).u64(agreed.shape.buckets);
+        write_sealed(
+            &self.root.join("buckets").join("split"),
+            SPLIT_MAGIC,
+            &w.into_bytes(),
+        )
+    }
+
+    /// The committed buckets as a bitmap of `buckets` bits.
+    pub fn committed(&self, buckets: u64) -> Result<Vec<u8>, Error> {
+        let mut bits = vec![0u8; usize::try_from(buckets.div_ceil(8)).unwrap_or(0)];
+        let dir = self.root.join("results");
+        for entry in fs::read_dir(&dir).map_err(|e| Error::io(&dir, e))? {
+            let entry = entry.map_err(|e| Error::io(&dir, e))?;
+            let name = entry.file_name();
+            let bucket = name.to_str().and_then(|n| n.parse::<u64>().ok());
+            if let Some(b) = bucket.filter(|&b| b < buckets) {
+                bits[(b / 8) as usize] |= 1 << (b % 8);
+            }
+        }
+        Ok(bits)
+    }
+
+    /// Commits a bucket: its matched rows (sorted) on this side.
+    pub fn commit(&self, bucket: u64, rows: &[u64]) -> Result<(), Error> {
+        let mut w = Writer::with_capacity(8 + 8 * rows.len());
+        w.u64(rows.len() as u64);
+        for r in rows {
+            w.u64(*r);
+        }
+        write_sealed(&self.result_path(bucket), RESULT_MAGIC, &w.into_bytes())
+    }
+
+    /// A committed bucket's matched rows.
+    pub fn result(&self, bucket: u64) -> Result<Vec<u64>, Error> {
+        let path = self.result_path(bucket);
+        let body = read_sealed(&path, RESULT_MAGIC)?
+            .ok_or_else(|| Error::Job(format!("{}: missing", path.display())))?;
+        let mut r = Reader::new(&body);
+        let n = r.u64("rows")?;
+        if n.saturating_mul(8) != r.remaining() as u64 {
+            return Err(DecodeError::invalid("rows", n).into());
+        }
+        let rows = (0..n)
+            .map(|_| r.u64("row"))
+            .collect::<Result<Vec<_>, _>>()?;
+        r.finish()?;
+        Ok(rows)
+    }
+
+    /// Removes the bucket files once the job is done (results stay until
+    /// the output is written).
+    pub fn remove_spool(&self, agreed: &Agreed) {
+        let _ = fs::remove_file(self.keys_path());
+        for b in 0..agreed.shape.buckets {
+            let _ = fs::remove_file(self.bucket_path(b));
+        }
+    }
+}
+
+fn bounded(v: u64, lo: u64, hi: u64, field: &'static str) -> Result<u64, DecodeError> {
+    match (lo..=hi).contains(&v) {
+        true => Ok(v),
+        false => Err(DecodeError::invalid(field, v)),
+    }
+}
+
+/// `magic | body | SHA-256(magic | body)`, atomically.
+fn write_sealed(path: &Path, magic: &[u8; 8], body: &[u8]) -> Result<(), Error> {
+    let digest = Sha256::new()
+        .chain_update(magic)
+        .chain_update(body)
+        .finalize();
+    write_atomic(path, |w| {
+        use std::io::Write;
+        w.write_all(magic)?;
+        w.write_all(body)?;
+        w.write_all(&digest)
+    })
+}
+
+/// The body of a sealed file, `None` if there is none; a damaged file is
+/// an error, never read as something else.
+fn read_sealed(path: &Path, magic: &[u8; 8]) -> Result<Option<Vec<u8>>, Error> {
+    let bytes = match fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::io(path, e)),
+    };
+    let damaged = || {
+        Error::Job(format!(
+            "{} is damaged (its digest does not match)",
+            path.display()
+        ))
+    };
+    if bytes.len() < 40 || &bytes[..8] != magic {
+        return Err(damaged());
+    }
+    let (sealed, digest) = bytes.split_at(bytes.len() - 32);
+    if Sha256::digest(sealed).as_slice() != digest {
+        return Err(damaged());
+    }
+    Ok(Some(sealed[8..].to_vec()))
+}

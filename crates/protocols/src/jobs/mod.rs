@@ -1,0 +1,52 @@
+//! Long two-party jobs: a balanced PSI over inputs of 10^8 rows and more,
+//! in bounded memory, bucket by bucket over one connection, resumable
+//! after a crash or a dropped link.
+//!
+//! * **One pass over the input** (`prepare.rs`): each row's key is
+//!   normalised, encoded and hashed to a 128-bit item key, spooled to the
+//!   job directory with its row number; the input's digest is taken on
+//!   the way.
+//! * **The hello** (`terms.rs`): both parties state their terms (protocol,
+//!   mode, key encoding, row count, the most items they run in a bucket)
+//!   and either both start a new job, whose id hashes both their nonces,
+//!   or both resume the same one. Every difference is refused on both
+//!   sides in the flags' terms.
+//! * **Buckets that leak only the set sizes** (`capacity.rs`): items go to
+//!   buckets by a hash keyed by the job id; each side pads every bucket
+//!   with dummies (which cannot match) to one capacity computed from its
+//!   row count and the bucket count, so that an honest overflow has
+//!   probability at most 2^-40 (a Chernoff and union bound, computed in
+//!   code). An overflow stops the job; a bucket never runs unpadded.
+//! * **The pipeline** (`run.rs`): the buckets run in order over one
+//!   connection through [`crate::balanced::run_on`] (VOLE-PSI
+//!   semi-honest or malicious, RR16), the next bucket loading while one
+//!   runs; each bucket's result is committed atomically to the journal
+//!   (`journal.rs`). A dropped link is retried with backoff for
+//!   `retry_for`; a rerun with `resume` continues from the buckets both
+//!   sides committed. At the end the matched rows are written from the
+//!   input, in file order, as a one-shot run writes them.
+//!
+//! # What a job reveals
+//!
+//! Beyond the protocol's own output: both sides' row counts (rows with a
+//! key, duplicates included), the bucket count and capacities (functions
+//! of those counts and the two memory limits), and whether a bucket
+//! overflowed (probability at most 2^-40 for honest input). No bucket's
+//! real fill: every bucket runs with its side's capacity. Against a
+//! malicious peer, the ideal functionality is the protocol's with a peer
+//! set of up to buckets × capacity items: an item the peer puts in
+//! another bucket than its hash says can never match.
+
+mod capacity;
+mod journal;
+mod prepare;
+mod run;
+mod spool;
+pub(crate) mod terms;
+#[cfg(test)]
+mod tests;
+
+pub use capacity::{capacity, overflow_log2, Shape, MAX_BUCKETS, STATISTICAL_BITS};
+pub use journal::InputSummary;
+pub use run::{run, run_blocking, JobInput, JobOptions, JobOutcome, JobTimes, DEFAULT_MEMORY};
+pub use terms::JobId;

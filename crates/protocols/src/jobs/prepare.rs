@@ -1,0 +1,220 @@
+//! The local passes of a job: the input read once into item keys (its
+//! digest taken on the way), the keys split into the agreed buckets, and
+//! a bucket loaded, its duplicates merged and padded to its capacity.
+//! Memory is a batch of rows, a buffer per open bucket file, then one
+//! bucket: never the input.
+
+use std::fs::File;
+use std::io::{self, Read};
+use std::path::Path;
+
+use psikit_io::{KeyReader, KeySpec};
+use sha2::{Digest, Sha256};
+
+use super::journal::{InputSummary, JobDir};
+use super::spool::{item_key, ItemKey, Record, SpoolReader, SpoolWriter};
+use super::terms::{Agreed, JobId};
+use crate::balanced::Role;
+use crate::common::{advance, Progress};
+use crate::error::Error;
+
+/// Rows read per batch of the first pass.
+const BATCH: usize = 1 << 16;
+/// Bucket files written at once by a split pass (open files, and their
+/// buffers: 256 × 64 KiB).
+const OPEN_BUCKETS: u64 = 256;
+const BUCKET_BUFFER: usize = 64 << 10;
+
+/// A reader that hashes every byte that goes through it.
+struct Hashing<R> {
+    inner: R,
+    hash: Sha256,
+}
+
+impl<R: Read> Read for Hashing<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.hash.update(&buf[..n]);
+        Ok(n)
+    }
+}
+
+/// The first pass: every row's item key into the job's key file, and the
+/// input's digest and counts.
+pub fn spool_input(
+    path: &Path,
+    spec: &KeySpec,
+    dir: &JobDir,
+    progress: &dyn Progress,
+) -> Result<InputSummary, Error> {
+    progress.stage("reading the input", None);
+    let file = File::open(path).map_err(|e| Error::io(path, e))?;
+    let hashing = Hashing {
+        inner: file,
+        hash: Sha256::new(),
+    };
+    let mut reader = KeyReader::with_name(hashing, spec, path.display().to_string())?;
+    let mut out = SpoolWriter::create(&dir.keys_path(), 1 << 20)?;
+    let mut batch = Vec::with_capacity(BATCH);
+    while reader.next_batch(BATCH, &mut batch)? > 0 {
+        for item in &batch {
+            out.push(&Record {
+                key: item_key(&item.key),
+                row: item.row,
+            })?;
+        }
+        advance(progress, reader.stats().rows_read)?;
+    }
+    let stats = reader.stats();
+    out.finish()?;
+    let summary = InputSummary {
+        digest: reader.into_inner().hash.finalize().into(),
+        rows_read: stats.rows_read,
+        rows: stats.items(),
+    };
+    dir.set_input(&summary)?;
+    Ok(summary)
+}
+
+/// The input's digest, to check a resumed job reads the same input.
+pub fn input_digest(path: &Path) -> Result<[u8; 32], Error> {
+    let mut file = File::open(path).map_err(|e| Error::io(path, e))?;
+    let mut hash = Sha256::new();
+    io::copy(&mut file, &mut hash).map_err(|e| Error::io(path, e))?;
+    Ok(hash.finalize().into())
+}
+
+/// The bucket of an item key: a hash keyed by the job id (fixed only once
+/// both inputs are) mapped onto `0..buckets`.
+pub fn bucket_of(job_id: &JobId, key: &ItemKey, buckets: u64) -> u64 {
+    let digest = Sha256::new()
+        .chain_update(b"psikit job bucket v1")
+        .chain_update(job_id)
+        .chain_update(key)
+        .finalize();
+    let mut word = [0u8; 8];
+    word.copy_from_slice(&digest[..8]);
+    ((u128::from(u64::from_le_bytes(word)) * u128::from(buckets)) >> 64) as u64
+}
+
+/// The second pass: the key file split into the agreed buckets, at most
+/// [`OPEN_BUCKETS`] files per pass over it.
+pub fn split(dir: &JobDir, agreed: &Agreed, progress: &dyn Progress) -> Result<(), Error> {
+    let buckets = agreed.shape.buckets;
+    progress.stage("splitting into buckets", Some(buckets));
+    let mut first = 0;
+    while first < buckets {
+        let end = (first + OPEN_BUCKETS).min(buckets);
+        let mut writers = (first..end)
+            .map(|b| SpoolWriter::create(&dir.bucket_path(b), BUCKET_BUFFER))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut keys = SpoolReader::open(&dir.keys_path())?;
+        while let Some(record) = keys.next()? {
+            let b = bucket_of(&agreed.job_id, &record.key, buckets);
+            if (first..end).contains(&b) {
+                writers[(b - first) as usize].push(&record)?;
+            }
+        }
+        keys.finish()?;
+        for w in writers {
+            w.finish()?;
+        }
+        advance(progress, end)?;
+        first = end;
+    }
+    dir.set_split(agreed)
+}
+
+/// One bucket, ready to run: its distinct item keys padded with dummies
+/// to the capacity, and where each key's rows are.
+pub struct Bucket {
+    /// The protocol's input: distinct item keys, then dummies.
+    pub keys: Vec<Vec<u8>>,
+    /// The bucket's records sorted by key.
+    records: Vec<Record>,
+    /// `records[starts[i]..starts[i + 1]]` are distinct key `i`'s rows.
+    starts: Vec<usize>,
+}
+
+impl Bucket {
+    /// Loads bucket `bucket` and pads it to `capacity` items (refusing an
+    /// overflow: an event of probability below 2^-40 for honest input,
+    /// which must never run unpadded).
+    pub fn load(path: &Path, bucket: u64, role: Role, capacity: u64) -> Result<Self, Error> {
+        let mut records = SpoolReader::read_all(path)?;
+        records.sort_unstable();
+        let mut starts = Vec::new();
+        let mut keys = Vec::new();
+        for (i, r) in records.iter().enumerate() {
+            if i == 0 || records[i - 1].key != r.key {
+                starts.push(i);
+                keys.push(r.key.to_vec());
+            }
+        }
+        starts.push(records.len());
+        let distinct = keys.len() as u64;
+        if distinct > capacity {
+            return Err(Error::Job(format!(
+                "bucket {bucket} holds {distinct} distinct items, more than its capacity \
+                 {capacity} (probability below 2^-40 for input independent of the job id); \
+                 the job stops rather than run a bucket whose size would show"
+            )));
+        }
+        keys.extend((distinct..capacity).map(|i| dummy(role, bucket, i)));
+        Ok(Self {
+            keys,
+            records,
+            starts,
+        })
+    }
+
+    /// The rows (sorted) of the distinct keys `matches` marks; dummies
+    /// never match.
+    pub fn matched_rows(&self, matches: &[bool]) -> Vec<u64> {
+        let distinct = self.starts.len() - 1;
+        let mut rows: Vec<u64> = matches
+            .iter()
+            .take(distinct)
+            .enumerate()
+            .filter(|(_, m)| **m)
+            .flat_map(|(i, _)| self.records[self.starts[i]..self.starts[i + 1]].iter())
+            .map(|r| r.row)
+            .collect();
+        rows.sort_unstable();
+        rows
+    }
+}
+
+/// A dummy item: 17 bytes, so never equal to a 16-byte item key, and
+/// tagged by role, so the two sides' dummies never equal each other.
+fn dummy(role: Role, bucket: u64, index: u64) -> Vec<u8> {
+    let mut d = Vec::with_capacity(17);
+    d.push(match role {
+        Role::Sender => 0xd5,
+        Role::Receiver => 0xd7,
+    });
+    d.extend_from_slice(&bucket.to_le_bytes());
+    d.extend_from_slice(&index.to_le_bytes());
+    d
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets_spread_evenly_and_dummies_never_match() {
+        let id = [3u8; 16];
+        let mut counts = [0u64; 8];
+        for i in 0..80_000u64 {
+            counts[bucket_of(&id, &item_key(&i.to_le_bytes()), 8) as usize] += 1;
+        }
+        assert!(
+            counts.iter().all(|&c| (9_000..11_000).contains(&c)),
+            "{counts:?}"
+        );
+        let s = dummy(Role::Sender, 1, 2);
+        assert_ne!(s, dummy(Role::Receiver, 1, 2));
+        assert_ne!(s.len(), item_key(b"x").len());
+    }
+}

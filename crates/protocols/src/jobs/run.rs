@@ -1,0 +1,568 @@
+//! One party's run of a job: the input read once, the hello, the buckets
+//! split, then bucket after bucket over one connection (the next one
+//! loaded while the current one runs), each committed to the journal, and
+//! at the end the matched rows written from the input. A dropped link is
+//! retried for `retry_for`, each new connection starting with the hello
+//! and the two journals, so only buckets committed on both sides are
+//! skipped.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use psikit_io::{write_selected_rows, KeySpec};
+use psikit_transport::net::{self, Listener};
+use psikit_transport::{Channel, Limits};
+use rand::RngCore;
+
+use super::capacity::Shape;
+use super::journal::{InputSummary, JobDir, OwnTerms};
+use super::prepare::{input_digest, split, spool_input, Bucket};
+use super::terms::{
+    agree, exchange_hellos, Agreed, BucketStart, Committed, JobDone, JobHello, JobId, Which,
+    PROTOCOL_ID,
+};
+use crate::balanced::{self, Protocol, Role, Settings};
+use crate::common::connect::{Peer, ServerAddr};
+use crate::common::files::AtomicFile;
+use crate::common::two_party::{refused_by_peer, Mode};
+use crate::common::{advance, NoProgress, Progress};
+use crate::error::Error;
+
+/// The default memory budget of a job party.
+pub const DEFAULT_MEMORY: u64 = 4 << 30;
+
+/// A job's input: a CSV file and how its keys are read.
+#[derive(Clone, Debug)]
+pub struct JobInput {
+    pub path: PathBuf,
+    pub spec: KeySpec,
+}
+
+/// How one party runs a job; both must choose the same protocol, mode and
+/// key encoding (the hello compares them).
+#[derive(Clone, Debug)]
+pub struct JobOptions {
+    /// The balanced protocol and its mode (`max_peer_items` is replaced
+    /// by the peer's bucket capacity).
+    pub settings: Settings,
+    /// Where the job keeps its journal and spool files.
+    pub job_dir: PathBuf,
+    /// Continue the job the directory holds (else it must hold none).
+    pub resume: bool,
+    /// This party's memory budget in bytes: it sizes the buckets.
+    pub memory: u64,
+    /// The most items per bucket, instead of the memory budget's.
+    pub max_bucket_items: Option<u64>,
+    /// Largest peer input accepted, in rows.
+    pub max_peer_rows: u64,
+    /// How long to keep reconnecting after the link drops.
+    pub retry_for: Duration,
+    /// The longest wait for the peer's next message.
+    pub idle_timeout: Duration,
+    /// Where to write this side's matched rows (the receiver's, or the
+    /// sender's with `reveal`); `None` to count them only.
+    pub output: Option<PathBuf>,
+}
+
+impl JobOptions {
+    pub fn new(settings: Settings, job_dir: PathBuf) -> Self {
+        Self {
+            settings,
+            job_dir,
+            resume: false,
+            memory: DEFAULT_MEMORY,
+            max_bucket_items: None,
+            max_peer_rows: 1 << 40,
+            retry_for: Duration::from_secs(600),
+            idle_timeout: Duration::from_secs(600),
+            output: None,
+        }
+    }
+
+    /// The most items per bucket this side runs: the memory budget over
+    /// the protocol's peak bytes per item (measured, with margin; see
+    /// docs/benchmarks.md), within the protocol's largest set.
+    pub fn bucket_limit(&self) -> u64 {
+        let s = &self.settings;
+        let per_item: u64 = match (s.protocol, s.malicious) {
+            (Protocol::Vole, false) => 320,
+            (Protocol::Vole, true) => 400,
+            (Protocol::Rr16, _) => 1600,
+        };
+        let protocol_max = Settings::new(s.protocol).max_peer_items;
+        self.max_bucket_items
+            .unwrap_or(self.memory / per_item)
+            .clamp(1, protocol_max)
+    }
+}
+
+/// Where a job's time went.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct JobTimes {
+    /// The first pass over the input (or checking its digest on resume).
+    pub read: Duration,
+    pub split: Duration,
+    /// The buckets' runs, waits for the peer included.
+    pub buckets: Duration,
+    /// Writing the matched rows.
+    pub output: Duration,
+}
+
+/// What a party's job did.
+#[derive(Clone, Debug)]
+pub struct JobOutcome {
+    pub job_id: JobId,
+    pub shape: Shape,
+    pub input: InputSummary,
+    /// Buckets this process ran (the others were committed on both sides
+    /// before it started).
+    pub buckets_run: u64,
+    /// Matched rows of this side's input, when it learns them.
+    pub matched_rows: Option<u64>,
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    /// Connections made again after the link dropped.
+    pub reconnects: u32,
+    pub times: JobTimes,
+}
+
+/// One party's job against `peer`. A listening party calls `listening`
+/// with its address before it first waits; `progress` is told the stages
+/// (reading, splitting, buckets).
+pub async fn run(
+    peer: &Peer,
+    role: Role,
+    input: &JobInput,
+    opts: &JobOptions,
+    listening: impl FnOnce(&str),
+    progress: &dyn Progress,
+) -> Result<JobOutcome, Error> {
+    opts.settings.protocol.require_built()?;
+    let dir = JobDir::open(&opts.job_dir)?;
+    if dir.is_started() && !opts.resume {
+        return Err(Error::Job(format!(
+            "{} holds a job already: pass --resume to continue it, or choose another --job-dir",
+            opts.job_dir.display()
+        )));
+    }
+    let mut times = JobTimes::default();
+    let t = Instant::now();
+    let summary = tokio::task::block_in_place(|| read_input(&dir, input, progress))?;
+    times.read = t.elapsed();
+    let stored = dir.agreement()?;
+    let hello = JobHello {
+        role,
+        which: match &stored {
+            Some((a, terms)) => {
+                check_terms(terms, &own_terms(role, opts))?;
+                Which::Resume { job_id: a.job_id }
+            }
+            None => {
+                let mut nonce = [0u8; 16];
+                rand::rngs::OsRng.fill_bytes(&mut nonce);
+                Which::New { nonce }
+            }
+        },
+        protocol: opts.settings.protocol,
+        mode: Mode {
+            malicious: opts.settings.malicious,
+            reveal: opts.settings.reveal,
+        },
+        key_format: opts.settings.key_format.clone(),
+        rows: summary.rows,
+        max_bucket_items: opts.bucket_limit(),
+    };
+    let mut job = Job {
+        dir: &dir,
+        role,
+        opts,
+        hello,
+        agreed: stored.map(|(a, _)| a),
+        buckets_run: 0,
+        bytes: (0, 0),
+        times,
+        progress,
+    };
+    let link = Link::new(peer, opts.idle_timeout, listening).await?;
+    let reconnects = job.sessions(&link).await?;
+    let agreed = job
+        .agreed
+        .ok_or(Error::Internal("a finished job has its terms"))?;
+    dir.remove_spool(&agreed);
+    let t = Instant::now();
+    let matched_rows = match (learns(role, opts), &opts.output) {
+        (false, _) => None,
+        (true, out) => Some(tokio::task::block_in_place(|| {
+            write_output(&dir, &agreed, input, &summary, out.as_deref())
+        })?),
+    };
+    job.times.output = t.elapsed();
+    Ok(JobOutcome {
+        job_id: agreed.job_id,
+        shape: agreed.shape,
+        input: summary,
+        buckets_run: job.buckets_run,
+        matched_rows,
+        bytes_sent: job.bytes.0,
+        bytes_received: job.bytes.1,
+        reconnects,
+        times: job.times,
+    })
+}
+
+/// [`run`], blocking.
+pub fn run_blocking(
+    peer: &Peer,
+    role: Role,
+    input: &JobInput,
+    opts: &JobOptions,
+    listening: impl FnOnce(&str),
+    progress: &dyn Progress,
+) -> Result<JobOutcome, Error> {
+    crate::common::connect::block_on(run(peer, role, input, opts, listening, progress))?
+}
+
+/// Whether this side learns matched rows.
+fn learns(role: Role, opts: &JobOptions) -> bool {
+    role == Role::Receiver || opts.settings.reveal
+}
+
+fn own_terms(role: Role, opts: &JobOptions) -> OwnTerms {
+    OwnTerms {
+        role,
+        protocol: opts.settings.protocol,
+        malicious: opts.settings.malicious,
+        reveal: opts.settings.reveal,
+        key_format: opts.settings.key_format.clone(),
+    }
+}
+
+/// A resumed command must state the terms the job began with.
+fn check_terms(stored: &OwnTerms, now: &OwnTerms) -> Result<(), Error> {
+    if stored == now {
+        return Ok(());
+    }
+    Err(Error::Job(format!(
+        "the job directory holds a {} job ({}) as {}; this command asks for {} ({}) as {}: \
+         resume with the same options",
+        stored.protocol.name(),
+        describe(stored),
+        role_word(stored.role),
+        now.protocol.name(),
+        describe(now),
+        role_word(now.role)
+    )))
+}
+
+fn describe(t: &OwnTerms) -> String {
+    format!(
+        "{}{}, keys \"{}\"",
+        if t.malicious {
+            "malicious"
+        } else {
+            "semi-honest"
+        },
+        if t.reveal { ", --reveal" } else { "" },
+        t.key_format
+    )
+}
+
+fn role_word(role: Role) -> &'static str {
+    match role {
+        Role::Sender => "sender",
+        Role::Receiver => "receiver",
+    }
+}
+
+/// The first pass, or on resume the check that the input is the one the
+/// job began with.
+fn read_input(
+    dir: &JobDir,
+    input: &JobInput,
+    progress: &dyn Progress,
+) -> Result<InputSummary, Error> {
+    match dir.input()? {
+        Some(summary) if dir.keys_path().exists() || dir.agreement()?.is_some() => {
+            progress.stage("checking the input", None);
+            if input_digest(&input.path)? != summary.digest {
+                return Err(Error::Job(format!(
+                    "{} changed since the job began (its digest differs): rerun without --resume \
+                     in a new --job-dir",
+                    input.path.display()
+                )));
+            }
+            Ok(summary)
+        }
+        _ => spool_input(&input.path, &input.spec, dir, progress),
+    }
+}
+
+/// How this side meets its peer, again after a dropped link: a listener
+/// stays bound for the whole job.
+enum Link {
+    Listen {
+        listener: Listener,
+        accept_timeout: Option<Duration>,
+    },
+    Connect(ServerAddr),
+}
+
+impl Link {
+    async fn new(peer: &Peer, idle: Duration, listening: impl FnOnce(&str)) -> Result<Self, Error> {
+        let with_idle = |limits: Limits| Limits {
+            read_timeout: idle,
+            ..limits
+        };
+        Ok(match peer {
+            Peer::Listen {
+                addr,
+                tls,
+                limits,
+                accept_timeout,
+            } => {
+                let listener = Listener::bind(addr, tls.as_ref(), with_idle(*limits)).await?;
+                listening(&listener.local_addr()?.to_string());
+                Link::Listen {
+                    listener,
+                    accept_timeout: *accept_timeout,
+                }
+            }
+            Peer::Connect(server) => Link::Connect(ServerAddr {
+                limits: with_idle(server.limits),
+                ..server.clone()
+            }),
+        })
+    }
+
+    /// The next connection: accepted within `wait` (the first one within
+    /// the accept timeout), or dialled until `wait` runs out.
+    async fn open(&self, wait: Option<Duration>) -> Result<Channel, Error> {
+        match self {
+            Link::Listen {
+                listener,
+                accept_timeout,
+            } => {
+                let accept = async { listener.accept().await?.handshake().await };
+                match wait.or(*accept_timeout) {
+                    Some(limit) => {
+                        Ok(tokio::time::timeout(limit, accept).await.map_err(|_| {
+                            Error::Transport(psikit_transport::TransportError::Timeout(
+                                "waiting for the peer to connect",
+                            ))
+                        })??)
+                    }
+                    None => Ok(accept.await?),
+                }
+            }
+            Link::Connect(server) => {
+                let deadline = wait.map(|w| Instant::now() + w);
+                let mut pause = Duration::from_millis(200);
+                loop {
+                    let tried =
+                        net::connect(&server.addr, server.tls.as_ref(), server.limits).await;
+                    match tried {
+                        Ok(ch) => return Ok(ch),
+                        Err(e)
+                            if e.is_link_failure()
+                                && deadline.is_some_and(|d| Instant::now() + pause < d) =>
+                        {
+                            tokio::time::sleep(pause).await;
+                            pause = (pause * 2).min(Duration::from_secs(5));
+                        }
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Whether an error is the link's (retry after reconnecting) rather than
+/// the peer's or this side's.
+fn is_link_failure(e: &Error) -> bool {
+    match e {
+        Error::Transport(t) => t.is_link_failure(),
+        Error::Ot(psikit_ot::OtError::Transport(t)) => t.is_link_failure(),
+        _ => false,
+    }
+}
+
+/// The state of a job across its connections.
+struct Job<'a> {
+    dir: &'a JobDir,
+    role: Role,
+    opts: &'a JobOptions,
+    hello: JobHello,
+    agreed: Option<Agreed>,
+    buckets_run: u64,
+    bytes: (u64, u64),
+    times: JobTimes,
+    progress: &'a dyn Progress,
+}
+
+impl Job<'_> {
+    /// Sessions until one finishes the job; returns the reconnections.
+    async fn sessions(&mut self, link: &Link) -> Result<u32, Error> {
+        let (mut reconnects, mut dropped_at): (u32, Option<Instant>) = (0, None);
+        loop {
+            let wait = dropped_at.map(|t| self.opts.retry_for.saturating_sub(t.elapsed()));
+            let wait = wait.or(match link {
+                Link::Connect(_) => Some(self.opts.retry_for),
+                Link::Listen { .. } => None,
+            });
+            let mut ch = link.open(wait).await?;
+            let result = self.session(&mut ch).await.map_err(refused_by_peer);
+            self.bytes.0 += ch.bytes_sent();
+            self.bytes.1 += ch.bytes_received();
+            match result {
+                Ok(()) => {
+                    ch.close().await;
+                    return Ok(reconnects);
+                }
+                Err(e) if is_link_failure(&e) => {
+                    let since = *dropped_at.get_or_insert_with(Instant::now);
+                    if since.elapsed() >= self.opts.retry_for {
+                        return Err(e);
+                    }
+                    reconnects += 1;
+                }
+                Err(e) => {
+                    ch.close().await;
+                    return Err(e);
+                }
+            }
+        }
+    }
+
+    /// One connection's part of the job.
+    async fn session(&mut self, ch: &mut Channel) -> Result<(), Error> {
+        let theirs = exchange_hellos(ch, &self.hello).await?;
+        let agreed = match agree(
+            &self.hello,
+            &theirs,
+            self.agreed.as_ref(),
+            self.opts.max_peer_rows,
+        ) {
+            Ok(a) => a,
+            Err(refusal) => return Err(refusal.tell(ch, PROTOCOL_ID).await),
+        };
+        if self.agreed.is_none() {
+            self.dir
+                .set_agreement(&agreed, &OwnTerms::of(&self.hello))?;
+            self.agreed = Some(agreed);
+            self.hello.which = Which::Resume {
+                job_id: agreed.job_id,
+            };
+        }
+        let buckets = agreed.shape.buckets;
+        let ours = self.dir.committed(buckets)?;
+        ch.send_msg(&Committed { bits: ours.clone() }).await?;
+        let theirs = ch.recv_msg::<Committed>(buckets).await?;
+        let bit = |bits: &[u8], b: u64| bits[(b / 8) as usize] >> (b % 8) & 1 == 1;
+        let todo: Vec<u64> = (0..buckets)
+            .filter(|&b| !(bit(&ours, b) && bit(&theirs.bits, b)))
+            .collect();
+        if !todo.is_empty() && !self.dir.is_split(&agreed)? {
+            let t = Instant::now();
+            tokio::task::block_in_place(|| split(self.dir, &agreed, self.progress))?;
+            self.times.split += t.elapsed();
+        }
+        let t = Instant::now();
+        let ran = self
+            .run_buckets(ch, &agreed, &todo, buckets - todo.len() as u64)
+            .await;
+        self.times.buckets += t.elapsed();
+        ran?;
+        ch.send_msg(&JobDone).await?;
+        ch.recv_msg::<JobDone>(()).await?;
+        Ok(())
+    }
+
+    /// The buckets `todo` in order, the next one loading while one runs.
+    async fn run_buckets(
+        &mut self,
+        ch: &mut Channel,
+        agreed: &Agreed,
+        todo: &[u64],
+        done_before: u64,
+    ) -> Result<(), Error> {
+        let buckets = agreed.shape.buckets;
+        self.progress.stage("buckets", Some(buckets));
+        let settings = Settings {
+            max_peer_items: agreed.peer_capacity(self.role),
+            ..self.opts.settings.clone()
+        };
+        let load = |b: u64| {
+            let (path, role, cap) = (
+                self.dir.bucket_path(b),
+                self.role,
+                agreed.own_capacity(self.role),
+            );
+            tokio::task::spawn_blocking(move || Bucket::load(&path, b, role, cap))
+        };
+        let mut next = todo.first().map(|&b| load(b));
+        for (i, &b) in todo.iter().enumerate() {
+            let loading = next
+                .take()
+                .ok_or(Error::Internal("the next bucket is loading"))?;
+            let bucket = loading
+                .await
+                .map_err(|e| Error::task("loading a bucket", e))??;
+            next = todo.get(i + 1).map(|&b| load(b));
+            ch.send_msg(&BucketStart { bucket: b }).await?;
+            let theirs = ch.recv_msg::<BucketStart>(buckets).await?;
+            if theirs.bucket != b {
+                return Err(Error::Job(format!(
+                    "the peer starts bucket {}, this side bucket {b}",
+                    theirs.bucket
+                )));
+            }
+            let out = balanced::run_on(ch, self.role, &bucket.keys, &settings, &NoProgress).await?;
+            let rows = out
+                .matches
+                .map(|m| bucket.matched_rows(&m))
+                .unwrap_or_default();
+            self.dir.commit(b, &rows)?;
+            self.buckets_run += 1;
+            advance(self.progress, done_before + i as u64 + 1)?;
+        }
+        Ok(())
+    }
+}
+
+/// The matched rows of every committed bucket, written from the input in
+/// file order (or only counted without `path`); returns how many.
+fn write_output(
+    dir: &JobDir,
+    agreed: &Agreed,
+    input: &JobInput,
+    summary: &InputSummary,
+    path: Option<&Path>,
+) -> Result<u64, Error> {
+    let mut matched = vec![0u64; usize::try_from(summary.rows_read / 64 + 1).unwrap_or(0)];
+    let mut count = 0u64;
+    for b in 0..agreed.shape.buckets {
+        for row in dir.result(b)? {
+            let word = matched
+                .get_mut((row / 64) as usize)
+                .ok_or_else(|| Error::Job(format!("bucket {b} names row {row}, past the input")))?;
+            *word |= 1 << (row % 64);
+            count += 1;
+        }
+    }
+    let Some(path) = path else {
+        return Ok(count);
+    };
+    let mut out = AtomicFile::create(path)?;
+    let file = File::open(&input.path).map_err(|e| Error::io(&input.path, e))?;
+    let name = input.path.display().to_string();
+    let keep = |row: u64| {
+        matched
+            .get((row / 64) as usize)
+            .is_some_and(|w| w >> (row % 64) & 1 == 1)
+    };
+    let (_, written) = write_selected_rows(file, &name, &input.spec, out.writer(), keep)?;
+    out.commit()?;
+    Ok(written)
+}

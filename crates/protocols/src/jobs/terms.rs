@@ -1,0 +1,417 @@
+//! What the two parties of a job agree on before any bucket runs, and the
+//! job's own messages (protocol id `JOB`): the hello that states each
+//! side's terms, the buckets each side has committed, the start of each
+//! bucket and the end of the job.
+//!
+//! A new job's id is the hash of both parties' random nonces, so neither
+//! chooses it alone and it is fixed only after both inputs are (it keys
+//! the bucket hash, see `capacity.rs`). A resumed job states its id; the
+//! two sides must state the same one. Every difference is refused on both
+//! sides, in the flags' terms.
+
+use psikit_io::MAX_KEY_FORMAT;
+use psikit_transport::{ids, Channel, DecodeError, Message, Reader, Writer};
+use sha2::{Digest, Sha256};
+
+use super::capacity::{shape, Shape, MAX_BUCKETS};
+use crate::balanced::{Protocol, Role};
+use crate::common::messages::wire_messages;
+use crate::common::two_party::{key_refusal, mode_refusal, Mode, Refusal};
+use crate::error::Error;
+
+pub const PROTOCOL_ID: u8 = ids::JOB;
+
+/// A job's id: 128 bits, shown as hex.
+pub type JobId = [u8; 16];
+
+/// Which job a party comes for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Which {
+    /// A new job; the nonce is this side's share of its id.
+    New { nonce: [u8; 16] },
+    /// The job this side's job directory holds.
+    Resume { job_id: JobId },
+}
+
+/// A party's first message of a job (kind 1).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JobHello {
+    pub role: Role,
+    pub which: Which,
+    pub protocol: Protocol,
+    pub mode: Mode,
+    /// `psikit_io::KeySpec::key_format` (never data).
+    pub key_format: String,
+    /// Rows of this side's input that hold a key (public: they size the
+    /// buckets' padding).
+    pub rows: u64,
+    /// The most items this side runs in one bucket (from its memory
+    /// budget); the job uses the smaller of the two.
+    pub max_bucket_items: u64,
+}
+
+impl Message for JobHello {
+    const PROTOCOL: u8 = PROTOCOL_ID;
+    const KIND: u8 = 1;
+    type Bounds<'a> = ();
+
+    fn write(&self, w: &mut Writer) {
+        w.u8(match self.role {
+            Role::Sender => 0,
+            Role::Receiver => 1,
+        });
+        match self.which {
+            Which::New { nonce } => w.u8(0).bytes(&nonce),
+            Which::Resume { job_id } => w.u8(1).bytes(&job_id),
+        };
+        w.u8(self.protocol.id())
+            .u8(u8::from(self.mode.malicious))
+            .u8(u8::from(self.mode.reveal))
+            .string(&self.key_format)
+            .u64(self.rows)
+            .u64(self.max_bucket_items);
+    }
+
+    fn read(r: &mut Reader<'_>, (): ()) -> Result<Self, DecodeError> {
+        let role = match r.u8("role")? {
+            0 => Role::Sender,
+            1 => Role::Receiver,
+            other => return Err(DecodeError::invalid("role", other)),
+        };
+        let which = match r.u8("job")? {
+            0 => Which::New {
+                nonce: r.array("nonce")?,
+            },
+            1 => Which::Resume {
+                job_id: r.array("job id")?,
+            },
+            other => return Err(DecodeError::invalid("job", other)),
+        };
+        let protocol = r.u8("protocol")?;
+        let protocol =
+            Protocol::of_id(protocol).ok_or_else(|| DecodeError::invalid("protocol", protocol))?;
+        Ok(Self {
+            role,
+            which,
+            protocol,
+            mode: Mode {
+                malicious: flag(r, "mode")?,
+                reveal: flag(r, "reveal flag")?,
+            },
+            key_format: r.string(MAX_KEY_FORMAT, "key format")?,
+            rows: r.u64("rows")?,
+            max_bucket_items: match r.u64("bucket limit")? {
+                0 => return Err(DecodeError::invalid("bucket limit", 0)),
+                n => n,
+            },
+        })
+    }
+}
+
+fn flag(r: &mut Reader, field: &'static str) -> Result<bool, DecodeError> {
+    match r.u8(field)? {
+        0 => Ok(false),
+        1 => Ok(true),
+        other => Err(DecodeError::invalid(field, other)),
+    }
+}
+
+/// The buckets a party has committed (kind 2): one bit per bucket, bucket
+/// `b` in bit `b % 8` of byte `b / 8`; exactly as many bytes as the job's
+/// bucket count needs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Committed {
+    pub bits: Vec<u8>,
+}
+
+impl Message for Committed {
+    const PROTOCOL: u8 = PROTOCOL_ID;
+    const KIND: u8 = 2;
+    /// The job's bucket count.
+    type Bounds<'a> = u64;
+
+    fn write(&self, w: &mut Writer) {
+        w.count(self.bits.len()).bytes(&self.bits);
+    }
+
+    fn read(r: &mut Reader<'_>, buckets: u64) -> Result<Self, DecodeError> {
+        let want = buckets.min(MAX_BUCKETS).div_ceil(8);
+        let len = r.count(want, 1, "committed buckets")?;
+        if len as u64 != want {
+            return Err(DecodeError::invalid("committed buckets", len));
+        }
+        let bits = r.bytes(len, "committed buckets")?.to_vec();
+        if !buckets.is_multiple_of(8) && bits.last().is_some_and(|b| b >> (buckets % 8) != 0) {
+            return Err(DecodeError::invalid(
+                "committed buckets",
+                "bits past the last bucket",
+            ));
+        }
+        Ok(Self { bits })
+    }
+}
+
+/// The bucket both parties run next (kind 3); a guard against two sides
+/// that disagree on the order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BucketStart {
+    pub bucket: u64,
+}
+
+impl Message for BucketStart {
+    const PROTOCOL: u8 = PROTOCOL_ID;
+    const KIND: u8 = 3;
+    /// The job's bucket count.
+    type Bounds<'a> = u64;
+
+    fn write(&self, w: &mut Writer) {
+        w.u64(self.bucket);
+    }
+
+    fn read(r: &mut Reader<'_>, buckets: u64) -> Result<Self, DecodeError> {
+        match r.u64("bucket")? {
+            b if b < buckets => Ok(Self { bucket: b }),
+            b => Err(DecodeError::invalid("bucket", b)),
+        }
+    }
+}
+
+/// Every bucket is committed on this side (kind 4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct JobDone;
+
+impl Message for JobDone {
+    const PROTOCOL: u8 = PROTOCOL_ID;
+    const KIND: u8 = 4;
+    type Bounds<'a> = ();
+
+    fn write(&self, _: &mut Writer) {}
+
+    fn read(_: &mut Reader<'_>, (): ()) -> Result<Self, DecodeError> {
+        Ok(Self)
+    }
+}
+
+wire_messages! {
+    messages: JobHello, Committed, BucketStart, JobDone;
+    others: ;
+}
+
+/// What both parties agreed: the job's id and shape, and the peer's row
+/// count (stored in the job directory, compared again on resume).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Agreed {
+    pub job_id: JobId,
+    pub shape: Shape,
+    pub peer_rows: u64,
+}
+
+impl Agreed {
+    /// This side's padded bucket size.
+    pub fn own_capacity(&self, role: Role) -> u64 {
+        match role {
+            Role::Sender => self.shape.sender_capacity,
+            Role::Receiver => self.shape.receiver_capacity,
+        }
+    }
+
+    /// The peer's padded bucket size.
+    pub fn peer_capacity(&self, role: Role) -> u64 {
+        match role {
+            Role::Sender => self.shape.receiver_capacity,
+            Role::Receiver => self.shape.sender_capacity,
+        }
+    }
+}
+
+/// The terms both hellos imply, or the refusal (in this side's terms and
+/// the peer's) of a peer that differs. `stored` is the agreement this
+/// side's job directory holds when it resumes.
+pub fn agree(
+    ours: &JobHello,
+    theirs: &JobHello,
+    stored: Option<&Agreed>,
+    max_peer_rows: u64,
+) -> Result<Agreed, Refusal> {
+    if theirs.role == ours.role {
+        let text = |role: Role| match role {
+            Role::Sender => "both parties run `send`: one must `receive`".to_string(),
+            Role::Receiver => "both parties run `receive`: one must `send`".to_string(),
+        };
+        return Err(Refusal {
+            here: text(ours.role),
+            there: text(ours.role),
+        });
+    }
+    if theirs.protocol != ours.protocol {
+        let text = |a: Protocol, b: Protocol| {
+            format!("the peer runs {}, this side {}", a.name(), b.name())
+        };
+        return Err(Refusal {
+            here: text(theirs.protocol, ours.protocol),
+            there: text(ours.protocol, theirs.protocol),
+        });
+    }
+    if let Some(r) = mode_refusal(theirs.mode, ours.mode)
+        .or_else(|| key_refusal(&theirs.key_format, &ours.key_format))
+    {
+        return Err(r);
+    }
+    if theirs.rows > max_peer_rows {
+        return Err(Refusal {
+            here: format!(
+                "the peer's input has {} rows; this side accepts at most {max_peer_rows} (--max-peer-rows)",
+                theirs.rows
+            ),
+            there: format!("the peer accepts at most {max_peer_rows} rows; this input has {}", theirs.rows),
+        });
+    }
+    let (sender, receiver) = match ours.role {
+        Role::Sender => (ours, theirs),
+        Role::Receiver => (theirs, ours),
+    };
+    let job_id = match (ours.which, theirs.which, stored) {
+        (Which::New { .. }, Which::New { .. }, None) => new_job_id(sender, receiver),
+        (Which::Resume { job_id: a }, Which::Resume { job_id: b }, Some(s))
+            if a == b && s.job_id == a =>
+        {
+            if s.peer_rows != theirs.rows {
+                return Err(Refusal {
+                    here: format!(
+                        "the peer's input now has {} rows, {} when job {} began: the peer's input changed",
+                        theirs.rows, s.peer_rows, hex::encode(a)
+                    ),
+                    there: format!(
+                        "this input now has {} rows, {} when job {} began: it changed since",
+                        theirs.rows, s.peer_rows, hex::encode(a)
+                    ),
+                });
+            }
+            return Ok(*s);
+        }
+        (ours_which, theirs_which, _) => return Err(which_refusal(ours_which, theirs_which)),
+    };
+    let limit = ours.max_bucket_items.min(theirs.max_bucket_items);
+    let shape = shape(sender.rows, receiver.rows, limit).map_err(|e| Refusal {
+        here: e.to_string(),
+        there: e.to_string(),
+    })?;
+    Ok(Agreed {
+        job_id,
+        shape,
+        peer_rows: theirs.rows,
+    })
+}
+
+/// A new job's id: both nonces, the sender's first.
+fn new_job_id(sender: &JobHello, receiver: &JobHello) -> JobId {
+    let nonce = |h: &JobHello| match h.which {
+        Which::New { nonce } => nonce,
+        Which::Resume { job_id } => job_id,
+    };
+    let digest = Sha256::new()
+        .chain_update(b"psikit job id v1")
+        .chain_update(nonce(sender))
+        .chain_update(nonce(receiver))
+        .finalize();
+    let mut id = [0u8; 16];
+    id.copy_from_slice(&digest[..16]);
+    id
+}
+
+fn which_refusal(ours: Which, theirs: Which) -> Refusal {
+    let says = |w: Which| match w {
+        Which::New { .. } => "starts a new job".to_string(),
+        Which::Resume { job_id } => format!("resumes job {}", hex::encode(job_id)),
+    };
+    let advice = "run both sides with --resume and their job directories, or both without";
+    Refusal {
+        here: format!(
+            "the peer {}, this side {}: {advice}",
+            says(theirs),
+            says(ours)
+        ),
+        there: format!(
+            "the peer {}, this side {}: {advice}",
+            says(ours),
+            says(theirs)
+        ),
+    }
+}
+
+/// Sends our hello and reads the peer's, under the job's protocol id.
+pub async fn exchange_hellos(ch: &mut Channel, ours: &JobHello) -> Result<JobHello, Error> {
+    ch.send_msg(ours).await?;
+    Ok(ch.recv_msg::<JobHello>(()).await?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hello(role: Role, which: Which) -> JobHello {
+        JobHello {
+            role,
+            which,
+            protocol: Protocol::Vole,
+            mode: Mode {
+                malicious: false,
+                reveal: false,
+            },
+            key_format: "1 column".into(),
+            rows: 1000,
+            max_bucket_items: 1 << 20,
+        }
+    }
+
+    #[test]
+    fn both_sides_agree_on_the_same_terms() {
+        let s = hello(Role::Sender, Which::New { nonce: [1; 16] });
+        let mut r = hello(Role::Receiver, Which::New { nonce: [2; 16] });
+        r.rows = 300;
+        let a = agree(&s, &r, None, u64::MAX).expect("agree");
+        let b = agree(&r, &s, None, u64::MAX).expect("agree");
+        assert_eq!((a.job_id, a.shape), (b.job_id, b.shape));
+        assert_eq!((a.peer_rows, b.peer_rows), (300, 1000));
+        let frame = s.to_frame();
+        assert_eq!(JobHello::decode(&frame.payload, ()).expect("decode"), s);
+    }
+
+    #[test]
+    fn differences_are_refused_in_both_sides_terms() {
+        let s = hello(Role::Sender, Which::New { nonce: [1; 16] });
+        let r = hello(Role::Sender, Which::New { nonce: [2; 16] });
+        assert!(agree(&s, &r, None, u64::MAX).is_err());
+        let mut r = hello(Role::Receiver, Which::Resume { job_id: [9; 16] });
+        let e = agree(&s, &r, None, u64::MAX).expect_err("refused");
+        assert!(
+            e.here.starts_with("the peer resumes job 0909"),
+            "{}",
+            e.here
+        );
+        assert!(
+            e.there
+                .starts_with("the peer starts a new job, this side resumes"),
+            "{}",
+            e.there
+        );
+        r.which = Which::New { nonce: [2; 16] };
+        r.protocol = Protocol::Rr16;
+        let e = agree(&s, &r, None, u64::MAX).expect_err("refused");
+        assert_eq!(e.here, "the peer runs RR16, this side VOLE-PSI");
+        r.protocol = Protocol::Vole;
+        let e = agree(&s, &r, None, 999).expect_err("refused");
+        assert!(e.here.contains("1000 rows"), "{}", e.here);
+        let frame = Committed {
+            bits: vec![0xff, 0x01],
+        }
+        .to_frame();
+        assert!(Committed::decode(&frame.payload, 9).is_ok());
+        assert!(Committed::decode(&frame.payload, 8).is_err());
+        let frame = Committed {
+            bits: vec![0xff, 0x03],
+        }
+        .to_frame();
+        assert!(Committed::decode(&frame.payload, 9).is_err());
+    }
+}

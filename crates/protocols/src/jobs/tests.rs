@@ -1,0 +1,272 @@
+//! Jobs end to end over loopback TCP, each party in its own thread as the
+//! CLI runs it: bucketed results equal the plaintext truth (and so a
+//! one-shot run's), refusals name the difference, and a job stopped part
+//! way resumes to the same output.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use psikit_io::{Column, KeySpec};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+use super::*;
+use crate::balanced::{Protocol, Role, Settings};
+use crate::common::connect::{Peer, ServerAddr};
+use crate::common::{NoProgress, Progress};
+use crate::error::Error;
+
+/// A CSV of `n` rows `id,row` whose ids come from `0..universe` (so with
+/// duplicates when `n` is near `universe`); returns its path and ids.
+fn input(dir: &Path, name: &str, seed: u64, n: usize, universe: u64) -> (PathBuf, Vec<u64>) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let ids: Vec<u64> = (0..n).map(|_| rng.gen_range(0..universe)).collect();
+    let mut text = String::from("id,row\n");
+    for (i, id) in ids.iter().enumerate() {
+        text.push_str(&format!("user{id},{i}\n"));
+    }
+    let path = dir.join(name);
+    std::fs::write(&path, text).expect("write input");
+    (path, ids)
+}
+
+/// The rows (as written by the job: `userN,i` lines) of `mine` whose id
+/// `theirs` holds, in file order.
+fn truth(mine: &[u64], theirs: &[u64]) -> Vec<String> {
+    let held: HashSet<u64> = theirs.iter().copied().collect();
+    mine.iter()
+        .enumerate()
+        .filter(|(_, id)| held.contains(id))
+        .map(|(i, id)| format!("user{id},{i}"))
+        .collect()
+}
+
+fn rows_of(path: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(path).expect("output");
+    let mut lines = text.lines();
+    assert_eq!(lines.next(), Some("id,row"), "the header comes first");
+    lines.map(str::to_owned).collect()
+}
+
+fn spec() -> KeySpec {
+    KeySpec::new(vec![Column::parse("id").expect("column")])
+}
+
+/// A party's options: `bucket_items` per bucket, quick retries.
+fn options(settings: &Settings, dir: &Path, name: &str, bucket_items: u64) -> JobOptions {
+    JobOptions {
+        max_bucket_items: Some(bucket_items),
+        retry_for: Duration::from_secs(3),
+        idle_timeout: Duration::from_secs(60),
+        output: Some(dir.join(format!("{name}.out.csv"))),
+        ..JobOptions::new(settings.clone(), dir.join(format!("{name}.job")))
+    }
+}
+
+type Both = (Result<JobOutcome, Error>, Result<JobOutcome, Error>);
+
+/// Runs the sender (listening) and the receiver (connecting) in their own
+/// threads.
+fn run_pair(
+    sender: (&Path, &JobOptions, &(dyn Progress + Sync)),
+    receiver: (&Path, &JobOptions, &(dyn Progress + Sync)),
+) -> Both {
+    let (tx, rx) = mpsc::channel();
+    std::thread::scope(|s| {
+        let listen = Peer::Listen {
+            addr: "127.0.0.1:0".into(),
+            tls: None,
+            limits: Default::default(),
+            accept_timeout: Some(Duration::from_secs(5)),
+        };
+        let job = |path: &Path| JobInput {
+            path: path.to_owned(),
+            spec: spec(),
+        };
+        let (s_in, r_in) = (job(sender.0), job(receiver.0));
+        let a = s.spawn(move || {
+            run_blocking(
+                &listen,
+                Role::Sender,
+                &s_in,
+                sender.1,
+                |addr| {
+                    let _ = tx.send(addr.to_owned());
+                },
+                sender.2,
+            )
+        });
+        let b = s.spawn(move || {
+            let Ok(addr) = rx.recv_timeout(Duration::from_secs(30)) else {
+                return Err(Error::Misuse("the sender never listened"));
+            };
+            let connect = Peer::Connect(ServerAddr::plain(addr));
+            run_blocking(
+                &connect,
+                Role::Receiver,
+                &r_in,
+                receiver.1,
+                |_| {},
+                receiver.2,
+            )
+        });
+        (
+            a.join().expect("sender thread"),
+            b.join().expect("receiver thread"),
+        )
+    })
+}
+
+#[test]
+fn bucketed_runs_equal_the_truth_for_every_protocol_and_shape() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (s_path, s_ids) = input(dir.path(), "s.csv", 1, 3000, 6000);
+    let (r_path, r_ids) = input(dir.path(), "r.csv", 2, 1200, 6000);
+    let cases: Vec<(Settings, u64)> = [
+        (Protocol::Vole, false, false, 400),
+        (Protocol::Vole, false, true, 1 << 20),
+        (Protocol::Vole, true, true, 900),
+        (Protocol::Rr16, true, false, 1000),
+    ]
+    .into_iter()
+    .filter(|c| c.0.built())
+    .map(|(protocol, malicious, reveal, items)| {
+        let settings = Settings {
+            malicious,
+            reveal,
+            key_format: spec().key_format(),
+            ..Settings::new(protocol)
+        };
+        (settings, items)
+    })
+    .collect();
+    for (i, (settings, items)) in cases.iter().enumerate() {
+        let s_opts = options(settings, dir.path(), &format!("s{i}"), *items);
+        let r_opts = options(settings, dir.path(), &format!("r{i}"), *items);
+        let (s, r) = run_pair(
+            (&s_path, &s_opts, &NoProgress),
+            (&r_path, &r_opts, &NoProgress),
+        );
+        let (s, r) = (s.expect("sender"), r.expect("receiver"));
+        assert_eq!(s.job_id, r.job_id);
+        assert_eq!(s.shape, r.shape);
+        assert!(s.shape.buckets > 1 || *items == 1 << 20, "{:?}", s.shape);
+        assert_eq!(s.buckets_run, s.shape.buckets);
+        let want = truth(&r_ids, &s_ids);
+        assert!(!want.is_empty());
+        assert_eq!(r.matched_rows, Some(want.len() as u64));
+        assert_eq!(rows_of(r_opts.output.as_ref().expect("output")), want);
+        match settings.reveal {
+            true => assert_eq!(
+                rows_of(s_opts.output.as_ref().expect("output")),
+                truth(&s_ids, &r_ids)
+            ),
+            false => assert_eq!(s.matched_rows, None),
+        }
+    }
+}
+
+/// Stops its party (as Ctrl-C or a kill would) once `after` buckets are
+/// committed.
+struct StopAfter {
+    after: u64,
+    buckets: std::sync::atomic::AtomicBool,
+    done: AtomicU64,
+}
+
+impl Progress for StopAfter {
+    fn stage(&self, what: &str, _: Option<u64>) {
+        self.buckets.store(what == "buckets", Ordering::SeqCst);
+    }
+    fn advance(&self, done: u64) {
+        if self.buckets.load(Ordering::SeqCst) {
+            self.done.store(done, Ordering::SeqCst);
+        }
+    }
+    fn cancelled(&self) -> bool {
+        self.buckets.load(Ordering::SeqCst) && self.done.load(Ordering::SeqCst) >= self.after
+    }
+}
+
+#[test]
+fn a_stopped_job_resumes_to_the_same_output_and_other_inputs_are_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (s_path, s_ids) = input(dir.path(), "s.csv", 3, 2500, 5000);
+    let (r_path, r_ids) = input(dir.path(), "r.csv", 4, 2000, 5000);
+    let settings = Settings::new(Protocol::Vole);
+    let mut s_opts = options(&settings, dir.path(), "s", 300);
+    let mut r_opts = options(&settings, dir.path(), "r", 300);
+    let stop = StopAfter {
+        after: 3,
+        buckets: Default::default(),
+        done: AtomicU64::new(0),
+    };
+    let (s, r) = run_pair((&s_path, &s_opts, &NoProgress), (&r_path, &r_opts, &stop));
+    assert!(matches!(r, Err(Error::Cancelled)), "{r:?}");
+    assert!(s.is_err(), "the sender gives up once its retries run out");
+
+    // Without --resume the job directory is refused.
+    let (s, _) = run_pair(
+        (&s_path, &s_opts, &NoProgress),
+        (&r_path, &r_opts, &NoProgress),
+    );
+    assert!(s.expect_err("refused").to_string().contains("--resume"));
+
+    s_opts.resume = true;
+    r_opts.resume = true;
+    let (s, r) = run_pair(
+        (&s_path, &s_opts, &NoProgress),
+        (&r_path, &r_opts, &NoProgress),
+    );
+    let (s, _) = (s.expect("sender"), r.expect("receiver"));
+    assert!(
+        s.buckets_run < s.shape.buckets,
+        "committed buckets are not run again"
+    );
+    assert!(
+        s.buckets_run >= s.shape.buckets - 4,
+        "at most the bucket in flight is lost"
+    );
+    assert_eq!(
+        rows_of(r_opts.output.as_ref().expect("output")),
+        truth(&r_ids, &s_ids)
+    );
+
+    // A job directory that met another input refuses it.
+    let (other, _) = input(dir.path(), "r.csv", 5, 2000, 5000);
+    let (_, r) = run_pair(
+        (&s_path, &s_opts, &NoProgress),
+        (&other, &r_opts, &NoProgress),
+    );
+    assert!(r
+        .expect_err("refused")
+        .to_string()
+        .contains("changed since the job began"));
+}
+
+#[test]
+fn mismatched_terms_are_refused_on_both_sides() {
+    if !(Protocol::Vole.built() && Protocol::Rr16.built()) {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (s_path, _) = input(dir.path(), "s.csv", 6, 100, 1000);
+    let (r_path, _) = input(dir.path(), "r.csv", 7, 100, 1000);
+    let s_opts = options(&Settings::new(Protocol::Rr16), dir.path(), "s", 1000);
+    let r_opts = options(&Settings::new(Protocol::Vole), dir.path(), "r", 1000);
+    let (s, r) = run_pair(
+        (&s_path, &s_opts, &NoProgress),
+        (&r_path, &r_opts, &NoProgress),
+    );
+    assert_eq!(
+        s.expect_err("refused").to_string(),
+        "the peer runs VOLE-PSI, this side RR16"
+    );
+    assert_eq!(
+        r.expect_err("refused").to_string(),
+        "the peer runs RR16, this side VOLE-PSI"
+    );
+}
