@@ -36,7 +36,7 @@ impl Progress for Bar {
             let (bar, template) = match total {
                 Some(n) => (
                     ProgressBar::new(n),
-                    "{spinner} {msg}: {human_pos}/{human_len} rows",
+                    "{spinner} {msg}: {human_pos}/{human_len}, {per_sec}, ETA {eta}",
                 ),
                 None => (
                     ProgressBar::new_spinner(),

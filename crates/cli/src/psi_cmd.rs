@@ -3,7 +3,7 @@
 //! (Raghuraman-Rindal) by default, RR16 with `--protocol rr16`; `psikit
 //! rr16` is the same run with RR16's own flags.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
@@ -12,10 +12,12 @@ use clap::{Args, Subcommand};
 use psikit_protocols::balanced::{self, Outcome, Phases, Protocol, Role, Settings};
 use psikit_protocols::common::connect::{Peer, ServerAddr};
 use psikit_protocols::io::read_rows;
+use psikit_protocols::jobs::{self, JobInput, JobOptions};
 use psikit_protocols::NoProgress;
 
 use crate::args::{ClientTlsArgs, CsvArgs, NetArgs, ServerTlsArgs};
 use crate::matches::write_matches;
+use crate::progress::Bar;
 use crate::report;
 
 #[derive(Subcommand)]
@@ -61,6 +63,56 @@ pub struct PartyArgs {
     pub max_peer_items: u64,
     #[command(flatten)]
     pub peer: PeerArgs,
+    #[command(flatten)]
+    pub job: JobArgs,
+}
+
+/// A long run as a bucketed, resumable job (`psikit_protocols::jobs`).
+#[derive(Args)]
+pub struct JobArgs {
+    /// Run as a bucketed job kept in this directory: bounded memory, the
+    /// input streamed, resumable with --resume after a crash or a dropped
+    /// link. Both parties must pass it.
+    #[arg(long)]
+    pub job_dir: Option<PathBuf>,
+    /// Continue the job in --job-dir from the buckets both sides committed.
+    #[arg(long, requires = "job_dir")]
+    pub resume: bool,
+    /// This party's memory budget for a job (e.g. 4G, 512M); it sizes the
+    /// buckets.
+    #[arg(long, default_value = "4G", value_parser = parse_bytes, requires = "job_dir")]
+    pub memory: u64,
+    /// The most items per bucket, instead of what --memory allows.
+    #[arg(long, requires = "job_dir")]
+    pub bucket_items: Option<u64>,
+    /// Largest peer input accepted by a job, in rows.
+    #[arg(long, default_value_t = 1 << 40, requires = "job_dir")]
+    pub max_peer_rows: u64,
+    /// Seconds to keep reconnecting after the link drops.
+    #[arg(long, default_value_t = 600, requires = "job_dir")]
+    pub retry_secs: u64,
+    /// Seconds a job waits for the peer's next message (counted from the
+    /// last one; a job has no other receive timeout).
+    #[arg(long, default_value_t = 600, requires = "job_dir")]
+    pub idle_secs: u64,
+}
+
+/// `4G`, `512M`, `64K` or a plain byte count.
+fn parse_bytes(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let (digits, shift) = match s.char_indices().last() {
+        Some((i, 'K' | 'k')) => (&s[..i], 10),
+        Some((i, 'M' | 'm')) => (&s[..i], 20),
+        Some((i, 'G' | 'g')) => (&s[..i], 30),
+        Some((i, 'T' | 't')) => (&s[..i], 40),
+        _ => (s, 0),
+    };
+    let n: u64 = digits
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a size such as 4G, 512M or 1048576"))?;
+    n.checked_mul(1 << shift)
+        .ok_or_else(|| format!("{s} is too large"))
 }
 
 /// Where a two-party run's peer is: one side listens, the other connects.
@@ -145,20 +197,19 @@ pub fn party(a: &PartyArgs, protocol: Protocol, malicious: bool, sending: bool) 
         key_format: a.csv.spec()?.key_format(),
         ..Settings::new(protocol)
     };
-    let table = read_rows(&a.input, &a.csv.spec()?)?;
-    let (keys, rows_of_key) = table.unique_keys();
-    let peer = a.peer.peer()?;
     let role = match sending {
         true => Role::Sender,
         false => Role::Receiver,
     };
+    if let Some(dir) = &a.job.job_dir {
+        return job(a, role, settings, dir, output);
+    }
+    let table = read_rows(&a.input, &a.csv.spec()?)?;
+    let (keys, rows_of_key) = table.unique_keys();
+    let peer = a.peer.peer()?;
     let out = balanced::run_blocking(&peer, role, &keys, &settings, announce, &NoProgress)?;
-    let name = match role {
-        Role::Sender => "sender",
-        Role::Receiver => "receiver",
-    };
     for line in phase_lines(&out) {
-        println!("{name}: {line}");
+        println!("{}: {line}", role_name(role));
     }
     let (Some(matches), Some(path)) = (&out.matches, output) else {
         return Ok(());
@@ -175,6 +226,72 @@ pub fn party(a: &PartyArgs, protocol: Protocol, malicious: bool, sending: bool) 
             keys.len(),
             path.display()
         ),
+    }
+    Ok(())
+}
+
+fn role_name(role: Role) -> &'static str {
+    match role {
+        Role::Sender => "sender",
+        Role::Receiver => "receiver",
+    }
+}
+
+/// One party's run as a bucketed job, with a progress bar and a summary.
+fn job(
+    a: &PartyArgs,
+    role: Role,
+    settings: Settings,
+    dir: &Path,
+    output: Option<&PathBuf>,
+) -> Result<()> {
+    let j = &a.job;
+    let opts = JobOptions {
+        resume: j.resume,
+        memory: j.memory,
+        max_bucket_items: j.bucket_items,
+        max_peer_rows: j.max_peer_rows,
+        retry_for: Duration::from_secs(j.retry_secs),
+        idle_timeout: Duration::from_secs(j.idle_secs),
+        output: output.cloned(),
+        ..JobOptions::new(settings, dir.to_owned())
+    };
+    let input = JobInput {
+        path: a.input.clone(),
+        spec: a.csv.spec()?,
+    };
+    let bar = Bar::new();
+    let out = jobs::run_blocking(&a.peer.peer()?, role, &input, &opts, announce, &bar)?;
+    drop(bar);
+    let name = role_name(role);
+    let t = &out.times;
+    println!(
+        "{name}: job {}: {} buckets of {} (sender) / {} (receiver) items; {} run now{}",
+        out.id(),
+        out.shape.buckets,
+        out.shape.sender_capacity,
+        out.shape.receiver_capacity,
+        out.buckets_run,
+        match out.reconnects {
+            0 => String::new(),
+            n => format!(", after {n} reconnection(s)"),
+        }
+    );
+    println!(
+        "{name}: read {}, split {}, buckets {}, output {}; sent {}, received {}",
+        report::secs(t.read),
+        report::secs(t.split),
+        report::secs(t.buckets),
+        report::secs(t.output),
+        report::bytes(out.bytes_sent),
+        report::bytes(out.bytes_received)
+    );
+    if let (Some(n), Some(path)) = (out.matched_rows, output) {
+        println!(
+            "{n} of {} rows matched; written to {}",
+            out.input.rows,
+            path.display()
+        );
     }
     Ok(())
 }

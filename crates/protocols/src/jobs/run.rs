@@ -127,6 +127,13 @@ pub struct JobOutcome {
     pub times: JobTimes,
 }
 
+impl JobOutcome {
+    /// The job's id as users see it (hex).
+    pub fn id(&self) -> String {
+        hex::encode(self.job_id)
+    }
+}
+
 /// One party's job against `peer`. A listening party calls `listening`
 /// with its address before it first waits; `progress` is told the stages
 /// (reading, splitting, buckets).
