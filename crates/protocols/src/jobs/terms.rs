@@ -10,13 +10,13 @@
 //! sides, in the flags' terms.
 
 use psikit_io::MAX_KEY_FORMAT;
-use psikit_transport::{ids, Channel, DecodeError, Message, Reader, Writer};
+use psikit_transport::{ids, Channel, DecodeError, Message, Reader, TransportError, Writer};
 use sha2::{Digest, Sha256};
 
 use super::capacity::{shape, Shape, MAX_BUCKETS};
 use crate::balanced::{Protocol, Role};
 use crate::common::messages::wire_messages;
-use crate::common::two_party::{key_refusal, mode_refusal, Mode, Refusal};
+use crate::common::two_party::{job_refusal, key_refusal, mode_refusal, Mode, Refusal};
 use crate::error::Error;
 
 pub const PROTOCOL_ID: u8 = ids::JOB;
@@ -339,10 +339,19 @@ fn which_refusal(ours: Which, theirs: Which) -> Refusal {
     }
 }
 
-/// Sends our hello and reads the peer's, under the job's protocol id.
+/// Sends our hello and reads the peer's, under the job's protocol id; a
+/// peer that opens a one-shot run instead is refused on both sides.
 pub async fn exchange_hellos(ch: &mut Channel, ours: &JobHello) -> Result<JobHello, Error> {
     ch.send_msg(ours).await?;
-    Ok(ch.recv_msg::<JobHello>(()).await?)
+    let frame = ch.recv().await?;
+    if frame.protocol != PROTOCOL_ID && Protocol::of_id(frame.protocol).is_some() {
+        return Err(job_refusal(true).tell(ch, PROTOCOL_ID).await);
+    }
+    if (frame.protocol, frame.kind) != (PROTOCOL_ID, JobHello::KIND) {
+        let (protocol, kind) = (frame.protocol, frame.kind);
+        return Err(TransportError::Unexpected { protocol, kind }.into());
+    }
+    Ok(JobHello::decode(&frame.payload, ())?)
 }
 
 #[cfg(test)]

@@ -270,3 +270,53 @@ fn mismatched_terms_are_refused_on_both_sides() {
         "the peer runs RR16, this side VOLE-PSI"
     );
 }
+
+#[test]
+fn a_job_and_a_one_shot_run_refuse_each_other_by_name() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (s_path, _) = input(dir.path(), "s.csv", 8, 50, 1000);
+    let settings = Settings::new(Protocol::Vole);
+    let s_opts = options(&settings, dir.path(), "s", 1000);
+    let (tx, rx) = mpsc::channel();
+    let (s, r) = std::thread::scope(|sc| {
+        let (s_path, s_opts) = (&s_path, &s_opts);
+        let a = sc.spawn(move || {
+            let listen = Peer::Listen {
+                addr: "127.0.0.1:0".into(),
+                tls: None,
+                limits: Default::default(),
+                accept_timeout: Some(Duration::from_secs(5)),
+            };
+            let job = JobInput {
+                path: s_path.clone(),
+                spec: spec(),
+            };
+            let announce = |addr: &str| drop(tx.send(addr.to_owned()));
+            run_blocking(&listen, Role::Sender, &job, s_opts, announce, &NoProgress)
+        });
+        let settings = &settings;
+        let b = sc.spawn(move || {
+            let addr = rx.recv_timeout(Duration::from_secs(30)).expect("listening");
+            let peer = Peer::Connect(ServerAddr::plain(addr));
+            let keys = vec![b"a".to_vec()];
+            crate::balanced::run_blocking(
+                &peer,
+                Role::Receiver,
+                &keys,
+                &settings,
+                |_| {},
+                &NoProgress,
+            )
+        });
+        (a.join().expect("sender"), b.join().expect("receiver"))
+    });
+    let want = ": pass --job-dir on both sides or on neither";
+    assert_eq!(
+        s.expect_err("refused").to_string(),
+        format!("the peer runs a one-shot run, this side a bucketed job (--job-dir){want}")
+    );
+    assert_eq!(
+        r.expect_err("refused").to_string(),
+        format!("the peer runs a bucketed job (--job-dir), this side a one-shot run{want}")
+    );
+}

@@ -170,6 +170,9 @@ pub(crate) fn other_protocol(ours: ProtocolId, frame: &Frame) -> Option<Refusal>
     if frame.protocol == ours || frame.kind != Hello::<0>::KIND {
         return None;
     }
+    if frame.protocol == psikit_transport::ids::JOB {
+        return Some(job_refusal(false));
+    }
     let (theirs, ours) = (Protocol::of_id(frame.protocol)?, Protocol::of_id(ours)?);
     let text =
         |a: Protocol, b: Protocol| format!("the peer runs {}, this side {}", a.name(), b.name());
@@ -177,6 +180,24 @@ pub(crate) fn other_protocol(ours: ProtocolId, frame: &Frame) -> Option<Refusal>
         here: text(theirs, ours),
         there: text(ours, theirs),
     })
+}
+
+/// One side runs a bucketed job (`crate::jobs`), the other a one-shot
+/// run; `job_here` tells which this side is.
+pub(crate) fn job_refusal(job_here: bool) -> Refusal {
+    let text = |peer_job: bool| {
+        let (peer, here) = match peer_job {
+            true => ("a bucketed job (--job-dir)", "a one-shot run"),
+            false => ("a one-shot run", "a bucketed job (--job-dir)"),
+        };
+        format!(
+            "the peer runs {peer}, this side {here}: pass --job-dir on both sides or on neither"
+        )
+    };
+    Refusal {
+        here: text(!job_here),
+        there: text(job_here),
+    }
 }
 
 pub(crate) fn mode_refusal(theirs: Mode, ours: Mode) -> Option<Refusal> {

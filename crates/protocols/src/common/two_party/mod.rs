@@ -20,5 +20,5 @@ pub(crate) use driver::{finish, open, receiver_on, sender_on};
 #[cfg(feature = "cpsi")]
 pub(crate) use hello::check_peer;
 pub use hello::{hello, Hello, Mode, Terms};
-pub(crate) use hello::{key_refusal, mode_refusal, refused_by_peer, Refusal};
+pub(crate) use hello::{job_refusal, key_refusal, mode_refusal, refused_by_peer, Refusal};
 pub use protocol::Protocol;
