@@ -35,6 +35,7 @@ use crate::filter_psi::{ClientCache, FilterSnapshot, ServerState};
 use crate::he_psi::messages as he;
 use crate::he_psi::params::PsiParams;
 use crate::he_psi::shard::{Manifest, ShardInfo};
+use crate::jobs::terms as job;
 use crate::rr16::messages as rr16;
 use crate::vole_psi::messages as vole;
 use harness::{
@@ -65,6 +66,7 @@ pub const TARGETS: &[Target] = &[
     ("vole_messages", vole_messages),
     ("cpsi_messages", cpsi_messages),
     ("epc_messages", epc_messages),
+    ("job_messages", job_messages),
     ("csv_keys", csv_keys),
 ];
 
@@ -441,6 +443,20 @@ pub fn epc_messages(data: &[u8]) {
         return;
     };
     crate::cpsi::epc::fuzz_decode(usize::from(which) % crate::cpsi::epc::FUZZED, payload, 0);
+}
+
+/// A long job's messages: a selector byte, two bound bytes (the job's
+/// bucket count, big-endian, for `Committed` and `BucketStart`), then the
+/// payload.
+pub fn job_messages(data: &[u8]) {
+    let Some((which, rest)) = split(data) else {
+        return;
+    };
+    let Some((bound, payload)) = rest.split_first_chunk::<2>() else {
+        return;
+    };
+    let bound = u16::from_be_bytes(*bound);
+    job::fuzz_decode(usize::from(which) % job::FUZZED, payload, bound);
 }
 
 /// A CSV file read under a key spec given on the input's first line, as
