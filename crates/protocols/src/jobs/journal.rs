@@ -19,7 +19,7 @@ use psikit_transport::{DecodeError, Reader, Writer};
 use sha2::{Digest, Sha256};
 
 use super::capacity::{Shape, MAX_BUCKETS};
-use super::terms::{Agreed, JobHello};
+use super::terms::{flag, Agreed, JobHello};
 use crate::balanced::{Protocol, Role};
 use crate::common::files::write_atomic;
 use crate::common::state_dir::{lock, StateLock};
@@ -146,8 +146,8 @@ impl JobDir {
             role,
             protocol: Protocol::of_id(protocol)
                 .ok_or_else(|| DecodeError::invalid("protocol", protocol))?,
-            malicious: r.u8("mode")? == 1,
-            reveal: r.u8("reveal")? == 1,
+            malicious: flag(&mut r, "mode")?,
+            reveal: flag(&mut r, "reveal")?,
             key_format: r.string(psikit_io::MAX_KEY_FORMAT, "key format")?,
         };
         r.finish()?;

@@ -103,6 +103,8 @@ impl SpoolWriter {
 pub struct SpoolReader {
     input: BufReader<File>,
     hash: Sha256,
+    /// Records in the file (from its length) and left to read.
+    records: u64,
     left: u64,
     path: PathBuf,
 }
@@ -124,10 +126,12 @@ impl SpoolReader {
         if &magic != MAGIC {
             return Err(damaged("not a psikit spool file"));
         }
+        let records = body / RECORD_BYTES as u64;
         Ok(Self {
             input,
             hash: Sha256::new().chain_update(MAGIC),
-            left: body / RECORD_BYTES as u64,
+            records,
+            left: records,
             path: path.to_owned(),
         })
     }
@@ -173,6 +177,9 @@ impl SpoolReader {
         self.hash.update(count);
         if self.hash.clone().finalize().as_slice() != digest {
             return Err(damaged("damaged: its digest does not match its contents"));
+        }
+        if count != self.records.to_le_bytes() {
+            return Err(damaged("its record count does not match its records"));
         }
         Ok(())
     }

@@ -108,7 +108,8 @@ impl Message for JobHello {
     }
 }
 
-fn flag(r: &mut Reader, field: &'static str) -> Result<bool, DecodeError> {
+/// A 0/1 byte; anything else is refused (one encoding per value).
+pub(super) fn flag(r: &mut Reader, field: &'static str) -> Result<bool, DecodeError> {
     match r.u8(field)? {
         0 => Ok(false),
         1 => Ok(true),

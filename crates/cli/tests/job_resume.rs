@@ -1,0 +1,238 @@
+//! Bucketed jobs survive what long runs meet: either party killed with
+//! SIGKILL at spread-out moments and rerun with `--resume`, and the TCP
+//! link cut at spread-out moments by a proxy (the job reconnects by
+//! itself). Every run's output must equal the plaintext truth, which is
+//! also what an uninterrupted run writes.
+
+use std::collections::HashSet;
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+mod common;
+use common::psikit;
+
+const BUCKET_ITEMS: &str = "700";
+
+/// `n` rows `email,n` with ids drawn (deterministically) from
+/// `0..universe`; returns the path and the ids.
+fn input(dir: &Path, name: &str, seed: u64, n: u64, universe: u64) -> (PathBuf, Vec<u64>) {
+    let mut text = String::from("email,n\n");
+    let mut ids = Vec::new();
+    let mut x = seed;
+    for i in 0..n {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let id = (x >> 33) % universe;
+        text.push_str(&format!("u{id}@example.org,{i}\n"));
+        ids.push(id);
+    }
+    let path = dir.join(name);
+    std::fs::write(&path, text).expect("write input");
+    (path, ids)
+}
+
+fn truth(mine: &[u64], theirs: &[u64]) -> Vec<String> {
+    let held: HashSet<u64> = theirs.iter().copied().collect();
+    let mut rows = vec!["email,n".to_string()];
+    rows.extend(
+        mine.iter()
+            .enumerate()
+            .filter(|(_, id)| held.contains(id))
+            .map(|(i, id)| format!("u{id}@example.org,{i}")),
+    );
+    rows
+}
+
+fn free_port() -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+    l.local_addr().expect("addr").port()
+}
+
+/// One party's command: `role` is `send` (listening on `listen`) or
+/// `receive` (connecting to `connect`).
+fn party(role: &str, input: &Path, job: &Path, peer: (&str, &str), resume: bool) -> Command {
+    let mut cmd = psikit();
+    cmd.args([
+        "psi",
+        role,
+        "--key",
+        "email",
+        "--bucket-items",
+        BUCKET_ITEMS,
+    ])
+    .args(["--retry-secs", "60", "--idle-secs", "60"])
+    .arg("-i")
+    .arg(input)
+    .arg("--job-dir")
+    .arg(job)
+    .args([peer.0, peer.1]);
+    if role == "receive" {
+        cmd.arg("-o").arg(job.with_extension("csv"));
+    }
+    if resume {
+        cmd.arg("--resume");
+    }
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    cmd
+}
+
+/// Waits for a party, which must succeed; returns its stdout.
+fn finish(child: Child, who: &str) -> String {
+    let out = child.wait_with_output().expect("wait");
+    assert!(
+        out.status.success(),
+        "{who} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn output(job: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(job.with_extension("csv")).expect("output");
+    text.lines().map(str::to_owned).collect()
+}
+
+#[test]
+fn a_killed_party_resumes_to_the_uninterrupted_output() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (s_in, s_ids) = input(dir.path(), "s.csv", 1, 6000, 12000);
+    let (r_in, r_ids) = input(dir.path(), "r.csv", 2, 4000, 12000);
+    let want = truth(&r_ids, &s_ids);
+    // Ten kill points spread over a run, alternating the killed party.
+    let t = Instant::now();
+    let (s_job, r_job) = (dir.path().join("s0"), dir.path().join("r0"));
+    let addr = format!("127.0.0.1:{}", free_port());
+    let s = party("send", &s_in, &s_job, ("--listen", &addr), false)
+        .spawn()
+        .expect("send");
+    let r = party("receive", &r_in, &r_job, ("--connect", &addr), false)
+        .spawn()
+        .expect("receive");
+    finish(s, "sender");
+    finish(r, "receiver");
+    assert_eq!(output(&r_job), want);
+    let span = t.elapsed();
+    let mut kills = 0;
+    for k in 1..=10u32 {
+        let (s_job, r_job) = (
+            dir.path().join(format!("s{k}")),
+            dir.path().join(format!("r{k}")),
+        );
+        let addr = format!("127.0.0.1:{}", free_port());
+        let mut s = party("send", &s_in, &s_job, ("--listen", &addr), false)
+            .spawn()
+            .expect("send");
+        let mut r = party("receive", &r_in, &r_job, ("--connect", &addr), false)
+            .spawn()
+            .expect("receive");
+        std::thread::sleep(span.mul_f64(f64::from(k * 7 % 10) / 10.0 + 0.05));
+        let kill_sender = k % 2 == 0;
+        let victim = if kill_sender { &mut s } else { &mut r };
+        let _ = victim.kill();
+        // A party that had already finished is not run again.
+        let killed = !victim.wait().expect("wait").success();
+        kills += u32::from(killed);
+        let (s, r) = match (killed, kill_sender) {
+            (false, _) => (s, r),
+            (true, true) => (
+                party("send", &s_in, &s_job, ("--listen", &addr), true)
+                    .spawn()
+                    .expect("restart"),
+                r,
+            ),
+            (true, false) => (
+                s,
+                party("receive", &r_in, &r_job, ("--connect", &addr), true)
+                    .spawn()
+                    .expect("restart"),
+            ),
+        };
+        finish(s, &format!("sender (kill point {k})"));
+        finish(r, &format!("receiver (kill point {k})"));
+        assert_eq!(output(&r_job), want, "kill point {k}");
+    }
+    assert!(kills >= 5, "only {kills} of 10 kills hit a running party");
+}
+
+/// Forwards connections from `listener` to `target`, cutting each of the
+/// first `cuts.len()` connections after its delay.
+fn proxy(listener: TcpListener, target: String, cuts: Vec<Duration>, stop: Arc<AtomicBool>) {
+    listener.set_nonblocking(true).expect("nonblocking");
+    let mut cuts = cuts.into_iter();
+    while !stop.load(Ordering::SeqCst) {
+        let Ok((client, _)) = listener.accept() else {
+            std::thread::sleep(Duration::from_millis(5));
+            continue;
+        };
+        client.set_nonblocking(false).expect("blocking");
+        let Ok(server) = TcpStream::connect(&target) else {
+            continue;
+        };
+        let cut = cuts.next();
+        let pump = |mut from: TcpStream, mut to: TcpStream| {
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 16 << 10];
+                while let Ok(n) = from.read(&mut buf) {
+                    if n == 0 || to.write_all(&buf[..n]).is_err() {
+                        break;
+                    }
+                }
+                let _ = to.shutdown(Shutdown::Both);
+                let _ = from.shutdown(Shutdown::Both);
+            });
+        };
+        let (c2, s2) = (
+            client.try_clone().expect("clone"),
+            server.try_clone().expect("clone"),
+        );
+        pump(c2, server);
+        pump(s2, client.try_clone().expect("clone"));
+        if let Some(after) = cut {
+            std::thread::spawn(move || {
+                std::thread::sleep(after);
+                let _ = client.shutdown(Shutdown::Both);
+            });
+        }
+    }
+}
+
+#[test]
+fn a_cut_link_is_retried_until_the_job_ends() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (s_in, s_ids) = input(dir.path(), "s.csv", 3, 6000, 12000);
+    let (r_in, r_ids) = input(dir.path(), "r.csv", 4, 4000, 12000);
+    let addr = format!("127.0.0.1:{}", free_port());
+    let front = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let front_addr = front.local_addr().expect("addr").to_string();
+    // Cuts at spread-out moments of successive connections.
+    let cuts = (1..=5u64)
+        .map(|k| Duration::from_millis(150 + 290 * (k * 3 % 5)))
+        .collect();
+    let stop = Arc::new(AtomicBool::new(false));
+    let proxy_thread = {
+        let (addr, stop) = (addr.clone(), stop.clone());
+        std::thread::spawn(move || proxy(front, addr, cuts, stop))
+    };
+    let (s_job, r_job) = (dir.path().join("s"), dir.path().join("r"));
+    let s = party("send", &s_in, &s_job, ("--listen", &addr), false)
+        .spawn()
+        .expect("send");
+    let r = party("receive", &r_in, &r_job, ("--connect", &front_addr), false)
+        .spawn()
+        .expect("receive");
+    finish(s, "sender");
+    let said = finish(r, "receiver");
+    stop.store(true, Ordering::SeqCst);
+    assert!(
+        said.contains("reconnection(s)"),
+        "the link was never cut: {said}"
+    );
+    proxy_thread.join().expect("proxy");
+    assert_eq!(output(&r_job), truth(&r_ids, &s_ids));
+}
