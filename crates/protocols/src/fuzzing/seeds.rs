@@ -579,7 +579,8 @@ fn job_message_seeds() -> Vec<(&'static str, Vec<u8>)> {
     }
     let new = JobHello {
         role: Role::Sender,
-        which: Which::New { nonce: [7; 16] },
+        which: Which::New,
+        nonce: [7; 16],
         protocol: Protocol::Vole,
         mode: crate::common::two_party::Mode {
             malicious: true,
@@ -591,7 +592,10 @@ fn job_message_seeds() -> Vec<(&'static str, Vec<u8>)> {
     };
     let resume = JobHello {
         role: Role::Receiver,
-        which: Which::Resume { job_id: [9; 16] },
+        which: Which::Resume {
+            job_id: [9; 16],
+            confirmed: true,
+        },
         protocol: Protocol::Rr16,
         mode: crate::common::two_party::Mode {
             malicious: false,

@@ -121,8 +121,9 @@ impl JobDir {
         write_sealed(&self.root.join("input"), INPUT_MAGIC, &w.into_bytes())
     }
 
-    /// The stored agreement and the terms this side stated with it.
-    pub fn agreement(&self) -> Result<Option<(Agreed, OwnTerms)>, Error> {
+    /// The stored agreement, the terms this side stated with it, and
+    /// whether the peer confirmed it stored the job too.
+    pub fn agreement(&self) -> Result<Option<(Agreed, OwnTerms, bool)>, Error> {
         let Some(body) = read_sealed(&self.root.join("job"), JOB_MAGIC)? else {
             return Ok(None);
         };
@@ -150,11 +151,12 @@ impl JobDir {
             reveal: flag(&mut r, "reveal")?,
             key_format: r.string(psikit_io::MAX_KEY_FORMAT, "key format")?,
         };
+        let confirmed = flag(&mut r, "confirmed")?;
         r.finish()?;
-        Ok(Some((agreed, terms)))
+        Ok(Some((agreed, terms, confirmed)))
     }
 
-    pub fn set_agreement(&self, a: &Agreed, t: &OwnTerms) -> Result<(), Error> {
+    pub fn set_agreement(&self, a: &Agreed, t: &OwnTerms, confirmed: bool) -> Result<(), Error> {
         let mut w = Writer::with_capacity(128);
         w.bytes(&a.job_id)
             .u64(a.shape.buckets)
@@ -168,7 +170,8 @@ impl JobDir {
             .u8(t.protocol.id())
             .u8(u8::from(t.malicious))
             .u8(u8::from(t.reveal))
-            .string(&t.key_format);
+            .string(&t.key_format)
+            .u8(u8::from(confirmed));
         write_sealed(&self.root.join("job"), JOB_MAGIC, &w.into_bytes())
     }
 

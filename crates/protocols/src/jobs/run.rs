@@ -158,19 +158,21 @@ pub async fn run(
     let summary = tokio::task::block_in_place(|| read_input(&dir, input, progress))?;
     times.read = t.elapsed();
     let stored = dir.agreement()?;
+    if let Some((_, terms, _)) = &stored {
+        check_terms(terms, &own_terms(role, opts))?;
+    }
+    let mut nonce = [0u8; 16];
+    rand::rngs::OsRng.fill_bytes(&mut nonce);
     let hello = JobHello {
         role,
         which: match &stored {
-            Some((a, terms)) => {
-                check_terms(terms, &own_terms(role, opts))?;
-                Which::Resume { job_id: a.job_id }
-            }
-            None => {
-                let mut nonce = [0u8; 16];
-                rand::rngs::OsRng.fill_bytes(&mut nonce);
-                Which::New { nonce }
-            }
+            Some((a, _, confirmed)) => Which::Resume {
+                job_id: a.job_id,
+                confirmed: *confirmed,
+            },
+            None => Which::New,
         },
+        nonce,
         protocol: opts.settings.protocol,
         mode: Mode {
             malicious: opts.settings.malicious,
@@ -185,7 +187,7 @@ pub async fn run(
         role,
         opts,
         hello,
-        agreed: stored.map(|(a, _)| a),
+        agreed: stored.map(|(a, _, _)| a),
         buckets_run: 0,
         bytes: (0, 0),
         times,
@@ -454,18 +456,25 @@ impl Job<'_> {
             Ok(a) => a,
             Err(refusal) => return Err(refusal.tell(ch, PROTOCOL_ID).await),
         };
-        if self.agreed.is_none() {
-            self.dir
-                .set_agreement(&agreed, &OwnTerms::of(&self.hello))?;
-            self.agreed = Some(agreed);
-            self.hello.which = Which::Resume {
-                job_id: agreed.job_id,
-            };
+        if self.agreed != Some(agreed) {
+            // A new job (or one replacing an unconfirmed one, see `Which`).
+            self.store(&agreed, false)?;
         }
         let buckets = agreed.shape.buckets;
         let ours = self.dir.committed(buckets)?;
         ch.send_msg(&Committed { bits: ours.clone() }).await?;
         let theirs = ch.recv_msg::<Committed>(buckets).await?;
+        // The peer's journal shows it stored the job: from now on neither
+        // side may start it anew.
+        if matches!(
+            self.hello.which,
+            Which::Resume {
+                confirmed: false,
+                ..
+            }
+        ) {
+            self.store(&agreed, true)?;
+        }
         let bit = |bits: &[u8], b: u64| bits[(b / 8) as usize] >> (b % 8) & 1 == 1;
         let todo: Vec<u64> = (0..buckets)
             .filter(|&b| !(bit(&ours, b) && bit(&theirs.bits, b)))
@@ -483,6 +492,18 @@ impl Job<'_> {
         ran?;
         ch.send_msg(&JobDone).await?;
         ch.recv_msg::<JobDone>(()).await?;
+        Ok(())
+    }
+
+    /// Stores the agreement and states it in later hellos.
+    fn store(&mut self, agreed: &Agreed, confirmed: bool) -> Result<(), Error> {
+        self.dir
+            .set_agreement(agreed, &OwnTerms::of(&self.hello), confirmed)?;
+        self.agreed = Some(*agreed);
+        self.hello.which = Which::Resume {
+            job_id: agreed.job_id,
+            confirmed,
+        };
         Ok(())
     }
 

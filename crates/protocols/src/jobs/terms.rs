@@ -27,10 +27,14 @@ pub type JobId = [u8; 16];
 /// Which job a party comes for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Which {
-    /// A new job; the nonce is this side's share of its id.
-    New { nonce: [u8; 16] },
-    /// The job this side's job directory holds.
-    Resume { job_id: JobId },
+    /// A new job.
+    New,
+    /// The job this side's job directory holds; `confirmed` once the peer
+    /// showed it stored the job too (its journal arrived). A side commits
+    /// buckets only once confirmed, so an unconfirmed job has nothing to
+    /// lose: if the peer crashed before storing it and now starts anew,
+    /// both start a new job.
+    Resume { job_id: JobId, confirmed: bool },
 }
 
 /// A party's first message of a job (kind 1).
@@ -38,6 +42,9 @@ pub enum Which {
 pub struct JobHello {
     pub role: Role,
     pub which: Which,
+    /// This side's share of a new job's id (sent always, so that an
+    /// unconfirmed job can be replaced by a new one in the same hello).
+    pub nonce: [u8; 16],
     pub protocol: Protocol,
     pub mode: Mode,
     /// `psikit_io::KeySpec::key_format` (never data).
@@ -61,10 +68,11 @@ impl Message for JobHello {
             Role::Receiver => 1,
         });
         match self.which {
-            Which::New { nonce } => w.u8(0).bytes(&nonce),
-            Which::Resume { job_id } => w.u8(1).bytes(&job_id),
+            Which::New => w.u8(0),
+            Which::Resume { job_id, confirmed } => w.u8(1 + u8::from(confirmed)).bytes(&job_id),
         };
-        w.u8(self.protocol.id())
+        w.bytes(&self.nonce)
+            .u8(self.protocol.id())
             .u8(u8::from(self.mode.malicious))
             .u8(u8::from(self.mode.reveal))
             .string(&self.key_format)
@@ -79,20 +87,21 @@ impl Message for JobHello {
             other => return Err(DecodeError::invalid("role", other)),
         };
         let which = match r.u8("job")? {
-            0 => Which::New {
-                nonce: r.array("nonce")?,
-            },
-            1 => Which::Resume {
+            0 => Which::New,
+            tag @ (1 | 2) => Which::Resume {
                 job_id: r.array("job id")?,
+                confirmed: tag == 2,
             },
             other => return Err(DecodeError::invalid("job", other)),
         };
+        let nonce = r.array("nonce")?;
         let protocol = r.u8("protocol")?;
         let protocol =
             Protocol::of_id(protocol).ok_or_else(|| DecodeError::invalid("protocol", protocol))?;
         Ok(Self {
             role,
             which,
+            nonce,
             protocol,
             mode: Mode {
                 malicious: flag(r, "mode")?,
@@ -272,24 +281,26 @@ pub fn agree(
         Role::Receiver => (theirs, ours),
     };
     let job_id = match (ours.which, theirs.which, stored) {
-        (Which::New { .. }, Which::New { .. }, None) => new_job_id(sender, receiver),
-        (Which::Resume { job_id: a }, Which::Resume { job_id: b }, Some(s))
+        (Which::Resume { job_id: a, .. }, Which::Resume { job_id: b, .. }, Some(s))
             if a == b && s.job_id == a =>
         {
-            if s.peer_rows != theirs.rows {
-                return Err(Refusal {
-                    here: format!(
-                        "the peer's input now has {} rows, {} when job {} began: the peer's input changed",
-                        theirs.rows, s.peer_rows, hex::encode(a)
-                    ),
-                    there: format!(
-                        "this input now has {} rows, {} when job {} began: it changed since",
-                        theirs.rows, s.peer_rows, hex::encode(a)
-                    ),
-                });
-            }
-            return Ok(*s);
+            return resumed(s, theirs.rows);
         }
+        (Which::New, Which::New, _)
+        | (
+            Which::Resume {
+                confirmed: false, ..
+            },
+            Which::New,
+            _,
+        )
+        | (
+            Which::New,
+            Which::Resume {
+                confirmed: false, ..
+            },
+            _,
+        ) => new_job_id(sender, receiver),
         (ours_which, theirs_which, _) => return Err(which_refusal(ours_which, theirs_which)),
     };
     let limit = ours.max_bucket_items.min(theirs.max_bucket_items);
@@ -304,16 +315,28 @@ pub fn agree(
     })
 }
 
+/// The stored agreement, if the peer's input still has its row count.
+fn resumed(stored: &Agreed, peer_rows: u64) -> Result<Agreed, Refusal> {
+    if stored.peer_rows == peer_rows {
+        return Ok(*stored);
+    }
+    let (id, then) = (hex::encode(stored.job_id), stored.peer_rows);
+    Err(Refusal {
+        here: format!(
+            "the peer's input now has {peer_rows} rows, {then} when job {id} began: the peer's input changed"
+        ),
+        there: format!(
+            "this input now has {peer_rows} rows, {then} when job {id} began: it changed since"
+        ),
+    })
+}
+
 /// A new job's id: both nonces, the sender's first.
 fn new_job_id(sender: &JobHello, receiver: &JobHello) -> JobId {
-    let nonce = |h: &JobHello| match h.which {
-        Which::New { nonce } => nonce,
-        Which::Resume { job_id } => job_id,
-    };
     let digest = Sha256::new()
         .chain_update(b"psikit job id v1")
-        .chain_update(nonce(sender))
-        .chain_update(nonce(receiver))
+        .chain_update(sender.nonce)
+        .chain_update(receiver.nonce)
         .finalize();
     let mut id = [0u8; 16];
     id.copy_from_slice(&digest[..16]);
@@ -322,8 +345,8 @@ fn new_job_id(sender: &JobHello, receiver: &JobHello) -> JobId {
 
 fn which_refusal(ours: Which, theirs: Which) -> Refusal {
     let says = |w: Which| match w {
-        Which::New { .. } => "starts a new job".to_string(),
-        Which::Resume { job_id } => format!("resumes job {}", hex::encode(job_id)),
+        Which::New => "starts a new job".to_string(),
+        Which::Resume { job_id, .. } => format!("resumes job {}", hex::encode(job_id)),
     };
     let advice = "run both sides with --resume and their job directories, or both without";
     Refusal {
@@ -363,6 +386,7 @@ mod tests {
         JobHello {
             role,
             which,
+            nonce: [role as u8; 16],
             protocol: Protocol::Vole,
             mode: Mode {
                 malicious: false,
@@ -376,8 +400,8 @@ mod tests {
 
     #[test]
     fn both_sides_agree_on_the_same_terms() {
-        let s = hello(Role::Sender, Which::New { nonce: [1; 16] });
-        let mut r = hello(Role::Receiver, Which::New { nonce: [2; 16] });
+        let s = hello(Role::Sender, Which::New);
+        let mut r = hello(Role::Receiver, Which::New);
         r.rows = 300;
         let a = agree(&s, &r, None, u64::MAX).expect("agree");
         let b = agree(&r, &s, None, u64::MAX).expect("agree");
@@ -388,11 +412,44 @@ mod tests {
     }
 
     #[test]
-    fn differences_are_refused_in_both_sides_terms() {
-        let s = hello(Role::Sender, Which::New { nonce: [1; 16] });
-        let r = hello(Role::Sender, Which::New { nonce: [2; 16] });
+    fn an_unconfirmed_job_gives_way_to_a_new_one_and_a_confirmed_one_does_not() {
+        let stored = Agreed {
+            job_id: [9; 16],
+            shape: shape(1000, 1000, 1 << 20).expect("shape"),
+            peer_rows: 1000,
+        };
+        let s = hello(Role::Sender, Which::New);
+        let mut r = hello(
+            Role::Receiver,
+            Which::Resume {
+                job_id: [9; 16],
+                confirmed: false,
+            },
+        );
+        let a = agree(&s, &r, None, u64::MAX).expect("new job");
+        let b = agree(&r, &s, Some(&stored), u64::MAX).expect("new job");
+        assert_eq!(a, b);
+        assert_ne!(a.job_id, stored.job_id);
+        r.which = Which::Resume {
+            job_id: [9; 16],
+            confirmed: true,
+        };
         assert!(agree(&s, &r, None, u64::MAX).is_err());
-        let mut r = hello(Role::Receiver, Which::Resume { job_id: [9; 16] });
+        assert!(agree(&r, &s, Some(&stored), u64::MAX).is_err());
+    }
+
+    #[test]
+    fn differences_are_refused_in_both_sides_terms() {
+        let s = hello(Role::Sender, Which::New);
+        let r = hello(Role::Sender, Which::New);
+        assert!(agree(&s, &r, None, u64::MAX).is_err());
+        let mut r = hello(
+            Role::Receiver,
+            Which::Resume {
+                job_id: [9; 16],
+                confirmed: true,
+            },
+        );
         let e = agree(&s, &r, None, u64::MAX).expect_err("refused");
         assert!(
             e.here.starts_with("the peer resumes job 0909"),
@@ -405,7 +462,7 @@ mod tests {
             "{}",
             e.there
         );
-        r.which = Which::New { nonce: [2; 16] };
+        r.which = Which::New;
         r.protocol = Protocol::Rr16;
         let e = agree(&s, &r, None, u64::MAX).expect_err("refused");
         assert_eq!(e.here, "the peer runs RR16, this side VOLE-PSI");
