@@ -278,13 +278,14 @@ fn job(
         }
     );
     println!(
-        "{name}: read {}, split {}, buckets {}, output {}; sent {}, received {}",
+        "{name}: read {}, split {}, buckets {}, output {}; sent {}, received {}; peak memory {}",
         report::secs(t.read),
         report::secs(t.split),
         report::secs(t.buckets),
         report::secs(t.output),
         report::bytes(out.bytes_sent),
-        report::bytes(out.bytes_received)
+        report::bytes(out.bytes_received),
+        report::peak_memory().map_or("unknown".into(), report::bytes)
     );
     if let (Some(n), Some(path)) = (out.matched_rows, output) {
         println!(

@@ -1,8 +1,9 @@
-//! Bucketed jobs survive what long runs meet: either party killed with
-//! SIGKILL at spread-out moments and rerun with `--resume`, and the TCP
-//! link cut at spread-out moments by a proxy (the job reconnects by
-//! itself). Every run's output must equal the plaintext truth, which is
-//! also what an uninterrupted run writes.
+//! Bucketed jobs through the CLI: they survive what long runs meet (either
+//! party killed with SIGKILL at spread-out moments and rerun with
+//! `--resume`; the TCP link cut at spread-out moments by a proxy, after
+//! which the job reconnects by itself), every run's output equals the
+//! plaintext truth (which an uninterrupted run also writes), and a party's
+//! peak memory follows its budget, not its input.
 
 use std::collections::HashSet;
 use std::io::{Read, Write};
@@ -54,24 +55,21 @@ fn free_port() -> u16 {
     l.local_addr().expect("addr").port()
 }
 
-/// One party's command: `role` is `send` (listening on `listen`) or
-/// `receive` (connecting to `connect`).
+/// One party's command: `role` is `send` (listening) or `receive`
+/// (connecting), `peer` its `--listen` or `--connect` flag and address;
+/// buckets of [`BUCKET_ITEMS`] items unless the caller adds `--memory`.
 fn party(role: &str, input: &Path, job: &Path, peer: (&str, &str), resume: bool) -> Command {
     let mut cmd = psikit();
-    cmd.args([
-        "psi",
-        role,
-        "--key",
-        "email",
-        "--bucket-items",
-        BUCKET_ITEMS,
-    ])
-    .args(["--retry-secs", "60", "--idle-secs", "60"])
-    .arg("-i")
-    .arg(input)
-    .arg("--job-dir")
-    .arg(job)
-    .args([peer.0, peer.1]);
+    cmd.args(["psi", role, "--key", "email", "-i"])
+        .arg(input)
+        .arg("--job-dir")
+        .arg(job)
+        .args([peer.0, peer.1])
+        .args(["--retry-secs", "60", "--idle-secs", "60"]);
+    if role == "send" {
+        // A listener left alone gives up instead of hanging the test.
+        cmd.args(["--accept-timeout-secs", "60"]);
+    }
     if role == "receive" {
         cmd.arg("-o").arg(job.with_extension("csv"));
     }
@@ -79,6 +77,19 @@ fn party(role: &str, input: &Path, job: &Path, peer: (&str, &str), resume: bool)
         cmd.arg("--resume");
     }
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    cmd
+}
+
+/// [`party`] with buckets of [`BUCKET_ITEMS`] items.
+fn small_buckets(
+    role: &str,
+    input: &Path,
+    job: &Path,
+    peer: (&str, &str),
+    resume: bool,
+) -> Command {
+    let mut cmd = party(role, input, job, peer, resume);
+    cmd.args(["--bucket-items", BUCKET_ITEMS]);
     cmd
 }
 
@@ -108,10 +119,10 @@ fn a_killed_party_resumes_to_the_uninterrupted_output() {
     let t = Instant::now();
     let (s_job, r_job) = (dir.path().join("s0"), dir.path().join("r0"));
     let addr = format!("127.0.0.1:{}", free_port());
-    let s = party("send", &s_in, &s_job, ("--listen", &addr), false)
+    let s = small_buckets("send", &s_in, &s_job, ("--listen", &addr), false)
         .spawn()
         .expect("send");
-    let r = party("receive", &r_in, &r_job, ("--connect", &addr), false)
+    let r = small_buckets("receive", &r_in, &r_job, ("--connect", &addr), false)
         .spawn()
         .expect("receive");
     finish(s, "sender");
@@ -125,10 +136,10 @@ fn a_killed_party_resumes_to_the_uninterrupted_output() {
             dir.path().join(format!("r{k}")),
         );
         let addr = format!("127.0.0.1:{}", free_port());
-        let mut s = party("send", &s_in, &s_job, ("--listen", &addr), false)
+        let mut s = small_buckets("send", &s_in, &s_job, ("--listen", &addr), false)
             .spawn()
             .expect("send");
-        let mut r = party("receive", &r_in, &r_job, ("--connect", &addr), false)
+        let mut r = small_buckets("receive", &r_in, &r_job, ("--connect", &addr), false)
             .spawn()
             .expect("receive");
         std::thread::sleep(span.mul_f64(f64::from(k * 7 % 10) / 10.0 + 0.05));
@@ -141,14 +152,14 @@ fn a_killed_party_resumes_to_the_uninterrupted_output() {
         let (s, r) = match (killed, kill_sender) {
             (false, _) => (s, r),
             (true, true) => (
-                party("send", &s_in, &s_job, ("--listen", &addr), true)
+                small_buckets("send", &s_in, &s_job, ("--listen", &addr), true)
                     .spawn()
                     .expect("restart"),
                 r,
             ),
             (true, false) => (
                 s,
-                party("receive", &r_in, &r_job, ("--connect", &addr), true)
+                small_buckets("receive", &r_in, &r_job, ("--connect", &addr), true)
                     .spawn()
                     .expect("restart"),
             ),
@@ -220,10 +231,10 @@ fn a_cut_link_is_retried_until_the_job_ends() {
         std::thread::spawn(move || proxy(front, addr, cuts, stop))
     };
     let (s_job, r_job) = (dir.path().join("s"), dir.path().join("r"));
-    let s = party("send", &s_in, &s_job, ("--listen", &addr), false)
+    let s = small_buckets("send", &s_in, &s_job, ("--listen", &addr), false)
         .spawn()
         .expect("send");
-    let r = party("receive", &r_in, &r_job, ("--connect", &front_addr), false)
+    let r = small_buckets("receive", &r_in, &r_job, ("--connect", &front_addr), false)
         .spawn()
         .expect("receive");
     finish(s, "sender");
@@ -235,4 +246,54 @@ fn a_cut_link_is_retried_until_the_job_ends() {
     );
     proxy_thread.join().expect("proxy");
     assert_eq!(output(&r_job), truth(&r_ids, &s_ids));
+}
+
+/// The peak memory a party's summary reports, in bytes.
+fn peak(said: &str) -> f64 {
+    let text = said
+        .split("peak memory ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no peak memory in {said}"));
+    let mut words = text.split_whitespace();
+    let value: f64 = words.next().and_then(|v| v.parse().ok()).expect("a number");
+    let unit = match words.next() {
+        Some("KiB") => 1024.0,
+        Some("MiB") => 1024.0 * 1024.0,
+        Some("GiB") => 1024.0 * 1024.0 * 1024.0,
+        _ => 1.0,
+    };
+    value * unit
+}
+
+#[test]
+fn peak_memory_follows_the_budget_not_the_input() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut peaks = Vec::new();
+    for (k, n) in [(1u64, 20_000u64), (8, 160_000)] {
+        let (s_in, _) = input(dir.path(), &format!("s{k}.csv"), 5, n, 2 * n);
+        let (r_in, _) = input(dir.path(), &format!("r{k}.csv"), 6, n, 2 * n);
+        let addr = format!("127.0.0.1:{}", free_port());
+        let (s_job, r_job) = (
+            dir.path().join(format!("ms{k}")),
+            dir.path().join(format!("mr{k}")),
+        );
+        let budget = ["--memory", "3M"];
+        let s = party("send", &s_in, &s_job, ("--listen", &addr), false)
+            .args(budget)
+            .spawn()
+            .expect("send");
+        let r = party("receive", &r_in, &r_job, ("--connect", &addr), false)
+            .args(budget)
+            .spawn()
+            .expect("receive");
+        let (s, r) = (finish(s, "sender"), finish(r, "receiver"));
+        peaks.push((peak(&s), peak(&r)));
+    }
+    let (small, large) = (peaks[0], peaks[1]);
+    let slack = 12.0 * 1024.0 * 1024.0;
+    assert!(large.0 < small.0 + slack, "sender: {small:?} -> {large:?}");
+    assert!(
+        large.1 < small.1 + slack,
+        "receiver: {small:?} -> {large:?}"
+    );
 }
