@@ -122,6 +122,10 @@ pub struct JobOutcome {
     pub matched_rows: Option<u64>,
     pub bytes_sent: u64,
     pub bytes_received: u64,
+    /// Bytes both ways of each bucket this process ran, in the order run:
+    /// the same for every bucket, whatever its real fill (padding), except
+    /// that with `reveal` the receiver sends the bucket's matches.
+    pub bucket_bytes: Vec<u64>,
     /// Connections made again after the link dropped.
     pub reconnects: u32,
     pub times: JobTimes,
@@ -190,6 +194,7 @@ pub async fn run(
         agreed: stored.map(|(a, _, _)| a),
         buckets_run: 0,
         bytes: (0, 0),
+        bucket_bytes: Vec::new(),
         times,
         progress,
     };
@@ -215,6 +220,7 @@ pub async fn run(
         matched_rows,
         bytes_sent: job.bytes.0,
         bytes_received: job.bytes.1,
+        bucket_bytes: job.bucket_bytes,
         reconnects,
         times: job.times,
     })
@@ -406,6 +412,7 @@ struct Job<'a> {
     agreed: Option<Agreed>,
     buckets_run: u64,
     bytes: (u64, u64),
+    bucket_bytes: Vec<u64>,
     times: JobTimes,
     progress: &'a dyn Progress,
 }
@@ -546,7 +553,10 @@ impl Job<'_> {
                     theirs.bucket
                 )));
             }
+            let before = ch.bytes_sent() + ch.bytes_received();
             let out = balanced::run_on(ch, self.role, &bucket.keys, &settings, &NoProgress).await?;
+            self.bucket_bytes
+                .push(ch.bytes_sent() + ch.bytes_received() - before);
             let rows = out
                 .matches
                 .map(|m| bucket.matched_rows(&m))
