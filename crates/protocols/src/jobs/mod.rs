@@ -1,6 +1,7 @@
 //! Long two-party jobs: a balanced PSI over inputs of 10^8 rows and more,
 //! in bounded memory, bucket by bucket over one connection, resumable
-//! after a crash or a dropped link.
+//! after a crash or a dropped link. A front end states a [`JobInput`] and
+//! [`JobOptions`] and calls [`run`] or [`run_blocking`] (`options.rs`).
 //!
 //! * **One pass over the input** (`prepare.rs`): each row's key is
 //!   normalised, encoded and hashed to a 128-bit item key, spooled to the
@@ -22,7 +23,7 @@
 //!   semi-honest or malicious, RR16), the next bucket loading while one
 //!   runs; each bucket's result is committed atomically to the journal
 //!   (`journal.rs`). A dropped link is retried with backoff for
-//!   `retry_for`; a rerun with `resume` continues from the buckets both
+//!   `retry_for` (`link.rs`); a rerun with `resume` continues from the buckets both
 //!   sides committed. At the end the matched rows are written from the
 //!   input, in file order, as a one-shot run writes them.
 //!
@@ -39,6 +40,8 @@
 
 mod capacity;
 mod journal;
+mod link;
+mod options;
 mod prepare;
 mod run;
 mod spool;
@@ -48,5 +51,6 @@ mod tests;
 
 pub use capacity::{capacity, overflow_log2, Shape, MAX_BUCKETS, STATISTICAL_BITS};
 pub use journal::InputSummary;
-pub use run::{run, run_blocking, JobInput, JobOptions, JobOutcome, JobTimes, DEFAULT_MEMORY};
+pub use options::{JobInput, JobOptions, JobOutcome, JobTimes, DEFAULT_MEMORY};
+pub use run::{run, run_blocking};
 pub use terms::JobId;

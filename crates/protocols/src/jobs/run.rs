@@ -7,136 +7,26 @@
 //! skipped.
 
 use std::fs::File;
-use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::time::Instant;
 
-use psikit_io::{write_selected_rows, KeySpec};
-use psikit_transport::net::{self, Listener};
-use psikit_transport::{Channel, Limits};
+use psikit_io::write_selected_rows;
+use psikit_transport::Channel;
 use rand::RngCore;
 
-use super::capacity::Shape;
 use super::journal::{InputSummary, JobDir, OwnTerms};
+use super::link::{is_link_failure, Link};
+use super::options::{JobInput, JobOptions, JobOutcome, JobTimes};
 use super::prepare::{input_digest, split, spool_input, Bucket};
 use super::terms::{
-    agree, exchange_hellos, Agreed, BucketStart, Committed, JobDone, JobHello, JobId, Which,
-    PROTOCOL_ID,
+    agree, exchange_hellos, Agreed, BucketStart, Committed, JobDone, JobHello, Which, PROTOCOL_ID,
 };
-use crate::balanced::{self, Protocol, Role, Settings};
-use crate::common::connect::{Peer, ServerAddr};
+use crate::balanced::{self, Role, Settings};
+use crate::common::connect::Peer;
 use crate::common::files::AtomicFile;
 use crate::common::two_party::{refused_by_peer, Mode};
 use crate::common::{advance, NoProgress, Progress};
 use crate::error::Error;
-
-/// The default memory budget of a job party.
-pub const DEFAULT_MEMORY: u64 = 4 << 30;
-
-/// A job's input: a CSV file and how its keys are read.
-#[derive(Clone, Debug)]
-pub struct JobInput {
-    pub path: PathBuf,
-    pub spec: KeySpec,
-}
-
-/// How one party runs a job; both must choose the same protocol, mode and
-/// key encoding (the hello compares them).
-#[derive(Clone, Debug)]
-pub struct JobOptions {
-    /// The balanced protocol and its mode (`max_peer_items` is replaced
-    /// by the peer's bucket capacity).
-    pub settings: Settings,
-    /// Where the job keeps its journal and spool files.
-    pub job_dir: PathBuf,
-    /// Continue the job the directory holds (else it must hold none).
-    pub resume: bool,
-    /// This party's memory budget in bytes: it sizes the buckets.
-    pub memory: u64,
-    /// The most items per bucket, instead of the memory budget's.
-    pub max_bucket_items: Option<u64>,
-    /// Largest peer input accepted, in rows.
-    pub max_peer_rows: u64,
-    /// How long to keep reconnecting after the link drops.
-    pub retry_for: Duration,
-    /// The longest wait for the peer's next message.
-    pub idle_timeout: Duration,
-    /// Where to write this side's matched rows (the receiver's, or the
-    /// sender's with `reveal`); `None` to count them only.
-    pub output: Option<PathBuf>,
-}
-
-impl JobOptions {
-    pub fn new(settings: Settings, job_dir: PathBuf) -> Self {
-        Self {
-            settings,
-            job_dir,
-            resume: false,
-            memory: DEFAULT_MEMORY,
-            max_bucket_items: None,
-            max_peer_rows: 1 << 40,
-            retry_for: Duration::from_secs(600),
-            idle_timeout: Duration::from_secs(600),
-            output: None,
-        }
-    }
-
-    /// The most items per bucket this side runs: the memory budget over
-    /// the protocol's peak bytes per item (measured, with margin; see
-    /// docs/benchmarks.md), within the protocol's largest set.
-    pub fn bucket_limit(&self) -> u64 {
-        let s = &self.settings;
-        let per_item: u64 = match (s.protocol, s.malicious) {
-            (Protocol::Vole, false) => 320,
-            (Protocol::Vole, true) => 400,
-            (Protocol::Rr16, _) => 1600,
-        };
-        let protocol_max = Settings::new(s.protocol).max_peer_items;
-        self.max_bucket_items
-            .unwrap_or(self.memory / per_item)
-            .clamp(1, protocol_max)
-    }
-}
-
-/// Where a job's time went.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct JobTimes {
-    /// The first pass over the input (or checking its digest on resume).
-    pub read: Duration,
-    pub split: Duration,
-    /// The buckets' runs, waits for the peer included.
-    pub buckets: Duration,
-    /// Writing the matched rows.
-    pub output: Duration,
-}
-
-/// What a party's job did.
-#[derive(Clone, Debug)]
-pub struct JobOutcome {
-    pub job_id: JobId,
-    pub shape: Shape,
-    pub input: InputSummary,
-    /// Buckets this process ran (the others were committed on both sides
-    /// before it started).
-    pub buckets_run: u64,
-    /// Matched rows of this side's input, when it learns them.
-    pub matched_rows: Option<u64>,
-    pub bytes_sent: u64,
-    pub bytes_received: u64,
-    /// Bytes both ways of each bucket this process ran, in the order run:
-    /// the same for every bucket, whatever its real fill (padding), except
-    /// that with `reveal` the receiver sends the bucket's matches.
-    pub bucket_bytes: Vec<u64>,
-    /// Connections made again after the link dropped.
-    pub reconnects: u32,
-    pub times: JobTimes,
-}
-
-impl JobOutcome {
-    /// The job's id as users see it (hex).
-    pub fn id(&self) -> String {
-        hex::encode(self.job_id)
-    }
-}
 
 /// One party's job against `peer`. A listening party calls `listening`
 /// with its address before it first waits; `progress` is told the stages
@@ -310,96 +200,6 @@ fn read_input(
             Ok(summary)
         }
         _ => spool_input(&input.path, &input.spec, dir, progress),
-    }
-}
-
-/// How this side meets its peer, again after a dropped link: a listener
-/// stays bound for the whole job.
-enum Link {
-    Listen {
-        listener: Listener,
-        accept_timeout: Option<Duration>,
-    },
-    Connect(ServerAddr),
-}
-
-impl Link {
-    async fn new(peer: &Peer, idle: Duration, listening: impl FnOnce(&str)) -> Result<Self, Error> {
-        let with_idle = |limits: Limits| Limits {
-            read_timeout: idle,
-            ..limits
-        };
-        Ok(match peer {
-            Peer::Listen {
-                addr,
-                tls,
-                limits,
-                accept_timeout,
-            } => {
-                let listener = Listener::bind(addr, tls.as_ref(), with_idle(*limits)).await?;
-                listening(&listener.local_addr()?.to_string());
-                Link::Listen {
-                    listener,
-                    accept_timeout: *accept_timeout,
-                }
-            }
-            Peer::Connect(server) => Link::Connect(ServerAddr {
-                limits: with_idle(server.limits),
-                ..server.clone()
-            }),
-        })
-    }
-
-    /// The next connection: accepted within `wait` (the first one within
-    /// the accept timeout), or dialled until `wait` runs out.
-    async fn open(&self, wait: Option<Duration>) -> Result<Channel, Error> {
-        match self {
-            Link::Listen {
-                listener,
-                accept_timeout,
-            } => {
-                let accept = async { listener.accept().await?.handshake().await };
-                match wait.or(*accept_timeout) {
-                    Some(limit) => {
-                        Ok(tokio::time::timeout(limit, accept).await.map_err(|_| {
-                            Error::Transport(psikit_transport::TransportError::Timeout(
-                                "waiting for the peer to connect",
-                            ))
-                        })??)
-                    }
-                    None => Ok(accept.await?),
-                }
-            }
-            Link::Connect(server) => {
-                let deadline = wait.map(|w| Instant::now() + w);
-                let mut pause = Duration::from_millis(200);
-                loop {
-                    let tried =
-                        net::connect(&server.addr, server.tls.as_ref(), server.limits).await;
-                    match tried {
-                        Ok(ch) => return Ok(ch),
-                        Err(e)
-                            if e.is_link_failure()
-                                && deadline.is_some_and(|d| Instant::now() + pause < d) =>
-                        {
-                            tokio::time::sleep(pause).await;
-                            pause = (pause * 2).min(Duration::from_secs(5));
-                        }
-                        Err(e) => return Err(e.into()),
-                    }
-                }
-            }
-        }
-    }
-}
-
-/// Whether an error is the link's (retry after reconnecting) rather than
-/// the peer's or this side's.
-fn is_link_failure(e: &Error) -> bool {
-    match e {
-        Error::Transport(t) => t.is_link_failure(),
-        Error::Ot(psikit_ot::OtError::Transport(t)) => t.is_link_failure(),
-        _ => false,
     }
 }
 

@@ -1,0 +1,121 @@
+//! What a front end states for a job (its input, its options) and what a
+//! job reports back.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use psikit_io::KeySpec;
+
+use super::capacity::Shape;
+use super::journal::InputSummary;
+use super::terms::JobId;
+use crate::balanced::{Protocol, Settings};
+
+/// The default memory budget of a job party.
+pub const DEFAULT_MEMORY: u64 = 4 << 30;
+
+/// A job's input: a CSV file and how its keys are read.
+#[derive(Clone, Debug)]
+pub struct JobInput {
+    pub path: PathBuf,
+    pub spec: KeySpec,
+}
+
+/// How one party runs a job; both must choose the same protocol, mode and
+/// key encoding (the hello compares them).
+#[derive(Clone, Debug)]
+pub struct JobOptions {
+    /// The balanced protocol and its mode (`max_peer_items` is replaced
+    /// by the peer's bucket capacity).
+    pub settings: Settings,
+    /// Where the job keeps its journal and spool files.
+    pub job_dir: PathBuf,
+    /// Continue the job the directory holds (else it must hold none).
+    pub resume: bool,
+    /// This party's memory budget in bytes: it sizes the buckets.
+    pub memory: u64,
+    /// The most items per bucket, instead of the memory budget's.
+    pub max_bucket_items: Option<u64>,
+    /// Largest peer input accepted, in rows.
+    pub max_peer_rows: u64,
+    /// How long to keep reconnecting after the link drops.
+    pub retry_for: Duration,
+    /// The longest wait for the peer's next message.
+    pub idle_timeout: Duration,
+    /// Where to write this side's matched rows (the receiver's, or the
+    /// sender's with `reveal`); `None` to count them only.
+    pub output: Option<PathBuf>,
+}
+
+impl JobOptions {
+    pub fn new(settings: Settings, job_dir: PathBuf) -> Self {
+        Self {
+            settings,
+            job_dir,
+            resume: false,
+            memory: DEFAULT_MEMORY,
+            max_bucket_items: None,
+            max_peer_rows: 1 << 40,
+            retry_for: Duration::from_secs(600),
+            idle_timeout: Duration::from_secs(600),
+            output: None,
+        }
+    }
+
+    /// The most items per bucket this side runs: the memory budget over
+    /// the protocol's peak bytes per item (measured, with margin; see
+    /// docs/benchmarks.md), within the protocol's largest set.
+    pub fn bucket_limit(&self) -> u64 {
+        let s = &self.settings;
+        let per_item: u64 = match (s.protocol, s.malicious) {
+            (Protocol::Vole, false) => 320,
+            (Protocol::Vole, true) => 400,
+            (Protocol::Rr16, _) => 1600,
+        };
+        let protocol_max = Settings::new(s.protocol).max_peer_items;
+        self.max_bucket_items
+            .unwrap_or(self.memory / per_item)
+            .clamp(1, protocol_max)
+    }
+}
+
+/// Where a job's time went.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct JobTimes {
+    /// The first pass over the input (or checking its digest on resume).
+    pub read: Duration,
+    pub split: Duration,
+    /// The buckets' runs, waits for the peer included.
+    pub buckets: Duration,
+    /// Writing the matched rows.
+    pub output: Duration,
+}
+
+/// What a party's job did.
+#[derive(Clone, Debug)]
+pub struct JobOutcome {
+    pub job_id: JobId,
+    pub shape: Shape,
+    pub input: InputSummary,
+    /// Buckets this process ran (the others were committed on both sides
+    /// before it started).
+    pub buckets_run: u64,
+    /// Matched rows of this side's input, when it learns them.
+    pub matched_rows: Option<u64>,
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    /// Bytes both ways of each bucket this process ran, in the order run:
+    /// the same for every bucket, whatever its real fill (padding), except
+    /// that with `reveal` the receiver sends the bucket's matches.
+    pub bucket_bytes: Vec<u64>,
+    /// Connections made again after the link dropped.
+    pub reconnects: u32,
+    pub times: JobTimes,
+}
+
+impl JobOutcome {
+    /// The job's id as users see it (hex).
+    pub fn id(&self) -> String {
+        hex::encode(self.job_id)
+    }
+}
