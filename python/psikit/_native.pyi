@@ -269,6 +269,28 @@ def psi_run(
     on_listening: Optional[Callable[[str], None]] = None,
     progress: Optional[Progress] = None,
 ) -> Dict[str, Any]: ...
+def psi_job(
+    role: str,
+    source: Source,
+    job_dir: str,
+    protocol: str = "vole",
+    listen: Optional[str] = None,
+    connect: Optional[str] = None,
+    malicious: bool = False,
+    reveal: bool = False,
+    resume: bool = False,
+    memory: int = ...,
+    bucket_items: Optional[int] = None,
+    max_peer_rows: int = ...,
+    retry: float = 600.0,
+    idle_timeout: float = 600.0,
+    output: Optional[str] = None,
+    accept_timeout: Optional[float] = None,
+    max_message_mib: int = 16,
+    tls: Optional[Dict[str, Any]] = None,
+    on_listening: Optional[Callable[[str], None]] = None,
+    progress: Optional[Progress] = None,
+) -> Dict[str, Any]: ...
 def cpsi_run(
     application: str,
     role: str,

@@ -17,11 +17,13 @@ Example (two processes, or two threads)::
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Optional
+import os
+from typing import Any, Callable, Dict, Optional, Union
 
 from . import _aio, _native
 from ._steps import Stepped
 from ._data import DEFAULT_NORMALIZE, Columns, Normalize, Progress, ProgressReporter, prepare, result
+from ._native import InputError
 
 __all__ = ["send", "receive", "send_async", "receive_async", "Party", "PROTOCOLS"]
 
@@ -44,22 +46,69 @@ def _run(
     reveal: bool,
     max_peer_items: int,
     accept_timeout: Optional[float],
-    timeout: float,
+    timeout: Optional[float],
     tls: Optional[Dict[str, Any]],
     on_listening: Optional[Callable[[str], None]],
     has_header: bool,
     delimiter: str,
     details: bool,
     progress: Optional[Progress],
+    job: Optional[Dict[str, Any]] = None,
 ) -> Any:
     p = prepare(data, key=key, normalize=normalize, has_header=has_header, delimiter=delimiter)
+    if job is not None:
+        with ProgressReporter(progress) as bar:
+            out = _native.psi_job(
+                role, p.source, protocol=protocol, listen=listen, connect=connect, malicious=malicious,
+                reveal=reveal, accept_timeout=accept_timeout, tls=tls, on_listening=on_listening,
+                progress=bar.callback, **job,
+            )
+        return (out["matched_rows"], out) if details else out["matched_rows"]
     with ProgressReporter(progress) as bar:
         out = _native.psi_run(
             role, p.source, protocol, listen, connect, malicious, reveal, max_peer_items,
-            accept_timeout, timeout, 16, tls, on_listening, bar.callback,
+            accept_timeout, 60.0 if timeout is None else timeout, 16, tls, on_listening, bar.callback,
         )
     matches = None if out["output"] is None else result(p, out["output"])
     return (matches, out) if details else matches
+
+
+def _bytes(memory: Union[int, str]) -> int:
+    """``memory`` as bytes: an int, or a string such as ``"4G"``, ``"512M"``."""
+    if isinstance(memory, int):
+        return memory
+    text = str(memory).strip().upper()
+    shift = {"K": 10, "M": 20, "G": 30, "T": 40}.get(text[-1:], 0)
+    digits = text[:-1] if shift else text
+    if not digits.isdigit():
+        raise InputError(f"memory must be bytes or a size such as '4G' or '512M', got {memory!r}")
+    return int(digits) << shift
+
+
+def _job(
+    job_dir: Optional[str],
+    resume: bool,
+    memory: Union[int, str],
+    bucket_items: Optional[int],
+    retry: float,
+    timeout: Optional[float],
+    output: Optional[str],
+) -> Optional[Dict[str, Any]]:
+    """The native job options, or ``None`` for a one-shot run."""
+    if job_dir is None:
+        for name, value in (("resume", resume), ("output", output), ("bucket_items", bucket_items)):
+            if value:
+                raise InputError(f"{name}= needs job_dir= (a bucketed job)")
+        return None
+    return {
+        "job_dir": os.fspath(job_dir),
+        "resume": resume,
+        "memory": _bytes(memory),
+        "bucket_items": bucket_items,
+        "retry": retry,
+        "idle_timeout": 600.0 if timeout is None else timeout,
+        "output": None if output is None else os.fspath(output),
+    }
 
 
 def send(
@@ -74,13 +123,19 @@ def send(
     reveal: bool = False,
     max_peer_items: int = 1 << 24,
     accept_timeout: Optional[float] = None,
-    timeout: float = 60.0,
+    timeout: Optional[float] = None,
     tls: Optional[Dict[str, Any]] = None,
     on_listening: Optional[Callable[[str], None]] = None,
     has_header: bool = True,
     delimiter: str = ",",
     details: bool = False,
     progress: Optional[Progress] = None,
+    job_dir: Optional[str] = None,
+    resume: bool = False,
+    memory: Union[int, str] = "4G",
+    bucket_items: Optional[int] = None,
+    retry: float = 600.0,
+    output: Optional[str] = None,
 ) -> Any:
     """The sender's run on ``data``: give ``listen="host:port"`` or
     ``connect="host:port"``. Returns ``None``, or with ``reveal=True`` the
@@ -92,12 +147,26 @@ def send(
     ``"silent VOLE"``, ``"OKVS"``, ``"comparing summaries"``; for RR16
     ``"base OTs"``, ``"OT extension"`` chunk by chunk, ``"comparing
     summaries"``), or ``True`` draws tqdm bars when tqdm is installed.
+    ``timeout``: seconds to wait for the peer's next message (default 60,
+    600 for a job).
+
+    **Big inputs** (``job_dir=``): the run becomes a bucketed job kept in
+    that directory, as ``psikit psi --job-dir``: the input (best a CSV path)
+    is read once and split into buckets padded to one public size, memory
+    stays within ``memory`` (bytes, or ``"4G"``, ``"512M"``), and after a
+    crash or a dropped link (retried for ``retry`` seconds) the same call
+    with ``resume=True`` continues from the buckets both sides committed.
+    Both parties must pass ``job_dir``. The matched rows are written to
+    ``output`` (a CSV path) instead of returned; the call returns how many
+    there are (``None`` when this side learns nothing). ``progress`` is told
+    ``"reading the input"``, ``"splitting into buckets"`` and
+    ``"buckets"``.
 
     >>> psikit.psi.send(df, key="email", connect="host:7702", normalize=("trim", "lower"))  # doctest: +SKIP
     """
     return _run("send", data, key, normalize, listen, connect, protocol, malicious, reveal,
                 max_peer_items, accept_timeout, timeout, tls, on_listening, has_header, delimiter, details,
-                progress)
+                progress, _job(job_dir, resume, memory, bucket_items, retry, timeout, output))
 
 
 def receive(
@@ -112,25 +181,32 @@ def receive(
     reveal: bool = False,
     max_peer_items: int = 1 << 24,
     accept_timeout: Optional[float] = None,
-    timeout: float = 60.0,
+    timeout: Optional[float] = None,
     tls: Optional[Dict[str, Any]] = None,
     on_listening: Optional[Callable[[str], None]] = None,
     has_header: bool = True,
     delimiter: str = ",",
     details: bool = False,
     progress: Optional[Progress] = None,
+    job_dir: Optional[str] = None,
+    resume: bool = False,
+    memory: Union[int, str] = "4G",
+    bucket_items: Optional[int] = None,
+    retry: float = 600.0,
+    output: Optional[str] = None,
 ) -> Any:
     """The receiver's run on ``data``: the rows of ``data`` whose key the
     sender holds, in input order and of the input's kind (a list gives the
     matching items, a table the matching rows, a CSV path a list of dicts).
-    ``progress`` as for :func:`send`.
+    ``progress``, ``timeout`` and the job options (``job_dir=`` and the
+    rest) as for :func:`send`.
 
     >>> psikit.psi.receive(["a", "b"], listen="0.0.0.0:7702", protocol="rr16", malicious=True)  # doctest: +SKIP
     ['b']
     """
     return _run("receive", data, key, normalize, listen, connect, protocol, malicious, reveal,
                 max_peer_items, accept_timeout, timeout, tls, on_listening, has_header, delimiter, details,
-                progress)
+                progress, _job(job_dir, resume, memory, bucket_items, retry, timeout, output))
 
 
 async def send_async(data: Any, **kwargs: Any) -> Any:

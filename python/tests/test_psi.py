@@ -252,3 +252,46 @@ def test_tls_between_python_parties(small_sets, certificates):
         psikit.psi.send(small_sets.server, normalize=NORM, connect=addr[0], tls={"ca": str(d / "other.pem")})
     t.join(60)
     assert not t.is_alive() and len(errors) == 1
+
+
+def test_a_bucketed_job_writes_the_matches_and_resumes_nothing_twice(tmp_path):
+    server = [f"user{i}@example.org" for i in range(0, 3000, 2)]
+    client = [f"User{i}@Example.org " for i in range(0, 3000, 3)]
+    s_csv = write_csv(tmp_path / "s.csv", ["email"], [(s,) for s in server])
+    c_csv = write_csv(tmp_path / "c.csv", ["email"], [(c,) for c in client])
+    stages = []
+
+    def progress(stage, done, total):
+        stages.append(stage)
+
+    def job(side, **kw):
+        return dict(key="email", normalize=NORM, job_dir=str(tmp_path / side), bucket_items=300, **kw)
+
+    (count, out), sent = two_parties(
+        functools.partial(psikit.psi.receive, c_csv, output=str(tmp_path / "out.csv"), details=True,
+                          progress=progress, **job("r")),
+        functools.partial(psikit.psi.send, s_csv, **job("s")),
+    )
+    held = set(server)
+    want = [c for c in client if c.strip().lower() in held]
+    assert count == len(want) == 500
+    assert sent is None
+    assert out["buckets"] > 1 and out["buckets_run"] == out["buckets"]
+    rows = (tmp_path / "out.csv").read_text().splitlines()
+    assert rows[0] == "email" and [r.strip('"') for r in rows[1:]] == want
+    assert "buckets" in stages and "reading the input" in stages
+    # The same job again: refused without resume=True, and with it every
+    # bucket is already committed on both sides.
+    with pytest.raises(psikit.InputError, match="--resume"):
+        psikit.psi.send(s_csv, connect="127.0.0.1:9", **job("s"))
+    (count, out), _ = two_parties(
+        functools.partial(psikit.psi.receive, c_csv, output=str(tmp_path / "out2.csv"), details=True,
+                          resume=True, **job("r")),
+        functools.partial(psikit.psi.send, s_csv, resume=True, **job("s")),
+    )
+    assert count == 500 and out["buckets_run"] == 0
+
+
+def test_job_options_need_a_job_dir(small_sets):
+    with pytest.raises(psikit.InputError, match="job_dir"):
+        psikit.psi.send(small_sets.server, connect="127.0.0.1:9", resume=True)

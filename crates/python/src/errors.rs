@@ -48,7 +48,9 @@ pub fn to_py(e: Error) -> PyErr {
         return StaleFilterError::new_err(msg);
     }
     match e {
-        Error::Input(_) | Error::Config(_) | Error::Misuse(_) => InputError::new_err(msg),
+        Error::Input(_) | Error::Config(_) | Error::Misuse(_) | Error::Job(_) => {
+            InputError::new_err(msg)
+        }
         Error::Params(_) | Error::Filter(_) | Error::He(_) => ParametersError::new_err(msg),
         Error::Transport(_)
         | Error::Decode(_)

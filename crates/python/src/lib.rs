@@ -70,6 +70,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(scale::he_update_shard, m)?)?;
     m.add_function(wrap_pyfunction!(scale::he_shard_finish_update, m)?)?;
     m.add_function(wrap_pyfunction!(psi::psi_run, m)?)?;
+    m.add_function(wrap_pyfunction!(psi::psi_job, m)?)?;
     m.add_function(wrap_pyfunction!(cpsi::cpsi_run, m)?)?;
     m.add_function(wrap_pyfunction!(cpsi::cpsi_party, m)?)?;
     m.add_function(wrap_pyfunction!(steps::psi_party, m)?)?;

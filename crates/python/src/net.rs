@@ -14,20 +14,25 @@ use crate::errors;
 /// `timeout` (seconds to wait for a message) and `max_message_mib` (the
 /// largest single message accepted), the CLI's defaults being 60 and 16.
 pub fn limits(timeout: f64, max_message_mib: u32) -> PyResult<Limits> {
-    if !(timeout.is_finite() && timeout > 0.0) {
-        return Err(errors::input(
-            "timeout must be a positive number of seconds",
-        ));
-    }
+    let t = seconds(timeout, "timeout")?;
     let bytes = max_message_mib
         .checked_mul(1 << 20)
         .ok_or_else(|| errors::input("max_message_mib is too large"))?;
-    let t = Duration::from_secs_f64(timeout);
     Ok(Limits {
         max_frame_bytes: bytes,
         read_timeout: t,
         write_timeout: t,
     })
+}
+
+/// A positive, finite number of seconds given as the argument `name`.
+pub fn seconds(value: f64, name: &str) -> PyResult<Duration> {
+    match value.is_finite() && value > 0.0 && value < 1e12 {
+        true => Ok(Duration::from_secs_f64(value)),
+        false => Err(errors::input(format!(
+            "{name} must be a positive number of seconds"
+        ))),
+    }
 }
 
 /// A client's TLS settings from a `tls` dict: `ca` (enables TLS),

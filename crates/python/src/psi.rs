@@ -1,7 +1,10 @@
 //! The balanced two-party PSIs through `common::two_party`'s chooser, as
 //! `psikit psi send|receive` runs them: the bindings only map arguments.
 
+use std::path::PathBuf;
+
 use psikit_protocols::balanced::{self, Outcome, Protocol, Role, Settings};
+use psikit_protocols::jobs::{self, JobInput, JobOptions};
 use psikit_protocols::memory;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -101,4 +104,91 @@ pub fn role_of(role: &str) -> PyResult<Role> {
             "role must be \"send\" or \"receive\", got {other:?}"
         ))),
     }
+}
+
+/// Runs one party of a balanced PSI as a bucketed, resumable job (see
+/// `psikit.psi.send(..., job_dir=...)`): the source read once from its
+/// file, the matched rows written to `output` (the receiver's, or the
+/// sender's with `reveal`). Returns a dict with `matched_rows` (`None`
+/// when this side learns nothing), the job's id and shape, and its costs.
+#[pyfunction]
+#[pyo3(signature = (role, source, job_dir, protocol="vole", listen=None, connect=None,
+    malicious=false, reveal=false, resume=false, memory=jobs::DEFAULT_MEMORY, bucket_items=None,
+    max_peer_rows=1<<40, retry=600.0, idle_timeout=600.0, output=None, accept_timeout=None,
+    max_message_mib=16, tls=None, on_listening=None, progress=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn psi_job<'py>(
+    py: Python<'py>,
+    role: &str,
+    source: &Source,
+    job_dir: PathBuf,
+    protocol: &str,
+    listen: Option<String>,
+    connect: Option<String>,
+    malicious: bool,
+    reveal: bool,
+    resume: bool,
+    memory: u64,
+    bucket_items: Option<u64>,
+    max_peer_rows: u64,
+    retry: f64,
+    idle_timeout: f64,
+    output: Option<PathBuf>,
+    accept_timeout: Option<f64>,
+    max_message_mib: u32,
+    tls: Option<&Bound<'py, PyDict>>,
+    on_listening: Option<Py<PyAny>>,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let role = role_of(role)?;
+    let limits = net::limits(idle_timeout, max_message_mib)?;
+    let peer = net::peer(listen, connect, accept_timeout, tls, limits)?;
+    let settings = settings(
+        protocol,
+        malicious,
+        reveal,
+        1 << 24,
+        source.spec().key_format(),
+    )?;
+    let opts = JobOptions {
+        resume,
+        memory,
+        max_bucket_items: bucket_items,
+        max_peer_rows,
+        retry_for: net::seconds(retry, "retry")?,
+        idle_timeout: net::seconds(idle_timeout, "idle_timeout")?,
+        output,
+        ..JobOptions::new(settings, job_dir)
+    };
+    // In-memory rows go to a temporary CSV: a job reads its input as a file.
+    let (path, _guard) = source.file().py_err()?;
+    let input = JobInput {
+        path,
+        spec: source.spec().clone(),
+    };
+    let reporter = Reporter::new(progress);
+    let reporter = &reporter;
+    let listening = |addr: &str| {
+        if let Some(cb) = &on_listening {
+            Python::attach(|py| {
+                if let Err(e) = cb.call1(py, (addr,)) {
+                    e.write_unraisable(py, None);
+                }
+            });
+        }
+    };
+    let job = jobs::run(&peer, role, &input, &opts, listening, reporter);
+    let out = interrupt::run_reporting(py, reporter, job)?;
+    let d = PyDict::new(py);
+    d.set_item("matched_rows", out.matched_rows)?;
+    d.set_item("job_id", out.id())?;
+    d.set_item("buckets", out.shape.buckets)?;
+    d.set_item("sender_capacity", out.shape.sender_capacity)?;
+    d.set_item("receiver_capacity", out.shape.receiver_capacity)?;
+    d.set_item("buckets_run", out.buckets_run)?;
+    d.set_item("reconnects", out.reconnects)?;
+    d.set_item("rows", out.input.rows)?;
+    d.set_item("bytes_sent", out.bytes_sent)?;
+    d.set_item("bytes_received", out.bytes_received)?;
+    Ok(d)
 }
