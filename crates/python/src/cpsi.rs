@@ -367,15 +367,7 @@ pub fn cpsi_run<'py>(
     )?;
     let limits = net::limits(timeout, max_message_mib)?;
     let peer: Peer = net::peer(listen, connect, accept_timeout, tls, limits)?;
-    let listening = |addr: &str| {
-        if let Some(cb) = &on_listening {
-            Python::attach(|py| {
-                if let Err(e) = cb.call1(py, (addr,)) {
-                    e.write_unraisable(py, None);
-                }
-            });
-        }
-    };
+    let listening = net::announce(&on_listening);
     // One big job: freed memory is reused while it runs (see `psi_run`).
     let _reuse = memory::reuse_freed_memory_during();
     let (loaded, values) = options.load(py, source)?;

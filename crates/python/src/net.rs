@@ -137,3 +137,17 @@ pub fn peer(
         )),
     }
 }
+
+/// The listening callback of a two-party run: `on_listening(addr)` in
+/// Python, its exception reported as unraisable (the run goes on).
+pub fn announce(on_listening: &Option<Py<PyAny>>) -> impl Fn(&str) + '_ {
+    move |addr: &str| {
+        if let Some(cb) = on_listening {
+            Python::attach(|py| {
+                if let Err(e) = cb.call1(py, (addr,)) {
+                    e.write_unraisable(py, None);
+                }
+            });
+        }
+    }
+}

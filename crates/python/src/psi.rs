@@ -74,15 +74,7 @@ pub fn psi_run<'py>(
     let with_fields = source.is_csv();
     let reporter = Reporter::new(progress);
     let reporter = &reporter;
-    let listening = |addr: &str| {
-        if let Some(cb) = &on_listening {
-            Python::attach(|py| {
-                if let Err(e) = cb.call1(py, (addr,)) {
-                    e.write_unraisable(py, None);
-                }
-            });
-        }
-    };
+    let listening = net::announce(&on_listening);
     let settings = settings(protocol, malicious, reveal, max_peer_items, key_format)?;
     let loaded = py.detach(|| source.load()).py_err()?;
     let party = balanced::run(&peer, role, &loaded.keys, &settings, listening, reporter);
@@ -168,15 +160,7 @@ pub fn psi_job<'py>(
     };
     let reporter = Reporter::new(progress);
     let reporter = &reporter;
-    let listening = |addr: &str| {
-        if let Some(cb) = &on_listening {
-            Python::attach(|py| {
-                if let Err(e) = cb.call1(py, (addr,)) {
-                    e.write_unraisable(py, None);
-                }
-            });
-        }
-    };
+    let listening = net::announce(&on_listening);
     let job = jobs::run(&peer, role, &input, &opts, listening, reporter);
     let out = interrupt::run_reporting(py, reporter, job)?;
     let d = PyDict::new(py);

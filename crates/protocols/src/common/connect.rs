@@ -126,18 +126,24 @@ impl Peer {
             } => {
                 let listener = Listener::bind(addr, tls.as_ref(), *limits).await?;
                 listening(&listener.local_addr()?.to_string());
-                let accept = async { listener.accept().await?.handshake().await };
-                let channel = match accept_timeout {
-                    Some(limit) => tokio::time::timeout(*limit, accept)
-                        .await
-                        .map_err(|_| TransportError::Timeout("waiting for the peer to connect"))?,
-                    None => accept.await,
-                };
-                Ok(channel?)
+                accept_within(&listener, *accept_timeout).await
             }
             Peer::Connect(server) => server.connect().await,
         }
     }
+}
+
+/// The next connection `listener` accepts (TLS handshake done), waiting
+/// at most `limit` if given.
+pub async fn accept_within(listener: &Listener, limit: Option<Duration>) -> Result<Channel, Error> {
+    let accept = async { listener.accept().await?.handshake().await };
+    let channel = match limit {
+        Some(limit) => tokio::time::timeout(limit, accept)
+            .await
+            .map_err(|_| TransportError::Timeout("waiting for the peer to connect"))?,
+        None => accept.await,
+    };
+    Ok(channel?)
 }
 
 /// A multi-threaded runtime for the async drivers (blocking entry points,

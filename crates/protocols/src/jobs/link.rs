@@ -5,9 +5,9 @@
 use std::time::{Duration, Instant};
 
 use psikit_transport::net::{self, Listener};
-use psikit_transport::{Channel, Limits, TransportError};
+use psikit_transport::{Channel, Limits};
 
-use crate::common::connect::{Peer, ServerAddr};
+use crate::common::connect::{accept_within, Peer, ServerAddr};
 use crate::error::Error;
 
 /// How this side meets its peer, again after a dropped link: a listener
@@ -58,19 +58,7 @@ impl Link {
             Link::Listen {
                 listener,
                 accept_timeout,
-            } => {
-                let accept = async { listener.accept().await?.handshake().await };
-                match wait.or(*accept_timeout) {
-                    Some(limit) => {
-                        Ok(tokio::time::timeout(limit, accept).await.map_err(|_| {
-                            Error::Transport(TransportError::Timeout(
-                                "waiting for the peer to connect",
-                            ))
-                        })??)
-                    }
-                    None => Ok(accept.await?),
-                }
-            }
+            } => accept_within(listener, wait.or(*accept_timeout)).await,
             Link::Connect(server) => {
                 let deadline = wait.map(|w| Instant::now() + w);
                 let mut pause = Duration::from_millis(200);
