@@ -26,8 +26,11 @@ impl Link {
         idle: Duration,
         listening: impl FnOnce(&str),
     ) -> Result<Self, Error> {
+        // A job's only timeouts count from the last byte each way: no
+        // bound on the job or on one bucket.
         let with_idle = |limits: Limits| Limits {
             read_timeout: idle,
+            write_timeout: idle,
             ..limits
         };
         Ok(match peer {
