@@ -191,13 +191,12 @@ pub fn worker(a: &JobWorkerArgs) -> Result<()> {
     let mut m = Metrics::default();
     m.set("wall", wall);
     let t = &out.times;
-    for (key, d) in [
-        ("read", t.read),
-        ("split", t.split),
-        ("buckets", t.buckets),
-        ("output", t.output),
-    ] {
+    for (key, d) in [("read", t.read), ("split", t.split), ("buckets", t.buckets)] {
         m.set(key, d.as_secs_f64());
+    }
+    if let Some(rows) = out.matched_rows {
+        m.set("output", t.output.as_secs_f64());
+        m.set("matched", rows as f64);
     }
     m.set("sent", out.bytes_sent as f64);
     m.set("received", out.bytes_received as f64);
@@ -206,9 +205,6 @@ pub fn worker(a: &JobWorkerArgs) -> Result<()> {
     m.set("receiver_capacity", out.shape.receiver_capacity as f64);
     m.set("reconnects", f64::from(out.reconnects));
     m.set("spool", watch.largest.load(Ordering::Relaxed) as f64);
-    if let Some(rows) = out.matched_rows {
-        m.set("matched", rows as f64);
-    }
     if let Some(c) = cpu {
         m.set("cpu", c.since().own);
     }
@@ -286,7 +282,7 @@ pub fn run(a: &JobBenchArgs) -> Result<()> {
         std::fs::remove_dir_all(&inputs)
             .with_context(|| format!("cannot remove {}", inputs.display()))?;
     }
-    println!("{}", render(&results));
+    println!("{}", render(&results, a.memory));
     if let Some(load) = load_average() {
         println!("# load average at the end (1, 5, 15 min): {load}");
     }
@@ -359,7 +355,7 @@ fn load_average() -> Option<String> {
     (fields.len() == 3).then(|| fields.join(" "))
 }
 
-fn render(results: &[(Config, Vec<Run>)]) -> String {
+fn render(results: &[(Config, Vec<Run>)], memory: u64) -> String {
     let mut t = TextTable::new(&[
         "n",
         "threads/party",
@@ -373,6 +369,7 @@ fn render(results: &[(Config, Vec<Run>)]) -> String {
         "CPU s",
         "peak RSS",
         "peak B/item",
+        "of --memory",
         "spool on disk",
     ]);
     for (cfg, runs) in results {
@@ -392,6 +389,7 @@ fn render(results: &[(Config, Vec<Run>)]) -> String {
                 num(m("cpu"), 2),
                 size(m("peak")),
                 num(m("peak").map(|b| b / n), 0),
+                m("peak").map_or("-".into(), |b| format!("{:.0}%", b * 100.0 / memory as f64)),
                 size(m("spool")),
             ]);
         }
@@ -441,10 +439,12 @@ fn render(results: &[(Config, Vec<Run>)]) -> String {
          its output; the sender starts first and its wall includes waiting for the receiver's \
          read pass (the receiver starts once the sender listens, which is after its read), so \
          the receiver's wall is the job's. Buckets = the protocol runs, waits for the peer \
-         included. µs/item = wall / n. Peak RSS is each process's VmHWM. Spool on disk is \
-         measured: the files of the party's job directory summed when the bucket stage starts, \
-         right after the split (the key file and every bucket file, 24 B per row each, plus 48 \
-         B per file and the journal's few small files).\n\n{}",
+         included; output is the receiver's (the sender learns nothing). µs/item = wall / n. \
+         Peak RSS is each process's VmHWM; \"of --memory\" compares it with the budget that \
+         sized the buckets. Spool on disk is measured: the files of the party's job directory \
+         summed when the bucket stage starts, right after the split (the key file and every \
+         bucket file, 24 B per row each, plus 48 B per file and the journal's few small \
+         files).\n\n{}",
         t.render()
     );
     out.push_str(&format!(
