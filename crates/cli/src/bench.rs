@@ -3,6 +3,7 @@
 //! [`filter`]) measures the filter protocol (DH OPRF + cuckoo filter),
 //! `psikit bench rr16` (in [`rr16`]) the RR16 protocol, `psikit bench psi`
 //! (in [`psi`]) VOLE-PSI, `psikit bench cpsi` (in [`cpsi`]) circuit PSI,
+//! `psikit bench job` (in [`job`]) balanced PSI as a bucketed job,
 //! `psikit bench he` (in [`he`]) the HE protocol, `psikit bench scale`
 //! (in [`scale`]) sharded HE databases up to 2^30 rows and their cost
 //! model, and `psikit bench load` (in [`load`]) one server under many clients;
@@ -23,6 +24,8 @@ mod filter;
 mod harness;
 #[cfg(feature = "he")]
 mod he;
+#[cfg(feature = "two-party")]
+mod job;
 #[cfg(all(feature = "filter", feature = "he"))]
 mod load;
 #[cfg(feature = "vole")]
@@ -69,6 +72,14 @@ enum BenchProtocol {
     #[cfg(feature = "two-party")]
     #[command(hide = true)]
     TwoPartyWorker(two_party::WorkerArgs),
+    /// Balanced PSI as a bucketed, resumable job (psikit psi --job-dir),
+    /// from CSV files to matched rows.
+    #[cfg(feature = "two-party")]
+    Job(job::JobBenchArgs),
+    /// Internal: one party of one job run in its own process.
+    #[cfg(feature = "two-party")]
+    #[command(hide = true)]
+    JobWorker(job::JobWorkerArgs),
     /// Circuit PSI and its applications (cardinality, sum, threshold, union).
     #[cfg(feature = "cpsi")]
     Cpsi(cpsi::CpsiBenchArgs),
@@ -114,6 +125,10 @@ pub fn run(a: BenchArgs) -> Result<()> {
         Some(BenchProtocol::Psi(a)) => psi::run(&a),
         #[cfg(feature = "two-party")]
         Some(BenchProtocol::TwoPartyWorker(w)) => two_party::worker(&w),
+        #[cfg(feature = "two-party")]
+        Some(BenchProtocol::Job(a)) => job::run(&a),
+        #[cfg(feature = "two-party")]
+        Some(BenchProtocol::JobWorker(w)) => job::worker(&w),
         #[cfg(feature = "cpsi")]
         Some(BenchProtocol::Cpsi(a)) => cpsi::run(&a),
         #[cfg(feature = "cpsi")]

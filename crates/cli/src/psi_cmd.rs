@@ -98,7 +98,7 @@ pub struct JobArgs {
 }
 
 /// `4G`, `512M`, `64K` or a plain byte count.
-fn parse_bytes(s: &str) -> Result<u64, String> {
+pub fn parse_bytes(s: &str) -> Result<u64, String> {
     let s = s.trim();
     let (digits, shift) = match s.char_indices().last() {
         Some((i, 'K' | 'k')) => (&s[..i], 10),

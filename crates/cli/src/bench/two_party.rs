@@ -193,8 +193,15 @@ fn figures(out: &Outcome, m: &mut Metrics) {
 /// A worker's connection: the sender listens on an ephemeral loopback port
 /// and announces it (`listening <addr>`), the receiver connects to it.
 pub async fn worker_channel(receiver: bool, connect: Option<&str>) -> Result<Channel> {
+    let peer = worker_peer(receiver, connect)?;
+    Ok(peer.open(|addr| println!("listening {addr}")).await?)
+}
+
+/// Where a worker's peer is: the sender listens on an ephemeral loopback
+/// port, the receiver connects to the sender's address.
+pub fn worker_peer(receiver: bool, connect: Option<&str>) -> Result<Peer> {
     let limits = Limits::default();
-    let peer = match connect {
+    Ok(match connect {
         Some(addr) if receiver => Peer::Connect(ServerAddr {
             addr: addr.to_string(),
             tls: None,
@@ -207,8 +214,7 @@ pub async fn worker_channel(receiver: bool, connect: Option<&str>) -> Result<Cha
             accept_timeout: None,
         },
         _ => bail!("the receiver needs --connect and the sender must not have it"),
-    };
-    Ok(peer.open(|addr| println!("listening {addr}")).await?)
+    })
 }
 
 /// Median over runs of one party's figure.
