@@ -63,14 +63,18 @@ impl JobOptions {
     }
 
     /// The most items per bucket this side runs: the memory budget over
-    /// the protocol's peak bytes per item (measured, with margin; see
-    /// docs/benchmarks.md), within the protocol's largest set.
+    /// the peak bytes per padded bucket item, within the protocol's
+    /// largest set. The bytes are measured (`psikit bench job`,
+    /// docs/benchmarks.md) with a margin: VOLE-PSI's receiver peaks at
+    /// about 380 B per item in one bucket, up to 560 B with the next
+    /// bucket loading beside the running one. RR16's is an estimate from
+    /// its one-shot runs (its garbled Bloom filter and OTs dominate).
     pub fn bucket_limit(&self) -> u64 {
         let s = &self.settings;
         let per_item: u64 = match (s.protocol, s.malicious) {
-            (Protocol::Vole, false) => 320,
-            (Protocol::Vole, true) => 400,
-            (Protocol::Rr16, _) => 1600,
+            (Protocol::Vole, false) => 560,
+            (Protocol::Vole, true) => 640,
+            (Protocol::Rr16, _) => 2048,
         };
         let protocol_max = Settings::new(s.protocol).max_peer_items;
         self.max_bucket_items

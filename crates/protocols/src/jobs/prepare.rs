@@ -102,6 +102,14 @@ pub fn bucket_of(job_id: &JobId, key: &ItemKey, buckets: u64) -> u64 {
 pub fn split(dir: &JobDir, agreed: &Agreed, progress: &dyn Progress) -> Result<(), Error> {
     let buckets = agreed.shape.buckets;
     progress.stage("splitting into buckets", Some(buckets));
+    if buckets == 1 {
+        // The key file is the one bucket: a second name, no copy (the key
+        // file stays for a later split under another job id).
+        let path = dir.bucket_path(0);
+        let _ = std::fs::remove_file(&path);
+        std::fs::hard_link(dir.keys_path(), &path).map_err(|e| Error::io(&path, e))?;
+        return dir.set_split(agreed);
+    }
     let mut first = 0;
     while first < buckets {
         let end = (first + OPEN_BUCKETS).min(buckets);
