@@ -434,6 +434,24 @@ fn bench_rr16_runs_two_worker_processes() {
 /// The VOLE-PSI benchmark runs both parties as worker processes, checks
 /// each run against the known intersection, and prints its tables.
 #[test]
+fn bench_job_runs_a_bucketed_job_in_two_worker_processes() {
+    let out = run_ok(psikit().args([
+        "bench",
+        "job",
+        "--log2",
+        "12",
+        "--runs",
+        "1",
+        "--bucket-items",
+        "1500",
+    ]));
+    // The receiver's worker fails the run unless it matched exactly n/2.
+    assert!(out.contains("| 2^12 | 1             | receiver |"), "{out}");
+    assert!(out.contains("| 2^12 | 1             | 4       |"), "{out}");
+    assert!(out.contains("| 2,048            |"), "{out}");
+}
+
+#[test]
 fn bench_psi_runs_two_worker_processes() {
     let out = run_ok(psikit().args([
         "bench",

@@ -225,4 +225,30 @@ mod tests {
         assert_ne!(s, dummy(Role::Receiver, 1, 2));
         assert_ne!(s.len(), item_key(b"x").len());
     }
+
+    #[test]
+    fn a_bucket_is_padded_to_its_capacity_and_an_overflow_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("b");
+        let mut w = SpoolWriter::create(&path, 4096).expect("create");
+        for row in 1..=10u64 {
+            // Rows 1-10 hold five distinct keys, each twice.
+            let key = item_key(&(row % 5).to_le_bytes());
+            w.push(&Record { key, row }).expect("push");
+        }
+        w.finish().expect("finish");
+        let b = Bucket::load(&path, 3, Role::Receiver, 8).expect("fits");
+        assert_eq!(b.keys.len(), 8);
+        assert_eq!(b.keys.iter().filter(|k| k.len() == 17).count(), 3);
+        let mut matches = vec![false; 8];
+        matches[0] = true;
+        assert_eq!(b.matched_rows(&matches).len(), 2, "both rows of a key");
+        let err = Bucket::load(&path, 3, Role::Receiver, 4)
+            .err()
+            .expect("overflow");
+        assert!(
+            err.to_string().contains("bucket 3 holds 5 distinct items"),
+            "{err}"
+        );
+    }
 }

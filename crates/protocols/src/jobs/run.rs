@@ -11,7 +11,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use psikit_io::write_selected_rows;
-use psikit_transport::Channel;
+use psikit_transport::{Channel, TransportError};
 use rand::RngCore;
 
 use super::journal::{InputSummary, JobDir, OwnTerms};
@@ -24,7 +24,7 @@ use super::terms::{
 use crate::balanced::{self, Role, Settings};
 use crate::common::connect::Peer;
 use crate::common::files::AtomicFile;
-use crate::common::two_party::{refused_by_peer, Mode};
+use crate::common::two_party::{abort, refused_by_peer, Mode};
 use crate::common::{advance, NoProgress, Progress};
 use crate::error::Error;
 
@@ -85,6 +85,7 @@ pub async fn run(
         buckets_run: 0,
         bytes: (0, 0),
         bucket_bytes: Vec::new(),
+        exchanged: false,
         times,
         progress,
     };
@@ -213,6 +214,8 @@ struct Job<'a> {
     buckets_run: u64,
     bytes: (u64, u64),
     bucket_bytes: Vec<u64>,
+    /// Whether the current connection got as far as both journals.
+    exchanged: bool,
     times: JobTimes,
     progress: &'a dyn Progress,
 }
@@ -237,6 +240,11 @@ impl Job<'_> {
                     return Ok(reconnects);
                 }
                 Err(e) if is_link_failure(&e) => {
+                    // The retry budget counts from the last drop after
+                    // which the job moved on (journals exchanged).
+                    if std::mem::take(&mut self.exchanged) {
+                        dropped_at = None;
+                    }
                     let since = *dropped_at.get_or_insert_with(Instant::now);
                     if since.elapsed() >= self.opts.retry_for {
                         return Err(e);
@@ -244,6 +252,14 @@ impl Job<'_> {
                     reconnects += 1;
                 }
                 Err(e) => {
+                    if !told(&e) {
+                        // Not a link failure: the peer would otherwise wait
+                        // `retry_for` for a reconnection. No detail crosses
+                        // (it may name local files).
+                        let why = "the peer stopped the job on an error of its own (see its \
+                                   output); both sides can continue it with --resume";
+                        abort(&mut ch, PROTOCOL_ID, why).await;
+                    }
                     ch.close().await;
                     return Err(e);
                 }
@@ -271,6 +287,7 @@ impl Job<'_> {
         let ours = self.dir.committed(buckets)?;
         ch.send_msg(&Committed { bits: ours.clone() }).await?;
         let theirs = ch.recv_msg::<Committed>(buckets).await?;
+        self.exchanged = true;
         // The peer's journal shows it stored the job: from now on neither
         // side may start it anew.
         if matches!(
@@ -367,6 +384,16 @@ impl Job<'_> {
         }
         Ok(())
     }
+}
+
+/// Whether the peer already knows why this side stops: it refused us or
+/// we refused it (both as `Violation`s, the refusal sent), or it aborted.
+/// A cancelled job (Ctrl-C) says nothing, so the peer waits for `--resume`.
+fn told(e: &Error) -> bool {
+    matches!(
+        e,
+        Error::Peer(_) | Error::Cancelled | Error::Transport(TransportError::Peer(_))
+    )
 }
 
 /// The matched rows of every committed bucket, written from the input in
