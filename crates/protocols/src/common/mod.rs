@@ -17,8 +17,12 @@ pub mod summaries;
 pub mod two_party;
 
 pub use matches::Match;
+// Long jobs report and cancel through these: the unbalanced set-ups and
+// builds, and the two-party bucketed jobs (`advance` only).
+#[cfg(any(feature = "unbalanced", feature = "two-party"))]
+pub(crate) use progress::advance;
 #[cfg(feature = "unbalanced")]
-pub(crate) use progress::{advance, check_cancelled};
+pub(crate) use progress::check_cancelled;
 pub use progress::{NoProgress, Progress};
 #[cfg(feature = "unbalanced")]
 pub(crate) use state_dir::same_key_format;

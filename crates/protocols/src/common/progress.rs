@@ -1,6 +1,6 @@
 //! Progress reports of long jobs, and their cancellation.
 
-#[cfg(feature = "unbalanced")]
+#[cfg(any(feature = "unbalanced", feature = "two-party"))]
 use crate::error::Error;
 
 /// Receives progress of a long job so a front end can show it (the CLI
@@ -34,7 +34,7 @@ impl Progress for NoProgress {
 
 /// Ends a cancellable job with [`Error::Cancelled`] if its watcher asked
 /// it to stop: called at the job's stage boundaries.
-#[cfg(feature = "unbalanced")]
+#[cfg(any(feature = "unbalanced", feature = "two-party"))]
 pub(crate) fn check_cancelled(progress: &dyn Progress) -> Result<(), Error> {
     match progress.cancelled() {
         true => Err(Error::Cancelled),
@@ -44,7 +44,7 @@ pub(crate) fn check_cancelled(progress: &dyn Progress) -> Result<(), Error> {
 
 /// Reports `done` steps of a cancellable job, then ends it if its watcher
 /// asked it to stop ([`check_cancelled`]): the job's report point.
-#[cfg(feature = "unbalanced")]
+#[cfg(any(feature = "unbalanced", feature = "two-party"))]
 pub(crate) fn advance(progress: &dyn Progress, done: u64) -> Result<(), Error> {
     progress.advance(done);
     check_cancelled(progress)
