@@ -19,10 +19,11 @@ use psikit_transport::{DecodeError, Reader, Writer};
 use sha2::{Digest, Sha256};
 
 use super::capacity::{Shape, MAX_BUCKETS};
-use super::terms::{flag, Agreed, JobHello};
+use super::terms::{Agreed, JobHello};
 use crate::balanced::{Protocol, Role};
 use crate::common::files::write_atomic;
 use crate::common::state_dir::{lock, StateLock};
+use crate::common::two_party::flag;
 use crate::error::Error;
 
 const JOB_MAGIC: &[u8; 8] = b"PSIKJOB1";

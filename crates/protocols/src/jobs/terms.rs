@@ -16,7 +16,9 @@ use sha2::{Digest, Sha256};
 use super::capacity::{shape, Shape, MAX_BUCKETS};
 use crate::balanced::{Protocol, Role};
 use crate::common::messages::wire_messages;
-use crate::common::two_party::{job_refusal, key_refusal, mode_refusal, Mode, Refusal};
+use crate::common::two_party::{
+    flag, job_refusal, key_refusal, mode_refusal, protocol_refusal, Mode, Refusal,
+};
 use crate::error::Error;
 
 pub const PROTOCOL_ID: u8 = ids::JOB;
@@ -114,15 +116,6 @@ impl Message for JobHello {
                 n => n,
             },
         })
-    }
-}
-
-/// A 0/1 byte; anything else is refused (one encoding per value).
-pub(super) fn flag(r: &mut Reader, field: &'static str) -> Result<bool, DecodeError> {
-    match r.u8(field)? {
-        0 => Ok(false),
-        1 => Ok(true),
-        other => Err(DecodeError::invalid(field, other)),
     }
 }
 
@@ -253,16 +246,8 @@ pub fn agree(
             there: text(ours.role),
         });
     }
-    if theirs.protocol != ours.protocol {
-        let text = |a: Protocol, b: Protocol| {
-            format!("the peer runs {}, this side {}", a.name(), b.name())
-        };
-        return Err(Refusal {
-            here: text(theirs.protocol, ours.protocol),
-            there: text(ours.protocol, theirs.protocol),
-        });
-    }
-    if let Some(r) = mode_refusal(theirs.mode, ours.mode)
+    if let Some(r) = protocol_refusal(theirs.protocol, ours.protocol)
+        .or_else(|| mode_refusal(theirs.mode, ours.mode))
         .or_else(|| key_refusal(&theirs.key_format, &ours.key_format))
     {
         return Err(r);

@@ -63,7 +63,8 @@ impl<const PROTOCOL: ProtocolId> Message for Hello<PROTOCOL> {
     }
 }
 
-fn flag(r: &mut Reader, field: &'static str) -> Result<bool, DecodeError> {
+/// A 0/1 byte; anything else is refused (one encoding per value).
+pub(crate) fn flag(r: &mut Reader, field: &'static str) -> Result<bool, DecodeError> {
     match r.u8(field)? {
         0 => Ok(false),
         1 => Ok(true),
@@ -173,10 +174,14 @@ pub(crate) fn other_protocol(ours: ProtocolId, frame: &Frame) -> Option<Refusal>
     if frame.protocol == psikit_transport::ids::JOB {
         return Some(job_refusal(false));
     }
-    let (theirs, ours) = (Protocol::of_id(frame.protocol)?, Protocol::of_id(ours)?);
+    protocol_refusal(Protocol::of_id(frame.protocol)?, Protocol::of_id(ours)?)
+}
+
+/// The peer chose another balanced PSI (`--protocol`).
+pub(crate) fn protocol_refusal(theirs: Protocol, ours: Protocol) -> Option<Refusal> {
     let text =
         |a: Protocol, b: Protocol| format!("the peer runs {}, this side {}", a.name(), b.name());
-    Some(Refusal {
+    (theirs != ours).then(|| Refusal {
         here: text(theirs, ours),
         there: text(ours, theirs),
     })

@@ -19,6 +19,8 @@ pub use driver::{abort, TwoParty};
 pub(crate) use driver::{finish, open, receiver_on, sender_on};
 #[cfg(feature = "cpsi")]
 pub(crate) use hello::check_peer;
+pub(crate) use hello::{
+    flag, job_refusal, key_refusal, mode_refusal, protocol_refusal, refused_by_peer, Refusal,
+};
 pub use hello::{hello, Hello, Mode, Terms};
-pub(crate) use hello::{job_refusal, key_refusal, mode_refusal, refused_by_peer, Refusal};
 pub use protocol::Protocol;
