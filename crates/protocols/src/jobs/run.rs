@@ -189,7 +189,8 @@ fn read_input(
     progress: &dyn Progress,
 ) -> Result<InputSummary, Error> {
     match dir.input()? {
-        Some(summary) if dir.keys_path().exists() || dir.agreement()?.is_some() => {
+        // The summary is written after the key file, so it means a whole one.
+        Some(summary) => {
             progress.stage("checking the input", None);
             if input_digest(&input.path)? != summary.digest {
                 return Err(Error::Job(format!(
@@ -200,7 +201,7 @@ fn read_input(
             }
             Ok(summary)
         }
-        _ => spool_input(&input.path, &input.spec, dir, progress),
+        None => spool_input(&input.path, &input.spec, dir, progress),
     }
 }
 
