@@ -277,6 +277,12 @@ fn job(
             n => format!(", after {n} reconnection(s)"),
         }
     );
+    if !out.end_confirmed {
+        eprintln!(
+            "psikit: the link dropped as the job ended and the peer did not come back: this \
+             side's output is whole; if the peer's run failed, rerun both sides with --resume"
+        );
+    }
     println!(
         "{name}: read {}, split {}, buckets {}, output {}; sent {}, received {}; peak memory {}",
         report::secs(t.read),

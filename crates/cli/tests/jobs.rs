@@ -237,9 +237,16 @@ fn a_cut_link_is_retried_until_the_job_ends() {
     let r = small_buckets("receive", &r_in, &r_job, ("--connect", &front_addr), false)
         .spawn()
         .expect("receive");
-    finish(s, "sender");
-    let said = finish(r, "receiver");
+    let (s, r) = (s.wait_with_output(), r.wait_with_output());
     stop.store(true, Ordering::SeqCst);
+    let (s, r) = (s.expect("wait"), r.expect("wait"));
+    assert!(
+        s.status.success() && r.status.success(),
+        "sender: {}\nreceiver: {}",
+        String::from_utf8_lossy(&s.stderr),
+        String::from_utf8_lossy(&r.stderr)
+    );
+    let said = String::from_utf8_lossy(&r.stdout);
     assert!(
         said.contains("reconnection(s)"),
         "the link was never cut: {said}"

@@ -171,6 +171,7 @@ pub fn psi_job<'py>(
     d.set_item("receiver_capacity", out.shape.receiver_capacity)?;
     d.set_item("buckets_run", out.buckets_run)?;
     d.set_item("reconnects", out.reconnects)?;
+    d.set_item("end_confirmed", out.end_confirmed)?;
     d.set_item("rows", out.input.rows)?;
     d.set_item("bytes_sent", out.bytes_sent)?;
     d.set_item("bytes_received", out.bytes_received)?;

@@ -114,6 +114,11 @@ pub struct JobOutcome {
     pub bucket_bytes: Vec<u64>,
     /// Connections made again after the link dropped.
     pub reconnects: u32,
+    /// Whether the peer was heard ending the job. If the link dropped in
+    /// the last exchange and the peer did not come back within a short
+    /// wait, this side's output is still whole; the peer, if it lacked a
+    /// bucket, failed and both sides rerun with `--resume`.
+    pub end_confirmed: bool,
     pub times: JobTimes,
 }
 

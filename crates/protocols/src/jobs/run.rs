@@ -4,11 +4,13 @@
 //! at the end the matched rows written from the input. A dropped link is
 //! retried for `retry_for`, each new connection starting with the hello
 //! and the two journals, so only buckets committed on both sides are
-//! skipped.
+//! skipped. A side that ran every bucket and lost the link in the final
+//! exchange waits only [`LINGER`] for its peer (which comes back at once if
+//! it still needs a bucket), then ends with the end unconfirmed.
 
 use std::fs::File;
 use std::path::Path;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use psikit_io::write_selected_rows;
 use psikit_transport::{Channel, TransportError};
@@ -27,6 +29,14 @@ use crate::common::files::AtomicFile;
 use crate::common::two_party::{abort, refused_by_peer, Mode};
 use crate::common::{advance, NoProgress, Progress};
 use crate::error::Error;
+
+/// How long a side holding every bucket waits for its peer after the link
+/// dropped before the peer's end was heard. If the peer still lacks a
+/// bucket it retries at once (it too saw the drop); if it does not come
+/// back it had every bucket, or its operator reruns both with `--resume`.
+/// No acknowledgement can close this gap (the last message of any
+/// exchange may be the one lost), so the wait is bounded instead.
+const LINGER: Duration = Duration::from_secs(30);
 
 /// One party's job against `peer`. A listening party calls `listening`
 /// with its address before it first waits; `progress` is told the stages
@@ -86,11 +96,12 @@ pub async fn run(
         bytes: (0, 0),
         bucket_bytes: Vec::new(),
         exchanged: false,
+        complete: false,
         times,
         progress,
     };
     let link = Link::new(peer, opts.idle_timeout, listening).await?;
-    let reconnects = job.sessions(&link).await?;
+    let ended = job.sessions(&link).await?;
     let agreed = job
         .agreed
         .ok_or(Error::Internal("a finished job has its terms"))?;
@@ -112,7 +123,8 @@ pub async fn run(
         bytes_sent: job.bytes.0,
         bytes_received: job.bytes.1,
         bucket_bytes: job.bucket_bytes,
-        reconnects,
+        reconnects: ended.reconnects,
+        end_confirmed: ended.confirmed,
         times: job.times,
     })
 }
@@ -217,28 +229,43 @@ struct Job<'a> {
     bucket_bytes: Vec<u64>,
     /// Whether the current connection got as far as both journals.
     exchanged: bool,
+    /// Whether every bucket is committed here (the peer may still lack
+    /// one until its end is heard).
+    complete: bool,
     times: JobTimes,
     progress: &'a dyn Progress,
 }
 
 impl Job<'_> {
-    /// Sessions until one finishes the job; returns the reconnections.
-    async fn sessions(&mut self, link: &Link) -> Result<u32, Error> {
+    /// Sessions until one finishes the job.
+    async fn sessions(&mut self, link: &Link) -> Result<Ended, Error> {
         let (mut reconnects, mut dropped_at): (u32, Option<Instant>) = (0, None);
         loop {
-            let wait = dropped_at.map(|t| self.opts.retry_for.saturating_sub(t.elapsed()));
+            let wait = dropped_at.map(|t| self.retry_for().saturating_sub(t.elapsed()));
             let wait = wait.or(match link {
                 Link::Connect(_) => Some(self.opts.retry_for),
                 Link::Listen { .. } => None,
             });
-            let mut ch = link.open(wait).await?;
+            let mut ch = match link.open(wait).await {
+                Ok(ch) => ch,
+                Err(e) if self.complete && is_link_failure(&e) => {
+                    return Ok(Ended {
+                        reconnects,
+                        confirmed: false,
+                    })
+                }
+                Err(e) => return Err(e),
+            };
             let result = self.session(&mut ch).await.map_err(refused_by_peer);
             self.bytes.0 += ch.bytes_sent();
             self.bytes.1 += ch.bytes_received();
             match result {
                 Ok(()) => {
                     ch.close().await;
-                    return Ok(reconnects);
+                    return Ok(Ended {
+                        reconnects,
+                        confirmed: true,
+                    });
                 }
                 Err(e) if is_link_failure(&e) => {
                     // The retry budget counts from the last drop after
@@ -247,8 +274,14 @@ impl Job<'_> {
                         dropped_at = None;
                     }
                     let since = *dropped_at.get_or_insert_with(Instant::now);
-                    if since.elapsed() >= self.opts.retry_for {
-                        return Err(e);
+                    if since.elapsed() >= self.retry_for() {
+                        return match self.complete {
+                            true => Ok(Ended {
+                                reconnects,
+                                confirmed: false,
+                            }),
+                            false => Err(e),
+                        };
                     }
                     reconnects += 1;
                 }
@@ -265,6 +298,15 @@ impl Job<'_> {
                     return Err(e);
                 }
             }
+        }
+    }
+
+    /// How long a drop is retried: [`LINGER`] at most once this side
+    /// holds every bucket.
+    fn retry_for(&self) -> Duration {
+        match self.complete {
+            true => self.opts.retry_for.min(LINGER),
+            false => self.opts.retry_for,
         }
     }
 
@@ -315,6 +357,7 @@ impl Job<'_> {
             .await;
         self.times.buckets += t.elapsed();
         ran?;
+        self.complete = true;
         ch.send_msg(&JobDone).await?;
         ch.recv_msg::<JobDone>(()).await?;
         Ok(())
@@ -385,6 +428,13 @@ impl Job<'_> {
         }
         Ok(())
     }
+}
+
+/// How the sessions ended.
+struct Ended {
+    reconnects: u32,
+    /// Whether the peer's end was heard (see [`LINGER`]).
+    confirmed: bool,
 }
 
 /// Whether the peer already knows why this side stops: it refused us or

@@ -187,24 +187,37 @@ fn bucketed_runs_equal_the_truth_for_every_protocol_and_shape() {
 }
 
 /// Stops its party (as Ctrl-C or a kill would) once `after` buckets are
-/// committed.
+/// committed, or once all are if there are fewer.
 struct StopAfter {
     after: u64,
-    buckets: std::sync::atomic::AtomicBool,
+    /// The job's buckets, once the bucket stage began.
+    total: AtomicU64,
     done: AtomicU64,
 }
 
-impl Progress for StopAfter {
-    fn stage(&self, what: &str, _: Option<u64>) {
-        self.buckets.store(what == "buckets", Ordering::SeqCst);
-    }
-    fn advance(&self, done: u64) {
-        if self.buckets.load(Ordering::SeqCst) {
-            self.done.store(done, Ordering::SeqCst);
+impl StopAfter {
+    fn new(after: u64) -> Self {
+        Self {
+            after,
+            total: AtomicU64::new(0),
+            done: AtomicU64::new(0),
         }
     }
+}
+
+impl Progress for StopAfter {
+    fn stage(&self, what: &str, total: Option<u64>) {
+        if what == "buckets" {
+            self.done.store(0, Ordering::SeqCst);
+            self.total.store(total.unwrap_or(0), Ordering::SeqCst);
+        }
+    }
+    fn advance(&self, done: u64) {
+        self.done.store(done, Ordering::SeqCst);
+    }
     fn cancelled(&self) -> bool {
-        self.buckets.load(Ordering::SeqCst) && self.done.load(Ordering::SeqCst) >= self.after
+        let total = self.total.load(Ordering::SeqCst);
+        total > 0 && self.done.load(Ordering::SeqCst) >= self.after.min(total)
     }
 }
 
@@ -216,11 +229,7 @@ fn a_stopped_job_resumes_to_the_same_output_and_other_inputs_are_refused() {
     let settings = Settings::new(Protocol::Vole);
     let mut s_opts = options(&settings, dir.path(), "s", 300);
     let mut r_opts = options(&settings, dir.path(), "r", 300);
-    let stop = StopAfter {
-        after: 3,
-        buckets: Default::default(),
-        done: AtomicU64::new(0),
-    };
+    let stop = StopAfter::new(3);
     let (s, r) = run_pair((&s_path, &s_opts, &NoProgress), (&r_path, &r_opts, &stop));
     assert!(matches!(r, Err(Error::Cancelled)), "{r:?}");
     assert!(s.is_err(), "the sender gives up once its retries run out");
@@ -330,5 +339,39 @@ fn a_job_and_a_one_shot_run_refuse_each_other_by_name() {
     assert_eq!(
         r.expect_err("refused").to_string(),
         format!("the peer runs a bucketed job (--job-dir), this side a one-shot run{want}")
+    );
+}
+
+#[test]
+fn a_side_holding_every_bucket_ends_when_the_last_exchange_is_lost() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (s_path, s_ids) = input(dir.path(), "s.csv", 6, 1500, 3000);
+    let (r_path, r_ids) = input(dir.path(), "r.csv", 7, 1200, 3000);
+    let settings = Settings::new(Protocol::Vole);
+    let mut s_opts = options(&settings, dir.path(), "s", 300);
+    let mut r_opts = options(&settings, dir.path(), "r", 300);
+    // The receiver vanishes right after committing its last bucket, before
+    // the end is exchanged; the sender (whose part of each bucket ends
+    // first) holds every bucket and ends after its short wait.
+    let stop = StopAfter::new(u64::MAX);
+    let (s, r) = run_pair((&s_path, &s_opts, &NoProgress), (&r_path, &r_opts, &stop));
+    assert!(matches!(r, Err(Error::Cancelled)), "{r:?}");
+    let s = s.expect("the complete side ends");
+    assert!(!s.end_confirmed);
+    assert_eq!(s.buckets_run, s.shape.buckets);
+
+    // Resumed, both journals are whole: nothing is run again.
+    s_opts.resume = true;
+    r_opts.resume = true;
+    let (s, r) = run_pair(
+        (&s_path, &s_opts, &NoProgress),
+        (&r_path, &r_opts, &NoProgress),
+    );
+    let (s, r) = (s.expect("sender"), r.expect("receiver"));
+    assert!(s.end_confirmed && r.end_confirmed);
+    assert_eq!((s.buckets_run, r.buckets_run), (0, 0));
+    assert_eq!(
+        rows_of(r_opts.output.as_ref().expect("output")),
+        truth(&r_ids, &s_ids)
     );
 }
