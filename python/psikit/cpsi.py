@@ -47,6 +47,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 from . import _aio, _native
 from ._data import DEFAULT_NORMALIZE, Columns, InputError, Normalize, Prepared, _pyarrow, prepare, result
 from ._data import Progress, ProgressReporter
+from ._jobs import _job
 from ._steps import Stepped
 
 __all__ = ["send", "receive", "send_async", "receive_async", "Party", "CpsiResult", "APPLICATIONS"]
@@ -215,13 +216,24 @@ def _run(role: str, application: str, data: Any, key: Columns, normalize: Option
          epc: Union[str, int], listen: Optional[str], connect: Optional[str], max_peer_items: int,
          accept_timeout: Optional[float], timeout: float, tls: Optional[Dict[str, Any]],
          on_listening: Optional[Callable[[str], None]], has_header: bool, delimiter: str,
-         progress: Optional[Progress]) -> CpsiResult:
+         progress: Optional[Progress], job: Optional[Dict[str, Any]]) -> CpsiResult:
     p, values = _prepare(data, key, normalize, value_columns, has_header, delimiter)
+    if job is not None:
+        job.pop("output")
+        with ProgressReporter(progress) as bar:
+            out = _native.cpsi_job(
+                application, role, p.source, value_columns=values, threshold=threshold, reveal_to=reveal_to,
+                min_intersection=min_intersection, inner_product=inner_product, product_bits=product_bits,
+                ot=ot, epc=str(epc), listen=listen, connect=connect, accept_timeout=accept_timeout, tls=tls,
+                on_listening=on_listening, progress=bar.callback, **job,
+            )
+        return _result(p, out)
     with ProgressReporter(progress) as bar:
         out = _native.cpsi_run(
             application, role, p.source, values, threshold, reveal_to, min_intersection, inner_product,
             product_bits, ot, str(epc),
-            listen, connect, max_peer_items, accept_timeout, timeout, 16, tls, on_listening, bar.callback,
+            listen, connect, max_peer_items, accept_timeout, 60.0 if timeout is None else timeout, 16, tls,
+            on_listening, bar.callback,
         )
     return _result(p, out)
 
@@ -244,12 +256,17 @@ def receive(
     epc: Union[str, int] = "auto",
     max_peer_items: int = 1 << 24,
     accept_timeout: Optional[float] = None,
-    timeout: float = 60.0,
+    timeout: Optional[float] = None,
     tls: Optional[Dict[str, Any]] = None,
     on_listening: Optional[Callable[[str], None]] = None,
     has_header: bool = True,
     delimiter: str = ",",
     progress: Optional[Progress] = None,
+    job_dir: Optional[str] = None,
+    resume: bool = False,
+    memory: Union[int, str] = "4G",
+    bucket_items: Optional[int] = None,
+    retry: float = 600.0,
 ) -> CpsiResult:
     """The ``receive`` party's run of ``application`` on ``data`` (it holds
     the cuckoo table; best the smaller set). Give ``listen="host:port"`` or
@@ -275,6 +292,11 @@ def receive(
       ``epc``: ``"auto"``, ``"off"`` or 16 to 31 bits;
     * ``on_listening(addr)``, ``accept_timeout``, ``timeout``, ``tls``: as
       in :func:`psikit.psi.receive`;
+    * ``job_dir``, ``resume``, ``memory``, ``bucket_items``, ``retry``: the
+      cardinality, sum and threshold as a bucketed, resumable job for big
+      inputs, as in :func:`psikit.psi.receive` and ``psikit cpsi ...
+      --job-dir``: each bucket's result stays in secret shares and only
+      the whole job's result is opened;
     * ``progress``: ``progress(stage, done, total)`` is told the run's
       stages (waiting for the peer, ``"hashing"``, ``"OPPRF"``,
       ``"comparing"``, ``"computing the result"``), or ``True`` draws tqdm
@@ -299,7 +321,8 @@ def receive(
     """
     return _run("receive", application, data, key, normalize, value_columns, threshold, reveal_to,
                 min_intersection, inner_product, product_bits, ot, epc, listen, connect, max_peer_items,
-                accept_timeout, timeout, tls, on_listening, has_header, delimiter, progress)
+                accept_timeout, timeout, tls, on_listening, has_header, delimiter, progress,
+                _job(job_dir, resume, memory, bucket_items, retry, timeout, None))
 
 
 def send(
@@ -320,12 +343,17 @@ def send(
     epc: Union[str, int] = "auto",
     max_peer_items: int = 1 << 24,
     accept_timeout: Optional[float] = None,
-    timeout: float = 60.0,
+    timeout: Optional[float] = None,
     tls: Optional[Dict[str, Any]] = None,
     on_listening: Optional[Callable[[str], None]] = None,
     has_header: bool = True,
     delimiter: str = ",",
     progress: Optional[Progress] = None,
+    job_dir: Optional[str] = None,
+    resume: bool = False,
+    memory: Union[int, str] = "4G",
+    bucket_items: Optional[int] = None,
+    retry: float = 600.0,
 ) -> CpsiResult:
     """The ``send`` party's run of ``application`` on ``data``: the
     counterpart of :func:`receive`, with the same options. It learns
@@ -341,7 +369,8 @@ def send(
     """
     return _run("send", application, data, key, normalize, value_columns, threshold, reveal_to,
                 min_intersection, inner_product, product_bits, ot, epc, listen, connect, max_peer_items,
-                accept_timeout, timeout, tls, on_listening, has_header, delimiter, progress)
+                accept_timeout, timeout, tls, on_listening, has_header, delimiter, progress,
+                _job(job_dir, resume, memory, bucket_items, retry, timeout, None))
 
 
 async def send_async(application: str, data: Any, **kwargs: Any) -> CpsiResult:

@@ -84,6 +84,30 @@ def test_sum_with_a_minimum_intersection(data):
     assert (s.withheld, s.learned) == (False, False)
 
 
+def test_a_job_opens_the_whole_sum_once(data, tmp_path):
+    """The sum (with the inner product) and the threshold as bucketed jobs,
+    from CSV files and from lists, equal the one-shot results."""
+    server, client, truth = data
+    stages = []
+
+    def job(side, **kw):
+        return dict(job_dir=str(tmp_path / side), bucket_items=300, **kw)
+
+    r, s = run("sum", client, server, key="email", inner_product=True, r_value_columns="n",
+               s_value_columns="v", r_progress=lambda stage, done, total: stages.append(stage),
+               **{f"{p}_{k}": v for p in "rs" for k, v in job(p).items()})
+    assert (r.intersection_size, r.sender_sums, r.receiver_sums, r.inner_product) == (
+        truth["size"], [truth["sender_sum"]], [truth["receiver_sum"]], truth["inner_product"])
+    assert (s.learned, s.intersection_size) == (False, None)
+    assert "buckets" in stages
+    for t, reached in ((truth["size"], True), (truth["size"] + 1, False)):
+        r, _ = run("threshold", client, server, key="email", threshold=t,
+                   **{f"{p}_{k}": v for p in "rs" for k, v in job(f"{p}{t}").items()})
+        assert r.threshold_reached is reached
+    with pytest.raises(psikit.InputError, match="one-shot"):
+        psikit.cpsi.send("union", server, key="email", connect="127.0.0.1:9", **job("u"))
+
+
 def test_sum_from_dataframes_equals_csv(small_sets, data):
     pd = pytest.importorskip("pandas")
     server, client, truth = data

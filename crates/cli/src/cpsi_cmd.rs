@@ -4,7 +4,9 @@
 //! the `receive` party (for the union, the intersection's complement in
 //! the other party's set); the other contributes its set (and values) and
 //! learns nothing. The result is printed, or written as JSON with
-//! `--json`; per-bin shares and the union's keys go to `--output`.
+//! `--json`; per-bin shares and the union's keys go to `--output`. With
+//! `--job-dir` the cardinality, sums and threshold run as a bucketed,
+//! resumable job whose result is opened once over all buckets.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -12,16 +14,18 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Args, Subcommand};
+use psikit_protocols::balanced;
 use psikit_protocols::cpsi::facade::{self, Role};
 use psikit_protocols::cpsi::{
-    App, AppKind, Choices, Epc, Input, OtKind, Outcome, Output, ParseError, Reveal, Shares, Side,
-    Spelling,
+    App, AppKind, Choices, CpsiConfig, Epc, Input, OtKind, Outcome, Output, ParseError, Reveal,
+    Shares, Side, Spelling,
 };
 use psikit_protocols::io::{read_rows, Column, Table};
+use psikit_protocols::jobs::{JobInput, JobProtocol};
 use psikit_protocols::NoProgress;
 
 use crate::args::CsvArgs;
-use crate::psi_cmd::{announce, PeerArgs};
+use crate::psi_cmd::{announce, run_job, JobArgs, PeerArgs};
 
 #[derive(Subcommand)]
 pub enum CpsiCommand {
@@ -104,6 +108,8 @@ pub struct CpsiArgs {
     max_peer_items: u64,
     #[command(flatten)]
     peer: PeerArgs,
+    #[command(flatten)]
+    job: JobArgs,
 }
 
 /// A flag taking one of a choice's words: clap lists them (with `about`
@@ -153,6 +159,9 @@ pub fn run(cmd: CpsiCommand) -> Result<()> {
         key_format: spec.key_format(),
     };
     let (role, cfg) = choices.resolve(Spelling::Flags)?;
+    if let Some(dir) = &a.job.job_dir {
+        return job(&a, role, cfg, dir);
+    }
     let table = read_rows(&a.input, &spec)?;
     let (keys, rows_of_key) = table.unique_keys();
     let values = a
@@ -166,10 +175,50 @@ pub fn run(cmd: CpsiCommand) -> Result<()> {
     };
     let out = facade::run_blocking(&a.peer.peer()?, role, input, &cfg, announce, &NoProgress)?;
     match a.json {
-        true => println!("{}", json(&out, cfg.app)),
-        false => report(&out, role),
+        true => println!(
+            "{}",
+            json(&out.output, cfg.app, out.bytes_sent, out.bytes_received)
+        ),
+        false => {
+            report(&out, role);
+            print_result(&out.output);
+        }
     }
     write_output(&out.output, &a, &keys)
+}
+
+/// The cardinality, sums or threshold as a bucketed job: each row's value
+/// columns go with its key into the buckets, and the result is opened
+/// once over the whole job.
+fn job(a: &CpsiArgs, role: Role, config: CpsiConfig, dir: &Path) -> Result<()> {
+    let mut spec = a.csv.spec()?;
+    spec.value_columns = a
+        .value_columns
+        .iter()
+        .map(|c| Column::parse(c))
+        .collect::<Result<_, _>>()?;
+    let input = JobInput {
+        path: a.input.clone(),
+        spec,
+    };
+    let app = config.app;
+    let protocol = JobProtocol::Circuit {
+        config,
+        value_columns: u8::try_from(a.value_columns.len()).context("value columns")?,
+    };
+    let role = match role {
+        Role::Sender => balanced::Role::Sender,
+        Role::Receiver => balanced::Role::Receiver,
+    };
+    let out = run_job(&a.peer, &a.job, role, input, protocol, dir, None)?;
+    let output = out
+        .circuit
+        .context("a finished circuit PSI job has its result")?;
+    match a.json {
+        true => println!("{}", json(&output, app, out.bytes_sent, out.bytes_received)),
+        false => print_result(&output),
+    }
+    Ok(())
 }
 
 /// One value per distinct key: the sum (mod 2^64) of its rows' values.
@@ -224,7 +273,11 @@ fn report(out: &Outcome, role: Role) {
         crate::report::bytes(out.bytes_sent),
         crate::report::bytes(out.bytes_received)
     );
-    match &out.output {
+}
+
+/// What the party learned, in words.
+fn print_result(output: &Output) {
+    match output {
         Output::Cardinality(Some(c)) => println!("intersection size: {c}"),
         Output::Sum(Some(s)) => {
             println!("intersection size: {}", s.cardinality);
@@ -264,12 +317,12 @@ fn report(out: &Outcome, role: Role) {
 /// The result as one JSON object (numbers, booleans and fixed names: no
 /// escaping needed). `"learned": false` at a party the result was not
 /// revealed to.
-fn json(out: &Outcome, app: App) -> String {
+fn json(output: &Output, app: App, sent: u64, received: u64) -> String {
     let list = |v: &[u64]| {
         let items: Vec<String> = v.iter().map(u64::to_string).collect();
         format!("[{}]", items.join(","))
     };
-    let result = match &out.output {
+    let result = match output {
         Output::Cardinality(Some(c)) => format!(r#""intersection_size":{c}"#),
         Output::Sum(Some(s)) => format!(
             r#""intersection_size":{},"sender_sums":{},"receiver_sums":{}{}"#,
@@ -289,10 +342,8 @@ fn json(out: &Outcome, app: App) -> String {
         _ => r#""learned":false"#.to_string(),
     };
     format!(
-        r#"{{"application":"{}",{result},"bytes_sent":{},"bytes_received":{}}}"#,
+        r#"{{"application":"{}",{result},"bytes_sent":{sent},"bytes_received":{received}}}"#,
         app.name(),
-        out.bytes_sent,
-        out.bytes_received
     )
 }
 

@@ -12,7 +12,7 @@ use clap::{Args, Subcommand};
 use psikit_protocols::balanced::{self, Outcome, Phases, Protocol, Role, Settings};
 use psikit_protocols::common::connect::{Peer, ServerAddr};
 use psikit_protocols::io::read_rows;
-use psikit_protocols::jobs::{self, JobInput, JobOptions};
+use psikit_protocols::jobs::{self, JobInput, JobOptions, JobOutcome, JobProtocol};
 use psikit_protocols::NoProgress;
 
 use crate::args::{ClientTlsArgs, CsvArgs, NetArgs, ServerTlsArgs};
@@ -245,7 +245,33 @@ fn job(
     dir: &Path,
     output: Option<&PathBuf>,
 ) -> Result<()> {
-    let j = &a.job;
+    let input = JobInput {
+        path: a.input.clone(),
+        spec: a.csv.spec()?,
+    };
+    let protocol = JobProtocol::Balanced(settings);
+    let out = run_job(&a.peer, &a.job, role, input, protocol, dir, output)?;
+    if let (Some(n), Some(path)) = (out.matched_rows, output) {
+        println!(
+            "{n} of {} rows matched; written to {}",
+            out.input.rows,
+            path.display()
+        );
+    }
+    Ok(())
+}
+
+/// Runs a job (any family's) with a progress bar, then prints its
+/// summary: the buckets, where the time went, the traffic, peak memory.
+pub(crate) fn run_job(
+    peer: &PeerArgs,
+    j: &JobArgs,
+    role: Role,
+    input: JobInput,
+    protocol: JobProtocol,
+    dir: &Path,
+    output: Option<&PathBuf>,
+) -> Result<JobOutcome> {
     let opts = JobOptions {
         resume: j.resume,
         memory: j.memory,
@@ -254,14 +280,10 @@ fn job(
         retry_for: Duration::from_secs(j.retry_secs),
         idle_timeout: Duration::from_secs(j.idle_secs),
         output: output.cloned(),
-        ..JobOptions::new(settings, dir.to_owned())
-    };
-    let input = JobInput {
-        path: a.input.clone(),
-        spec: a.csv.spec()?,
+        ..JobOptions::new(protocol, dir.to_owned())
     };
     let bar = Bar::new();
-    let out = jobs::run_blocking(&a.peer.peer()?, role, &input, &opts, announce, &bar)?;
+    let out = jobs::run_blocking(&peer.peer()?, role, &input, &opts, announce, &bar)?;
     drop(bar);
     let name = role_name(role);
     let t = &out.times;
@@ -293,14 +315,7 @@ fn job(
         report::bytes(out.bytes_received),
         report::peak_memory().map_or("unknown".into(), report::bytes)
     );
-    if let (Some(n), Some(path)) = (out.matched_rows, output) {
-        println!(
-            "{n} of {} rows matched; written to {}",
-            out.input.rows,
-            path.display()
-        );
-    }
-    Ok(())
+    Ok(out)
 }
 
 /// Lines describing a party's run (parameters, times, traffic), in its

@@ -304,3 +304,58 @@ fn peak_memory_follows_the_budget_not_the_input() {
         "receiver: {small:?} -> {large:?}"
     );
 }
+
+#[test]
+fn a_circuit_psi_job_prints_the_whole_sum_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (s_in, s_ids) = input(dir.path(), "s.csv", 5, 3000, 6000);
+    let (r_in, r_ids) = input(dir.path(), "r.csv", 6, 2000, 6000);
+    // The value column `n` holds each row's number: a key's rows add up.
+    let sums = |ids: &[u64]| {
+        let mut m = std::collections::HashMap::new();
+        for (i, id) in ids.iter().enumerate() {
+            *m.entry(*id).or_insert(0u64) += i as u64;
+        }
+        m
+    };
+    let (s_sums, r_sums) = (sums(&s_ids), sums(&r_ids));
+    let common: Vec<u64> = r_sums
+        .keys()
+        .filter(|id| s_sums.contains_key(id))
+        .copied()
+        .collect();
+    let addr = format!("127.0.0.1:{}", free_port());
+    let party = |role: &str, input: &Path, job: &str, peer: [&str; 2]| {
+        let mut cmd = psikit();
+        cmd.args([
+            "cpsi",
+            "sum",
+            role,
+            "--key",
+            "email",
+            "--value-columns",
+            "n",
+            "-i",
+        ])
+        .arg(input)
+        .arg("--job-dir")
+        .arg(dir.path().join(job))
+        .args(peer)
+        .args(["--bucket-items", BUCKET_ITEMS, "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+        cmd.spawn().expect("spawn")
+    };
+    let s = party("send", &s_in, "s", ["--listen", &addr]);
+    let r = party("receive", &r_in, "r", ["--connect", &addr]);
+    finish(s, "sender");
+    let said = finish(r, "receiver");
+    let want = format!(
+        r#"{{"application":"sum","intersection_size":{},"sender_sums":[{}],"receiver_sums":[{}],"#,
+        common.len(),
+        common.iter().map(|id| s_sums[id]).sum::<u64>(),
+        common.iter().map(|id| r_sums[id]).sum::<u64>()
+    );
+    assert!(said.contains(&want), "{said}\nwant {want}");
+    assert!(said.contains("buckets of"), "{said}");
+}

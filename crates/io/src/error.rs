@@ -135,6 +135,19 @@ pub enum Error {
         len: usize,
     },
 
+    /// A value column's field is not an unsigned integer below 2^64.
+    #[error("{input}: row {row}: value {value:?} in column {column} is not an unsigned integer")]
+    NotAValue {
+        /// The file being read.
+        input: String,
+        /// 1-based data row number.
+        row: u64,
+        /// The value column, as `"name"` or `#index`.
+        column: String,
+        /// The field as read.
+        value: String,
+    },
+
     /// A header was expected but the input is empty.
     #[error("{input}: the file is empty, but a header row naming the key columns was expected")]
     EmptyInput {

@@ -146,6 +146,29 @@ impl<R: io::Read> KeyReader<R> {
         Ok(out.len())
     }
 
+    /// Like [`next_batch`](Self::next_batch), with each item's value
+    /// columns (see [`KeySpec::value_columns`]) appended to `values`, as
+    /// many per item as the spec names, in order; `values` is cleared
+    /// first.
+    pub fn next_valued_batch(
+        &mut self,
+        max: usize,
+        out: &mut Vec<Item>,
+        values: &mut Vec<u64>,
+    ) -> Result<usize> {
+        out.clear();
+        values.clear();
+        let max = max.max(1);
+        while out.len() < max {
+            let Some(item) = self.next_item()? else {
+                break;
+            };
+            self.plan.values(&self.record, item.row, values)?;
+            out.push(item);
+        }
+        Ok(out.len())
+    }
+
     /// Whether the spec this reader was opened with names label columns.
     pub fn has_labels(&self) -> bool {
         self.plan.has_labels()

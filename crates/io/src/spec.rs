@@ -102,6 +102,11 @@ pub struct KeySpec {
     /// [`KeyReader::next_labeled_batch`](crate::KeyReader::next_labeled_batch)
     /// returns them; empty for unlabeled protocols.
     pub label_columns: Vec<Column>,
+    /// Value columns, unsigned integers (below 2^64) that circuit PSI sums
+    /// over the intersection. Only
+    /// [`KeyReader::next_valued_batch`](crate::KeyReader::next_valued_batch)
+    /// reads them.
+    pub value_columns: Vec<Column>,
 }
 
 impl KeySpec {
@@ -114,6 +119,7 @@ impl KeySpec {
             has_headers: true,
             delimiter: b',',
             label_columns: Vec::new(),
+            value_columns: Vec::new(),
         }
     }
 
@@ -138,6 +144,8 @@ pub(crate) struct KeyPlan {
     fields: Vec<(usize, String)>,
     /// Label columns, the same way.
     labels: Vec<(usize, String)>,
+    /// Value columns, the same way.
+    values: Vec<(usize, String)>,
     normalize: Normalize,
     /// The input's name, for error messages.
     input: String,
@@ -165,6 +173,7 @@ impl KeyPlan {
         Ok(KeyPlan {
             fields: resolve(&spec.columns, "key")?,
             labels: resolve(&spec.label_columns, "label")?,
+            values: resolve(&spec.value_columns, "value")?,
             normalize: spec.normalize,
             input: input.to_owned(),
             scratch: Vec::new(),
@@ -251,6 +260,25 @@ impl KeyPlan {
             .map(|(index, name)| self.field(record, row, "label", *index, name))
             .collect::<Result<Vec<_>>>()?;
         encode_label(&fields, out);
+        Ok(())
+    }
+
+    /// The value columns of one data row, parsed as unsigned integers
+    /// (surrounding spaces ignored), appended to `out`.
+    pub(crate) fn values(&self, record: &ByteRecord, row: u64, out: &mut Vec<u64>) -> Result<()> {
+        for (index, name) in &self.values {
+            let field = self.field(record, row, "value", *index, name)?;
+            let value = std::str::from_utf8(field)
+                .ok()
+                .and_then(|text| text.trim().parse::<u64>().ok())
+                .ok_or_else(|| Error::NotAValue {
+                    input: self.input.clone(),
+                    row,
+                    column: name.clone(),
+                    value: String::from_utf8_lossy(field).into_owned(),
+                })?;
+            out.push(value);
+        }
         Ok(())
     }
 

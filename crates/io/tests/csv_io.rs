@@ -551,3 +551,36 @@ fn a_key_longer_than_any_protocol_accepts_names_its_file_and_row() {
         1
     );
 }
+
+#[test]
+fn value_columns_are_read_as_unsigned_integers_with_their_rows() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = file(
+        &dir,
+        "v.csv",
+        b"email,spent,n\na@x,10, 3\n,7,7\nb@x,18446744073709551615,0\n",
+    );
+    let mut s = spec("email");
+    s.value_columns = Column::parse_list("n,spent").expect("columns");
+    let mut reader = KeyReader::open(&path, &s).expect("open");
+    let (mut items, mut values) = (Vec::new(), Vec::new());
+    assert_eq!(
+        reader
+            .next_valued_batch(10, &mut items, &mut values)
+            .expect("batch"),
+        2
+    );
+    // The row with an empty key is skipped with its values.
+    assert_eq!(items.iter().map(|i| i.row).collect::<Vec<_>>(), [1, 3]);
+    assert_eq!(values, [3, 10, 0, u64::MAX]);
+
+    let path = file(&dir, "bad.csv", b"email,n\na@x,1\nb@x,-2\n");
+    let mut s = spec("email");
+    s.value_columns = vec![Column::Name("n".into())];
+    let mut reader = KeyReader::open(&path, &s).expect("open");
+    let err = reader
+        .next_valued_batch(10, &mut items, &mut values)
+        .expect_err("not a value");
+    assert!(matches!(err, Error::NotAValue { row: 2, .. }), "{err}");
+    assert!(err.to_string().contains("\"-2\" in column \"n\""), "{err}");
+}

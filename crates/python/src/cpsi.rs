@@ -4,10 +4,14 @@
 //! application) the CLI shares, refusals named by keyword; value columns
 //! are summed per key.
 
+use std::path::PathBuf;
+
+use psikit_protocols::balanced;
 use psikit_protocols::common::connect::Peer;
 use psikit_protocols::cpsi::facade::{self, Role};
 use psikit_protocols::cpsi::{AppKind, Choices, CpsiConfig, Input, Outcome, Output, ParseError};
 use psikit_protocols::cpsi::{Shares, Side, Spelling, Sums};
+use psikit_protocols::jobs::{self, JobInput, JobOptions, JobProtocol};
 use psikit_protocols::memory;
 use psikit_protocols::Error;
 use pyo3::prelude::*;
@@ -167,11 +171,13 @@ fn shares_to_py<'py>(
     Ok(d)
 }
 
-/// What this party learned, for `psikit.cpsi`'s result object.
-fn outcome_to_py<'py>(
+/// What this party learned, for `psikit.cpsi`'s result object; `loaded`
+/// is this party's input for the union and the shares (which a job never
+/// gives).
+fn output_to_py<'py>(
     py: Python<'py>,
-    out: &Outcome,
-    loaded: &Loaded,
+    output: &Output,
+    loaded: Option<&Loaded>,
     columns: usize,
     with_fields: bool,
     min_intersection: u64,
@@ -183,7 +189,8 @@ fn outcome_to_py<'py>(
         d.set_item("receiver_sums", &s.receiver_values)?;
         d.set_item("inner_product", s.inner_product)
     };
-    let learned = match &out.output {
+    let input = || loaded.ok_or_else(|| errors::input("the union and the shares run one-shot"));
+    let learned = match output {
         Output::Cardinality(c) => {
             d.set_item("intersection_size", c)?;
             c.is_some()
@@ -211,6 +218,7 @@ fn outcome_to_py<'py>(
             if let Some(extra) = extra {
                 // The union: every row of ours with a key, then the peer's
                 // keys outside the intersection.
+                let loaded = input()?;
                 let all = vec![true; loaded.keys.len()];
                 d.set_item("own", loaded.output_matches(&all, with_fields).into_py(py)?)?;
                 let keys: Vec<_> = extra.iter().map(|k| key_to_py(py, k, columns)).collect();
@@ -219,13 +227,11 @@ fn outcome_to_py<'py>(
             extra.is_some()
         }
         Output::Shares(s) => {
-            d.set_item("shares", shares_to_py(py, s, loaded, columns)?)?;
+            d.set_item("shares", shares_to_py(py, s, input()?, columns)?)?;
             true
         }
     };
     d.set_item("learned", learned)?;
-    d.set_item("bytes_sent", out.bytes_sent)?;
-    d.set_item("bytes_received", out.bytes_received)?;
     Ok(d)
 }
 
@@ -306,15 +312,33 @@ impl Options {
         out: &Outcome,
         loaded: &Loaded,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let d = outcome_to_py(
+        self.output(
             py,
-            out,
+            &out.output,
+            Some(loaded),
+            (out.bytes_sent, out.bytes_received),
+        )
+    }
+
+    /// [`Self::result`] of an output and its traffic (sent, received).
+    fn output<'py>(
+        &self,
+        py: Python<'py>,
+        output: &Output,
+        loaded: Option<&Loaded>,
+        (sent, received): (u64, u64),
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let d = output_to_py(
+            py,
+            output,
             loaded,
             self.columns,
             self.csv,
             self.config.min_intersection,
         )?;
         d.set_item("application", self.config.app.name())?;
+        d.set_item("bytes_sent", sent)?;
+        d.set_item("bytes_received", received)?;
         Ok(d)
     }
 }
@@ -386,6 +410,100 @@ pub fn cpsi_run<'py>(
     );
     let out = interrupt::run_reporting(py, &reporter, party)?;
     options.result(py, &out, &loaded)
+}
+
+/// Runs one party of circuit PSI's cardinality, sums or threshold as a
+/// bucketed, resumable job (see `psikit.cpsi.send(..., job_dir=...)`): the
+/// source read once from its file with its value columns, each bucket's
+/// result kept in shares, the job's result opened once. Returns the dict
+/// `cpsi_run` returns, with the job's id, shape and costs under `"job"`.
+#[pyfunction]
+#[pyo3(signature = (application, role, source, job_dir, value_columns=Vec::new(),
+    threshold=None, reveal_to="receiver", min_intersection=0, inner_product=false,
+    product_bits=32, ot="silent", epc="auto", listen=None, connect=None, resume=false,
+    memory=jobs::DEFAULT_MEMORY, bucket_items=None, max_peer_rows=1<<40, retry=600.0,
+    idle_timeout=600.0, accept_timeout=None, max_message_mib=16, tls=None, on_listening=None,
+    progress=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn cpsi_job<'py>(
+    py: Python<'py>,
+    application: &str,
+    role: &str,
+    source: &Source,
+    job_dir: PathBuf,
+    value_columns: Vec<String>,
+    threshold: Option<u64>,
+    reveal_to: &str,
+    min_intersection: u64,
+    inner_product: bool,
+    product_bits: u32,
+    ot: &str,
+    epc: &str,
+    listen: Option<String>,
+    connect: Option<String>,
+    resume: bool,
+    memory: u64,
+    bucket_items: Option<u64>,
+    max_peer_rows: u64,
+    retry: f64,
+    idle_timeout: f64,
+    accept_timeout: Option<f64>,
+    max_message_mib: u32,
+    tls: Option<&Bound<'py, PyDict>>,
+    on_listening: Option<Py<PyAny>>,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let options = Options::new(
+        application,
+        role,
+        source,
+        value_columns,
+        threshold,
+        reveal_to,
+        min_intersection,
+        inner_product,
+        product_bits,
+        ot,
+        epc,
+        1 << 24,
+    )?;
+    let limits = net::limits(idle_timeout, max_message_mib)?;
+    let peer = net::peer(listen, connect, accept_timeout, tls, limits)?;
+    let mut spec = source.spec().clone();
+    spec.value_columns = source.value_columns(&options.value_columns).py_err()?;
+    let protocol = JobProtocol::Circuit {
+        config: options.config.clone(),
+        value_columns: u8::try_from(spec.value_columns.len())
+            .map_err(|_| errors::input("too many value columns"))?,
+    };
+    let opts = JobOptions {
+        resume,
+        memory,
+        max_bucket_items: bucket_items,
+        max_peer_rows,
+        retry_for: net::seconds(retry, "retry")?,
+        idle_timeout: net::seconds(idle_timeout, "idle_timeout")?,
+        ..JobOptions::new(protocol, job_dir)
+    };
+    // In-memory rows go to a temporary CSV: a job reads its input as a file.
+    let (path, _guard) = source.file().py_err()?;
+    let input = JobInput { path, spec };
+    let role = match options.role {
+        Role::Sender => balanced::Role::Sender,
+        Role::Receiver => balanced::Role::Receiver,
+    };
+    let reporter = progress::Reporter::new(progress);
+    let listening = net::announce(&on_listening);
+    let job = jobs::run(&peer, role, &input, &opts, listening, &reporter);
+    let out = interrupt::run_reporting(py, &reporter, job)?;
+    let output = out
+        .circuit
+        .as_ref()
+        .ok_or_else(|| errors::input("a finished circuit PSI job has its result"))?;
+    let traffic = (out.bytes_sent, out.bytes_received);
+    let d = options.output(py, output, None, traffic)?;
+    d.set_item("job", crate::psi::job_details(py, &out)?)?;
+    Ok(d)
 }
 
 /// One party of circuit PSI at the message level (see `psikit.cpsi.Party`):

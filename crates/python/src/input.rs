@@ -260,33 +260,29 @@ impl Source {
         }
     }
 
-    /// The 0-based positions in `table` (read from this source) of the
-    /// value columns `names`: in a CSV file by header name or `#N`; rows
-    /// from Python carry them as their extra (label) columns, in order.
-    pub fn value_positions(&self, table: &Table, names: &[String]) -> Result<Vec<usize>, Error> {
+    /// The value columns `names` in this source's file: as named (or
+    /// numbered) in a CSV file; in rows from Python, the carried columns.
+    pub fn value_columns(&self, names: &[String]) -> Result<Vec<Column>, Error> {
         match &self.data {
-            Data::Csv(_) => {
-                let input = self.input_name();
-                names
-                    .iter()
-                    .map(|n| Ok(table.column_position(&Column::parse(n)?, "value", &input)?))
-                    .collect()
+            Data::Csv(_) => names.iter().map(|n| Ok(Column::parse(n)?)).collect(),
+            Data::Rows(_) if self.spec.label_columns.len() == names.len() => {
+                Ok(self.spec.label_columns.clone())
             }
-            Data::Rows(_) if self.spec.label_columns.len() == names.len() => self
-                .spec
-                .label_columns
-                .iter()
-                .map(|c| match c {
-                    Column::Index(i) => Ok(*i),
-                    Column::Name(_) => Err(Error::Internal("rows carry indexed columns")),
-                })
-                .collect(),
             Data::Rows(_) => Err(Error::Config(format!(
                 "{} value columns named for {} carried",
                 names.len(),
                 self.spec.label_columns.len()
             ))),
         }
+    }
+
+    /// The positions of the value columns `names` in `table`.
+    pub fn value_positions(&self, table: &Table, names: &[String]) -> Result<Vec<usize>, Error> {
+        let input = self.input_name();
+        self.value_columns(names)?
+            .iter()
+            .map(|c| Ok(table.column_position(c, "value", &input)?))
+            .collect()
     }
 
     /// Reads every row (the client side).

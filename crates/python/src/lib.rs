@@ -72,6 +72,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(psi::psi_run, m)?)?;
     m.add_function(wrap_pyfunction!(psi::psi_job, m)?)?;
     m.add_function(wrap_pyfunction!(cpsi::cpsi_run, m)?)?;
+    m.add_function(wrap_pyfunction!(cpsi::cpsi_job, m)?)?;
     m.add_function(wrap_pyfunction!(cpsi::cpsi_party, m)?)?;
     m.add_function(wrap_pyfunction!(steps::psi_party, m)?)?;
     m.add_function(wrap_pyfunction!(steps::he_query_party, m)?)?;

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use psikit_protocols::balanced::{self, Outcome, Protocol, Role, Settings};
-use psikit_protocols::jobs::{self, JobInput, JobOptions};
+use psikit_protocols::jobs::{self, JobInput, JobOptions, JobOutcome, JobProtocol};
 use psikit_protocols::memory;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -150,7 +150,7 @@ pub fn psi_job<'py>(
         retry_for: net::seconds(retry, "retry")?,
         idle_timeout: net::seconds(idle_timeout, "idle_timeout")?,
         output,
-        ..JobOptions::new(settings, job_dir)
+        ..JobOptions::new(JobProtocol::Balanced(settings), job_dir)
     };
     // In-memory rows go to a temporary CSV: a job reads its input as a file.
     let (path, _guard) = source.file().py_err()?;
@@ -163,8 +163,14 @@ pub fn psi_job<'py>(
     let listening = net::announce(&on_listening);
     let job = jobs::run(&peer, role, &input, &opts, listening, reporter);
     let out = interrupt::run_reporting(py, reporter, job)?;
-    let d = PyDict::new(py);
+    let d = job_details(py, &out)?;
     d.set_item("matched_rows", out.matched_rows)?;
+    Ok(d)
+}
+
+/// A job's id, shape and costs, as `psi_job` and `cpsi_job` return them.
+pub fn job_details<'py>(py: Python<'py>, out: &JobOutcome) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
     d.set_item("job_id", out.id())?;
     d.set_item("buckets", out.shape.buckets)?;
     d.set_item("sender_capacity", out.shape.sender_capacity)?;

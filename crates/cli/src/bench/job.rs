@@ -18,7 +18,7 @@ use anyhow::{ensure, Context, Result};
 use clap::Args;
 use psikit_protocols::balanced::{Protocol, Role, Settings};
 use psikit_protocols::io::{write_synthetic_csv, Column, KeySpec, Normalize};
-use psikit_protocols::jobs::{self, JobInput, JobOptions, DEFAULT_MEMORY};
+use psikit_protocols::jobs::{self, JobInput, JobOptions, JobProtocol, DEFAULT_MEMORY};
 use psikit_protocols::Progress;
 
 use super::cpu::CpuSnapshot;
@@ -152,7 +152,7 @@ pub fn worker(a: &JobWorkerArgs) -> Result<()> {
         memory: a.memory,
         max_bucket_items: a.bucket_items,
         output: a.receiver.then(|| a.run_dir.join("matches.csv")),
-        ..JobOptions::new(settings, job_dir.clone())
+        ..JobOptions::new(JobProtocol::Balanced(settings), job_dir.clone())
     };
     let input = JobInput {
         path: a.inputs.join(format!("{name}.csv")),

@@ -182,10 +182,11 @@ pub async fn count(
     Ok(weighted_sums(ch, rots, shares, holder, 1, true).await?[0])
 }
 
-/// The sum application (paper §3.3, PSI-Sum) at `me`: shares of the count
-/// and of each value column's sum over the intersection (the sender's
-/// weights on forward OTs, the receiver's on reverse ones), the minimum
-/// intersection's test if one is agreed, then the openings.
+/// The sum application (paper §3.3, PSI-Sum) at `me`, up to this party's
+/// additive shares: of the count, of each value column's sum over the
+/// intersection (the sender's weights on forward OTs, the receiver's on
+/// reverse ones), and of the inner product if one is agreed, in that
+/// order. [`open_sums`] opens them.
 ///
 /// `weights` are this party's weight vectors: at the sender, its shares of
 /// its `k_s` columns; at the receiver, its shares of the sender's `k_s`
@@ -195,20 +196,18 @@ pub async fn count(
 /// `u` at the receiver and `a` at the sender, receiver's first column
 /// `y`): [`product::multiply`] gives shares `s + t = a·y` per bin, and
 /// `b·x·y = b·(u·y + t) + b·s`, one more weight vector at each party.
-#[allow(clippy::too_many_arguments)]
-pub async fn sums(
+pub async fn sum_shares(
     ch: &mut Channel,
     rots: &mut Rots,
-    triples: &mut Triples,
     shares: &Bits,
     me: Role,
     weights: &[&[u64]],
     (k_s, k_r): (usize, usize),
-    agreed: &Agreed,
-) -> Result<Output, Error> {
+    product_bits: u8,
+) -> Result<Vec<u64>, Error> {
     let ones = vec![1u64; shares.len()];
     let sender = me == Role::Sender;
-    let product = match agreed.product_bits {
+    let product = match product_bits {
         0 => None,
         bits => Some(product_weights(ch, rots, me, weights, k_s, bits).await?),
     };
@@ -223,15 +222,6 @@ pub async fn sums(
         0 => Vec::new(),
         k => weighted_sums(ch, rots, shares, (!sender).then_some(&mine[..]), k, false).await?,
     };
-    let min = agreed.min_intersection;
-    if min > 0 {
-        let max = (shares.len() as u64).max(min);
-        let reached = at_least(ch, triples, fwd[0], min, max, sender).await?;
-        let reached = open_one(ch, u64::from(reached), me, Reveal::Both).await?;
-        if reached.map(|b| b & 1) == Some(0) {
-            return Ok(Output::SumWithheld(min));
-        }
-    }
     // Count, sender's columns, receiver's columns, inner product.
     let mut results = vec![fwd[0]];
     results.extend((0..k_s).map(|j| fwd[1 + j].wrapping_add(rev[j])));
@@ -239,7 +229,38 @@ pub async fn sums(
     if p == 1 {
         results.push(fwd[1 + k_s].wrapping_add(rev[k_s + k_r]));
     }
-    let opened = open(ch, &results, me, agreed.reveal).await?;
+    Ok(results)
+}
+
+/// Opens the sums from this party's shares `results` ([`sum_shares`]'s,
+/// or their sums over a job's buckets): first, with a minimum
+/// intersection, whether the count (at most `max_count`) reaches it, to
+/// both parties (with `triples` for the adder), and the sums only if it
+/// does.
+pub async fn open_sums(
+    ch: &mut Channel,
+    triples: &mut Triples,
+    results: &[u64],
+    me: Role,
+    (k_s, k_r): (usize, usize),
+    agreed: &Agreed,
+    max_count: u64,
+) -> Result<Output, Error> {
+    let p = usize::from(agreed.product_bits > 0);
+    if results.len() != 1 + k_s + k_r + p {
+        return Err(Error::Internal("sum shares per column"));
+    }
+    let min = agreed.min_intersection;
+    if min > 0 {
+        let max = max_count.max(min);
+        let sender = me == Role::Sender;
+        let reached = at_least(ch, triples, results[0], min, max, sender).await?;
+        let reached = open_one(ch, u64::from(reached), me, Reveal::Both).await?;
+        if reached.map(|b| b & 1) == Some(0) {
+            return Ok(Output::SumWithheld(min));
+        }
+    }
+    let opened = open(ch, results, me, agreed.reveal).await?;
     Ok(Output::Sum(opened.map(|v| Sums {
         cardinality: v[0],
         sender_values: v[1..1 + k_s].to_vec(),

@@ -53,7 +53,7 @@ impl CpsiConfig {
     }
 
     /// The terms the hellos compare.
-    pub(super) fn agreed(&self) -> Agreed {
+    pub(crate) fn agreed(&self) -> Agreed {
         Agreed {
             app: self.app,
             ot: self.ot,
@@ -64,7 +64,7 @@ impl CpsiConfig {
         }
     }
 
-    pub(super) fn ext_config(&self) -> Result<ExtConfig, Error> {
+    pub(crate) fn ext_config(&self) -> Result<ExtConfig, Error> {
         match self.threads {
             None => Ok(ExtConfig::default()),
             Some(t) => ExtConfig::with_threads(t).map_err(|e| Error::Config(e.to_string())),

@@ -69,25 +69,51 @@ impl Message for Hello {
     type Bounds<'a> = ();
 
     fn write(&self, w: &mut Writer) {
-        let a = &self.agreed;
-        w.u8(a.app.code())
-            .u64(a.app.threshold())
-            .u8(match a.ot {
-                OtKind::Iknp => 0,
-                OtKind::Silent => 1,
-                OtKind::Kk13 => 2,
-            })
-            .u8(a.epc.code())
-            .u8(a.reveal.code())
-            .u64(a.min_intersection)
-            .u8(a.product_bits)
-            .u64(self.set_size)
+        self.agreed.write(w);
+        w.u64(self.set_size)
             .u8(self.value_columns)
             .u16(self.max_item_len)
             .string(&self.key_format);
     }
 
     fn read(r: &mut Reader<'_>, (): ()) -> Result<Self, DecodeError> {
+        let agreed = Agreed::read(r)?;
+        let set_size = r.u64("set size")?;
+        let value_columns = r.u8("value columns")?;
+        if usize::from(value_columns) > MAX_VALUE_COLUMNS {
+            return Err(DecodeError::invalid("value columns", value_columns));
+        }
+        let max_item_len = r.u16("longest item")?;
+        if max_item_len > MAX_UNION_ITEM {
+            return Err(DecodeError::invalid("longest item", max_item_len));
+        }
+        Ok(Self {
+            agreed,
+            set_size,
+            value_columns,
+            max_item_len,
+            key_format: r.string(MAX_KEY_FORMAT, "key format")?,
+        })
+    }
+}
+
+impl Agreed {
+    /// The terms as the hellos carry them (a job's hello too).
+    pub(crate) fn write(&self, w: &mut Writer) {
+        w.u8(self.app.code())
+            .u64(self.app.threshold())
+            .u8(match self.ot {
+                OtKind::Iknp => 0,
+                OtKind::Silent => 1,
+                OtKind::Kk13 => 2,
+            })
+            .u8(self.epc.code())
+            .u8(self.reveal.code())
+            .u64(self.min_intersection)
+            .u8(self.product_bits);
+    }
+
+    pub(crate) fn read(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
         let code = r.u8("application")?;
         let threshold = r.u64("threshold")?;
         let app = App::from_code(code, threshold)
@@ -108,28 +134,13 @@ impl Message for Hello {
         if product_bits > 64 {
             return Err(DecodeError::invalid("product bits", product_bits));
         }
-        let set_size = r.u64("set size")?;
-        let value_columns = r.u8("value columns")?;
-        if usize::from(value_columns) > MAX_VALUE_COLUMNS {
-            return Err(DecodeError::invalid("value columns", value_columns));
-        }
-        let max_item_len = r.u16("longest item")?;
-        if max_item_len > MAX_UNION_ITEM {
-            return Err(DecodeError::invalid("longest item", max_item_len));
-        }
         Ok(Self {
-            agreed: Agreed {
-                app,
-                ot,
-                epc,
-                reveal,
-                min_intersection,
-                product_bits,
-            },
-            set_size,
-            value_columns,
-            max_item_len,
-            key_format: r.string(MAX_KEY_FORMAT, "key format")?,
+            app,
+            ot,
+            epc,
+            reveal,
+            min_intersection,
+            product_bits,
         })
     }
 }

@@ -13,7 +13,8 @@ use super::outcome::{check_opened, outcome, Meter, Outcome, Output, Phases, Shar
 use super::rng::rng;
 use super::rot::Side;
 use super::steps::{
-    aggregate, compare, hello, session_id, STAGE_COMPARE, STAGE_HASHING, STAGE_OPPRF, STAGE_RESULT,
+    aggregate, compare, hello, session_id, Finish, STAGE_COMPARE, STAGE_HASHING, STAGE_OPPRF,
+    STAGE_RESULT,
 };
 use super::vocabulary::{App, Role};
 use super::{apps, opprf};
@@ -30,7 +31,8 @@ pub(super) async fn run_receiver(
     input: Input<'_>,
     cfg: &CpsiConfig,
     progress: &dyn Progress,
-) -> Result<Outcome, Error> {
+    finish: Finish,
+) -> Result<(Outcome, Option<Vec<u64>>), Error> {
     let start = (ch.bytes_sent(), ch.bytes_received());
     let mut meter = Meter::start(ch);
     let mut phases = Phases::default();
@@ -85,12 +87,15 @@ pub(super) async fn run_receiver(
 
     progress.stage(STAGE_RESULT, None);
     let me = Role::Receiver;
-    let output = match cfg.app {
-        App::Shares => Output::Shares(Shares {
-            membership: c.shares,
-            item_of_bin: Some(table.item_of_bin),
-            sender_values: programmed.values,
-        }),
+    let (output, deferred) = match cfg.app {
+        App::Shares => (
+            Output::Shares(Shares {
+                membership: c.shares,
+                item_of_bin: Some(table.item_of_bin),
+                sender_values: programmed.values,
+            }),
+            None,
+        ),
         App::Union => {
             let items: Vec<Option<&[u8]>> = table
                 .item_of_bin
@@ -99,7 +104,7 @@ pub(super) async fn run_receiver(
                 .collect();
             let width = input.keys.iter().map(Vec::len).max().unwrap_or(0);
             apps::union_provide(ch, &mut c.rots, &c.shares, &items, width).await?;
-            Output::Union(None)
+            (Output::Union(None), None)
         }
         _ => {
             // Its own values per bin (zero in empty bins).
@@ -118,12 +123,12 @@ pub(super) async fn run_receiver(
                 .map(Vec::as_slice)
                 .collect();
             let columns = (k_s, input.values.len());
-            aggregate(ch, &mut c, me, cfg, &weights, columns).await?
+            aggregate(ch, &mut c, me, cfg, &weights, columns, finish).await?
         }
     };
     let output = check_opened(output, peer.set_size, n_r as u64)?;
     phases.application = meter.mark(ch);
-    Ok(outcome(ch, output, phases, start))
+    Ok((outcome(ch, output, phases, start), deferred))
 }
 
 /// The inner product takes the receiver's first value column bit by bit:

@@ -110,6 +110,27 @@ impl Rots {
         })
     }
 
+    /// Random OTs on IKNP alone, for a short run with no OPRF session to
+    /// reuse: a job's last step, which needs only the adder's few hundred
+    /// AND triples.
+    pub async fn iknp(
+        ch: &mut Channel,
+        sid: &SessionId,
+        leader: bool,
+        config: &ExtConfig,
+    ) -> Result<Self, Error> {
+        let kind = OtKind::Iknp;
+        let forward = Side::setup(ch, &sid.derive("cpsi-forward"), kind, leader, config).await?;
+        Ok(Self {
+            kind,
+            leader,
+            sid: *sid,
+            config: config.clone(),
+            forward,
+            reverse: None,
+        })
+    }
+
     /// `n` random OTs, the leader sending if `leader_sends`.
     pub async fn one_way(
         &mut self,

@@ -14,7 +14,8 @@ use super::outcome::{check_opened, outcome, Meter, Outcome, Output, Phases, Shar
 use super::rng::rng;
 use super::rot::Side;
 use super::steps::{
-    aggregate, compare, hello, session_id, STAGE_COMPARE, STAGE_HASHING, STAGE_OPPRF, STAGE_RESULT,
+    aggregate, compare, hello, session_id, Finish, STAGE_COMPARE, STAGE_HASHING, STAGE_OPPRF,
+    STAGE_RESULT,
 };
 use super::vocabulary::{App, Role};
 use crate::common::Progress;
@@ -31,7 +32,8 @@ pub(super) async fn run_sender(
     input: Input<'_>,
     cfg: &CpsiConfig,
     progress: &dyn Progress,
-) -> Result<Outcome, Error> {
+    finish: Finish,
+) -> Result<(Outcome, Option<Vec<u64>>), Error> {
     let start = (ch.bytes_sent(), ch.bytes_received());
     let mut meter = Meter::start(ch);
     let mut phases = Phases::default();
@@ -112,24 +114,27 @@ pub(super) async fn run_sender(
         .collect();
     progress.stage(STAGE_RESULT, None);
     let me = Role::Sender;
-    let output = match cfg.app {
-        App::Shares => Output::Shares(Shares {
-            membership: c.shares,
-            item_of_bin: None,
-            sender_values: my_values,
-        }),
+    let (output, deferred) = match cfg.app {
+        App::Shares => (
+            Output::Shares(Shares {
+                membership: c.shares,
+                item_of_bin: None,
+                sender_values: my_values,
+            }),
+            None,
+        ),
         App::Union => {
             let width = usize::from(peer.max_item_len);
             let items = apps::union_learn(ch, &mut c.rots, &c.shares, width).await?;
-            Output::Union(Some(items))
+            (Output::Union(Some(items)), None)
         }
         _ => {
             let weights: Vec<&[u64]> = my_values.iter().map(Vec::as_slice).collect();
             let columns = (input.values.len(), usize::from(peer.value_columns));
-            aggregate(ch, &mut c, me, cfg, &weights, columns).await?
+            aggregate(ch, &mut c, me, cfg, &weights, columns, finish).await?
         }
     };
     let output = check_opened(output, n_s as u64, peer.set_size)?;
     phases.application = meter.mark(ch);
-    Ok(outcome(ch, output, phases, start))
+    Ok((outcome(ch, output, phases, start), deferred))
 }

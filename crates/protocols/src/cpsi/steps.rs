@@ -119,15 +119,7 @@ pub(super) async fn compare(
 /// KK13: the CGS equality makes its own), and the adder of a threshold or
 /// of a sum's minimum intersection.
 pub(super) fn triples_needed(cfg: &CpsiConfig, equality: Equality, m: usize, ell: u32) -> usize {
-    let bound = match cfg.app {
-        App::Threshold(t) => Some(t),
-        App::Sum if cfg.min_intersection > 0 => Some(cfg.min_intersection),
-        _ => None,
-    };
-    let adder = bound.map_or(0, |t| {
-        gmw::adder_cost(apps::threshold_bits((m as u64).max(t)))
-    });
-    adder
+    adder_triples(cfg, m as u64)
         + match equality {
             Equality::Kk13 => 0,
             Equality::Leaves => cgs::triples_needed(m, ell),
@@ -135,8 +127,21 @@ pub(super) fn triples_needed(cfg: &CpsiConfig, equality: Equality, m: usize, ell
         }
 }
 
+/// Whether a run opens its application's result, or stops at this
+/// party's shares of it: a bucket of a job, whose shares are added up over
+/// the buckets and opened once ([`open_aggregate`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Finish {
+    Open,
+    Defer,
+}
+
 /// The aggregates both roles run alike: the cardinality, the sums (on
-/// this party's `weights`, [`apps::sums`]) and the threshold test.
+/// this party's `weights`, [`apps::sum_shares`]) and the threshold test,
+/// opened ([`Finish::Open`]: the output and no shares) or not
+/// ([`Finish::Defer`]: this party's shares, the output says nothing was
+/// learned).
+#[allow(clippy::too_many_arguments)]
 pub(super) async fn aggregate(
     ch: &mut Channel,
     c: &mut Compared,
@@ -144,26 +149,62 @@ pub(super) async fn aggregate(
     cfg: &CpsiConfig,
     weights: &[&[u64]],
     columns: (usize, usize),
-) -> Result<Output, Error> {
-    let Compared {
-        shares,
-        rots,
-        triples,
-    } = c;
-    match cfg.app {
-        App::Cardinality => {
-            let count = apps::count(ch, rots, shares, me).await?;
-            Ok(Output::Cardinality(
-                apps::open_one(ch, count, me, cfg.reveal).await?,
-            ))
+    finish: Finish,
+) -> Result<(Output, Option<Vec<u64>>), Error> {
+    let shares = match cfg.app {
+        App::Cardinality | App::Threshold(_) => {
+            vec![apps::count(ch, &mut c.rots, &c.shares, me).await?]
         }
         App::Sum => {
+            let bits = cfg.product_bits;
+            apps::sum_shares(ch, &mut c.rots, &c.shares, me, weights, columns, bits).await?
+        }
+        App::Shares | App::Union => return Err(Error::Internal("not an aggregate")),
+    };
+    match finish {
+        Finish::Defer => Ok((unopened(cfg.app), Some(shares))),
+        Finish::Open => {
+            let bins = c.shares.len() as u64;
+            let output =
+                open_aggregate(ch, &mut c.triples, &shares, me, cfg, columns, bins).await?;
+            Ok((output, None))
+        }
+    }
+}
+
+/// What a party learned from a run that opened nothing.
+fn unopened(app: App) -> Output {
+    match app {
+        App::Sum => Output::Sum(None),
+        App::Threshold(_) => Output::Threshold(None),
+        _ => Output::Cardinality(None),
+    }
+}
+
+/// Opens the application's result from this party's `shares` (as
+/// [`aggregate`] makes them, or their sums over a job's buckets), the
+/// count being at most `max_count` (public): the threshold test and the
+/// minimum intersection use `triples` for their adder.
+pub(super) async fn open_aggregate(
+    ch: &mut Channel,
+    triples: &mut gmw::Triples,
+    shares: &[u64],
+    me: Role,
+    cfg: &CpsiConfig,
+    columns: (usize, usize),
+    max_count: u64,
+) -> Result<Output, Error> {
+    let count = *shares.first().ok_or(Error::Internal("shares of a count"))?;
+    match cfg.app {
+        App::Cardinality => Ok(Output::Cardinality(
+            apps::open_one(ch, count, me, cfg.reveal).await?,
+        )),
+        App::Sum => {
             let agreed = cfg.agreed();
-            apps::sums(ch, rots, triples, shares, me, weights, columns, &agreed).await
+            apps::open_sums(ch, triples, shares, me, columns, &agreed, max_count).await
         }
         App::Threshold(t) => {
-            let count = apps::count(ch, rots, shares, me).await?;
-            let max = (shares.len() as u64).max(t);
+            let max = max_count.max(t);
             let bit = apps::at_least(ch, triples, count, t, max, me == Role::Sender).await?;
             let open = apps::open_one(ch, u64::from(bit), me, cfg.reveal).await?;
             // Each party's share is a bit as a number: the sum is 0, 1 or
@@ -178,6 +219,19 @@ pub(super) async fn aggregate(
         }
         App::Shares | App::Union => Err(Error::Internal("not an aggregate")),
     }
+}
+
+/// AND triples the adder of [`open_aggregate`] takes on a count of at most
+/// `max_count`: for a threshold, or for sums with a minimum intersection.
+pub(super) fn adder_triples(cfg: &CpsiConfig, max_count: u64) -> usize {
+    let bound = match cfg.app {
+        App::Threshold(t) => Some(t),
+        App::Sum if cfg.min_intersection > 0 => Some(cfg.min_intersection),
+        _ => None,
+    };
+    bound.map_or(0, |t| {
+        gmw::adder_cost(apps::threshold_bits(max_count.max(t)))
+    })
 }
 
 /// The session id of a run: both seeds and both set sizes.

@@ -9,8 +9,6 @@ use rand::{Rng, SeedableRng};
 
 use super::config::{CpsiConfig, Input};
 use super::outcome::{Outcome, Output, Sums};
-use super::receiver::run_receiver;
-use super::sender::run_sender;
 use super::steps::{triples_needed, Equality};
 use super::vocabulary::{App, Epc, OtKind, Reveal, Role};
 use super::{apps, bits, facade, gmw, messages, osn};
@@ -30,13 +28,13 @@ async fn run_pair(sender: Party, receiver: Party, cfg: CpsiConfig) -> (Outcome, 
             keys: &sender.keys,
             values: &sender.values,
         };
-        run_sender(&mut a, input, &cfg2, &NoProgress).await
+        facade::run_on(&mut a, Role::Sender, input, &cfg2, &NoProgress).await
     });
     let input = Input {
         keys: &receiver.keys,
         values: &receiver.values,
     };
-    let r = run_receiver(&mut b, input, &cfg, &NoProgress)
+    let r = facade::run_on(&mut b, Role::Receiver, input, &cfg, &NoProgress)
         .await
         .expect("receiver");
     drop(b);
@@ -262,14 +260,14 @@ async fn parties_that_disagree_are_refused() {
             keys: &s,
             values: &[],
         };
-        run_sender(&mut a, input, &cfg, &NoProgress).await
+        facade::run_on(&mut a, Role::Sender, input, &cfg, &NoProgress).await
     });
     let cfg = CpsiConfig::new(App::Threshold(3));
     let input = Input {
         keys: &r,
         values: &[],
     };
-    let err = run_receiver(&mut b, input, &cfg, &NoProgress)
+    let err = facade::run_on(&mut b, Role::Receiver, input, &cfg, &NoProgress)
         .await
         .expect_err("refused");
     assert!(err.to_string().contains("the peer runs"), "{err}");
@@ -304,7 +302,7 @@ async fn a_peer_that_stops_or_sends_garbage_gets_an_error() {
         keys: &r,
         values: &[],
     };
-    let err = run_receiver(&mut b, input, &cfg, &NoProgress)
+    let err = facade::run_on(&mut b, Role::Receiver, input, &cfg, &NoProgress)
         .await
         .expect_err("stopped");
     fake.await.expect("fake");
@@ -329,7 +327,7 @@ async fn a_peer_that_stops_or_sends_garbage_gets_an_error() {
         keys: &s,
         values: &[],
     };
-    let err = run_sender(&mut a, input, &cfg, &NoProgress)
+    let err = facade::run_on(&mut a, Role::Sender, input, &cfg, &NoProgress)
         .await
         .expect_err("garbage");
     drop(fake.await.expect("fake"));
@@ -383,7 +381,7 @@ async fn out_of_range_input_is_refused_before_the_run() {
     let (mut a, _b) = Channel::memory_pair(Limits::default());
     for (cfg, keys, values, want) in cases {
         let input = Input { keys, values };
-        let err = run_receiver(&mut a, input, &cfg, &NoProgress)
+        let err = facade::run_on(&mut a, Role::Receiver, input, &cfg, &NoProgress)
             .await
             .expect_err(want);
         assert!(err.to_string().contains(want), "{err}");
@@ -548,4 +546,142 @@ async fn the_union_hides_the_intersection_from_its_learner() {
         "the distinguisher should read bin-ordered slots: {in_bin_order:.3}"
     );
     eprintln!("union distinguisher: shuffled {shuffled:.4}, bin order {in_bin_order:.4}");
+}
+
+/// `party`'s items (and values) in bucket `b` of `buckets`, by the key's
+/// first byte; the last bucket stays empty.
+fn bucket_of(party: &Party, b: usize, buckets: usize) -> Party {
+    let keep: Vec<usize> = (0..party.keys.len())
+        .filter(|&i| usize::from(party.keys[i].first().copied().unwrap_or(0)) % (buckets - 1) == b)
+        .collect();
+    Party {
+        keys: keep.iter().map(|&i| party.keys[i].clone()).collect(),
+        values: party
+            .values
+            .iter()
+            .map(|col| keep.iter().map(|&i| col[i]).collect())
+            .collect(),
+    }
+}
+
+/// `cfg` run bucket by bucket as a job runs it: each party's shares added
+/// up over the buckets, then opened once.
+async fn bucketed(s: &Party, r: &Party, cfg: &CpsiConfig, buckets: usize) -> (Output, Output) {
+    let (mut s_sum, mut r_sum): (Vec<u64>, Vec<u64>) = (Vec::new(), Vec::new());
+    let add = |total: &mut Vec<u64>, shares: Vec<u64>| {
+        total.resize(shares.len(), 0);
+        for (t, x) in total.iter_mut().zip(shares) {
+            *t = t.wrapping_add(x);
+        }
+    };
+    for b in 0..buckets {
+        let (sb, rb) = (bucket_of(s, b, buckets), bucket_of(r, b, buckets));
+        let (mut a, mut c) = Channel::memory_pair(Limits::default());
+        let cfg2 = cfg.clone();
+        let task = tokio::spawn(async move {
+            let input = Input {
+                keys: &sb.keys,
+                values: &sb.values,
+            };
+            facade::shares_on(&mut a, Role::Sender, input, &cfg2, &NoProgress).await
+        });
+        let input = Input {
+            keys: &rb.keys,
+            values: &rb.values,
+        };
+        let mine = facade::shares_on(&mut c, Role::Receiver, input, cfg, &NoProgress).await;
+        add(&mut r_sum, mine.expect("receiver bucket"));
+        add(
+            &mut s_sum,
+            task.await.expect("task").expect("sender bucket"),
+        );
+    }
+    let (mut a, mut c) = Channel::memory_pair(Limits::default());
+    let sid = psikit_ot::SessionId::new(b"a job's opening");
+    let columns = (s.values.len(), r.values.len());
+    let sizes = (s.keys.len() as u64, r.keys.len() as u64);
+    let bounds = (sizes.1, sizes);
+    let cfg2 = cfg.clone();
+    let task = tokio::spawn(async move {
+        facade::open_shares_on(&mut a, Role::Sender, &s_sum, &cfg2, &sid, columns, bounds).await
+    });
+    let ro = facade::open_shares_on(&mut c, Role::Receiver, &r_sum, cfg, &sid, columns, bounds)
+        .await
+        .expect("receiver opening");
+    (task.await.expect("task").expect("sender opening"), ro)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bucket_shares_add_up_and_open_once_to_the_whole_result() {
+    let (s, r, truth) = sets(7, 900, 700, 333);
+    let cardinality = truth.iter().filter(|&&t| t).count() as u64;
+    let sv = vec![values(s.len(), 1, u64::MAX)];
+    let rv = vec![values(r.len(), 2, 1 << 20)];
+    let by_key: HashMap<&Vec<u8>, usize> = s.iter().enumerate().map(|(i, k)| (k, i)).collect();
+    let common = || {
+        r.iter()
+            .enumerate()
+            .filter_map(|(i, k)| Some((*by_key.get(k)?, i)))
+    };
+    let sums = Sums {
+        cardinality,
+        sender_values: vec![common().fold(0u64, |a, (j, _)| a.wrapping_add(sv[0][j]))],
+        receiver_values: vec![common().fold(0u64, |a, (_, i)| a.wrapping_add(rv[0][i]))],
+        inner_product: Some(common().fold(0u64, |a, (j, i)| {
+            a.wrapping_add(sv[0][j].wrapping_mul(rv[0][i]))
+        })),
+    };
+    let (sp, rp) = (
+        Party {
+            keys: s.clone(),
+            values: sv,
+        },
+        Party {
+            keys: r.clone(),
+            values: rv,
+        },
+    );
+    let (bare_s, bare_r) = (
+        Party {
+            keys: s.clone(),
+            values: vec![],
+        },
+        Party {
+            keys: r.clone(),
+            values: vec![],
+        },
+    );
+    let mut cfg = CpsiConfig::new(App::Cardinality);
+    cfg.reveal = Reveal::Both;
+    let known = Output::Cardinality(Some(cardinality));
+    assert_eq!(
+        bucketed(&bare_s, &bare_r, &cfg, 4).await,
+        (known.clone(), known)
+    );
+
+    let mut cfg = CpsiConfig::new(App::Sum);
+    cfg.product_bits = 21;
+    let (so, ro) = bucketed(&sp, &rp, &cfg, 4).await;
+    assert_eq!(
+        (so, ro),
+        (Output::Sum(None), Output::Sum(Some(sums.clone())))
+    );
+    for min in [cardinality, cardinality + 1] {
+        cfg.min_intersection = min;
+        let (so, ro) = bucketed(&sp, &rp, &cfg, 3).await;
+        match cardinality >= min {
+            true => assert_eq!(ro, Output::Sum(Some(sums.clone()))),
+            false => assert_eq!(
+                (so, ro),
+                (Output::SumWithheld(min), Output::SumWithheld(min))
+            ),
+        }
+    }
+    // Every bucket holds well under the threshold: only the job's count
+    // can reach it.
+    for t in [cardinality, cardinality + 1] {
+        let cfg = CpsiConfig::new(App::Threshold(t));
+        let (_, ro) = bucketed(&bare_s, &bare_r, &cfg, 4).await;
+        assert_eq!(ro, Output::Threshold(Some(cardinality >= t)), "t {t}");
+    }
 }

@@ -524,5 +524,6 @@ fn key_spec(line: &str, flags: u8) -> Option<KeySpec> {
         has_headers: flags & 1 == 0,
         delimiter: [b',', b'\t', b';', b'|'][usize::from(flags >> 1 & 3)],
         label_columns: labels,
+        value_columns: Vec::new(),
     })
 }

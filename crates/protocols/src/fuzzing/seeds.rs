@@ -566,6 +566,7 @@ fn cpsi_message_seeds() -> Vec<(&'static str, Vec<u8>)> {
 
 fn job_message_seeds() -> Vec<(&'static str, Vec<u8>)> {
     use crate::balanced::{Protocol, Role};
+    use crate::jobs::kind::JobKind;
     use crate::jobs::terms::{self as job, BucketStart, Committed, JobDone, JobHello, Which};
     /// Selector, the two bound bytes (the job's bucket count), the payload.
     fn bounded<M: Message>(buckets: u16, message: &M) -> Vec<u8> {
@@ -581,10 +582,12 @@ fn job_message_seeds() -> Vec<(&'static str, Vec<u8>)> {
         role: Role::Sender,
         which: Which::New,
         nonce: [7; 16],
-        protocol: Protocol::Vole,
-        mode: crate::common::two_party::Mode {
-            malicious: true,
-            reveal: false,
+        kind: JobKind::Balanced {
+            protocol: Protocol::Vole,
+            mode: crate::common::two_party::Mode {
+                malicious: true,
+                reveal: false,
+            },
         },
         key_format: "psikit-key-v1;columns=1;normalize=trim,lower".into(),
         rows: 100_000_000,
@@ -596,12 +599,24 @@ fn job_message_seeds() -> Vec<(&'static str, Vec<u8>)> {
             job_id: [9; 16],
             confirmed: true,
         },
-        protocol: Protocol::Rr16,
-        mode: crate::common::two_party::Mode {
-            malicious: false,
-            reveal: true,
+        kind: JobKind::Balanced {
+            protocol: Protocol::Rr16,
+            mode: crate::common::two_party::Mode {
+                malicious: false,
+                reveal: true,
+            },
         },
         rows: 0,
+        ..new.clone()
+    };
+    let mut sums = crate::cpsi::CpsiConfig::new(crate::cpsi::App::Sum);
+    sums.min_intersection = 1000;
+    sums.product_bits = 32;
+    let circuit = JobHello {
+        kind: JobKind::Circuit {
+            terms: sums.agreed(),
+            value_columns: 2,
+        },
         ..new.clone()
     };
     // Buckets 0-4, 9 and 12 of 13.
@@ -611,6 +626,7 @@ fn job_message_seeds() -> Vec<(&'static str, Vec<u8>)> {
     vec![
         ("hello-new", bounded(0, &new)),
         ("hello-resume", bounded(0, &resume)),
+        ("hello-circuit", bounded(0, &circuit)),
         ("committed", bounded(13, &committed)),
         ("committed-past-the-end", bounded(12, &committed)),
         ("bucket-start", bounded(13, &BucketStart { bucket: 12 })),

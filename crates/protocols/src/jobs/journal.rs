@@ -9,7 +9,8 @@
 //! input             the input's digest and row counts (after the first pass)
 //! keys.spool        every row's item key (after the first pass)
 //! buckets/NNNNN     the bucket files, then `buckets/split` once all are whole
-//! results/NNNNN     each committed bucket's matched rows
+//! results/NNNNN     each committed bucket's matched rows (circuit PSI:
+//!                   this side's shares of the bucket's aggregates)
 //! ```
 
 use std::fs;
@@ -19,14 +20,15 @@ use psikit_transport::{DecodeError, Reader, Writer};
 use sha2::{Digest, Sha256};
 
 use super::capacity::{Shape, MAX_BUCKETS};
+use super::kind::JobKind;
 use super::terms::{Agreed, JobHello};
-use crate::balanced::{Protocol, Role};
+use crate::balanced::Role;
 use crate::common::files::write_atomic;
 use crate::common::state_dir::{lock, StateLock};
 use crate::common::two_party::flag;
 use crate::error::Error;
 
-const JOB_MAGIC: &[u8; 8] = b"PSIKJOB1";
+const JOB_MAGIC: &[u8; 8] = b"PSIKJOB2";
 const INPUT_MAGIC: &[u8; 8] = b"PSIKINP1";
 const SPLIT_MAGIC: &[u8; 8] = b"PSIKSPT1";
 const RESULT_MAGIC: &[u8; 8] = b"PSIKRES1";
@@ -47,9 +49,7 @@ pub struct InputSummary {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OwnTerms {
     pub role: Role,
-    pub protocol: Protocol,
-    pub malicious: bool,
-    pub reveal: bool,
+    pub kind: JobKind,
     pub key_format: String,
 }
 
@@ -57,9 +57,7 @@ impl OwnTerms {
     pub fn of(hello: &JobHello) -> Self {
         Self {
             role: hello.role,
-            protocol: hello.protocol,
-            malicious: hello.mode.malicious,
-            reveal: hello.mode.reveal,
+            kind: hello.kind,
             key_format: hello.key_format.clone(),
         }
     }
@@ -143,13 +141,9 @@ impl JobDir {
             1 => Role::Receiver,
             other => return Err(DecodeError::invalid("role", other).into()),
         };
-        let protocol = r.u8("protocol")?;
         let terms = OwnTerms {
             role,
-            protocol: Protocol::of_id(protocol)
-                .ok_or_else(|| DecodeError::invalid("protocol", protocol))?,
-            malicious: flag(&mut r, "mode")?,
-            reveal: flag(&mut r, "reveal")?,
+            kind: JobKind::read(&mut r)?,
             key_format: r.string(psikit_io::MAX_KEY_FORMAT, "key format")?,
         };
         let confirmed = flag(&mut r, "confirmed")?;
@@ -167,12 +161,9 @@ impl JobDir {
             .u8(match t.role {
                 Role::Sender => 0,
                 Role::Receiver => 1,
-            })
-            .u8(t.protocol.id())
-            .u8(u8::from(t.malicious))
-            .u8(u8::from(t.reveal))
-            .string(&t.key_format)
-            .u8(u8::from(confirmed));
+            });
+        t.kind.write(&mut w);
+        w.string(&t.key_format).u8(u8::from(confirmed));
         write_sealed(&self.root.join("job"), JOB_MAGIC, &w.into_bytes())
     }
 
@@ -211,7 +202,8 @@ impl JobDir {
         Ok(bits)
     }
 
-    /// Commits a bucket: its matched rows (sorted) on this side.
+    /// Commits a bucket: its matched rows (sorted) on this side, or this
+    /// side's shares of its aggregates (circuit PSI).
     pub fn commit(&self, bucket: u64, rows: &[u64]) -> Result<(), Error> {
         let mut w = Writer::with_capacity(8 + 8 * rows.len());
         w.u64(rows.len() as u64);
@@ -221,7 +213,7 @@ impl JobDir {
         write_sealed(&self.result_path(bucket), RESULT_MAGIC, &w.into_bytes())
     }
 
-    /// A committed bucket's matched rows.
+    /// A committed bucket's matched rows (or shares).
     pub fn result(&self, bucket: u64) -> Result<Vec<u64>, Error> {
         let path = self.result_path(bucket);
         let body = read_sealed(&path, RESULT_MAGIC)?

@@ -40,6 +40,7 @@
 
 mod capacity;
 mod journal;
+pub(crate) mod kind;
 mod link;
 mod options;
 mod prepare;
@@ -51,6 +52,7 @@ mod tests;
 
 pub use capacity::{capacity, overflow_log2, Shape, MAX_BUCKETS, STATISTICAL_BITS};
 pub use journal::InputSummary;
+pub use kind::JobProtocol;
 pub use options::{JobInput, JobOptions, JobOutcome, JobTimes, DEFAULT_MEMORY};
 pub use run::{run, run_blocking};
 pub use terms::JobId;

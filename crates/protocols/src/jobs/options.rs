@@ -8,26 +8,27 @@ use psikit_io::KeySpec;
 
 use super::capacity::Shape;
 use super::journal::InputSummary;
+use super::kind::JobProtocol;
 use super::terms::JobId;
 use crate::balanced::{Protocol, Settings};
 
 /// The default memory budget of a job party.
 pub const DEFAULT_MEMORY: u64 = 4 << 30;
 
-/// A job's input: a CSV file and how its keys are read.
+/// A job's input: a CSV file and how its keys (and, for circuit PSI's
+/// sums, its value columns) are read.
 #[derive(Clone, Debug)]
 pub struct JobInput {
     pub path: PathBuf,
     pub spec: KeySpec,
 }
 
-/// How one party runs a job; both must choose the same protocol, mode and
-/// key encoding (the hello compares them).
+/// How one party runs a job; both must choose the same protocol, terms
+/// and key encoding (the hello compares them).
 #[derive(Clone, Debug)]
 pub struct JobOptions {
-    /// The balanced protocol and its mode (`max_peer_items` is replaced
-    /// by the peer's bucket capacity).
-    pub settings: Settings,
+    /// What runs on each bucket.
+    pub protocol: JobProtocol,
     /// Where the job keeps its journal and spool files.
     pub job_dir: PathBuf,
     /// Continue the job the directory holds (else it must hold none).
@@ -48,9 +49,9 @@ pub struct JobOptions {
 }
 
 impl JobOptions {
-    pub fn new(settings: Settings, job_dir: PathBuf) -> Self {
+    pub fn new(protocol: JobProtocol, job_dir: PathBuf) -> Self {
         Self {
-            settings,
+            protocol,
             job_dir,
             resume: false,
             memory: DEFAULT_MEMORY,
@@ -68,15 +69,25 @@ impl JobOptions {
     /// docs/benchmarks.md) with a margin: VOLE-PSI's receiver peaks at
     /// about 380 B per item in one bucket, up to 560 B with the next
     /// bucket loading beside the running one. RR16's is an estimate from
-    /// its one-shot runs (its garbled Bloom filter and OTs dominate).
+    /// its one-shot runs (its garbled Bloom filter and OTs dominate), and
+    /// so is circuit PSI's (its sender peaks at 565 MiB for 2^20 items,
+    /// docs/benchmarks.md; values and the next bucket add to it).
     pub fn bucket_limit(&self) -> u64 {
-        let s = &self.settings;
-        let per_item: u64 = match (s.protocol, s.malicious) {
-            (Protocol::Vole, false) => 560,
-            (Protocol::Vole, true) => 640,
-            (Protocol::Rr16, _) => 2048,
+        let (per_item, protocol_max): (u64, u64) = match &self.protocol {
+            JobProtocol::Balanced(s) => (
+                match (s.protocol, s.malicious) {
+                    (Protocol::Vole, false) => 560,
+                    (Protocol::Vole, true) => 640,
+                    (Protocol::Rr16, _) => 2048,
+                },
+                Settings::new(s.protocol).max_peer_items,
+            ),
+            #[cfg(feature = "cpsi")]
+            JobProtocol::Circuit { .. } => (
+                1024,
+                crate::cpsi::CpsiConfig::new(crate::cpsi::App::Cardinality).max_set_size,
+            ),
         };
-        let protocol_max = Settings::new(s.protocol).max_peer_items;
         self.max_bucket_items
             .unwrap_or(self.memory / per_item)
             .clamp(1, protocol_max)
@@ -112,6 +123,10 @@ pub struct JobOutcome {
     /// the same for every bucket, whatever its real fill (padding), except
     /// that with `reveal` the receiver sends the bucket's matches.
     pub bucket_bytes: Vec<u64>,
+    /// Circuit PSI's result, opened once over the whole job (`None` in
+    /// it at a party it is not revealed to).
+    #[cfg(feature = "cpsi")]
+    pub circuit: Option<crate::cpsi::Output>,
     /// Connections made again after the link dropped.
     pub reconnects: u32,
     /// Whether the peer was heard ending the job. If the link dropped in

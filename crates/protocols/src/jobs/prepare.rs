@@ -53,15 +53,19 @@ pub fn spool_input(
         inner: file,
         hash: Sha256::new(),
     };
+    let columns = u8::try_from(spec.value_columns.len())
+        .map_err(|_| Error::Internal("value columns per row"))?;
+    let k = usize::from(columns);
     let mut reader = KeyReader::with_name(hashing, spec, path.display().to_string())?;
-    let mut out = SpoolWriter::create(&dir.keys_path(), 1 << 20)?;
-    let mut batch = Vec::with_capacity(BATCH);
-    while reader.next_batch(BATCH, &mut batch)? > 0 {
-        for item in &batch {
-            out.push(&Record {
+    let mut out = SpoolWriter::create(&dir.keys_path(), 1 << 20, columns)?;
+    let (mut batch, mut values) = (Vec::with_capacity(BATCH), Vec::new());
+    while reader.next_valued_batch(BATCH, &mut batch, &mut values)? > 0 {
+        for (i, item) in batch.iter().enumerate() {
+            let record = Record {
                 key: item_key(&item.key),
                 row: item.row,
-            })?;
+            };
+            out.push(&record, &values[i * k..(i + 1) * k])?;
         }
         advance(progress, reader.stats().rows_read)?;
     }
@@ -113,14 +117,15 @@ pub fn split(dir: &JobDir, agreed: &Agreed, progress: &dyn Progress) -> Result<(
     let mut first = 0;
     while first < buckets {
         let end = (first + OPEN_BUCKETS).min(buckets);
-        let mut writers = (first..end)
-            .map(|b| SpoolWriter::create(&dir.bucket_path(b), BUCKET_BUFFER))
-            .collect::<Result<Vec<_>, _>>()?;
         let mut keys = SpoolReader::open(&dir.keys_path())?;
+        let columns = u8::try_from(keys.columns()).map_err(|_| Error::Internal("columns"))?;
+        let mut writers = (first..end)
+            .map(|b| SpoolWriter::create(&dir.bucket_path(b), BUCKET_BUFFER, columns))
+            .collect::<Result<Vec<_>, _>>()?;
         while let Some(record) = keys.next()? {
             let b = bucket_of(&agreed.job_id, &record.key, buckets);
             if (first..end).contains(&b) {
-                writers[(b - first) as usize].push(&record)?;
+                writers[(b - first) as usize].push(&record, keys.values())?;
             }
         }
         keys.finish()?;
@@ -134,10 +139,15 @@ pub fn split(dir: &JobDir, agreed: &Agreed, progress: &dyn Progress) -> Result<(
 }
 
 /// One bucket, ready to run: its distinct item keys padded with dummies
-/// to the capacity, and where each key's rows are.
+/// to the capacity, their values, and where each key's rows are.
 pub struct Bucket {
     /// The protocol's input: distinct item keys, then dummies.
     pub keys: Vec<Vec<u8>>,
+    /// Per value column, one value per key: the sum (mod 2^64) of its
+    /// rows' values, as a one-shot run adds them; 0 for dummies. (Only
+    /// circuit PSI reads values; a balanced job's input has none.)
+    #[cfg_attr(not(feature = "cpsi"), allow(dead_code))]
+    pub values: Vec<Vec<u64>>,
     /// The bucket's records sorted by key.
     records: Vec<Record>,
     /// `records[starts[i]..starts[i + 1]]` are distinct key `i`'s rows.
@@ -149,16 +159,27 @@ impl Bucket {
     /// overflow: an event of probability below 2^-40 for honest input,
     /// which must never run unpadded).
     pub fn load(path: &Path, bucket: u64, role: Role, capacity: u64) -> Result<Self, Error> {
-        let mut records = SpoolReader::read_all(path)?;
-        records.sort_unstable();
+        let spooled = SpoolReader::read_all(path)?;
+        let (records, flat, k) = (spooled.records, spooled.values, spooled.columns);
+        // Sorted by key with each record's place in the file, for its values.
+        let mut sorted: Vec<(Record, usize)> = records.into_iter().zip(0..).collect();
+        sorted.sort_unstable();
         let mut starts = Vec::new();
         let mut keys = Vec::new();
-        for (i, r) in records.iter().enumerate() {
-            if i == 0 || records[i - 1].key != r.key {
+        let mut values: Vec<Vec<u64>> = vec![Vec::new(); k];
+        for (i, (r, at)) in sorted.iter().enumerate() {
+            if i == 0 || sorted[i - 1].0.key != r.key {
                 starts.push(i);
                 keys.push(r.key.to_vec());
+                values.iter_mut().for_each(|column| column.push(0u64));
+            }
+            for (column, v) in values.iter_mut().zip(&flat[at * k..(at + 1) * k]) {
+                if let Some(sum) = column.last_mut() {
+                    *sum = sum.wrapping_add(*v);
+                }
             }
         }
+        let records: Vec<Record> = sorted.into_iter().map(|(r, _)| r).collect();
         starts.push(records.len());
         let distinct = keys.len() as u64;
         if distinct > capacity {
@@ -169,8 +190,12 @@ impl Bucket {
             )));
         }
         keys.extend((distinct..capacity).map(|i| dummy(role, bucket, i)));
+        for column in &mut values {
+            column.resize(keys.len(), 0);
+        }
         Ok(Self {
             keys,
+            values,
             records,
             starts,
         })
@@ -230,15 +255,19 @@ mod tests {
     fn a_bucket_is_padded_to_its_capacity_and_an_overflow_refused() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("b");
-        let mut w = SpoolWriter::create(&path, 4096).expect("create");
+        let mut w = SpoolWriter::create(&path, 4096, 1).expect("create");
         for row in 1..=10u64 {
             // Rows 1-10 hold five distinct keys, each twice.
             let key = item_key(&(row % 5).to_le_bytes());
-            w.push(&Record { key, row }).expect("push");
+            w.push(&Record { key, row }, &[row]).expect("push");
         }
         w.finish().expect("finish");
         let b = Bucket::load(&path, 3, Role::Receiver, 8).expect("fits");
         assert_eq!(b.keys.len(), 8);
+        // A key's rows add up (rows r and r + 5), dummies bring 0.
+        let mut sums = b.values[0].clone();
+        sums.sort_unstable();
+        assert_eq!(sums, [0, 0, 0, 7, 9, 11, 13, 15]);
         assert_eq!(b.keys.iter().filter(|k| k.len() == 17).count(), 3);
         let mut matches = vec![false; 8];
         matches[0] = true;

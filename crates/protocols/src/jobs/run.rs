@@ -17,6 +17,9 @@ use psikit_transport::{Channel, TransportError};
 use rand::RngCore;
 
 use super::journal::{InputSummary, JobDir, OwnTerms};
+#[cfg(feature = "cpsi")]
+use super::kind::JobKind;
+use super::kind::JobProtocol;
 use super::link::{is_link_failure, Link};
 use super::options::{JobInput, JobOptions, JobOutcome, JobTimes};
 use super::prepare::{input_digest, split, spool_input, Bucket};
@@ -26,7 +29,7 @@ use super::terms::{
 use crate::balanced::{self, Role, Settings};
 use crate::common::connect::Peer;
 use crate::common::files::AtomicFile;
-use crate::common::two_party::{abort, refused_by_peer, Mode};
+use crate::common::two_party::{abort, refused_by_peer};
 use crate::common::{advance, NoProgress, Progress};
 use crate::error::Error;
 
@@ -49,7 +52,11 @@ pub async fn run(
     listening: impl FnOnce(&str),
     progress: &dyn Progress,
 ) -> Result<JobOutcome, Error> {
-    opts.settings.protocol.require_built()?;
+    opts.protocol.check()?;
+    let kind = opts.protocol.kind();
+    if input.spec.value_columns.len() != usize::from(kind.value_columns()) {
+        return Err(Error::Internal("the input's value columns and the job's"));
+    }
     let dir = JobDir::open(&opts.job_dir)?;
     if dir.is_started() && !opts.resume {
         return Err(Error::Job(format!(
@@ -62,8 +69,13 @@ pub async fn run(
     let summary = tokio::task::block_in_place(|| read_input(&dir, input, progress))?;
     times.read = t.elapsed();
     let stored = dir.agreement()?;
+    let own = OwnTerms {
+        role,
+        kind,
+        key_format: opts.protocol.key_format().to_owned(),
+    };
     if let Some((_, terms, _)) = &stored {
-        check_terms(terms, &own_terms(role, opts))?;
+        check_terms(terms, &own)?;
     }
     let mut nonce = [0u8; 16];
     rand::rngs::OsRng.fill_bytes(&mut nonce);
@@ -77,12 +89,8 @@ pub async fn run(
             None => Which::New,
         },
         nonce,
-        protocol: opts.settings.protocol,
-        mode: Mode {
-            malicious: opts.settings.malicious,
-            reveal: opts.settings.reveal,
-        },
-        key_format: opts.settings.key_format.clone(),
+        kind: own.kind,
+        key_format: own.key_format,
         rows: summary.rows,
         max_bucket_items: opts.bucket_limit(),
     };
@@ -97,6 +105,8 @@ pub async fn run(
         bucket_bytes: Vec::new(),
         exchanged: false,
         complete: false,
+        #[cfg(feature = "cpsi")]
+        circuit: None,
         times,
         progress,
     };
@@ -123,6 +133,8 @@ pub async fn run(
         bytes_sent: job.bytes.0,
         bytes_received: job.bytes.1,
         bucket_bytes: job.bucket_bytes,
+        #[cfg(feature = "cpsi")]
+        circuit: job.circuit,
         reconnects: ended.reconnects,
         end_confirmed: ended.confirmed,
         times: job.times,
@@ -143,16 +155,10 @@ pub fn run_blocking(
 
 /// Whether this side learns matched rows.
 fn learns(role: Role, opts: &JobOptions) -> bool {
-    role == Role::Receiver || opts.settings.reveal
-}
-
-fn own_terms(role: Role, opts: &JobOptions) -> OwnTerms {
-    OwnTerms {
-        role,
-        protocol: opts.settings.protocol,
-        malicious: opts.settings.malicious,
-        reveal: opts.settings.reveal,
-        key_format: opts.settings.key_format.clone(),
+    match &opts.protocol {
+        JobProtocol::Balanced(s) => role == Role::Receiver || s.reveal,
+        #[cfg(feature = "cpsi")]
+        JobProtocol::Circuit { .. } => false,
     }
 }
 
@@ -161,29 +167,20 @@ fn check_terms(stored: &OwnTerms, now: &OwnTerms) -> Result<(), Error> {
     if stored == now {
         return Ok(());
     }
+    let describe = |t: &OwnTerms| {
+        format!(
+            "{}, keys \"{}\", as {}",
+            t.kind.describe(),
+            t.key_format,
+            role_word(t.role)
+        )
+    };
     Err(Error::Job(format!(
-        "the job directory holds a {} job ({}) as {}; this command asks for {} ({}) as {}: \
-         resume with the same options",
-        stored.protocol.name(),
+        "the job directory holds a job of {}; this command asks for {}: resume with the same \
+         options",
         describe(stored),
-        role_word(stored.role),
-        now.protocol.name(),
-        describe(now),
-        role_word(now.role)
+        describe(now)
     )))
-}
-
-fn describe(t: &OwnTerms) -> String {
-    format!(
-        "{}{}, keys \"{}\"",
-        if t.malicious {
-            "malicious"
-        } else {
-            "semi-honest"
-        },
-        if t.reveal { ", --reveal" } else { "" },
-        t.key_format
-    )
 }
 
 fn role_word(role: Role) -> &'static str {
@@ -232,6 +229,9 @@ struct Job<'a> {
     /// Whether every bucket is committed here (the peer may still lack
     /// one until its end is heard).
     complete: bool,
+    /// Circuit PSI's result, once opened.
+    #[cfg(feature = "cpsi")]
+    circuit: Option<crate::cpsi::Output>,
     times: JobTimes,
     progress: &'a dyn Progress,
 }
@@ -313,6 +313,8 @@ impl Job<'_> {
     /// One connection's part of the job.
     async fn session(&mut self, ch: &mut Channel) -> Result<(), Error> {
         let theirs = exchange_hellos(ch, &self.hello).await?;
+        #[cfg(feature = "cpsi")]
+        let theirs_kind = theirs.kind;
         let agreed = match agree(
             &self.hello,
             &theirs,
@@ -357,6 +359,11 @@ impl Job<'_> {
             .await;
         self.times.buckets += t.elapsed();
         ran?;
+        #[cfg(feature = "cpsi")]
+        if let JobProtocol::Circuit { config, .. } = &self.opts.protocol {
+            self.circuit = Some(self.open_circuit(ch, config, &agreed, &theirs_kind).await?);
+        }
+        // Only now does this side hold all it came for.
         self.complete = true;
         ch.send_msg(&JobDone).await?;
         ch.recv_msg::<JobDone>(()).await?;
@@ -385,10 +392,6 @@ impl Job<'_> {
     ) -> Result<(), Error> {
         let buckets = agreed.shape.buckets;
         self.progress.stage("buckets", Some(buckets));
-        let settings = Settings {
-            max_peer_items: agreed.peer_capacity(self.role),
-            ..self.opts.settings.clone()
-        };
         let load = |b: u64| {
             let (path, role, cap) = (
                 self.dir.bucket_path(b),
@@ -415,18 +418,106 @@ impl Job<'_> {
                 )));
             }
             let before = ch.bytes_sent() + ch.bytes_received();
-            let out = balanced::run_on(ch, self.role, &bucket.keys, &settings, &NoProgress).await?;
+            let result = self.run_bucket(ch, agreed, &bucket).await?;
             self.bucket_bytes
                 .push(ch.bytes_sent() + ch.bytes_received() - before);
-            let rows = out
-                .matches
-                .map(|m| bucket.matched_rows(&m))
-                .unwrap_or_default();
-            self.dir.commit(b, &rows)?;
+            self.dir.commit(b, &result)?;
             self.buckets_run += 1;
             advance(self.progress, done_before + i as u64 + 1)?;
         }
         Ok(())
+    }
+}
+
+impl Job<'_> {
+    /// One bucket's run: its matched rows (sorted), or this side's shares
+    /// of circuit PSI's aggregates (opened once, [`Job::open_circuit`]).
+    async fn run_bucket(
+        &self,
+        ch: &mut Channel,
+        agreed: &Agreed,
+        bucket: &Bucket,
+    ) -> Result<Vec<u64>, Error> {
+        let peer_capacity = agreed.peer_capacity(self.role);
+        match &self.opts.protocol {
+            JobProtocol::Balanced(s) => {
+                let settings = Settings {
+                    max_peer_items: peer_capacity,
+                    ..s.clone()
+                };
+                let out = balanced::run_on(ch, self.role, &bucket.keys, &settings, &NoProgress);
+                let matches = out.await?.matches;
+                Ok(matches.map(|m| bucket.matched_rows(&m)).unwrap_or_default())
+            }
+            #[cfg(feature = "cpsi")]
+            JobProtocol::Circuit { config, .. } => {
+                use crate::cpsi::{facade, CpsiConfig, Input};
+                let config = CpsiConfig {
+                    max_set_size: peer_capacity,
+                    ..config.clone()
+                };
+                let input = Input {
+                    keys: &bucket.keys,
+                    values: &bucket.values,
+                };
+                let role = circuit_role(self.role);
+                facade::shares_on(ch, role, input, &config, &NoProgress).await
+            }
+        }
+    }
+
+    /// Circuit PSI's result over the whole job: this side's shares added
+    /// up over every bucket, opened once (a rerun after a dropped link
+    /// opens the same sums again, so it reveals nothing more).
+    #[cfg(feature = "cpsi")]
+    async fn open_circuit(
+        &self,
+        ch: &mut Channel,
+        config: &crate::cpsi::CpsiConfig,
+        agreed: &Agreed,
+        theirs: &JobKind,
+    ) -> Result<crate::cpsi::Output, Error> {
+        let mut sums: Option<Vec<u64>> = None;
+        for b in 0..agreed.shape.buckets {
+            let shares = self.dir.result(b)?;
+            let total = sums.get_or_insert_with(|| vec![0; shares.len()]);
+            if shares.len() != total.len() {
+                return Err(Error::Job(format!(
+                    "bucket {b}'s result holds {} shares, bucket 0's {}",
+                    shares.len(),
+                    total.len()
+                )));
+            }
+            for (t, x) in total.iter_mut().zip(shares) {
+                *t = t.wrapping_add(x);
+            }
+        }
+        let sums = sums.ok_or(Error::Internal("a job has a bucket"))?;
+        let (ours, peer) = (self.hello.kind.value_columns(), theirs.value_columns());
+        let columns = match self.role {
+            Role::Sender => (usize::from(ours), usize::from(peer)),
+            Role::Receiver => (usize::from(peer), usize::from(ours)),
+        };
+        let own_rows = self.hello.rows;
+        let sizes = match self.role {
+            Role::Sender => (own_rows, agreed.peer_rows),
+            Role::Receiver => (agreed.peer_rows, own_rows),
+        };
+        let sid =
+            psikit_ot::SessionId::new(&[&b"psikit job opening v1"[..], &agreed.job_id].concat());
+        let bounds = (sizes.0.min(sizes.1), sizes);
+        let role = circuit_role(self.role);
+        crate::cpsi::facade::open_shares_on(ch, role, &sums, config, &sid, columns, bounds).await
+    }
+}
+
+/// Circuit PSI's role for a job's: the sender holds the simple table, the
+/// receiver the cuckoo table.
+#[cfg(feature = "cpsi")]
+fn circuit_role(role: Role) -> crate::cpsi::Role {
+    match role {
+        Role::Sender => crate::cpsi::Role::Sender,
+        Role::Receiver => crate::cpsi::Role::Receiver,
     }
 }
 

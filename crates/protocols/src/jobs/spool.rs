@@ -1,6 +1,8 @@
 //! A job's spool files: the item keys of its input, then the same split
-//! into buckets. Each file is `magic | records | count | SHA-256`, each
-//! record an item key and the data row it came from; files appear whole
+//! into buckets. Each file is `magic | k | records | count | SHA-256`,
+//! each record an item key, the data row it came from and the row's `k`
+//! values (circuit PSI's value columns, none for the balanced protocols,
+//! `k` one byte); files appear whole
 //! (written under a temporary name, then renamed) and are checked against
 //! their digest when read, so a crash or a damaged disk never feeds a
 //! bucket a half-written or altered file.
@@ -30,8 +32,9 @@ pub struct Record {
     pub row: u64,
 }
 
-const MAGIC: &[u8; 8] = b"PSIKSPL1";
+const MAGIC: &[u8; 8] = b"PSIKSPL2";
 const RECORD_BYTES: usize = 24;
+const VALUE_BYTES: usize = 8;
 const TRAILER_BYTES: usize = 8 + 32;
 
 /// The item key of an encoded key (`psikit_io` item bytes),
@@ -52,18 +55,21 @@ pub struct SpoolWriter {
     file: AtomicFile,
     hash: Sha256,
     count: u64,
+    columns: usize,
 }
 
 impl SpoolWriter {
-    /// A new spool file at `path`, written through a buffer of `buffer`
-    /// bytes.
-    pub fn create(path: &Path, buffer: usize) -> Result<Self, Error> {
+    /// A new spool file at `path` of records with `columns` values each,
+    /// written through a buffer of `buffer` bytes.
+    pub fn create(path: &Path, buffer: usize, columns: u8) -> Result<Self, Error> {
         let mut this = Self {
             file: AtomicFile::with_buffer(path, buffer)?,
             hash: Sha256::new(),
             count: 0,
+            columns: usize::from(columns),
         };
         this.put(MAGIC)?;
+        this.put(&[columns])?;
         Ok(this)
     }
 
@@ -75,12 +81,20 @@ impl SpoolWriter {
             .map_err(|e| Error::Job(format!("writing a spool file: {e}")))
     }
 
-    pub fn push(&mut self, record: &Record) -> Result<(), Error> {
+    /// Appends a record and its values (as many as the file's columns).
+    pub fn push(&mut self, record: &Record, values: &[u64]) -> Result<(), Error> {
+        if values.len() != self.columns {
+            return Err(Error::Internal("a spool record's values and its columns"));
+        }
         let mut bytes = [0u8; RECORD_BYTES];
         bytes[..16].copy_from_slice(&record.key);
         bytes[16..].copy_from_slice(&record.row.to_le_bytes());
         self.count += 1;
-        self.put(&bytes)
+        self.put(&bytes)?;
+        for v in values {
+            self.put(&v.to_le_bytes())?;
+        }
+        Ok(())
     }
 
     /// Seals the file (count and digest) and makes it appear; returns the
@@ -106,6 +120,9 @@ pub struct SpoolReader {
     /// Records in the file (from its length) and left to read.
     records: u64,
     left: u64,
+    columns: usize,
+    /// The values of the record last read.
+    values: Vec<u64>,
     path: PathBuf,
 }
 
@@ -114,24 +131,28 @@ impl SpoolReader {
         let damaged = |why: &str| Error::Job(format!("{}: {why}", path.display()));
         let file = File::open(path).map_err(|e| Error::io(path, e))?;
         let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
-        let body = len
-            .checked_sub((MAGIC.len() + TRAILER_BYTES) as u64)
-            .filter(|b| b % RECORD_BYTES as u64 == 0)
-            .ok_or_else(|| damaged("not a whole spool file"))?;
         let mut input = BufReader::with_capacity(1 << 20, file);
-        let mut magic = [0u8; 8];
+        let mut head = [0u8; 9];
         input
-            .read_exact(&mut magic)
-            .map_err(|e| Error::io(path, e))?;
-        if &magic != MAGIC {
+            .read_exact(&mut head)
+            .map_err(|_| damaged("not a whole spool file"))?;
+        if &head[..8] != MAGIC {
             return Err(damaged("not a psikit spool file"));
         }
-        let records = body / RECORD_BYTES as u64;
+        let columns = usize::from(head[8]);
+        let record = (RECORD_BYTES + VALUE_BYTES * columns) as u64;
+        let body = len
+            .checked_sub((head.len() + TRAILER_BYTES) as u64)
+            .filter(|b| b % record == 0)
+            .ok_or_else(|| damaged("not a whole spool file"))?;
+        let records = body / record;
         Ok(Self {
             input,
-            hash: Sha256::new().chain_update(MAGIC),
+            hash: Sha256::new().chain_update(head),
             records,
             left: records,
+            columns,
+            values: Vec::with_capacity(columns),
             path: path.to_owned(),
         })
     }
@@ -139,6 +160,16 @@ impl SpoolReader {
     /// Records left to read.
     pub fn len(&self) -> u64 {
         self.left
+    }
+
+    /// Values per record.
+    pub fn columns(&self) -> usize {
+        self.columns
+    }
+
+    /// The values of the record [`next`](Self::next) last returned.
+    pub fn values(&self) -> &[u64] {
+        &self.values
     }
 
     pub fn next(&mut self) -> Result<Option<Record>, Error> {
@@ -150,6 +181,15 @@ impl SpoolReader {
             .read_exact(&mut bytes)
             .map_err(|e| Error::io(&self.path, e))?;
         self.hash.update(bytes);
+        self.values.clear();
+        for _ in 0..self.columns {
+            let mut word = [0u8; VALUE_BYTES];
+            self.input
+                .read_exact(&mut word)
+                .map_err(|e| Error::io(&self.path, e))?;
+            self.hash.update(word);
+            self.values.push(u64::from_le_bytes(word));
+        }
         self.left -= 1;
         let (key, row) = bytes.split_at(16);
         Ok(Some(Record {
@@ -184,16 +224,33 @@ impl SpoolReader {
         Ok(())
     }
 
-    /// Every record of the file, checked.
-    pub fn read_all(path: &Path) -> Result<Vec<Record>, Error> {
+    /// Every record of the file, checked, with their values.
+    pub fn read_all(path: &Path) -> Result<Spooled, Error> {
         let mut reader = Self::open(path)?;
-        let mut records = Vec::with_capacity(usize::try_from(reader.len()).unwrap_or(0));
+        let n = usize::try_from(reader.len()).unwrap_or(0);
+        let columns = reader.columns();
+        let mut records = Vec::with_capacity(n);
+        let mut values = Vec::with_capacity(n * columns);
         while let Some(r) = reader.next()? {
             records.push(r);
+            values.extend_from_slice(reader.values());
         }
         reader.finish()?;
-        Ok(records)
+        Ok(Spooled {
+            records,
+            values,
+            columns,
+        })
     }
+}
+
+/// A whole spool file.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Spooled {
+    pub records: Vec<Record>,
+    /// `columns` values per record, in the records' order.
+    pub values: Vec<u64>,
+    pub columns: usize,
 }
 
 #[cfg(test)]
@@ -210,12 +267,20 @@ mod tests {
                 row: i + 1,
             })
             .collect();
-        let mut w = SpoolWriter::create(&path, 4096).expect("create");
-        for r in &records {
-            w.push(r).expect("push");
+        let values: Vec<u64> = (0..2000u64).map(|v| v * 7).collect();
+        let mut w = SpoolWriter::create(&path, 4096, 2).expect("create");
+        for (r, v) in records.iter().zip(values.chunks(2)) {
+            w.push(r, v).expect("push");
         }
+        assert!(w.push(&records[0], &[1]).is_err(), "two values a record");
         assert_eq!(w.finish().expect("finish"), 1000);
-        assert_eq!(SpoolReader::read_all(&path).expect("read"), records);
+        let read = SpoolReader::read_all(&path).expect("read");
+        let want = Spooled {
+            records,
+            values,
+            columns: 2,
+        };
+        assert_eq!(read, want);
 
         let mut bytes = std::fs::read(&path).expect("bytes");
         bytes[100] ^= 1;

@@ -14,11 +14,10 @@ use psikit_transport::{ids, Channel, DecodeError, Message, Reader, TransportErro
 use sha2::{Digest, Sha256};
 
 use super::capacity::{shape, Shape, MAX_BUCKETS};
+use super::kind::{kind_refusal, JobKind};
 use crate::balanced::{Protocol, Role};
 use crate::common::messages::wire_messages;
-use crate::common::two_party::{
-    flag, job_refusal, key_refusal, mode_refusal, protocol_refusal, Mode, Refusal,
-};
+use crate::common::two_party::{job_refusal, key_refusal, Refusal};
 use crate::error::Error;
 
 pub const PROTOCOL_ID: u8 = ids::JOB;
@@ -47,8 +46,8 @@ pub struct JobHello {
     /// This side's share of a new job's id (sent always, so that an
     /// unconfirmed job can be replaced by a new one in the same hello).
     pub nonce: [u8; 16],
-    pub protocol: Protocol,
-    pub mode: Mode,
+    /// The protocol and its terms.
+    pub kind: JobKind,
     /// `psikit_io::KeySpec::key_format` (never data).
     pub key_format: String,
     /// Rows of this side's input that hold a key (public: they size the
@@ -73,11 +72,9 @@ impl Message for JobHello {
             Which::New => w.u8(0),
             Which::Resume { job_id, confirmed } => w.u8(1 + u8::from(confirmed)).bytes(&job_id),
         };
-        w.bytes(&self.nonce)
-            .u8(self.protocol.id())
-            .u8(u8::from(self.mode.malicious))
-            .u8(u8::from(self.mode.reveal))
-            .string(&self.key_format)
+        w.bytes(&self.nonce);
+        self.kind.write(w);
+        w.string(&self.key_format)
             .u64(self.rows)
             .u64(self.max_bucket_items);
     }
@@ -96,19 +93,11 @@ impl Message for JobHello {
             },
             other => return Err(DecodeError::invalid("job", other)),
         };
-        let nonce = r.array("nonce")?;
-        let protocol = r.u8("protocol")?;
-        let protocol =
-            Protocol::of_id(protocol).ok_or_else(|| DecodeError::invalid("protocol", protocol))?;
         Ok(Self {
             role,
             which,
-            nonce,
-            protocol,
-            mode: Mode {
-                malicious: flag(r, "mode")?,
-                reveal: flag(r, "reveal flag")?,
-            },
+            nonce: r.array("nonce")?,
+            kind: JobKind::read(r)?,
             key_format: r.string(MAX_KEY_FORMAT, "key format")?,
             rows: r.u64("rows")?,
             max_bucket_items: match r.u64("bucket limit")? {
@@ -246,8 +235,7 @@ pub fn agree(
             there: text(ours.role),
         });
     }
-    if let Some(r) = protocol_refusal(theirs.protocol, ours.protocol)
-        .or_else(|| mode_refusal(theirs.mode, ours.mode))
+    if let Some(r) = kind_refusal(&theirs.kind, &ours.kind)
         .or_else(|| key_refusal(&theirs.key_format, &ours.key_format))
     {
         return Err(r);
@@ -353,7 +341,8 @@ fn which_refusal(ours: Which, theirs: Which) -> Refusal {
 pub async fn exchange_hellos(ch: &mut Channel, ours: &JobHello) -> Result<JobHello, Error> {
     ch.send_msg(ours).await?;
     let frame = ch.recv().await?;
-    if frame.protocol != PROTOCOL_ID && Protocol::of_id(frame.protocol).is_some() {
+    let one_shot = Protocol::of_id(frame.protocol).is_some() || frame.protocol == ids::CIRCUIT_PSI;
+    if frame.protocol != PROTOCOL_ID && one_shot {
         return Err(job_refusal(true).tell(ch, PROTOCOL_ID).await);
     }
     if (frame.protocol, frame.kind) != (PROTOCOL_ID, JobHello::KIND) {
@@ -366,20 +355,27 @@ pub async fn exchange_hellos(ch: &mut Channel, ours: &JobHello) -> Result<JobHel
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::common::two_party::Mode;
 
     fn hello(role: Role, which: Which) -> JobHello {
         JobHello {
             role,
             which,
             nonce: [role as u8; 16],
+            kind: vole(),
+            key_format: "1 column".into(),
+            rows: 1000,
+            max_bucket_items: 1 << 20,
+        }
+    }
+
+    fn vole() -> JobKind {
+        JobKind::Balanced {
             protocol: Protocol::Vole,
             mode: Mode {
                 malicious: false,
                 reveal: false,
             },
-            key_format: "1 column".into(),
-            rows: 1000,
-            max_bucket_items: 1 << 20,
         }
     }
 
@@ -448,10 +444,43 @@ mod tests {
             e.there
         );
         r.which = Which::New;
-        r.protocol = Protocol::Rr16;
+        r.kind = JobKind::Balanced {
+            protocol: Protocol::Rr16,
+            mode: Mode {
+                malicious: false,
+                reveal: false,
+            },
+        };
         let e = agree(&s, &r, None, u64::MAX).expect_err("refused");
         assert_eq!(e.here, "the peer runs RR16, this side VOLE-PSI");
-        r.protocol = Protocol::Vole;
+        #[cfg(feature = "cpsi")]
+        {
+            let mut cfg = crate::cpsi::CpsiConfig::new(crate::cpsi::App::Threshold(5));
+            let kind = |cfg: &crate::cpsi::CpsiConfig| JobKind::Circuit {
+                terms: cfg.agreed(),
+                value_columns: 0,
+            };
+            r.kind = kind(&cfg);
+            let e = agree(&s, &r, None, u64::MAX).expect_err("refused");
+            assert!(
+                e.here
+                    .starts_with("the peer runs circuit PSI threshold --threshold 5"),
+                "{}",
+                e.here
+            );
+            let mut s = s.clone();
+            s.kind = kind(&cfg);
+            cfg.app = crate::cpsi::App::Threshold(6);
+            r.kind = kind(&cfg);
+            let e = agree(&s, &r, None, u64::MAX).expect_err("refused");
+            assert_eq!(
+                e.here,
+                "the peer runs --threshold 6, this side --threshold 5"
+            );
+            let frame = r.to_frame();
+            assert_eq!(JobHello::decode(&frame.payload, ()).expect("decode"), r);
+        }
+        r.kind = vole();
         let e = agree(&s, &r, None, 999).expect_err("refused");
         assert!(e.here.contains("1000 rows"), "{}", e.here);
         let frame = Committed {

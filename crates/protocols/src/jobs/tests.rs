@@ -57,12 +57,17 @@ fn spec() -> KeySpec {
 
 /// A party's options: `bucket_items` per bucket, quick retries.
 fn options(settings: &Settings, dir: &Path, name: &str, bucket_items: u64) -> JobOptions {
+    let protocol = JobProtocol::Balanced(settings.clone());
+    options_for(protocol, dir, name, bucket_items)
+}
+
+fn options_for(protocol: JobProtocol, dir: &Path, name: &str, bucket_items: u64) -> JobOptions {
     JobOptions {
         max_bucket_items: Some(bucket_items),
         retry_for: Duration::from_secs(3),
         idle_timeout: Duration::from_secs(60),
         output: Some(dir.join(format!("{name}.out.csv"))),
-        ..JobOptions::new(settings.clone(), dir.join(format!("{name}.job")))
+        ..JobOptions::new(protocol, dir.join(format!("{name}.job")))
     }
 }
 
@@ -82,11 +87,19 @@ fn run_pair(
             limits: Default::default(),
             accept_timeout: Some(Duration::from_secs(5)),
         };
-        let job = |path: &Path| JobInput {
-            path: path.to_owned(),
-            spec: spec(),
+        let job = |path: &Path, opts: &JobOptions| {
+            let mut spec = spec();
+            // Circuit PSI's sums take each row's number as its value.
+            let columns = opts.protocol.kind().value_columns();
+            spec.value_columns = (0..columns)
+                .map(|_| Column::parse("row").expect("column"))
+                .collect();
+            JobInput {
+                path: path.to_owned(),
+                spec,
+            }
         };
-        let (s_in, r_in) = (job(sender.0), job(receiver.0));
+        let (s_in, r_in) = (job(sender.0, sender.1), job(receiver.0, receiver.1));
         let a = s.spawn(move || {
             run_blocking(
                 &listen,
@@ -374,4 +387,115 @@ fn a_side_holding_every_bucket_ends_when_the_last_exchange_is_lost() {
         rows_of(r_opts.output.as_ref().expect("output")),
         truth(&r_ids, &s_ids)
     );
+}
+
+#[cfg(feature = "cpsi")]
+#[test]
+fn circuit_psi_jobs_open_the_whole_result_once() {
+    use crate::cpsi::{App, CpsiConfig, Output, Reveal, Sums};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (s_path, s_ids) = input(dir.path(), "s.csv", 11, 1500, 2500);
+    let (r_path, r_ids) = input(dir.path(), "r.csv", 12, 1100, 2500);
+    // Distinct ids on each side, with the sum of their rows' numbers.
+    let sums_of = |ids: &[u64]| {
+        let mut m = std::collections::HashMap::new();
+        for (i, id) in ids.iter().enumerate() {
+            *m.entry(*id).or_insert(0u64) += i as u64;
+        }
+        m
+    };
+    let (s_sums, r_sums) = (sums_of(&s_ids), sums_of(&r_ids));
+    let common: Vec<u64> = r_sums
+        .keys()
+        .filter(|id| s_sums.contains_key(id))
+        .copied()
+        .collect();
+    let cardinality = common.len() as u64;
+    let want = Sums {
+        cardinality,
+        sender_values: vec![common.iter().map(|id| s_sums[id]).sum()],
+        receiver_values: vec![common.iter().map(|id| r_sums[id]).sum()],
+        inner_product: None,
+    };
+    let run = |config: CpsiConfig, columns: u8, name: &str| {
+        let protocol = |value_columns| JobProtocol::Circuit {
+            config: config.clone(),
+            value_columns,
+        };
+        let s_opts = options_for(protocol(columns), dir.path(), &format!("s-{name}"), 300);
+        let r_opts = options_for(protocol(columns), dir.path(), &format!("r-{name}"), 300);
+        let (s, r) = run_pair(
+            (&s_path, &s_opts, &NoProgress),
+            (&r_path, &r_opts, &NoProgress),
+        );
+        let (s, r) = (s.expect("sender"), r.expect("receiver"));
+        assert!(s.shape.buckets >= 4, "{:?}", s.shape);
+        assert_eq!(s.matched_rows, None);
+        // Every bucket costs the same bytes, whatever its fill.
+        assert!(
+            r.bucket_bytes.windows(2).all(|w| w[0] == w[1]),
+            "{:?}",
+            r.bucket_bytes
+        );
+        (s.circuit.expect("sender"), r.circuit.expect("receiver"))
+    };
+    let mut cardinality_to_both = CpsiConfig::new(App::Cardinality);
+    cardinality_to_both.reveal = Reveal::Both;
+    let known = Output::Cardinality(Some(cardinality));
+    assert_eq!(run(cardinality_to_both, 0, "card"), (known.clone(), known));
+    let (s, r) = run(CpsiConfig::new(App::Sum), 1, "sum");
+    assert_eq!((s, r), (Output::Sum(None), Output::Sum(Some(want))));
+    let mut guarded = CpsiConfig::new(App::Sum);
+    guarded.min_intersection = cardinality + 1;
+    let withheld = Output::SumWithheld(cardinality + 1);
+    assert_eq!(run(guarded, 1, "guard"), (withheld.clone(), withheld));
+    for t in [cardinality, cardinality + 1] {
+        let (_, r) = run(CpsiConfig::new(App::Threshold(t)), 0, &format!("t{t}"));
+        assert_eq!(r, Output::Threshold(Some(cardinality >= t)), "t {t}");
+    }
+}
+
+#[cfg(feature = "cpsi")]
+#[test]
+fn a_circuit_job_refuses_the_union_and_a_peer_on_other_terms() {
+    use crate::cpsi::{App, CpsiConfig};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (s_path, _) = input(dir.path(), "s.csv", 13, 500, 1000);
+    let (r_path, _) = input(dir.path(), "r.csv", 14, 500, 1000);
+    let circuit = |app| JobProtocol::Circuit {
+        config: CpsiConfig::new(app),
+        value_columns: 0,
+    };
+    let s_opts = options_for(circuit(App::Union), dir.path(), "s-union", 300);
+    let err = run_blocking(
+        &Peer::Connect(ServerAddr::plain("127.0.0.1:9")),
+        Role::Sender,
+        &JobInput {
+            path: s_path.clone(),
+            spec: spec(),
+        },
+        &s_opts,
+        |_| {},
+        &NoProgress,
+    )
+    .expect_err("the union runs one-shot");
+    assert!(err.to_string().contains("runs one-shot"), "{err}");
+
+    let s_opts = options_for(circuit(App::Threshold(10)), dir.path(), "s", 300);
+    let r_opts = options(&Settings::new(Protocol::Vole), dir.path(), "r", 300);
+    let (s, r) = run_pair(
+        (&s_path, &s_opts, &NoProgress),
+        (&r_path, &r_opts, &NoProgress),
+    );
+    let (s, r) = (
+        s.expect_err("refused").to_string(),
+        r.expect_err("refused").to_string(),
+    );
+    assert!(
+        s.contains(
+            "the peer runs VOLE-PSI (semi-honest), this side circuit PSI threshold --threshold 10"
+        ),
+        "{s}"
+    );
+    assert!(r.contains("the peer runs circuit PSI threshold"), "{r}");
 }

@@ -1,0 +1,225 @@
+//! What a job runs on each bucket, as the hello states it and the job
+//! directory records it: a balanced PSI (the matched rows) or, with the
+//! `cpsi` feature, circuit PSI's cardinality, sums or threshold, whose
+//! per-bucket shares are added up and opened once over the whole job.
+
+use psikit_transport::{DecodeError, Reader, Writer};
+
+use crate::balanced::{Protocol, Settings};
+use crate::common::two_party::{flag, mode_refusal, protocol_refusal, Mode, Refusal};
+#[cfg(feature = "cpsi")]
+use crate::cpsi::{self, App, CpsiConfig};
+use crate::error::Error;
+
+/// How a front end runs a job's buckets.
+#[derive(Clone, Debug)]
+pub enum JobProtocol {
+    /// A balanced PSI (`max_peer_items` is replaced by the peer's bucket
+    /// capacity).
+    Balanced(Settings),
+    /// Circuit PSI's cardinality, sums or threshold over the whole job
+    /// (`max_set_size` is replaced by the peer's bucket capacity). Each
+    /// party's input brings `value_columns` (its
+    /// `psikit_io::KeySpec::value_columns`, for sums).
+    #[cfg(feature = "cpsi")]
+    Circuit {
+        config: CpsiConfig,
+        value_columns: u8,
+    },
+}
+
+impl JobProtocol {
+    /// The terms the hello states.
+    pub(crate) fn kind(&self) -> JobKind {
+        match self {
+            JobProtocol::Balanced(s) => JobKind::Balanced {
+                protocol: s.protocol,
+                mode: Mode {
+                    malicious: s.malicious,
+                    reveal: s.reveal,
+                },
+            },
+            #[cfg(feature = "cpsi")]
+            JobProtocol::Circuit {
+                config,
+                value_columns,
+            } => JobKind::Circuit {
+                terms: config.agreed(),
+                value_columns: *value_columns,
+            },
+        }
+    }
+
+    /// This side's key encoding.
+    pub(crate) fn key_format(&self) -> &str {
+        match self {
+            JobProtocol::Balanced(s) => &s.key_format,
+            #[cfg(feature = "cpsi")]
+            JobProtocol::Circuit { config, .. } => &config.key_format,
+        }
+    }
+
+    /// Refuses what a job cannot run: a protocol this build lacks, and
+    /// circuit PSI's applications that have no single result to open (the
+    /// union and the shares run one-shot).
+    pub(crate) fn check(&self) -> Result<(), Error> {
+        match self {
+            JobProtocol::Balanced(s) => s.protocol.require_built(),
+            #[cfg(feature = "cpsi")]
+            JobProtocol::Circuit { config, .. } => match config.app {
+                App::Cardinality | App::Sum | App::Threshold(_) => Ok(()),
+                App::Union | App::Shares => Err(Error::Config(format!(
+                    "circuit PSI's {} runs one-shot (without --job-dir): a job opens one \
+                     result over all its buckets (cardinality, sum, threshold)",
+                    config.app.name()
+                ))),
+            },
+        }
+    }
+}
+
+/// A job's protocol and its terms, as both parties must state them alike.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JobKind {
+    Balanced {
+        protocol: Protocol,
+        mode: Mode,
+    },
+    /// Circuit PSI with `terms`; `value_columns` is this side's own (the
+    /// two sides' may differ).
+    #[cfg(feature = "cpsi")]
+    Circuit {
+        terms: cpsi::Agreed,
+        value_columns: u8,
+    },
+}
+
+impl JobKind {
+    /// `protocol id | terms`: a balanced protocol's id and its mode, or
+    /// circuit PSI's id, its terms and this side's value columns.
+    pub(crate) fn write(&self, w: &mut Writer) {
+        match self {
+            JobKind::Balanced { protocol, mode } => {
+                w.u8(protocol.id())
+                    .u8(u8::from(mode.malicious))
+                    .u8(u8::from(mode.reveal));
+            }
+            #[cfg(feature = "cpsi")]
+            JobKind::Circuit {
+                terms,
+                value_columns,
+            } => {
+                w.u8(psikit_transport::ids::CIRCUIT_PSI);
+                terms.write(w);
+                w.u8(*value_columns);
+            }
+        }
+    }
+
+    pub(crate) fn read(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        let id = r.u8("protocol")?;
+        if let Some(protocol) = Protocol::of_id(id) {
+            let mode = Mode {
+                malicious: flag(r, "mode")?,
+                reveal: flag(r, "reveal flag")?,
+            };
+            return Ok(JobKind::Balanced { protocol, mode });
+        }
+        match id {
+            #[cfg(feature = "cpsi")]
+            psikit_transport::ids::CIRCUIT_PSI => {
+                let terms = cpsi::Agreed::read(r)?;
+                let value_columns = r.u8("value columns")?;
+                if usize::from(value_columns) > cpsi::MAX_VALUE_COLUMNS {
+                    return Err(DecodeError::invalid("value columns", value_columns));
+                }
+                Ok(JobKind::Circuit {
+                    terms,
+                    value_columns,
+                })
+            }
+            other => Err(DecodeError::invalid("protocol", other)),
+        }
+    }
+
+    /// The value columns this side brings (circuit PSI's sums).
+    pub(crate) fn value_columns(&self) -> u8 {
+        match self {
+            JobKind::Balanced { .. } => 0,
+            #[cfg(feature = "cpsi")]
+            JobKind::Circuit { value_columns, .. } => *value_columns,
+        }
+    }
+
+    /// The protocol and its terms in the flags' words.
+    pub(crate) fn describe(&self) -> String {
+        match self {
+            JobKind::Balanced { protocol, mode } => format!(
+                "{} ({}{})",
+                protocol.name(),
+                if mode.malicious {
+                    "malicious"
+                } else {
+                    "semi-honest"
+                },
+                if mode.reveal { ", --reveal" } else { "" }
+            ),
+            #[cfg(feature = "cpsi")]
+            JobKind::Circuit {
+                terms: t,
+                value_columns,
+            } => {
+                let mut s = format!("circuit PSI {}", t.app.name());
+                if let App::Threshold(n) = t.app {
+                    s += &format!(" --threshold {n}");
+                }
+                s += &format!(" (--ot {} --epc {} --reveal-to {}", t.ot, t.epc, t.reveal);
+                if t.min_intersection > 0 {
+                    s += &format!(" --min-intersection {}", t.min_intersection);
+                }
+                if t.product_bits > 0 {
+                    s += &format!(" --inner-product --product-bits {}", t.product_bits);
+                }
+                s + &format!(", {value_columns} value column(s))")
+            }
+        }
+    }
+}
+
+/// The refusal of a peer whose job differs from ours, in both sides'
+/// terms; none when both run the same protocol on the same terms.
+pub(crate) fn kind_refusal(theirs: &JobKind, ours: &JobKind) -> Option<Refusal> {
+    match (theirs, ours) {
+        (
+            JobKind::Balanced {
+                protocol: p,
+                mode: m,
+            },
+            JobKind::Balanced {
+                protocol: q,
+                mode: n,
+            },
+        ) => protocol_refusal(*p, *q).or_else(|| mode_refusal(*m, *n)),
+        #[cfg(feature = "cpsi")]
+        (JobKind::Circuit { terms: a, .. }, JobKind::Circuit { terms: b, .. }) => {
+            let (here, there) = (b.differences(a), a.differences(b));
+            (!here.is_empty()).then(|| Refusal {
+                here: here.join("; "),
+                there: there.join("; "),
+            })
+        }
+        #[cfg(feature = "cpsi")]
+        _ => Some(Refusal {
+            here: format!(
+                "the peer runs {}, this side {}",
+                theirs.describe(),
+                ours.describe()
+            ),
+            there: format!(
+                "the peer runs {}, this side {}",
+                ours.describe(),
+                theirs.describe()
+            ),
+        }),
+    }
+}
