@@ -449,6 +449,22 @@ fn bench_job_runs_a_bucketed_job_in_two_worker_processes() {
     assert!(out.contains("| 2^12 | 1             | receiver |"), "{out}");
     assert!(out.contains("| 2^12 | 1             | 4       |"), "{out}");
     assert!(out.contains("| 2,048            |"), "{out}");
+    // Circuit PSI's sum on the buckets: the receiver's worker checks the
+    // opened count and both sums.
+    let out = run_ok(psikit().args([
+        "bench",
+        "job",
+        "--cpsi",
+        "sum",
+        "--log2",
+        "11",
+        "--runs",
+        "1",
+        "--bucket-items",
+        "700",
+    ]));
+    assert!(out.contains("circuit PSI sum"), "{out}");
+    assert!(out.contains("| 2^11 | 1             | 4       |"), "{out}");
 }
 
 #[test]

@@ -8,7 +8,10 @@
 //! The inputs are generated once per size (the synthetic `id,email,name`
 //! rows of `psikit_protocols::io`, keyed by email): the sender holds ids
 //! `0..n`, the receiver `n/2..3n/2`, so the receiver must match exactly
-//! `n/2` rows; every run is checked against it.
+//! `n/2` rows; every run is checked against it. With `--cpsi cardinality`
+//! or `--cpsi sum` the buckets run circuit PSI instead (the sum over the
+//! `id` column on both sides), its result opened once over the job and
+//! checked too.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -50,6 +53,10 @@ pub struct JobBenchArgs {
     /// Malicious security (default: semi-honest).
     #[arg(long)]
     malicious: bool,
+    /// Run circuit PSI's cardinality or sum (of the `id` column on both
+    /// sides) on the buckets instead of --protocol.
+    #[arg(long, value_parser = ["cardinality", "sum"])]
+    cpsi: Option<String>,
     /// Each party's memory budget (e.g. 4G, 512M); it sizes the buckets.
     #[arg(long, default_value = "4G", value_parser = parse_bytes)]
     memory: u64,
@@ -69,6 +76,8 @@ pub struct JobWorkerArgs {
     protocol: Protocol,
     #[arg(long)]
     malicious: bool,
+    #[arg(long)]
+    cpsi: Option<String>,
     #[arg(long)]
     log2: u32,
     /// The directory of both inputs (`sender.csv`, `receiver.csv`).
@@ -141,18 +150,22 @@ pub fn worker(a: &JobWorkerArgs) -> Result<()> {
         true => (Role::Receiver, "receiver"),
         false => (Role::Sender, "sender"),
     };
-    let spec = email_spec()?;
-    let settings = Settings {
-        malicious: a.malicious,
-        key_format: spec.key_format(),
-        ..Settings::new(a.protocol)
+    let mut spec = email_spec()?;
+    let protocol = match a.cpsi.as_deref() {
+        None => JobProtocol::Balanced(Settings {
+            malicious: a.malicious,
+            key_format: spec.key_format(),
+            ..Settings::new(a.protocol)
+        }),
+        Some(app) => circuit(app, &mut spec)?,
     };
+    let balanced = matches!(protocol, JobProtocol::Balanced(_));
     let job_dir = a.run_dir.join(name);
     let opts = JobOptions {
         memory: a.memory,
         max_bucket_items: a.bucket_items,
-        output: a.receiver.then(|| a.run_dir.join("matches.csv")),
-        ..JobOptions::new(JobProtocol::Balanced(settings), job_dir.clone())
+        output: (a.receiver && balanced).then(|| a.run_dir.join("matches.csv")),
+        ..JobOptions::new(protocol, job_dir.clone())
     };
     let input = JobInput {
         path: a.inputs.join(format!("{name}.csv")),
@@ -179,7 +192,10 @@ pub fn worker(a: &JobWorkerArgs) -> Result<()> {
         "the {name} read {} rows, not the {n} generated",
         out.input.rows
     );
-    if a.receiver {
+    if a.receiver && !balanced {
+        check_circuit(&out, n)?;
+    }
+    if a.receiver && balanced {
         // Receiver ids n/2..3n/2 against sender ids 0..n.
         ensure!(
             out.matched_rows == Some(n / 2),
@@ -213,6 +229,60 @@ pub fn worker(a: &JobWorkerArgs) -> Result<()> {
     Ok(())
 }
 
+/// `--cpsi APP`'s protocol; the sum takes the `id` column.
+#[cfg(feature = "cpsi")]
+fn circuit(app: &str, spec: &mut KeySpec) -> Result<JobProtocol> {
+    use psikit_protocols::cpsi::{App, CpsiConfig};
+    let app = if app == "sum" {
+        App::Sum
+    } else {
+        App::Cardinality
+    };
+    if app == App::Sum {
+        spec.value_columns = vec![Column::Name("id".into())];
+    }
+    Ok(JobProtocol::Circuit {
+        config: CpsiConfig {
+            key_format: spec.key_format(),
+            ..CpsiConfig::new(app)
+        },
+        value_columns: u8::from(app == App::Sum),
+    })
+}
+
+#[cfg(not(feature = "cpsi"))]
+fn circuit(_: &str, _: &mut KeySpec) -> Result<JobProtocol> {
+    anyhow::bail!("this psikit was built without circuit PSI")
+}
+
+/// The receiver's circuit PSI result: ids `n/2..n` in common, whose sum
+/// both sides' `id` columns give.
+#[cfg(feature = "cpsi")]
+fn check_circuit(out: &jobs::JobOutcome, n: u64) -> Result<()> {
+    use psikit_protocols::cpsi::Output;
+    let ids = (n / 2)..n;
+    let output = out.circuit.as_ref();
+    let ok = match output {
+        Some(Output::Cardinality(Some(c))) => *c == n / 2,
+        Some(Output::Sum(Some(s))) => {
+            let sum = ids.sum::<u64>();
+            s.cardinality == n / 2 && s.sender_values == [sum] && s.receiver_values == [sum]
+        }
+        _ => false,
+    };
+    ensure!(
+        ok,
+        "WRONG RESULT: the receiver's circuit PSI result {output:?}, with {} ids in common",
+        n / 2
+    );
+    Ok(())
+}
+
+#[cfg(not(feature = "cpsi"))]
+fn check_circuit(_: &jobs::JobOutcome, _: u64) -> Result<()> {
+    Ok(())
+}
+
 /// One benchmarked configuration.
 #[derive(Clone, Copy, Debug)]
 struct Config {
@@ -238,10 +308,13 @@ pub fn run(a: &JobBenchArgs) -> Result<()> {
         true => "malicious",
         false => "semi-honest",
     };
+    let what = match &a.cpsi {
+        Some(app) => format!("circuit PSI {app}"),
+        None => a.protocol.name().to_string(),
+    };
     println!(
-        "# psikit bench job: {} {mode} as a bucketed job, --memory {}{} per party; {runs} \
+        "# psikit bench job: {what} {mode} as a bucketed job, --memory {}{} per party; {runs} \
          run(s) per row, medians; two processes on loopback TCP",
-        a.protocol.name(),
         report::bytes(a.memory),
         a.bucket_items
             .map_or(String::new(), |b| format!(", --bucket-items {b}")),
@@ -267,8 +340,7 @@ pub fn run(a: &JobBenchArgs) -> Result<()> {
             let mut done = Vec::new();
             for r in 0..runs {
                 eprintln!(
-                    "job {} {mode} n=2^{log2}, {threads} thread(s) per party: run {}/{runs}",
-                    a.protocol.name(),
+                    "job {what} {mode} n=2^{log2}, {threads} thread(s) per party: run {}/{runs}",
                     r + 1
                 );
                 let run_dir = work.path().join(format!("run-2^{log2}-{threads}-{r}"));
@@ -341,6 +413,9 @@ fn one_run(
     ];
     if a.malicious {
         args.push("--malicious".into());
+    }
+    if let Some(app) = &a.cpsi {
+        args.extend(["--cpsi".into(), app.clone()]);
     }
     if let Some(b) = a.bucket_items {
         args.extend(["--bucket-items".into(), b.to_string()]);
@@ -435,7 +510,7 @@ fn render(results: &[(Config, Vec<Run>)], memory: u64) -> String {
         .sum();
     let mut out = format!(
         "## Bucketed PSI jobs on loopback\n\nn rows per side, the receiver's n/2 of them \
-         matched (checked on every run). Wall = the party's whole job, from its CSV file to \
+         matched (checked on every run; with circuit PSI its opened result). Wall = the party's whole job, from its CSV file to \
          its output; the sender starts first and its wall includes waiting for the receiver's \
          read pass (the receiver starts once the sender listens, which is after its read), so \
          the receiver's wall is the job's. Buckets = the protocol runs, waits for the peer \
