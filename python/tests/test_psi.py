@@ -292,6 +292,40 @@ def test_a_bucketed_job_writes_the_matches_and_resumes_nothing_twice(tmp_path):
     assert count == 500 and out["buckets_run"] == 0
 
 
+@pytest.mark.parametrize("compression", ["snappy", "zstd"])
+def test_parquet_inputs_read_as_their_csv(tmp_path, compression):
+    """A Parquet path is read as the CSV of the same rows: one-shot and as
+    a job, whose output rows come out as CSV."""
+    pq = pytest.importorskip("pyarrow.parquet")
+    pa = pytest.importorskip("pyarrow")
+    server = [f"user{i}@example.org" for i in range(0, 3000, 2)]
+    client = [f"User{i}@Example.org " for i in range(0, 3000, 3)]
+    s_pq = str(tmp_path / "s.parquet")
+    pq.write_table(pa.table({"email": server, "n": list(range(len(server)))}), s_pq,
+                   compression=compression, row_group_size=400)
+    c_csv = write_csv(tmp_path / "c.csv", ["email"], [(c,) for c in client])
+    held = set(server)
+    want = [c for c in client if c.strip().lower() in held]
+    matches, _ = two_parties(
+        functools.partial(psikit.psi.receive, c_csv, key="email", normalize=NORM),
+        functools.partial(psikit.psi.send, s_pq, key="email", normalize=NORM),
+    )
+    assert len(matches) == len(want) == 500
+    # The Parquet side receives as a job: its matched rows, as CSV.
+    c_pq = str(tmp_path / "c.parquet")
+    pq.write_table(pa.table({"email": client}), c_pq, compression=compression)
+    s_csv = write_csv(tmp_path / "s.csv", ["email"], [(s,) for s in server])
+    job = dict(key="email", normalize=NORM, bucket_items=300)
+    count, _ = two_parties(
+        functools.partial(psikit.psi.receive, c_pq, output=str(tmp_path / "out.csv"),
+                          job_dir=str(tmp_path / "r"), **job),
+        functools.partial(psikit.psi.send, s_csv, job_dir=str(tmp_path / "s"), **job),
+    )
+    assert count == 500
+    rows = (tmp_path / "out.csv").read_text().splitlines()
+    assert rows[0] == "email" and [r.strip('"') for r in rows[1:]] == want
+
+
 def test_job_options_need_a_job_dir(small_sets):
     with pytest.raises(psikit.InputError, match="job_dir"):
         psikit.psi.send(small_sets.server, connect="127.0.0.1:9", resume=True)

@@ -59,7 +59,8 @@ enum RoleArgs {
 
 #[derive(Args)]
 pub struct CpsiArgs {
-    /// This party's CSV file.
+    /// This party's input: a CSV file, or a Parquet file (told by its
+    /// first bytes; flat columns, snappy, zstd or LZ4).
     #[arg(long, short)]
     input: PathBuf,
     #[command(flatten)]

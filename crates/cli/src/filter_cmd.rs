@@ -33,7 +33,7 @@ pub enum FilterCommand {
 
 #[derive(Args)]
 pub struct SetupArgs {
-    /// Server's CSV file.
+    /// Server's input: a CSV or Parquet file.
     #[arg(long, short)]
     pub input: PathBuf,
     #[command(flatten)]
@@ -103,7 +103,7 @@ pub struct SyncArgs {
 pub struct QueryArgs {
     #[command(flatten)]
     pub client: ClientArgs,
-    /// Client's CSV file.
+    /// Client's input: a CSV or Parquet file.
     #[arg(long, short)]
     pub input: PathBuf,
     #[command(flatten)]

@@ -145,7 +145,7 @@ pub struct ParamsArgs {
 
 #[derive(Args)]
 pub struct BuildArgs {
-    /// Server's CSV file.
+    /// Server's input: a CSV or Parquet file.
     #[arg(long, visible_alias = "input")]
     pub csv: PathBuf,
     #[command(flatten)]
@@ -208,7 +208,7 @@ pub struct QueryArgs {
     /// Server address, host:port.
     #[arg(long, short)]
     pub server: String,
-    /// Client's CSV file.
+    /// Client's input: a CSV or Parquet file.
     #[arg(long, visible_alias = "input")]
     pub csv: PathBuf,
     #[command(flatten)]

@@ -45,7 +45,8 @@ pub struct PsiArgs {
 /// output.
 #[derive(Args)]
 pub struct PartyArgs {
-    /// This party's CSV file.
+    /// This party's input: a CSV file, or a Parquet file (told by its
+    /// first bytes; flat columns, snappy, zstd or LZ4).
     #[arg(long, short)]
     pub input: PathBuf,
     #[command(flatten)]

@@ -135,6 +135,15 @@ pub enum Error {
         len: usize,
     },
 
+    /// A Parquet file could not be read (or this build cannot read one).
+    #[error("{input}: {reason}")]
+    Parquet {
+        /// The file being read.
+        input: String,
+        /// What went wrong.
+        reason: String,
+    },
+
     /// A value column's field is not an unsigned integer below 2^64.
     #[error("{input}: row {row}: value {value:?} in column {column} is not an unsigned integer")]
     NotAValue {

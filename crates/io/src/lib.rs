@@ -39,6 +39,7 @@ mod label;
 mod limits;
 mod normalize;
 mod reader;
+mod records;
 mod spec;
 mod synth;
 mod table;
@@ -51,6 +52,7 @@ pub use label::{decode_label, encode_label};
 pub use limits::{MAX_KEY_BYTES, MAX_KEY_FORMAT};
 pub use normalize::Normalize;
 pub use reader::{Item, KeyReader, LabeledItem, ReadStats};
+pub use records::is_parquet;
 pub use spec::{Column, KeySpec};
 pub use synth::{
     overlap_plan, synthetic_row, write_overlapping_pair, write_synthetic_csv, OverlapPlan,

@@ -10,6 +10,7 @@ use std::path::Path;
 use csv::ByteRecord;
 
 use crate::error::{Error, Result};
+use crate::records::Records;
 use crate::spec::{KeyPlan, KeySpec};
 
 /// Read buffer size: large enough to amortise syscalls on multi-GB files.
@@ -69,7 +70,7 @@ impl ReadStats {
 /// # Ok(()) }
 /// ```
 pub struct KeyReader<R> {
-    csv: csv::Reader<R>,
+    records: Records<R>,
     plan: KeyPlan,
     headers: Option<ByteRecord>,
     record: ByteRecord,
@@ -78,14 +79,12 @@ pub struct KeyReader<R> {
 }
 
 impl KeyReader<File> {
-    /// Opens `path` and resolves the key columns against its header.
+    /// Opens `path` (CSV, or Parquet with the `parquet` feature: told by
+    /// the file's first bytes) and resolves the key columns against its
+    /// header.
     pub fn open(path: impl AsRef<Path>, spec: &KeySpec) -> Result<Self> {
         let path = path.as_ref();
-        let file = File::open(path).map_err(|source| Error::Open {
-            path: path.to_owned(),
-            source,
-        })?;
-        Self::with_name(file, spec, path.display().to_string())
+        Self::from_records(Records::open(path, spec)?, spec, path.display().to_string())
     }
 }
 
@@ -97,11 +96,14 @@ impl<R: io::Read> KeyReader<R> {
 
     /// Reads from any byte source; errors call it `input` (a file name).
     pub fn with_name(reader: R, spec: &KeySpec, input: String) -> Result<Self> {
-        let mut csv = csv_reader(reader, spec);
-        let headers = read_headers(&mut csv, spec, &input)?;
+        Self::from_records(Records::csv(reader, spec), spec, input)
+    }
+
+    fn from_records(mut records: Records<R>, spec: &KeySpec, input: String) -> Result<Self> {
+        let headers = records.headers(spec, &input)?;
         let plan = KeyPlan::resolve(spec, headers.as_ref(), &input)?;
         Ok(KeyReader {
-            csv,
+            records,
             plan,
             headers,
             record: ByteRecord::new(),
@@ -177,7 +179,7 @@ impl<R: io::Read> KeyReader<R> {
     /// Reads rows until one yields an item or the input ends; the item's
     /// record stays in `self.record`.
     fn next_item(&mut self) -> Result<Option<Item>> {
-        while read_record(&mut self.csv, &mut self.record, &self.input)? {
+        while self.records.next(&mut self.record, &self.input)? {
             self.stats.rows_read += 1;
             let row = self.stats.rows_read;
             match self.plan.key(&self.record, row)? {
@@ -188,10 +190,10 @@ impl<R: io::Read> KeyReader<R> {
         Ok(None)
     }
 
-    /// The byte source, once the input is read (a reader that hashed what
-    /// went through it gives its digest).
-    pub fn into_inner(self) -> R {
-        self.csv.into_inner()
+    /// The CSV byte source, once the input is read (a reader that hashed
+    /// what went through it gives its digest); `None` for a Parquet file.
+    pub fn into_inner(self) -> Option<R> {
+        self.records.into_inner()
     }
 
     /// Counters so far (final once [`next_batch`](Self::next_batch) returned 0).

@@ -4,14 +4,14 @@
 //! matches, so unlike [`KeyReader`](crate::KeyReader) this keeps them all.
 //! Intended for files of up to a few million rows.
 
-use std::fs::File;
 use std::io;
 use std::path::Path;
 
 use csv::ByteRecord;
 
-use crate::error::{Error, Result};
-use crate::reader::{csv_reader, read_headers, read_record, ReadStats};
+use crate::error::Result;
+use crate::reader::ReadStats;
+use crate::records::Records;
 use crate::spec::{Column, KeyPlan, KeySpec};
 
 /// One data row with a key.
@@ -97,32 +97,32 @@ impl Table {
     }
 }
 
-/// Reads the whole file at `path` into a [`Table`].
+/// Reads the whole file at `path` (CSV, or Parquet with the `parquet`
+/// feature) into a [`Table`].
 pub fn read_rows(path: impl AsRef<Path>, spec: &KeySpec) -> Result<Table> {
     let path = path.as_ref();
-    let file = File::open(path).map_err(|source| Error::Open {
-        path: path.to_owned(),
-        source,
-    })?;
-    read_table(file, spec, &path.display().to_string())
+    read_table(
+        Records::open(path, spec)?,
+        spec,
+        &path.display().to_string(),
+    )
 }
 
-/// Like [`read_rows`] for any byte source; errors call it `<input>`.
+/// Like [`read_rows`] for any CSV byte source; errors call it `<input>`.
 pub fn read_rows_from(reader: impl io::Read, spec: &KeySpec) -> Result<Table> {
-    read_table(reader, spec, "<input>")
+    read_table(Records::csv(reader, spec), spec, "<input>")
 }
 
 /// Shared body of [`read_rows`] and [`read_rows_from`].
-fn read_table(reader: impl io::Read, spec: &KeySpec, input: &str) -> Result<Table> {
-    let mut csv = csv_reader(reader, spec);
-    let headers = read_headers(&mut csv, spec, input)?;
+fn read_table<R: io::Read>(mut records: Records<R>, spec: &KeySpec, input: &str) -> Result<Table> {
+    let headers = records.headers(spec, input)?;
     let mut plan = KeyPlan::resolve(spec, headers.as_ref(), input)?;
     let mut table = Table {
         headers,
         ..Table::default()
     };
     let mut record = ByteRecord::new();
-    while read_record(&mut csv, &mut record, input)? {
+    while records.next(&mut record, input)? {
         table.stats.rows_read += 1;
         let row = table.stats.rows_read;
         match plan.key(&record, row)? {

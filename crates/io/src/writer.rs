@@ -123,22 +123,23 @@ impl<W: io::Write> MatchWriter<W> {
     }
 }
 
-/// Streams `input` (read with `spec`'s delimiter and header setting) and
-/// writes to `out`, as [`MatchWriter`] does, the data rows whose 1-based
-/// number `keep` accepts; returns how many. Memory is one record: how a
-/// job too large to hold writes its matched rows.
-pub fn write_selected_rows<R: io::Read, W: io::Write>(
-    input: R,
-    input_name: &str,
+/// Streams the file at `input` (CSV read with `spec`'s delimiter and
+/// header setting, or Parquet) and writes to `out` as CSV, as
+/// [`MatchWriter`] does, the data rows whose 1-based number `keep`
+/// accepts; returns how many. Memory is one record (one row group of a
+/// Parquet file): how a job too large to hold writes its matched rows.
+pub fn write_selected_rows<W: io::Write>(
+    input: &std::path::Path,
     spec: &crate::KeySpec,
     out: W,
     mut keep: impl FnMut(u64) -> bool,
 ) -> Result<(W, u64)> {
-    let mut csv = crate::reader::csv_reader(input, spec);
-    let headers = crate::reader::read_headers(&mut csv, spec, input_name)?;
+    let name = input.display().to_string();
+    let mut records = crate::records::Records::open(input, spec)?;
+    let headers = records.headers(spec, &name)?;
     let mut writer = MatchWriter::from_writer(out, headers.as_ref(), &[])?;
     let (mut record, mut row, mut written) = (ByteRecord::new(), 0u64, 0u64);
-    while crate::reader::read_record(&mut csv, &mut record, input_name)? {
+    while records.next(&mut record, &name)? {
         row += 1;
         if keep(row) {
             writer.write_row::<&[u8]>(&record, &[])?;

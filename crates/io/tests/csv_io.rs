@@ -584,3 +584,94 @@ fn value_columns_are_read_as_unsigned_integers_with_their_rows() {
     assert!(matches!(err, Error::NotAValue { row: 2, .. }), "{err}");
     assert!(err.to_string().contains("\"-2\" in column \"n\""), "{err}");
 }
+
+/// A Parquet file with the rows of `email,n` (`None`: a null), snappy
+/// compressed, in row groups of `group` rows.
+#[cfg(feature = "parquet")]
+fn parquet_file(path: &Path, rows: &[(Option<&str>, Option<i64>)], group: usize) {
+    use parquet::basic::Compression;
+    use parquet::data_type::{ByteArray, ByteArrayType, Int64Type};
+    use parquet::file::properties::WriterProperties;
+    use parquet::file::writer::SerializedFileWriter;
+    use parquet::schema::parser::parse_message_type;
+    use std::sync::Arc;
+
+    let schema = "message m { OPTIONAL BINARY email (UTF8); OPTIONAL INT64 n; }";
+    let schema = Arc::new(parse_message_type(schema).expect("schema"));
+    let props = WriterProperties::builder()
+        .set_compression(Compression::SNAPPY)
+        .build();
+    let file = std::fs::File::create(path).expect("create");
+    let mut writer = SerializedFileWriter::new(file, schema, Arc::new(props)).expect("writer");
+    for chunk in rows.chunks(group) {
+        let levels = |present: &dyn Fn(usize) -> bool| -> Vec<i16> {
+            (0..chunk.len()).map(|i| i16::from(present(i))).collect()
+        };
+        let mut rg = writer.next_row_group().expect("row group");
+        let emails: Vec<ByteArray> = chunk
+            .iter()
+            .filter_map(|r| r.0)
+            .map(ByteArray::from)
+            .collect();
+        let mut col = rg.next_column().expect("column").expect("email");
+        col.typed::<ByteArrayType>()
+            .write_batch(&emails, Some(&levels(&|i| chunk[i].0.is_some())), None)
+            .expect("write");
+        col.close().expect("close");
+        let ns: Vec<i64> = chunk.iter().filter_map(|r| r.1).collect();
+        let mut col = rg.next_column().expect("column").expect("n");
+        col.typed::<Int64Type>()
+            .write_batch(&ns, Some(&levels(&|i| chunk[i].1.is_some())), None)
+            .expect("write");
+        col.close().expect("close");
+        rg.close().expect("close");
+    }
+    writer.close().expect("close");
+}
+
+#[cfg(feature = "parquet")]
+#[test]
+fn parquet_files_read_as_the_same_rows_in_csv() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rows: Vec<(Option<&str>, Option<i64>)> = vec![
+        (Some(" Ann@X.org"), Some(3)),
+        (None, Some(7)),
+        (Some("bob@x.org"), None),
+        (Some("ann@x.org "), Some(9_000_000_000)),
+        (Some("cy@x.org"), Some(1)),
+    ];
+    let pq = dir.path().join("in.parquet");
+    parquet_file(&pq, &rows, 2);
+    let csv = file(
+        &dir,
+        "in.csv",
+        b"email,n\n Ann@X.org,3\n,7\nbob@x.org,\nann@x.org ,9000000000\ncy@x.org,1\n",
+    );
+    assert!(psikit_io::is_parquet(&pq).expect("magic"));
+    assert!(!psikit_io::is_parquet(&csv).expect("magic"));
+    let mut s = spec("email");
+    s.normalize = Normalize::parse("trim,lower").expect("normalize");
+    // Keys, rows and skipped rows agree; so do the tables.
+    assert_eq!(all_items(&pq, &s, 2), all_items(&csv, &s, 2));
+    let (t_pq, t_csv) = (
+        read_rows(&pq, &s).expect("parquet"),
+        read_rows(&csv, &s).expect("csv"),
+    );
+    assert_eq!(t_pq, t_csv);
+    // A value column of integers (a null field is not a value).
+    s.value_columns = vec![Column::Name("n".into())];
+    let mut reader = KeyReader::open(&pq, &s).expect("open");
+    let (mut items, mut values) = (Vec::new(), Vec::new());
+    let err = reader
+        .next_valued_batch(10, &mut items, &mut values)
+        .expect_err("row 3 has no value");
+    assert!(matches!(err, Error::NotAValue { row: 3, .. }), "{err}");
+    // Selected rows come out as CSV.
+    let (out, n) =
+        psikit_io::write_selected_rows(&pq, &s, Vec::new(), |row| row % 2 == 1).expect("write");
+    assert_eq!(n, 3);
+    assert_eq!(
+        String::from_utf8(out).expect("utf-8"),
+        "email,n\n Ann@X.org,3\nbob@x.org,\ncy@x.org,1\n"
+    );
+}

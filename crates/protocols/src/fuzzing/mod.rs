@@ -68,6 +68,7 @@ pub const TARGETS: &[Target] = &[
     ("epc_messages", epc_messages),
     ("job_messages", job_messages),
     ("csv_keys", csv_keys),
+    ("parquet_keys", parquet_keys),
 ];
 
 /// Frames read from a byte stream (`Channel::recv_or_eof`, error frames
@@ -504,6 +505,43 @@ pub fn csv_keys(data: &[u8]) {
         assert!(keys.starts_with(&streamed), "readers disagree");
     }
     drop(psikit_io::decode_label(csv));
+}
+
+/// An input file as its bytes (a Parquet file, or anything else, which is
+/// then read as CSV) through every reader of input files: `KeyReader`
+/// (keys, and the second column as values), `read_rows` and
+/// `write_selected_rows`. The readers must agree on the keys.
+pub fn parquet_keys(data: &[u8]) {
+    let Ok(dir) = tempfile::tempdir() else {
+        return;
+    };
+    let path = dir.path().join("input");
+    if std::fs::write(&path, data).is_err() {
+        return;
+    }
+    let mut spec = KeySpec::new(vec![Column::Index(0)]);
+    spec.value_columns = vec![Column::Index(1)];
+    let mut streamed = Vec::new();
+    if let Ok(mut reader) = KeyReader::open(&path, &spec) {
+        let (mut batch, mut values) = (Vec::new(), Vec::new());
+        while let Ok(n) = reader.next_valued_batch(5, &mut batch, &mut values) {
+            if n == 0 {
+                break;
+            }
+            assert_eq!(values.len(), n, "one value per item");
+            streamed.extend(batch.drain(..).map(|item| item.key));
+        }
+    }
+    spec.value_columns.clear();
+    if let Ok(table) = psikit_io::read_rows(&path, &spec) {
+        let keys: Vec<Vec<u8>> = table.keys().map(<[u8]>::to_vec).collect();
+        // The stream may have stopped at a value the table does not read.
+        assert!(keys.starts_with(&streamed), "readers disagree");
+        if let Ok((_, written)) = psikit_io::write_selected_rows(&path, &spec, Vec::new(), |_| true)
+        {
+            assert_eq!(written, table.stats.rows_read, "every row written");
+        }
+    }
 }
 
 /// The spec of [`csv_keys`]'s first line.

@@ -8,7 +8,7 @@ use std::fs::File;
 use std::io::{self, Read};
 use std::path::Path;
 
-use psikit_io::{KeyReader, KeySpec};
+use psikit_io::{KeyReader, KeySpec, ReadStats};
 use sha2::{Digest, Sha256};
 
 use super::journal::{InputSummary, JobDir};
@@ -40,7 +40,9 @@ impl<R: Read> Read for Hashing<R> {
 }
 
 /// The first pass: every row's item key into the job's key file, and the
-/// input's digest and counts.
+/// input's digest and counts. A CSV file is hashed as it is read; a
+/// Parquet file (read through its own reader, not as a stream) is hashed
+/// in a pass of its own.
 pub fn spool_input(
     path: &Path,
     spec: &KeySpec,
@@ -48,15 +50,45 @@ pub fn spool_input(
     progress: &dyn Progress,
 ) -> Result<InputSummary, Error> {
     progress.stage("reading the input", None);
-    let file = File::open(path).map_err(|e| Error::io(path, e))?;
-    let hashing = Hashing {
-        inner: file,
-        hash: Sha256::new(),
+    let name = path.display().to_string();
+    let (stats, digest) = match psikit_io::is_parquet(path)? {
+        true => {
+            let digest = input_digest(path)?;
+            let (stats, _) = spool_keys(KeyReader::open(path, spec)?, spec, dir, progress)?;
+            (stats, digest)
+        }
+        false => {
+            let file = File::open(path).map_err(|e| Error::io(path, e))?;
+            let hashing = Hashing {
+                inner: file,
+                hash: Sha256::new(),
+            };
+            let reader = KeyReader::with_name(hashing, spec, name)?;
+            let (stats, hashing) = spool_keys(reader, spec, dir, progress)?;
+            let hashing = hashing.ok_or(Error::Internal("a CSV reader's byte source"))?;
+            (stats, hashing.hash.finalize().into())
+        }
     };
+    let summary = InputSummary {
+        digest,
+        rows_read: stats.rows_read,
+        rows: stats.items(),
+    };
+    dir.set_input(&summary)?;
+    Ok(summary)
+}
+
+/// Every row of `reader` into the job's key file; returns the counts and
+/// the reader's byte source.
+fn spool_keys<R: Read>(
+    mut reader: KeyReader<R>,
+    spec: &KeySpec,
+    dir: &JobDir,
+    progress: &dyn Progress,
+) -> Result<(ReadStats, Option<R>), Error> {
     let columns = u8::try_from(spec.value_columns.len())
         .map_err(|_| Error::Internal("value columns per row"))?;
     let k = usize::from(columns);
-    let mut reader = KeyReader::with_name(hashing, spec, path.display().to_string())?;
     let mut out = SpoolWriter::create(&dir.keys_path(), 1 << 20, columns)?;
     let (mut batch, mut values) = (Vec::with_capacity(BATCH), Vec::new());
     while reader.next_valued_batch(BATCH, &mut batch, &mut values)? > 0 {
@@ -69,15 +101,8 @@ pub fn spool_input(
         }
         advance(progress, reader.stats().rows_read)?;
     }
-    let stats = reader.stats();
     out.finish()?;
-    let summary = InputSummary {
-        digest: reader.into_inner().hash.finalize().into(),
-        rows_read: stats.rows_read,
-        rows: stats.items(),
-    };
-    dir.set_input(&summary)?;
-    Ok(summary)
+    Ok((reader.stats(), reader.into_inner()))
 }
 
 /// The input's digest, to check a resumed job reads the same input.

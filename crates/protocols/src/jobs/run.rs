@@ -8,7 +8,6 @@
 //! exchange waits only [`LINGER`] for its peer (which comes back at once if
 //! it still needs a bucket), then ends with the end unconfirmed.
 
-use std::fs::File;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -562,14 +561,12 @@ fn write_output(
         return Ok(count);
     };
     let mut out = AtomicFile::create(path)?;
-    let file = File::open(&input.path).map_err(|e| Error::io(&input.path, e))?;
-    let name = input.path.display().to_string();
     let keep = |row: u64| {
         matched
             .get((row / 64) as usize)
             .is_some_and(|w| w >> (row % 64) & 1 == 1)
     };
-    let (_, written) = write_selected_rows(file, &name, &input.spec, out.writer(), keep)?;
+    let (_, written) = write_selected_rows(&input.path, &input.spec, out.writer(), keep)?;
     out.commit()?;
     Ok(written)
 }
