@@ -14,7 +14,6 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Args, Subcommand};
-use psikit_protocols::balanced;
 use psikit_protocols::cpsi::facade::{self, Role};
 use psikit_protocols::cpsi::{
     App, AppKind, Choices, CpsiConfig, Epc, Input, OtKind, Outcome, Output, ParseError, Reveal,
@@ -207,11 +206,7 @@ fn job(a: &CpsiArgs, role: Role, config: CpsiConfig, dir: &Path) -> Result<()> {
         config,
         value_columns: u8::try_from(a.value_columns.len()).context("value columns")?,
     };
-    let role = match role {
-        Role::Sender => balanced::Role::Sender,
-        Role::Receiver => balanced::Role::Receiver,
-    };
-    let out = run_job(&a.peer, &a.job, role, input, protocol, dir, None)?;
+    let out = run_job(&a.peer, &a.job, role.into(), input, protocol, dir, None)?;
     let output = out
         .circuit
         .context("a finished circuit PSI job has its result")?;

@@ -6,7 +6,6 @@
 
 use std::path::PathBuf;
 
-use psikit_protocols::balanced;
 use psikit_protocols::common::connect::Peer;
 use psikit_protocols::cpsi::facade::{self, Role};
 use psikit_protocols::cpsi::{AppKind, Choices, CpsiConfig, Input, Outcome, Output, ParseError};
@@ -488,10 +487,7 @@ pub fn cpsi_job<'py>(
     // In-memory rows go to a temporary CSV: a job reads its input as a file.
     let (path, _guard) = source.file().py_err()?;
     let input = JobInput { path, spec };
-    let role = match options.role {
-        Role::Sender => balanced::Role::Sender,
-        Role::Receiver => balanced::Role::Receiver,
-    };
+    let role = options.role.into();
     let reporter = progress::Reporter::new(progress);
     let listening = net::announce(&on_listening);
     let job = jobs::run(&peer, role, &input, &opts, listening, &reporter);

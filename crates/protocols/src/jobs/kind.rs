@@ -78,6 +78,28 @@ impl JobProtocol {
     }
 }
 
+/// A job's roles are circuit PSI's: the sender holds the simple table, the
+/// receiver the cuckoo table.
+#[cfg(feature = "cpsi")]
+impl From<crate::balanced::Role> for cpsi::Role {
+    fn from(role: crate::balanced::Role) -> Self {
+        match role {
+            crate::balanced::Role::Sender => cpsi::Role::Sender,
+            crate::balanced::Role::Receiver => cpsi::Role::Receiver,
+        }
+    }
+}
+
+#[cfg(feature = "cpsi")]
+impl From<cpsi::Role> for crate::balanced::Role {
+    fn from(role: cpsi::Role) -> Self {
+        match role {
+            cpsi::Role::Sender => crate::balanced::Role::Sender,
+            cpsi::Role::Receiver => crate::balanced::Role::Receiver,
+        }
+    }
+}
+
 /// A job's protocol and its terms, as both parties must state them alike.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum JobKind {

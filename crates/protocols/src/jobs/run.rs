@@ -54,7 +54,7 @@ pub async fn run(
     opts.protocol.check()?;
     let kind = opts.protocol.kind();
     if input.spec.value_columns.len() != usize::from(kind.value_columns()) {
-        return Err(Error::Internal("the input's value columns and the job's"));
+        return Err(Error::Misuse("a job input's value columns are the job's"));
     }
     let dir = JobDir::open(&opts.job_dir)?;
     if dir.is_started() && !opts.resume {
@@ -426,9 +426,7 @@ impl Job<'_> {
         }
         Ok(())
     }
-}
 
-impl Job<'_> {
     /// One bucket's run: its matched rows (sorted), or this side's shares
     /// of circuit PSI's aggregates (opened once, [`Job::open_circuit`]).
     async fn run_bucket(
@@ -459,7 +457,7 @@ impl Job<'_> {
                     keys: &bucket.keys,
                     values: &bucket.values,
                 };
-                let role = circuit_role(self.role);
+                let role = self.role.into();
                 facade::shares_on(ch, role, input, &config, &NoProgress).await
             }
         }
@@ -505,18 +503,8 @@ impl Job<'_> {
         let sid =
             psikit_ot::SessionId::new(&[&b"psikit job opening v1"[..], &agreed.job_id].concat());
         let bounds = (sizes.0.min(sizes.1), sizes);
-        let role = circuit_role(self.role);
+        let role = self.role.into();
         crate::cpsi::facade::open_shares_on(ch, role, &sums, config, &sid, columns, bounds).await
-    }
-}
-
-/// Circuit PSI's role for a job's: the sender holds the simple table, the
-/// receiver the cuckoo table.
-#[cfg(feature = "cpsi")]
-fn circuit_role(role: Role) -> crate::cpsi::Role {
-    match role {
-        Role::Sender => crate::cpsi::Role::Sender,
-        Role::Receiver => crate::cpsi::Role::Receiver,
     }
 }
 
