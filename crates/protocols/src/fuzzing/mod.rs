@@ -67,6 +67,7 @@ pub const TARGETS: &[Target] = &[
     ("cpsi_messages", cpsi_messages),
     ("epc_messages", epc_messages),
     ("job_messages", job_messages),
+    ("job_files", job_files),
     ("csv_keys", csv_keys),
     ("parquet_keys", parquet_keys),
 ];
@@ -458,6 +459,23 @@ pub fn job_messages(data: &[u8]) {
     };
     let bound = u16::from_be_bytes(*bound);
     job::fuzz_decode(usize::from(which) % job::FUZZED, payload, bound);
+}
+
+/// A job directory's files, the selector's low two bits picking which:
+/// the agreement, the input summary, a bucket's result (each sealed with
+/// SHA-256), or a spool file loaded as a padded bucket. Each is read as
+/// given and with its digest recomputed over the mutated contents; what
+/// reads must write back and read again the same.
+pub fn job_files(data: &[u8]) {
+    let Some((which, file)) = split(data) else {
+        return;
+    };
+    for file in [file.to_vec(), digest_last(file, 8)] {
+        let Ok(root) = tempfile::tempdir() else {
+            return;
+        };
+        crate::jobs::fuzzing::fuzz_file(root.path(), which, &file);
+    }
 }
 
 /// A CSV file read under a key spec given on the input's first line, as

@@ -64,6 +64,7 @@ pub fn seeds() -> Vec<Seed> {
     add("cpsi_messages", cpsi_message_seeds());
     add("epc_messages", epc_message_seeds());
     add("job_messages", job_message_seeds());
+    add("job_files", crate::jobs::fuzzing::seeds());
     add("csv_keys", csv_seeds());
     out
 }

@@ -39,6 +39,8 @@
 //! another bucket than its hash says can never match.
 
 mod capacity;
+#[cfg(feature = "fuzzing")]
+pub(crate) mod fuzzing;
 mod journal;
 pub(crate) mod kind;
 mod link;

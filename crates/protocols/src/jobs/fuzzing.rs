@@ -1,0 +1,123 @@
+//! The job directory's files for the `job_files` fuzz target
+//! (`crate::fuzzing`), and their seeds: each file is read by the reader a
+//! job uses, and what reads must write back and read again the same.
+
+use std::path::Path;
+
+use super::journal::JobDir;
+use super::prepare::Bucket;
+use super::spool::{item_key, Record, SpoolWriter};
+use super::terms::Agreed;
+use super::{capacity::Shape, journal::InputSummary, journal::OwnTerms};
+use crate::balanced::Role;
+
+/// Which file the fuzz input is (the selector's low two bits).
+const AGREEMENT: u8 = 0;
+const INPUT: u8 = 1;
+const RESULT: u8 = 2;
+const SPOOL: u8 = 3;
+
+/// The capacity a fuzzed spool file is loaded at.
+const CAPACITY: u64 = 64;
+
+/// Reads `file` as the job file `which` picks, in a job directory at
+/// `root`.
+pub(crate) fn fuzz_file(root: &Path, which: u8, file: &[u8]) {
+    let Ok(dir) = JobDir::open(root) else {
+        return;
+    };
+    let written = match which % 4 {
+        AGREEMENT => std::fs::write(root.join("job"), file),
+        INPUT => std::fs::write(root.join("input"), file),
+        RESULT => std::fs::write(root.join("results").join("00000"), file),
+        _ => std::fs::write(dir.bucket_path(0), file),
+    };
+    if written.is_err() {
+        return;
+    }
+    match which % 4 {
+        AGREEMENT => {
+            if let Ok(Some((agreed, terms, confirmed))) = dir.agreement() {
+                dir.set_agreement(&agreed, &terms, confirmed)
+                    .expect("an agreement writes");
+                let again = dir.agreement().expect("reads").expect("is there");
+                assert_eq!(again, (agreed, terms, confirmed), "agreement round trip");
+            }
+        }
+        INPUT => {
+            if let Ok(Some(summary)) = dir.input() {
+                dir.set_input(&summary).expect("a summary writes");
+                assert_eq!(dir.input().expect("reads"), Some(summary));
+            }
+        }
+        RESULT => {
+            if let Ok(rows) = dir.result(0) {
+                dir.commit(0, &rows).expect("a result writes");
+                assert_eq!(dir.result(0).expect("reads"), rows);
+            }
+        }
+        _ => {
+            if let Ok(bucket) = Bucket::load(&dir.bucket_path(0), 0, Role::Receiver, CAPACITY) {
+                assert_eq!(bucket.keys.len() as u64, CAPACITY);
+                assert!(bucket.values.iter().all(|v| v.len() as u64 == CAPACITY));
+                let all = vec![true; bucket.keys.len()];
+                let rows = bucket.matched_rows(&all);
+                assert!(rows.windows(2).all(|w| w[0] <= w[1]), "rows sorted");
+            }
+        }
+    }
+}
+
+/// Seeds: each kind of job file as a job writes it, behind its selector.
+pub(crate) fn seeds() -> Vec<(&'static str, Vec<u8>)> {
+    let root = tempfile::tempdir().expect("a temporary directory");
+    let dir = JobDir::open(root.path()).expect("a job directory");
+    let agreed = Agreed {
+        job_id: [7; 16],
+        shape: Shape {
+            buckets: 4,
+            sender_capacity: 300,
+            receiver_capacity: 280,
+        },
+        peer_rows: 1000,
+    };
+    let terms = OwnTerms {
+        role: Role::Sender,
+        kind: super::kind::JobKind::Balanced {
+            protocol: crate::balanced::Protocol::Vole,
+            mode: crate::common::two_party::Mode {
+                malicious: false,
+                reveal: true,
+            },
+        },
+        key_format: "psikit-key-v1;columns=1;normalize=trim".into(),
+    };
+    dir.set_agreement(&agreed, &terms, true)
+        .expect("an agreement");
+    dir.set_input(&InputSummary {
+        digest: [3; 32],
+        rows_read: 1002,
+        rows: 1000,
+    })
+    .expect("a summary");
+    dir.commit(0, &[2, 3, 5, 8, 13]).expect("a result");
+    let mut spool = SpoolWriter::create(&dir.bucket_path(0), 4096, 2).expect("a spool");
+    for row in 1..=20u64 {
+        let key = item_key(&(row % 7).to_le_bytes());
+        spool
+            .push(&Record { key, row }, &[row, u64::MAX - row])
+            .expect("a record");
+    }
+    spool.finish().expect("sealed");
+    let read = |path: &Path| std::fs::read(path).expect("the file");
+    let tagged = |which: u8, path: &Path| [&[which][..], &read(path)].concat();
+    vec![
+        ("agreement", tagged(AGREEMENT, &root.path().join("job"))),
+        ("input", tagged(INPUT, &root.path().join("input"))),
+        (
+            "result",
+            tagged(RESULT, &root.path().join("results").join("00000")),
+        ),
+        ("spool", tagged(SPOOL, &dir.bucket_path(0))),
+    ]
+}
