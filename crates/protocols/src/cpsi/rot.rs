@@ -100,14 +100,24 @@ impl Rots {
                 Side::setup(ch, &sid.derive("cpsi-forward"), kind, leader, config).await?
             }
         };
-        Ok(Self {
+        Ok(Self::with_forward(kind, leader, sid, config, forward))
+    }
+
+    fn with_forward(
+        kind: OtKind,
+        leader: bool,
+        sid: &SessionId,
+        config: &ExtConfig,
+        forward: Side,
+    ) -> Self {
+        Self {
             kind,
             leader,
             sid: *sid,
             config: config.clone(),
             forward,
             reverse: None,
-        })
+        }
     }
 
     /// Random OTs on IKNP alone, for a short run with no OPRF session to
@@ -121,14 +131,7 @@ impl Rots {
     ) -> Result<Self, Error> {
         let kind = OtKind::Iknp;
         let forward = Side::setup(ch, &sid.derive("cpsi-forward"), kind, leader, config).await?;
-        Ok(Self {
-            kind,
-            leader,
-            sid: *sid,
-            config: config.clone(),
-            forward,
-            reverse: None,
-        })
+        Ok(Self::with_forward(kind, leader, sid, config, forward))
     }
 
     /// `n` random OTs, the leader sending if `leader_sends`.

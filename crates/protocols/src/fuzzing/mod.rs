@@ -17,7 +17,7 @@
 
 mod fuzzed;
 pub(crate) mod harness;
-mod seeds;
+pub(crate) mod seeds;
 
 use std::path::Path;
 

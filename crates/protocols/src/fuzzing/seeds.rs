@@ -63,7 +63,7 @@ pub fn seeds() -> Vec<Seed> {
     add("vole_messages", vole_message_seeds());
     add("cpsi_messages", cpsi_message_seeds());
     add("epc_messages", epc_message_seeds());
-    add("job_messages", job_message_seeds());
+    add("job_messages", crate::jobs::fuzzing::message_seeds());
     add("job_files", crate::jobs::fuzzing::seeds());
     add("csv_keys", csv_seeds());
     out
@@ -76,7 +76,7 @@ fn tagged(which: u8, payload: &[u8]) -> Vec<u8> {
 
 /// The fuzz selector of message `M` in its family's list (`KINDS`, from
 /// `wire_messages!`).
-fn pick<M: Message>(kinds: &[(u8, &str)]) -> u8 {
+pub(crate) fn pick<M: Message>(kinds: &[(u8, &str)]) -> u8 {
     let at = kinds.iter().position(|&(kind, _)| kind == M::KIND);
     u8::try_from(at.expect("the message is in its family's list")).expect("a short list")
 }
@@ -562,80 +562,6 @@ fn cpsi_message_seeds() -> Vec<(&'static str, Vec<u8>)> {
             bounded(3, 2, &cpsi::Share(vec![u64::MAX - 9, 7]).to_frame().payload),
         ),
         ("opening", bounded(4, 77, &opening.to_bytes())),
-    ]
-}
-
-fn job_message_seeds() -> Vec<(&'static str, Vec<u8>)> {
-    use crate::balanced::{Protocol, Role};
-    use crate::jobs::kind::JobKind;
-    use crate::jobs::terms::{self as job, BucketStart, Committed, JobDone, JobHello, Which};
-    /// Selector, the two bound bytes (the job's bucket count), the payload.
-    fn bounded<M: Message>(buckets: u16, message: &M) -> Vec<u8> {
-        let which = pick::<M>(job::KINDS);
-        [
-            &[which][..],
-            &buckets.to_be_bytes(),
-            &message.to_frame().payload,
-        ]
-        .concat()
-    }
-    let new = JobHello {
-        role: Role::Sender,
-        which: Which::New,
-        nonce: [7; 16],
-        kind: JobKind::Balanced {
-            protocol: Protocol::Vole,
-            mode: crate::common::two_party::Mode {
-                malicious: true,
-                reveal: false,
-            },
-        },
-        key_format: "psikit-key-v1;columns=1;normalize=trim,lower".into(),
-        rows: 100_000_000,
-        max_bucket_items: 1 << 22,
-    };
-    let resume = JobHello {
-        role: Role::Receiver,
-        which: Which::Resume {
-            job_id: [9; 16],
-            confirmed: true,
-        },
-        kind: JobKind::Balanced {
-            protocol: Protocol::Rr16,
-            mode: crate::common::two_party::Mode {
-                malicious: false,
-                reveal: true,
-            },
-        },
-        rows: 0,
-        ..new.clone()
-    };
-    let mut sums = crate::cpsi::CpsiConfig::new(crate::cpsi::App::Sum);
-    sums.min_intersection = 1000;
-    sums.product_bits = 32;
-    let circuit = JobHello {
-        kind: JobKind::Circuit {
-            terms: sums.agreed(),
-            value_columns: 2,
-        },
-        ..new.clone()
-    };
-    // Buckets 0-4, 9 and 12 of 13.
-    let committed = Committed {
-        bits: vec![0x1f, 0x12],
-    };
-    vec![
-        ("hello-new", bounded(0, &new)),
-        ("hello-resume", bounded(0, &resume)),
-        ("hello-circuit", bounded(0, &circuit)),
-        ("committed", bounded(13, &committed)),
-        ("committed-past-the-end", bounded(12, &committed)),
-        ("bucket-start", bounded(13, &BucketStart { bucket: 12 })),
-        (
-            "bucket-start-out-of-range",
-            bounded(12, &BucketStart { bucket: 12 }),
-        ),
-        ("done", bounded(0, &JobDone)),
     ]
 }
 

@@ -1,8 +1,11 @@
-//! The job directory's files for the `job_files` fuzz target
-//! (`crate::fuzzing`), and their seeds: each file is read by the reader a
-//! job uses, and what reads must write back and read again the same.
+//! A job's part of the fuzz targets (`crate::fuzzing`): the job
+//! directory's files for `job_files` (each read by the reader a job uses;
+//! what reads must write back and read again the same), and the seeds of
+//! `job_files` and `job_messages`.
 
 use std::path::Path;
+
+use psikit_transport::Message;
 
 use super::journal::JobDir;
 use super::prepare::Bucket;
@@ -119,5 +122,81 @@ pub(crate) fn seeds() -> Vec<(&'static str, Vec<u8>)> {
             tagged(RESULT, &root.path().join("results").join("00000")),
         ),
         ("spool", tagged(SPOOL, &dir.bucket_path(0))),
+    ]
+}
+
+/// Seeds of the `job_messages` target: each message of a job behind its
+/// selector and bound bytes.
+pub(crate) fn message_seeds() -> Vec<(&'static str, Vec<u8>)> {
+    use crate::balanced::{Protocol, Role};
+    use crate::jobs::kind::JobKind;
+    use crate::jobs::terms::{self as job, BucketStart, Committed, JobDone, JobHello, Which};
+    /// Selector, the two bound bytes (the job's bucket count), the payload.
+    fn bounded<M: Message>(buckets: u16, message: &M) -> Vec<u8> {
+        let which = crate::fuzzing::seeds::pick::<M>(job::KINDS);
+        [
+            &[which][..],
+            &buckets.to_be_bytes(),
+            &message.to_frame().payload,
+        ]
+        .concat()
+    }
+    let new = JobHello {
+        role: Role::Sender,
+        which: Which::New,
+        nonce: [7; 16],
+        kind: JobKind::Balanced {
+            protocol: Protocol::Vole,
+            mode: crate::common::two_party::Mode {
+                malicious: true,
+                reveal: false,
+            },
+        },
+        key_format: "psikit-key-v1;columns=1;normalize=trim,lower".into(),
+        rows: 100_000_000,
+        max_bucket_items: 1 << 22,
+    };
+    let resume = JobHello {
+        role: Role::Receiver,
+        which: Which::Resume {
+            job_id: [9; 16],
+            confirmed: true,
+        },
+        kind: JobKind::Balanced {
+            protocol: Protocol::Rr16,
+            mode: crate::common::two_party::Mode {
+                malicious: false,
+                reveal: true,
+            },
+        },
+        rows: 0,
+        ..new.clone()
+    };
+    let mut sums = crate::cpsi::CpsiConfig::new(crate::cpsi::App::Sum);
+    sums.min_intersection = 1000;
+    sums.product_bits = 32;
+    let circuit = JobHello {
+        kind: JobKind::Circuit {
+            terms: sums.agreed(),
+            value_columns: 2,
+        },
+        ..new.clone()
+    };
+    // Buckets 0-4, 9 and 12 of 13.
+    let committed = Committed {
+        bits: vec![0x1f, 0x12],
+    };
+    vec![
+        ("hello-new", bounded(0, &new)),
+        ("hello-resume", bounded(0, &resume)),
+        ("hello-circuit", bounded(0, &circuit)),
+        ("committed", bounded(13, &committed)),
+        ("committed-past-the-end", bounded(12, &committed)),
+        ("bucket-start", bounded(13, &BucketStart { bucket: 12 })),
+        (
+            "bucket-start-out-of-range",
+            bounded(12, &BucketStart { bucket: 12 }),
+        ),
+        ("done", bounded(0, &JobDone)),
     ]
 }
