@@ -289,11 +289,13 @@ pub(crate) fn run_job(
     let name = role_name(role);
     let t = &out.times;
     println!(
-        "{name}: job {}: {} buckets of {} (sender) / {} (receiver) items; {} run now{}",
+        "{name}: job {}: {} buckets of {} (sender) / {} (receiver) items, each at σ = {}; {} \
+         run now{}",
         out.id(),
         out.shape.buckets,
         out.shape.sender_capacity,
         out.shape.receiver_capacity,
+        out.shape.statistical_bits(),
         out.buckets_run,
         match out.reconnects {
             0 => String::new(),

@@ -11,6 +11,7 @@
 use psikit_transport::{Channel, Limits, Stepper};
 
 use crate::common::connect::{block_on, Peer};
+use crate::common::statistical;
 pub use crate::common::two_party::Protocol;
 use crate::common::two_party::{finish, open, receiver_on, sender_on};
 use crate::common::{NoProgress, Progress};
@@ -40,10 +41,11 @@ pub struct Settings {
     /// How this party encodes its keys (`psikit_io::KeySpec::key_format`);
     /// empty to skip the comparison.
     pub key_format: String,
-    /// RR16's parameter search (security levels, chunk size); `None` for
-    /// its defaults. VOLE-PSI has no such setting.
-    #[cfg(feature = "rr16")]
-    pub rr16_search: Option<crate::rr16::Search>,
+    /// Statistical security σ of this run (`common::statistical`, default
+    /// 40): summary lengths, structure failure bounds and RR16's
+    /// cut-and-choose. Both parties must use the same; a bucketed job sets
+    /// it from its bucket count.
+    pub statistical_bits: u32,
 }
 
 impl Settings {
@@ -60,8 +62,7 @@ impl Settings {
             reveal: false,
             max_peer_items,
             key_format: String::new(),
-            #[cfg(feature = "rr16")]
-            rr16_search: None,
+            statistical_bits: statistical::STATISTICAL_BITS,
         }
     }
 }
@@ -185,6 +186,7 @@ mod vole {
             reveal_to_sender: s.reveal,
             max_set_size: s.max_peer_items,
             key_format: s.key_format.clone(),
+            statistical_bits: s.statistical_bits,
             ..VoleConfig::default()
         };
         Ok(match role {
@@ -215,7 +217,7 @@ mod vole {
 #[cfg(feature = "rr16")]
 mod rr16 {
     use super::*;
-    use crate::rr16::{facade::Rr16, Rr16Config};
+    use crate::rr16::{facade::Rr16, Rr16Config, Search};
 
     pub(super) async fn run_on(
         ch: &mut Channel,
@@ -229,7 +231,10 @@ mod rr16 {
             reveal_to_sender: s.reveal,
             max_set_size: s.max_peer_items,
             key_format: s.key_format.clone(),
-            search: s.rr16_search.unwrap_or_default(),
+            search: Search {
+                lambda: f64::from(s.statistical_bits),
+                ..Search::default()
+            },
             ..Rr16Config::default()
         };
         Ok(match role {

@@ -525,7 +525,9 @@ fn render(results: &[(Config, Vec<Run>)], memory: u64) -> String {
     out.push_str(&format!(
         "\n## Buckets and traffic\n\nCapacity = each side's padded bucket size (overflow \
          probability at most 2^-40); padded / rows = buckets × capacity / n, the dummies' \
-         overhead. bits/item = both directions × 8 / n.\n\n{}",
+         overhead. bits/item = both directions × 8 / n. Each bucket runs at statistical \
+         security σ = 40 + log2(buckets), so that the job's false matches and failures add up \
+         to at most 2^-40.\n\n{}",
         shape.render()
     ));
     if reconnects > 0.0 {

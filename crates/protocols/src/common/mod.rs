@@ -12,6 +12,8 @@ pub mod oprf_stage;
 mod progress;
 pub mod state_dir;
 #[cfg(feature = "two-party")]
+pub mod statistical;
+#[cfg(feature = "two-party")]
 pub mod summaries;
 #[cfg(feature = "two-party")]
 pub mod two_party;

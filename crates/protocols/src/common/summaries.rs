@@ -5,8 +5,9 @@
 //! both parties asked for it, the receiver reveals the matched values so
 //! that the sender can map them back to its items.
 //!
-//! Summary values are `40 + log2 n_s + log2 n_r` bits ([`summary_len`]):
-//! any false match over the whole run has probability at most `2^-40`.
+//! Summary values are `σ + log2 n_s + log2 n_r` bits ([`summary_len`]):
+//! any false match over the whole run has probability at most `2^-σ`
+//! (`σ` from [`crate::common::statistical`]).
 
 use std::collections::HashMap;
 
@@ -21,10 +22,10 @@ use crate::error::Error;
 /// search cheap (byte arrays compare through `memcmp` calls).
 pub type Summary = [u64; 3];
 
-/// Bytes of a summary value for these set sizes: `λ + log2(n_s) +
-/// log2(n_r)` bits for a `2^-40` chance of any false match.
-pub fn summary_len(sender: u64, receiver: u64) -> usize {
-    let bits = 40 + 64 - sender.max(1).leading_zeros() + 64 - receiver.max(1).leading_zeros();
+/// Bytes of a summary value for these set sizes: `σ + log2(n_s) +
+/// log2(n_r)` bits for a `2^-σ` chance of any false match.
+pub fn summary_len(sender: u64, receiver: u64, sigma: u32) -> usize {
+    let bits = sigma + 64 - sender.max(1).leading_zeros() + 64 - receiver.max(1).leading_zeros();
     bits.div_ceil(8) as usize
 }
 
@@ -279,9 +280,11 @@ mod tests {
 
     #[test]
     fn summary_length_covers_lambda_and_set_sizes() {
-        assert_eq!(summary_len(1, 1), 6);
-        assert_eq!(summary_len(1 << 20, 1 << 20), 11);
-        assert_eq!(summary_len(0, 0), 6);
+        assert_eq!(summary_len(1, 1, 40), 6);
+        assert_eq!(summary_len(1 << 20, 1 << 20, 40), 11);
+        assert_eq!(summary_len(0, 0, 40), 6);
+        // A job's buckets take more bits each: 256 buckets, 8 more.
+        assert_eq!(summary_len(1 << 20, 1 << 20, 48), 12);
     }
 
     #[test]

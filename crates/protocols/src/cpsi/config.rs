@@ -4,6 +4,7 @@
 use psikit_ot::ExtConfig;
 
 use super::vocabulary::{Agreed, App, Epc, OtKind, Reveal, MAX_VALUE_COLUMNS};
+use crate::common::statistical;
 use crate::error::Error;
 
 /// How to run circuit PSI.
@@ -34,6 +35,11 @@ pub struct CpsiConfig {
     /// This party's key encoding (`psikit_io::KeySpec::key_format`), or
     /// empty to skip the check.
     pub key_format: String,
+    /// Statistical security σ of this run (`common::statistical`): the
+    /// tags' length, the flooding of EPC's replies and the failure bounds
+    /// of the cuckoo table and the OKVS. Both parties must use the same; a
+    /// bucketed job sets it from its bucket count.
+    pub statistical_bits: u32,
 }
 
 impl CpsiConfig {
@@ -49,6 +55,7 @@ impl CpsiConfig {
             max_set_size: 1 << 26,
             threads: None,
             key_format: String::new(),
+            statistical_bits: statistical::STATISTICAL_BITS,
         }
     }
 
@@ -96,6 +103,7 @@ pub struct Input<'a> {
 /// through [`super::Choices`]).
 pub(super) fn check_config(cfg: &CpsiConfig, input: &Input<'_>) -> Result<(), Error> {
     let bad = |why: String| Err(Error::Config(why));
+    statistical::check(cfg.statistical_bits)?;
     if input.values.len() > MAX_VALUE_COLUMNS {
         return bad(format!(
             "at most {MAX_VALUE_COLUMNS} value columns, not {}",

@@ -28,32 +28,31 @@ const EXPANSION: f64 = 1.27;
 /// experiments support; smaller ones take what the proven bound needs.
 const LARGE: usize = 1 << 13;
 
-/// Statistical security parameter σ.
-pub const SIGMA: u32 = 40;
-
 /// Most bins: keeps bin indices in 32 bits and tags in 128.
 pub const MAX_BINS: usize = 1 << 31;
 
-/// The table size `M` for a receiver set of `n` items, failing with
-/// probability below `2^-40`:
+/// The table size `M` for a receiver set of `n` items at statistical
+/// security `sigma`:
 ///
 /// * from [`LARGE`] items on, `M = 1.27·N` with `d = 3` distinct
 ///   locations and no stash: the size Pinkas, Schneider, Tkachenko and
 ///   Yanai (Eurocrypt 2019, §3) derive from experiments extrapolated to
-///   `2^-40`, the setting the paper reuses in §6.1;
+///   `2^-40`, the setting the paper reuses in §6.1. It stays `2^-40` per
+///   run whatever `sigma` asks (a job's buckets may each abort with that
+///   probability; docs/security.md);
 /// * below it, the fewest bins for which the proven Hall-condition bound
-///   (`psikit_structures::cuckoo_table::bound`) is below `2^-40` (about
+///   (`psikit_structures::cuckoo_table::bound`) is below `2^-sigma` (about
 ///   `10·N` for 4 items, `2.3·N` at 100, `1.6·N` at 1,000), or the table
 ///   of [`LARGE`] items if that is smaller (it holds fewer items at least
 ///   as well).
 ///
 /// A failure stops the run with an error; it depends on the receiver's set
 /// and the fresh seed only, and the next run draws another seed.
-pub fn bins(n: usize) -> Result<usize, Error> {
+pub fn bins(n: usize, sigma: u32) -> Result<usize, Error> {
     let m = bound::min_bins(
         n as u64,
         HASHES as u64,
-        SIGMA as f64,
+        f64::from(sigma),
         EXPANSION,
         LARGE as u64,
     );
@@ -68,8 +67,8 @@ pub fn bins(n: usize) -> Result<usize, Error> {
 
 /// The tag length `ℓ = σ + ⌈log2 M⌉` (paper §3.1): a random tag matches
 /// another with probability `2^-ℓ`, so all `M` bins stay below `2^-σ`.
-pub fn tag_bits(bins: usize) -> u32 {
-    SIGMA + (bins.max(2) as u64).next_power_of_two().ilog2()
+pub fn tag_bits(bins: usize, sigma: u32) -> u32 {
+    sigma + (bins.max(2) as u64).next_power_of_two().ilog2()
 }
 
 /// The OPPRF key of the item with key `k` in bin `bin`.
@@ -151,24 +150,27 @@ mod tests {
     #[test]
     fn tag_length_follows_the_paper() {
         // §6.1: ℓ = σ + 1 + ⌈log2 N⌉ with M = 1.27·N: 57 at 2^16, 61 at 2^20.
-        assert_eq!(tag_bits(bins(1 << 16).expect("bins")), 57);
-        assert_eq!(tag_bits(bins(1 << 20).expect("bins")), 61);
+        assert_eq!(tag_bits(bins(1 << 16, 40).expect("bins"), 40), 57);
+        assert_eq!(tag_bits(bins(1 << 20, 40).expect("bins"), 40), 61);
     }
 
     #[test]
     fn small_sets_get_the_bins_the_proven_bound_needs() {
         use psikit_structures::cuckoo_table::bound::log2_failure;
         for n in [1usize, 2, 4, 5, 100, 1000, 5000, LARGE - 1] {
-            let m = bins(n).expect("bins");
+            let m = bins(n, 40).expect("bins");
             assert!(m >= 3);
-            let proven = log2_failure(n as u64, m as u64, 3) <= -(SIGMA as f64);
-            assert!(proven || m == bins(LARGE).expect("bins"), "n {n}: {m} bins");
+            let proven = log2_failure(n as u64, m as u64, 3) <= -40.0;
+            assert!(
+                proven || m == bins(LARGE, 40).expect("bins"),
+                "n {n}: {m} bins"
+            );
         }
         // Items whose locations all fall in one bin would need a stash;
         // distinct locations make four items on three bins the smallest
         // failure: at 4 items and their bins, below 2^-40.
-        assert!(log2_failure(4, bins(4).expect("bins") as u64, 3) <= -40.0);
-        assert_eq!(bins(1 << 20).expect("bins"), 1_331_692);
+        assert!(log2_failure(4, bins(4, 40).expect("bins") as u64, 3) <= -40.0);
+        assert_eq!(bins(1 << 20, 40).expect("bins"), 1_331_692);
     }
 
     #[test]
@@ -202,7 +204,7 @@ mod tests {
         let mut rng = StdRng::seed_from_u64(5);
         for n in [1usize, 3, 100, 5000] {
             let keys: Vec<u128> = (0..n).map(|_| rng.gen()).collect();
-            let m = bins(n).expect("bins");
+            let m = bins(n, 40).expect("bins");
             let seed: u128 = rng.gen();
             let table = CuckooBins::build(&keys, m, seed, &mut rng).expect("fits");
             let simple: std::collections::HashSet<(u32, u32)> =

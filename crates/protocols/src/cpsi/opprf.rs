@@ -13,9 +13,7 @@
 //!
 //! The OKVS is GF(2)-linear (a decoded value is the XOR of table entries),
 //! so the sender sends each hint entry truncated to the bytes the
-//! receiver keeps: `⌈ℓ/8⌉` for tags alone, else 8 per tag and 8 per value
-//! (the tag and the first value share one OKVS table, further values go
-//! two per table over the same keys).
+//! receiver keeps: `⌈ℓ/8⌉` per tag and 8 per value ([`Layout`]).
 
 use psikit_ot::silent::{SilentReceiver, SilentSender};
 use psikit_ot::{aes_hash, gf128};
@@ -127,40 +125,62 @@ pub fn tag_width(ell: u32) -> usize {
 }
 
 /// The hint OKVS for `capacity` programmed keys (the receiver's bound is
-/// three per sender item).
-pub fn hint_okvs(capacity: usize, seed: [u8; 16]) -> Result<Okvs, Error> {
-    Ok(Okvs::new(OkvsParams::new(capacity.max(1))?, seed))
+/// three per sender item), failing with probability at most `2^-sigma`.
+pub fn hint_okvs(capacity: usize, seed: [u8; 16], sigma: u32) -> Result<Okvs, Error> {
+    let params = OkvsParams::with_security(capacity.max(1), sigma)?;
+    Ok(Okvs::new(params, seed))
 }
 
-/// OKVS tables of a hint with `k` value columns: the tag and the first
-/// value share the first (tag below bit 64, value above), the other
-/// values go two per table. All tables share the keys and the OKVS.
-fn tables(k: usize) -> usize {
-    1 + k / 2
+/// How a hint of `ℓ`-bit tags and `k` 64-bit value columns fills its OKVS
+/// tables (128-bit entries over the same keys and OKVS): values go two per
+/// table after the tags' table, except that a tag of at most 64 bits
+/// shares its table with the first value (tag below bit 64, value above).
+#[derive(Clone, Copy)]
+struct Layout {
+    ell: u32,
+    k: usize,
 }
 
-/// Where value column `j` lives: its table and the bit its half starts at.
-fn slot(j: usize) -> (usize, u32) {
-    (j.div_ceil(2), 64 * ((j + 1) % 2) as u32)
-}
-
-/// Bytes sent per entry of table `t` (of a hint with `k` value columns).
-fn table_width(ell: u32, k: usize, t: usize) -> usize {
-    match (t, k) {
-        (0, 0) => tag_width(ell),
-        (0, _) => 16,
-        _ if 2 * t < k => 16,
-        _ => 8,
+impl Layout {
+    /// Whether the tag and the first value share table 0.
+    fn shared(self) -> bool {
+        self.k > 0 && self.ell <= 64
     }
-}
 
-/// Values ride beside the tags, so their tags must fit 64 bits.
-fn check_values(ell: u32, k: usize) -> Result<(), Error> {
-    match k == 0 || ell <= 64 {
-        true => Ok(()),
-        false => Err(Error::Config(format!(
-            "values need tags of at most 64 bits (receiver sets below 2^23 items), not {ell}"
-        ))),
+    /// Value columns in tables after the first.
+    fn apart(self) -> usize {
+        self.k - usize::from(self.shared())
+    }
+
+    fn tables(self) -> usize {
+        1 + self.apart().div_ceil(2)
+    }
+
+    /// Where value column `j` lives: its table and the bit it starts at.
+    fn slot(self, j: usize) -> (usize, u32) {
+        match self.shared() {
+            true if j == 0 => (0, 64),
+            true => (1 + (j - 1) / 2, 64 * ((j - 1) % 2) as u32),
+            false => (1 + j / 2, 64 * (j % 2) as u32),
+        }
+    }
+
+    /// The bits of table 0 the tag holds.
+    fn tag_mask(self) -> u128 {
+        match self.shared() {
+            true => u128::from(u64::MAX),
+            false => u128::MAX,
+        }
+    }
+
+    /// Bytes sent per entry of table `t`.
+    fn width(self, t: usize) -> usize {
+        match t {
+            0 if self.shared() => 16,
+            0 => tag_width(self.ell),
+            _ if 2 * t <= self.apart() => 16,
+            _ => 8,
+        }
     }
 }
 
@@ -172,24 +192,24 @@ pub async fn program(
     p: &Program<'_>,
     capacity: usize,
     ell: u32,
+    sigma: u32,
 ) -> Result<(), Error> {
-    let k = p.values.len();
-    check_values(ell, k)?;
-    let okvs = hint_okvs(capacity, OsRng.gen())?;
+    let layout = Layout {
+        ell,
+        k: p.values.len(),
+    };
+    let okvs = hint_okvs(capacity, OsRng.gen(), sigma)?;
     ch.send_msg(&HintSeed(okvs.seed())).await?;
     let f = key.eval(p.keys)?;
     let mut blocks = vec![masks(&f, TAGS)];
-    let low = match k {
-        0 => u128::MAX,
-        _ => u128::from(u64::MAX),
-    };
+    let low = layout.tag_mask();
     blocks[0]
         .par_iter_mut()
         .zip(p.tags.par_iter())
         .for_each(|(m, t)| *m = (*m ^ t) & low);
-    blocks.resize_with(tables(k), || vec![0u128; p.keys.len()]);
+    blocks.resize_with(layout.tables(), || vec![0u128; p.keys.len()]);
     for (j, column) in p.values.iter().enumerate() {
-        let (t, shift) = slot(j);
+        let (t, shift) = layout.slot(j);
         blocks[t]
             .par_iter_mut()
             .zip(
@@ -202,7 +222,7 @@ pub async fn program(
     let mut hint = Vec::new();
     for (t, values) in blocks.iter().enumerate() {
         let table = encode(&okvs, p.keys, values)?;
-        hint.extend(msg::pack_blocks(&table, table_width(ell, k, t)));
+        hint.extend(msg::pack_blocks(&table, layout.width(t)));
     }
     msg::send(ch, msg::KIND_HINT, &hint).await
 }
@@ -224,12 +244,13 @@ pub async fn receive_program(
     capacity: usize,
     ell: u32,
     k: usize,
+    sigma: u32,
 ) -> Result<Programmed, Error> {
-    check_values(ell, k)?;
+    let layout = Layout { ell, k };
     let HintSeed(seed) = ch.recv_msg(()).await?;
-    let okvs = hint_okvs(capacity, seed)?;
+    let okvs = hint_okvs(capacity, seed, sigma)?;
     let len = okvs.params().table_len();
-    let widths: Vec<usize> = (0..tables(k)).map(|t| table_width(ell, k, t)).collect();
+    let widths: Vec<usize> = (0..layout.tables()).map(|t| layout.width(t)).collect();
     let hint = msg::recv_exact(ch, msg::KIND_HINT, len * widths.iter().sum::<usize>()).await?;
     let mut at = 0;
     let mut decoded = Vec::with_capacity(widths.len());
@@ -246,7 +267,7 @@ pub async fn receive_program(
         .collect();
     let values = (0..k)
         .map(|j| {
-            let (t, shift) = slot(j);
+            let (t, shift) = layout.slot(j);
             decoded[t]
                 .par_iter()
                 .zip(masks(f, VALUES + j as u128).par_iter())

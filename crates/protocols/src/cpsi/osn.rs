@@ -526,7 +526,7 @@ pub(super) mod tests {
             assert_eq!(switches(n), c, "n {n}");
         }
         // At 2^20 items: 1.27·2^20 + 128 bins, about 26 M switches.
-        let bins = crate::cpsi::hashing::bins(1 << 20).expect("bins");
+        let bins = crate::cpsi::hashing::bins(1 << 20, 40).expect("bins");
         assert_eq!(switches(bins), bins * 21 - (1 << 21) + 1);
     }
 
@@ -645,7 +645,7 @@ pub(super) mod tests {
     #[ignore]
     async fn osn_measure() {
         use std::time::Instant;
-        let m = crate::cpsi::hashing::bins(1 << 20).expect("bins");
+        let m = crate::cpsi::hashing::bins(1 << 20, 40).expect("bins");
         let k = switches(m);
         let single = rayon::ThreadPoolBuilder::new()
             .num_threads(1)

@@ -40,8 +40,9 @@ pub(super) async fn run_receiver(
     let peer = hello(ch, cfg, &input).await?;
     progress.stage(STAGE_HASHING, None);
     let n_r = input.keys.len();
-    let m = hashing::bins(n_r)?;
-    let ell = hashing::tag_bits(m);
+    let sigma = cfg.statistical_bits;
+    let m = hashing::bins(n_r, sigma)?;
+    let ell = hashing::tag_bits(m, sigma);
     (phases.bins, phases.tag_bits) = (m, ell);
     let seeds = Seeds {
         hashing: OsRng.gen(),
@@ -56,7 +57,7 @@ pub(super) async fn run_receiver(
     progress.stage(STAGE_OPPRF, None);
 
     let sid = session_id(&seeds, peer.set_size, n_r as u64);
-    let okvs = Okvs::new(OkvsParams::new(m)?, seeds.okvs);
+    let okvs = Okvs::new(OkvsParams::with_security(m, sigma)?, seeds.okvs);
     let mut vole = SilentReceiver::setup(
         ch,
         &sid,
@@ -68,7 +69,7 @@ pub(super) async fn run_receiver(
     let f = opprf::oprf_receive(ch, &mut vole, &okvs, &bin_keys).await?;
     let capacity = hashing::HASHES as usize * peer.set_size as usize;
     let k_s = usize::from(peer.value_columns);
-    let programmed = opprf::receive_program(ch, &bin_keys, &f, capacity, ell, k_s).await?;
+    let programmed = opprf::receive_program(ch, &bin_keys, &f, capacity, ell, k_s, sigma).await?;
     drop((f, bin_keys));
     phases.opprf = meter.mark(ch);
     progress.stage(STAGE_COMPARE, None);

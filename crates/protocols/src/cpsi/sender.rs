@@ -40,8 +40,9 @@ pub(super) async fn run_sender(
     let peer = hello(ch, cfg, &input).await?;
     progress.stage(STAGE_HASHING, None);
     let n_s = input.keys.len();
-    let m = hashing::bins(peer.set_size as usize)?;
-    let ell = hashing::tag_bits(m);
+    let sigma = cfg.statistical_bits;
+    let m = hashing::bins(peer.set_size as usize, sigma)?;
+    let ell = hashing::tag_bits(m, sigma);
     (phases.bins, phases.tag_bits) = (m, ell);
     let seeds: Seeds = ch.recv_msg(()).await?;
     let keys = item_keys(input.keys);
@@ -50,7 +51,7 @@ pub(super) async fn run_sender(
     progress.stage(STAGE_OPPRF, None);
 
     let sid = session_id(&seeds, n_s as u64, peer.set_size);
-    let okvs = Okvs::new(OkvsParams::new(m)?, seeds.okvs);
+    let okvs = Okvs::new(OkvsParams::with_security(m, sigma)?, seeds.okvs);
     let mut vole = SilentSender::setup(
         ch,
         &sid,
@@ -91,7 +92,8 @@ pub(super) async fn run_sender(
         tags: &bin_tags,
         values: &bin_values,
     };
-    opprf::program(ch, &key, &program, hashing::HASHES as usize * n_s, ell).await?;
+    let capacity = hashing::HASHES as usize * n_s;
+    opprf::program(ch, &key, &program, capacity, ell, sigma).await?;
     drop((key, bin_keys, bin_tags, bin_values));
     phases.opprf = meter.mark(ch);
     progress.stage(STAGE_COMPARE, None);

@@ -71,11 +71,10 @@ pub(super) async fn compare(
 ) -> Result<Compared, Error> {
     let leader = matches!(silent, rot::Side::SilentSender(_));
     let m = tags.len();
-    let params = cfg.epc.params(ell, m)?;
+    let params = cfg.epc.params(ell, m, cfg.statistical_bits)?;
     let equality = Equality::of(cfg.ot, params.is_some());
     let (compared, bits) = match params {
         Some(params) => {
-            let tags: Vec<u64> = tags.iter().map(|&t| t as u64).collect();
             let r = match leader {
                 true => epc::driver::send(ch, &params, &tags).await?,
                 false => epc::driver::receive(ch, &params, &tags).await?,

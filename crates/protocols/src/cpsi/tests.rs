@@ -250,6 +250,52 @@ async fn aggregates_with(ot: OtKind) {
     }
 }
 
+/// A job's buckets run at σ = 40 + log2 B: tags then pass 64 bits
+/// (EPC decomposes them by long division, the hint gives them a table of
+/// their own), and sums still match the plaintext, with EPC and without.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tags_beyond_64_bits_still_carry_sums() {
+    // σ = 52 over 3,000 items: 16,384 bins' worth of tags, 66 bits.
+    let (s, r, truth) = sets(77, 2000, 3000, 999);
+    let sv: Vec<Vec<u64>> = (0..3).map(|c| values(s.len(), 30 + c, u64::MAX)).collect();
+    let rv = values(r.len(), 40, u64::MAX);
+    let by_key: HashMap<&Vec<u8>, usize> = s.iter().enumerate().map(|(i, k)| (k, i)).collect();
+    let sums = Sums {
+        cardinality: truth.iter().filter(|&&t| t).count() as u64,
+        sender_values: sv
+            .iter()
+            .map(|col| {
+                r.iter()
+                    .filter_map(|k| by_key.get(k))
+                    .fold(0u64, |a, &j| a.wrapping_add(col[j]))
+            })
+            .collect(),
+        receiver_values: vec![rv
+            .iter()
+            .zip(&truth)
+            .filter(|(_, t)| **t)
+            .fold(0u64, |a, (v, _)| a.wrapping_add(*v))],
+        inner_product: None,
+    };
+    for epc in [Epc::Auto, Epc::Off] {
+        let mut cfg = CpsiConfig::new(App::Sum);
+        (cfg.epc, cfg.statistical_bits) = (epc, 52);
+        let sender = Party {
+            keys: s.clone(),
+            values: sv.clone(),
+        };
+        let receiver = Party {
+            keys: r.clone(),
+            values: vec![rv.clone()],
+        };
+        let (_, ro) = run_pair(sender, receiver, cfg).await;
+        assert!(ro.phases.tag_bits > 64, "{:?}", ro.phases);
+        let compressed = matches!(epc, Epc::Auto);
+        assert_eq!(ro.phases.compared_bits < 64, compressed, "{epc:?}");
+        assert_eq!(ro.output, Output::Sum(Some(sums.clone())), "{epc:?}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn parties_that_disagree_are_refused() {
     let (s, r, _) = sets(7, 20, 20, 5);
@@ -469,7 +515,7 @@ async fn union_distinguisher_accuracy(shuffled: bool, runs: u64) -> f64 {
         let s: Vec<Vec<u8>> = (0..400).map(item).collect();
         let r: Vec<Vec<u8>> = (200..8200).map(item).collect();
         let truth: Vec<bool> = (200..8200).map(|i| i < 400).collect();
-        let m = hashing::bins(r.len()).expect("bins");
+        let m = hashing::bins(r.len(), 40).expect("bins");
         let seed: u128 = rng.gen();
         let table = CuckooBins::build(&item_keys(&r), m, seed, &mut rng).expect("fits");
         let member = |bin: usize| table.item_of_bin[bin].is_some_and(|i| truth[i as usize]);

@@ -278,7 +278,11 @@ pub enum Epc {
     /// Compare the `ℓ`-bit tags directly.
     Off,
     /// Compress to the smallest output length the run's parameters allow
-    /// (16 bits where the ring of 4096 suffices, else 17).
+    /// (16 bits where the ring of 4096 suffices, else 17), or compare
+    /// directly when none does: the flooding of a run is `σ + c` bits for
+    /// `2^c ≥ M` reply coefficients, and past 68 bits no modulus within
+    /// the 128-bit HE standard holds it (a job's buckets add `log2 B` to
+    /// `σ`, so jobs beyond about 2^28 bins in all compare directly).
     Auto,
     /// Compress to values mod a prime of this many bits (16 to 31).
     Bits(u32),
@@ -304,24 +308,17 @@ impl Epc {
         }
     }
 
-    /// The EPC parameters of a run with `m` bins of `ell`-bit tags, or
-    /// `None` to compare the tags directly (off, or tags longer than EPC's
-    /// 64 bits, which only sets beyond 2^23 items have, when automatic).
-    pub fn params(self, ell: u32, m: usize) -> Result<Option<epc::EpcParams>, Error> {
+    /// The EPC parameters of a run with `m` bins of `ell`-bit tags at
+    /// statistical security `sigma`, or `None` to compare the tags directly
+    /// (off, or, when automatic, no parameters for this run: see
+    /// [`Epc::Auto`]).
+    pub fn params(self, ell: u32, m: usize, sigma: u32) -> Result<Option<epc::EpcParams>, Error> {
         match self {
             Epc::Off => Ok(None),
-            Epc::Auto if ell > epc::MAX_ELL => Ok(None),
             Epc::Auto => {
-                let mut last = None;
-                for bits in 16..=24 {
-                    match epc::EpcParams::new(ell, bits, m) {
-                        Ok(p) => return Ok(Some(p)),
-                        Err(e) => last = Some(e),
-                    }
-                }
-                Err(last.unwrap_or_else(|| Error::Config("no EPC parameters".into())))
+                Ok((16..=24).find_map(|bits| epc::EpcParams::new(ell, bits, m, sigma).ok()))
             }
-            Epc::Bits(bits) => epc::EpcParams::new(ell, bits, m).map(Some),
+            Epc::Bits(bits) => epc::EpcParams::new(ell, bits, m, sigma).map(Some),
         }
     }
 }

@@ -81,7 +81,7 @@ pub(crate) fn he_params() -> &'static HeParams {
 pub(crate) fn epc_parties() -> &'static (EpcParams, EpcSender, EpcReceiver) {
     static PARTIES: OnceLock<(EpcParams, EpcSender, EpcReceiver)> = OnceLock::new();
     PARTIES.get_or_init(|| {
-        let params = EpcParams::new(8, 16, 4096).expect("EPC parameters");
+        let params = EpcParams::new(8, 16, 4096, 40).expect("EPC parameters");
         let (sender, key) = EpcSender::new(&params).expect("an EPC key pair");
         let receiver = EpcReceiver::new(&params, &key).expect("the EPC public key");
         (params, sender, receiver)

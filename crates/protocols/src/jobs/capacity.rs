@@ -17,11 +17,12 @@
 //! distinct items (duplicates share a bucket), so the bound holds for the
 //! distinct ones too: the tail only shrinks with fewer balls.
 
+use crate::common::statistical;
 use crate::error::Error;
 
 /// Statistical security of the padding: the probability that an honest
 /// party's bucket overflows is at most 2^-STATISTICAL_BITS.
-pub const STATISTICAL_BITS: f64 = 40.0;
+pub const STATISTICAL_BITS: f64 = statistical::STATISTICAL_BITS as f64;
 
 /// Most buckets a job may have (bucket ids and the journal's bitmap are
 /// bounded by it; 2^16 buckets of 2^22 items hold 2^38 rows).
@@ -70,6 +71,15 @@ pub struct Shape {
     pub buckets: u64,
     pub sender_capacity: u64,
     pub receiver_capacity: u64,
+}
+
+impl Shape {
+    /// σ of each bucket's run: its statistical events (false matches,
+    /// failures, a cut-and-choose passed by cheating) add up over the
+    /// buckets to at most 2^-40 ([`statistical::per_run`]).
+    pub fn statistical_bits(&self) -> u32 {
+        statistical::per_run(self.buckets)
+    }
 }
 
 /// The fewest buckets (a power of two) whose padded buckets hold at most

@@ -436,10 +436,12 @@ impl Job<'_> {
         bucket: &Bucket,
     ) -> Result<Vec<u64>, Error> {
         let peer_capacity = agreed.peer_capacity(self.role);
+        let sigma = agreed.shape.statistical_bits();
         match &self.opts.protocol {
             JobProtocol::Balanced(s) => {
                 let settings = Settings {
                     max_peer_items: peer_capacity,
+                    statistical_bits: sigma,
                     ..s.clone()
                 };
                 let out = balanced::run_on(ch, self.role, &bucket.keys, &settings, &NoProgress);
@@ -451,6 +453,7 @@ impl Job<'_> {
                 use crate::cpsi::{facade, CpsiConfig, Input};
                 let config = CpsiConfig {
                     max_set_size: peer_capacity,
+                    statistical_bits: sigma,
                     ..config.clone()
                 };
                 let input = Input {

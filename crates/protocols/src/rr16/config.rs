@@ -5,6 +5,7 @@ use psikit_ot::{ExtConfig, Security};
 
 use super::params::{Rr16Params, Search};
 
+use crate::common::statistical;
 use crate::error::Error;
 
 /// The run's stages as both roles tell their `Progress`: the session (the
@@ -64,6 +65,14 @@ impl Rr16Config {
             None => Ok(ExtConfig::default()),
             Some(t) => ExtConfig::with_threads(t).map_err(|e| Error::Config(e.to_string())),
         }
+    }
+
+    /// σ of this run (`common::statistical`): the search's `λ`, which also
+    /// sizes the summary values.
+    pub(super) fn statistical_bits(&self) -> Result<u32, Error> {
+        let sigma = self.search.lambda.ceil() as u32;
+        statistical::check(sigma)?;
+        Ok(sigma)
     }
 
     /// Parameters for a receiver set of `n` items in this mode.

@@ -119,7 +119,7 @@ pub async fn establish(
             protocol: msg::PROTOCOL_ID,
             summaries: msg::KIND_SUMMARIES,
             reveal: msg::KIND_REVEAL,
-            len: summary_len(sender_size, receiver_size),
+            len: summary_len(sender_size, receiver_size, cfg.statistical_bits()?),
         },
     })
 }

@@ -245,3 +245,29 @@ fn stepped_parties_match_plaintext_without_a_runtime() {
         assert_eq!(revealed, shared, "malicious = {malicious}");
     }
 }
+
+/// A job's buckets run at σ = 40 + log2 B, RR16's `λ`: the cut-and-choose
+/// then opens more OTs, the summaries grow, the result stays exact, and
+/// a `λ` below 40 is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn statistical_security_raises_the_cut_and_choose() {
+    let (s, r, truth) = sets(12, 200, 300, 150);
+    let at = |lambda| Rr16Config {
+        search: Search {
+            lambda,
+            ..small_chunks(true).search
+        },
+        ..small_chunks(true)
+    };
+    let mut ots = Vec::new();
+    for lambda in [40.0, 48.0] {
+        let (so, ro) = run_pair(s.clone(), r.clone(), at(lambda), Behaviour::default()).await;
+        so.expect("sender");
+        let ro = ro.expect("receiver");
+        assert_eq!(ro.matches, truth, "λ {lambda}");
+        ots.push(ro.params.n_ot);
+    }
+    assert!(ots[1] > ots[0], "{ots:?}");
+    let (_, ro) = run_pair(s, r, at(39.0), Behaviour::default()).await;
+    assert!(matches!(ro, Err(Error::Config(_))), "{ro:?}");
+}

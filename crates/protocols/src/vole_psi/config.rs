@@ -8,6 +8,9 @@ use psikit_ot::{ExtConfig, Security, SessionId};
 
 use super::messages;
 
+use psikit_structures::okvs::OkvsParams;
+
+use crate::common::statistical;
 use crate::common::summaries::{summary_len, Exchange};
 use crate::common::two_party::{Mode, Terms};
 use crate::error::Error;
@@ -37,6 +40,10 @@ pub struct VoleConfig {
     /// How this party encodes its keys (`psikit_io::KeySpec::key_format`),
     /// compared with the peer's at the start; empty to skip the check.
     pub key_format: String,
+    /// Statistical security σ of this run (`common::statistical`): the
+    /// summary values' length and the OKVS's failure bound. Both parties
+    /// must use the same; a bucketed job sets it from its bucket count.
+    pub statistical_bits: u32,
 }
 
 impl Default for VoleConfig {
@@ -47,16 +54,19 @@ impl Default for VoleConfig {
             max_set_size: 1 << 26,
             threads: None,
             key_format: String::new(),
+            statistical_bits: statistical::STATISTICAL_BITS,
         }
     }
 }
 
 /// Largest set either party may bring: keeps summary values within one
-/// 128-bit OPRF output (`40 + 44 + 44` bits).
+/// 128-bit OPRF output at σ = 40 (`40 + 44 + 44` bits; [`exchange`]
+/// refuses a larger σ with sets too large for it).
 pub const MAX_SET_SIZE: u64 = 1 << 44;
 
 impl VoleConfig {
     pub(super) fn check(&self) -> Result<(), Error> {
+        statistical::check(self.statistical_bits)?;
         if self.max_set_size > MAX_SET_SIZE {
             return Err(Error::Config(format!(
                 "VOLE-PSI sets are limited to 2^44 items, not {}",
@@ -64,6 +74,34 @@ impl VoleConfig {
             )));
         }
         Ok(())
+    }
+
+    /// The OKVS parameters for the receiver's `n` items (both parties
+    /// choose them, each from the hello).
+    pub(super) fn okvs_params(&self, n: u64) -> Result<OkvsParams, Error> {
+        Ok(OkvsParams::with_security(
+            n as usize,
+            self.statistical_bits,
+        )?)
+    }
+
+    /// How the summary values of a run travel: one 128-bit OPRF output
+    /// holds each, so `σ + log2 n_s + log2 n_r` must stay within 128 bits.
+    pub(super) fn exchange(&self, sender_size: u64, receiver_size: u64) -> Result<Exchange, Error> {
+        let len = summary_len(sender_size, receiver_size, self.statistical_bits);
+        match len <= 16 {
+            true => Ok(Exchange {
+                protocol: PROTOCOL_ID,
+                summaries: messages::KIND_SUMMARIES,
+                reveal: messages::KIND_REVEAL,
+                len,
+            }),
+            false => Err(Error::Config(format!(
+                "{sender_size} and {receiver_size} items at σ = {} need summary values \
+                 longer than the 128-bit OPRF output",
+                self.statistical_bits
+            ))),
+        }
     }
 
     /// What this party states in its hello.
@@ -105,16 +143,6 @@ pub(super) fn session_id(seed: &[u8; 16], sender_size: u64, receiver_size: u64) 
         ]
         .concat(),
     )
-}
-
-/// How the summary values of a run travel.
-pub(super) fn exchange(sender_size: u64, receiver_size: u64) -> Exchange {
-    Exchange {
-        protocol: PROTOCOL_ID,
-        summaries: messages::KIND_SUMMARIES,
-        reveal: messages::KIND_REVEAL,
-        len: summary_len(sender_size, receiver_size),
-    }
 }
 
 /// Which mode ran, and where a party's time and traffic went.

@@ -4,15 +4,13 @@
 use std::time::Instant;
 
 use psikit_ot::silent::SilentReceiver;
-use psikit_structures::okvs::{Okvs, OkvsError, OkvsParams};
+use psikit_structures::okvs::{Okvs, OkvsError};
 use psikit_transport::Channel;
 use rand::rngs::OsRng;
 use rand::Rng;
 use rayon::prelude::*;
 
-use super::config::{
-    exchange, session_id, Phases, VoleConfig, STAGE_OKVS, STAGE_SUMMARIES, STAGE_VOLE,
-};
+use super::config::{session_id, Phases, VoleConfig, STAGE_OKVS, STAGE_SUMMARIES, STAGE_VOLE};
 use super::messages::{self as msg, Commitment, OkvsSeed, ReceiverOffset, SenderOffset};
 use super::oprf;
 use crate::common::two_party::{abort, hello};
@@ -50,6 +48,7 @@ pub async fn run_receiver(
     };
     let n_r = items.len() as u64;
     let n_s = hello::<{ msg::PROTOCOL_ID }>(ch, &cfg.terms(n_r)).await?;
+    let x = cfg.exchange(n_s, n_r)?;
     let commitment = match cfg.malicious {
         true => Some(ch.recv_msg::<Commitment>(()).await?),
         false => None,
@@ -58,7 +57,7 @@ pub async fn run_receiver(
     // (10-30 ms of bound evaluations at 2^20) at the same time.
     let seed: [u8; 16] = OsRng.gen();
     ch.send_msg(&OkvsSeed(seed)).await?;
-    let okvs = Okvs::new(OkvsParams::new(items.len())?, seed);
+    let okvs = Okvs::new(cfg.okvs_params(items.len() as u64)?, seed);
     let m = okvs.params().table_len();
 
     progress.stage(STAGE_VOLE, None);
@@ -112,7 +111,6 @@ pub async fn run_receiver(
         None => decoded,
     };
     progress.stage(STAGE_SUMMARIES, None);
-    let x = exchange(n_s, n_r);
     let mine = oprf::summaries(outputs, x.len);
     let matches = x.receive(ch, &mine, n_s, cfg.reveal_to_sender).await?;
     phases.online += t.elapsed();

@@ -5,15 +5,13 @@ use std::time::Instant;
 
 use psikit_ot::gf128;
 use psikit_ot::silent::SilentSender;
-use psikit_structures::okvs::{Okvs, OkvsParams};
+use psikit_structures::okvs::Okvs;
 use psikit_transport::Channel;
 use rand::rngs::OsRng;
 use rand::Rng;
 use rayon::prelude::*;
 
-use super::config::{
-    exchange, session_id, Phases, VoleConfig, STAGE_OKVS, STAGE_SUMMARIES, STAGE_VOLE,
-};
+use super::config::{session_id, Phases, VoleConfig, STAGE_OKVS, STAGE_SUMMARIES, STAGE_VOLE};
 use super::messages::{self as msg, Commitment, OkvsSeed, ReceiverOffset, SenderOffset};
 use super::oprf;
 use crate::common::two_party::hello;
@@ -50,12 +48,13 @@ pub async fn run_sender(
     };
     let n_s = items.len() as u64;
     let n_r = hello::<{ msg::PROTOCOL_ID }>(ch, &cfg.terms(n_s)).await?;
+    let x = cfg.exchange(n_s, n_r)?;
     let share: u128 = OsRng.gen();
     if cfg.malicious {
         ch.send_msg(&Commitment(oprf::commit(share))).await?;
     }
     // Chosen while the receiver chooses its own (see `run_receiver`).
-    let params = OkvsParams::new(n_r as usize)?;
+    let params = cfg.okvs_params(n_r)?;
     let OkvsSeed(seed) = ch.recv_msg(()).await?;
     let okvs = Okvs::new(params, seed);
     let m = okvs.params().table_len();
@@ -110,7 +109,6 @@ pub async fn run_sender(
         None => decoded,
     };
     progress.stage(STAGE_SUMMARIES, None);
-    let x = exchange(n_s, n_r);
     let values = oprf::summaries(outputs, x.len);
     let revealed = x.send(ch, &values, cfg.reveal_to_sender).await?;
     phases.online += t.elapsed();

@@ -345,3 +345,31 @@ async fn a_masked_table_of_the_wrong_size_is_refused() {
         }
     }
 }
+
+/// A job's buckets run at σ = 40 + log2 B: the summaries grow by those
+/// bits (so B buckets' false matches add up to 2^-40), the result stays
+/// exact, a σ below 40 is refused, and parties on different σ fail.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn statistical_security_sets_the_summary_length() {
+    let (s, r, truth) = sets(31, 3000, 2000, 999);
+    let at = |sigma| VoleConfig {
+        statistical_bits: sigma,
+        ..VoleConfig::default()
+    };
+    let mut sent = Vec::new();
+    for sigma in [40, 56] {
+        let (s_out, r_out) = run_pair(s.clone(), r.clone(), at(sigma)).await;
+        assert_eq!(r_out.expect("receiver").matches, truth, "σ {sigma}");
+        sent.push(s_out.expect("sender").bytes_sent);
+    }
+    // 40 + 12 + 11 bits take 8 bytes, 56 + 12 + 11 take 10 (the VOLE's
+    // own bytes move a little with the OKVS's length).
+    assert!(sent[1] > sent[0] + 3000, "{sent:?}");
+    let (_, r_out) = run_pair(s.clone(), r.clone(), at(39)).await;
+    assert!(matches!(r_out, Err(Error::Config(_))), "{r_out:?}");
+    let (mut a, mut b) = Channel::memory_pair(Limits::default());
+    let sender = tokio::spawn(async move { run_sender(&mut a, &s, &at(40), &NoProgress).await });
+    let receiver = run_receiver(&mut b, &r, &at(56), &NoProgress).await;
+    drop(b);
+    assert!(receiver.is_err() && sender.await.expect("task").is_err());
+}

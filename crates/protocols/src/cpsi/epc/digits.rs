@@ -3,9 +3,10 @@
 //!
 //! Tags are private to each party, so the decomposition runs in time
 //! independent of their values: a division by the public base `w` is a
-//! multiplication by a precomputed reciprocal and one correction by an
-//! arithmetic mask (no comparison, no branch), and every reduction mod `p`
-//! is a constant-time select.
+//! long division over the tag's 32-bit limbs (as many as `ℓ` needs, the
+//! same for every tag), each step a multiplication by a precomputed
+//! reciprocal and one correction by an arithmetic mask (no comparison, no
+//! branch), and every reduction mod `p` is a constant-time select.
 
 use rand::rngs::OsRng;
 use rand::RngCore;
@@ -42,6 +43,20 @@ impl Divider {
         let over = !keep;
         (q + (over & 1), r - (over & self.w))
     }
+
+    /// `(x / w, x % w)` for `x` below `2^(32·limbs)`: long division, one
+    /// limb at a time. Each step divides `r·2^32 + limb < w·2^32`, which
+    /// fits 64 bits because `w < 2^32` ([`decompose`] checks it).
+    fn div_rem_wide(self, x: u128, limbs: u32) -> (u128, u64) {
+        let (mut q, mut r) = (0u128, 0u64);
+        for i in (0..limbs).rev() {
+            let limb = (x >> (32 * i)) as u64 & 0xffff_ffff;
+            let (digit, rest) = self.div_rem(r << 32 | limb);
+            q |= u128::from(digit) << (32 * i);
+            r = rest;
+        }
+        (q, r)
+    }
 }
 
 /// The `u` digit vectors of a batch of tags and the vector of their sums
@@ -54,16 +69,19 @@ pub(super) struct DigitSlots {
 }
 
 /// Decomposes up to `n` tags (each below `2^ℓ`), padding with `pad`.
-pub(super) fn decompose(params: &EpcParams, tags: &[u64], pad: u64) -> Result<DigitSlots, Error> {
+pub(super) fn decompose(params: &EpcParams, tags: &[u128], pad: u128) -> Result<DigitSlots, Error> {
     let n = params.batch_slots();
     if tags.is_empty() || tags.len() > n {
         return Err(Error::Misuse("an EPC batch holds 1 to n tags"));
     }
     let ell = params.ell();
-    if ell < 64 && tags.iter().any(|&v| v >> ell != 0) {
+    if tags.iter().chain([&pad]).any(|&v| v >> ell != 0) {
         return Err(Error::Misuse("an EPC tag is not below 2^ℓ"));
     }
-    let u = params.digits();
+    if params.word_base() >> 32 != 0 {
+        return Err(Error::Internal("EPC word bases are below 2^32"));
+    }
+    let (u, limbs) = (params.digits(), ell.div_ceil(32));
     let divider = Divider::new(params.word_base());
     let mut digits = vec![vec![0u64; n]; u];
     let mut squares = vec![0u64; n];
@@ -71,7 +89,7 @@ pub(super) fn decompose(params: &EpcParams, tags: &[u64], pad: u64) -> Result<Di
     for (j, mut v) in padded.take(n).enumerate() {
         let mut sum = 0u64;
         for row in digits.iter_mut() {
-            let (q, r) = divider.div_rem(v);
+            let (q, r) = divider.div_rem_wide(v, limbs);
             row[j] = r;
             sum += r * r;
             v = q;
@@ -146,6 +164,24 @@ mod tests {
                     .wrapping_mul(6364136223846793005)
                     .wrapping_add(1442695040888963407);
                 assert_eq!(d.div_rem(x), (x / w, x % w));
+            }
+        }
+    }
+
+    #[test]
+    fn long_division_is_exact_for_every_tag_length() {
+        for w in [2u64, 3, 62, 772, 7327, (1 << 16) + 1] {
+            let d = Divider::new(w);
+            let mut x = 0x9e37_79b9_7f4a_7c15_f39c_c060_5ced_c834u128;
+            for ell in [1u32, 31, 32, 33, 61, 64, 65, 80, 96, 127] {
+                let top = (1u128 << ell) - 1;
+                for _ in 0..2_000 {
+                    x = x.wrapping_mul(0x2360_ed05_1fc6_5da4_4385_df64_9fcc_f645) + 1;
+                    for v in [x & top, top, 0] {
+                        let (q, r) = d.div_rem_wide(v, ell.div_ceil(32));
+                        assert_eq!((q, u128::from(r)), (v / u128::from(w), v % u128::from(w)));
+                    }
+                }
             }
         }
     }

@@ -18,7 +18,7 @@ use crate::error::Error;
 const GROUP: usize = 8;
 
 /// The sender's side on its `tags` (each below `2^ℓ`): returns `r`.
-pub async fn send(ch: &mut Channel, params: &EpcParams, tags: &[u64]) -> Result<Vec<u32>, Error> {
+pub async fn send(ch: &mut Channel, params: &EpcParams, tags: &[u128]) -> Result<Vec<u32>, Error> {
     let (sender, key) = EpcSender::new(params)?;
     ch.send_msg(&key).await?;
     let m = tags.len();
@@ -58,7 +58,7 @@ pub async fn send(ch: &mut Channel, params: &EpcParams, tags: &[u64]) -> Result<
 pub async fn receive(
     ch: &mut Channel,
     params: &EpcParams,
-    tags: &[u64],
+    tags: &[u128],
 ) -> Result<Vec<u32>, Error> {
     let key: EpcPublicKey = ch.recv_msg(params).await?;
     let receiver = EpcReceiver::new(params, &key)?;

@@ -12,8 +12,9 @@
 //!
 //! Semi-honest security (Theorem 1): the receiver sees only fresh BFV
 //! ciphertexts under the sender's key; the sender decrypts `D + r*` with
-//! `r*` uniform, whose noise is flooded within `2^-40` over the whole run
-//! ([`SIGMA`]; the paper floods per coefficient). Leakage: the number of
+//! `r*` uniform, whose noise is flooded within `2^-σ` over the whole run
+//! (σ = 40 for one run, more for each bucket of a job: [`EpcParams::new`];
+//! the paper floods per coefficient). Leakage: the number of
 //! batches, `ceil(M/n)`.
 //!
 //! # Protocol (Fig. 6), streaming per batch of `n` slots (the ring degree,
@@ -50,7 +51,7 @@
 //! | `w`, `u` | largest `w` with `p > u·(w-1)²`, `u = ceil(ℓ / log2 w)` | §4.1 (3), §6.1 |
 //! | `B_fresh` | 23: fhe's error has `\|e\| ≤ 2·11`, its `floor(Q·m/p)` encoding adds `< 1` | `psikit_he::FRESH_NOISE_BOUND` |
 //! | `B*` | `B_fresh·(1 + u·n·(p-1)/2) + 1` | Lemma 1 / Theorem 1, with `δ_R = n`, multipliers lifted centered (`\|c\| ≤ (p-1)/2`); fhe's exact `floor(Q·m/p)` encoding removes Lemma 1's `δ_R·p²` term |
-//! | `B_fp` | `2^(40 + c)·B*` with `2^c ≥` the run's reply coefficients, uniform in `[-B_fp, B_fp]` | Theorem 1, σ = 40 over the run (the paper: per coefficient, `c = 0`) |
+//! | `B_fp` | `2^(σ + c)·B*` with `2^c ≥` the run's reply coefficients, uniform in `[-B_fp, B_fp]` | Theorem 1, σ (40 for one run) over the run (the paper: per coefficient, `c = 0`) |
 //! | `B_pk` | `n·22² + 22 + n·22` (public-key encryption of zero) | `psikit_he::public_key_noise_bound` |
 //! | `Q = q_1·q_2` | smallest, two primes `≡ 1 mod 2n` of `ceil(b/2)`, `floor(b/2)` bits, with `4p·(ceil((B* + B_pk + B_fp)/q_2) + n + 1) ≤ q_1` | Theorem 1's `q > p·(B_fp + B* + 2p)`, made exact: the reply is decrypted mod `q_1` after an exact switch (noise `/q_2`, `+ (n+1)/2`), needs noise `< q_1/(2p)`, and keeps a factor 2 ([`MARGIN_BITS`]) |
 //! | 128-bit | `log2 Q ≤ 109` at `n = 4096`, `≤ 218` at 8192 (no special prime) | HomomorphicEncryption.org table, `psikit_he::security::check_128` |
@@ -80,7 +81,8 @@
 //! 37,892 bytes.
 //!
 //! `ℓ_c` from 16 to 24 is accepted; 25 and more need more than 109 bits
-//! and are refused, as is any `ℓ` outside 1..=64.
+//! and are refused, as is any `ℓ` outside 1..=127 (tags above 64 bits
+//! come from sets beyond 2^23 items, or a job's buckets at σ > 40).
 //!
 //! # Cost
 //!
@@ -138,6 +140,6 @@ pub(crate) use messages::{fuzz_decode, FUZZED};
 pub use messages::{
     EpcPublicKey, EpcReply, EpcSenderBatch, KIND_PUBLIC_KEY, KIND_REPLY, KIND_SENDER_BATCH,
 };
-pub use params::{EpcParams, DEGREES, MARGIN_BITS, MAX_ELL, MIN_ELL, SIGMA};
+pub use params::{EpcParams, DEGREES, MARGIN_BITS, MAX_ELL, MIN_ELL};
 pub use receiver::EpcReceiver;
 pub use sender::EpcSender;

@@ -15,21 +15,15 @@ use crate::error::Error;
 /// modulus above what the 128-bit standard allows at 4096.
 pub const DEGREES: [usize; 2] = [4096, 8192];
 
-/// Statistical security parameter σ of the whole run's noise flooding
-/// (§4.3, §6): the flooding hides each reply coefficient's noise up to
-/// statistical distance `2^-(σ + c)` with `2^c` coefficients in the run,
-/// so `B_fp = 2^(σ + c) · B*` and the run as a whole stays within `2^-σ`
-/// (the paper floods per coefficient, `c = 0`).
-pub const SIGMA: u32 = 40;
-
 /// Safety margin, in bits, between the worst-case noise of a reply and
 /// the decryption bound `q_1/(2p)`: the bounds are proven, so this is not
 /// needed for correctness; it keeps a measured budget in the tests and
 /// absorbs a mistake of a factor below 2 in our own accounting.
 pub const MARGIN_BITS: u32 = 1;
 
-/// Longest tag: tags are `u64`.
-pub const MAX_ELL: u32 = 64;
+/// Longest tag: tags are `u128`, and `2^ℓ` must fit one (a run's tags
+/// have `σ + log2 M ≤ 64 + 31` bits).
+pub const MAX_ELL: u32 = 127;
 
 /// Smallest tag length accepted.
 pub const MIN_ELL: u32 = 1;
@@ -59,15 +53,20 @@ pub struct EpcParams {
 
 impl EpcParams {
     /// Derives the parameters for `slots` tags of `ell` bits compressed to
-    /// values mod a prime of `ell_c` bits: the smallest ring degree of
-    /// [`DEGREES`] for which a ciphertext modulus both keeps decryption
-    /// exact under the run's flooding and stays within the 128-bit bound.
-    /// Refuses, with the rule broken, any other `(ℓ, ℓ_c)`.
-    pub fn new(ell: u32, ell_c: u32, slots: usize) -> Result<Self, Error> {
+    /// values mod a prime of `ell_c` bits, at statistical security `sigma`
+    /// (§4.3, §6): the flooding hides each reply coefficient's noise up to
+    /// statistical distance `2^-(σ + c)` with `2^c` coefficients in the
+    /// run, so `B_fp = 2^(σ + c) · B*` and the run as a whole stays within
+    /// `2^-σ` (the paper floods per coefficient, `c = 0`). Takes the
+    /// smallest ring degree of [`DEGREES`] for which a ciphertext modulus
+    /// both keeps decryption exact under that flooding and stays within
+    /// the 128-bit bound. Refuses, with the rule broken, any other
+    /// `(ℓ, ℓ_c)`.
+    pub fn new(ell: u32, ell_c: u32, slots: usize, sigma: u32) -> Result<Self, Error> {
         let mut last = None;
         for n in DEGREES {
             let coefficients = (slots.max(1).div_ceil(n) * n) as u64;
-            let flood_bits = SIGMA + coefficients.next_power_of_two().ilog2();
+            let flood_bits = sigma + coefficients.next_power_of_two().ilog2();
             match Self::with_degree(ell, ell_c, n, flood_bits) {
                 Ok(params) => return Ok(params),
                 Err(e) => last = Some(e),
@@ -80,7 +79,7 @@ impl EpcParams {
     /// coefficient (Table 3's setting), to compare with its figures.
     #[cfg(test)]
     pub(crate) fn per_coefficient(ell: u32, ell_c: u32) -> Result<Self, Error> {
-        Self::with_degree(ell, ell_c, DEGREES[0], SIGMA)
+        Self::with_degree(ell, ell_c, DEGREES[0], 40)
     }
 
     fn with_degree(ell: u32, ell_c: u32, n: usize, flood_bits: u32) -> Result<Self, Error> {

@@ -54,7 +54,7 @@ impl EpcReceiver {
         &self,
         index: u32,
         batch: &EpcSenderBatch,
-        tags: &[u64],
+        tags: &[u128],
     ) -> Result<(EpcReply, Vec<u32>), Error> {
         if batch.index != index {
             return Err(Violation::OutOfOrder("EPC sender batch").into());
@@ -76,7 +76,7 @@ impl EpcReceiver {
     pub(super) fn masked_distance(
         &self,
         batch: &EpcSenderBatch,
-        tags: &[u64],
+        tags: &[u128],
     ) -> Result<(Ciphertext, Vec<u64>), Error> {
         let params = &self.params;
         let (he, p, u) = (params.he(), params.plain_modulus(), params.digits());
@@ -120,7 +120,7 @@ impl EpcReceiver {
     pub fn evaluate_all(
         &self,
         batches: &[EpcSenderBatch],
-        tags: &[u64],
+        tags: &[u128],
     ) -> Result<(Vec<EpcReply>, Vec<u32>), Error> {
         let m = tags.len();
         let expected = self.params.batches(m);

@@ -45,7 +45,7 @@ impl EpcSender {
     /// each below `2^ℓ`; [`EpcParams::batch_range`]), padded with 0. Sends
     /// the `u` digit vectors and `Σ digit²`, encrypted under the secret key
     /// (seeded: each ciphertext travels as a seed and one polynomial).
-    pub fn encrypt_batch(&self, index: u32, tags: &[u64]) -> Result<EpcSenderBatch, Error> {
+    pub fn encrypt_batch(&self, index: u32, tags: &[u128]) -> Result<EpcSenderBatch, Error> {
         let slots = decompose(&self.params, tags, 0)?;
         let mut cts = Vec::with_capacity(self.params.sender_batch_bytes());
         for vector in slots.digits.iter().chain(std::iter::once(&slots.squares)) {
@@ -57,7 +57,7 @@ impl EpcSender {
 
     /// Step 2 for all `m = tags.len()` tags, batches in parallel on the
     /// rayon pool, in batch order.
-    pub fn encrypt_all(&self, tags: &[u64]) -> Result<Vec<EpcSenderBatch>, Error> {
+    pub fn encrypt_all(&self, tags: &[u128]) -> Result<Vec<EpcSenderBatch>, Error> {
         let m = tags.len();
         (0..self.params.batches(m))
             .into_par_iter()

@@ -20,7 +20,7 @@ const ELL_CS: [u32; 4] = [16, 18, 20, 22];
 const SLOTS: usize = 3 * 4096;
 
 /// Runs EPC over the pairs and checks `r_i = r*_i ⇔ v_i = v*_i`.
-fn check_pairs(params: &EpcParams, v: &[u64], v_star: &[u64]) {
+fn check_pairs(params: &EpcParams, v: &[u128], v_star: &[u128]) {
     let (sender, pk) = EpcSender::new(params).unwrap();
     let pk = EpcPublicKey::decode(&pk.to_frame().payload, params).unwrap();
     let receiver = EpcReceiver::new(params, &pk).unwrap();
@@ -43,23 +43,19 @@ fn check_pairs(params: &EpcParams, v: &[u64], v_star: &[u64]) {
     }
 }
 
-fn max_tag(ell: u32) -> u64 {
-    if ell == 64 {
-        u64::MAX
-    } else {
-        (1 << ell) - 1
-    }
+fn max_tag(ell: u32) -> u128 {
+    (1 << ell) - 1
 }
 
 /// Pairs that differ as little as possible: in one bit (each position), in
 /// one digit by ±1 (each digit), in the top digit only, plus the extremes.
-fn close_pairs(params: &EpcParams, rng: &mut StdRng) -> (Vec<u64>, Vec<u64>) {
+fn close_pairs(params: &EpcParams, rng: &mut StdRng) -> (Vec<u128>, Vec<u128>) {
     let ell = params.ell();
     let max = max_tag(ell);
-    let w = params.word_base();
+    let w = u128::from(params.word_base());
     let mut v = Vec::new();
     let mut v_star = Vec::new();
-    let mut push = |a: u64, b: u64| {
+    let mut push = |a: u128, b: u128| {
         v.push(a);
         v_star.push(b);
     };
@@ -71,19 +67,19 @@ fn close_pairs(params: &EpcParams, rng: &mut StdRng) -> (Vec<u64>, Vec<u64>) {
     push(1, 0);
     push(max, max - 1);
     for bit in 0..ell {
-        let x = rng.gen::<u64>() & max;
+        let x = rng.gen::<u128>() & max;
         push(x, x ^ (1 << bit));
         push(x ^ (1 << bit), x);
         push(0, 1 << bit);
         push(max, max ^ (1 << bit));
     }
     // One digit ±1 (without carries): digit i of x is moved by one.
-    let mut power = 1u64;
-    let mut top = 1u64;
+    let mut power = 1u128;
+    let mut top = 1u128;
     for _ in 0..params.digits() {
         top = power;
         for _ in 0..4 {
-            let x = rng.gen::<u64>() & max;
+            let x = rng.gen::<u128>() & max;
             let digit = (x / power) % w;
             if digit + 1 < w && x.checked_add(power).is_some_and(|y| y <= max) {
                 push(x, x + power);
@@ -96,7 +92,7 @@ fn close_pairs(params: &EpcParams, rng: &mut StdRng) -> (Vec<u64>, Vec<u64>) {
     }
     // Top digit only.
     for _ in 0..8 {
-        let x = rng.gen::<u64>() & max;
+        let x = rng.gen::<u128>() & max;
         if let Some(y) = x.checked_sub(top) {
             push(x, y);
         }
@@ -105,8 +101,12 @@ fn close_pairs(params: &EpcParams, rng: &mut StdRng) -> (Vec<u64>, Vec<u64>) {
     }
     // Random pairs, half equal.
     for _ in 0..200 {
-        let x = rng.gen::<u64>() & max;
-        let y = if rng.gen() { x } else { rng.gen::<u64>() & max };
+        let x = rng.gen::<u128>() & max;
+        let y = if rng.gen() {
+            x
+        } else {
+            rng.gen::<u128>() & max
+        };
         push(x, y);
     }
     (v, v_star)
@@ -115,9 +115,10 @@ fn close_pairs(params: &EpcParams, rng: &mut StdRng) -> (Vec<u64>, Vec<u64>) {
 #[test]
 fn preserves_equality_exactly_on_close_inputs() {
     let mut rng = StdRng::seed_from_u64(0xe9c);
-    for ell in [41, 57, 61, 64] {
+    // Tags above 64 bits: a job's buckets at σ > 40, or sets beyond 2^23.
+    for ell in [41, 57, 61, 64, 65, 96, 127] {
         for ell_c in ELL_CS {
-            let params = EpcParams::new(ell, ell_c, SLOTS).unwrap();
+            let params = EpcParams::new(ell, ell_c, SLOTS, 40).unwrap();
             let (v, v_star) = close_pairs(&params, &mut rng);
             check_pairs(&params, &v, &v_star);
         }
@@ -127,20 +128,20 @@ fn preserves_equality_exactly_on_close_inputs() {
 #[test]
 fn preserves_equality_across_batches_all_equal_and_none_equal() {
     let mut rng = StdRng::seed_from_u64(7);
-    let params = EpcParams::new(61, 16, SLOTS).unwrap();
+    let params = EpcParams::new(61, 16, SLOTS, 40).unwrap();
     let n = params.batch_slots();
     let m = 2 * n + 123;
     let max = max_tag(61);
-    let v: Vec<u64> = (0..m).map(|_| rng.gen::<u64>() & max).collect();
+    let v: Vec<u128> = (0..m).map(|_| rng.gen::<u128>() & max).collect();
     // First batch all equal, second none equal (one bit off), third mixed.
-    let v_star: Vec<u64> = v
+    let v_star: Vec<u128> = v
         .iter()
         .enumerate()
         .map(|(i, &x)| match i / n {
             0 => x,
             1 => x ^ (1 << (i % 61)),
             _ if i % 2 == 0 => x,
-            _ => rng.gen::<u64>() & max,
+            _ => rng.gen::<u128>() & max,
         })
         .collect();
     check_pairs(&params, &v, &v_star);
@@ -156,19 +157,19 @@ proptest! {
     /// stay equal and unequal ones (random, or one bit apart) unequal.
     #[test]
     fn equality_is_preserved(
-        ell in 41u32..=64,
+        ell in 41u32..=MAX_ELL,
         ell_c in prop::sample::select(ELL_CS.to_vec()),
-        pairs in prop::collection::vec((any::<u64>(), 0u8..3, any::<u64>()), 1..300),
+        pairs in prop::collection::vec((any::<u128>(), 0u8..3, any::<u128>()), 1..300),
     ) {
-        let params = EpcParams::new(ell, ell_c, SLOTS).unwrap();
+        let params = EpcParams::new(ell, ell_c, SLOTS, 40).unwrap();
         let max = max_tag(ell);
-        let (v, v_star): (Vec<u64>, Vec<u64>) = pairs
+        let (v, v_star): (Vec<u128>, Vec<u128>) = pairs
             .iter()
             .map(|&(x, kind, y)| {
                 let x = x & max;
                 match kind {
                     0 => (x, x),
-                    1 => (x, x ^ (1 << (y % u64::from(ell)))),
+                    1 => (x, x ^ (1 << (y % u128::from(ell)))),
                     _ => (x, y & max),
                 }
             })
@@ -180,11 +181,11 @@ proptest! {
 #[test]
 fn replies_keep_a_noise_margin() {
     for ell_c in ELL_CS {
-        let params = EpcParams::new(61, ell_c, SLOTS).unwrap();
+        let params = EpcParams::new(61, ell_c, SLOTS, 40).unwrap();
         let (sender, pk) = EpcSender::new(&params).unwrap();
         let receiver = EpcReceiver::new(&params, &pk).unwrap();
-        let tags: Vec<u64> = (0..params.batch_slots() as u64)
-            .map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 3)
+        let tags: Vec<u128> = (0..params.batch_slots() as u64)
+            .map(|i| u128::from(i.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 3))
             .collect();
         let batch = sender.encrypt_batch(0, &tags).unwrap();
         let (reply, _) = receiver.evaluate_batch(0, &batch, &tags).unwrap();
@@ -218,8 +219,8 @@ fn replies_keep_a_noise_margin() {
 #[test]
 fn evaluation_computes_the_distance_within_b_star() {
     let mut rng = StdRng::seed_from_u64(11);
-    for (ell, ell_c) in [(57, 16), (61, 16), (61, 18), (61, 20), (64, 22)] {
-        let params = EpcParams::new(ell, ell_c, SLOTS).unwrap();
+    for (ell, ell_c) in [(57, 16), (61, 16), (61, 18), (61, 20), (64, 22), (90, 18)] {
+        let params = EpcParams::new(ell, ell_c, SLOTS, 40).unwrap();
         let (sender, pk) = EpcSender::new(&params).unwrap();
         let receiver = EpcReceiver::new(&params, &pk).unwrap();
         let (v, v_star) = close_pairs(&params, &mut rng);
@@ -234,7 +235,7 @@ fn evaluation_computes_the_distance_within_b_star() {
             "ℓ {ell} ℓ_c {ell_c}: {noise} > {b_star_bits}"
         );
         let got = sender.sk.decrypt_slots(&ct).unwrap();
-        let (p, w) = (params.plain_modulus(), params.word_base());
+        let (p, w) = (params.plain_modulus(), u128::from(params.word_base()));
         for j in 0..params.batch_slots() {
             // The padding: 0 for the sender, 1 for the receiver.
             let (mut a, mut b) = (
@@ -243,7 +244,7 @@ fn evaluation_computes_the_distance_within_b_star() {
             );
             let mut d = 0u64;
             for _ in 0..params.digits() {
-                let diff = (a % w).abs_diff(b % w);
+                let diff = ((a % w).abs_diff(b % w)) as u64;
                 d += diff * diff;
                 a /= w;
                 b /= w;
@@ -291,12 +292,14 @@ fn parameters_reproduce_table_3() {
 fn parameter_rules_refuse_bad_choices() {
     for (ell, ell_c, needle) in [
         (0, 16, "tag length"),
-        (65, 16, "tag length"),
+        (128, 16, "tag length"),
         (61, 14, "no plaintext prime"),
         (61, 9, "no plaintext prime"),
         (61, 40, "above 31"),
     ] {
-        let err = EpcParams::new(ell, ell_c, SLOTS).unwrap_err().to_string();
+        let err = EpcParams::new(ell, ell_c, SLOTS, 40)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains(needle), "ℓ {ell} ℓ_c {ell_c}: {err}");
     }
     // The paper's setting stops at 109 bits (the 128-bit table at 4096).
@@ -304,14 +307,14 @@ fn parameter_rules_refuse_bad_choices() {
     assert!(EpcParams::per_coefficient(61, 25).is_err());
     // A run floods for all its coefficients: 2^40 · 2^14 here, and beyond
     // 109 bits the ring doubles (then ℓ_c = 16 has no prime 1 mod 2n).
-    let small = EpcParams::new(61, 16, SLOTS).unwrap();
+    let small = EpcParams::new(61, 16, SLOTS, 40).unwrap();
     assert_eq!((small.batch_slots(), small.flood_bits()), (4096, 54));
-    let large = EpcParams::new(61, 17, 1 << 21).unwrap();
+    let large = EpcParams::new(61, 17, 1 << 21, 40).unwrap();
     assert_eq!((large.batch_slots(), large.flood_bits()), (8192, 61));
     assert!(large.log_q() <= 218.0);
-    assert!(EpcParams::new(61, 16, 1 << 21).is_err());
+    assert!(EpcParams::new(61, 16, 1 << 21, 40).is_err());
     // Tags must fit ℓ bits, batches 1..=n tags.
-    let params = EpcParams::new(41, 16, SLOTS).unwrap();
+    let params = EpcParams::new(41, 16, SLOTS, 40).unwrap();
     let (sender, _) = EpcSender::new(&params).unwrap();
     assert!(matches!(
         sender.encrypt_batch(0, &[1 << 41]),
@@ -336,8 +339,8 @@ fn corrupt(bytes: &mut [u8], offset: usize) {
 
 #[test]
 fn decoders_refuse_bad_bytes() {
-    let params = EpcParams::new(61, 16, SLOTS).unwrap();
-    let other = EpcParams::new(61, 18, SLOTS).unwrap();
+    let params = EpcParams::new(61, 16, SLOTS, 40).unwrap();
+    let other = EpcParams::new(61, 18, SLOTS, 40).unwrap();
     let (sender, pk) = EpcSender::new(&params).unwrap();
     let receiver = EpcReceiver::new(&params, &pk).unwrap();
     let batch = sender.encrypt_batch(3, &[5, 6, 7]).unwrap();
@@ -468,14 +471,14 @@ fn epc_measure() {
     let m = (1.27 * f64::from(1 << 20)).ceil() as usize;
     let mut rng = StdRng::seed_from_u64(1);
     let max = max_tag(61);
-    let v: Vec<u64> = (0..m).map(|_| rng.gen::<u64>() & max).collect();
-    let v_star: Vec<u64> = v
+    let v: Vec<u128> = (0..m).map(|_| rng.gen::<u128>() & max).collect();
+    let v_star: Vec<u128> = v
         .iter()
         .map(|&x| {
             if rng.gen_bool(0.5) {
                 x
             } else {
-                rng.gen::<u64>() & max
+                rng.gen::<u128>() & max
             }
         })
         .collect();
@@ -484,7 +487,7 @@ fn epc_measure() {
         .build()
         .unwrap();
     for ell_c in [16, 22] {
-        let params = EpcParams::new(61, ell_c, m).unwrap();
+        let params = EpcParams::new(61, ell_c, m, 40).unwrap();
         println!("{params:?}, log2 Q = {:.2}", params.log_q());
         for (label, pool) in [("1 thread", Some(&single)), ("rayon", None)] {
             let run = || {
