@@ -294,8 +294,9 @@ def receive(
       in :func:`psikit.psi.receive`;
     * ``job_dir``, ``resume``, ``memory``, ``bucket_items``, ``retry``: the
       cardinality, sum and threshold as a bucketed, resumable job for big
-      inputs, as in :func:`psikit.psi.receive` and ``psikit cpsi ...
-      --job-dir``: each bucket's result stays in secret shares and only
+      inputs, as in :func:`psikit.psi.receive` and ``psikit cpsi ...``
+      (a job by default; ``--one-shot`` to meet a Python party without
+      ``job_dir``): each bucket's result stays in secret shares and only
       the whole job's result is opened;
     * ``progress``: ``progress(stage, done, total)`` is told the run's
       stages (waiting for the peer, ``"hashing"``, ``"OPPRF"``,

@@ -117,7 +117,9 @@ def send(
     stays within ``memory`` (bytes, or ``"4G"``, ``"512M"``), and after a
     crash or a dropped link (retried for ``retry`` seconds) the same call
     with ``resume=True`` continues from the buckets both sides committed.
-    Both parties must pass ``job_dir``. The matched rows are written to
+    Both parties must run jobs: a Python party passes ``job_dir`` (the
+    CLI runs jobs by default; with ``--one-shot`` it meets a Python party
+    without ``job_dir``). The matched rows are written to
     ``output`` (a CSV path) instead of returned; the call returns how many
     there are (``None`` when this side learns nothing). ``progress`` is told
     ``"reading the input"``, ``"splitting into buckets"`` and

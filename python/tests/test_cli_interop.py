@@ -76,7 +76,7 @@ def test_two_party_across_front_ends(files, small_sets, protocol):
     port = free_port()
     proc = subprocess.Popen([CLI, "psi", "send", "--listen", f"127.0.0.1:{port}", "--input", server_csv,
                              "--key", "email", "--normalize", NORM, "--protocol", protocol,
-                             "--accept-timeout-secs", "60"],
+                             "--one-shot", "--accept-timeout-secs", "60"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         proc.stderr.readline()  # "waiting for the peer on ..."
@@ -102,7 +102,7 @@ def test_circuit_psi_across_front_ends(files, small_sets):
     port = free_port()
     proc = subprocess.Popen([CLI, "cpsi", "sum", "receive", "--listen", f"127.0.0.1:{port}", "--input", client_csv,
                              "--key", "email", "--normalize", NORM, "--value-columns", "id", "--reveal-to", "both",
-                             "--json", "--accept-timeout-secs", "60"],
+                             "--json", "--one-shot", "--accept-timeout-secs", "60"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         proc.stderr.readline()  # "waiting for the peer on ..."

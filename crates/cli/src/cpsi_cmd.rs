@@ -159,8 +159,12 @@ pub fn run(cmd: CpsiCommand) -> Result<()> {
         key_format: spec.key_format(),
     };
     let (role, cfg) = choices.resolve(Spelling::Flags)?;
-    if let Some(dir) = &a.job.job_dir {
-        return job(&a, role, cfg, dir);
+    // The union and the shares give per-item outputs, which only a run
+    // over the whole sets has: they run one-shot (both sides name the same
+    // application, so both do).
+    let whole_only = matches!(cfg.app, App::Union | App::Shares);
+    if !a.job.one_shot && !whole_only {
+        return job(&a, role, cfg);
     }
     let table = read_rows(&a.input, &spec)?;
     let (keys, rows_of_key) = table.unique_keys();
@@ -190,7 +194,7 @@ pub fn run(cmd: CpsiCommand) -> Result<()> {
 /// The cardinality, sums or threshold as a bucketed job: each row's value
 /// columns go with its key into the buckets, and the result is opened
 /// once over the whole job.
-fn job(a: &CpsiArgs, role: Role, config: CpsiConfig, dir: &Path) -> Result<()> {
+fn job(a: &CpsiArgs, role: Role, config: CpsiConfig) -> Result<()> {
     let mut spec = a.csv.spec()?;
     spec.value_columns = a
         .value_columns
@@ -206,7 +210,7 @@ fn job(a: &CpsiArgs, role: Role, config: CpsiConfig, dir: &Path) -> Result<()> {
         config,
         value_columns: u8::try_from(a.value_columns.len()).context("value columns")?,
     };
-    let out = run_job(&a.peer, &a.job, role.into(), input, protocol, dir, None)?;
+    let out = run_job(&a.peer, &a.job, role.into(), input, protocol, None, a.json)?;
     let output = out
         .circuit
         .context("a finished circuit PSI job has its result")?;

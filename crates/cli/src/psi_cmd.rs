@@ -59,7 +59,7 @@ pub struct PartyArgs {
     /// then trust the receiver to report it truthfully).
     #[arg(long)]
     pub reveal: bool,
-    /// Largest peer set accepted.
+    /// Largest peer set accepted by a one-shot run (--one-shot).
     #[arg(long, default_value_t = 1 << 24)]
     pub max_peer_items: u64,
     #[command(flatten)]
@@ -68,34 +68,42 @@ pub struct PartyArgs {
     pub job: JobArgs,
 }
 
-/// A long run as a bucketed, resumable job (`psikit_protocols::jobs`).
+/// How a party runs: by default a bucketed, resumable job
+/// (`psikit_protocols::jobs`), or with `--one-shot` one run in memory.
 #[derive(Args)]
 pub struct JobArgs {
-    /// Run as a bucketed job kept in this directory: bounded memory, the
-    /// input streamed, resumable with --resume after a crash or a dropped
-    /// link. Both parties must pass it.
-    #[arg(long)]
+    /// Keep the job's state (journal, spool) in this directory, and keep
+    /// it after the job. By default it lives in a hidden directory beside
+    /// --output (or in the current directory), removed when the job ends.
+    #[arg(long, conflicts_with = "one_shot")]
     pub job_dir: Option<PathBuf>,
-    /// Continue the job in --job-dir from the buckets both sides committed.
-    #[arg(long, requires = "job_dir")]
+    /// Continue the job from the buckets both sides committed (rerun the
+    /// same command with --resume after a crash or a dropped link).
+    #[arg(long, conflicts_with = "one_shot")]
     pub resume: bool,
     /// This party's memory budget for a job (e.g. 4G, 512M); it sizes the
     /// buckets.
-    #[arg(long, default_value = "4G", value_parser = parse_bytes, requires = "job_dir")]
+    #[arg(long, default_value = "4G", value_parser = parse_bytes)]
     pub memory: u64,
     /// The most items per bucket, instead of what --memory allows.
-    #[arg(long, requires = "job_dir")]
+    #[arg(long, conflicts_with = "one_shot")]
     pub bucket_items: Option<u64>,
     /// Largest peer input accepted by a job, in rows.
-    #[arg(long, default_value_t = 1 << 40, requires = "job_dir")]
+    #[arg(long, default_value_t = 1 << 40)]
     pub max_peer_rows: u64,
     /// Seconds to keep reconnecting after the link drops.
-    #[arg(long, default_value_t = 600, requires = "job_dir")]
+    #[arg(long, default_value_t = 600)]
     pub retry_secs: u64,
     /// Seconds a job waits for the peer's next message (counted from the
     /// last one; a job has no other receive timeout).
-    #[arg(long, default_value_t = 600, requires = "job_dir")]
+    #[arg(long, default_value_t = 600)]
     pub idle_secs: u64,
+    /// Run the protocol once over the whole input held in memory, with no
+    /// job directory: for a peer that runs one-shot (Python's psikit.psi
+    /// and psikit.cpsi without job_dir, the library's run functions). The
+    /// peer must run one-shot too.
+    #[arg(long)]
+    pub one_shot: bool,
 }
 
 /// `4G`, `512M`, `64K` or a plain byte count.
@@ -202,8 +210,8 @@ pub fn party(a: &PartyArgs, protocol: Protocol, malicious: bool, sending: bool) 
         true => Role::Sender,
         false => Role::Receiver,
     };
-    if let Some(dir) = &a.job.job_dir {
-        return job(a, role, settings, dir, output);
+    if !a.job.one_shot {
+        return job(a, role, settings, output);
     }
     let table = read_rows(&a.input, &a.csv.spec()?)?;
     let (keys, rows_of_key) = table.unique_keys();
@@ -239,19 +247,13 @@ fn role_name(role: Role) -> &'static str {
 }
 
 /// One party's run as a bucketed job, with a progress bar and a summary.
-fn job(
-    a: &PartyArgs,
-    role: Role,
-    settings: Settings,
-    dir: &Path,
-    output: Option<&PathBuf>,
-) -> Result<()> {
+fn job(a: &PartyArgs, role: Role, settings: Settings, output: Option<&PathBuf>) -> Result<()> {
     let input = JobInput {
         path: a.input.clone(),
         spec: a.csv.spec()?,
     };
     let protocol = JobProtocol::Balanced(settings);
-    let out = run_job(&a.peer, &a.job, role, input, protocol, dir, output)?;
+    let out = run_job(&a.peer, &a.job, role, input, protocol, output, false)?;
     if let (Some(n), Some(path)) = (out.matched_rows, output) {
         println!(
             "{n} of {} rows matched; written to {}",
@@ -270,9 +272,54 @@ pub(crate) fn run_job(
     role: Role,
     input: JobInput,
     protocol: JobProtocol,
+    output: Option<&PathBuf>,
+    json: bool,
+) -> Result<JobOutcome> {
+    let (dir, implicit) = match &j.job_dir {
+        Some(dir) => (dir.clone(), false),
+        None => (
+            jobs::default_dir(role, &input.path, output.map(|p| p.as_path()))?,
+            true,
+        ),
+    };
+    let out = run_job_in(peer, j, role, input, protocol, &dir, output, json);
+    match (&out, implicit) {
+        (Ok(out), true) if out.end_confirmed => remove_job_dir(&dir),
+        (Err(_), true) if dir.exists() => eprintln!(
+            "psikit: the job's state is kept in {}: rerun the same command with --resume to \
+             continue it",
+            dir.display()
+        ),
+        _ => {}
+    }
+    out
+}
+
+/// Removes a default job directory after its job ended well (a failure
+/// to do so is reported, not fatal: the result is already written).
+fn remove_job_dir(dir: &Path) {
+    if let Err(e) = std::fs::remove_dir_all(dir) {
+        eprintln!(
+            "psikit: could not remove the job directory {}: {e}",
+            dir.display()
+        );
+    }
+}
+
+/// [`run_job`] in `dir`; the summary goes to stderr when stdout carries
+/// `--json`.
+#[allow(clippy::too_many_arguments)]
+fn run_job_in(
+    peer: &PeerArgs,
+    j: &JobArgs,
+    role: Role,
+    input: JobInput,
+    protocol: JobProtocol,
     dir: &Path,
     output: Option<&PathBuf>,
+    json: bool,
 ) -> Result<JobOutcome> {
+    let described = protocol.describe();
     let opts = JobOptions {
         resume: j.resume,
         memory: j.memory,
@@ -288,10 +335,15 @@ pub(crate) fn run_job(
     drop(bar);
     let name = role_name(role);
     let t = &out.times;
-    println!(
-        "{name}: job {}: {} buckets of {} (sender) / {} (receiver) items, each at σ = {}; {} \
-         run now{}",
+    let say = |line: String| match json {
+        true => eprintln!("{line}"),
+        false => println!("{line}"),
+    };
+    say(format!(
+        "{name}: job {}: {}; {} bucket(s) of {} (sender) / {} (receiver) items, each at σ = \
+         {}; {} run now{}",
         out.id(),
+        described,
         out.shape.buckets,
         out.shape.sender_capacity,
         out.shape.receiver_capacity,
@@ -301,14 +353,14 @@ pub(crate) fn run_job(
             0 => String::new(),
             n => format!(", after {n} reconnection(s)"),
         }
-    );
+    ));
     if !out.end_confirmed {
         eprintln!(
             "psikit: the link dropped as the job ended and the peer did not come back: this \
              side's output is whole; if the peer's run failed, rerun both sides with --resume"
         );
     }
-    println!(
+    say(format!(
         "{name}: read {}, split {}, buckets {}, output {}; sent {}, received {}; peak memory {}",
         report::secs(t.read),
         report::secs(t.split),
@@ -317,7 +369,7 @@ pub(crate) fn run_job(
         report::bytes(out.bytes_sent),
         report::bytes(out.bytes_received),
         report::peak_memory().map_or("unknown".into(), report::bytes)
-    );
+    ));
     Ok(out)
 }
 

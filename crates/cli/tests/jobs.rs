@@ -357,5 +357,67 @@ fn a_circuit_psi_job_prints_the_whole_sum_once() {
         common.iter().map(|id| r_sums[id]).sum::<u64>()
     );
     assert!(said.contains(&want), "{said}\nwant {want}");
-    assert!(said.contains("buckets of"), "{said}");
+    // With --json, stdout holds the JSON object alone (the job's summary
+    // goes to stderr).
+    assert_eq!(said.lines().count(), 1, "{said}");
+}
+
+/// The `.psikit-job-*` directories in `dir`.
+fn default_job_dirs(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .expect("read dir")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with(".psikit-job-"))
+        .collect()
+}
+
+/// Without `--job-dir` a run is still a job: its state lives beside the
+/// output (the sender's, with no output, in its current directory), stays
+/// after a failure so that the same command with `--resume` continues,
+/// and is gone once the job has ended.
+#[test]
+fn a_run_without_a_job_dir_is_a_job_that_resumes_and_cleans_up() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (s_in, s_ids) = input(dir.path(), "s.csv", 5, 3000, 6000);
+    let (r_in, r_ids) = input(dir.path(), "r.csv", 6, 2000, 6000);
+    let out = dir.path().join("out.csv");
+    let receiver = |addr: &str, resume: bool| {
+        let mut cmd = psikit();
+        cmd.args(["psi", "receive", "--key", "email", "-i"])
+            .arg(&r_in)
+            .arg("-o")
+            .arg(&out)
+            .args(["--connect", addr, "--retry-secs", "1", "--idle-secs", "60"])
+            .args(["--bucket-items", BUCKET_ITEMS]);
+        if resume {
+            cmd.arg("--resume");
+        }
+        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+        cmd
+    };
+    // Nobody listens: the receiver gives up and keeps its state.
+    let addr = format!("127.0.0.1:{}", free_port());
+    let failed = receiver(&addr, false).output().expect("receive");
+    let stderr = String::from_utf8_lossy(&failed.stderr);
+    assert!(!failed.status.success());
+    assert!(stderr.contains("--resume"), "{stderr}");
+    assert_eq!(default_job_dirs(dir.path()).len(), 1);
+
+    let addr = format!("127.0.0.1:{}", free_port());
+    let mut send = psikit();
+    send.current_dir(dir.path())
+        .args(["psi", "send", "--key", "email", "-i"])
+        .arg(&s_in)
+        .args(["--listen", &addr, "--accept-timeout-secs", "60"])
+        .args(["--bucket-items", BUCKET_ITEMS])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let s = send.spawn().expect("send");
+    let r = receiver(&addr, true).spawn().expect("receive");
+    let said = finish(r, "receiver");
+    finish(s, "sender");
+    assert!(said.contains("bucket(s) of"), "{said}");
+    let text = std::fs::read_to_string(&out).expect("output");
+    assert_eq!(text.lines().collect::<Vec<_>>(), truth(&r_ids, &s_ids));
+    assert_eq!(default_job_dirs(dir.path()), Vec::<String>::new());
 }

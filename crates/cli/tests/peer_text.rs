@@ -131,8 +131,12 @@ fn two_party_runs_show_a_peers_error_text_escaped() {
     let set = write_set(dir.path());
     let out = dir.path().join("out.csv").to_string_lossy().into_owned();
     for (protocol, head, name) in [
-        (6, &["psi", "send"][..], "VOLE-PSI"),
-        (4, &["psi", "send", "--protocol", "rr16"][..], "RR16"),
+        (6, &["psi", "send", "--one-shot"][..], "VOLE-PSI"),
+        (
+            4,
+            &["psi", "send", "--one-shot", "--protocol", "rr16"][..],
+            "RR16",
+        ),
     ] {
         let args = cmd_args(head, &set, &["--connect", "ADDR"]);
         client_side(protocol, &args, &format!("{name} sender"));
@@ -144,7 +148,15 @@ fn two_party_runs_show_a_peers_error_text_escaped() {
         server_side(protocol, &receive, &format!("{name} receiver"));
     }
     let cpsi = |role: &'static str, flag: &'static str| {
-        let mut v = vec!["cpsi", "cardinality", role, "--key", "email", "-i"];
+        let mut v = vec![
+            "cpsi",
+            "cardinality",
+            role,
+            "--one-shot",
+            "--key",
+            "email",
+            "-i",
+        ];
         v.push(&set);
         v.extend([flag, "ADDR"]);
         v.iter().map(|s| s.to_string()).collect::<Vec<String>>()

@@ -50,6 +50,11 @@ impl JobProtocol {
         }
     }
 
+    /// What runs, in the flags' words (e.g. `VOLE-PSI (semi-honest)`).
+    pub fn describe(&self) -> String {
+        self.kind().describe()
+    }
+
     /// This side's key encoding.
     pub(crate) fn key_format(&self) -> &str {
         match self {
@@ -69,8 +74,9 @@ impl JobProtocol {
             JobProtocol::Circuit { config, .. } => match config.app {
                 App::Cardinality | App::Sum | App::Threshold(_) => Ok(()),
                 App::Union | App::Shares => Err(Error::Config(format!(
-                    "circuit PSI's {} runs one-shot (without --job-dir): a job opens one \
-                     result over all its buckets (cardinality, sum, threshold)",
+                    "circuit PSI's {} runs one-shot only (the CLI does so by itself; Python \
+                     without job_dir): a job opens one result over all its buckets \
+                     (cardinality, sum, threshold)",
                     config.app.name()
                 ))),
             },

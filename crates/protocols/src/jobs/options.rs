@@ -1,16 +1,18 @@
 //! What a front end states for a job (its input, its options) and what a
 //! job reports back.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use psikit_io::KeySpec;
+use sha2::{Digest, Sha256};
 
 use super::capacity::Shape;
 use super::journal::InputSummary;
 use super::kind::JobProtocol;
 use super::terms::JobId;
-use crate::balanced::{Protocol, Settings};
+use crate::balanced::{Protocol, Role, Settings};
+use crate::error::Error;
 
 /// The default memory budget of a job party.
 pub const DEFAULT_MEMORY: u64 = 4 << 30;
@@ -21,6 +23,36 @@ pub const DEFAULT_MEMORY: u64 = 4 << 30;
 pub struct JobInput {
     pub path: PathBuf,
     pub spec: KeySpec,
+}
+
+/// Where a job lives when its front end names no directory: a hidden
+/// directory beside the output, or in the current directory for a side
+/// without one, named after the role, the input and the output, so that
+/// the same command with `--resume` finds it again. A front end removes
+/// it once the job has ended well: it is scratch space (the spool, about
+/// 48 bytes per row), not a result.
+pub fn default_dir(role: Role, input: &Path, output: Option<&Path>) -> Result<PathBuf, Error> {
+    let absolute = |p: &Path| std::path::absolute(p).map_err(|e| Error::io(p, e));
+    let word = match role {
+        Role::Sender => "sender",
+        Role::Receiver => "receiver",
+    };
+    let mut hash = Sha256::new();
+    hash.update(b"psikit default job directory v1\0");
+    hash.update(word);
+    for path in [Some(input), output].into_iter().flatten() {
+        hash.update([0]);
+        hash.update(absolute(path)?.as_os_str().as_encoded_bytes());
+    }
+    let base = match output {
+        Some(out) => absolute(out)?
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default(),
+        None => absolute(Path::new("."))?,
+    };
+    let name = format!(".psikit-job-{word}-{}", hex::encode(&hash.finalize()[..8]));
+    Ok(base.join(name))
 }
 
 /// How one party runs a job; both must choose the same protocol, terms

@@ -344,14 +344,14 @@ fn a_job_and_a_one_shot_run_refuse_each_other_by_name() {
         });
         (a.join().expect("sender"), b.join().expect("receiver"))
     });
-    let want = ": pass --job-dir on both sides or on neither";
+    let want = ": run both as jobs (the CLI's default, job_dir= in Python) or both with --one-shot";
     assert_eq!(
         s.expect_err("refused").to_string(),
-        format!("the peer runs a one-shot run, this side a bucketed job (--job-dir){want}")
+        format!("the peer runs a one-shot run (--one-shot), this side a bucketed job{want}")
     );
     assert_eq!(
         r.expect_err("refused").to_string(),
-        format!("the peer runs a bucketed job (--job-dir), this side a one-shot run{want}")
+        format!("the peer runs a bucketed job, this side a one-shot run (--one-shot){want}")
     );
 }
 

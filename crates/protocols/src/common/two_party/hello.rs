@@ -192,11 +192,12 @@ pub(crate) fn protocol_refusal(theirs: Protocol, ours: Protocol) -> Option<Refus
 pub(crate) fn job_refusal(job_here: bool) -> Refusal {
     let text = |peer_job: bool| {
         let (peer, here) = match peer_job {
-            true => ("a bucketed job (--job-dir)", "a one-shot run"),
-            false => ("a one-shot run", "a bucketed job (--job-dir)"),
+            true => ("a bucketed job", "a one-shot run (--one-shot)"),
+            false => ("a one-shot run (--one-shot)", "a bucketed job"),
         };
         format!(
-            "the peer runs {peer}, this side {here}: pass --job-dir on both sides or on neither"
+            "the peer runs {peer}, this side {here}: run both as jobs (the CLI's default, \
+             job_dir= in Python) or both with --one-shot"
         )
     };
     Refusal {
