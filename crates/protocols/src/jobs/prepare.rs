@@ -7,8 +7,10 @@
 use std::fs::File;
 use std::io::{self, Read};
 use std::path::Path;
+use std::sync::mpsc;
 
-use psikit_io::{KeyReader, KeySpec, ReadStats};
+use psikit_io::{Item, KeyReader, KeySpec, ReadStats};
+use rayon::prelude::*;
 use sha2::{Digest, Sha256};
 
 use super::journal::{InputSummary, JobDir};
@@ -78,9 +80,16 @@ pub fn spool_input(
     Ok(summary)
 }
 
+/// A batch of parsed rows on its way from the parser to the hashing: the
+/// items, their values and the rows read so far.
+type Parsed = (Vec<Item>, Vec<u64>, u64);
+
 /// Every row of `reader` into the job's key file; returns the counts and
-/// the reader's byte source.
-fn spool_keys<R: Read>(
+/// the reader's byte source. Two stages overlap: a thread parses batch
+/// after batch (and digests the bytes), while this one hashes the last
+/// batch's keys on the rayon pool and writes them (parsing and hashing
+/// each take about half of the pass on one core).
+fn spool_keys<R: Read + Send>(
     mut reader: KeyReader<R>,
     spec: &KeySpec,
     dir: &JobDir,
@@ -90,19 +99,53 @@ fn spool_keys<R: Read>(
         .map_err(|_| Error::Internal("value columns per row"))?;
     let k = usize::from(columns);
     let mut out = SpoolWriter::create(&dir.keys_path(), 1 << 20, columns)?;
-    let (mut batch, mut values) = (Vec::with_capacity(BATCH), Vec::new());
-    while reader.next_valued_batch(BATCH, &mut batch, &mut values)? > 0 {
-        for (i, item) in batch.iter().enumerate() {
-            let record = Record {
-                key: item_key(&item.key),
-                row: item.row,
-            };
+    // Two batches in flight bound the memory (a batch is 2^16 rows).
+    let (tx, rx) = mpsc::sync_channel::<Parsed>(1);
+    std::thread::scope(|scope| {
+        let parser = scope.spawn(move || -> Result<_, Error> {
+            loop {
+                let (mut batch, mut values) = (Vec::with_capacity(BATCH), Vec::new());
+                if reader.next_valued_batch(BATCH, &mut batch, &mut values)? == 0 {
+                    break;
+                }
+                // A closed channel: the writer stopped, and says why.
+                if tx.send((batch, values, reader.stats().rows_read)).is_err() {
+                    break;
+                }
+            }
+            Ok((reader.stats(), reader.into_inner()))
+        });
+        let written = write_keys(&rx, &mut out, k, progress);
+        drop(rx);
+        let parsed = parser
+            .join()
+            .map_err(|_| Error::Internal("the input's parser panicked"))?;
+        written?;
+        parsed
+    })
+    .and_then(|done| {
+        out.finish()?;
+        Ok(done)
+    })
+}
+
+/// The hashing stage of [`spool_keys`]: each batch's item keys (in
+/// parallel), written in row order.
+fn write_keys(
+    batches: &mpsc::Receiver<Parsed>,
+    out: &mut SpoolWriter,
+    k: usize,
+    progress: &dyn Progress,
+) -> Result<(), Error> {
+    for (batch, values, rows_read) in batches {
+        let keys: Vec<ItemKey> = batch.par_iter().map(|item| item_key(&item.key)).collect();
+        for (i, (item, key)) in batch.iter().zip(keys).enumerate() {
+            let record = Record { key, row: item.row };
             out.push(&record, &values[i * k..(i + 1) * k])?;
         }
-        advance(progress, reader.stats().rows_read)?;
+        advance(progress, rows_read)?;
     }
-    out.finish()?;
-    Ok((reader.stats(), reader.into_inner()))
+    Ok(())
 }
 
 /// The input's digest, to check a resumed job reads the same input.
@@ -147,10 +190,29 @@ pub fn split(dir: &JobDir, agreed: &Agreed, progress: &dyn Progress) -> Result<(
         let mut writers = (first..end)
             .map(|b| SpoolWriter::create(&dir.bucket_path(b), BUCKET_BUFFER, columns))
             .collect::<Result<Vec<_>, _>>()?;
-        while let Some(record) = keys.next()? {
-            let b = bucket_of(&agreed.job_id, &record.key, buckets);
-            if (first..end).contains(&b) {
-                writers[(b - first) as usize].push(&record, keys.values())?;
+        // A batch of records at a time: their buckets (a hash each) on the
+        // rayon pool, then each written to its file in order.
+        let (mut records, mut values) = (Vec::with_capacity(BATCH), Vec::new());
+        loop {
+            records.clear();
+            values.clear();
+            while records.len() < BATCH {
+                let Some(record) = keys.next()? else { break };
+                records.push(record);
+                values.extend_from_slice(keys.values());
+            }
+            if records.is_empty() {
+                break;
+            }
+            let k = usize::from(columns);
+            let ids: Vec<u64> = records
+                .par_iter()
+                .map(|r| bucket_of(&agreed.job_id, &r.key, buckets))
+                .collect();
+            for (i, (record, b)) in records.iter().zip(ids).enumerate() {
+                if (first..end).contains(&b) {
+                    writers[(b - first) as usize].push(record, &values[i * k..(i + 1) * k])?;
+                }
             }
         }
         keys.finish()?;
