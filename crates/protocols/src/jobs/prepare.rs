@@ -10,6 +10,7 @@ use std::path::Path;
 use std::sync::mpsc;
 
 use psikit_io::{Item, KeyReader, KeySpec, ReadStats};
+use psikit_primitives::sha256;
 use rayon::prelude::*;
 use sha2::{Digest, Sha256};
 
@@ -156,17 +157,52 @@ pub fn input_digest(path: &Path) -> Result<[u8; 32], Error> {
     Ok(hash.finalize().into())
 }
 
-/// The bucket of an item key: a hash keyed by the job id (fixed only once
-/// both inputs are) mapped onto `0..buckets`.
-pub fn bucket_of(job_id: &JobId, key: &ItemKey, buckets: u64) -> u64 {
-    let digest = Sha256::new()
-        .chain_update(b"psikit job bucket v1")
-        .chain_update(job_id)
-        .chain_update(key)
-        .finalize();
-    let mut word = [0u8; 8];
-    word.copy_from_slice(&digest[..8]);
-    ((u128::from(u64::from_le_bytes(word)) * u128::from(buckets)) >> 64) as u64
+/// Domain label of the bucket hash.
+const BUCKET_LABEL: &[u8; 20] = b"psikit job bucket v1";
+
+/// A uniform 64-bit word mapped onto `0..buckets` (multiply and shift).
+fn onto(word: u64, buckets: u64) -> u64 {
+    ((u128::from(word) * u128::from(buckets)) >> 64) as u64
+}
+
+/// Records whose bucket hashes run together.
+const HASH_BATCH: usize = 256;
+
+/// The bucket of every record's item key, on the rayon pool: a hash keyed
+/// by the job id (fixed only once both inputs are), `SHA-256(label ||
+/// job id || key)`, mapped onto `0..buckets` by its first 8 bytes. The
+/// message (52 bytes) fits one SHA-256 block, so we pad it ourselves and
+/// run the compression function on a batch at once
+/// (`psikit_primitives::sha256` interleaves two with the SHA extensions):
+/// about a quarter of the streaming interface's cost on a message this
+/// short. A test compares it with the streaming hash.
+fn buckets_of(job_id: &JobId, records: &[Record], buckets: u64) -> Vec<u64> {
+    const LEN: usize = BUCKET_LABEL.len() + 16 + 16;
+    let mut template = [0u8; 64];
+    template[..20].copy_from_slice(BUCKET_LABEL);
+    template[20..36].copy_from_slice(job_id);
+    template[LEN] = 0x80;
+    template[56..].copy_from_slice(&(LEN as u64 * 8).to_be_bytes());
+    let mut out = vec![0u64; records.len()];
+    out.par_chunks_mut(HASH_BATCH)
+        .zip(records.par_chunks(HASH_BATCH))
+        .for_each(|(out, records)| {
+            let mut blocks = [template; HASH_BATCH];
+            for (block, r) in blocks.iter_mut().zip(records) {
+                block[36..LEN].copy_from_slice(&r.key);
+            }
+            let mut states = [[0u32; 8]; HASH_BATCH];
+            let n = records.len();
+            sha256::compress_from_iv(&blocks[..n], &mut states[..n]);
+            for (b, state) in out.iter_mut().zip(&states) {
+                // The digest's first 8 bytes: its first two words, big-endian.
+                let mut word = [0u8; 8];
+                word[..4].copy_from_slice(&state[0].to_be_bytes());
+                word[4..].copy_from_slice(&state[1].to_be_bytes());
+                *b = onto(u64::from_le_bytes(word), buckets);
+            }
+        });
+    out
 }
 
 /// The second pass: the key file split into the agreed buckets, at most
@@ -205,10 +241,7 @@ pub fn split(dir: &JobDir, agreed: &Agreed, progress: &dyn Progress) -> Result<(
                 break;
             }
             let k = usize::from(columns);
-            let ids: Vec<u64> = records
-                .par_iter()
-                .map(|r| bucket_of(&agreed.job_id, &r.key, buckets))
-                .collect();
+            let ids = buckets_of(&agreed.job_id, &records, buckets);
             for (i, (record, b)) in records.iter().zip(ids).enumerate() {
                 if (first..end).contains(&b) {
                     writers[(b - first) as usize].push(record, &values[i * k..(i + 1) * k])?;
@@ -322,6 +355,19 @@ fn dummy(role: Role, bucket: u64, index: u64) -> Vec<u8> {
 mod tests {
     use super::*;
 
+    /// The bucket hash through the `Digest` API, one key at a time: the
+    /// reference [`buckets_of`] must equal.
+    fn bucket_of(job_id: &JobId, key: &ItemKey, buckets: u64) -> u64 {
+        let digest = Sha256::new()
+            .chain_update(BUCKET_LABEL)
+            .chain_update(job_id)
+            .chain_update(key)
+            .finalize();
+        let mut word = [0u8; 8];
+        word.copy_from_slice(&digest[..8]);
+        onto(u64::from_le_bytes(word), buckets)
+    }
+
     #[test]
     fn buckets_spread_evenly_and_dummies_never_match() {
         let id = [3u8; 16];
@@ -336,6 +382,25 @@ mod tests {
         let s = dummy(Role::Sender, 1, 2);
         assert_ne!(s, dummy(Role::Receiver, 1, 2));
         assert_ne!(s.len(), item_key(b"x").len());
+    }
+
+    #[test]
+    fn batched_buckets_are_the_streaming_hash_s() {
+        let id = [9u8; 16];
+        // More than one batch, a partial last one.
+        let records: Vec<Record> = (0..HASH_BATCH as u64 * 3 + 17)
+            .map(|i| Record {
+                key: item_key(&i.to_le_bytes()),
+                row: i,
+            })
+            .collect();
+        for buckets in [1, 2, 7, 64, 1 << 16] {
+            let want: Vec<u64> = records
+                .iter()
+                .map(|r| bucket_of(&id, &r.key, buckets))
+                .collect();
+            assert_eq!(buckets_of(&id, &records, buckets), want, "{buckets}");
+        }
     }
 
     #[test]
