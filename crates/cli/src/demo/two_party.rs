@@ -3,13 +3,14 @@
 //! the receiver's result checked and revealed to the sender.
 
 use std::collections::BTreeSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{ensure, Context, Result};
 use psikit_protocols::balanced::{self, Role, Settings};
 use psikit_protocols::common::connect::{runtime, Limits, Peer, ServerAddr};
 use psikit_protocols::io::{read_rows, write_overlapping_pair, Table};
+use psikit_protocols::jobs::{self, JobInput, JobOptions, JobProtocol};
 use psikit_protocols::NoProgress;
 
 use super::args::DemoArgs;
@@ -19,6 +20,8 @@ use crate::report;
 
 /// Two generated files of the client's size and their expected overlap.
 pub(super) struct Pair {
+    sender_csv: PathBuf,
+    receiver_csv: PathBuf,
     sender_keys: Vec<Vec<u8>>,
     receiver_table: Table,
     receiver_keys: Vec<Vec<u8>>,
@@ -39,6 +42,8 @@ impl Pair {
         let receiver_table = read_rows(&receiver_csv, &spec)?;
         let (receiver_keys, receiver_rows) = receiver_table.unique_keys();
         Ok(Self {
+            sender_csv,
+            receiver_csv,
             sender_keys,
             receiver_table,
             receiver_keys,
@@ -107,5 +112,73 @@ impl Pair {
             "the {name} sender was told {revealed} matches"
         );
         Ok(())
+    }
+
+    /// The same files as a bucketed job (what `psikit psi` runs by
+    /// default) in `buckets` buckets or more, job directories under `dir`;
+    /// checks the receiver's output file.
+    pub(super) fn run_job(&self, dir: &Path, settings: &Settings, buckets: u64) -> Result<()> {
+        let t = Instant::now();
+        let bucket_items = (self.receiver_keys.len() as u64).div_ceil(buckets).max(1);
+        let options = |role: &str| JobOptions {
+            max_bucket_items: Some(bucket_items),
+            output: (role == "receiver").then(|| dir.join("job-matches.csv")),
+            ..JobOptions::new(
+                JobProtocol::Balanced(settings.clone()),
+                dir.join(format!("{role}-job")),
+            )
+        };
+        let input = |path: &PathBuf| JobInput {
+            path: path.clone(),
+            spec: email_spec(),
+        };
+        let (port_tx, port_rx) = std::sync::mpsc::channel::<String>();
+        let (s_in, s_opts) = (input(&self.sender_csv), options("sender"));
+        let sender = std::thread::spawn(move || {
+            let listen = Peer::Listen {
+                addr: "127.0.0.1:0".into(),
+                tls: None,
+                limits: Limits::default(),
+                accept_timeout: None,
+            };
+            let listening = |addr: &str| {
+                let _ = port_tx.send(addr.to_string());
+            };
+            jobs::run_blocking(
+                &listen,
+                Role::Sender,
+                &s_in,
+                &s_opts,
+                listening,
+                &NoProgress,
+            )
+        });
+        let addr = port_rx.recv().context("the job's sender did not listen")?;
+        let connect = Peer::Connect(ServerAddr::plain(addr));
+        let r_opts = options("receiver");
+        let r_in = input(&self.receiver_csv);
+        let out = jobs::run_blocking(
+            &connect,
+            Role::Receiver,
+            &r_in,
+            &r_opts,
+            |_| {},
+            &NoProgress,
+        )?;
+        sender
+            .join()
+            .map_err(|_| anyhow::anyhow!("the job's sender panicked"))??;
+        println!(
+            "job: {} buckets of {} items, done in {}",
+            out.shape.buckets,
+            out.shape.receiver_capacity,
+            report::secs(t.elapsed())
+        );
+        let written = r_opts.output.context("the receiver's output")?;
+        let rows = read_rows(&written, &email_spec())?;
+        let ids = (rows.rows.iter())
+            .map(|r| Ok(std::str::from_utf8(r.record.get(0).context("row without id")?)?.parse()?))
+            .collect::<Result<BTreeSet<u64>>>()?;
+        check("job receiver", &ids, &self.expected)
     }
 }
