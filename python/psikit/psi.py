@@ -56,13 +56,17 @@ def _run(
 ) -> Any:
     p = prepare(data, key=key, normalize=normalize, has_header=has_header, delimiter=delimiter)
     if job is not None:
+        # In-memory data gets its matched rows back as a one-shot run's
+        # (positions into it); a path's rows go to ``output``, or are counted.
+        return_rows = job["output"] is None and p.kind != "csv"
         with ProgressReporter(progress) as bar:
             out = _native.psi_job(
                 role, p.source, protocol=protocol, listen=listen, connect=connect, malicious=malicious,
                 reveal=reveal, accept_timeout=accept_timeout, tls=tls, on_listening=on_listening,
-                progress=bar.callback, **job,
+                return_rows=return_rows, progress=bar.callback, **job,
             )
-        return (out["matched_rows"], out) if details else out["matched_rows"]
+        matches = result(p, out) if "positions" in out else out["matched_rows"]
+        return (matches, out) if details else matches
     with ProgressReporter(progress) as bar:
         out = _native.psi_run(
             role, p.source, protocol, listen, connect, malicious, reveal, max_peer_items,
@@ -112,18 +116,19 @@ def send(
     600 for a job).
 
     **Big inputs** (``job_dir=``): the run becomes a bucketed job kept in
-    that directory, as ``psikit psi --job-dir``: the input (best a CSV path)
-    is read once and split into buckets padded to one public size, memory
-    stays within ``memory`` (bytes, or ``"4G"``, ``"512M"``), and after a
-    crash or a dropped link (retried for ``retry`` seconds) the same call
-    with ``resume=True`` continues from the buckets both sides committed.
-    Both parties must run jobs: a Python party passes ``job_dir`` (the
-    CLI runs jobs by default; with ``--one-shot`` it meets a Python party
-    without ``job_dir``). The matched rows are written to
-    ``output`` (a CSV path) instead of returned; the call returns how many
-    there are (``None`` when this side learns nothing). ``progress`` is told
-    ``"reading the input"``, ``"splitting into buckets"`` and
-    ``"buckets"``.
+    that directory, as ``psikit psi`` runs by default: the input (best a
+    CSV or Parquet path) is read once and split into buckets padded to one
+    public size, memory stays within ``memory`` (bytes, or ``"4G"``,
+    ``"512M"``), and after a crash or a dropped link (retried for
+    ``retry`` seconds) the same call with ``resume=True`` continues from
+    the buckets both sides committed. Both parties must run jobs (the CLI
+    does by default), or both one-shot (Python without ``job_dir``, the
+    CLI with ``--one-shot``). With ``output`` (a CSV path) the matched
+    rows are written there and the call returns how many there are, as it
+    does for a path without ``output``; in-memory data without ``output``
+    gets its matched rows back as a one-shot run returns them (``None``
+    when this side learns nothing). ``progress`` is told ``"reading the
+    input"``, ``"splitting into buckets"`` and ``"buckets"``.
 
     >>> psikit.psi.send(df, key="email", connect="host:7702", normalize=("trim", "lower"))  # doctest: +SKIP
     """

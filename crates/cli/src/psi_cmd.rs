@@ -298,11 +298,8 @@ pub(crate) fn run_job(
 /// Removes a default job directory after its job ended well (a failure
 /// to do so is reported, not fatal: the result is already written).
 fn remove_job_dir(dir: &Path) {
-    if let Err(e) = std::fs::remove_dir_all(dir) {
-        eprintln!(
-            "psikit: could not remove the job directory {}: {e}",
-            dir.display()
-        );
+    if let Err(e) = jobs::remove_scratch(dir) {
+        eprintln!("psikit: could not remove the job directory: {e}");
     }
 }
 

@@ -7,7 +7,7 @@ use psikit_protocols::balanced::{self, Outcome, Protocol, Role, Settings};
 use psikit_protocols::jobs::{self, JobInput, JobOptions, JobOutcome, JobProtocol};
 use psikit_protocols::memory;
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyBytes, PyDict, PyList};
 
 use crate::errors::{self, IntoPy};
 use crate::input::{Loaded, Output, Source};
@@ -106,8 +106,8 @@ pub fn role_of(role: &str) -> PyResult<Role> {
 #[pyfunction]
 #[pyo3(signature = (role, source, job_dir, protocol="vole", listen=None, connect=None,
     malicious=false, reveal=false, resume=false, memory=jobs::DEFAULT_MEMORY, bucket_items=None,
-    max_peer_rows=1<<40, retry=600.0, idle_timeout=600.0, output=None, accept_timeout=None,
-    max_message_mib=16, tls=None, on_listening=None, progress=None))]
+    max_peer_rows=1<<40, retry=600.0, idle_timeout=600.0, output=None, return_rows=false,
+    accept_timeout=None, max_message_mib=16, tls=None, on_listening=None, progress=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn psi_job<'py>(
     py: Python<'py>,
@@ -126,6 +126,7 @@ pub fn psi_job<'py>(
     retry: f64,
     idle_timeout: f64,
     output: Option<PathBuf>,
+    return_rows: bool,
     accept_timeout: Option<f64>,
     max_message_mib: u32,
     tls: Option<&Bound<'py, PyDict>>,
@@ -149,6 +150,7 @@ pub fn psi_job<'py>(
         max_peer_rows,
         retry_for: net::seconds(retry, "retry")?,
         idle_timeout: net::seconds(idle_timeout, "idle_timeout")?,
+        return_rows,
         output,
         ..JobOptions::new(JobProtocol::Balanced(settings), job_dir)
     };
@@ -165,6 +167,15 @@ pub fn psi_job<'py>(
     let out = interrupt::run_reporting(py, reporter, job)?;
     let d = job_details(py, &out)?;
     d.set_item("matched_rows", out.matched_rows)?;
+    if let Some(rows) = &out.rows {
+        // Data rows are 1-based; Python's positions count from 0.
+        let positions: Vec<u8> = rows
+            .iter()
+            .flat_map(|&r| (r as i64 - 1).to_ne_bytes())
+            .collect();
+        d.set_item("positions", PyBytes::new(py, &positions))?;
+        d.set_item("labels", PyList::empty(py))?;
+    }
     Ok(d)
 }
 

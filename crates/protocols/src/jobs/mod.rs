@@ -55,6 +55,8 @@ mod tests;
 pub use capacity::{capacity, overflow_log2, Shape, MAX_BUCKETS, STATISTICAL_BITS};
 pub use journal::InputSummary;
 pub use kind::JobProtocol;
-pub use options::{default_dir, JobInput, JobOptions, JobOutcome, JobTimes, DEFAULT_MEMORY};
+pub use options::{
+    default_dir, remove_scratch, JobInput, JobOptions, JobOutcome, JobTimes, DEFAULT_MEMORY,
+};
 pub use run::{run, run_blocking};
 pub use terms::JobId;

@@ -55,6 +55,13 @@ pub fn default_dir(role: Role, input: &Path, output: Option<&Path>) -> Result<Pa
     Ok(base.join(name))
 }
 
+/// Removes a job directory made by [`default_dir`] once its job has ended
+/// with the peer's end confirmed (it holds item-key hashes and row
+/// numbers: scratch a front end must not leave behind).
+pub fn remove_scratch(dir: &Path) -> Result<(), Error> {
+    std::fs::remove_dir_all(dir).map_err(|e| Error::io(dir, e))
+}
+
 /// How one party runs a job; both must choose the same protocol, terms
 /// and key encoding (the hello compares them).
 #[derive(Clone, Debug)]
@@ -78,6 +85,10 @@ pub struct JobOptions {
     /// Where to write this side's matched rows (the receiver's, or the
     /// sender's with `reveal`); `None` to count them only.
     pub output: Option<PathBuf>,
+    /// Also hand this side's matched rows back in
+    /// [`JobOutcome::rows`] (8 bytes per match in memory), for a front end
+    /// that returns rows rather than a file (Python).
+    pub return_rows: bool,
 }
 
 impl JobOptions {
@@ -92,6 +103,7 @@ impl JobOptions {
             retry_for: Duration::from_secs(600),
             idle_timeout: Duration::from_secs(600),
             output: None,
+            return_rows: false,
         }
     }
 
@@ -149,6 +161,9 @@ pub struct JobOutcome {
     pub buckets_run: u64,
     /// Matched rows of this side's input, when it learns them.
     pub matched_rows: Option<u64>,
+    /// Their data row numbers (1-based, sorted), with
+    /// [`JobOptions::return_rows`].
+    pub rows: Option<Vec<u64>>,
     pub bytes_sent: u64,
     pub bytes_received: u64,
     /// Bytes both ways of each bucket this process ran, in the order run:

@@ -8,7 +8,6 @@
 //! exchange waits only [`LINGER`] for its peer (which comes back at once if
 //! it still needs a bucket), then ends with the end unconfirmed.
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use psikit_io::write_selected_rows;
@@ -116,11 +115,13 @@ pub async fn run(
         .ok_or(Error::Internal("a finished job has its terms"))?;
     dir.remove_spool(&agreed);
     let t = Instant::now();
-    let matched_rows = match (learns(role, opts), &opts.output) {
-        (false, _) => None,
-        (true, out) => Some(tokio::task::block_in_place(|| {
-            write_output(&dir, &agreed, input, &summary, out.as_deref())
-        })?),
+    let (matched_rows, rows) = match learns(role, opts) {
+        false => (None, None),
+        true => {
+            let (count, rows) =
+                tokio::task::block_in_place(|| write_output(&dir, &agreed, input, &summary, opts))?;
+            (Some(count), rows)
+        }
     };
     job.times.output = t.elapsed();
     Ok(JobOutcome {
@@ -129,6 +130,7 @@ pub async fn run(
         input: summary,
         buckets_run: job.buckets_run,
         matched_rows,
+        rows,
         bytes_sent: job.bytes.0,
         bytes_received: job.bytes.1,
         bucket_bytes: job.bucket_bytes,
@@ -535,8 +537,8 @@ fn write_output(
     agreed: &Agreed,
     input: &JobInput,
     summary: &InputSummary,
-    path: Option<&Path>,
-) -> Result<u64, Error> {
+    opts: &JobOptions,
+) -> Result<(u64, Option<Vec<u64>>), Error> {
     let mut matched = vec![0u64; usize::try_from(summary.rows_read / 64 + 1).unwrap_or(0)];
     let mut count = 0u64;
     for b in 0..agreed.shape.buckets {
@@ -548,16 +550,19 @@ fn write_output(
             count += 1;
         }
     }
-    let Some(path) = path else {
-        return Ok(count);
-    };
-    let mut out = AtomicFile::create(path)?;
     let keep = |row: u64| {
         matched
             .get((row / 64) as usize)
             .is_some_and(|w| w >> (row % 64) & 1 == 1)
     };
+    let rows = opts
+        .return_rows
+        .then(|| (0..summary.rows_read + 1).filter(|&r| keep(r)).collect());
+    let Some(path) = &opts.output else {
+        return Ok((count, rows));
+    };
+    let mut out = AtomicFile::create(path)?;
     let (_, written) = write_selected_rows(&input.path, &input.spec, out.writer(), keep)?;
     out.commit()?;
-    Ok(written)
+    Ok((written, rows))
 }
