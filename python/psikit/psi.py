@@ -56,9 +56,8 @@ def _run(
 ) -> Any:
     p = prepare(data, key=key, normalize=normalize, has_header=has_header, delimiter=delimiter)
     if job is not None:
-        # In-memory data gets its matched rows back as a one-shot run's
-        # (positions into it); a path's rows go to ``output``, or are counted.
-        return_rows = job["output"] is None and p.kind != "csv"
+        # Without ``output`` the matched rows come back as a one-shot run's.
+        return_rows = job["output"] is None
         with ProgressReporter(progress) as bar:
             out = _native.psi_job(
                 role, p.source, protocol=protocol, listen=listen, connect=connect, malicious=malicious,
@@ -124,10 +123,10 @@ def send(
     the buckets both sides committed. Both parties must run jobs (the CLI
     does by default), or both one-shot (Python without ``job_dir``, the
     CLI with ``--one-shot``). With ``output`` (a CSV path) the matched
-    rows are written there and the call returns how many there are, as it
-    does for a path without ``output``; in-memory data without ``output``
-    gets its matched rows back as a one-shot run returns them (``None``
-    when this side learns nothing). ``progress`` is told ``"reading the
+    rows are written there and the call returns how many there are;
+    without, they are returned as a one-shot run returns them (``None``
+    when this side learns nothing; a path's rows are read from it again
+    once the job has ended). ``progress`` is told ``"reading the
     input"``, ``"splitting into buckets"`` and ``"buckets"``.
 
     >>> psikit.psi.send(df, key="email", connect="host:7702", normalize=("trim", "lower"))  # doctest: +SKIP

@@ -292,9 +292,9 @@ def test_a_bucketed_job_writes_the_matches_and_resumes_nothing_twice(tmp_path):
     assert count == 500 and out["buckets_run"] == 0
 
 
-def test_a_job_without_output_returns_in_memory_rows_as_one_shot(tmp_path, small_sets):
-    """Without ``output=`` a job hands in-memory data's matched rows back,
-    in its kind, as a one-shot run does; a CSV path's are counted."""
+def test_a_job_without_output_returns_the_rows_as_one_shot(tmp_path, small_sets):
+    """Without ``output=`` a job hands the matched rows back in the kind of
+    the data, as a one-shot run does (a list, a CSV path's dicts)."""
     one_shot, _ = two_parties(
         functools.partial(psikit.psi.receive, small_sets.client, normalize=NORM),
         functools.partial(psikit.psi.send, small_sets.server, normalize=NORM),
@@ -307,11 +307,11 @@ def test_a_job_without_output_returns_in_memory_rows_as_one_shot(tmp_path, small
     assert got == one_shot == small_sets.truth()
     assert sent is None and out["buckets"] > 1
     path = write_csv(tmp_path / "c.csv", ["email"], [(c,) for c in small_sets.client])
-    count, _ = two_parties(
+    rows, _ = two_parties(
         functools.partial(psikit.psi.receive, path, key="email", job_dir=str(tmp_path / "r2"), **job),
         functools.partial(psikit.psi.send, small_sets.server, job_dir=str(tmp_path / "s2"), **job),
     )
-    assert count == len(small_sets.truth())
+    assert [r["email"] for r in rows] == small_sets.truth()
 
 
 @pytest.mark.parametrize("compression", ["snappy", "zstd"])

@@ -134,17 +134,57 @@ pub fn write_selected_rows<W: io::Write>(
     out: W,
     mut keep: impl FnMut(u64) -> bool,
 ) -> Result<(W, u64)> {
-    let name = input.display().to_string();
-    let mut records = crate::records::Records::open(input, spec)?;
-    let headers = records.headers(spec, &name)?;
-    let mut writer = MatchWriter::from_writer(out, headers.as_ref(), &[])?;
-    let (mut record, mut row, mut written) = (ByteRecord::new(), 0u64, 0u64);
-    while records.next(&mut record, &name)? {
-        row += 1;
-        if keep(row) {
-            writer.write_row::<&[u8]>(&record, &[])?;
-            written += 1;
-        }
+    let mut rows = SelectedRows::open(input, spec)?;
+    let mut writer = MatchWriter::from_writer(out, rows.headers(), &[])?;
+    let (mut record, mut written) = (ByteRecord::new(), 0u64);
+    while rows.next(&mut keep, &mut record)? {
+        writer.write_row::<&[u8]>(&record, &[])?;
+        written += 1;
     }
     Ok((writer.finish()?, written))
+}
+
+/// The data rows of a file (CSV read with a spec's delimiter and header
+/// setting, or Parquet) whose 1-based number a filter accepts, streamed
+/// one at a time: the matched rows of a job, for a file or for a front
+/// end that hands them back.
+pub struct SelectedRows {
+    records: crate::records::Records<std::fs::File>,
+    name: String,
+    headers: Option<ByteRecord>,
+    row: u64,
+}
+
+impl SelectedRows {
+    pub fn open(input: &std::path::Path, spec: &crate::KeySpec) -> Result<Self> {
+        let name = input.display().to_string();
+        let mut records = crate::records::Records::open(input, spec)?;
+        let headers = records.headers(spec, &name)?;
+        Ok(Self {
+            records,
+            name,
+            headers,
+            row: 0,
+        })
+    }
+
+    /// The header record, if the file has one.
+    pub fn headers(&self) -> Option<&ByteRecord> {
+        self.headers.as_ref()
+    }
+
+    /// Reads the next row `keep` accepts into `record`; `false` at the end.
+    pub fn next(
+        &mut self,
+        keep: &mut impl FnMut(u64) -> bool,
+        record: &mut ByteRecord,
+    ) -> Result<bool> {
+        while self.records.next(record, &self.name)? {
+            self.row += 1;
+            if keep(self.row) {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
 }

@@ -357,6 +357,29 @@ impl MatchedFields {
     }
 }
 
+/// The header and fields of the data rows of the file at `path` whose
+/// 1-based numbers are `rows` (sorted): a job's matched rows, streamed
+/// from its input (memory: those rows).
+pub fn selected_fields(
+    path: &std::path::Path,
+    spec: &KeySpec,
+    rows: &[u64],
+) -> Result<(Option<Vec<String>>, MatchedFields), Error> {
+    let mut selected = psikit_protocols::io::SelectedRows::open(path, spec)?;
+    let headers = selected.headers().map(|h| h.iter().map(text).collect());
+    let mut fields = MatchedFields::default();
+    let (mut record, mut at) = (ByteRecord::new(), 0);
+    let mut keep = |row: u64| {
+        let hit = rows.get(at) == Some(&row);
+        at += usize::from(hit);
+        hit
+    };
+    while selected.next(&mut keep, &mut record)? {
+        fields.push(&record);
+    }
+    Ok((headers, fields))
+}
+
 #[pymethods]
 impl MatchedFields {
     fn __len__(&self) -> usize {

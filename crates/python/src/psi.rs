@@ -10,7 +10,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 
 use crate::errors::{self, IntoPy};
-use crate::input::{Loaded, Output, Source};
+use crate::input::{selected_fields, Loaded, Output, Source};
 use crate::progress::Reporter;
 use crate::{interrupt, net};
 
@@ -155,7 +155,7 @@ pub fn psi_job<'py>(
         ..JobOptions::new(JobProtocol::Balanced(settings), job_dir)
     };
     // In-memory rows go to a temporary CSV: a job reads its input as a file.
-    let (path, _guard) = source.file().py_err()?;
+    let (path, temp) = source.file().py_err()?;
     let input = JobInput {
         path,
         spec: source.spec().clone(),
@@ -175,6 +175,12 @@ pub fn psi_job<'py>(
             .collect();
         d.set_item("positions", PyBytes::new(py, &positions))?;
         d.set_item("labels", PyList::empty(py))?;
+        // A file's rows go back as their fields (`psikit.Rows`), read again.
+        if temp.is_none() {
+            let (headers, fields) = selected_fields(&input.path, &input.spec, rows).py_err()?;
+            d.set_item("headers", headers)?;
+            d.set_item("fields", Py::new(py, fields)?)?;
+        }
     }
     Ok(d)
 }
