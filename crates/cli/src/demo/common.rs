@@ -5,7 +5,19 @@
 use std::collections::BTreeSet;
 
 use anyhow::{bail, Context, Result};
+use psikit_protocols::common::connect::{Limits, Peer};
 use psikit_protocols::io::{Column, KeySpec, Normalize, Table};
+
+/// The sending party's side of a demo run: a free loopback port, plain
+/// TCP, default limits (it tells the receiver the port once bound).
+pub(super) fn loopback_listener() -> Peer {
+    Peer::Listen {
+        addr: "127.0.0.1:0".into(),
+        tls: None,
+        limits: Limits::default(),
+        accept_timeout: None,
+    }
+}
 
 pub(super) fn email_spec() -> KeySpec {
     let mut spec = KeySpec::new(vec![Column::Name("email".into())]);

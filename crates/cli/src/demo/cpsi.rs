@@ -6,7 +6,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use anyhow::{ensure, Context, Result};
-use psikit_protocols::common::connect::{runtime, Limits, Peer, ServerAddr};
+use psikit_protocols::common::connect::{runtime, Peer, ServerAddr};
 use psikit_protocols::cpsi::facade;
 use psikit_protocols::cpsi::{
     AppKind, Choices, Input, Outcome, Output, Reveal, Side, Spelling, Sums,
@@ -15,7 +15,7 @@ use psikit_protocols::io::{read_rows, write_overlapping_pair};
 use psikit_protocols::NoProgress;
 
 use super::args::DemoArgs;
-use super::common::email_spec;
+use super::common::{email_spec, loopback_listener};
 use crate::cpsi_cmd::key_values;
 use crate::report;
 
@@ -160,12 +160,7 @@ fn pair(s: &Party, r: &Party, chose: Choices) -> Result<(Outcome, Outcome)> {
     let app = cfg.app;
     let out = runtime()?.block_on(async {
         let (port_tx, port_rx) = tokio::sync::oneshot::channel::<String>();
-        let listen = Peer::Listen {
-            addr: "127.0.0.1:0".into(),
-            tls: None,
-            limits: Limits::default(),
-            accept_timeout: None,
-        };
+        let listen = loopback_listener();
         let (keys, vals) = (s.keys.clone(), [s.values.clone()]);
         let sender = tokio::spawn(async move {
             let input = Input {

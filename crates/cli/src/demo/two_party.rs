@@ -8,13 +8,13 @@ use std::time::Instant;
 
 use anyhow::{ensure, Context, Result};
 use psikit_protocols::balanced::{self, Role, Settings};
-use psikit_protocols::common::connect::{runtime, Limits, Peer, ServerAddr};
+use psikit_protocols::common::connect::{runtime, Peer, ServerAddr};
 use psikit_protocols::io::{read_rows, write_overlapping_pair, Table};
 use psikit_protocols::jobs::{self, JobInput, JobOptions, JobProtocol};
 use psikit_protocols::NoProgress;
 
 use super::args::DemoArgs;
-use super::common::{check, email_spec, matched_ids};
+use super::common::{check, email_spec, loopback_listener, matched_ids};
 use crate::psi_cmd::phase_lines;
 use crate::report;
 
@@ -60,12 +60,7 @@ impl Pair {
             // The sender listens on a free port and tells the receiver
             // where, as two parties on two machines would.
             let (port_tx, port_rx) = tokio::sync::oneshot::channel::<String>();
-            let listen = Peer::Listen {
-                addr: "127.0.0.1:0".into(),
-                tls: None,
-                limits: Limits::default(),
-                accept_timeout: None,
-            };
+            let listen = loopback_listener();
             let (keys, settings2) = (self.sender_keys.clone(), settings.clone());
             let sender = tokio::spawn(async move {
                 let listening = |addr: &str| {
@@ -135,12 +130,7 @@ impl Pair {
         let (port_tx, port_rx) = std::sync::mpsc::channel::<String>();
         let (s_in, s_opts) = (input(&self.sender_csv), options("sender"));
         let sender = std::thread::spawn(move || {
-            let listen = Peer::Listen {
-                addr: "127.0.0.1:0".into(),
-                tls: None,
-                limits: Limits::default(),
-                accept_timeout: None,
-            };
+            let listen = loopback_listener();
             let listening = |addr: &str| {
                 let _ = port_tx.send(addr.to_string());
             };
