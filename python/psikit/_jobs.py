@@ -26,13 +26,15 @@ def _job(
     resume: bool,
     memory: Union[int, str],
     bucket_items: Optional[int],
+    lanes: Optional[int],
     retry: float,
     timeout: Optional[float],
     output: Optional[str],
 ) -> Optional[Dict[str, Any]]:
     """The native job options, or ``None`` for a one-shot run."""
     if job_dir is None:
-        for name, value in (("resume", resume), ("output", output), ("bucket_items", bucket_items)):
+        for name, value in (("resume", resume), ("output", output), ("bucket_items", bucket_items),
+                            ("lanes", lanes)):
             if value:
                 raise InputError(f"{name}= needs job_dir= (a bucketed job)")
         return None
@@ -41,6 +43,7 @@ def _job(
         "resume": resume,
         "memory": _bytes(memory),
         "bucket_items": bucket_items,
+        "lanes": lanes,
         "retry": retry,
         "idle_timeout": 600.0 if timeout is None else timeout,
         "output": None if output is None else os.fspath(output),

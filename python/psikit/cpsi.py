@@ -266,6 +266,7 @@ def receive(
     resume: bool = False,
     memory: Union[int, str] = "4G",
     bucket_items: Optional[int] = None,
+    lanes: Optional[int] = None,
     retry: float = 600.0,
 ) -> CpsiResult:
     """The ``receive`` party's run of ``application`` on ``data`` (it holds
@@ -292,7 +293,7 @@ def receive(
       ``epc``: ``"auto"``, ``"off"`` or 16 to 31 bits;
     * ``on_listening(addr)``, ``accept_timeout``, ``timeout``, ``tls``: as
       in :func:`psikit.psi.receive`;
-    * ``job_dir``, ``resume``, ``memory``, ``bucket_items``, ``retry``: the
+    * ``job_dir``, ``resume``, ``memory``, ``bucket_items``, ``lanes``, ``retry``: the
       cardinality, sum and threshold as a bucketed, resumable job for big
       inputs, as in :func:`psikit.psi.receive` and ``psikit cpsi ...``
       (a job by default; ``--one-shot`` to meet a Python party without
@@ -323,7 +324,7 @@ def receive(
     return _run("receive", application, data, key, normalize, value_columns, threshold, reveal_to,
                 min_intersection, inner_product, product_bits, ot, epc, listen, connect, max_peer_items,
                 accept_timeout, timeout, tls, on_listening, has_header, delimiter, progress,
-                _job(job_dir, resume, memory, bucket_items, retry, timeout, None))
+                _job(job_dir, resume, memory, bucket_items, lanes, retry, timeout, None))
 
 
 def send(
@@ -354,6 +355,7 @@ def send(
     resume: bool = False,
     memory: Union[int, str] = "4G",
     bucket_items: Optional[int] = None,
+    lanes: Optional[int] = None,
     retry: float = 600.0,
 ) -> CpsiResult:
     """The ``send`` party's run of ``application`` on ``data``: the
@@ -371,7 +373,7 @@ def send(
     return _run("send", application, data, key, normalize, value_columns, threshold, reveal_to,
                 min_intersection, inner_product, product_bits, ot, epc, listen, connect, max_peer_items,
                 accept_timeout, timeout, tls, on_listening, has_header, delimiter, progress,
-                _job(job_dir, resume, memory, bucket_items, retry, timeout, None))
+                _job(job_dir, resume, memory, bucket_items, lanes, retry, timeout, None))
 
 
 async def send_async(application: str, data: Any, **kwargs: Any) -> CpsiResult:

@@ -98,6 +98,7 @@ def send(
     resume: bool = False,
     memory: Union[int, str] = "4G",
     bucket_items: Optional[int] = None,
+    lanes: Optional[int] = None,
     retry: float = 600.0,
     output: Optional[str] = None,
 ) -> Any:
@@ -126,14 +127,16 @@ def send(
     rows are written there and the call returns how many there are;
     without, they are returned as a one-shot run returns them (``None``
     when this side learns nothing; a path's rows are read from it again
-    once the job has ended). ``progress`` is told ``"reading the
-    input"``, ``"splitting into buckets"`` and ``"buckets"``.
+    once the job has ended). ``lanes``: buckets run at once, each over a
+    connection of its own and sharing ``memory`` (default one per 8 cores,
+    at most 4; the peer's count caps it). ``progress`` is told ``"reading
+    the input"``, ``"splitting into buckets"`` and ``"buckets"``.
 
     >>> psikit.psi.send(df, key="email", connect="host:7702", normalize=("trim", "lower"))  # doctest: +SKIP
     """
     return _run("send", data, key, normalize, listen, connect, protocol, malicious, reveal,
                 max_peer_items, accept_timeout, timeout, tls, on_listening, has_header, delimiter, details,
-                progress, _job(job_dir, resume, memory, bucket_items, retry, timeout, output))
+                progress, _job(job_dir, resume, memory, bucket_items, lanes, retry, timeout, output))
 
 
 def receive(
@@ -159,6 +162,7 @@ def receive(
     resume: bool = False,
     memory: Union[int, str] = "4G",
     bucket_items: Optional[int] = None,
+    lanes: Optional[int] = None,
     retry: float = 600.0,
     output: Optional[str] = None,
 ) -> Any:
@@ -173,7 +177,7 @@ def receive(
     """
     return _run("receive", data, key, normalize, listen, connect, protocol, malicious, reveal,
                 max_peer_items, accept_timeout, timeout, tls, on_listening, has_header, delimiter, details,
-                progress, _job(job_dir, resume, memory, bucket_items, retry, timeout, output))
+                progress, _job(job_dir, resume, memory, bucket_items, lanes, retry, timeout, output))
 
 
 async def send_async(data: Any, **kwargs: Any) -> Any:

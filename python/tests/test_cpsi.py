@@ -91,7 +91,7 @@ def test_a_job_opens_the_whole_sum_once(data, tmp_path):
     stages = []
 
     def job(side, **kw):
-        return dict(job_dir=str(tmp_path / side), bucket_items=300, **kw)
+        return dict(job_dir=str(tmp_path / side), bucket_items=300, lanes=2, **kw)
 
     r, s = run("sum", client, server, key="email", inner_product=True, r_value_columns="n",
                s_value_columns="v", r_progress=lambda stage, done, total: stages.append(stage),

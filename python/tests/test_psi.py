@@ -265,7 +265,7 @@ def test_a_bucketed_job_writes_the_matches_and_resumes_nothing_twice(tmp_path):
         stages.append(stage)
 
     def job(side, **kw):
-        return dict(key="email", normalize=NORM, job_dir=str(tmp_path / side), bucket_items=300, **kw)
+        return dict(key="email", normalize=NORM, job_dir=str(tmp_path / side), bucket_items=300, lanes=2, **kw)
 
     (count, out), sent = two_parties(
         functools.partial(psikit.psi.receive, c_csv, output=str(tmp_path / "out.csv"), details=True,
@@ -284,6 +284,8 @@ def test_a_bucketed_job_writes_the_matches_and_resumes_nothing_twice(tmp_path):
     # bucket is already committed on both sides.
     with pytest.raises(psikit.InputError, match="--resume"):
         psikit.psi.send(s_csv, connect="127.0.0.1:9", **job("s"))
+    with pytest.raises(psikit.InputError, match="lanes must be 1 to 16"):
+        psikit.psi.send(s_csv, connect="127.0.0.1:9", **dict(job("s2"), lanes=0))
     (count, out), _ = two_parties(
         functools.partial(psikit.psi.receive, c_csv, output=str(tmp_path / "out2.csv"), details=True,
                           resume=True, **job("r")),

@@ -88,6 +88,11 @@ pub struct JobArgs {
     /// The most items per bucket, instead of what --memory allows.
     #[arg(long, conflicts_with = "one_shot")]
     pub bucket_items: Option<u64>,
+    /// Buckets run at once, each over a connection of its own, sharing
+    /// --memory (default: one per 8 cores, at most 4; the peer's count caps
+    /// it).
+    #[arg(long, conflicts_with = "one_shot", value_parser = clap::value_parser!(u8).range(1..=i64::from(jobs::MAX_LANES)))]
+    pub lanes: Option<u8>,
     /// Largest peer input accepted by a job, in rows.
     #[arg(long, default_value_t = 1 << 40)]
     pub max_peer_rows: u64,
@@ -321,6 +326,7 @@ fn run_job_in(
         resume: j.resume,
         memory: j.memory,
         max_bucket_items: j.bucket_items,
+        lanes: j.lanes.unwrap_or_else(jobs::default_lanes),
         max_peer_rows: j.max_peer_rows,
         retry_for: Duration::from_secs(j.retry_secs),
         idle_timeout: Duration::from_secs(j.idle_secs),

@@ -80,7 +80,8 @@ fn party(role: &str, input: &Path, job: &Path, peer: (&str, &str), resume: bool)
     cmd
 }
 
-/// [`party`] with buckets of [`BUCKET_ITEMS`] items.
+/// [`party`] with buckets of [`BUCKET_ITEMS`] items, two at a time (so
+/// kills and cuts also meet a side's other lane).
 fn small_buckets(
     role: &str,
     input: &Path,
@@ -89,7 +90,7 @@ fn small_buckets(
     resume: bool,
 ) -> Command {
     let mut cmd = party(role, input, job, peer, resume);
-    cmd.args(["--bucket-items", BUCKET_ITEMS]);
+    cmd.args(["--bucket-items", BUCKET_ITEMS, "--lanes", "2"]);
     cmd
 }
 

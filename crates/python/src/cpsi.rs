@@ -420,7 +420,7 @@ pub fn cpsi_run<'py>(
 #[pyo3(signature = (application, role, source, job_dir, value_columns=Vec::new(),
     threshold=None, reveal_to="receiver", min_intersection=0, inner_product=false,
     product_bits=32, ot="silent", epc="auto", listen=None, connect=None, resume=false,
-    memory=jobs::DEFAULT_MEMORY, bucket_items=None, max_peer_rows=1<<40, retry=600.0,
+    memory=jobs::DEFAULT_MEMORY, bucket_items=None, lanes=None, max_peer_rows=1<<40, retry=600.0,
     idle_timeout=600.0, accept_timeout=None, max_message_mib=16, tls=None, on_listening=None,
     progress=None))]
 #[allow(clippy::too_many_arguments)]
@@ -443,6 +443,7 @@ pub fn cpsi_job<'py>(
     resume: bool,
     memory: u64,
     bucket_items: Option<u64>,
+    lanes: Option<u8>,
     max_peer_rows: u64,
     retry: f64,
     idle_timeout: f64,
@@ -479,6 +480,7 @@ pub fn cpsi_job<'py>(
         resume,
         memory,
         max_bucket_items: bucket_items,
+        lanes: crate::psi::lanes_or_default(lanes)?,
         max_peer_rows,
         retry_for: net::seconds(retry, "retry")?,
         idle_timeout: net::seconds(idle_timeout, "idle_timeout")?,

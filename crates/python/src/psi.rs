@@ -105,7 +105,7 @@ pub fn role_of(role: &str) -> PyResult<Role> {
 /// when this side learns nothing), the job's id and shape, and its costs.
 #[pyfunction]
 #[pyo3(signature = (role, source, job_dir, protocol="vole", listen=None, connect=None,
-    malicious=false, reveal=false, resume=false, memory=jobs::DEFAULT_MEMORY, bucket_items=None,
+    malicious=false, reveal=false, resume=false, memory=jobs::DEFAULT_MEMORY, bucket_items=None, lanes=None,
     max_peer_rows=1<<40, retry=600.0, idle_timeout=600.0, output=None, return_rows=false,
     accept_timeout=None, max_message_mib=16, tls=None, on_listening=None, progress=None))]
 #[allow(clippy::too_many_arguments)]
@@ -122,6 +122,7 @@ pub fn psi_job<'py>(
     resume: bool,
     memory: u64,
     bucket_items: Option<u64>,
+    lanes: Option<u8>,
     max_peer_rows: u64,
     retry: f64,
     idle_timeout: f64,
@@ -147,6 +148,7 @@ pub fn psi_job<'py>(
         resume,
         memory,
         max_bucket_items: bucket_items,
+        lanes: lanes_or_default(lanes)?,
         max_peer_rows,
         retry_for: net::seconds(retry, "retry")?,
         idle_timeout: net::seconds(idle_timeout, "idle_timeout")?,
@@ -183,6 +185,18 @@ pub fn psi_job<'py>(
         }
     }
     Ok(d)
+}
+
+/// A job's `lanes=`: `None` for the default (one per 8 cores, at most 4).
+pub fn lanes_or_default(lanes: Option<u8>) -> PyResult<u8> {
+    match lanes {
+        None => Ok(jobs::default_lanes()),
+        Some(n @ 1..=jobs::MAX_LANES) => Ok(n),
+        Some(n) => Err(errors::input(format!(
+            "lanes must be 1 to {}, not {n}",
+            jobs::MAX_LANES
+        ))),
+    }
 }
 
 /// A job's id, shape and costs, as `psi_job` and `cpsi_job` return them.

@@ -19,7 +19,9 @@ use crate::wire::{DecodeError, Reader, Writer};
 /// instead of misparsed data or silently wrong results. Version 2: silent
 /// VOLE's noise rule and tweaked GGM trees, and VOLE-PSI's separate hash
 /// domains (either alone would make an old and a new peer disagree).
-pub const WIRE_VERSION: u8 = 2;
+/// Version 3: circuit-PSI tags past 64 bits, σ per job bucket, a job's
+/// lanes.
+pub const WIRE_VERSION: u8 = 3;
 
 /// Bytes of framing before the payload (length + version + protocol + kind).
 pub const HEADER_LEN: usize = 7;

@@ -44,6 +44,9 @@ pub struct JobBenchArgs {
     /// Thread counts per party.
     #[arg(long, value_delimiter = ',', default_values_t = [1usize])]
     threads: Vec<usize>,
+    /// Buckets run at once (lane counts to compare) [default: psikit psi's].
+    #[arg(long, value_delimiter = ',')]
+    lanes: Vec<u8>,
     /// Runs per configuration; medians are reported.
     #[arg(long, default_value_t = 3)]
     runs: usize,
@@ -92,6 +95,8 @@ pub struct JobWorkerArgs {
     memory: u64,
     #[arg(long)]
     bucket_items: Option<u64>,
+    #[arg(long)]
+    lanes: u8,
     /// Run the receiver (connects to --connect); otherwise the sender.
     #[arg(long)]
     receiver: bool,
@@ -164,6 +169,7 @@ pub fn worker(a: &JobWorkerArgs) -> Result<()> {
     let opts = JobOptions {
         memory: a.memory,
         max_bucket_items: a.bucket_items,
+        lanes: a.lanes,
         output: (a.receiver && balanced).then(|| a.run_dir.join("matches.csv")),
         ..JobOptions::new(protocol, job_dir.clone())
     };
@@ -288,6 +294,7 @@ fn check_circuit(_: &jobs::JobOutcome, _: u64) -> Result<()> {
 struct Config {
     log2: u32,
     threads: usize,
+    lanes: u8,
 }
 
 pub fn run(a: &JobBenchArgs) -> Result<()> {
@@ -299,6 +306,15 @@ pub fn run(a: &JobBenchArgs) -> Result<()> {
         a.threads.iter().all(|&t| t >= 1),
         "thread counts must be at least 1"
     );
+    ensure!(
+        a.lanes.iter().all(|l| (1..=jobs::MAX_LANES).contains(l)),
+        "lane counts must be 1 to {}",
+        jobs::MAX_LANES
+    );
+    let lanes = match a.lanes.is_empty() {
+        true => vec![jobs::default_lanes()],
+        false => a.lanes.clone(),
+    };
     ensure!(
         a.bucket_items != Some(0),
         "--bucket-items must be at least 1"
@@ -335,15 +351,26 @@ pub fn run(a: &JobBenchArgs) -> Result<()> {
     for &log2 in &a.sizes {
         let inputs = work.path().join(format!("2^{log2}"));
         csv_bytes_per_row = Some(generate(&inputs, log2)?);
-        for &threads in &a.threads {
-            let cfg = Config { log2, threads };
+        for (&threads, &lanes) in a
+            .threads
+            .iter()
+            .flat_map(|t| lanes.iter().map(move |l| (t, l)))
+        {
+            let cfg = Config {
+                log2,
+                threads,
+                lanes,
+            };
             let mut done = Vec::new();
             for r in 0..runs {
                 eprintln!(
-                    "job {what} {mode} n=2^{log2}, {threads} thread(s) per party: run {}/{runs}",
+                    "job {what} {mode} n=2^{log2}, {threads} thread(s) per party, {lanes} \
+                     lane(s): run {}/{runs}",
                     r + 1
                 );
-                let run_dir = work.path().join(format!("run-2^{log2}-{threads}-{r}"));
+                let run_dir = work
+                    .path()
+                    .join(format!("run-2^{log2}-{threads}-{lanes}-{r}"));
                 done.push(one_run(&exe, a, cfg, &inputs, &run_dir)?);
                 // Each run's spool and output go; the inputs stay for the next.
                 std::fs::remove_dir_all(&run_dir)
@@ -410,6 +437,8 @@ fn one_run(
         run_dir.display().to_string(),
         "--memory".into(),
         a.memory.to_string(),
+        "--lanes".into(),
+        cfg.lanes.to_string(),
     ];
     if a.malicious {
         args.push("--malicious".into());
@@ -434,6 +463,7 @@ fn render(results: &[(Config, Vec<Run>)], memory: u64) -> String {
     let mut t = TextTable::new(&[
         "n",
         "threads/party",
+        "lanes",
         "party",
         "wall",
         "read",
@@ -454,6 +484,7 @@ fn render(results: &[(Config, Vec<Run>)], memory: u64) -> String {
             t.row(vec![
                 format!("2^{}", cfg.log2),
                 cfg.threads.to_string(),
+                cfg.lanes.to_string(),
                 party.into(),
                 time(m("wall")),
                 time(m("read")),
@@ -472,6 +503,7 @@ fn render(results: &[(Config, Vec<Run>)], memory: u64) -> String {
     let mut shape = TextTable::new(&[
         "n",
         "threads/party",
+        "lanes",
         "buckets",
         "capacity S / R",
         "padded / rows",
@@ -494,6 +526,7 @@ fn render(results: &[(Config, Vec<Run>)], memory: u64) -> String {
         shape.row(vec![
             format!("2^{}", cfg.log2),
             cfg.threads.to_string(),
+            cfg.lanes.to_string(),
             count(buckets),
             format!("{} / {}", count(cap_s), count(cap_r)),
             padded,

@@ -62,6 +62,13 @@ impl Fuzzed for job::BucketStart {
     }
 }
 
+/// The connection's lane count.
+impl Fuzzed for job::Lane {
+    fn fuzz_bounds(bound: u16) -> u8 {
+        bound.to_be_bytes()[1]
+    }
+}
+
 impl Fuzzed for filter::QueryRequest {
     fn fuzz_bounds(_: u16) -> u32 {
         MAX_ITEMS

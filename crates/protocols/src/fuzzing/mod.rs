@@ -448,8 +448,8 @@ pub fn epc_messages(data: &[u8]) {
 }
 
 /// A long job's messages: a selector byte, two bound bytes (the job's
-/// bucket count, big-endian, for `Committed` and `BucketStart`), then the
-/// payload.
+/// bucket count, big-endian, for `Committed` and `BucketStart`; the lane
+/// count in the low byte for `Lane`), then the payload.
 pub fn job_messages(data: &[u8]) {
     let Some((which, rest)) = split(data) else {
         return;

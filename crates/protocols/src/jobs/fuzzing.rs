@@ -130,7 +130,7 @@ pub(crate) fn seeds() -> Vec<(&'static str, Vec<u8>)> {
 pub(crate) fn message_seeds() -> Vec<(&'static str, Vec<u8>)> {
     use crate::balanced::{Protocol, Role};
     use crate::jobs::kind::JobKind;
-    use crate::jobs::terms::{self as job, BucketStart, Committed, JobDone, JobHello, Which};
+    use crate::jobs::terms::{self as job, BucketStart, Committed, JobDone, JobHello, Lane, Which};
     /// Selector, the two bound bytes (the job's bucket count), the payload.
     fn bounded<M: Message>(buckets: u16, message: &M) -> Vec<u8> {
         let which = crate::fuzzing::seeds::pick::<M>(job::KINDS);
@@ -155,6 +155,7 @@ pub(crate) fn message_seeds() -> Vec<(&'static str, Vec<u8>)> {
         key_format: "psikit-key-v1;columns=1;normalize=trim,lower".into(),
         rows: 100_000_000,
         max_bucket_items: 1 << 22,
+        lanes: 4,
     };
     let resume = JobHello {
         role: Role::Receiver,
@@ -198,5 +199,25 @@ pub(crate) fn message_seeds() -> Vec<(&'static str, Vec<u8>)> {
             bounded(12, &BucketStart { bucket: 12 }),
         ),
         ("done", bounded(0, &JobDone)),
+        (
+            "lane",
+            bounded(
+                4,
+                &Lane {
+                    token: [5; 16],
+                    lane: 3,
+                },
+            ),
+        ),
+        (
+            "lane-out-of-range",
+            bounded(
+                3,
+                &Lane {
+                    token: [5; 16],
+                    lane: 3,
+                },
+            ),
+        ),
     ]
 }

@@ -5,8 +5,10 @@
 use std::time::{Duration, Instant};
 
 use psikit_transport::net::{self, Listener};
-use psikit_transport::{Channel, Limits};
+use psikit_transport::{Channel, Limits, TransportError};
+use rand::RngCore;
 
+use super::terms::Lane;
 use crate::common::connect::{accept_within, Peer, ServerAddr};
 use crate::error::Error;
 
@@ -80,6 +82,64 @@ impl Link {
                         Err(e) => return Err(e.into()),
                     }
                 }
+            }
+        }
+    }
+}
+
+impl Link {
+    /// The connection's other `lanes - 1` lanes, in lane order, within
+    /// `wait`: the connecting side draws a token, states it on `first`
+    /// (lane 0) and dials each lane with it; the listening side accepts
+    /// until it holds every lane, dropping connections that open with
+    /// another token or lane (a late dial from an earlier connection).
+    pub(super) async fn open_lanes(
+        &self,
+        first: &mut Channel,
+        lanes: u8,
+        wait: Duration,
+    ) -> Result<Vec<Channel>, Error> {
+        if lanes <= 1 {
+            return Ok(Vec::new());
+        }
+        match self {
+            Link::Connect(_) => {
+                let mut token = [0u8; 16];
+                rand::rngs::OsRng.fill_bytes(&mut token);
+                first.send_msg(&Lane { token, lane: 0 }).await?;
+                let mut opened = Vec::with_capacity(usize::from(lanes - 1));
+                for lane in 1..lanes {
+                    let mut ch = self.open(Some(wait)).await?;
+                    ch.send_msg(&Lane { token, lane }).await?;
+                    opened.push(ch);
+                }
+                Ok(opened)
+            }
+            Link::Listen { listener, .. } => {
+                let Lane { token, .. } = first.recv_msg::<Lane>(1).await?;
+                let deadline = Instant::now() + wait;
+                let mut slots: Vec<Option<Channel>> = (1..lanes).map(|_| None).collect();
+                while slots.iter().any(Option::is_none) {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return Err(TransportError::Timeout("waiting for the peer's lanes").into());
+                    }
+                    let Ok(mut ch) = accept_within(listener, Some(left)).await else {
+                        // A failed handshake or a refused accept: pause, so
+                        // a failing listener does not spin.
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    };
+                    let opened = tokio::time::timeout(left, ch.recv_msg::<Lane>(lanes)).await;
+                    if let Ok(Ok(lane)) = opened {
+                        let slot = usize::from(lane.lane).wrapping_sub(1);
+                        match slots.get_mut(slot) {
+                            Some(s @ None) if lane.token == token => *s = Some(ch),
+                            _ => {}
+                        }
+                    }
+                }
+                Ok(slots.into_iter().flatten().collect())
             }
         }
     }

@@ -18,9 +18,11 @@
 //!   row count and the bucket count, so that an honest overflow has
 //!   probability at most 2^-40 (a Chernoff and union bound, computed in
 //!   code). An overflow stops the job; a bucket never runs unpadded.
-//! * **The pipeline** (`run.rs`): the buckets run in order over one
-//!   connection through [`crate::balanced::run_on`] (VOLE-PSI
-//!   semi-honest or malicious, RR16), the next bucket loading while one
+//! * **The pipeline** (`run.rs`, `lanes.rs`): the buckets run through
+//!   [`crate::balanced::run_on`] (VOLE-PSI semi-honest or malicious,
+//!   RR16) or circuit PSI's shares, over one connection or several lanes
+//!   (connections of their own, [`JobOptions::lanes`], each taking every
+//!   `lanes`-th bucket), the next bucket of a lane loading while one
 //!   runs; each bucket's result is committed atomically to the journal
 //!   (`journal.rs`). A dropped link is retried with backoff for
 //!   `retry_for` (`link.rs`); a rerun with `resume` continues from the buckets both
@@ -43,6 +45,7 @@ mod capacity;
 pub(crate) mod fuzzing;
 mod journal;
 pub(crate) mod kind;
+mod lanes;
 mod link;
 mod options;
 mod prepare;
@@ -56,7 +59,8 @@ pub use capacity::{capacity, overflow_log2, Shape, MAX_BUCKETS, STATISTICAL_BITS
 pub use journal::InputSummary;
 pub use kind::JobProtocol;
 pub use options::{
-    default_dir, remove_scratch, JobInput, JobOptions, JobOutcome, JobTimes, DEFAULT_MEMORY,
+    default_dir, default_lanes, remove_scratch, JobInput, JobOptions, JobOutcome, JobTimes,
+    DEFAULT_MEMORY,
 };
 pub use run::{run, run_blocking};
-pub use terms::JobId;
+pub use terms::{JobId, MAX_LANES};

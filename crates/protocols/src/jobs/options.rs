@@ -62,6 +62,14 @@ pub fn remove_scratch(dir: &Path) -> Result<(), Error> {
     std::fs::remove_dir_all(dir).map_err(|e| Error::io(dir, e))
 }
 
+/// How many buckets a job runs at once by default: one per eight cores
+/// (a bucket's protocol spreads over the cores itself; a second bucket
+/// fills the gaps where one side waits for the other), within 1..=4.
+pub fn default_lanes() -> u8 {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    (cores / 8).clamp(1, 4) as u8
+}
+
 /// How one party runs a job; both must choose the same protocol, terms
 /// and key encoding (the hello compares them).
 #[derive(Clone, Debug)]
@@ -76,6 +84,9 @@ pub struct JobOptions {
     pub memory: u64,
     /// The most items per bucket, instead of the memory budget's.
     pub max_bucket_items: Option<u64>,
+    /// How many buckets run at once (each over a connection of its own,
+    /// sharing the memory budget); the peer's count caps it.
+    pub lanes: u8,
     /// Largest peer input accepted, in rows.
     pub max_peer_rows: u64,
     /// How long to keep reconnecting after the link drops.
@@ -99,6 +110,7 @@ impl JobOptions {
             resume: false,
             memory: DEFAULT_MEMORY,
             max_bucket_items: None,
+            lanes: default_lanes(),
             max_peer_rows: 1 << 40,
             retry_for: Duration::from_secs(600),
             idle_timeout: Duration::from_secs(600),
@@ -115,7 +127,9 @@ impl JobOptions {
     /// bucket loading beside the running one. RR16's is an estimate from
     /// its one-shot runs (its garbled Bloom filter and OTs dominate), and
     /// so is circuit PSI's (its sender peaks at 565 MiB for 2^20 items,
-    /// docs/benchmarks.md; values and the next bucket add to it).
+    /// docs/benchmarks.md; values and the next bucket add to it). Each
+    /// lane holds its own running and loading bucket, so the lanes share
+    /// the budget.
     pub fn bucket_limit(&self) -> u64 {
         let (per_item, protocol_max): (u64, u64) = match &self.protocol {
             JobProtocol::Balanced(s) => (
@@ -133,7 +147,7 @@ impl JobOptions {
             ),
         };
         self.max_bucket_items
-            .unwrap_or(self.memory / per_item)
+            .unwrap_or(self.memory / per_item / u64::from(self.lanes.max(1)))
             .clamp(1, protocol_max)
     }
 }
@@ -166,10 +180,10 @@ pub struct JobOutcome {
     pub rows: Option<Vec<u64>>,
     pub bytes_sent: u64,
     pub bytes_received: u64,
-    /// Bytes both ways of each bucket this process ran, in the order run:
+    /// Each bucket this process ran with its bytes both ways, by bucket:
     /// the same for every bucket, whatever its real fill (padding), except
     /// that with `reveal` the receiver sends the bucket's matches.
-    pub bucket_bytes: Vec<u64>,
+    pub bucket_bytes: Vec<(u64, u64)>,
     /// Circuit PSI's result, opened once over the whole job (`None` in
     /// it at a party it is not revealed to).
     #[cfg(feature = "cpsi")]

@@ -18,17 +18,18 @@ use super::journal::{InputSummary, JobDir, OwnTerms};
 #[cfg(feature = "cpsi")]
 use super::kind::JobKind;
 use super::kind::JobProtocol;
+use super::lanes::{run_lanes, BucketRunner, Ran};
 use super::link::{is_link_failure, Link};
 use super::options::{JobInput, JobOptions, JobOutcome, JobTimes};
-use super::prepare::{input_digest, split, spool_input, Bucket};
+use super::prepare::{input_digest, split, spool_input};
 use super::terms::{
-    agree, exchange_hellos, Agreed, BucketStart, Committed, JobDone, JobHello, Which, PROTOCOL_ID,
+    agree, exchange_hellos, Agreed, Committed, JobDone, JobHello, Which, MAX_LANES, PROTOCOL_ID,
 };
-use crate::balanced::{self, Role, Settings};
+use crate::balanced::Role;
 use crate::common::connect::Peer;
 use crate::common::files::AtomicFile;
 use crate::common::two_party::{abort, refused_by_peer};
-use crate::common::{advance, NoProgress, Progress};
+use crate::common::{advance, Progress};
 use crate::error::Error;
 
 /// How long a side holding every bucket waits for its peer after the link
@@ -91,6 +92,7 @@ pub async fn run(
         key_format: own.key_format,
         rows: summary.rows,
         max_bucket_items: opts.bucket_limit(),
+        lanes: opts.lanes.clamp(1, MAX_LANES),
     };
     let mut job = Job {
         dir: &dir,
@@ -133,7 +135,11 @@ pub async fn run(
         rows,
         bytes_sent: job.bytes.0,
         bytes_received: job.bytes.1,
-        bucket_bytes: job.bucket_bytes,
+        bucket_bytes: {
+            let mut b = job.bucket_bytes;
+            b.sort_unstable();
+            b
+        },
         #[cfg(feature = "cpsi")]
         circuit: job.circuit,
         reconnects: ended.reconnects,
@@ -224,7 +230,7 @@ struct Job<'a> {
     agreed: Option<Agreed>,
     buckets_run: u64,
     bytes: (u64, u64),
-    bucket_bytes: Vec<u64>,
+    bucket_bytes: Vec<(u64, u64)>,
     /// Whether the current connection got as far as both journals.
     exchanged: bool,
     /// Whether every bucket is committed here (the peer may still lack
@@ -257,7 +263,7 @@ impl Job<'_> {
                 }
                 Err(e) => return Err(e),
             };
-            let result = self.session(&mut ch).await.map_err(refused_by_peer);
+            let result = self.session(link, &mut ch).await.map_err(refused_by_peer);
             self.bytes.0 += ch.bytes_sent();
             self.bytes.1 += ch.bytes_received();
             match result {
@@ -312,8 +318,9 @@ impl Job<'_> {
     }
 
     /// One connection's part of the job.
-    async fn session(&mut self, ch: &mut Channel) -> Result<(), Error> {
+    async fn session(&mut self, link: &Link, ch: &mut Channel) -> Result<(), Error> {
         let theirs = exchange_hellos(ch, &self.hello).await?;
+        let lanes = self.hello.lanes.min(theirs.lanes);
         #[cfg(feature = "cpsi")]
         let theirs_kind = theirs.kind;
         let agreed = match agree(
@@ -354,9 +361,11 @@ impl Job<'_> {
             tokio::task::block_in_place(|| split(self.dir, &agreed, self.progress))?;
             self.times.split += t.elapsed();
         }
+        let lanes = lanes.min(u8::try_from(todo.len()).unwrap_or(u8::MAX));
+        let extra = link.open_lanes(ch, lanes, self.opts.idle_timeout).await?;
         let t = Instant::now();
         let ran = self
-            .run_buckets(ch, &agreed, &todo, buckets - todo.len() as u64)
+            .run_buckets(ch, extra, &agreed, &todo, buckets - todo.len() as u64)
             .await;
         self.times.buckets += t.elapsed();
         ran?;
@@ -383,89 +392,37 @@ impl Job<'_> {
         Ok(())
     }
 
-    /// The buckets `todo` in order, the next one loading while one runs.
+    /// The buckets `todo` over the connection's lanes, each committed as
+    /// it ends.
     async fn run_buckets(
         &mut self,
         ch: &mut Channel,
+        extra: Vec<Channel>,
         agreed: &Agreed,
         todo: &[u64],
         done_before: u64,
     ) -> Result<(), Error> {
-        let buckets = agreed.shape.buckets;
-        self.progress.stage("buckets", Some(buckets));
-        let load = |b: u64| {
-            let (path, role, cap) = (
-                self.dir.bucket_path(b),
-                self.role,
-                agreed.own_capacity(self.role),
-            );
-            tokio::task::spawn_blocking(move || Bucket::load(&path, b, role, cap))
+        self.progress.stage("buckets", Some(agreed.shape.buckets));
+        let runner = BucketRunner {
+            role: self.role,
+            protocol: self.opts.protocol.clone(),
+            agreed: *agreed,
         };
-        let mut next = todo.first().map(|&b| load(b));
-        for (i, &b) in todo.iter().enumerate() {
-            let loading = next
-                .take()
-                .ok_or(Error::Internal("the next bucket is loading"))?;
-            let bucket = loading
-                .await
-                .map_err(|e| Error::task("loading a bucket", e))??;
-            next = todo.get(i + 1).map(|&b| load(b));
-            ch.send_msg(&BucketStart { bucket: b }).await?;
-            let theirs = ch.recv_msg::<BucketStart>(buckets).await?;
-            if theirs.bucket != b {
-                return Err(Error::Job(format!(
-                    "the peer starts bucket {}, this side bucket {b}",
-                    theirs.bucket
-                )));
-            }
-            let before = ch.bytes_sent() + ch.bytes_received();
-            let result = self.run_bucket(ch, agreed, &bucket).await?;
-            self.bucket_bytes
-                .push(ch.bytes_sent() + ch.bytes_received() - before);
-            self.dir.commit(b, &result)?;
-            self.buckets_run += 1;
-            advance(self.progress, done_before + i as u64 + 1)?;
-        }
+        let todo = todo.iter().map(|&b| (b, self.dir.bucket_path(b))).collect();
+        let (dir, progress) = (self.dir, self.progress);
+        let (mut run, mut bucket_bytes) = (0u64, Vec::new());
+        let finished = |ran: Ran| {
+            dir.commit(ran.bucket, &ran.result)?;
+            bucket_bytes.push((ran.bucket, ran.bytes));
+            run += 1;
+            advance(progress, done_before + run)
+        };
+        let ran = run_lanes(runner, ch, extra, todo, finished).await;
+        self.buckets_run += run;
+        self.bucket_bytes.extend(bucket_bytes);
+        let (sent, received) = ran?;
+        self.bytes = (self.bytes.0 + sent, self.bytes.1 + received);
         Ok(())
-    }
-
-    /// One bucket's run: its matched rows (sorted), or this side's shares
-    /// of circuit PSI's aggregates (opened once, [`Job::open_circuit`]).
-    async fn run_bucket(
-        &self,
-        ch: &mut Channel,
-        agreed: &Agreed,
-        bucket: &Bucket,
-    ) -> Result<Vec<u64>, Error> {
-        let peer_capacity = agreed.peer_capacity(self.role);
-        let sigma = agreed.shape.statistical_bits();
-        match &self.opts.protocol {
-            JobProtocol::Balanced(s) => {
-                let settings = Settings {
-                    max_peer_items: peer_capacity,
-                    statistical_bits: sigma,
-                    ..s.clone()
-                };
-                let out = balanced::run_on(ch, self.role, &bucket.keys, &settings, &NoProgress);
-                let matches = out.await?.matches;
-                Ok(matches.map(|m| bucket.matched_rows(&m)).unwrap_or_default())
-            }
-            #[cfg(feature = "cpsi")]
-            JobProtocol::Circuit { config, .. } => {
-                use crate::cpsi::{facade, CpsiConfig, Input};
-                let config = CpsiConfig {
-                    max_set_size: peer_capacity,
-                    statistical_bits: sigma,
-                    ..config.clone()
-                };
-                let input = Input {
-                    keys: &bucket.keys,
-                    values: &bucket.values,
-                };
-                let role = self.role.into();
-                facade::shares_on(ch, role, input, &config, &NoProgress).await
-            }
-        }
     }
 
     /// Circuit PSI's result over the whole job: this side's shares added

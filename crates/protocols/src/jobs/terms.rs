@@ -56,7 +56,14 @@ pub struct JobHello {
     /// The most items this side runs in one bucket (from its memory
     /// budget); the job uses the smaller of the two.
     pub max_bucket_items: u64,
+    /// How many buckets this side runs at once, each over a connection of
+    /// its own (1..=[`MAX_LANES`]); a connection uses the smaller of the
+    /// two. Not a term of the job: a resumed job may change it.
+    pub lanes: u8,
 }
+
+/// The most buckets a side runs at once.
+pub const MAX_LANES: u8 = 16;
 
 impl Message for JobHello {
     const PROTOCOL: u8 = PROTOCOL_ID;
@@ -76,7 +83,8 @@ impl Message for JobHello {
         self.kind.write(w);
         w.string(&self.key_format)
             .u64(self.rows)
-            .u64(self.max_bucket_items);
+            .u64(self.max_bucket_items)
+            .u8(self.lanes);
     }
 
     fn read(r: &mut Reader<'_>, (): ()) -> Result<Self, DecodeError> {
@@ -103,6 +111,10 @@ impl Message for JobHello {
             max_bucket_items: match r.u64("bucket limit")? {
                 0 => return Err(DecodeError::invalid("bucket limit", 0)),
                 n => n,
+            },
+            lanes: match r.u8("lanes")? {
+                n @ 1..=MAX_LANES => n,
+                n => return Err(DecodeError::invalid("lanes", n)),
             },
         })
     }
@@ -184,8 +196,37 @@ impl Message for JobDone {
     }
 }
 
+/// Opens lane `lane` of a connection's lanes (kind 5): the connecting
+/// side sends it on the first connection (lane 0), then first on each
+/// other one it dials, all under one fresh token, so the listening side
+/// takes only this connection's lanes (not a late dial of an earlier one).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Lane {
+    pub token: [u8; 16],
+    pub lane: u8,
+}
+
+impl Message for Lane {
+    const PROTOCOL: u8 = PROTOCOL_ID;
+    const KIND: u8 = 5;
+    /// The connection's lane count.
+    type Bounds<'a> = u8;
+
+    fn write(&self, w: &mut Writer) {
+        w.bytes(&self.token).u8(self.lane);
+    }
+
+    fn read(r: &mut Reader<'_>, lanes: u8) -> Result<Self, DecodeError> {
+        let token = r.array("lane token")?;
+        match r.u8("lane")? {
+            lane if lane < lanes => Ok(Self { token, lane }),
+            lane => Err(DecodeError::invalid("lane", lane)),
+        }
+    }
+}
+
 wire_messages! {
-    messages: JobHello, Committed, BucketStart, JobDone;
+    messages: JobHello, Committed, BucketStart, JobDone, Lane;
     others: ;
 }
 
@@ -366,6 +407,7 @@ mod tests {
             key_format: "1 column".into(),
             rows: 1000,
             max_bucket_items: 1 << 20,
+            lanes: 2,
         }
     }
 

@@ -64,6 +64,7 @@ fn options(settings: &Settings, dir: &Path, name: &str, bucket_items: u64) -> Jo
 fn options_for(protocol: JobProtocol, dir: &Path, name: &str, bucket_items: u64) -> JobOptions {
     JobOptions {
         max_bucket_items: Some(bucket_items),
+        lanes: 1,
         retry_for: Duration::from_secs(3),
         idle_timeout: Duration::from_secs(60),
         output: Some(dir.join(format!("{name}.out.csv"))),
@@ -141,29 +142,33 @@ fn bucketed_runs_equal_the_truth_for_every_protocol_and_shape() {
     // Five rows among 16 buckets: most of the receiver's buckets are empty.
     let (few_path, few_ids) = input(dir.path(), "few.csv", 2, 5, 6000);
     let receivers = [(&r_path, &r_ids), (&few_path, &few_ids)];
-    let cases: Vec<(Settings, u64, usize)> = [
-        (Protocol::Vole, false, false, 400, 0),
-        (Protocol::Vole, false, true, 1 << 20, 0),
-        (Protocol::Vole, true, true, 900, 0),
-        (Protocol::Vole, false, false, 300, 1),
-        (Protocol::Rr16, true, false, 1000, 0),
+    // Protocol, malicious, reveal, bucket items, receiver, lanes (the
+    // receiver offers one more: the smaller count runs).
+    let cases: Vec<(Settings, u64, usize, u8)> = [
+        (Protocol::Vole, false, false, 400, 0, 1),
+        (Protocol::Vole, false, true, 1 << 20, 0, 1),
+        (Protocol::Vole, true, true, 900, 0, 2),
+        (Protocol::Vole, false, false, 300, 1, 3),
+        (Protocol::Vole, false, false, 200, 0, 4),
+        (Protocol::Rr16, true, false, 1000, 0, 2),
     ]
     .into_iter()
     .filter(|c| c.0.built())
-    .map(|(protocol, malicious, reveal, items, receiver)| {
+    .map(|(protocol, malicious, reveal, items, receiver, lanes)| {
         let settings = Settings {
             malicious,
             reveal,
             key_format: spec().key_format(),
             ..Settings::new(protocol)
         };
-        (settings, items, receiver)
+        (settings, items, receiver, lanes)
     })
     .collect();
-    for (i, (settings, items, receiver)) in cases.iter().enumerate() {
+    for (i, (settings, items, receiver, lanes)) in cases.iter().enumerate() {
         let (r_path, r_ids) = receivers[*receiver];
-        let s_opts = options(settings, dir.path(), &format!("s{i}"), *items);
-        let r_opts = options(settings, dir.path(), &format!("r{i}"), *items);
+        let mut s_opts = options(settings, dir.path(), &format!("s{i}"), *items);
+        let mut r_opts = options(settings, dir.path(), &format!("r{i}"), *items);
+        (s_opts.lanes, r_opts.lanes) = (*lanes, lanes + 1);
         let (s, r) = run_pair(
             (&s_path, &s_opts, &NoProgress),
             (r_path, &r_opts, &NoProgress),
@@ -173,14 +178,16 @@ fn bucketed_runs_equal_the_truth_for_every_protocol_and_shape() {
         assert_eq!(s.shape, r.shape);
         assert!(s.shape.buckets > 1 || *items == 1 << 20, "{:?}", s.shape);
         assert_eq!(s.buckets_run, s.shape.buckets);
+        let ran: Vec<u64> = s.bucket_bytes.iter().map(|&(b, _)| b).collect();
+        assert_eq!(ran, (0..s.shape.buckets).collect::<Vec<_>>());
         // Padding: every VOLE-PSI bucket costs the same bytes, whatever
         // its fill. (With --reveal the receiver also sends each bucket's
         // matches, which the sender learns anyway; RR16's cut-and-choose
         // opens a random number of OTs, independent of the sets.)
         if settings.protocol == Protocol::Vole && !settings.reveal {
-            let first = s.bucket_bytes[0];
+            let first = s.bucket_bytes[0].1;
             assert!(
-                s.bucket_bytes.iter().all(|&b| b == first),
+                s.bucket_bytes.iter().all(|&(_, b)| b == first),
                 "{:?}",
                 s.bucket_bytes
             );
@@ -279,6 +286,37 @@ fn a_stopped_job_resumes_to_the_same_output_and_other_inputs_are_refused() {
         .expect_err("refused")
         .to_string()
         .contains("changed since the job began"));
+}
+
+#[test]
+fn a_job_on_lanes_stops_and_resumes_on_other_lanes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (s_path, s_ids) = input(dir.path(), "s.csv", 13, 2500, 5000);
+    let (r_path, r_ids) = input(dir.path(), "r.csv", 14, 2000, 5000);
+    let settings = Settings::new(Protocol::Vole);
+    let mut s_opts = options(&settings, dir.path(), "s", 250);
+    let mut r_opts = options(&settings, dir.path(), "r", 250);
+    (s_opts.lanes, r_opts.lanes) = (3, 3);
+    let stop = StopAfter::new(4);
+    let (s, r) = run_pair((&s_path, &s_opts, &NoProgress), (&r_path, &r_opts, &stop));
+    assert!(matches!(r, Err(Error::Cancelled)), "{r:?}");
+    assert!(s.is_err());
+
+    (s_opts.resume, r_opts.resume) = (true, true);
+    (s_opts.lanes, r_opts.lanes) = (2, 4);
+    let (s, r) = run_pair(
+        (&s_path, &s_opts, &NoProgress),
+        (&r_path, &r_opts, &NoProgress),
+    );
+    let (s, _) = (s.expect("sender"), r.expect("receiver"));
+    // The receiver committed 4 buckets; the sender those and perhaps
+    // another lane's last: no more than the 4 are skipped.
+    assert!(s.shape.buckets >= 8, "{:?}", s.shape);
+    assert_eq!(s.buckets_run, s.shape.buckets - 4, "{:?}", s.bucket_bytes);
+    assert_eq!(
+        rows_of(r_opts.output.as_ref().expect("output")),
+        truth(&r_ids, &s_ids)
+    );
 }
 
 #[test]
@@ -422,8 +460,10 @@ fn circuit_psi_jobs_open_the_whole_result_once() {
             config: config.clone(),
             value_columns,
         };
-        let s_opts = options_for(protocol(columns), dir.path(), &format!("s-{name}"), 300);
-        let r_opts = options_for(protocol(columns), dir.path(), &format!("r-{name}"), 300);
+        let mut s_opts = options_for(protocol(columns), dir.path(), &format!("s-{name}"), 300);
+        let mut r_opts = options_for(protocol(columns), dir.path(), &format!("r-{name}"), 300);
+        // Two buckets at once: the shares still add up over the job.
+        (s_opts.lanes, r_opts.lanes) = (2, 2);
         let (s, r) = run_pair(
             (&s_path, &s_opts, &NoProgress),
             (&r_path, &r_opts, &NoProgress),
@@ -433,7 +473,7 @@ fn circuit_psi_jobs_open_the_whole_result_once() {
         assert_eq!(s.matched_rows, None);
         // Every bucket costs the same bytes, whatever its fill.
         assert!(
-            r.bucket_bytes.windows(2).all(|w| w[0] == w[1]),
+            r.bucket_bytes.windows(2).all(|w| w[0].1 == w[1].1),
             "{:?}",
             r.bucket_bytes
         );
