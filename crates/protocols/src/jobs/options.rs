@@ -62,9 +62,13 @@ pub fn remove_scratch(dir: &Path) -> Result<(), Error> {
     std::fs::remove_dir_all(dir).map_err(|e| Error::io(dir, e))
 }
 
-/// How many buckets a job runs at once by default: one per eight cores
-/// (a bucket's protocol spreads over the cores itself; a second bucket
-/// fills the gaps where one side waits for the other), within 1..=4.
+/// How many buckets a job runs at once by default: one per eight cores,
+/// within 1..=4. A bucket's protocol spreads over the cores itself, so a
+/// second lane pays where one bucket leaves cores or time idle: on a link
+/// with a long round trip (measured with one core per party: 1.4x faster
+/// buckets at 100 ms RTT, even at 20 ms, 8% slower with none;
+/// docs/benchmarks.md) or on many cores (not measured here). Ask for more
+/// with `lanes` on slow links.
 pub fn default_lanes() -> u8 {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     (cores / 8).clamp(1, 4) as u8
