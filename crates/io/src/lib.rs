@@ -51,7 +51,7 @@ pub use error::{Error, Result};
 pub use label::{decode_label, encode_label};
 pub use limits::{MAX_KEY_BYTES, MAX_KEY_FORMAT};
 pub use normalize::Normalize;
-pub use reader::{Item, KeyReader, LabeledItem, ReadStats};
+pub use reader::{Item, KeyReader, LabeledItem, ReadStats, RowBatch, RowKeyer};
 pub use records::is_parquet;
 pub use spec::{Column, KeySpec};
 pub use synth::{

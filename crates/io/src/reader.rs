@@ -76,6 +76,67 @@ pub struct KeyReader<R> {
     record: ByteRecord,
     stats: ReadStats,
     input: String,
+    /// A read error met after some rows of a [`RowBatch`]: returned by the
+    /// next call, so those rows are keyed first, as in a row-by-row read.
+    pending: Option<Error>,
+}
+
+/// Data rows as read, for keying elsewhere ([`KeyReader::next_rows`],
+/// [`RowKeyer`]): parsing a CSV is sequential, while normalising and
+/// encoding its keys, about two thirds of [`KeyReader::next_batch`]'s
+/// time, can spread over cores. The records are reused from batch to
+/// batch.
+#[derive(Debug, Default)]
+pub struct RowBatch {
+    records: Vec<ByteRecord>,
+    len: usize,
+    /// The 1-based row number of the first record.
+    first_row: u64,
+}
+
+impl RowBatch {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The rows in file order; the `i`-th is row [`first_row`](Self::first_row)` + i`.
+    pub fn records(&self) -> &[ByteRecord] {
+        &self.records[..self.len]
+    }
+
+    /// The 1-based row number of the first record.
+    pub fn first_row(&self) -> u64 {
+        self.first_row
+    }
+}
+
+/// How a [`KeyReader`] turns a row into its item key and values, apart
+/// from the reader, so that rows read by [`KeyReader::next_rows`] can be
+/// keyed on other threads.
+#[derive(Clone, Debug)]
+pub struct RowKeyer(KeyPlan);
+
+impl RowKeyer {
+    /// The row's normalised, encoded key, as [`KeyReader::next_batch`]
+    /// gives it; `None` when a key field is empty after normalisation (the
+    /// row is skipped: the caller counts it).
+    pub fn key(&self, row: u64, record: &ByteRecord) -> Result<Option<Vec<u8>>> {
+        self.0.key(record, row)
+    }
+
+    /// The row's value columns, appended to `out` as
+    /// [`KeyReader::next_valued_batch`] does.
+    pub fn values(&self, row: u64, record: &ByteRecord, out: &mut Vec<u64>) -> Result<()> {
+        self.0.values(record, row, out)
+    }
 }
 
 impl KeyReader<File> {
@@ -109,7 +170,46 @@ impl<R: io::Read> KeyReader<R> {
             record: ByteRecord::new(),
             stats: ReadStats::default(),
             input,
+            pending: None,
         })
+    }
+
+    /// The keying of this reader's rows, for [`next_rows`](Self::next_rows).
+    pub fn keyer(&self) -> RowKeyer {
+        RowKeyer(self.plan.clone())
+    }
+
+    /// Replaces the rows of `batch` with up to `max` data rows as read (a
+    /// `max` of 0 is treated as 1); returns how many, 0 at the end. The
+    /// rows are not keyed: [`stats`](Self::stats) counts them as read and
+    /// none as skipped (the caller keys them with [`keyer`](Self::keyer)
+    /// and counts the skipped ones).
+    pub fn next_rows(&mut self, max: usize, batch: &mut RowBatch) -> Result<usize> {
+        if let Some(e) = self.pending.take() {
+            return Err(e);
+        }
+        batch.first_row = self.stats.rows_read + 1;
+        batch.len = 0;
+        while batch.len < max.max(1) {
+            if batch.records.len() == batch.len {
+                batch.records.push(ByteRecord::new());
+            }
+            match self
+                .records
+                .next(&mut batch.records[batch.len], &self.input)
+            {
+                Ok(true) => {}
+                Ok(false) => break,
+                Err(e) if batch.len > 0 => {
+                    self.pending = Some(e);
+                    break;
+                }
+                Err(e) => return Err(e),
+            }
+            batch.len += 1;
+            self.stats.rows_read += 1;
+        }
+        Ok(batch.len)
     }
 
     /// Replaces the contents of `out` with up to `max` items (a `max` of 0

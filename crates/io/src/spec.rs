@@ -138,7 +138,7 @@ impl KeySpec {
 
 /// A [`KeySpec`] resolved against one file's header: positions to read and
 /// how to encode them. Built once per file so per-row work is index lookups.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct KeyPlan {
     /// Key columns: (0-based field index, column label for errors).
     fields: Vec<(usize, String)>,
@@ -149,8 +149,6 @@ pub(crate) struct KeyPlan {
     normalize: Normalize,
     /// The input's name, for error messages.
     input: String,
-    /// Reused buffer for one normalised field of a composite key.
-    scratch: Vec<u8>,
 }
 
 impl KeyPlan {
@@ -176,13 +174,12 @@ impl KeyPlan {
             values: resolve(&spec.value_columns, "value")?,
             normalize: spec.normalize,
             input: input.to_owned(),
-            scratch: Vec::new(),
         })
     }
 
     /// Computes the item for one data row (`row` is 1-based); `Ok(None)`
     /// means a key field is empty after normalisation and the row is skipped.
-    pub(crate) fn key(&mut self, record: &ByteRecord, row: u64) -> Result<Option<Vec<u8>>> {
+    pub(crate) fn key(&self, record: &ByteRecord, row: u64) -> Result<Option<Vec<u8>>> {
         let key = if let [(index, _)] = self.fields[..] {
             let mut key = Vec::new();
             self.normalize_field(record, row, 0, index, &mut key)?;
@@ -201,14 +198,12 @@ impl KeyPlan {
     }
 
     /// The length-prefixed encoding of a multi-column key.
-    fn composite_key(&mut self, record: &ByteRecord, row: u64) -> Result<Option<Vec<u8>>> {
-        let mut key = Vec::new();
-        let mut scratch = std::mem::take(&mut self.scratch);
+    fn composite_key(&self, record: &ByteRecord, row: u64) -> Result<Option<Vec<u8>>> {
+        let (mut key, mut scratch) = (Vec::new(), Vec::new());
         for i in 0..self.fields.len() {
             scratch.clear();
             self.normalize_field(record, row, i, self.fields[i].0, &mut scratch)?;
             if scratch.is_empty() {
-                self.scratch = scratch;
                 return Ok(None);
             }
             let len = u32::try_from(scratch.len()).map_err(|_| Error::FieldTooLong {
@@ -219,7 +214,6 @@ impl KeyPlan {
             key.extend_from_slice(&len.to_le_bytes());
             key.extend_from_slice(&scratch);
         }
-        self.scratch = scratch;
         Ok(Some(key))
     }
 

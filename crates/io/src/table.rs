@@ -116,7 +116,7 @@ pub fn read_rows_from(reader: impl io::Read, spec: &KeySpec) -> Result<Table> {
 /// Shared body of [`read_rows`] and [`read_rows_from`].
 fn read_table<R: io::Read>(mut records: Records<R>, spec: &KeySpec, input: &str) -> Result<Table> {
     let headers = records.headers(spec, input)?;
-    let mut plan = KeyPlan::resolve(spec, headers.as_ref(), input)?;
+    let plan = KeyPlan::resolve(spec, headers.as_ref(), input)?;
     let mut table = Table {
         headers,
         ..Table::default()

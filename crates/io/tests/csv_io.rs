@@ -7,6 +7,7 @@ use proptest::prelude::*;
 use psikit_io::{
     decode_label, encode_label, read_rows, read_rows_from, synthetic_row, write_overlapping_pair,
     ByteRecord, Column, Error, Item, KeyReader, KeySpec, LabeledItem, MatchWriter, Normalize,
+    RowBatch,
 };
 
 /// Writes `contents` to a fresh file in `dir`.
@@ -583,6 +584,82 @@ fn value_columns_are_read_as_unsigned_integers_with_their_rows() {
         .expect_err("not a value");
     assert!(matches!(err, Error::NotAValue { row: 2, .. }), "{err}");
     assert!(err.to_string().contains("\"-2\" in column \"n\""), "{err}");
+}
+
+/// A keyed row: its key, row number and values.
+type KeyedRow = (Vec<u8>, u64, Vec<u64>);
+
+/// Every row of `reader` through `next_rows` and its keyer: the keyed rows
+/// and the count of rows skipped, or the first error.
+fn keyed_rows(
+    reader: &mut KeyReader<std::fs::File>,
+    max: usize,
+) -> Result<(Vec<KeyedRow>, u64), Error> {
+    let (keyer, mut batch) = (reader.keyer(), RowBatch::new());
+    let (mut out, mut skipped) = (Vec::new(), 0);
+    while reader.next_rows(max, &mut batch)? > 0 {
+        for (i, record) in batch.records().iter().enumerate() {
+            let row = batch.first_row() + i as u64;
+            match keyer.key(row, record)? {
+                Some(key) => {
+                    let mut values = Vec::new();
+                    keyer.values(row, record, &mut values)?;
+                    out.push((key, row, values));
+                }
+                None => skipped += 1,
+            }
+        }
+    }
+    Ok((out, skipped))
+}
+
+#[test]
+fn rows_keyed_apart_from_the_reader_equal_the_reader_s_items() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut text = String::from("id,email,n\n");
+    for i in 0..1000u64 {
+        match i % 7 {
+            // A row whose key is empty after trimming: skipped.
+            3 => text.push_str(&format!("{i},  ,{i}\n")),
+            5 => text.push_str(&format!("{i},\"Quoted\nLine{i}@X\",{}\n", i * 3)),
+            _ => text.push_str(&format!("{i}, User{i}@Example.com ,{}\n", i + 1)),
+        }
+    }
+    let path = file(&dir, "k.csv", text.as_bytes());
+    let mut s = spec("email,id");
+    s.normalize = Normalize::parse("trim,lower").expect("normalize");
+    s.value_columns = vec![Column::Name("n".into())];
+    let mut reader = KeyReader::open(&path, &s).expect("open");
+    let (mut items, mut values, mut want) = (Vec::new(), Vec::new(), Vec::new());
+    while reader
+        .next_valued_batch(64, &mut items, &mut values)
+        .expect("batch")
+        > 0
+    {
+        want.extend(
+            items
+                .iter()
+                .zip(&values)
+                .map(|(it, v)| (it.key.clone(), it.row, vec![*v])),
+        );
+    }
+    let skipped = reader.stats().rows_skipped;
+    assert_eq!(skipped, 143);
+    for max in [1, 7, 64, 5000] {
+        let mut reader = KeyReader::open(&path, &s).expect("open");
+        let got = keyed_rows(&mut reader, max).expect("rows");
+        assert_eq!(got, (want.clone(), skipped), "batches of {max}");
+        assert_eq!(reader.stats().rows_read, 1000);
+    }
+    // A short row is the same error, at the same row, either way.
+    let path = file(&dir, "short.csv", b"id,email,n\n1,a@x,1\n2,b@x\n3,c@x,3\n");
+    let err = KeyReader::open(&path, &s)
+        .expect("open")
+        .next_valued_batch(10, &mut items, &mut values)
+        .expect_err("short");
+    let apart = keyed_rows(&mut KeyReader::open(&path, &s).expect("open"), 10).expect_err("short");
+    assert_eq!(err.to_string(), apart.to_string());
+    assert!(matches!(apart, Error::ShortRow { row: 2, .. }), "{apart}");
 }
 
 /// A Parquet file with the rows of `email,n` (`None`: a null), snappy

@@ -9,7 +9,7 @@ use std::io::{self, Read};
 use std::path::Path;
 use std::sync::mpsc;
 
-use psikit_io::{Item, KeyReader, KeySpec, ReadStats};
+use psikit_io::{KeyReader, KeySpec, ReadStats, RowBatch, RowKeyer};
 use psikit_primitives::sha256;
 use rayon::prelude::*;
 use sha2::{Digest, Sha256};
@@ -21,8 +21,11 @@ use crate::balanced::Role;
 use crate::common::{advance, Progress};
 use crate::error::Error;
 
-/// Rows read per batch of the first pass.
+/// Records per batch of the split pass.
 const BATCH: usize = 1 << 16;
+/// Rows per batch of the first pass: each row is a reused CSV record of
+/// about 170 bytes, and two batches are in flight.
+const ROW_BATCH: usize = 1 << 14;
 /// Bucket files written at once by a split pass (open files, and their
 /// buffers: 256 × 64 KiB).
 const OPEN_BUCKETS: u64 = 256;
@@ -81,15 +84,13 @@ pub fn spool_input(
     Ok(summary)
 }
 
-/// A batch of parsed rows on its way from the parser to the hashing: the
-/// items, their values and the rows read so far.
-type Parsed = (Vec<Item>, Vec<u64>, u64);
-
 /// Every row of `reader` into the job's key file; returns the counts and
-/// the reader's byte source. Two stages overlap: a thread parses batch
-/// after batch (and digests the bytes), while this one hashes the last
-/// batch's keys on the rayon pool and writes them (parsing and hashing
-/// each take about half of the pass on one core).
+/// the reader's byte source. Two stages overlap: a thread reads batch
+/// after batch of rows (the CSV parse, and the digest of the bytes, are
+/// sequential), while this one keys the last batch's rows on the rayon
+/// pool (normalising, encoding and hashing each key: most of the work)
+/// and writes them. Batches go back to the reader to be refilled, so two
+/// batches of rows are all the pass holds.
 fn spool_keys<R: Read + Send>(
     mut reader: KeyReader<R>,
     spec: &KeySpec,
@@ -98,31 +99,38 @@ fn spool_keys<R: Read + Send>(
 ) -> Result<(ReadStats, Option<R>), Error> {
     let columns = u8::try_from(spec.value_columns.len())
         .map_err(|_| Error::Internal("value columns per row"))?;
-    let k = usize::from(columns);
     let mut out = SpoolWriter::create(&dir.keys_path(), 1 << 20, columns)?;
-    // Two batches in flight bound the memory (a batch is 2^16 rows).
-    let (tx, rx) = mpsc::sync_channel::<Parsed>(1);
+    let keyer = reader.keyer();
+    let (full, filled) = mpsc::sync_channel::<RowBatch>(1);
+    let (empty, emptied) = mpsc::sync_channel::<RowBatch>(2);
+    for _ in 0..2 {
+        empty
+            .send(RowBatch::new())
+            .map_err(|_| Error::Internal("the reader's batches"))?;
+    }
     std::thread::scope(|scope| {
         let parser = scope.spawn(move || -> Result<_, Error> {
-            loop {
-                let (mut batch, mut values) = (Vec::with_capacity(BATCH), Vec::new());
-                if reader.next_valued_batch(BATCH, &mut batch, &mut values)? == 0 {
-                    break;
-                }
-                // A closed channel: the writer stopped, and says why.
-                if tx.send((batch, values, reader.stats().rows_read)).is_err() {
+            // A closed channel: the writer stopped, and says why.
+            while let Ok(mut batch) = emptied.recv() {
+                if reader.next_rows(ROW_BATCH, &mut batch)? == 0 || full.send(batch).is_err() {
                     break;
                 }
             }
             Ok((reader.stats(), reader.into_inner()))
         });
-        let written = write_keys(&rx, &mut out, k, progress);
-        drop(rx);
+        let written = write_keys(&filled, &empty, &keyer, &mut out, progress);
+        drop((filled, empty));
         let parsed = parser
             .join()
             .map_err(|_| Error::Internal("the input's parser panicked"))?;
-        written?;
-        parsed
+        let skipped = written?;
+        parsed.map(|(stats, inner)| {
+            let stats = ReadStats {
+                rows_skipped: skipped,
+                ..stats
+            };
+            (stats, inner)
+        })
     })
     .and_then(|done| {
         out.finish()?;
@@ -130,23 +138,52 @@ fn spool_keys<R: Read + Send>(
     })
 }
 
-/// The hashing stage of [`spool_keys`]: each batch's item keys (in
-/// parallel), written in row order.
+/// One row keyed: its item key and values, or `None` for a row whose key
+/// is empty (skipped).
+type Keyed = Option<(ItemKey, Vec<u64>)>;
+
+/// The keying stage of [`spool_keys`]: each batch's rows keyed in
+/// parallel, written in row order (the first error in row order is the
+/// one reported, as a row-by-row read would); returns the rows skipped.
 fn write_keys(
-    batches: &mpsc::Receiver<Parsed>,
+    batches: &mpsc::Receiver<RowBatch>,
+    recycle: &mpsc::SyncSender<RowBatch>,
+    keyer: &RowKeyer,
     out: &mut SpoolWriter,
-    k: usize,
     progress: &dyn Progress,
-) -> Result<(), Error> {
-    for (batch, values, rows_read) in batches {
-        let keys: Vec<ItemKey> = batch.par_iter().map(|item| item_key(&item.key)).collect();
-        for (i, (item, key)) in batch.iter().zip(keys).enumerate() {
-            let record = Record { key, row: item.row };
-            out.push(&record, &values[i * k..(i + 1) * k])?;
+) -> Result<u64, Error> {
+    let mut skipped = 0;
+    for batch in batches {
+        let first = batch.first_row();
+        let keyed: Vec<psikit_io::Result<Keyed>> = batch
+            .records()
+            .par_iter()
+            .enumerate()
+            .map(|(i, record)| {
+                let row = first + i as u64;
+                let Some(key) = keyer.key(row, record)? else {
+                    return Ok(None);
+                };
+                let mut values = Vec::new();
+                keyer.values(row, record, &mut values)?;
+                Ok(Some((item_key(&key), values)))
+            })
+            .collect();
+        for (i, keyed) in keyed.into_iter().enumerate() {
+            match keyed? {
+                Some((key, values)) => {
+                    let row = first + i as u64;
+                    out.push(&Record { key, row }, &values)?;
+                }
+                None => skipped += 1,
+            }
         }
+        let rows_read = first - 1 + batch.len() as u64;
         advance(progress, rows_read)?;
+        // The reader may have ended: then the batch is not needed.
+        let _ = recycle.send(batch);
     }
-    Ok(())
+    Ok(skipped)
 }
 
 /// The input's digest, to check a resumed job reads the same input.
