@@ -219,7 +219,6 @@ def _run(role: str, application: str, data: Any, key: Columns, normalize: Option
          progress: Optional[Progress], job: Optional[Dict[str, Any]]) -> CpsiResult:
     p, values = _prepare(data, key, normalize, value_columns, has_header, delimiter)
     if job is not None:
-        job.pop("output")
         with ProgressReporter(progress) as bar:
             out = _native.cpsi_job(
                 application, role, p.source, value_columns=values, threshold=threshold, reveal_to=reveal_to,
@@ -268,6 +267,7 @@ def receive(
     bucket_items: Optional[int] = None,
     lanes: Optional[int] = None,
     retry: float = 600.0,
+    output: Optional[str] = None,
 ) -> CpsiResult:
     """The ``receive`` party's run of ``application`` on ``data`` (it holds
     the cuckoo table; best the smaller set). Give ``listen="host:port"`` or
@@ -293,12 +293,17 @@ def receive(
       ``epc``: ``"auto"``, ``"off"`` or 16 to 31 bits;
     * ``on_listening(addr)``, ``accept_timeout``, ``timeout``, ``tls``: as
       in :func:`psikit.psi.receive`;
-    * ``job_dir``, ``resume``, ``memory``, ``bucket_items``, ``lanes``, ``retry``: the
-      cardinality, sum and threshold as a bucketed, resumable job for big
+    * ``job_dir``, ``resume``, ``memory``, ``bucket_items``, ``lanes``, ``retry``,
+      ``output``: the cardinality, sum, threshold and shares as a
+      bucketed, resumable job for big
       inputs, as in :func:`psikit.psi.receive` and ``psikit cpsi ...``
       (a job by default; ``--one-shot`` to meet a Python party without
       ``job_dir``): each bucket's result stays in secret shares and only
-      the whole job's result is opened;
+      the whole job's result is opened; the shares application writes
+      each bucket's shares to ``output`` (a CSV path, required:
+      ``bucket,bin,share,value_share_1..`` and at the receive party ``row``,
+      the 1-based input row of the bin's key) and returns
+      ``shares=None``;
     * ``progress``: ``progress(stage, done, total)`` is told the run's
       stages (waiting for the peer, ``"hashing"``, ``"OPPRF"``,
       ``"comparing"``, ``"computing the result"``), or ``True`` draws tqdm
@@ -324,7 +329,7 @@ def receive(
     return _run("receive", application, data, key, normalize, value_columns, threshold, reveal_to,
                 min_intersection, inner_product, product_bits, ot, epc, listen, connect, max_peer_items,
                 accept_timeout, timeout, tls, on_listening, has_header, delimiter, progress,
-                _job(job_dir, resume, memory, bucket_items, lanes, retry, timeout, None))
+                _job(job_dir, resume, memory, bucket_items, lanes, retry, timeout, output))
 
 
 def send(
@@ -357,6 +362,7 @@ def send(
     bucket_items: Optional[int] = None,
     lanes: Optional[int] = None,
     retry: float = 600.0,
+    output: Optional[str] = None,
 ) -> CpsiResult:
     """The ``send`` party's run of ``application`` on ``data``: the
     counterpart of :func:`receive`, with the same options. It learns
@@ -373,7 +379,7 @@ def send(
     return _run("send", application, data, key, normalize, value_columns, threshold, reveal_to,
                 min_intersection, inner_product, product_bits, ot, epc, listen, connect, max_peer_items,
                 accept_timeout, timeout, tls, on_listening, has_header, delimiter, progress,
-                _job(job_dir, resume, memory, bucket_items, lanes, retry, timeout, None))
+                _job(job_dir, resume, memory, bucket_items, lanes, retry, timeout, output))
 
 
 async def send_async(application: str, data: Any, **kwargs: Any) -> CpsiResult:

@@ -108,6 +108,25 @@ def test_a_job_opens_the_whole_sum_once(data, tmp_path):
         psikit.cpsi.send("union", server, key="email", connect="127.0.0.1:9", **job("u"))
 
 
+def test_a_shares_job_writes_each_bucket_s_shares(data, tmp_path):
+    """The shares as a job: both parties' files, bin by bin, XOR to the
+    membership of the receive party's keys, the value shares add up."""
+    server, client, truth = data
+    out = {p: tmp_path / f"{p}-shares.csv" for p in "rs"}
+    kw = {f"{p}_{k}": v for p in "rs" for k, v in
+          dict(job_dir=str(tmp_path / p), bucket_items=300, lanes=2, output=str(out[p])).items()}
+    r, s = run("shares", client, server, key="email", s_value_columns="v", **kw)
+    assert (r.application, r.shares, s.shares) == ("shares", None, None)
+    rows = {p: [line.split(",") for line in out[p].read_text().splitlines()] for p in "rs"}
+    assert rows["r"][0] == ["bucket", "bin", "share", "value_share_1", "row"]
+    assert rows["s"][0] == ["bucket", "bin", "share", "value_share_1"]
+    members = [(a, b) for a, b in zip(rows["r"][1:], rows["s"][1:]) if a[2] != b[2]]
+    assert len(members) == truth["size"] > 0
+    assert all(a[4] for a, _ in members), "a member bin holds a receiver row"
+    total = sum(int(a[3]) + int(b[3]) for a, b in members) % (1 << 64)
+    assert total == truth["sender_sum"]
+
+
 def test_sum_from_dataframes_equals_csv(small_sets, data):
     pd = pytest.importorskip("pandas")
     server, client, truth = data

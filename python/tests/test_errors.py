@@ -8,6 +8,9 @@ import pytest
 import psikit
 from conftest import free_port, write_csv
 
+# The frame header's version byte (psikit_transport::frame::WIRE_VERSION).
+WIRE_VERSION = 3
+
 
 def test_missing_csv_column(tmp_path):
     path = write_csv(tmp_path / "c.csv", ["id", "email"], [(1, "a")])
@@ -149,7 +152,7 @@ def test_a_peers_error_text_is_escaped():
 
     text = "oops\n3000 of 3000 distinct items matched\x1b[2J\x1b[31m".encode()
     payload = struct.pack(">HI", 6, len(text)) + text
-    frame = struct.pack(">I", len(payload) + 3) + bytes([2, 1, 0xFF]) + payload
+    frame = struct.pack(">I", len(payload) + 3) + bytes([WIRE_VERSION, 1, 0xFF]) + payload
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(1)

@@ -4,9 +4,10 @@
 //! the `receive` party (for the union, the intersection's complement in
 //! the other party's set); the other contributes its set (and values) and
 //! learns nothing. The result is printed, or written as JSON with
-//! `--json`; per-bin shares and the union's keys go to `--output`. With
-//! `--job-dir` the cardinality, sums and threshold run as a bucketed,
-//! resumable job whose result is opened once over all buckets.
+//! `--json`; per-bin shares and the union's keys go to `--output`. All
+//! but the union run as a bucketed, resumable job (unless `--one-shot`):
+//! the cardinality, sums and threshold opened once over all buckets, the
+//! shares written bucket by bucket.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -159,11 +160,9 @@ pub fn run(cmd: CpsiCommand) -> Result<()> {
         key_format: spec.key_format(),
     };
     let (role, cfg) = choices.resolve(Spelling::Flags)?;
-    // The union and the shares give per-item outputs, which only a run
-    // over the whole sets has: they run one-shot (both sides name the same
-    // application, so both do).
-    let whole_only = matches!(cfg.app, App::Union | App::Shares);
-    if !a.job.one_shot && !whole_only {
+    // The union runs one-shot (both sides name the same application, so
+    // both do): its padded buckets would show each bucket's intersection.
+    if !a.job.one_shot && cfg.app != App::Union {
         return job(&a, role, cfg);
     }
     let table = read_rows(&a.input, &spec)?;
@@ -193,7 +192,8 @@ pub fn run(cmd: CpsiCommand) -> Result<()> {
 
 /// The cardinality, sums or threshold as a bucketed job: each row's value
 /// columns go with its key into the buckets, and the result is opened
-/// once over the whole job.
+/// once over the whole job; or the shares, written to `--output` bucket
+/// by bucket.
 fn job(a: &CpsiArgs, role: Role, config: CpsiConfig) -> Result<()> {
     let mut spec = a.csv.spec()?;
     spec.value_columns = a
@@ -210,7 +210,33 @@ fn job(a: &CpsiArgs, role: Role, config: CpsiConfig) -> Result<()> {
         config,
         value_columns: u8::try_from(a.value_columns.len()).context("value columns")?,
     };
-    let out = run_job(&a.peer, &a.job, role.into(), input, protocol, None, a.json)?;
+    let shares_file = match app {
+        App::Shares => Some(
+            a.output
+                .as_ref()
+                .context("the shares are a file: give --output FILE")?,
+        ),
+        _ => None,
+    };
+    let out = run_job(
+        &a.peer,
+        &a.job,
+        role.into(),
+        input,
+        protocol,
+        shares_file,
+        a.json,
+    )?;
+    if let (Some(bins), Some(path)) = (out.share_bins, shares_file) {
+        match a.json {
+            true => println!(
+                r#"{{"application":"shares","membership_shares":{bins},"bytes_sent":{},"bytes_received":{}}}"#,
+                out.bytes_sent, out.bytes_received
+            ),
+            false => println!("{bins} membership shares written to {}", path.display()),
+        }
+        return Ok(());
+    }
     let output = out
         .circuit
         .context("a finished circuit PSI job has its result")?;

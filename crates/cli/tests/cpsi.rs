@@ -149,33 +149,46 @@ fn union_and_shares_write_files() {
     stdout(&r);
     assert!(stdout(&s).contains("5 keys of the union written"));
 
+    // The shares, one-shot (`bin,share,key`) and as a job (by default:
+    // `bucket,bin,share,row`, the receiver's input row for its key).
     let (rs, ss) = (d.join("r-shares.csv"), d.join("s-shares.csv"));
-    let (r, s) = pair(
-        d,
-        "shares",
-        &["--output", rs.to_str().unwrap()],
-        &["--output", ss.to_str().unwrap()],
-    );
-    stdout(&r);
-    stdout(&s);
     let rows = |p: &Path| -> Vec<Vec<String>> {
         std::fs::read_to_string(p)
             .unwrap()
             .lines()
-            .skip(1)
             .map(|l| l.split(',').map(str::to_string).collect())
             .collect()
     };
-    let (rr, sr) = (rows(&rs), rows(&ss));
-    assert_eq!(rr.len(), sr.len());
-    let mut members: Vec<&str> = rr
-        .iter()
-        .zip(&sr)
-        .filter(|(a, b)| a[1] != b[1])
-        .map(|(a, _)| a[2].as_str())
-        .collect();
-    members.sort();
-    assert_eq!(members, ["bob@x.org", "carol@x.org"]);
+    for (extra, header, share, who, want) in [
+        (
+            &["--one-shot"][..],
+            "bin,share,key",
+            1,
+            2,
+            ["bob@x.org", "carol@x.org"],
+        ),
+        (&[][..], "bucket,bin,share,row", 2, 3, ["1", "3"]),
+    ] {
+        let (r, s) = pair(
+            d,
+            "shares",
+            &[&["--output", rs.to_str().unwrap()][..], extra].concat(),
+            &[&["--output", ss.to_str().unwrap()][..], extra].concat(),
+        );
+        stdout(&r);
+        stdout(&s);
+        let (rr, sr) = (rows(&rs), rows(&ss));
+        assert_eq!(rr[0].join(","), header);
+        assert_eq!(rr.len(), sr.len());
+        let mut members: Vec<&str> = rr[1..]
+            .iter()
+            .zip(&sr[1..])
+            .filter(|(a, b)| a[share] != b[share])
+            .map(|(a, _)| a[who].as_str())
+            .collect();
+        members.sort();
+        assert_eq!(members, want);
+    }
 }
 
 #[test]

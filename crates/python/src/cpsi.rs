@@ -421,7 +421,7 @@ pub fn cpsi_run<'py>(
     threshold=None, reveal_to="receiver", min_intersection=0, inner_product=false,
     product_bits=32, ot="silent", epc="auto", listen=None, connect=None, resume=false,
     memory=jobs::DEFAULT_MEMORY, bucket_items=None, lanes=None, max_peer_rows=1<<40, retry=600.0,
-    idle_timeout=600.0, accept_timeout=None, max_message_mib=16, tls=None, on_listening=None,
+    idle_timeout=600.0, output=None, accept_timeout=None, max_message_mib=16, tls=None, on_listening=None,
     progress=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn cpsi_job<'py>(
@@ -447,6 +447,7 @@ pub fn cpsi_job<'py>(
     max_peer_rows: u64,
     retry: f64,
     idle_timeout: f64,
+    output: Option<PathBuf>,
     accept_timeout: Option<f64>,
     max_message_mib: u32,
     tls: Option<&Bound<'py, PyDict>>,
@@ -484,6 +485,7 @@ pub fn cpsi_job<'py>(
         max_peer_rows,
         retry_for: net::seconds(retry, "retry")?,
         idle_timeout: net::seconds(idle_timeout, "idle_timeout")?,
+        output,
         ..JobOptions::new(protocol, job_dir)
     };
     // In-memory rows go to a temporary CSV: a job reads its input as a file.
@@ -494,6 +496,17 @@ pub fn cpsi_job<'py>(
     let listening = net::announce(&on_listening);
     let job = jobs::run(&peer, role, &input, &opts, listening, &reporter);
     let out = interrupt::run_reporting(py, &reporter, job)?;
+    if let Some(bins) = out.share_bins {
+        // The shares went to `output`, bucket by bucket.
+        let d = PyDict::new(py);
+        d.set_item("application", "shares")?;
+        d.set_item("learned", true)?;
+        d.set_item("membership_shares", bins)?;
+        d.set_item("bytes_sent", out.bytes_sent)?;
+        d.set_item("bytes_received", out.bytes_received)?;
+        d.set_item("job", crate::psi::job_details(py, &out)?)?;
+        return Ok(d);
+    }
     let output = out
         .circuit
         .as_ref()

@@ -30,8 +30,7 @@ pub(super) struct BucketRunner {
 /// A bucket one lane finished, for the journal.
 pub(super) struct Ran {
     pub bucket: u64,
-    /// Its matched rows (sorted), or this side's shares of circuit PSI's
-    /// aggregates.
+    /// Its matched rows (sorted), or this side's shares (circuit PSI).
     pub result: Vec<u64>,
     /// Bytes both ways on its lane while it ran.
     pub bytes: u64,
@@ -149,8 +148,9 @@ impl BucketRunner {
         Ok(())
     }
 
-    /// One bucket's run: its matched rows (sorted), or this side's shares
-    /// of circuit PSI's aggregates (opened once over the whole job).
+    /// One bucket's run: its matched rows (sorted), this side's shares of
+    /// circuit PSI's aggregates (opened once over the whole job), or its
+    /// per-bin shares (`shares.rs`).
     async fn run_bucket(&self, ch: &mut Channel, bucket: &Bucket) -> Result<Vec<u64>, Error> {
         let peer_capacity = self.agreed.peer_capacity(self.role);
         let sigma = self.agreed.shape.statistical_bits();
@@ -177,7 +177,17 @@ impl BucketRunner {
                     keys: &bucket.keys,
                     values: &bucket.values,
                 };
-                facade::shares_on(ch, self.role.into(), input, &config, &NoProgress).await
+                let role = self.role.into();
+                if config.app != crate::cpsi::App::Shares {
+                    return facade::shares_on(ch, role, input, &config, &NoProgress).await;
+                }
+                match facade::run_on(ch, role, input, &config, &NoProgress)
+                    .await?
+                    .output
+                {
+                    crate::cpsi::Output::Shares(s) => super::shares::encode(bucket, &s),
+                    _ => Err(Error::Internal("the shares application's output")),
+                }
             }
         }
     }

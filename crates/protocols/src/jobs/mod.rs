@@ -50,6 +50,8 @@ mod link;
 mod options;
 mod prepare;
 mod run;
+#[cfg(feature = "cpsi")]
+mod shares;
 mod spool;
 pub(crate) mod terms;
 #[cfg(test)]

@@ -192,6 +192,9 @@ pub struct JobOutcome {
     /// it at a party it is not revealed to).
     #[cfg(feature = "cpsi")]
     pub circuit: Option<crate::cpsi::Output>,
+    /// Circuit PSI's shares application: the bins written to the output.
+    #[cfg(feature = "cpsi")]
+    pub share_bins: Option<u64>,
     /// Connections made again after the link dropped.
     pub reconnects: u32,
     /// Whether the peer was heard ending the job. If the link dropped in

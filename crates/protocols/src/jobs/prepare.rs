@@ -358,6 +358,15 @@ impl Bucket {
         })
     }
 
+    /// The first input row of item `item` (its key's smallest row number),
+    /// or `None` for a padding dummy.
+    #[cfg(feature = "cpsi")]
+    pub fn first_row(&self, item: usize) -> Option<u64> {
+        let start = *self.starts.get(item)?;
+        // The last start closes the last distinct key's rows.
+        (item + 1 < self.starts.len()).then(|| self.records[start].row)
+    }
+
     /// The rows (sorted) of the distinct keys `matches` marks; dummies
     /// never match.
     pub fn matched_rows(&self, matches: &[bool]) -> Vec<u64> {

@@ -52,6 +52,11 @@ pub async fn run(
     progress: &dyn Progress,
 ) -> Result<JobOutcome, Error> {
     opts.protocol.check()?;
+    if writes_shares(opts) && opts.output.is_none() {
+        return Err(Error::Config(
+            "circuit PSI's shares as a job are written to a file: name an output".into(),
+        ));
+    }
     let kind = opts.protocol.kind();
     if input.spec.value_columns.len() != usize::from(kind.value_columns()) {
         return Err(Error::Misuse("a job input's value columns are the job's"));
@@ -125,6 +130,13 @@ pub async fn run(
             (Some(count), rows)
         }
     };
+    #[cfg(feature = "cpsi")]
+    let share_bins = match (writes_shares(opts), &opts.output) {
+        (true, Some(path)) => Some(tokio::task::block_in_place(|| {
+            super::shares::write(&dir, agreed.shape.buckets, path, role == Role::Receiver)
+        })?),
+        _ => None,
+    };
     job.times.output = t.elapsed();
     Ok(JobOutcome {
         job_id: agreed.job_id,
@@ -142,6 +154,8 @@ pub async fn run(
         },
         #[cfg(feature = "cpsi")]
         circuit: job.circuit,
+        #[cfg(feature = "cpsi")]
+        share_bins,
         reconnects: ended.reconnects,
         end_confirmed: ended.confirmed,
         times: job.times,
@@ -166,6 +180,16 @@ fn learns(role: Role, opts: &JobOptions) -> bool {
         JobProtocol::Balanced(s) => role == Role::Receiver || s.reveal,
         #[cfg(feature = "cpsi")]
         JobProtocol::Circuit { .. } => false,
+    }
+}
+
+/// Whether the job is circuit PSI's shares application (each bucket's
+/// shares written out, nothing opened).
+fn writes_shares(opts: &JobOptions) -> bool {
+    match &opts.protocol {
+        JobProtocol::Balanced(_) => false,
+        #[cfg(feature = "cpsi")]
+        JobProtocol::Circuit { config, .. } => config.app == crate::cpsi::App::Shares,
     }
 }
 
@@ -371,7 +395,9 @@ impl Job<'_> {
         ran?;
         #[cfg(feature = "cpsi")]
         if let JobProtocol::Circuit { config, .. } = &self.opts.protocol {
-            self.circuit = Some(self.open_circuit(ch, config, &agreed, &theirs_kind).await?);
+            if !writes_shares(self.opts) {
+                self.circuit = Some(self.open_circuit(ch, config, &agreed, &theirs_kind).await?);
+            }
         }
         // Only now does this side hold all it came for.
         self.complete = true;

@@ -497,6 +497,70 @@ fn circuit_psi_jobs_open_the_whole_result_once() {
 
 #[cfg(feature = "cpsi")]
 #[test]
+fn a_shares_job_writes_every_bucket_s_shares_of_the_whole_intersection() {
+    use crate::cpsi::{App, CpsiConfig};
+    use std::collections::HashMap;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (s_path, s_ids) = input(dir.path(), "s.csv", 15, 1500, 2500);
+    let (r_path, r_ids) = input(dir.path(), "r.csv", 16, 1100, 2500);
+    let protocol = |value_columns| JobProtocol::Circuit {
+        config: CpsiConfig::new(App::Shares),
+        value_columns,
+    };
+    let mut s_opts = options_for(protocol(1), dir.path(), "s-shares", 300);
+    let mut r_opts = options_for(protocol(0), dir.path(), "r-shares", 300);
+    (s_opts.lanes, r_opts.lanes) = (2, 2);
+    let (s, r) = run_pair(
+        (&s_path, &s_opts, &NoProgress),
+        (&r_path, &r_opts, &NoProgress),
+    );
+    let (s, r) = (s.expect("sender"), r.expect("receiver"));
+    assert!(s.shape.buckets >= 4, "{:?}", s.shape);
+    assert_eq!(s.share_bins, r.share_bins);
+    let lines = |opts: &JobOptions| -> Vec<Vec<String>> {
+        let text = std::fs::read_to_string(opts.output.as_ref().expect("output")).expect("read");
+        text.lines()
+            .map(|l| l.split(',').map(str::to_owned).collect())
+            .collect()
+    };
+    let (s_lines, r_lines) = (lines(&s_opts), lines(&r_opts));
+    assert_eq!(s_lines[0].join(","), "bucket,bin,share,value_share_1");
+    assert_eq!(r_lines[0].join(","), "bucket,bin,share,value_share_1,row");
+    assert_eq!(s_lines.len() as u64, s.share_bins.expect("bins") + 1);
+    // The sender's value of an id: the sum of its rows' `row` column.
+    let mut value: HashMap<u64, u64> = HashMap::new();
+    for (i, id) in s_ids.iter().enumerate() {
+        *value.entry(*id).or_default() += i as u64;
+    }
+    let (mut members, mut seen) = (0, HashSet::new());
+    for (a, b) in s_lines[1..].iter().zip(&r_lines[1..]) {
+        assert_eq!(a[..2], b[..2], "the same bucket and bin");
+        let bit = |l: &[String]| l[2].parse::<u8>().expect("share");
+        let word = |l: &[String]| l[3].parse::<u64>().expect("value share");
+        let id = (!b[4].is_empty()).then(|| {
+            let row: usize = b[4].parse().expect("row");
+            r_ids[row - 1]
+        });
+        if let Some(id) = id {
+            assert!(seen.insert(id), "id {id} in two bins");
+        }
+        let member = bit(a) ^ bit(b) == 1;
+        assert_eq!(member, id.is_some_and(|id| value.contains_key(&id)));
+        if let (true, Some(id)) = (member, id) {
+            members += 1;
+            assert_eq!(word(a).wrapping_add(word(b)), value[&id], "id {id}");
+        }
+    }
+    let r_set: HashSet<u64> = r_ids.iter().copied().collect();
+    assert_eq!(seen, r_set, "every receiver id has its bin");
+    assert_eq!(
+        members,
+        r_set.iter().filter(|id| value.contains_key(id)).count()
+    );
+}
+
+#[cfg(feature = "cpsi")]
+#[test]
 fn a_circuit_job_refuses_the_union_and_a_peer_on_other_terms() {
     use crate::cpsi::{App, CpsiConfig};
     let dir = tempfile::tempdir().expect("tempdir");
