@@ -294,7 +294,7 @@ def receive(
     * ``on_listening(addr)``, ``accept_timeout``, ``timeout``, ``tls``: as
       in :func:`psikit.psi.receive`;
     * ``job_dir``, ``resume``, ``memory``, ``bucket_items``, ``lanes``, ``retry``,
-      ``output``: the cardinality, sum, threshold and shares as a
+      ``output``: every application as a
       bucketed, resumable job for big
       inputs, as in :func:`psikit.psi.receive` and ``psikit cpsi ...``
       (a job by default; ``--one-shot`` to meet a Python party without
@@ -303,7 +303,8 @@ def receive(
       each bucket's shares to ``output`` (a CSV path, required:
       ``bucket,bin,share,value_share_1..`` and at the receive party ``row``,
       the 1-based input row of the bin's key) and returns
-      ``shares=None``;
+      ``shares=None``; the union's learner writes the union's keys there
+      (one column, ``key``) and returns ``union=None``;
     * ``progress``: ``progress(stage, done, total)`` is told the run's
       stages (waiting for the peer, ``"hashing"``, ``"OPPRF"``,
       ``"comparing"``, ``"computing the result"``), or ``True`` draws tqdm

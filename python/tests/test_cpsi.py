@@ -127,6 +127,22 @@ def test_a_shares_job_writes_each_bucket_s_shares(data, tmp_path):
     assert total == truth["sender_sum"]
 
 
+def test_a_union_job_writes_the_union(data, small_sets, tmp_path):
+    """The union as a job: the learner's file holds every key of both
+    parties once; the provider learns nothing."""
+    server, client, _ = data
+    out = tmp_path / "union.csv"
+    kw = {f"{p}_{k}": v for p in "rs" for k, v in
+          dict(job_dir=str(tmp_path / p), bucket_items=300, lanes=2).items()}
+    r, s = run("union", client, server, key="email", reveal_to="sender", s_output=str(out), **kw)
+    assert (s.application, s.learned, s.union) == ("union", True, None)
+    assert r.learned is False
+    keys = out.read_text().splitlines()
+    assert keys[0] == "key"
+    want = {norm(k) for k in small_sets.client} | {norm(k) for k in small_sets.server}
+    assert sorted(keys[1:]) == sorted(want)
+
+
 def test_sum_from_dataframes_equals_csv(small_sets, data):
     pd = pytest.importorskip("pandas")
     server, client, truth = data

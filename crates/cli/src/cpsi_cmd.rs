@@ -4,10 +4,10 @@
 //! the `receive` party (for the union, the intersection's complement in
 //! the other party's set); the other contributes its set (and values) and
 //! learns nothing. The result is printed, or written as JSON with
-//! `--json`; per-bin shares and the union's keys go to `--output`. All
-//! but the union run as a bucketed, resumable job (unless `--one-shot`):
+//! `--json`; per-bin shares and the union's keys go to `--output`. Every
+//! application runs as a bucketed, resumable job (unless `--one-shot`):
 //! the cardinality, sums and threshold opened once over all buckets, the
-//! shares written bucket by bucket.
+//! shares and the union written bucket by bucket.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -160,9 +160,7 @@ pub fn run(cmd: CpsiCommand) -> Result<()> {
         key_format: spec.key_format(),
     };
     let (role, cfg) = choices.resolve(Spelling::Flags)?;
-    // The union runs one-shot (both sides name the same application, so
-    // both do): its padded buckets would show each bucket's intersection.
-    if !a.job.one_shot && cfg.app != App::Union {
+    if !a.job.one_shot {
         return job(&a, role, cfg);
     }
     let table = read_rows(&a.input, &spec)?;
@@ -190,10 +188,10 @@ pub fn run(cmd: CpsiCommand) -> Result<()> {
     write_output(&out.output, &a, &keys)
 }
 
-/// The cardinality, sums or threshold as a bucketed job: each row's value
-/// columns go with its key into the buckets, and the result is opened
-/// once over the whole job; or the shares, written to `--output` bucket
-/// by bucket.
+/// An application as a bucketed job: each row's value columns go with its
+/// key into the buckets; the cardinality, sums or threshold are opened
+/// once over the whole job, the shares and the union written to
+/// `--output` bucket by bucket.
 fn job(a: &CpsiArgs, role: Role, config: CpsiConfig) -> Result<()> {
     let mut spec = a.csv.spec()?;
     spec.value_columns = a
@@ -210,38 +208,41 @@ fn job(a: &CpsiArgs, role: Role, config: CpsiConfig) -> Result<()> {
         config,
         value_columns: u8::try_from(a.value_columns.len()).context("value columns")?,
     };
-    let shares_file = match app {
-        App::Shares => Some(
+    // The shares (both sides) and the union (its learner, the sender)
+    // are files.
+    let file = match (app, role) {
+        (App::Shares, _) | (App::Union, Role::Sender) => Some(
             a.output
                 .as_ref()
-                .context("the shares are a file: give --output FILE")?,
+                .context("the result is a file: give --output FILE")?,
         ),
         _ => None,
     };
-    let out = run_job(
-        &a.peer,
-        &a.job,
-        role.into(),
-        input,
-        protocol,
-        shares_file,
-        a.json,
-    )?;
-    if let (Some(bins), Some(path)) = (out.share_bins, shares_file) {
-        match a.json {
-            true => println!(
-                r#"{{"application":"shares","membership_shares":{bins},"bytes_sent":{},"bytes_received":{}}}"#,
-                out.bytes_sent, out.bytes_received
-            ),
-            false => println!("{bins} membership shares written to {}", path.display()),
+    let out = run_job(&a.peer, &a.job, role.into(), input, protocol, file, a.json)?;
+    let traffic = (out.bytes_sent, out.bytes_received);
+    let output = match (out.written, file, out.circuit) {
+        (Some(n), Some(path), _) => {
+            let (what, words) = match app {
+                App::Union => ("union_keys", "keys of the union"),
+                _ => ("membership_shares", "membership shares"),
+            };
+            match a.json {
+                true => println!(
+                    r#"{{"application":"{}","{what}":{n},"bytes_sent":{},"bytes_received":{}}}"#,
+                    app.name(),
+                    traffic.0,
+                    traffic.1
+                ),
+                false => println!("{n} {words} written to {}", path.display()),
+            }
+            return Ok(());
         }
-        return Ok(());
-    }
-    let output = out
-        .circuit
-        .context("a finished circuit PSI job has its result")?;
+        (_, _, Some(output)) => output,
+        // The union's provider: the peer learned it.
+        (_, _, None) => Output::Union(None),
+    };
     match a.json {
-        true => println!("{}", json(&output, app, out.bytes_sent, out.bytes_received)),
+        true => println!("{}", json(&output, app, traffic.0, traffic.1)),
         false => print_result(&output),
     }
     Ok(())

@@ -446,8 +446,14 @@ fn bench_job_runs_a_bucketed_job_in_two_worker_processes() {
         "1500",
     ]));
     // The receiver's worker fails the run unless it matched exactly n/2.
-    assert!(out.contains("| 2^12 | 1             | receiver |"), "{out}");
-    assert!(out.contains("| 2^12 | 1             | 4       |"), "{out}");
+    assert!(
+        out.contains("| 2^12 | 1             | 1     | receiver |"),
+        "{out}"
+    );
+    assert!(
+        out.contains("| 2^12 | 1             | 1     | 4       |"),
+        "{out}"
+    );
     assert!(out.contains("| 2,048            |"), "{out}");
     // Circuit PSI's sum on the buckets: the receiver's worker checks the
     // opened count and both sums.
@@ -464,7 +470,10 @@ fn bench_job_runs_a_bucketed_job_in_two_worker_processes() {
         "700",
     ]));
     assert!(out.contains("circuit PSI sum"), "{out}");
-    assert!(out.contains("| 2^11 | 1             | 4       |"), "{out}");
+    assert!(
+        out.contains("| 2^11 | 1             | 1     | 4       |"),
+        "{out}"
+    );
 }
 
 #[test]

@@ -122,22 +122,26 @@ fn union_and_shares_write_files() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let union = d.join("union.csv");
-    let (r, s) = pair(d, "union", &["--output", union.to_str().unwrap()], &[]);
-    stdout(&r);
-    stdout(&s);
-    let text = std::fs::read_to_string(&union).unwrap();
-    let mut keys: Vec<&str> = text.lines().skip(1).collect();
-    keys.sort();
-    assert_eq!(
-        keys,
-        [
-            "alice@x.org",
-            "bob@x.org",
-            "carol@x.org",
-            "dave@x.org",
-            "erin@x.org"
-        ]
-    );
+    // One-shot, and as a job (the default).
+    for extra in [&["--one-shot"][..], &[]] {
+        let learner = [&["--output", union.to_str().unwrap()][..], extra].concat();
+        let (r, s) = pair(d, "union", &learner, extra);
+        stdout(&r);
+        stdout(&s);
+        let text = std::fs::read_to_string(&union).unwrap();
+        let mut keys: Vec<&str> = text.lines().skip(1).collect();
+        keys.sort();
+        assert_eq!(
+            keys,
+            [
+                "alice@x.org",
+                "bob@x.org",
+                "carol@x.org",
+                "dave@x.org",
+                "erin@x.org"
+            ]
+        );
+    }
 
     // The send party learns it instead.
     let (r, s) = pair(

@@ -8,7 +8,9 @@ use std::path::PathBuf;
 
 use psikit_protocols::common::connect::Peer;
 use psikit_protocols::cpsi::facade::{self, Role};
-use psikit_protocols::cpsi::{AppKind, Choices, CpsiConfig, Input, Outcome, Output, ParseError};
+use psikit_protocols::cpsi::{
+    App, AppKind, Choices, CpsiConfig, Input, Outcome, Output, ParseError,
+};
 use psikit_protocols::cpsi::{Shares, Side, Spelling, Sums};
 use psikit_protocols::jobs::{self, JobInput, JobOptions, JobProtocol};
 use psikit_protocols::memory;
@@ -496,21 +498,25 @@ pub fn cpsi_job<'py>(
     let listening = net::announce(&on_listening);
     let job = jobs::run(&peer, role, &input, &opts, listening, &reporter);
     let out = interrupt::run_reporting(py, &reporter, job)?;
-    if let Some(bins) = out.share_bins {
-        // The shares went to `output`, bucket by bucket.
+    let app = options.config.app;
+    if let Some(n) = out.written {
+        // The shares or the union went to `output`, bucket by bucket.
         let d = PyDict::new(py);
-        d.set_item("application", "shares")?;
+        d.set_item("application", app.name())?;
         d.set_item("learned", true)?;
-        d.set_item("membership_shares", bins)?;
+        let what = match app {
+            App::Union => "union_keys",
+            _ => "membership_shares",
+        };
+        d.set_item(what, n)?;
         d.set_item("bytes_sent", out.bytes_sent)?;
         d.set_item("bytes_received", out.bytes_received)?;
         d.set_item("job", crate::psi::job_details(py, &out)?)?;
         return Ok(d);
     }
-    let output = out
-        .circuit
-        .as_ref()
-        .ok_or_else(|| errors::input("a finished circuit PSI job has its result"))?;
+    // The union's provider opens nothing: the peer learned it.
+    let provided = Output::Union(None);
+    let output = out.circuit.as_ref().unwrap_or(&provided);
     let traffic = (out.bytes_sent, out.bytes_received);
     let d = options.output(py, output, None, traffic)?;
     d.set_item("job", crate::psi::job_details(py, &out)?)?;

@@ -20,7 +20,7 @@
 
 use psikit_ot::aes_hash;
 use psikit_transport::Channel;
-use rand::Rng;
+use rand::{Rng, RngCore};
 use rayon::prelude::*;
 
 use super::bits::Bits;
@@ -332,28 +332,46 @@ const fn union_slot(width: usize) -> usize {
     CHECK + 3 + width
 }
 
+/// What a union slot carries, bin by bin.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Fill<'a> {
+    /// The bin's item (revealed if it is outside the intersection).
+    Item(&'a [u8]),
+    /// An empty bin: its slot opens empty.
+    Empty,
+    /// A job's padding item: its slot never opens, as an item in the
+    /// intersection's does not, so the learner cannot count the padding.
+    Padding,
+}
+
 /// The union's side of the party providing items (the cuckoo side, the
 /// permutation holder). First the bins are shuffled: a fresh uniformly
 /// random `π`, known to this party alone, permutes both parties' shares
 /// through the switching network (module `osn`), this party's items with
 /// them (its share of slot `j` is `p_{π(j)} ⊕ a_j`); then one slot per
-/// permuted bin (`fill_slots`). `items[bin]` is the bin's item or `None`.
+/// permuted bin (`fill_slots`). `items[bin]` is what the bin's slot carries.
 pub async fn union_provide(
     ch: &mut Channel,
     rots: &mut Rots,
     shares: &Bits,
-    items: &[Option<&[u8]>],
+    items: &[Fill<'_>],
     width: usize,
 ) -> Result<(), Error> {
     if items.len() != shares.len() {
         return Err(Error::Internal("one union item slot per bin"));
+    }
+    if items
+        .iter()
+        .any(|f| matches!(f, Fill::Item(i) if i.len() > width))
+    {
+        return Err(Error::Internal("a union item wider than its slot"));
     }
     let perm = osn::random_permutation(shares.len())?;
     let mut mine = osn::permute(ch, rots, &perm).await?;
     mine.xor_assign(&Bits::from_bools(
         perm.iter().map(|&bin| shares.get(bin as usize)),
     ));
-    let items: Vec<Option<&[u8]>> = perm.iter().map(|&bin| items[bin as usize]).collect();
+    let items: Vec<Fill<'_>> = perm.iter().map(|&bin| items[bin as usize]).collect();
     fill_slots(ch, rots, &mine, &items, width).await
 }
 
@@ -415,7 +433,7 @@ pub(crate) async fn fill_slots(
     ch: &mut Channel,
     rots: &mut Rots,
     shares: &Bits,
-    items: &[Option<&[u8]>],
+    items: &[Fill<'_>],
     width: usize,
 ) -> Result<(), Error> {
     let n = shares.len();
@@ -429,16 +447,22 @@ pub(crate) async fn fill_slots(
         .zip(items.par_iter())
         .enumerate()
         .for_each(|(i, (m, item))| {
-            if let Some(item) = item {
-                m[CHECK] = 1;
-                m[CHECK + 1..CHECK + 3].copy_from_slice(&(item.len() as u16).to_le_bytes());
-                m[CHECK + 3..CHECK + 3 + item.len()].copy_from_slice(item);
-            }
             let key = match shares.get(i) ^ flips.get(i) {
                 true => ots.m1[i],
                 false => ots.m0[i],
             };
-            xor_stream(key, m);
+            match item {
+                Fill::Item(item) => {
+                    m[CHECK] = 1;
+                    m[CHECK + 1..CHECK + 3].copy_from_slice(&(item.len() as u16).to_le_bytes());
+                    m[CHECK + 3..CHECK + 3 + item.len()].copy_from_slice(item);
+                    xor_stream(key, m);
+                }
+                Fill::Empty => xor_stream(key, m),
+                // Fresh random bytes: noise under either key, as a slot
+                // under the key the learner lacks.
+                Fill::Padding => rand::rngs::OsRng.fill_bytes(m),
+            }
         });
     msg::send(ch, KIND_UNION, &out).await
 }

@@ -98,6 +98,16 @@ pub struct Input<'a> {
     pub values: &'a [Vec<u64>],
 }
 
+/// The union's items in a job's bucket, at the provider: the payload each
+/// real item reveals (its encoded key, where the item is its hash), the
+/// items past them padding whose slots never open, and one slot width for
+/// every bucket of the job.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct UnionItems<'a> {
+    pub payloads: &'a [Vec<u8>],
+    pub width: usize,
+}
+
 /// Refuses a configuration or input the protocol cannot run (the
 /// library's own guard: front ends check their users' choices first,
 /// through [`super::Choices`]).

@@ -9,6 +9,7 @@ use psikit_ot::SessionId;
 use psikit_transport::{Channel, Limits, Stepper};
 
 use super::bits::Bits;
+use super::config::UnionItems;
 use super::config::{CpsiConfig, Input};
 use super::gmw::Triples;
 use super::outcome::{check_opened, Outcome, Output};
@@ -58,7 +59,7 @@ pub async fn run_on(
     progress: &dyn Progress,
 ) -> Result<Outcome, Error> {
     Ok(
-        run_finishing(ch, role, input, config, progress, Finish::Open)
+        run_finishing(ch, role, input, config, progress, Finish::Open, None)
             .await?
             .0,
     )
@@ -71,10 +72,31 @@ async fn run_finishing(
     config: &CpsiConfig,
     progress: &dyn Progress,
     finish: Finish,
+    union: Option<UnionItems<'_>>,
 ) -> Result<(Outcome, Option<Vec<u64>>), Error> {
     match role {
         Role::Sender => run_sender(ch, input, config, progress, finish).await,
-        Role::Receiver => run_receiver(ch, input, config, progress, finish).await,
+        Role::Receiver => run_receiver(ch, input, config, progress, finish, union).await,
+    }
+}
+
+/// One bucket of a job running the union: the provider (the receiver)
+/// reveals `union`'s payloads (its items' encoded keys; its padding never
+/// opens) in slots of `union`'s width, the learner (the sender) gets the
+/// payloads outside the intersection. `union` is the provider's.
+pub(crate) async fn union_on(
+    ch: &mut Channel,
+    role: Role,
+    input: Input<'_>,
+    union: UnionItems<'_>,
+    config: &CpsiConfig,
+) -> Result<Option<Vec<Vec<u8>>>, Error> {
+    let union = (role == Role::Receiver).then_some(union);
+    let (outcome, _) =
+        run_finishing(ch, role, input, config, &NoProgress, Finish::Open, union).await?;
+    match outcome.output {
+        Output::Union(learned) => Ok(learned),
+        _ => Err(Error::Internal("the union's output")),
     }
 }
 
@@ -89,7 +111,7 @@ pub(crate) async fn shares_on(
     config: &CpsiConfig,
     progress: &dyn Progress,
 ) -> Result<Vec<u64>, Error> {
-    let (_, shares) = run_finishing(ch, role, input, config, progress, Finish::Defer).await?;
+    let (_, shares) = run_finishing(ch, role, input, config, progress, Finish::Defer, None).await?;
     shares.ok_or(Error::Internal("an aggregate's shares"))
 }
 

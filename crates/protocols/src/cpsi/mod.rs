@@ -145,6 +145,7 @@ mod vocabulary;
 
 pub use bits::Bits;
 pub use choices::{ChoiceError, Choices, Spelling};
+pub(crate) use config::UnionItems;
 pub use config::{CpsiConfig, Input};
 pub use outcome::{Outcome, Output, Phases, Shares, Step, Sums};
 pub use vocabulary::{

@@ -6,7 +6,8 @@ use psikit_transport::Channel;
 use rand::rngs::OsRng;
 use rand::Rng;
 
-use super::config::{CpsiConfig, Input};
+use super::apps::Fill;
+use super::config::{CpsiConfig, Input, UnionItems};
 use super::hashing::{self, CuckooBins};
 use super::messages::Seeds;
 use super::outcome::{check_opened, outcome, Meter, Outcome, Output, Phases, Shares};
@@ -32,12 +33,13 @@ pub(super) async fn run_receiver(
     cfg: &CpsiConfig,
     progress: &dyn Progress,
     finish: Finish,
+    union: Option<UnionItems<'_>>,
 ) -> Result<(Outcome, Option<Vec<u64>>), Error> {
     let start = (ch.bytes_sent(), ch.bytes_received());
     let mut meter = Meter::start(ch);
     let mut phases = Phases::default();
     check_product_factors(&input, cfg)?;
-    let peer = hello(ch, cfg, &input).await?;
+    let peer = hello(ch, cfg, &input, union).await?;
     progress.stage(STAGE_HASHING, None);
     let n_r = input.keys.len();
     let sigma = cfg.statistical_bits;
@@ -98,12 +100,25 @@ pub(super) async fn run_receiver(
             None,
         ),
         App::Union => {
-            let items: Vec<Option<&[u8]>> = table
+            // One-shot, every item reveals itself; in a job's bucket, its
+            // encoded key, and the padding nothing.
+            let (payloads, width) = match union {
+                Some(u) => (u.payloads, u.width),
+                None => (
+                    input.keys,
+                    input.keys.iter().map(Vec::len).max().unwrap_or(0),
+                ),
+            };
+            let items: Vec<Fill<'_>> = table
                 .item_of_bin
                 .iter()
-                .map(|item| item.map(|i| input.keys[i as usize].as_slice()))
+                .map(|item| match item {
+                    None => Fill::Empty,
+                    Some(i) => payloads
+                        .get(*i as usize)
+                        .map_or(Fill::Padding, |p| Fill::Item(p)),
+                })
                 .collect();
-            let width = input.keys.iter().map(Vec::len).max().unwrap_or(0);
             apps::union_provide(ch, &mut c.rots, &c.shares, &items, width).await?;
             (Output::Union(None), None)
         }

@@ -37,7 +37,7 @@ pub(super) async fn run_sender(
     let start = (ch.bytes_sent(), ch.bytes_received());
     let mut meter = Meter::start(ch);
     let mut phases = Phases::default();
-    let peer = hello(ch, cfg, &input).await?;
+    let peer = hello(ch, cfg, &input, None).await?;
     progress.stage(STAGE_HASHING, None);
     let n_s = input.keys.len();
     let sigma = cfg.statistical_bits;

@@ -6,7 +6,7 @@
 use psikit_ot::SessionId;
 use psikit_transport::Channel;
 
-use super::config::{check_config, CpsiConfig, Input};
+use super::config::{check_config, CpsiConfig, Input, UnionItems};
 use super::outcome::{Meter, Output, Phases};
 use super::rot::{self, Rots};
 use super::vocabulary::{App, OtKind, Role};
@@ -252,14 +252,19 @@ pub(super) fn session_id(
 }
 
 /// Exchanges hellos and checks the peer's: same run, acceptable size, the
-/// same key encoding. Returns the peer's hello.
+/// same key encoding. Returns the peer's hello. The union states its
+/// slot width: the longest key, or a job's `union` width.
 pub(super) async fn hello(
     ch: &mut Channel,
     cfg: &CpsiConfig,
     input: &Input<'_>,
+    union: Option<UnionItems<'_>>,
 ) -> Result<messages::Hello, Error> {
     check_config(cfg, input)?;
-    let longest = input.keys.iter().map(Vec::len).max().unwrap_or(0);
+    let longest = match union {
+        Some(u) => u.width,
+        None => input.keys.iter().map(Vec::len).max().unwrap_or(0),
+    };
     let max_item_len = match cfg.app {
         App::Union => u16::try_from(longest)
             .ok()

@@ -522,11 +522,8 @@ async fn union_distinguisher_accuracy(shuffled: bool, runs: u64) -> f64 {
         let learner_shares = bits::Bits::from_bools((0..m).map(|_| rng.gen::<bool>()));
         let provider_shares =
             bits::Bits::from_bools((0..m).map(|bin| learner_shares.get(bin) ^ member(bin)));
-        let items: Vec<Option<Vec<u8>>> = table
-            .item_of_bin
-            .iter()
-            .map(|i| i.map(|i| r[i as usize].clone()))
-            .collect();
+        // The last 100 items are a job's padding: their slots stay closed.
+        let padding = |i: u32| i >= 7900;
         let width = r.iter().map(Vec::len).max().unwrap_or(0);
 
         let (mut a, mut b) = Channel::memory_pair(Limits::default());
@@ -538,7 +535,15 @@ async fn union_distinguisher_accuracy(shuffled: bool, runs: u64) -> f64 {
             }
         });
         let mut rots = osn::tests::rots(&mut b, false).await;
-        let items: Vec<Option<&[u8]>> = items.iter().map(Option::as_deref).collect();
+        let items: Vec<apps::Fill<'_>> = table
+            .item_of_bin
+            .iter()
+            .map(|i| match i {
+                None => apps::Fill::Empty,
+                Some(i) if padding(*i) => apps::Fill::Padding,
+                Some(i) => apps::Fill::Item(&r[*i as usize]),
+            })
+            .collect();
         match shuffled {
             true => apps::union_provide(&mut b, &mut rots, &provider_shares, &items, width).await,
             false => apps::fill_slots(&mut b, &mut rots, &provider_shares, &items, width).await,
@@ -547,7 +552,19 @@ async fn union_distinguisher_accuracy(shuffled: bool, runs: u64) -> f64 {
         let view = learner.await.expect("learner task").expect("learner");
         assert_eq!(view.len(), m);
         let closed = view.iter().filter(|s| **s == Slot::Closed).count();
-        assert_eq!(closed, truth.iter().filter(|&&t| t).count());
+        assert_eq!(closed, truth.iter().filter(|&&t| t).count() + 100);
+        let opened: std::collections::HashSet<&Vec<u8>> = view
+            .iter()
+            .filter_map(|s| match s {
+                Slot::Item(i) => Some(i),
+                _ => None,
+            })
+            .collect();
+        assert!(
+            r[7900..].iter().all(|p| !opened.contains(p)),
+            "a padding item opened"
+        );
+        assert_eq!(opened.len(), r.len() - 200 - 100);
 
         // The distinguisher: the learner's own items and their bins.
         let held: std::collections::HashSet<&Vec<u8>> = r.iter().collect();

@@ -101,14 +101,15 @@ pub(crate) fn seeds() -> Vec<(&'static str, Vec<u8>)> {
         digest: [3; 32],
         rows_read: 1002,
         rows: 1000,
+        longest_key: 30,
     })
     .expect("a summary");
     dir.commit(0, &[2, 3, 5, 8, 13]).expect("a result");
-    let mut spool = SpoolWriter::create(&dir.bucket_path(0), 4096, 2).expect("a spool");
+    let mut spool = SpoolWriter::create(&dir.bucket_path(0), 4096, 2, false).expect("a spool");
     for row in 1..=20u64 {
         let key = item_key(&(row % 7).to_le_bytes());
         spool
-            .push(&Record { key, row }, &[row, u64::MAX - row])
+            .push(&Record { key, row }, &[row, u64::MAX - row], &[])
             .expect("a record");
     }
     spool.finish().expect("sealed");

@@ -29,7 +29,7 @@ use crate::common::two_party::flag;
 use crate::error::Error;
 
 const JOB_MAGIC: &[u8; 8] = b"PSIKJOB2";
-const INPUT_MAGIC: &[u8; 8] = b"PSIKINP1";
+const INPUT_MAGIC: &[u8; 8] = b"PSIKINP2";
 const SPLIT_MAGIC: &[u8; 8] = b"PSIKSPT1";
 const RESULT_MAGIC: &[u8; 8] = b"PSIKRES1";
 
@@ -42,6 +42,9 @@ pub struct InputSummary {
     pub rows_read: u64,
     /// Rows that hold a key (the job's row count).
     pub rows: u64,
+    /// Bytes of the longest encoded key: the width of circuit PSI's union
+    /// slots, one for the whole job (a bucket's own longest would show).
+    pub longest_key: u64,
 }
 
 /// This side's terms as the job directory records them: what a resumed
@@ -109,6 +112,7 @@ impl JobDir {
             digest: r.array("digest")?,
             rows_read: r.u64("rows read")?,
             rows: r.u64("rows")?,
+            longest_key: r.u64("longest key")?,
         };
         r.finish()?;
         Ok(Some(summary))
@@ -116,7 +120,10 @@ impl JobDir {
 
     pub fn set_input(&self, s: &InputSummary) -> Result<(), Error> {
         let mut w = Writer::with_capacity(64);
-        w.bytes(&s.digest).u64(s.rows_read).u64(s.rows);
+        w.bytes(&s.digest)
+            .u64(s.rows_read)
+            .u64(s.rows)
+            .u64(s.longest_key);
         write_sealed(&self.root.join("input"), INPUT_MAGIC, &w.into_bytes())
     }
 

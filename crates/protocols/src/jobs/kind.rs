@@ -18,8 +18,8 @@ pub enum JobProtocol {
     /// capacity).
     Balanced(Settings),
     /// Circuit PSI's cardinality, sums or threshold over the whole job,
-    /// or each bucket's shares (`max_set_size` is replaced by the peer's
-    /// bucket capacity). Each
+    /// each bucket's shares, or the union (`max_set_size` is replaced by
+    /// the peer's bucket capacity). Each
     /// party's input brings `value_columns` (its
     /// `psikit_io::KeySpec::value_columns`, for sums).
     #[cfg(feature = "cpsi")]
@@ -65,21 +65,12 @@ impl JobProtocol {
         }
     }
 
-    /// Refuses what a job cannot run: a protocol this build lacks, and
-    /// circuit PSI's union (it runs one-shot).
+    /// Refuses what a job cannot run: a protocol this build lacks.
     pub(crate) fn check(&self) -> Result<(), Error> {
         match self {
             JobProtocol::Balanced(s) => s.protocol.require_built(),
             #[cfg(feature = "cpsi")]
-            JobProtocol::Circuit { config, .. } => match config.app {
-                App::Cardinality | App::Sum | App::Threshold(_) | App::Shares => Ok(()),
-                App::Union => Err(Error::Config(
-                    "circuit PSI's union runs one-shot only (the CLI does so by itself; Python \
-                     without job_dir): a job opens one result over all its buckets \
-                     (cardinality, sum, threshold) or writes each bucket's shares"
-                        .into(),
-                )),
-            },
+            JobProtocol::Circuit { .. } => Ok(()),
         }
     }
 }

@@ -25,6 +25,10 @@ pub(super) struct BucketRunner {
     pub role: Role,
     pub protocol: JobProtocol,
     pub agreed: Agreed,
+    /// This side's longest encoded key: the union's slot width at its
+    /// provider.
+    #[cfg_attr(not(feature = "cpsi"), allow(dead_code))]
+    pub longest_key: u64,
 }
 
 /// A bucket one lane finished, for the journal.
@@ -149,8 +153,8 @@ impl BucketRunner {
     }
 
     /// One bucket's run: its matched rows (sorted), this side's shares of
-    /// circuit PSI's aggregates (opened once over the whole job), or its
-    /// per-bin shares (`shares.rs`).
+    /// circuit PSI's aggregates (opened once over the whole job), its
+    /// per-bin shares (`shares.rs`), or the union's keys (`union.rs`).
     async fn run_bucket(&self, ch: &mut Channel, bucket: &Bucket) -> Result<Vec<u64>, Error> {
         let peer_capacity = self.agreed.peer_capacity(self.role);
         let sigma = self.agreed.shape.statistical_bits();
@@ -167,7 +171,7 @@ impl BucketRunner {
             }
             #[cfg(feature = "cpsi")]
             JobProtocol::Circuit { config, .. } => {
-                use crate::cpsi::{facade, CpsiConfig, Input};
+                use crate::cpsi::{facade, App, CpsiConfig, Input, Output, UnionItems};
                 let config = CpsiConfig {
                     max_set_size: peer_capacity,
                     statistical_bits: sigma,
@@ -178,15 +182,27 @@ impl BucketRunner {
                     values: &bucket.values,
                 };
                 let role = self.role.into();
-                if config.app != crate::cpsi::App::Shares {
-                    return facade::shares_on(ch, role, input, &config, &NoProgress).await;
-                }
-                match facade::run_on(ch, role, input, &config, &NoProgress)
-                    .await?
-                    .output
-                {
-                    crate::cpsi::Output::Shares(s) => super::shares::encode(bucket, &s),
-                    _ => Err(Error::Internal("the shares application's output")),
+                match config.app {
+                    App::Shares => {
+                        let out = facade::run_on(ch, role, input, &config, &NoProgress).await?;
+                        match out.output {
+                            Output::Shares(s) => super::shares::encode(bucket, &s),
+                            _ => Err(Error::Internal("the shares application's output")),
+                        }
+                    }
+                    App::Union => {
+                        let union = UnionItems {
+                            payloads: &bucket.encoded,
+                            width: usize::try_from(self.longest_key)
+                                .map_err(|_| Error::Internal("a key's length"))?,
+                        };
+                        let learned = facade::union_on(ch, role, input, union, &config).await?;
+                        // The learner keeps its own keys and those it learned.
+                        let own = learned.is_some().then_some(&bucket.encoded);
+                        let keys = own.into_iter().flatten().chain(learned.iter().flatten());
+                        Ok(super::union::pack(keys.map(Vec::as_slice)))
+                    }
+                    _ => facade::shares_on(ch, role, input, &config, &NoProgress).await,
                 }
             }
         }

@@ -56,6 +56,8 @@ mod spool;
 pub(crate) mod terms;
 #[cfg(test)]
 mod tests;
+#[cfg(feature = "cpsi")]
+mod union;
 
 pub use capacity::{capacity, overflow_log2, Shape, MAX_BUCKETS, STATISTICAL_BITS};
 pub use journal::InputSummary;

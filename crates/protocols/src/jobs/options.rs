@@ -98,7 +98,8 @@ pub struct JobOptions {
     /// The longest wait for the peer's next message.
     pub idle_timeout: Duration,
     /// Where to write this side's matched rows (the receiver's, or the
-    /// sender's with `reveal`); `None` to count them only.
+    /// sender's with `reveal`); `None` to count them only. Circuit PSI's
+    /// shares (both sides) and union (its learner) need one.
     pub output: Option<PathBuf>,
     /// Also hand this side's matched rows back in
     /// [`JobOutcome::rows`] (8 bytes per match in memory), for a front end
@@ -192,9 +193,10 @@ pub struct JobOutcome {
     /// it at a party it is not revealed to).
     #[cfg(feature = "cpsi")]
     pub circuit: Option<crate::cpsi::Output>,
-    /// Circuit PSI's shares application: the bins written to the output.
+    /// Circuit PSI's shares or union: the rows written to the output (the
+    /// bins, or the union's keys).
     #[cfg(feature = "cpsi")]
-    pub share_bins: Option<u64>,
+    pub written: Option<u64>,
     /// Connections made again after the link dropped.
     pub reconnects: u32,
     /// Whether the peer was heard ending the job. If the link dropped in

@@ -52,16 +52,18 @@ impl<R: Read> Read for Hashing<R> {
 pub fn spool_input(
     path: &Path,
     spec: &KeySpec,
+    keyed: bool,
     dir: &JobDir,
     progress: &dyn Progress,
 ) -> Result<InputSummary, Error> {
     progress.stage("reading the input", None);
     let name = path.display().to_string();
-    let (stats, digest) = match psikit_io::is_parquet(path)? {
+    let ((stats, longest_key), digest) = match psikit_io::is_parquet(path)? {
         true => {
             let digest = input_digest(path)?;
-            let (stats, _) = spool_keys(KeyReader::open(path, spec)?, spec, dir, progress)?;
-            (stats, digest)
+            let (stats, longest, _) =
+                spool_keys(KeyReader::open(path, spec)?, spec, keyed, dir, progress)?;
+            ((stats, longest), digest)
         }
         false => {
             let file = File::open(path).map_err(|e| Error::io(path, e))?;
@@ -70,22 +72,23 @@ pub fn spool_input(
                 hash: Sha256::new(),
             };
             let reader = KeyReader::with_name(hashing, spec, name)?;
-            let (stats, hashing) = spool_keys(reader, spec, dir, progress)?;
+            let (stats, longest, hashing) = spool_keys(reader, spec, keyed, dir, progress)?;
             let hashing = hashing.ok_or(Error::Internal("a CSV reader's byte source"))?;
-            (stats, hashing.hash.finalize().into())
+            ((stats, longest), hashing.hash.finalize().into())
         }
     };
     let summary = InputSummary {
         digest,
         rows_read: stats.rows_read,
         rows: stats.items(),
+        longest_key,
     };
     dir.set_input(&summary)?;
     Ok(summary)
 }
 
-/// Every row of `reader` into the job's key file; returns the counts and
-/// the reader's byte source. Two stages overlap: a thread reads batch
+/// Every row of `reader` into the job's key file; returns the counts, the
+/// longest encoded key and the reader's byte source. Two stages overlap: a thread reads batch
 /// after batch of rows (the CSV parse, and the digest of the bytes, are
 /// sequential), while this one keys the last batch's rows on the rayon
 /// pool (normalising, encoding and hashing each key: most of the work)
@@ -94,12 +97,13 @@ pub fn spool_input(
 fn spool_keys<R: Read + Send>(
     mut reader: KeyReader<R>,
     spec: &KeySpec,
+    keyed: bool,
     dir: &JobDir,
     progress: &dyn Progress,
-) -> Result<(ReadStats, Option<R>), Error> {
+) -> Result<(ReadStats, u64, Option<R>), Error> {
     let columns = u8::try_from(spec.value_columns.len())
         .map_err(|_| Error::Internal("value columns per row"))?;
-    let mut out = SpoolWriter::create(&dir.keys_path(), 1 << 20, columns)?;
+    let mut out = SpoolWriter::create(&dir.keys_path(), 1 << 20, columns, keyed)?;
     let keyer = reader.keyer();
     let (full, filled) = mpsc::sync_channel::<RowBatch>(1);
     let (empty, emptied) = mpsc::sync_channel::<RowBatch>(2);
@@ -123,13 +127,13 @@ fn spool_keys<R: Read + Send>(
         let parsed = parser
             .join()
             .map_err(|_| Error::Internal("the input's parser panicked"))?;
-        let skipped = written?;
+        let (skipped, longest) = written?;
         parsed.map(|(stats, inner)| {
             let stats = ReadStats {
                 rows_skipped: skipped,
                 ..stats
             };
-            (stats, inner)
+            (stats, longest, inner)
         })
     })
     .and_then(|done| {
@@ -138,21 +142,22 @@ fn spool_keys<R: Read + Send>(
     })
 }
 
-/// One row keyed: its item key and values, or `None` for a row whose key
-/// is empty (skipped).
-type Keyed = Option<(ItemKey, Vec<u64>)>;
+/// One row keyed: its item key, values and encoded key, or `None` for a
+/// row whose key is empty (skipped).
+type Keyed = Option<(ItemKey, Vec<u64>, Vec<u8>)>;
 
 /// The keying stage of [`spool_keys`]: each batch's rows keyed in
 /// parallel, written in row order (the first error in row order is the
-/// one reported, as a row-by-row read would); returns the rows skipped.
+/// one reported, as a row-by-row read would); returns the rows skipped and
+/// the longest encoded key.
 fn write_keys(
     batches: &mpsc::Receiver<RowBatch>,
     recycle: &mpsc::SyncSender<RowBatch>,
     keyer: &RowKeyer,
     out: &mut SpoolWriter,
     progress: &dyn Progress,
-) -> Result<u64, Error> {
-    let mut skipped = 0;
+) -> Result<(u64, u64), Error> {
+    let (mut skipped, mut longest) = (0, 0);
     for batch in batches {
         let first = batch.first_row();
         let keyed: Vec<psikit_io::Result<Keyed>> = batch
@@ -166,14 +171,16 @@ fn write_keys(
                 };
                 let mut values = Vec::new();
                 keyer.values(row, record, &mut values)?;
-                Ok(Some((item_key(&key), values)))
+                Ok(Some((item_key(&key), values, key)))
             })
             .collect();
         for (i, keyed) in keyed.into_iter().enumerate() {
             match keyed? {
-                Some((key, values)) => {
+                Some((key, values, encoded)) => {
                     let row = first + i as u64;
-                    out.push(&Record { key, row }, &values)?;
+                    longest = longest.max(encoded.len() as u64);
+                    let encoded = if out.keyed() { &encoded[..] } else { &[] };
+                    out.push(&Record { key, row }, &values, encoded)?;
                 }
                 None => skipped += 1,
             }
@@ -183,7 +190,7 @@ fn write_keys(
         // The reader may have ended: then the batch is not needed.
         let _ = recycle.send(batch);
     }
-    Ok(skipped)
+    Ok((skipped, longest))
 }
 
 /// The input's digest, to check a resumed job reads the same input.
@@ -260,19 +267,25 @@ pub fn split(dir: &JobDir, agreed: &Agreed, progress: &dyn Progress) -> Result<(
         let end = (first + OPEN_BUCKETS).min(buckets);
         let mut keys = SpoolReader::open(&dir.keys_path())?;
         let columns = u8::try_from(keys.columns()).map_err(|_| Error::Internal("columns"))?;
+        let keyed = keys.keyed();
         let mut writers = (first..end)
-            .map(|b| SpoolWriter::create(&dir.bucket_path(b), BUCKET_BUFFER, columns))
+            .map(|b| SpoolWriter::create(&dir.bucket_path(b), BUCKET_BUFFER, columns, keyed))
             .collect::<Result<Vec<_>, _>>()?;
         // A batch of records at a time: their buckets (a hash each) on the
         // rayon pool, then each written to its file in order.
         let (mut records, mut values) = (Vec::with_capacity(BATCH), Vec::new());
+        let mut encoded: Vec<Vec<u8>> = Vec::new();
         loop {
             records.clear();
             values.clear();
+            encoded.clear();
             while records.len() < BATCH {
                 let Some(record) = keys.next()? else { break };
                 records.push(record);
                 values.extend_from_slice(keys.values());
+                if keyed {
+                    encoded.push(keys.key().to_vec());
+                }
             }
             if records.is_empty() {
                 break;
@@ -281,7 +294,8 @@ pub fn split(dir: &JobDir, agreed: &Agreed, progress: &dyn Progress) -> Result<(
             let ids = buckets_of(&agreed.job_id, &records, buckets);
             for (i, (record, b)) in records.iter().zip(ids).enumerate() {
                 if (first..end).contains(&b) {
-                    writers[(b - first) as usize].push(record, &values[i * k..(i + 1) * k])?;
+                    let key = encoded.get(i).map_or(&[][..], Vec::as_slice);
+                    writers[(b - first) as usize].push(record, &values[i * k..(i + 1) * k], key)?;
                 }
             }
         }
@@ -309,6 +323,10 @@ pub struct Bucket {
     records: Vec<Record>,
     /// `records[starts[i]..starts[i + 1]]` are distinct key `i`'s rows.
     starts: Vec<usize>,
+    /// The encoded key of each distinct item, from a keyed spool (circuit
+    /// PSI's union); empty otherwise. Dummies have none.
+    #[cfg_attr(not(feature = "cpsi"), allow(dead_code))]
+    pub encoded: Vec<Vec<u8>>,
 }
 
 impl Bucket {
@@ -318,6 +336,8 @@ impl Bucket {
     pub fn load(path: &Path, bucket: u64, role: Role, capacity: u64) -> Result<Self, Error> {
         let spooled = SpoolReader::read_all(path)?;
         let (records, flat, k) = (spooled.records, spooled.values, spooled.columns);
+        let spooled_keys = spooled.keys;
+        let mut encoded = Vec::new();
         // Sorted by key with each record's place in the file, for its values.
         let mut sorted: Vec<(Record, usize)> = records.into_iter().zip(0..).collect();
         sorted.sort_unstable();
@@ -329,6 +349,9 @@ impl Bucket {
                 starts.push(i);
                 keys.push(r.key.to_vec());
                 values.iter_mut().for_each(|column| column.push(0u64));
+                if let Some(key) = spooled_keys.get(*at) {
+                    encoded.push(key.clone());
+                }
             }
             for (column, v) in values.iter_mut().zip(&flat[at * k..(at + 1) * k]) {
                 if let Some(sum) = column.last_mut() {
@@ -355,6 +378,7 @@ impl Bucket {
             values,
             records,
             starts,
+            encoded,
         })
     }
 
@@ -453,11 +477,11 @@ mod tests {
     fn a_bucket_is_padded_to_its_capacity_and_an_overflow_refused() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("b");
-        let mut w = SpoolWriter::create(&path, 4096, 1).expect("create");
+        let mut w = SpoolWriter::create(&path, 4096, 1, false).expect("create");
         for row in 1..=10u64 {
             // Rows 1-10 hold five distinct keys, each twice.
             let key = item_key(&(row % 5).to_le_bytes());
-            w.push(&Record { key, row }, &[row]).expect("push");
+            w.push(&Record { key, row }, &[row], &[]).expect("push");
         }
         w.finish().expect("finish");
         let b = Bucket::load(&path, 3, Role::Receiver, 8).expect("fits");

@@ -52,9 +52,11 @@ pub async fn run(
     progress: &dyn Progress,
 ) -> Result<JobOutcome, Error> {
     opts.protocol.check()?;
-    if writes_shares(opts) && opts.output.is_none() {
+    let file = file_result(opts);
+    let writes = |f: FileResult| f == FileResult::Shares || role == Role::Sender;
+    if file.is_some_and(writes) && opts.output.is_none() {
         return Err(Error::Config(
-            "circuit PSI's shares as a job are written to a file: name an output".into(),
+            "circuit PSI's shares and union as a job are written to a file: name an output".into(),
         ));
     }
     let kind = opts.protocol.kind();
@@ -70,7 +72,7 @@ pub async fn run(
     }
     let mut times = JobTimes::default();
     let t = Instant::now();
-    let summary = tokio::task::block_in_place(|| read_input(&dir, input, progress))?;
+    let summary = tokio::task::block_in_place(|| read_input(&dir, input, opts, progress))?;
     times.read = t.elapsed();
     let stored = dir.agreement()?;
     let own = OwnTerms {
@@ -102,6 +104,7 @@ pub async fn run(
     let mut job = Job {
         dir: &dir,
         role,
+        longest_key: summary.longest_key,
         opts,
         hello,
         agreed: stored.map(|(a, _, _)| a),
@@ -131,9 +134,15 @@ pub async fn run(
         }
     };
     #[cfg(feature = "cpsi")]
-    let share_bins = match (writes_shares(opts), &opts.output) {
-        (true, Some(path)) => Some(tokio::task::block_in_place(|| {
-            super::shares::write(&dir, agreed.shape.buckets, path, role == Role::Receiver)
+    let written = match (file.filter(|&f| writes(f)), &opts.output) {
+        (Some(f), Some(path)) => Some(tokio::task::block_in_place(|| {
+            let buckets = agreed.shape.buckets;
+            match f {
+                FileResult::Shares => {
+                    super::shares::write(&dir, buckets, path, role == Role::Receiver)
+                }
+                FileResult::Union => super::union::write(&dir, buckets, path),
+            }
         })?),
         _ => None,
     };
@@ -155,7 +164,7 @@ pub async fn run(
         #[cfg(feature = "cpsi")]
         circuit: job.circuit,
         #[cfg(feature = "cpsi")]
-        share_bins,
+        written,
         reconnects: ended.reconnects,
         end_confirmed: ended.confirmed,
         times: job.times,
@@ -183,13 +192,24 @@ fn learns(role: Role, opts: &JobOptions) -> bool {
     }
 }
 
-/// Whether the job is circuit PSI's shares application (each bucket's
-/// shares written out, nothing opened).
-fn writes_shares(opts: &JobOptions) -> bool {
+/// What a circuit PSI job leaves in a file instead of opening a result:
+/// both sides' shares, or the union (at its learner, the sender).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(not(feature = "cpsi"), allow(dead_code))]
+enum FileResult {
+    Shares,
+    Union,
+}
+
+fn file_result(opts: &JobOptions) -> Option<FileResult> {
     match &opts.protocol {
-        JobProtocol::Balanced(_) => false,
+        JobProtocol::Balanced(_) => None,
         #[cfg(feature = "cpsi")]
-        JobProtocol::Circuit { config, .. } => config.app == crate::cpsi::App::Shares,
+        JobProtocol::Circuit { config, .. } => match config.app {
+            crate::cpsi::App::Shares => Some(FileResult::Shares),
+            crate::cpsi::App::Union => Some(FileResult::Union),
+            _ => None,
+        },
     }
 }
 
@@ -226,6 +246,7 @@ fn role_word(role: Role) -> &'static str {
 fn read_input(
     dir: &JobDir,
     input: &JobInput,
+    opts: &JobOptions,
     progress: &dyn Progress,
 ) -> Result<InputSummary, Error> {
     match dir.input()? {
@@ -241,7 +262,11 @@ fn read_input(
             }
             Ok(summary)
         }
-        None => spool_input(&input.path, &input.spec, dir, progress),
+        // The union's keys are its result: both sides keep them.
+        None => {
+            let keyed = file_result(opts) == Some(FileResult::Union);
+            spool_input(&input.path, &input.spec, keyed, dir, progress)
+        }
     }
 }
 
@@ -249,6 +274,8 @@ fn read_input(
 struct Job<'a> {
     dir: &'a JobDir,
     role: Role,
+    /// This side's longest encoded key (the union's slot width).
+    longest_key: u64,
     opts: &'a JobOptions,
     hello: JobHello,
     agreed: Option<Agreed>,
@@ -395,7 +422,7 @@ impl Job<'_> {
         ran?;
         #[cfg(feature = "cpsi")]
         if let JobProtocol::Circuit { config, .. } = &self.opts.protocol {
-            if !writes_shares(self.opts) {
+            if file_result(self.opts).is_none() {
                 self.circuit = Some(self.open_circuit(ch, config, &agreed, &theirs_kind).await?);
             }
         }
@@ -433,6 +460,7 @@ impl Job<'_> {
             role: self.role,
             protocol: self.opts.protocol.clone(),
             agreed: *agreed,
+            longest_key: self.longest_key,
         };
         let todo = todo.iter().map(|&b| (b, self.dir.bucket_path(b))).collect();
         let (dir, progress) = (self.dir, self.progress);

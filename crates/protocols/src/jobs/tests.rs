@@ -516,7 +516,7 @@ fn a_shares_job_writes_every_bucket_s_shares_of_the_whole_intersection() {
     );
     let (s, r) = (s.expect("sender"), r.expect("receiver"));
     assert!(s.shape.buckets >= 4, "{:?}", s.shape);
-    assert_eq!(s.share_bins, r.share_bins);
+    assert_eq!(s.written, r.written);
     let lines = |opts: &JobOptions| -> Vec<Vec<String>> {
         let text = std::fs::read_to_string(opts.output.as_ref().expect("output")).expect("read");
         text.lines()
@@ -526,7 +526,7 @@ fn a_shares_job_writes_every_bucket_s_shares_of_the_whole_intersection() {
     let (s_lines, r_lines) = (lines(&s_opts), lines(&r_opts));
     assert_eq!(s_lines[0].join(","), "bucket,bin,share,value_share_1");
     assert_eq!(r_lines[0].join(","), "bucket,bin,share,value_share_1,row");
-    assert_eq!(s_lines.len() as u64, s.share_bins.expect("bins") + 1);
+    assert_eq!(s_lines.len() as u64, s.written.expect("bins") + 1);
     // The sender's value of an id: the sum of its rows' `row` column.
     let mut value: HashMap<u64, u64> = HashMap::new();
     for (i, id) in s_ids.iter().enumerate() {
@@ -561,7 +561,47 @@ fn a_shares_job_writes_every_bucket_s_shares_of_the_whole_intersection() {
 
 #[cfg(feature = "cpsi")]
 #[test]
-fn a_circuit_job_refuses_the_union_and_a_peer_on_other_terms() {
+fn a_union_job_writes_every_key_once_and_no_padding() {
+    use crate::cpsi::{App, CpsiConfig, Reveal};
+    let dir = tempfile::tempdir().expect("tempdir");
+    // The learner (the sender) and the provider, with duplicates.
+    let (s_path, s_ids) = input(dir.path(), "s.csv", 17, 1500, 2500);
+    let (r_path, r_ids) = input(dir.path(), "r.csv", 18, 1100, 2500);
+    let mut config = CpsiConfig::new(App::Union);
+    config.reveal = Reveal::Sender;
+    let protocol = JobProtocol::Circuit {
+        config,
+        value_columns: 0,
+    };
+    let mut s_opts = options_for(protocol.clone(), dir.path(), "s-union", 300);
+    let mut r_opts = options_for(protocol, dir.path(), "r-union", 300);
+    (s_opts.lanes, r_opts.lanes) = (2, 2);
+    let (s, r) = run_pair(
+        (&s_path, &s_opts, &NoProgress),
+        (&r_path, &r_opts, &NoProgress),
+    );
+    let (s, r) = (s.expect("learner"), r.expect("provider"));
+    assert!(s.shape.buckets >= 4, "{:?}", s.shape);
+    let want: HashSet<String> = s_ids
+        .iter()
+        .chain(&r_ids)
+        .map(|id| format!("user{id}"))
+        .collect();
+    let text = std::fs::read_to_string(s_opts.output.as_ref().expect("output")).expect("union");
+    let mut lines = text.lines();
+    assert_eq!(lines.next(), Some("key"));
+    let keys: Vec<&str> = lines.collect();
+    let got: HashSet<String> = keys.iter().map(|k| k.to_string()).collect();
+    assert_eq!(keys.len(), got.len(), "every key once");
+    assert_eq!(got, want, "the union, and no padding");
+    assert_eq!(s.written, Some(want.len() as u64));
+    assert_eq!(r.written, None, "the provider learns nothing");
+    assert!(!r_opts.output.as_ref().expect("path").exists());
+}
+
+#[cfg(feature = "cpsi")]
+#[test]
+fn a_circuit_job_refuses_a_peer_on_other_terms() {
     use crate::cpsi::{App, CpsiConfig};
     let dir = tempfile::tempdir().expect("tempdir");
     let (s_path, _) = input(dir.path(), "s.csv", 13, 500, 1000);
@@ -570,21 +610,6 @@ fn a_circuit_job_refuses_the_union_and_a_peer_on_other_terms() {
         config: CpsiConfig::new(app),
         value_columns: 0,
     };
-    let s_opts = options_for(circuit(App::Union), dir.path(), "s-union", 300);
-    let err = run_blocking(
-        &Peer::Connect(ServerAddr::plain("127.0.0.1:9")),
-        Role::Sender,
-        &JobInput {
-            path: s_path.clone(),
-            spec: spec(),
-        },
-        &s_opts,
-        |_| {},
-        &NoProgress,
-    )
-    .expect_err("the union runs one-shot");
-    assert!(err.to_string().contains("runs one-shot"), "{err}");
-
     let s_opts = options_for(circuit(App::Threshold(10)), dir.path(), "s", 300);
     let r_opts = options(&Settings::new(Protocol::Vole), dir.path(), "r", 300);
     let (s, r) = run_pair(
