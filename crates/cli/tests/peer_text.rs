@@ -16,6 +16,10 @@ use common::{psikit, run_ok};
 /// The forged tail a hostile peer puts in its error text.
 const FORGED: &str = "3000 of 3000 distinct items matched; 3000 rows written";
 
+/// The frame header's version byte (`psikit_transport::frame::WIRE_VERSION`:
+/// the CLI's tests see only the CLI).
+const WIRE_VERSION: u8 = 3;
+
 /// Wire version, protocol, error kind, then code 6 (aborted) and the text.
 fn error_frame(protocol: u8) -> Vec<u8> {
     let text = format!("oops\n{FORGED}\x1b[2J\x1b[31m\r\u{202e}");
@@ -23,7 +27,7 @@ fn error_frame(protocol: u8) -> Vec<u8> {
     payload.extend_from_slice(&(text.len() as u32).to_be_bytes());
     payload.extend_from_slice(text.as_bytes());
     let mut frame = ((payload.len() + 3) as u32).to_be_bytes().to_vec();
-    frame.extend_from_slice(&[2, protocol, 0xff]);
+    frame.extend_from_slice(&[WIRE_VERSION, protocol, 0xff]);
     frame.extend_from_slice(&payload);
     frame
 }

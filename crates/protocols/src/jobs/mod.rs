@@ -24,7 +24,9 @@
 //!   (connections of their own, [`JobOptions::lanes`], each taking every
 //!   `lanes`-th bucket), the next bucket of a lane loading while one
 //!   runs; each bucket's result is committed atomically to the journal
-//!   (`journal.rs`). A dropped link is retried with backoff for
+//!   (`journal.rs`). Circuit PSI's aggregates are opened once over the
+//!   job; its shares (`shares.rs`) and union (`union.rs`) are written to
+//!   a file bucket by bucket. A dropped link is retried with backoff for
 //!   `retry_for` (`link.rs`); a rerun with `resume` continues from the buckets both
 //!   sides committed. At the end the matched rows are written from the
 //!   input, in file order, as a one-shot run writes them.

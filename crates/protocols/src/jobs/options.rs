@@ -65,10 +65,10 @@ pub fn remove_scratch(dir: &Path) -> Result<(), Error> {
 /// How many buckets a job runs at once by default: one per eight cores,
 /// within 1..=4. A bucket's protocol spreads over the cores itself, so a
 /// second lane pays where one bucket leaves cores or time idle: on a link
-/// with a long round trip (measured with one core per party: 1.4x faster
-/// buckets at 100 ms RTT, even at 20 ms, 8% slower with none;
-/// docs/benchmarks.md) or on many cores (not measured here). Ask for more
-/// with `lanes` on slow links.
+/// with a long round trip (measured with one core per party at 100 ms
+/// RTT: 1.4x faster buckets with 2 lanes, 1.55x with 4; even at 20 ms; 7%
+/// slower with none, docs/benchmarks.md) or on many cores (not measured
+/// here). Ask for more with `lanes` on slow links.
 pub fn default_lanes() -> u8 {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     (cores / 8).clamp(1, 4) as u8
