@@ -513,14 +513,15 @@ pub fn print_session(s: &Session) {
     let t = &s.outcome.times;
     println!(
         "query: {} items in {} round(s); parameters and keys {}, OPRF {}, encrypt {}, \
-         server {}, decrypt {}",
+         decrypt {}, waiting {} (the server's evaluation {})",
         s.queried,
         s.outcome.rounds,
         report::secs(s.setup),
         report::secs(t.oprf),
         report::secs(t.encrypt),
-        report::secs(t.server),
-        report::secs(t.decrypt)
+        report::secs(t.decrypt),
+        report::secs(t.waiting),
+        report::secs(t.server)
     );
     println!(
         "traffic: sent {}, received {}; false-positive probability of this query {}",

@@ -85,6 +85,36 @@ async fn run(addr: &str, client: &[Vec<u8>]) -> Vec<(usize, Option<Vec<u8>>)> {
         .collect()
 }
 
+/// A query's times split its whole time: the client's own phases and its
+/// waiting add up to it, and the server's evaluation (as the server
+/// reports it) fits in the client's waiting and decrypting, with the
+/// server in this process on the same rayon pool as the client.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_querys_times_add_up_and_the_server_reports_its_evaluation() {
+    let mut rng = StdRng::seed_from_u64(37);
+    let rows = random_rows(&mut rng, 3000, 16);
+    let server = start(state_with(&rows, 16)).await;
+    let client: Vec<Vec<u8>> = rows[..400].iter().map(|r| r.key.clone()).collect();
+    let mut ch = connect(&server.addr, None, limits()).await.unwrap();
+    let c = HeClient::connect(&mut ch).await.unwrap();
+    let start = std::time::Instant::now();
+    let out = c.query(&mut ch, &client).await.unwrap();
+    let total = start.elapsed().as_secs_f64();
+    assert_eq!(out.matches.len(), 400);
+    let t = out.times;
+    let parts = [t.oprf, t.encrypt, t.decrypt, t.waiting].map(|d| d.as_secs_f64());
+    let sum: f64 = parts.iter().sum();
+    assert!(parts.iter().all(|&p| p > 0.0), "{t:?}");
+    assert!(
+        (sum - total).abs() <= 0.02 * total + 0.002,
+        "{sum} against {total}: {t:?}"
+    );
+    let server_eval = t.server.as_secs_f64();
+    assert!(server_eval > 0.0, "{t:?}");
+    let room = (t.waiting + t.decrypt).as_secs_f64();
+    assert!(server_eval <= 1.05 * room + 0.002, "{t:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn labeled_queries_over_tcp_with_updates() {
     let mut rng = StdRng::seed_from_u64(31);

@@ -347,12 +347,16 @@ fn record(m: &mut Metrics, size: u64, runs: &[QueryRun]) {
         med(&|r| r.1.encrypt.as_secs_f64()),
     );
     m.set(
-        format!("q{size}.online_secs"),
+        format!("q{size}.server_secs"),
         med(&|r| r.1.server.as_secs_f64()),
     );
     m.set(
         format!("q{size}.decrypt_secs"),
         med(&|r| r.1.decrypt.as_secs_f64()),
+    );
+    m.set(
+        format!("q{size}.waiting_secs"),
+        med(&|r| r.1.waiting.as_secs_f64()),
     );
     m.set(format!("q{size}.up_bytes"), med(&|r| r.2 as f64));
     m.set(format!("q{size}.down_bytes"), med(&|r| r.3 as f64));
@@ -436,11 +440,12 @@ fn render(results: &[(Case, usize, Metrics)]) -> String {
         "label",
         "thr",
         "|Y|",
-        "online",
+        "server eval",
         "up",
         "down",
         "encrypt",
         "decrypt",
+        "waiting",
         "OPRF",
         "total",
         "rounds",
@@ -463,11 +468,12 @@ fn render(results: &[(Case, usize, Metrics)]) -> String {
                 format!("{}", c.label_bytes),
                 t.to_string(),
                 size.to_string(),
-                time(g("online_secs")),
+                time(g("server_secs")),
                 size_mb(g("up_bytes")),
                 size_mb(g("down_bytes")),
                 time(g("encrypt_secs")),
                 time(g("decrypt_secs")),
+                time(g("waiting_secs")),
                 time(g("oprf_secs")),
                 time(g("total_secs")),
                 format!("{}", g("rounds").unwrap_or(0.0)),

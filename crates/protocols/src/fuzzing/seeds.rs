@@ -114,7 +114,11 @@ fn sent(send: impl FnOnce(&mut Channel)) -> Vec<u8> {
 fn frames() -> Vec<(&'static str, Vec<u8>)> {
     let messages = sent(|ch| {
         run(ch.send_msg(&SyncRequest { have: None })).expect("send");
-        run(ch.send_msg(&he::QueryDone { packages: 3 })).expect("send");
+        run(ch.send_msg(&he::QueryDone {
+            packages: 3,
+            evaluation_micros: 1500,
+        }))
+        .expect("send");
         run(ch.send_error(1, &ErrorMessage::new(ErrorCode::Stale, "filter changed")));
     });
     let body: Vec<u8> = (0..3000u32).map(|i| i as u8).collect();
@@ -305,7 +309,16 @@ fn he_message_seeds() -> Vec<(&'static str, Vec<u8>)> {
             "result-ct-decoded",
             tagged(extra(he::FUZZED, 0), &result.to_frame().payload),
         ),
-        ("done", message(7, &he::QueryDone { packages: 7 })),
+        (
+            "done",
+            message(
+                7,
+                &he::QueryDone {
+                    packages: 7,
+                    evaluation_micros: 90,
+                },
+            ),
+        ),
         ("shard-query", message(8, &he::ShardQuery { epoch: 3 })),
     ]
 }

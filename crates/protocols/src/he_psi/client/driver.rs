@@ -27,17 +27,25 @@ pub struct HeClient {
     key_format: String,
 }
 
-/// Time per phase of a query, as the client saw it.
+/// Time per phase of a query. `oprf + encrypt + decrypt + waiting` is
+/// the query's whole time on the client; `server` is the server's own
+/// evaluation, which the client spends waiting or, with results arriving
+/// while it decrypts earlier ones, decrypting.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct QueryTimes {
     /// Blinding, the OPRF round trip and finalization.
     pub oprf: Duration,
     /// Cuckoo hashing and encrypting the source powers.
     pub encrypt: Duration,
-    /// From the last query byte sent to the last result received.
+    /// The server's evaluation, as its done messages state it.
     pub server: Duration,
-    /// Decoding and decrypting results and labels (on the rayon pool).
+    /// Decoding and decrypting results and labels: the work itself (on
+    /// the rayon pool, from its first package's start to its last's end),
+    /// not waits for the pool.
     pub decrypt: Duration,
+    /// The rest: sending the query, waiting for results (the server's
+    /// evaluation and the network), and waiting for a busy pool.
+    pub waiting: Duration,
 }
 
 /// The outcome of [`HeClient::query`].
@@ -96,6 +104,25 @@ impl HeClient {
     pub async fn query(&self, ch: &mut Channel, items: &[Vec<u8>]) -> Result<QueryOutcome, Error> {
         let mut times = QueryTimes::default();
         let start = Instant::now();
+        let outcome = self.query_timed(ch, items, &mut times).await;
+        let own = times.oprf + times.encrypt + times.decrypt;
+        times.waiting = start.elapsed().saturating_sub(own);
+        let (matches, rounds) = outcome?;
+        Ok(QueryOutcome {
+            matches,
+            rounds,
+            times,
+        })
+    }
+
+    /// [`HeClient::query`], its phases' times added to `times`.
+    async fn query_timed(
+        &self,
+        ch: &mut Channel,
+        items: &[Vec<u8>],
+        times: &mut QueryTimes,
+    ) -> Result<(Vec<Match>, usize), Error> {
+        let start = Instant::now();
         let outputs = self.oprf(ch, items).await?;
         times.oprf = start.elapsed();
         let mut pending: Vec<usize> = (0..items.len()).collect();
@@ -103,7 +130,7 @@ impl HeClient {
         let mut rounds = 0;
         while !pending.is_empty() {
             let batch: Vec<Output> = pending.iter().map(|&i| outputs[i]).collect();
-            let (found, leftovers) = self.round(ch, &batch, &mut times).await?;
+            let (found, leftovers) = self.round(ch, &batch, times).await?;
             rounds += 1;
             matches.extend(found.into_iter().map(|m| Match {
                 index: pending[m.index],
@@ -115,11 +142,7 @@ impl HeClient {
             pending = leftovers.iter().map(|&i| pending[i]).collect();
         }
         matches.sort_by_key(|m| m.index);
-        Ok(QueryOutcome {
-            matches,
-            rounds,
-            times,
-        })
+        Ok((matches, rounds))
     }
 
     /// OPRF outputs of all items, in requests of at most the server's limit.
@@ -158,11 +181,7 @@ impl HeClient {
         for ct in &cts {
             ch.send_msg(ct).await?;
         }
-        let t = Instant::now();
-        let mut decrypt = Duration::ZERO;
-        self.receive(ch, &mut state, &mut decrypt).await?;
-        times.server += t.elapsed().saturating_sub(decrypt);
-        times.decrypt += decrypt;
+        self.receive(ch, &mut state, times).await?;
         let leftovers = std::mem::take(&mut state.leftovers);
         Ok((Receiver::matches(state), leftovers))
     }
@@ -173,7 +192,7 @@ impl HeClient {
         &self,
         ch: &mut Channel,
         state: &mut QueryState,
-        decrypt: &mut Duration,
+        times: &mut QueryTimes,
     ) -> Result<u32, Error> {
         let per_package = self.receiver.shape().polys();
         // A few packages per thread: enough to keep every thread busy,
@@ -184,36 +203,52 @@ impl HeClient {
         loop {
             match next_answer(ch, per_package, "the answer").await? {
                 Answer::Done(done) => {
-                    self.decrypt_batch(state, &mut batch, decrypt)?;
-                    check_done(done, received, "result packages received")?;
+                    times.decrypt += self.decrypt_batch(state, &mut batch)?;
+                    check_done(done.packages, received, "result packages received")?;
+                    times.server += Duration::from_micros(done.evaluation_micros);
                     return Ok(received);
                 }
                 Answer::Package(frames) => {
                     batch.push(frames);
                     received += 1;
                     if batch.len() == batch_len {
-                        self.decrypt_batch(state, &mut batch, decrypt)?;
+                        times.decrypt += self.decrypt_batch(state, &mut batch)?;
                     }
                 }
             }
         }
     }
 
-    /// Decodes and reads the packages of `batch` (emptied), adding the
-    /// time to `decrypt`.
+    /// Decodes and reads the packages of `batch` (emptied); returns the
+    /// time the work took: from the first package's start on the pool to
+    /// the last one's end, then reading them. Time the pool spent on other
+    /// work first (an in-process server's evaluation) is not counted.
     fn decrypt_batch(
         &self,
         state: &mut QueryState,
         batch: &mut Vec<Vec<Frame>>,
-        decrypt: &mut Duration,
-    ) -> Result<(), Error> {
-        let t = Instant::now();
-        let packages = batch
+    ) -> Result<Duration, Error> {
+        let decoded = batch
             .par_drain(..)
-            .map(|frames| decode_package(&frames, self.receiver.he()))
+            .map(|frames| {
+                let start = Instant::now();
+                let package = decode_package(&frames, self.receiver.he());
+                (start, Instant::now(), package)
+            })
+            .collect::<Vec<_>>();
+        let span = match (
+            decoded.iter().map(|d| d.0).min(),
+            decoded.iter().map(|d| d.1).max(),
+        ) {
+            (Some(first), Some(last)) => last.duration_since(first),
+            _ => Duration::ZERO,
+        };
+        let packages = decoded
+            .into_iter()
+            .map(|(_, _, p)| p)
             .collect::<Result<Vec<_>, _>>()?;
+        let t = Instant::now();
         self.receiver.process(state, &packages)?;
-        *decrypt += t.elapsed();
-        Ok(())
+        Ok(span + t.elapsed())
     }
 }

@@ -36,8 +36,9 @@ pub(crate) fn package_frames(package: &ResultPackage) -> Result<Vec<Frame>, Erro
 pub(crate) enum Answer {
     /// A whole result package: its polynomials' frames, in order.
     Package(Vec<Frame>),
-    /// The done message: how many packages the server says it sent.
-    Done(u32),
+    /// The done message: how many packages the server says it sent, and
+    /// its evaluation time.
+    Done(QueryDone),
 }
 
 /// Reads the next [`Answer`]: a done message, or a result package of
@@ -49,9 +50,7 @@ pub(crate) async fn next_answer(
 ) -> Result<Answer, Error> {
     let first = ch.recv().await?;
     if first.protocol == QueryDone::PROTOCOL && first.kind == QueryDone::KIND {
-        return Ok(Answer::Done(
-            QueryDone::decode(&first.payload, ())?.packages,
-        ));
+        return Ok(Answer::Done(QueryDone::decode(&first.payload, ())?));
     }
     if first.protocol != ResultCt::PROTOCOL || first.kind != ResultCt::KIND {
         return Err(Violation::Unexpected(what).into());

@@ -281,10 +281,14 @@ impl DecodedResultCt {
     }
 }
 
-/// Ends the answer: how many packages were sent.
+/// Ends the answer: how many packages were sent, and how long the server
+/// spent evaluating them (microseconds; for a sharded database the
+/// slowest shard's), so a client can tell the server's work from its own
+/// and from the network's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct QueryDone {
     pub packages: u32,
+    pub evaluation_micros: u64,
 }
 
 impl Message for QueryDone {
@@ -293,12 +297,13 @@ impl Message for QueryDone {
     type Bounds<'a> = ();
 
     fn write(&self, w: &mut Writer) {
-        w.u32(self.packages);
+        w.u32(self.packages).u64(self.evaluation_micros);
     }
 
     fn read(r: &mut Reader<'_>, (): ()) -> Result<Self, DecodeError> {
         Ok(Self {
             packages: r.u32("package count")?,
+            evaluation_micros: r.u64("evaluation time")?,
         })
     }
 }
@@ -427,6 +432,14 @@ mod tests {
         assert!(DecodedResultCt::decode(&layout[..layout.len() - 1], &he).is_err());
         assert!(DecodedResultCt::decode(&[&layout[..], &[0]].concat(), &he).is_err());
 
-        check_message(&QueryDone { packages: 12 }, (), &12u32.to_be_bytes());
+        let done = QueryDone {
+            packages: 12,
+            evaluation_micros: 7,
+        };
+        check_message(
+            &done,
+            (),
+            &[&12u32.to_be_bytes()[..], &7u64.to_be_bytes()].concat(),
+        );
     }
 }

@@ -9,6 +9,7 @@
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use psikit_he::Ciphertext;
 use psikit_primitives::oprf::ELEMENT_LEN;
@@ -196,24 +197,29 @@ impl HeService {
             .await
             .map_err(|_| Error::task("waiting for a query turn", "server shutting down"))?;
         let (tx, mut rx) = mpsc::channel::<Vec<Frame>>(8);
-        let work = tokio::task::spawn_blocking(move || -> Result<usize, Error> {
+        // The evaluation's wall time (a link too slow to take the packages
+        // as they come would hold it back: eight wait in the channel).
+        let work = tokio::task::spawn_blocking(move || -> Result<(usize, Duration), Error> {
+            let start = Instant::now();
             let ev = snap.sender().evaluator(&header.relin_key)?;
-            snap.sender().answer(&ev, query, |package| {
+            let count = snap.sender().answer(&ev, query, |package| {
                 let frames = package_frames(&package)?;
                 tx.blocking_send(frames)
                     .map_err(|_| Error::Transport(TransportError::Closed))
-            })
+            })?;
+            Ok((count, start.elapsed()))
         });
         while let Some(frames) = rx.recv().await {
             for frame in &frames {
                 ch.send(frame).await?;
             }
         }
-        let packages = work
+        let (packages, evaluation) = work
             .await
             .map_err(|e| Error::task("query evaluation", e))??;
         let done = QueryDone {
             packages: packages as u32,
+            evaluation_micros: evaluation.as_micros().try_into().unwrap_or(u64::MAX),
         };
         Ok(ch.send_msg(&done).await?)
     }

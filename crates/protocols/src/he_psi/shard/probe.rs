@@ -128,7 +128,12 @@ impl ShardProbe {
             .into_inner()
             .map_err(|_| Error::Internal("a poisoned lock"))?;
         let down_bytes = frames.iter().flatten().map(Frame::wire_len).sum::<u64>()
-            + QueryDone { packages: 0 }.to_frame().wire_len();
+            + QueryDone {
+                packages: 0,
+                evaluation_micros: 0,
+            }
+            .to_frame()
+            .wire_len();
         let t = Instant::now();
         let found = self.read(query_state, &frames)?;
         Ok(CoreRun {

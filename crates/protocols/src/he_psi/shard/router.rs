@@ -148,6 +148,8 @@ pub struct ShardTrace {
     pub last: Option<Duration>,
     /// When its done message arrived.
     pub done: Duration,
+    /// Its evaluation time, as its done message states it.
+    pub evaluation: Duration,
     pub packages: u32,
     /// Bytes of its result packages.
     pub bytes: u64,
@@ -271,7 +273,15 @@ impl ShardRouter {
             })?;
             shards[index] = Some(shard);
         }
-        ch.send_msg(&QueryDone { packages }).await?;
+        // The shards evaluate at once: the slowest one's time is the
+        // database's.
+        let evaluation = shards.iter().flatten().map(|t| t.evaluation).max();
+        let evaluation_micros = evaluation.unwrap_or_default().as_micros();
+        ch.send_msg(&QueryDone {
+            packages,
+            evaluation_micros: evaluation_micros.try_into().unwrap_or(u64::MAX),
+        })
+        .await?;
         if let Some(sink) = &self.trace {
             sink(&QueryTrace {
                 epoch: snap.manifest.epoch,
@@ -323,14 +333,20 @@ pub(crate) async fn ask_shard(
         first: None,
         last: None,
         done: Duration::ZERO,
+        evaluation: Duration::ZERO,
         packages: 0,
         bytes: 0,
     };
     loop {
         let package = match next_answer(&mut ch, polys, "a shard's answer").await? {
             Answer::Done(done) => {
-                check_done(done, trace.packages, "result packages from a shard")?;
+                check_done(
+                    done.packages,
+                    trace.packages,
+                    "result packages from a shard",
+                )?;
                 trace.done = start.elapsed();
+                trace.evaluation = Duration::from_micros(done.evaluation_micros);
                 return Ok(trace);
             }
             Answer::Package(frames) => frames,
