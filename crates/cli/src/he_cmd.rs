@@ -513,7 +513,7 @@ pub fn print_session(s: &Session) {
     let t = &s.outcome.times;
     println!(
         "query: {} items in {} round(s); parameters and keys {}, OPRF {}, encrypt {}, \
-         decrypt {}, waiting {} (the server's evaluation {})",
+         decrypt {}, waiting {} (server evaluation {})",
         s.queried,
         s.outcome.rounds,
         report::secs(s.setup),

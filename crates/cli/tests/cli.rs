@@ -728,7 +728,7 @@ fn he_build_serve_query_update_requery_with_labels() {
     let (stdout, lines) = he_query(&server.addr, d, &[]);
     assert!(stdout.contains("3 of 4 distinct items matched"), "{stdout}");
     assert!(
-        stdout.contains("sent ") && stdout.contains("server "),
+        stdout.contains("sent ") && stdout.contains("(server evaluation "),
         "{stdout}"
     );
     assert_eq!(
