@@ -134,6 +134,18 @@ fn run_pair(
     })
 }
 
+/// [`run_pair`] without progress, both parties succeeding.
+fn run_both(
+    sender: (&Path, &JobOptions),
+    receiver: (&Path, &JobOptions),
+) -> (JobOutcome, JobOutcome) {
+    let (s, r) = run_pair(
+        (sender.0, sender.1, &NoProgress),
+        (receiver.0, receiver.1, &NoProgress),
+    );
+    (s.expect("sender"), r.expect("receiver"))
+}
+
 #[test]
 fn bucketed_runs_equal_the_truth_for_every_protocol_and_shape() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -169,11 +181,7 @@ fn bucketed_runs_equal_the_truth_for_every_protocol_and_shape() {
         let mut s_opts = options(settings, dir.path(), &format!("s{i}"), *items);
         let mut r_opts = options(settings, dir.path(), &format!("r{i}"), *items);
         (s_opts.lanes, r_opts.lanes) = (*lanes, lanes + 1);
-        let (s, r) = run_pair(
-            (&s_path, &s_opts, &NoProgress),
-            (r_path, &r_opts, &NoProgress),
-        );
-        let (s, r) = (s.expect("sender"), r.expect("receiver"));
+        let (s, r) = run_both((&s_path, &s_opts), (r_path, &r_opts));
         assert_eq!(s.job_id, r.job_id);
         assert_eq!(s.shape, r.shape);
         assert!(s.shape.buckets > 1 || *items == 1 << 20, "{:?}", s.shape);
@@ -263,11 +271,7 @@ fn a_stopped_job_resumes_to_the_same_output_and_other_inputs_are_refused() {
 
     s_opts.resume = true;
     r_opts.resume = true;
-    let (s, r) = run_pair(
-        (&s_path, &s_opts, &NoProgress),
-        (&r_path, &r_opts, &NoProgress),
-    );
-    let (s, _) = (s.expect("sender"), r.expect("receiver"));
+    let (s, _) = run_both((&s_path, &s_opts), (&r_path, &r_opts));
     // The receiver stopped once 3 buckets were committed (on both sides:
     // each commits a bucket when its run ends): exactly those are skipped.
     assert_eq!(s.buckets_run, s.shape.buckets - 3, "{:?}", s.shape);
@@ -304,11 +308,7 @@ fn a_job_on_lanes_stops_and_resumes_on_other_lanes() {
 
     (s_opts.resume, r_opts.resume) = (true, true);
     (s_opts.lanes, r_opts.lanes) = (2, 4);
-    let (s, r) = run_pair(
-        (&s_path, &s_opts, &NoProgress),
-        (&r_path, &r_opts, &NoProgress),
-    );
-    let (s, _) = (s.expect("sender"), r.expect("receiver"));
+    let (s, _) = run_both((&s_path, &s_opts), (&r_path, &r_opts));
     // The receiver committed 4 buckets; the sender those and perhaps
     // another lane's last: no more than the 4 are skipped.
     assert!(s.shape.buckets >= 8, "{:?}", s.shape);
@@ -414,11 +414,7 @@ fn a_side_holding_every_bucket_ends_when_the_last_exchange_is_lost() {
     // Resumed, both journals are whole: nothing is run again.
     s_opts.resume = true;
     r_opts.resume = true;
-    let (s, r) = run_pair(
-        (&s_path, &s_opts, &NoProgress),
-        (&r_path, &r_opts, &NoProgress),
-    );
-    let (s, r) = (s.expect("sender"), r.expect("receiver"));
+    let (s, r) = run_both((&s_path, &s_opts), (&r_path, &r_opts));
     assert!(s.end_confirmed && r.end_confirmed);
     assert_eq!((s.buckets_run, r.buckets_run), (0, 0));
     assert_eq!(
@@ -464,11 +460,7 @@ fn circuit_psi_jobs_open_the_whole_result_once() {
         let mut r_opts = options_for(protocol(columns), dir.path(), &format!("r-{name}"), 300);
         // Two buckets at once: the shares still add up over the job.
         (s_opts.lanes, r_opts.lanes) = (2, 2);
-        let (s, r) = run_pair(
-            (&s_path, &s_opts, &NoProgress),
-            (&r_path, &r_opts, &NoProgress),
-        );
-        let (s, r) = (s.expect("sender"), r.expect("receiver"));
+        let (s, r) = run_both((&s_path, &s_opts), (&r_path, &r_opts));
         assert!(s.shape.buckets >= 4, "{:?}", s.shape);
         assert_eq!(s.matched_rows, None);
         // Every bucket costs the same bytes, whatever its fill.
@@ -510,11 +502,7 @@ fn a_shares_job_writes_every_bucket_s_shares_of_the_whole_intersection() {
     let mut s_opts = options_for(protocol(1), dir.path(), "s-shares", 300);
     let mut r_opts = options_for(protocol(0), dir.path(), "r-shares", 300);
     (s_opts.lanes, r_opts.lanes) = (2, 2);
-    let (s, r) = run_pair(
-        (&s_path, &s_opts, &NoProgress),
-        (&r_path, &r_opts, &NoProgress),
-    );
-    let (s, r) = (s.expect("sender"), r.expect("receiver"));
+    let (s, r) = run_both((&s_path, &s_opts), (&r_path, &r_opts));
     assert!(s.shape.buckets >= 4, "{:?}", s.shape);
     assert_eq!(s.written, r.written);
     let lines = |opts: &JobOptions| -> Vec<Vec<String>> {
@@ -576,11 +564,7 @@ fn a_union_job_writes_every_key_once_and_no_padding() {
     let mut s_opts = options_for(protocol.clone(), dir.path(), "s-union", 300);
     let mut r_opts = options_for(protocol, dir.path(), "r-union", 300);
     (s_opts.lanes, r_opts.lanes) = (2, 2);
-    let (s, r) = run_pair(
-        (&s_path, &s_opts, &NoProgress),
-        (&r_path, &r_opts, &NoProgress),
-    );
-    let (s, r) = (s.expect("learner"), r.expect("provider"));
+    let (s, r) = run_both((&s_path, &s_opts), (&r_path, &r_opts));
     assert!(s.shape.buckets >= 4, "{:?}", s.shape);
     let want: HashSet<String> = s_ids
         .iter()
