@@ -336,7 +336,7 @@ impl Bucket {
     pub fn load(path: &Path, bucket: u64, role: Role, capacity: u64) -> Result<Self, Error> {
         let spooled = SpoolReader::read_all(path)?;
         let (records, flat, k) = (spooled.records, spooled.values, spooled.columns);
-        let spooled_keys = spooled.keys;
+        let mut spooled_keys = spooled.keys;
         let mut encoded = Vec::new();
         // Sorted by key with each record's place in the file, for its values.
         let mut sorted: Vec<(Record, usize)> = records.into_iter().zip(0..).collect();
@@ -349,8 +349,8 @@ impl Bucket {
                 starts.push(i);
                 keys.push(r.key.to_vec());
                 values.iter_mut().for_each(|column| column.push(0u64));
-                if let Some(key) = spooled_keys.get(*at) {
-                    encoded.push(key.clone());
+                if let Some(key) = spooled_keys.get_mut(*at) {
+                    encoded.push(std::mem::take(key));
                 }
             }
             for (column, v) in values.iter_mut().zip(&flat[at * k..(at + 1) * k]) {
