@@ -59,4 +59,4 @@ pub use synth::{
     SyntheticRow,
 };
 pub use table::{matched_rows, read_rows, read_rows_from, Table, TableRow};
-pub use writer::{write_selected_rows, MatchWriter, SelectedRows};
+pub use writer::{write_selected_parts, write_selected_rows, MatchWriter, SelectedRows};

@@ -134,12 +134,34 @@ pub fn write_selected_rows<W: io::Write>(
     out: W,
     mut keep: impl FnMut(u64) -> bool,
 ) -> Result<(W, u64)> {
-    let mut rows = SelectedRows::open(input, spec)?;
-    let mut writer = MatchWriter::from_writer(out, rows.headers(), &[])?;
+    write_selected_parts(&[input], spec, out, |_, row| keep(row))
+}
+
+/// [`write_selected_rows`] over the parts of one input, one after another
+/// into one CSV (the first part's header, if it has one, heads it);
+/// `keep(part, row)` takes a part's index and a 1-based row number.
+pub fn write_selected_parts<W: io::Write>(
+    parts: &[&std::path::Path],
+    spec: &crate::KeySpec,
+    out: W,
+    mut keep: impl FnMut(usize, u64) -> bool,
+) -> Result<(W, u64)> {
+    let mut first = parts
+        .first()
+        .map(|p| SelectedRows::open(p, spec))
+        .transpose()?;
+    let headers = first.as_ref().and_then(SelectedRows::headers).cloned();
+    let mut writer = MatchWriter::from_writer(out, headers.as_ref(), &[])?;
     let (mut record, mut written) = (ByteRecord::new(), 0u64);
-    while rows.next(&mut keep, &mut record)? {
-        writer.write_row::<&[u8]>(&record, &[])?;
-        written += 1;
+    for (i, part) in parts.iter().enumerate() {
+        let mut rows = match first.take() {
+            Some(rows) => rows,
+            None => SelectedRows::open(part, spec)?,
+        };
+        while rows.next(&mut |row| keep(i, row), &mut record)? {
+            writer.write_row::<&[u8]>(&record, &[])?;
+            written += 1;
+        }
     }
     Ok((writer.finish()?, written))
 }

@@ -88,6 +88,12 @@ impl Channel {
         self.limits
     }
 
+    /// Changes the limits from the next frame on (a connection that waits
+    /// long for its first message, then runs a protocol).
+    pub fn set_limits(&mut self, limits: Limits) {
+        self.limits = limits;
+    }
+
     pub fn bytes_sent(&self) -> u64 {
         self.bytes_sent
     }
@@ -133,6 +139,13 @@ impl Channel {
     /// because the connection is being abandoned anyway.
     pub async fn send_error(&mut self, protocol: u8, err: &ErrorMessage) {
         let _ = self.send(&err.to_frame(protocol)).await;
+    }
+
+    /// The byte stream under the channel, to splice it with another (a
+    /// relay). Nothing is lost: a channel reads exactly the frames it
+    /// returns, never ahead into a buffer of its own.
+    pub fn into_stream(self) -> Box<dyn Stream> {
+        self.io
     }
 
     /// Ends the connection so the peer reads everything sent so far: closes

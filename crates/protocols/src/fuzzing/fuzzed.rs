@@ -47,6 +47,9 @@ unbounded!(
     he::ShardQuery,
     job::JobHello,
     job::JobDone,
+    job::ClusterOpen,
+    job::ClusterReady,
+    job::Attach,
 );
 
 /// The job's bucket count, from the fuzz input's bound bytes.
@@ -57,6 +60,12 @@ impl Fuzzed for job::Committed {
 }
 
 impl Fuzzed for job::BucketStart {
+    fn fuzz_bounds(bound: u16) -> u64 {
+        u64::from(bound)
+    }
+}
+
+impl Fuzzed for job::BucketCommitted {
     fn fuzz_bounds(bound: u16) -> u64 {
         u64::from(bound)
     }

@@ -8,6 +8,8 @@
 //! job               the agreement and this side's terms (after the hello)
 //! input             the input's digest and row counts (after the first pass)
 //! keys.spool        every row's item key (after the first pass)
+//! parts             a cluster job's input parts (`cluster.rs`), whose rows
+//!                   are in rows/NNNNNN.csv and keys in spool/NNNNNN
 //! buckets/NNNNN     the bucket files, then `buckets/split` once all are whole
 //! results/NNNNN     each committed bucket's matched rows (circuit PSI:
 //!                   this side's shares of the bucket's aggregates)
@@ -32,6 +34,13 @@ const JOB_MAGIC: &[u8; 8] = b"PSIKJOB2";
 const INPUT_MAGIC: &[u8; 8] = b"PSIKINP2";
 const SPLIT_MAGIC: &[u8; 8] = b"PSIKSPT1";
 const RESULT_MAGIC: &[u8; 8] = b"PSIKRES1";
+const PARTS_MAGIC: &[u8; 8] = b"PSIKPRT1";
+
+/// Bits of a row id that number the row within its part: a row id is
+/// `part << PART_SHIFT | row` (a one-machine job's input is part 0).
+pub const PART_SHIFT: u32 = 40;
+/// The most parts a cluster job's input has (one per spooling worker).
+pub const MAX_PARTS: u64 = 1 << 16;
 
 /// What the first pass learned of the input.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,10 +75,11 @@ impl OwnTerms {
     }
 }
 
-/// An open job directory, locked against a second command.
+/// An open job directory, locked against a second command (or, in a
+/// cluster job's workers, shared with its driver, which holds the lock).
 pub struct JobDir {
     root: PathBuf,
-    _lock: StateLock,
+    _lock: Option<StateLock>,
 }
 
 impl JobDir {
@@ -82,12 +92,70 @@ impl JobDir {
         }
         Ok(Self {
             root: root.to_owned(),
-            _lock: lock,
+            _lock: Some(lock),
         })
+    }
+
+    /// A cluster job's directory as its workers see it, without the lock
+    /// its driver holds: they write their parts, read the agreement and
+    /// the buckets and commit results, each file written atomically.
+    pub fn shared(root: &Path) -> Self {
+        Self {
+            root: root.to_owned(),
+            _lock: None,
+        }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
     }
 
     pub fn keys_path(&self) -> PathBuf {
         self.root.join("keys.spool")
+    }
+
+    /// Part `part`'s rows, as a CSV file with a header (a cluster job).
+    pub fn part_rows_path(&self, part: u64) -> PathBuf {
+        self.root.join("rows").join(format!("{part:06}.csv"))
+    }
+
+    /// Part `part`'s item keys (a cluster job).
+    pub fn part_spool_path(&self, part: u64) -> PathBuf {
+        self.root.join("spool").join(format!("{part:06}"))
+    }
+
+    /// The key files the split reads: the one of a one-machine job, or
+    /// every part's of a cluster job.
+    pub fn spool_paths(&self) -> Result<Vec<PathBuf>, Error> {
+        Ok(match self.parts()? {
+            None => vec![self.keys_path()],
+            Some(parts) => (0..parts.len() as u64)
+                .map(|p| self.part_spool_path(p))
+                .collect(),
+        })
+    }
+
+    /// A cluster job's parts: each one's data rows, in part order.
+    pub fn parts(&self) -> Result<Option<Vec<u64>>, Error> {
+        let Some(body) = read_sealed(&self.root.join("parts"), PARTS_MAGIC)? else {
+            return Ok(None);
+        };
+        let mut r = Reader::new(&body);
+        let n = r.count(MAX_PARTS, 8, "parts")?;
+        let rows = (0..n)
+            .map(|_| r.u64("part rows"))
+            .collect::<Result<Vec<_>, _>>()?;
+        r.finish()?;
+        Ok(Some(rows))
+    }
+
+    pub fn set_parts(&self, rows: &[u64]) -> Result<(), Error> {
+        let mut w = Writer::with_capacity(8 + 8 * rows.len());
+        w.count(rows.len());
+        for r in rows {
+            w.u64(*r);
+        }
+        write_sealed(&self.root.join("parts"), PARTS_MAGIC, &w.into_bytes())
     }
 
     pub fn bucket_path(&self, bucket: u64) -> PathBuf {
@@ -220,6 +288,20 @@ impl JobDir {
         write_sealed(&self.result_path(bucket), RESULT_MAGIC, &w.into_bytes())
     }
 
+    /// Takes back a bucket's commit before it runs again: a rerun draws
+    /// new randomness (circuit PSI's shares), so a result kept from an
+    /// earlier run could pair with the peer's from this one. The peer
+    /// cannot commit the rerun before this side starts it, so removing
+    /// the file first leaves either both new results or a bucket to run.
+    pub fn uncommit(&self, bucket: u64) -> Result<(), Error> {
+        let path = self.result_path(bucket);
+        match fs::remove_file(&path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(Error::io(&path, e)),
+        }
+    }
+
     /// A committed bucket's matched rows (or shares).
     pub fn result(&self, bucket: u64) -> Result<Vec<u64>, Error> {
         let path = self.result_path(bucket);
@@ -241,6 +323,7 @@ impl JobDir {
     /// the output is written).
     pub fn remove_spool(&self, agreed: &Agreed) {
         let _ = fs::remove_file(self.keys_path());
+        let _ = fs::remove_dir_all(self.root.join("spool"));
         for b in 0..agreed.shape.buckets {
             let _ = fs::remove_file(self.bucket_path(b));
         }

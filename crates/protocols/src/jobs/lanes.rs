@@ -106,6 +106,21 @@ pub(super) async fn run_lanes(
     }
 }
 
+/// Both sides state the bucket they start; a guard against two sides
+/// that disagree on the order (or, in a cluster job, on the bucket a
+/// connection carries).
+pub(super) async fn meet(ch: &mut Channel, b: u64, buckets: u64) -> Result<(), Error> {
+    ch.send_msg(&BucketStart { bucket: b }).await?;
+    let theirs = ch.recv_msg::<BucketStart>(buckets).await?;
+    if theirs.bucket != b {
+        return Err(Error::Job(format!(
+            "the peer starts bucket {}, this side bucket {b}",
+            theirs.bucket
+        )));
+    }
+    Ok(())
+}
+
 impl BucketRunner {
     /// One lane's buckets in order, the next one loading while one runs.
     async fn run_lane(
@@ -129,14 +144,7 @@ impl BucketRunner {
                 .await
                 .map_err(|e| Error::task("loading a bucket", e))??;
             next = buckets.get(i + 1).map(load);
-            ch.send_msg(&BucketStart { bucket: b }).await?;
-            let theirs = ch.recv_msg::<BucketStart>(count).await?;
-            if theirs.bucket != b {
-                return Err(Error::Job(format!(
-                    "the peer starts bucket {}, this side bucket {b}",
-                    theirs.bucket
-                )));
-            }
+            meet(ch, b, count).await?;
             let before = ch.bytes_sent() + ch.bytes_received();
             let result = self.run_bucket(ch, &bucket).await?;
             let bytes = ch.bytes_sent() + ch.bytes_received() - before;
@@ -155,7 +163,11 @@ impl BucketRunner {
     /// One bucket's run: its matched rows (sorted), this side's shares of
     /// circuit PSI's aggregates (opened once over the whole job), its
     /// per-bin shares (`shares.rs`), or the union's keys (`union.rs`).
-    async fn run_bucket(&self, ch: &mut Channel, bucket: &Bucket) -> Result<Vec<u64>, Error> {
+    pub(super) async fn run_bucket(
+        &self,
+        ch: &mut Channel,
+        bucket: &Bucket,
+    ) -> Result<Vec<u64>, Error> {
         let peer_capacity = self.agreed.peer_capacity(self.role);
         let sigma = self.agreed.shape.statistical_bits();
         match &self.protocol {

@@ -2,13 +2,16 @@
 //! the whole job, the connecting side dials with backoff, and which
 //! errors are the link's (retried) rather than a party's.
 
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use psikit_transport::net::{self, Listener};
 use psikit_transport::{Channel, Limits, TransportError};
 use rand::RngCore;
 
-use super::terms::Lane;
+use super::relay::Relay;
+use super::terms::{ClusterOpen, ClusterReady, Lane};
 use crate::common::connect::{accept_within, Peer, ServerAddr};
 use crate::error::Error;
 
@@ -20,6 +23,17 @@ pub(super) enum Link {
         accept_timeout: Option<Duration>,
     },
     Connect(ServerAddr),
+    /// A cluster job's listening driver: control connections come through
+    /// its relay (`relay.rs`).
+    Relay(Relay),
+    /// A cluster job's connecting driver: each control connection opens
+    /// with a fresh token, which its bucket connections then carry.
+    Cluster {
+        server: ServerAddr,
+        token: Mutex<Option<[u8; 16]>>,
+        /// The peer's workers, as its last control connection stated.
+        peer_workers: AtomicU32,
+    },
 }
 
 impl Link {
@@ -60,29 +74,56 @@ impl Link {
     /// the accept timeout), or dialled until `wait` runs out.
     pub(super) async fn open(&self, wait: Option<Duration>) -> Result<Channel, Error> {
         match self {
+            Link::Relay(relay) => relay.next_control(wait.or(Some(NO_WAIT_LIMIT))).await,
+            Link::Cluster {
+                server,
+                token,
+                peer_workers,
+            } => {
+                let mut ch = dial(server, wait).await?;
+                let mut fresh = [0u8; 16];
+                rand::rngs::OsRng.fill_bytes(&mut fresh);
+                let open = ClusterOpen {
+                    token: fresh,
+                    bucket: None,
+                };
+                ch.send_msg(&open).await?;
+                let ready = ch.recv_msg::<ClusterReady>(()).await?;
+                peer_workers.store(ready.workers, Ordering::SeqCst);
+                *token
+                    .lock()
+                    .map_err(|_| Error::Internal("a cluster link's token"))? = Some(fresh);
+                Ok(ch)
+            }
             Link::Listen {
                 listener,
                 accept_timeout,
             } => accept_within(listener, wait.or(*accept_timeout)).await,
-            Link::Connect(server) => {
-                let deadline = wait.map(|w| Instant::now() + w);
-                let mut pause = Duration::from_millis(200);
-                loop {
-                    let tried =
-                        net::connect(&server.addr, server.tls.as_ref(), server.limits).await;
-                    match tried {
-                        Ok(ch) => return Ok(ch),
-                        Err(e)
-                            if e.is_link_failure()
-                                && deadline.is_some_and(|d| Instant::now() + pause < d) =>
-                        {
-                            tokio::time::sleep(pause).await;
-                            pause = (pause * 2).min(Duration::from_secs(5));
-                        }
-                        Err(e) => return Err(e.into()),
-                    }
-                }
+            Link::Connect(server) => dial(server, wait).await,
+        }
+    }
+}
+
+/// How long a cluster job's listening driver waits for the next control
+/// connection when no retry is running: the connecting party's buckets
+/// run meanwhile, for as long as they take.
+const NO_WAIT_LIMIT: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// Dials `server` until `wait` runs out, with backoff.
+pub(super) async fn dial(server: &ServerAddr, wait: Option<Duration>) -> Result<Channel, Error> {
+    let deadline = wait.map(|w| Instant::now() + w);
+    let mut pause = Duration::from_millis(200);
+    loop {
+        let tried = net::connect(&server.addr, server.tls.as_ref(), server.limits).await;
+        match tried {
+            Ok(ch) => return Ok(ch),
+            Err(e)
+                if e.is_link_failure() && deadline.is_some_and(|d| Instant::now() + pause < d) =>
+            {
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(5));
             }
+            Err(e) => return Err(e.into()),
         }
     }
 }
@@ -103,6 +144,7 @@ impl Link {
             return Ok(Vec::new());
         }
         match self {
+            Link::Relay(_) | Link::Cluster { .. } => Err(Error::Internal("lanes of a cluster job")),
             Link::Connect(_) => {
                 let mut token = [0u8; 16];
                 rand::rngs::OsRng.fill_bytes(&mut token);

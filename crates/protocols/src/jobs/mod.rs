@@ -43,6 +43,9 @@
 //! another bucket than its hash says can never match.
 
 mod capacity;
+mod cluster;
+#[cfg(test)]
+mod cluster_tests;
 #[cfg(feature = "fuzzing")]
 pub(crate) mod fuzzing;
 mod journal;
@@ -51,6 +54,7 @@ mod lanes;
 mod link;
 mod options;
 mod prepare;
+mod relay;
 mod run;
 #[cfg(feature = "cpsi")]
 mod shares;
@@ -62,7 +66,8 @@ mod tests;
 mod union;
 
 pub use capacity::{capacity, overflow_log2, Shape, MAX_BUCKETS, STATISTICAL_BITS};
-pub use journal::InputSummary;
+pub use cluster::{part_rows_path, spool_part, BucketCost, BucketWorker, ClusterJob, Step};
+pub use journal::{InputSummary, MAX_PARTS};
 pub use kind::JobProtocol;
 pub use options::{
     default_dir, default_lanes, remove_scratch, JobInput, JobOptions, JobOutcome, JobTimes,

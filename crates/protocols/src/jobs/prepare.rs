@@ -56,13 +56,29 @@ pub fn spool_input(
     dir: &JobDir,
     progress: &dyn Progress,
 ) -> Result<InputSummary, Error> {
+    let summary = spool_file(path, spec, keyed, &dir.keys_path(), 0, progress)?;
+    dir.set_input(&summary)?;
+    Ok(summary)
+}
+
+/// The first pass over one file into the key file `out`, each row's id
+/// `row_base` plus its data row number (a cluster job's part `p` has
+/// `row_base = p << PART_SHIFT`).
+pub fn spool_file(
+    path: &Path,
+    spec: &KeySpec,
+    keyed: bool,
+    out: &Path,
+    row_base: u64,
+    progress: &dyn Progress,
+) -> Result<InputSummary, Error> {
     progress.stage("reading the input", None);
     let name = path.display().to_string();
     let ((stats, longest_key), digest) = match psikit_io::is_parquet(path)? {
         true => {
             let digest = input_digest(path)?;
-            let (stats, longest, _) =
-                spool_keys(KeyReader::open(path, spec)?, spec, keyed, dir, progress)?;
+            let reader = KeyReader::open(path, spec)?;
+            let (stats, longest, _) = spool_keys(reader, spec, keyed, out, row_base, progress)?;
             ((stats, longest), digest)
         }
         false => {
@@ -72,7 +88,8 @@ pub fn spool_input(
                 hash: Sha256::new(),
             };
             let reader = KeyReader::with_name(hashing, spec, name)?;
-            let (stats, longest, hashing) = spool_keys(reader, spec, keyed, dir, progress)?;
+            let (stats, longest, hashing) =
+                spool_keys(reader, spec, keyed, out, row_base, progress)?;
             let hashing = hashing.ok_or(Error::Internal("a CSV reader's byte source"))?;
             ((stats, longest), hashing.hash.finalize().into())
         }
@@ -83,7 +100,6 @@ pub fn spool_input(
         rows: stats.items(),
         longest_key,
     };
-    dir.set_input(&summary)?;
     Ok(summary)
 }
 
@@ -98,12 +114,13 @@ fn spool_keys<R: Read + Send>(
     mut reader: KeyReader<R>,
     spec: &KeySpec,
     keyed: bool,
-    dir: &JobDir,
+    out: &Path,
+    row_base: u64,
     progress: &dyn Progress,
 ) -> Result<(ReadStats, u64, Option<R>), Error> {
     let columns = u8::try_from(spec.value_columns.len())
         .map_err(|_| Error::Internal("value columns per row"))?;
-    let mut out = SpoolWriter::create(&dir.keys_path(), 1 << 20, columns, keyed)?;
+    let mut out = SpoolWriter::create(out, 1 << 20, columns, keyed)?;
     let keyer = reader.keyer();
     let (full, filled) = mpsc::sync_channel::<RowBatch>(1);
     let (empty, emptied) = mpsc::sync_channel::<RowBatch>(2);
@@ -122,7 +139,7 @@ fn spool_keys<R: Read + Send>(
             }
             Ok((reader.stats(), reader.into_inner()))
         });
-        let written = write_keys(&filled, &empty, &keyer, &mut out, progress);
+        let written = write_keys(&filled, &empty, &keyer, &mut out, row_base, progress);
         drop((filled, empty));
         let parsed = parser
             .join()
@@ -155,6 +172,7 @@ fn write_keys(
     recycle: &mpsc::SyncSender<RowBatch>,
     keyer: &RowKeyer,
     out: &mut SpoolWriter,
+    row_base: u64,
     progress: &dyn Progress,
 ) -> Result<(u64, u64), Error> {
     let (mut skipped, mut longest) = (0, 0);
@@ -177,7 +195,7 @@ fn write_keys(
         for (i, keyed) in keyed.into_iter().enumerate() {
             match keyed? {
                 Some((key, values, encoded)) => {
-                    let row = first + i as u64;
+                    let row = row_base + first + i as u64;
                     longest = longest.max(encoded.len() as u64);
                     let encoded = if out.keyed() { &encoded[..] } else { &[] };
                     out.push(&Record { key, row }, &values, encoded)?;
@@ -254,52 +272,33 @@ fn buckets_of(job_id: &JobId, records: &[Record], buckets: u64) -> Vec<u64> {
 pub fn split(dir: &JobDir, agreed: &Agreed, progress: &dyn Progress) -> Result<(), Error> {
     let buckets = agreed.shape.buckets;
     progress.stage("splitting into buckets", Some(buckets));
-    if buckets == 1 {
+    let inputs = dir.spool_paths()?;
+    if let ([keys], 1) = (&inputs[..], buckets) {
         // The key file is the one bucket: a second name, no copy (the key
         // file stays for a later split under another job id).
         let path = dir.bucket_path(0);
         let _ = std::fs::remove_file(&path);
-        std::fs::hard_link(dir.keys_path(), &path).map_err(|e| Error::io(&path, e))?;
+        std::fs::hard_link(keys, &path).map_err(|e| Error::io(&path, e))?;
         return dir.set_split(agreed);
     }
     let mut first = 0;
     while first < buckets {
         let end = (first + OPEN_BUCKETS).min(buckets);
-        let mut keys = SpoolReader::open(&dir.keys_path())?;
-        let columns = u8::try_from(keys.columns()).map_err(|_| Error::Internal("columns"))?;
-        let keyed = keys.keyed();
-        let mut writers = (first..end)
-            .map(|b| SpoolWriter::create(&dir.bucket_path(b), BUCKET_BUFFER, columns, keyed))
-            .collect::<Result<Vec<_>, _>>()?;
-        // A batch of records at a time: their buckets (a hash each) on the
-        // rayon pool, then each written to its file in order.
-        let (mut records, mut values) = (Vec::with_capacity(BATCH), Vec::new());
-        let mut encoded: Vec<Vec<u8>> = Vec::new();
-        loop {
-            records.clear();
-            values.clear();
-            encoded.clear();
-            while records.len() < BATCH {
-                let Some(record) = keys.next()? else { break };
-                records.push(record);
-                values.extend_from_slice(keys.values());
-                if keyed {
-                    encoded.push(keys.key().to_vec());
-                }
+        let mut writers = Vec::new();
+        for (i, input) in inputs.iter().enumerate() {
+            let mut keys = SpoolReader::open(input)?;
+            if i == 0 {
+                let columns =
+                    u8::try_from(keys.columns()).map_err(|_| Error::Internal("columns"))?;
+                let create = |b| {
+                    let path = dir.bucket_path(b);
+                    SpoolWriter::create(&path, BUCKET_BUFFER, columns, keys.keyed())
+                };
+                writers = (first..end).map(create).collect::<Result<Vec<_>, _>>()?;
             }
-            if records.is_empty() {
-                break;
-            }
-            let k = usize::from(columns);
-            let ids = buckets_of(&agreed.job_id, &records, buckets);
-            for (i, (record, b)) in records.iter().zip(ids).enumerate() {
-                if (first..end).contains(&b) {
-                    let key = encoded.get(i).map_or(&[][..], Vec::as_slice);
-                    writers[(b - first) as usize].push(record, &values[i * k..(i + 1) * k], key)?;
-                }
-            }
+            split_into(&mut keys, agreed, first..end, &mut writers)?;
+            keys.finish()?;
         }
-        keys.finish()?;
         for w in writers {
             w.finish()?;
         }
@@ -307,6 +306,47 @@ pub fn split(dir: &JobDir, agreed: &Agreed, progress: &dyn Progress) -> Result<(
         first = end;
     }
     dir.set_split(agreed)
+}
+
+/// One key file's records of the buckets `range` into their writers, a
+/// batch at a time: their buckets (a hash each) on the rayon pool, then
+/// each written to its file in order.
+fn split_into(
+    keys: &mut SpoolReader,
+    agreed: &Agreed,
+    range: std::ops::Range<u64>,
+    writers: &mut [SpoolWriter],
+) -> Result<(), Error> {
+    let (k, keyed) = (keys.columns(), keys.keyed());
+    if writers.first().is_some_and(|w| w.keyed() != keyed) {
+        return Err(Error::Internal("key files of one job, keyed and not"));
+    }
+    let (mut records, mut values) = (Vec::with_capacity(BATCH), Vec::new());
+    let mut encoded: Vec<Vec<u8>> = Vec::new();
+    loop {
+        records.clear();
+        values.clear();
+        encoded.clear();
+        while records.len() < BATCH {
+            let Some(record) = keys.next()? else { break };
+            records.push(record);
+            values.extend_from_slice(keys.values());
+            if keyed {
+                encoded.push(keys.key().to_vec());
+            }
+        }
+        if records.is_empty() {
+            return Ok(());
+        }
+        let ids = buckets_of(&agreed.job_id, &records, agreed.shape.buckets);
+        for (i, (record, b)) in records.iter().zip(ids).enumerate() {
+            if range.contains(&b) {
+                let key = encoded.get(i).map_or(&[][..], Vec::as_slice);
+                let w = &mut writers[(b - range.start) as usize];
+                w.push(record, &values[i * k..(i + 1) * k], key)?;
+            }
+        }
+    }
 }
 
 /// One bucket, ready to run: its distinct item keys padded with dummies

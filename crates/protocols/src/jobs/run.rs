@@ -10,11 +10,13 @@
 
 use std::time::{Duration, Instant};
 
-use psikit_io::write_selected_rows;
+use std::path::{Path, PathBuf};
+
+use psikit_io::write_selected_parts;
 use psikit_transport::{Channel, TransportError};
 use rand::RngCore;
 
-use super::journal::{InputSummary, JobDir, OwnTerms};
+use super::journal::{InputSummary, JobDir, OwnTerms, PART_SHIFT};
 #[cfg(feature = "cpsi")]
 use super::kind::JobKind;
 use super::kind::JobProtocol;
@@ -51,7 +53,6 @@ pub async fn run(
     listening: impl FnOnce(&str),
     progress: &dyn Progress,
 ) -> Result<JobOutcome, Error> {
-    opts.protocol.check()?;
     let file = file_result(opts);
     let writes = |f: FileResult| f == FileResult::Shares || role == Role::Sender;
     if file.is_some_and(writes) && opts.output.is_none() {
@@ -59,10 +60,24 @@ pub async fn run(
             "circuit PSI's shares and union as a job are written to a file: name an output".into(),
         ));
     }
-    let kind = opts.protocol.kind();
-    if input.spec.value_columns.len() != usize::from(kind.value_columns()) {
+    if input.spec.value_columns.len() != usize::from(opts.protocol.kind().value_columns()) {
         return Err(Error::Misuse("a job input's value columns are the job's"));
     }
+    let dir = open_dir(opts)?;
+    let t = Instant::now();
+    let summary = tokio::task::block_in_place(|| read_input(&dir, input, opts, progress))?;
+    let mut job = Job::new(&dir, role, &summary, opts, progress)?;
+    job.times.read = t.elapsed();
+    let link = Link::new(peer, opts.idle_timeout, listening).await?;
+    let ended = job.sessions(&link).await?;
+    let parts = [(input.path.clone(), summary.rows_read)];
+    job.finish(ended, &summary, &input.spec, &parts)
+}
+
+/// Opens a job's directory, refusing one that holds a job already unless
+/// the job resumes.
+pub(super) fn open_dir(opts: &JobOptions) -> Result<JobDir, Error> {
+    opts.protocol.check()?;
     let dir = JobDir::open(&opts.job_dir)?;
     if dir.is_started() && !opts.resume {
         return Err(Error::Job(format!(
@@ -70,105 +85,7 @@ pub async fn run(
             opts.job_dir.display()
         )));
     }
-    let mut times = JobTimes::default();
-    let t = Instant::now();
-    let summary = tokio::task::block_in_place(|| read_input(&dir, input, opts, progress))?;
-    times.read = t.elapsed();
-    let stored = dir.agreement()?;
-    let own = OwnTerms {
-        role,
-        kind,
-        key_format: opts.protocol.key_format().to_owned(),
-    };
-    if let Some((_, terms, _)) = &stored {
-        check_terms(terms, &own)?;
-    }
-    let mut nonce = [0u8; 16];
-    rand::rngs::OsRng.fill_bytes(&mut nonce);
-    let hello = JobHello {
-        role,
-        which: match &stored {
-            Some((a, _, confirmed)) => Which::Resume {
-                job_id: a.job_id,
-                confirmed: *confirmed,
-            },
-            None => Which::New,
-        },
-        nonce,
-        kind: own.kind,
-        key_format: own.key_format,
-        rows: summary.rows,
-        max_bucket_items: opts.bucket_limit(),
-        lanes: opts.lanes.clamp(1, MAX_LANES),
-    };
-    let mut job = Job {
-        dir: &dir,
-        role,
-        longest_key: summary.longest_key,
-        opts,
-        hello,
-        agreed: stored.map(|(a, _, _)| a),
-        buckets_run: 0,
-        bytes: (0, 0),
-        bucket_bytes: Vec::new(),
-        exchanged: false,
-        complete: false,
-        #[cfg(feature = "cpsi")]
-        circuit: None,
-        times,
-        progress,
-    };
-    let link = Link::new(peer, opts.idle_timeout, listening).await?;
-    let ended = job.sessions(&link).await?;
-    let agreed = job
-        .agreed
-        .ok_or(Error::Internal("a finished job has its terms"))?;
-    dir.remove_spool(&agreed);
-    let t = Instant::now();
-    let (matched_rows, rows) = match learns(role, opts) {
-        false => (None, None),
-        true => {
-            let (count, rows) =
-                tokio::task::block_in_place(|| write_output(&dir, &agreed, input, &summary, opts))?;
-            (Some(count), rows)
-        }
-    };
-    #[cfg(feature = "cpsi")]
-    let written = match (file.filter(|&f| writes(f)), &opts.output) {
-        (Some(f), Some(path)) => Some(tokio::task::block_in_place(|| {
-            let buckets = agreed.shape.buckets;
-            match f {
-                FileResult::Shares => {
-                    super::shares::write(&dir, buckets, path, role == Role::Receiver)
-                }
-                FileResult::Union => super::union::write(&dir, buckets, path),
-            }
-        })?),
-        _ => None,
-    };
-    job.times.output = t.elapsed();
-    Ok(JobOutcome {
-        job_id: agreed.job_id,
-        shape: agreed.shape,
-        input: summary,
-        buckets_run: job.buckets_run,
-        matched_rows,
-        rows,
-        bytes_sent: job.bytes.0,
-        bytes_received: job.bytes.1,
-        bucket_bytes: {
-            let mut b = job.bucket_bytes;
-            b.sort_unstable();
-            b
-        },
-        #[cfg(feature = "cpsi")]
-        circuit: job.circuit,
-        #[cfg(feature = "cpsi")]
-        written,
-        reconnects: ended.reconnects,
-        end_confirmed: ended.confirmed,
-        times: job.times,
-    })
+    Ok(dir)
 }
 
 /// [`run`], blocking.
@@ -196,12 +113,12 @@ fn learns(role: Role, opts: &JobOptions) -> bool {
 /// both sides' shares, or the union (at its learner, the sender).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(not(feature = "cpsi"), allow(dead_code))]
-enum FileResult {
+pub(super) enum FileResult {
     Shares,
     Union,
 }
 
-fn file_result(opts: &JobOptions) -> Option<FileResult> {
+pub(super) fn file_result(opts: &JobOptions) -> Option<FileResult> {
     match &opts.protocol {
         JobProtocol::Balanced(_) => None,
         #[cfg(feature = "cpsi")]
@@ -214,7 +131,7 @@ fn file_result(opts: &JobOptions) -> Option<FileResult> {
 }
 
 /// A resumed command must state the terms the job began with.
-fn check_terms(stored: &OwnTerms, now: &OwnTerms) -> Result<(), Error> {
+pub(super) fn check_terms(stored: &OwnTerms, now: &OwnTerms) -> Result<(), Error> {
     if stored == now {
         return Ok(());
     }
@@ -271,7 +188,7 @@ fn read_input(
 }
 
 /// The state of a job across its connections.
-struct Job<'a> {
+pub(super) struct Job<'a> {
     dir: &'a JobDir,
     role: Role,
     /// This side's longest encoded key (the union's slot width).
@@ -279,6 +196,9 @@ struct Job<'a> {
     opts: &'a JobOptions,
     hello: JobHello,
     agreed: Option<Agreed>,
+    /// A cluster job's driver: a session ends once both sides agreed on
+    /// the buckets still to run, which workers run (`cluster.rs`).
+    pub(super) cluster: bool,
     buckets_run: u64,
     bytes: (u64, u64),
     bucket_bytes: Vec<(u64, u64)>,
@@ -290,19 +210,140 @@ struct Job<'a> {
     /// Circuit PSI's result, once opened.
     #[cfg(feature = "cpsi")]
     circuit: Option<crate::cpsi::Output>,
-    times: JobTimes,
+    pub(super) times: JobTimes,
     progress: &'a dyn Progress,
 }
 
-impl Job<'_> {
-    /// Sessions until one finishes the job.
-    async fn sessions(&mut self, link: &Link) -> Result<Ended, Error> {
+impl<'a> Job<'a> {
+    /// A job over `dir` whose input `summary` describes: a new one, or the
+    /// one the directory holds (its terms checked against `opts`).
+    pub(super) fn new(
+        dir: &'a JobDir,
+        role: Role,
+        summary: &InputSummary,
+        opts: &'a JobOptions,
+        progress: &'a dyn Progress,
+    ) -> Result<Self, Error> {
+        let stored = dir.agreement()?;
+        let own = OwnTerms {
+            role,
+            kind: opts.protocol.kind(),
+            key_format: opts.protocol.key_format().to_owned(),
+        };
+        if let Some((_, terms, _)) = &stored {
+            check_terms(terms, &own)?;
+        }
+        let mut nonce = [0u8; 16];
+        rand::rngs::OsRng.fill_bytes(&mut nonce);
+        let hello = JobHello {
+            role,
+            which: match &stored {
+                Some((a, _, confirmed)) => Which::Resume {
+                    job_id: a.job_id,
+                    confirmed: *confirmed,
+                },
+                None => Which::New,
+            },
+            nonce,
+            kind: own.kind,
+            key_format: own.key_format,
+            rows: summary.rows,
+            max_bucket_items: opts.bucket_limit(),
+            lanes: opts.lanes.clamp(1, MAX_LANES),
+        };
+        Ok(Job {
+            dir,
+            role,
+            longest_key: summary.longest_key,
+            opts,
+            hello,
+            agreed: stored.map(|(a, _, _)| a),
+            cluster: false,
+            buckets_run: 0,
+            bytes: (0, 0),
+            bucket_bytes: Vec::new(),
+            exchanged: false,
+            complete: false,
+            #[cfg(feature = "cpsi")]
+            circuit: None,
+            times: JobTimes::default(),
+            progress,
+        })
+    }
+
+    /// After the last session: the spool removed, this side's output
+    /// written from the input's `parts` (each a file and its data rows),
+    /// and the outcome.
+    pub(super) fn finish(
+        mut self,
+        ended: Ended,
+        summary: &InputSummary,
+        spec: &psikit_io::KeySpec,
+        parts: &[(PathBuf, u64)],
+    ) -> Result<JobOutcome, Error> {
+        let (dir, role, opts) = (self.dir, self.role, self.opts);
+        let agreed = self
+            .agreed
+            .ok_or(Error::Internal("a finished job has its terms"))?;
+        dir.remove_spool(&agreed);
+        let t = Instant::now();
+        let (matched_rows, rows) = match learns(role, opts) {
+            false => (None, None),
+            true => {
+                let (count, rows) =
+                    tokio::task::block_in_place(|| write_output(dir, &agreed, spec, parts, opts))?;
+                (Some(count), rows)
+            }
+        };
+        #[cfg(feature = "cpsi")]
+        let written = match (file_result(opts), &opts.output) {
+            (Some(f), Some(path)) if f == FileResult::Shares || role == Role::Sender => {
+                Some(tokio::task::block_in_place(|| {
+                    let buckets = agreed.shape.buckets;
+                    match f {
+                        FileResult::Shares => {
+                            super::shares::write(dir, buckets, path, role == Role::Receiver)
+                        }
+                        FileResult::Union => super::union::write(dir, buckets, path),
+                    }
+                })?)
+            }
+            _ => None,
+        };
+        self.times.output = t.elapsed();
+        Ok(JobOutcome {
+            job_id: agreed.job_id,
+            shape: agreed.shape,
+            input: *summary,
+            buckets_run: self.buckets_run,
+            matched_rows,
+            rows,
+            bytes_sent: self.bytes.0,
+            bytes_received: self.bytes.1,
+            bucket_bytes: {
+                let mut b = self.bucket_bytes;
+                b.sort_unstable();
+                b
+            },
+            #[cfg(feature = "cpsi")]
+            circuit: self.circuit,
+            #[cfg(feature = "cpsi")]
+            written,
+            reconnects: ended.reconnects,
+            end_confirmed: ended.confirmed,
+            times: self.times,
+        })
+    }
+
+    /// Sessions until one finishes the job (or, in a cluster job, until
+    /// one agrees on the buckets still to run).
+    pub(super) async fn sessions(&mut self, link: &Link) -> Result<Ended, Error> {
         let (mut reconnects, mut dropped_at): (u32, Option<Instant>) = (0, None);
         loop {
             let wait = dropped_at.map(|t| self.retry_for().saturating_sub(t.elapsed()));
             let wait = wait.or(match link {
-                Link::Connect(_) => Some(self.opts.retry_for),
-                Link::Listen { .. } => None,
+                Link::Connect(_) | Link::Cluster { .. } => Some(self.opts.retry_for),
+                Link::Listen { .. } | Link::Relay(_) => None,
             });
             let mut ch = match link.open(wait).await {
                 Ok(ch) => ch,
@@ -310,6 +351,7 @@ impl Job<'_> {
                     return Ok(Ended {
                         reconnects,
                         confirmed: false,
+                        todo: Vec::new(),
                     })
                 }
                 Err(e) => return Err(e),
@@ -318,11 +360,12 @@ impl Job<'_> {
             self.bytes.0 += ch.bytes_sent();
             self.bytes.1 += ch.bytes_received();
             match result {
-                Ok(()) => {
+                Ok(todo) => {
                     ch.close().await;
                     return Ok(Ended {
                         reconnects,
                         confirmed: true,
+                        todo,
                     });
                 }
                 Err(e) if is_link_failure(&e) => {
@@ -337,6 +380,7 @@ impl Job<'_> {
                             true => Ok(Ended {
                                 reconnects,
                                 confirmed: false,
+                                todo: Vec::new(),
                             }),
                             false => Err(e),
                         };
@@ -368,8 +412,9 @@ impl Job<'_> {
         }
     }
 
-    /// One connection's part of the job.
-    async fn session(&mut self, link: &Link, ch: &mut Channel) -> Result<(), Error> {
+    /// One connection's part of the job; returns, in a cluster job, the
+    /// buckets still to run (none once the job is done).
+    async fn session(&mut self, link: &Link, ch: &mut Channel) -> Result<Vec<u64>, Error> {
         let theirs = exchange_hellos(ch, &self.hello).await?;
         let lanes = self.hello.lanes.min(theirs.lanes);
         #[cfg(feature = "cpsi")]
@@ -412,6 +457,14 @@ impl Job<'_> {
             tokio::task::block_in_place(|| split(self.dir, &agreed, self.progress))?;
             self.times.split += t.elapsed();
         }
+        // A bucket committed on one side only runs again on both: this
+        // side's earlier result goes first (see `JobDir::uncommit`).
+        for &b in &todo {
+            self.dir.uncommit(b)?;
+        }
+        if self.cluster && !todo.is_empty() {
+            return Ok(todo);
+        }
         let lanes = lanes.min(u8::try_from(todo.len()).unwrap_or(u8::MAX));
         let extra = link.open_lanes(ch, lanes, self.opts.idle_timeout).await?;
         let t = Instant::now();
@@ -430,7 +483,7 @@ impl Job<'_> {
         self.complete = true;
         ch.send_msg(&JobDone).await?;
         ch.recv_msg::<JobDone>(()).await?;
-        Ok(())
+        Ok(Vec::new())
     }
 
     /// Stores the agreement and states it in later hellos.
@@ -525,10 +578,12 @@ impl Job<'_> {
 }
 
 /// How the sessions ended.
-struct Ended {
-    reconnects: u32,
+pub(super) struct Ended {
+    pub reconnects: u32,
     /// Whether the peer's end was heard (see [`LINGER`]).
-    confirmed: bool,
+    pub confirmed: bool,
+    /// A cluster job's buckets still to run (empty once it is done).
+    pub todo: Vec<u64>,
 }
 
 /// Whether the peer already knows why this side stops: it refused us or
@@ -541,39 +596,56 @@ fn told(e: &Error) -> bool {
     )
 }
 
-/// The matched rows of every committed bucket, written from the input in
-/// file order (or only counted without `path`); returns how many.
+/// The matched rows of every committed bucket, written from the input's
+/// parts in order, each in file order (or only counted without an
+/// output); returns how many, and with `return_rows` their row ids.
 fn write_output(
     dir: &JobDir,
     agreed: &Agreed,
-    input: &JobInput,
-    summary: &InputSummary,
+    spec: &psikit_io::KeySpec,
+    parts: &[(PathBuf, u64)],
     opts: &JobOptions,
 ) -> Result<(u64, Option<Vec<u64>>), Error> {
-    let mut matched = vec![0u64; usize::try_from(summary.rows_read / 64 + 1).unwrap_or(0)];
+    // One bit per row id: part `p`'s rows 0..=rows at offsets[p].
+    let mut offsets = Vec::with_capacity(parts.len());
+    let mut total = 0u64;
+    for (_, rows) in parts {
+        offsets.push(total);
+        total += rows + 1;
+    }
+    let mut matched = vec![0u64; usize::try_from(total / 64 + 1).unwrap_or(0)];
+    let index = |id: u64| -> Option<u64> {
+        let (part, row) = (id >> PART_SHIFT, id & ((1 << PART_SHIFT) - 1));
+        let p = usize::try_from(part).ok()?;
+        (row <= parts.get(p)?.1).then(|| offsets[p] + row)
+    };
     let mut count = 0u64;
     for b in 0..agreed.shape.buckets {
-        for row in dir.result(b)? {
-            let word = matched
-                .get_mut((row / 64) as usize)
-                .ok_or_else(|| Error::Job(format!("bucket {b} names row {row}, past the input")))?;
-            *word |= 1 << (row % 64);
+        for id in dir.result(b)? {
+            let bit = index(id)
+                .ok_or_else(|| Error::Job(format!("bucket {b} names row {id}, past the input")))?;
+            matched[(bit / 64) as usize] |= 1 << (bit % 64);
             count += 1;
         }
     }
-    let keep = |row: u64| {
-        matched
-            .get((row / 64) as usize)
-            .is_some_and(|w| w >> (row % 64) & 1 == 1)
+    let keep = |part: usize, row: u64| {
+        let bit = offsets[part] + row;
+        matched[(bit / 64) as usize] >> (bit % 64) & 1 == 1
     };
-    let rows = opts
-        .return_rows
-        .then(|| (0..summary.rows_read + 1).filter(|&r| keep(r)).collect());
+    let rows = opts.return_rows.then(|| {
+        let ids = parts.iter().enumerate().flat_map(|(p, (_, rows))| {
+            (0..=*rows)
+                .filter(move |&r| keep(p, r))
+                .map(move |r| (p as u64) << PART_SHIFT | r)
+        });
+        ids.collect()
+    });
     let Some(path) = &opts.output else {
         return Ok((count, rows));
     };
     let mut out = AtomicFile::create(path)?;
-    let (_, written) = write_selected_rows(&input.path, &input.spec, out.writer(), keep)?;
+    let paths: Vec<&Path> = parts.iter().map(|(p, _)| p.as_path()).collect();
+    let (_, written) = write_selected_parts(&paths, spec, out.writer(), keep)?;
     out.commit()?;
     Ok((written, rows))
 }

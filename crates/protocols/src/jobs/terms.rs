@@ -225,8 +225,122 @@ impl Message for Lane {
     }
 }
 
+/// The first message of every connection to a cluster job's listening
+/// party (kind 6, `cluster.rs`): the job's control connection
+/// (`bucket: None`), which states a fresh token, or bucket `b`'s
+/// connection under the current control connection's token, which the
+/// listening party's relay hands to one of its workers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClusterOpen {
+    pub token: [u8; 16],
+    pub bucket: Option<u64>,
+}
+
+impl Message for ClusterOpen {
+    const PROTOCOL: u8 = PROTOCOL_ID;
+    const KIND: u8 = 6;
+    type Bounds<'a> = ();
+
+    fn write(&self, w: &mut Writer) {
+        w.bytes(&self.token);
+        match self.bucket {
+            None => w.u8(0),
+            Some(b) => w.u8(1).u64(b),
+        };
+    }
+
+    fn read(r: &mut Reader<'_>, (): ()) -> Result<Self, DecodeError> {
+        let token = r.array("token")?;
+        let bucket = match r.u8("connection")? {
+            0 => None,
+            1 => match r.u64("bucket")? {
+                b if b < MAX_BUCKETS => Some(b),
+                b => return Err(DecodeError::invalid("bucket", b)),
+            },
+            other => return Err(DecodeError::invalid("connection", other)),
+        };
+        Ok(Self { token, bucket })
+    }
+}
+
+/// The listening party's answer to a control connection (kind 7): how
+/// many workers serve its buckets, which bounds how many buckets the
+/// connecting party runs at once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClusterReady {
+    pub workers: u32,
+}
+
+impl Message for ClusterReady {
+    const PROTOCOL: u8 = PROTOCOL_ID;
+    const KIND: u8 = 7;
+    type Bounds<'a> = ();
+
+    fn write(&self, w: &mut Writer) {
+        w.u32(self.workers);
+    }
+
+    fn read(r: &mut Reader<'_>, (): ()) -> Result<Self, DecodeError> {
+        match r.u32("workers")? {
+            0 => Err(DecodeError::invalid("workers", 0)),
+            n => Ok(Self { workers: n }),
+        }
+    }
+}
+
+/// A listening party's worker offering itself to its own relay (kind 8),
+/// with the ticket its driver gave it; inside one party's cluster only.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Attach {
+    pub ticket: [u8; 16],
+}
+
+impl Message for Attach {
+    const PROTOCOL: u8 = PROTOCOL_ID;
+    const KIND: u8 = 8;
+    type Bounds<'a> = ();
+
+    fn write(&self, w: &mut Writer) {
+        w.bytes(&self.ticket);
+    }
+
+    fn read(r: &mut Reader<'_>, (): ()) -> Result<Self, DecodeError> {
+        Ok(Self {
+            ticket: r.array("ticket")?,
+        })
+    }
+}
+
+/// A cluster job's listening worker committed the bucket its connection
+/// carried (kind 9); only then does the connecting side commit it, so a
+/// control connection right after its bucket tasks finds both journals
+/// holding every bucket that ran.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BucketCommitted {
+    pub bucket: u64,
+}
+
+impl Message for BucketCommitted {
+    const PROTOCOL: u8 = PROTOCOL_ID;
+    const KIND: u8 = 9;
+    /// The job's bucket count.
+    type Bounds<'a> = u64;
+
+    fn write(&self, w: &mut Writer) {
+        w.u64(self.bucket);
+    }
+
+    fn read(r: &mut Reader<'_>, buckets: u64) -> Result<Self, DecodeError> {
+        match r.u64("bucket")? {
+            b if b < buckets => Ok(Self { bucket: b }),
+            b => Err(DecodeError::invalid("bucket", b)),
+        }
+    }
+}
+
 wire_messages! {
-    messages: JobHello, Committed, BucketStart, JobDone, Lane;
+    messages: JobHello, Committed, BucketStart, JobDone, Lane, ClusterOpen, ClusterReady, Attach,
+        BucketCommitted;
     others: ;
 }
 

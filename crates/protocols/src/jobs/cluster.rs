@@ -1,0 +1,436 @@
+//! A job whose parties each spread its buckets over a cluster of their
+//! own (Python's `psikit.scale.psi` and `psikit.scale.cpsi` drive it on
+//! Ray; docs/scale-out.md). The protocol per bucket, the hello, the
+//! journal and what a job reveals are a one-machine job's; what changes
+//! is who does each pass:
+//!
+//! 1. **Parts.** Each of a party's workers writes its share of the input
+//!    as a part (`rows/NNNNNN.csv`, a CSV file with a header) on storage
+//!    the driver reads, and spools the part's item keys
+//!    ([`spool_part`]); a row's id is `part << PART_SHIFT | row`.
+//! 2. **The driver** records the parts ([`ClusterJob::set_parts`]), then
+//!    runs the hello and the journals over a control connection
+//!    ([`ClusterJob::step`]), splitting the parts' keys into the agreed
+//!    buckets. A step ends with the buckets both sides must still run,
+//!    or with the job done (circuit PSI's aggregates opened once over the
+//!    control connection) and this side's matched rows written from the
+//!    parts into one CSV file.
+//! 3. **Buckets**, each over a connection of its own:
+//!    [`BucketWorker::run_remote`] in the connecting party's tasks (any
+//!    number at once, up to the peer's workers), [`BucketWorker::serve`]
+//!    in the listening party's workers, which its driver's relay
+//!    (`relay.rs`) pairs with the peer's bucket connections. The
+//!    listening side commits a bucket first and says so; the connecting
+//!    side commits on hearing it.
+//!
+//! Why a connection per bucket rather than per worker: a bucket is the
+//! unit that fails and runs again (a killed worker loses only its
+//! bucket, rerun by another), and the two parties' worker counts need not
+//! match. The cost, a TCP and TLS handshake per bucket, is small beside a
+//! bucket of a million items.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use psikit_io::KeySpec;
+use psikit_transport::net::{self, Listener};
+use psikit_transport::{Channel, Limits, Message};
+use sha2::{Digest, Sha256};
+
+use super::journal::{InputSummary, JobDir, OwnTerms, MAX_PARTS, PART_SHIFT};
+use super::kind::JobProtocol;
+use super::lanes::{meet, BucketRunner};
+use super::link::{dial, is_link_failure, Link};
+use super::options::{JobOptions, JobOutcome};
+use super::prepare::{spool_file, Bucket};
+use super::relay::Relay;
+use super::run::{check_terms, file_result, open_dir, Job};
+use super::terms::{Agreed, Attach, BucketCommitted, ClusterOpen, JobDone};
+use crate::balanced::Role;
+use crate::common::connect::{Peer, ServerAddr};
+use crate::common::{NoProgress, Progress};
+use crate::error::Error;
+
+/// Where a cluster job stands after a control connection.
+#[derive(Debug)]
+pub enum Step {
+    /// Both sides must still run these buckets (then step again).
+    Todo(Vec<u64>),
+    /// The job is done.
+    Done(Box<JobOutcome>),
+}
+
+/// A cluster job's driver: one per party, holding the job directory (on
+/// storage its workers share) and, at the listening party, the relay.
+pub struct ClusterJob {
+    role: Role,
+    opts: JobOptions,
+    /// How the parts' CSV files are read (header, key and value columns).
+    spec: KeySpec,
+    dir: JobDir,
+    link: Link,
+}
+
+impl ClusterJob {
+    /// Opens the job's directory and its link to the peer. A listening
+    /// party binds the peer's address and its relay, whose workers attach
+    /// on `relay_listen` (an address of the cluster's private network), and
+    /// calls `listening` with the bound address; `workers` is how many of
+    /// its workers serve buckets.
+    pub async fn open(
+        role: Role,
+        opts: JobOptions,
+        spec: KeySpec,
+        peer: &Peer,
+        relay_listen: &str,
+        workers: u32,
+        listening: impl FnOnce(&str),
+    ) -> Result<Self, Error> {
+        if file_result(&opts).is_some() {
+            return Err(Error::Config(
+                "circuit PSI's shares and union run as a one-machine job (psikit cpsi \
+                 --job-dir); a cluster job opens cardinality, sums or a threshold"
+                    .into(),
+            ));
+        }
+        if spec.value_columns.len() != usize::from(opts.protocol.kind().value_columns()) {
+            return Err(Error::Misuse("a job input's value columns are the job's"));
+        }
+        let dir = open_dir(&opts)?;
+        let link = match peer {
+            Peer::Listen {
+                addr, tls, limits, ..
+            } => {
+                let limits = idle_limits(*limits, opts.idle_timeout);
+                let external = Listener::bind(addr, tls.as_ref(), limits).await?;
+                listening(&external.local_addr()?.to_string());
+                Link::Relay(Relay::start(external, relay_listen, workers, limits).await?)
+            }
+            Peer::Connect(server) => Link::Cluster {
+                server: ServerAddr {
+                    limits: idle_limits(server.limits, opts.idle_timeout),
+                    ..server.clone()
+                },
+                token: Default::default(),
+                peer_workers: Default::default(),
+            },
+        };
+        Ok(Self {
+            role,
+            opts,
+            spec,
+            dir,
+            link,
+        })
+    }
+
+    /// The job directory.
+    pub fn dir(&self) -> &Path {
+        self.dir.root()
+    }
+
+    /// The input's summary, once its parts are recorded (a resumed job
+    /// does not read its input again).
+    pub fn input(&self) -> Result<Option<InputSummary>, Error> {
+        self.dir.input()
+    }
+
+    /// Records the input's parts (each one's summary from
+    /// [`spool_part`], in part order): the job's row counts add up, its
+    /// longest key is the longest, its digest hashes the parts' digests.
+    pub fn set_parts(&self, parts: &[InputSummary]) -> Result<InputSummary, Error> {
+        if parts.is_empty() || parts.len() as u64 > MAX_PARTS {
+            return Err(Error::Config(format!(
+                "a cluster job's input has 1 to {MAX_PARTS} parts, not {}",
+                parts.len()
+            )));
+        }
+        let mut digest = Sha256::new();
+        digest.update(b"psikit cluster job parts v1");
+        for p in parts {
+            digest.update(p.digest);
+        }
+        let summary = InputSummary {
+            digest: digest.finalize().into(),
+            rows_read: parts.iter().map(|p| p.rows_read).sum(),
+            rows: parts.iter().map(|p| p.rows).sum(),
+            longest_key: parts.iter().map(|p| p.longest_key).max().unwrap_or(0),
+        };
+        let rows: Vec<u64> = parts.iter().map(|p| p.rows_read).collect();
+        self.dir.set_parts(&rows)?;
+        self.dir.set_input(&summary)?;
+        Ok(summary)
+    }
+
+    /// One control connection (again after a dropped link, for the
+    /// job's retry time): the hello, both journals and, the first time,
+    /// the split; then either the buckets still to run or, with none
+    /// left, the job's end and this side's output.
+    pub async fn step(&self, progress: &dyn Progress) -> Result<Step, Error> {
+        let summary = self
+            .dir
+            .input()?
+            .ok_or(Error::Misuse("a cluster job's parts are recorded first"))?;
+        let mut job = Job::new(&self.dir, self.role, &summary, &self.opts, progress)?;
+        job.cluster = true;
+        let ended = job.sessions(&self.link).await?;
+        if !ended.todo.is_empty() {
+            return Ok(Step::Todo(ended.todo));
+        }
+        if let Link::Relay(relay) = &self.link {
+            relay.finish().await;
+        }
+        let rows = self
+            .dir
+            .parts()?
+            .ok_or(Error::Job("a cluster job without its parts".into()))?;
+        let parts: Vec<(PathBuf, u64)> = (0..rows.len() as u64)
+            .map(|p| (self.dir.part_rows_path(p), rows[p as usize]))
+            .collect();
+        let outcome = job.finish(ended, &summary, &self.spec, &parts)?;
+        Ok(Step::Done(Box::new(outcome)))
+    }
+
+    /// The connecting party's bucket connections: the token of the last
+    /// control connection and how many workers the peer serves with.
+    pub fn bucket_token(&self) -> Option<([u8; 16], u32)> {
+        match &self.link {
+            Link::Cluster {
+                token,
+                peer_workers,
+                ..
+            } => {
+                let token = token.lock().ok().and_then(|t| *t)?;
+                Some((
+                    token,
+                    peer_workers.load(std::sync::atomic::Ordering::SeqCst),
+                ))
+            }
+            _ => None,
+        }
+    }
+
+    /// The listening party's relay: where its workers attach, and their
+    /// ticket.
+    pub fn relay(&self) -> Option<(String, [u8; 16])> {
+        match &self.link {
+            Link::Relay(relay) => Some((relay.internal_addr().to_string(), relay.ticket())),
+            _ => None,
+        }
+    }
+}
+
+/// A job's only timeouts count from the last byte each way.
+fn idle_limits(limits: Limits, idle: Duration) -> Limits {
+    Limits {
+        read_timeout: idle,
+        write_timeout: idle,
+        ..limits
+    }
+}
+
+/// A worker's part of the first pass: the rows of part `part` (written by
+/// the worker to [`part_rows_path`]) keyed into the part's key file.
+pub fn spool_part(job_dir: &Path, part: u64, spec: &KeySpec) -> Result<InputSummary, Error> {
+    if part >= MAX_PARTS {
+        return Err(Error::Config(format!(
+            "part {part}: a cluster job has at most {MAX_PARTS} parts"
+        )));
+    }
+    let dir = JobDir::shared(job_dir);
+    let out = dir.part_spool_path(part);
+    if let Some(parent) = out.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
+    }
+    let rows = dir.part_rows_path(part);
+    spool_file(&rows, spec, false, &out, part << PART_SHIFT, &NoProgress)
+}
+
+/// Where a worker writes part `part`'s rows (a CSV file with a header).
+pub fn part_rows_path(job_dir: &Path, part: u64) -> PathBuf {
+    JobDir::shared(job_dir).part_rows_path(part)
+}
+
+/// What one bucket's run cost.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct BucketCost {
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    /// Tries beyond the first (after a dropped link).
+    pub retries: u32,
+}
+
+/// A worker's view of a cluster job: the agreed job in the shared
+/// directory and the protocol its buckets run.
+pub struct BucketWorker {
+    dir: JobDir,
+    runner: BucketRunner,
+    limits: Limits,
+}
+
+impl BucketWorker {
+    /// Opens the job in `job_dir` (after the driver's first step) for a
+    /// worker of `role` running `protocol`, which must be the job's.
+    pub fn open(
+        job_dir: &Path,
+        role: Role,
+        protocol: JobProtocol,
+        limits: Limits,
+    ) -> Result<Self, Error> {
+        let dir = JobDir::shared(job_dir);
+        let (agreed, terms, _) = dir.agreement()?.ok_or_else(|| {
+            Error::Job(format!(
+                "{} holds no agreed job (is it the driver's job directory, on storage this \
+                 worker reads?)",
+                job_dir.display()
+            ))
+        })?;
+        let own = OwnTerms {
+            role,
+            kind: protocol.kind(),
+            key_format: protocol.key_format().to_owned(),
+        };
+        check_terms(&terms, &own)?;
+        let longest_key = dir.input()?.map_or(0, |s| s.longest_key);
+        Ok(Self {
+            dir,
+            runner: BucketRunner {
+                role,
+                protocol,
+                agreed,
+                longest_key,
+            },
+            limits,
+        })
+    }
+
+    fn agreed(&self) -> &Agreed {
+        &self.runner.agreed
+    }
+
+    /// The connecting party's task for bucket `b`: dials the peer's
+    /// address with the control connection's `token`, runs the bucket
+    /// and commits it once the peer's worker committed it. A dropped link
+    /// is retried (a fresh connection, the bucket run anew) for
+    /// `retry_for`.
+    pub async fn run_remote(
+        &self,
+        b: u64,
+        server: &ServerAddr,
+        token: [u8; 16],
+        retry_for: Duration,
+    ) -> Result<BucketCost, Error> {
+        let buckets = self.agreed().shape.buckets;
+        if b >= buckets {
+            return Err(Error::Config(format!(
+                "the job has {buckets} buckets, not {}",
+                b + 1
+            )));
+        }
+        let bucket = self.load(b).await?;
+        let server = ServerAddr {
+            limits: self.limits,
+            ..server.clone()
+        };
+        let started = std::time::Instant::now();
+        let mut retries = 0;
+        loop {
+            let left = retry_for.saturating_sub(started.elapsed());
+            let mut ch = dial(&server, Some(left)).await?;
+            ch.send_msg(&ClusterOpen {
+                token,
+                bucket: Some(b),
+            })
+            .await?;
+            match self.run_one(&mut ch, b, &bucket, false).await {
+                Ok(()) => {
+                    let cost = BucketCost {
+                        bytes_sent: ch.bytes_sent(),
+                        bytes_received: ch.bytes_received(),
+                        retries,
+                    };
+                    ch.close().await;
+                    return Ok(cost);
+                }
+                Err(e) if is_link_failure(&e) && started.elapsed() < retry_for => retries += 1,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// A listening party's worker: offers itself to its driver's relay at
+    /// `relay` with `ticket`, runs each bucket the relay hands it, until
+    /// the relay says the job is done; returns the buckets it ran. A
+    /// bucket whose link drops (the peer's task died) is left to the
+    /// peer's retry; any other failure ends the worker.
+    pub async fn serve(&self, relay: &str, ticket: [u8; 16]) -> Result<u64, Error> {
+        // Waiting for a bucket may take as long as the job; running one
+        // has the job's idle limits.
+        let waiting = Limits {
+            read_timeout: Duration::from_secs(365 * 24 * 3600),
+            ..self.limits
+        };
+        let mut ran = 0;
+        loop {
+            let mut ch = net::connect(relay, None, waiting).await?;
+            ch.send_msg(&Attach { ticket }).await?;
+            let frame = ch.recv().await?;
+            if frame.kind == JobDone::KIND {
+                ch.close().await;
+                return Ok(ran);
+            }
+            let open = ClusterOpen::decode(&frame.payload, ())?;
+            let b = open
+                .bucket
+                .filter(|&b| b < self.agreed().shape.buckets)
+                .ok_or(Error::Job(
+                    "the relay handed over a bucket the job lacks".into(),
+                ))?;
+            ch.set_limits(self.limits);
+            let bucket = self.load(b).await?;
+            match self.run_one(&mut ch, b, &bucket, true).await {
+                Ok(()) => ran += 1,
+                Err(e) if is_link_failure(&e) => {}
+                Err(e) => return Err(e),
+            }
+            ch.close().await;
+        }
+    }
+
+    async fn load(&self, b: u64) -> Result<Bucket, Error> {
+        let (path, role) = (self.dir.bucket_path(b), self.runner.role);
+        let cap = self.agreed().own_capacity(role);
+        tokio::task::spawn_blocking(move || Bucket::load(&path, b, role, cap))
+            .await
+            .map_err(|e| Error::task("loading a bucket", e))?
+    }
+
+    /// One run of bucket `b` over `ch`: its earlier result taken back,
+    /// the run, then the commits in order (the listening side first).
+    async fn run_one(
+        &self,
+        ch: &mut Channel,
+        b: u64,
+        bucket: &Bucket,
+        listening: bool,
+    ) -> Result<(), Error> {
+        let buckets = self.agreed().shape.buckets;
+        self.dir.uncommit(b)?;
+        meet(ch, b, buckets).await?;
+        let result = self.runner.run_bucket(ch, bucket).await?;
+        if listening {
+            self.dir.commit(b, &result)?;
+            ch.send_msg(&BucketCommitted { bucket: b }).await?;
+        } else {
+            let done = ch.recv_msg::<BucketCommitted>(buckets).await?;
+            if done.bucket != b {
+                return Err(Error::Job(format!(
+                    "the peer committed bucket {}, not {b}",
+                    done.bucket
+                )));
+            }
+            self.dir.commit(b, &result)?;
+        }
+        Ok(())
+    }
+}
