@@ -322,7 +322,7 @@ impl Options {
     }
 
     /// [`Self::result`] of an output and its traffic (sent, received).
-    fn output<'py>(
+    pub fn output<'py>(
         &self,
         py: Python<'py>,
         output: &Output,

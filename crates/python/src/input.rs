@@ -99,7 +99,7 @@ impl Source {
     /// `#N`, label columns likewise (server databases only).
     #[staticmethod]
     #[pyo3(signature = (path, key, normalize, has_header=true, delimiter=",", label=Vec::new()))]
-    fn csv(
+    pub fn csv(
         path: PathBuf,
         key: Vec<String>,
         normalize: &str,

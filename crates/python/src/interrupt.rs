@@ -92,7 +92,17 @@ where
     F: Future<Output = Result<T, Error>> + Send,
     T: Send,
 {
-    drive(py, future, || None)
+    drive(py, None, future, || None)
+}
+
+/// [`run`] on `runtime`, which outlives the call: tasks the future
+/// spawned (a cluster job's relay) keep running between calls.
+pub fn run_on<F, T>(py: Python<'_>, runtime: &tokio::runtime::Runtime, future: F) -> PyResult<T>
+where
+    F: Future<Output = Result<T, Error>> + Send,
+    T: Send,
+{
+    drive(py, Some(runtime), future, || None)
 }
 
 /// What can hold the exception that stopped a job: the progress reporter,
@@ -111,13 +121,18 @@ where
     F: Future<Output = Result<T, Error>> + Send,
     T: Send,
 {
-    drive(py, future, || reporter.take_stop())
+    drive(py, None, future, || reporter.take_stop())
 }
 
 /// [`run`], also ending the call with the exception `stopped` returns
 /// (checked once more at the end: the handler has run, so the exception
 /// would be lost otherwise).
-fn drive<F, T>(py: Python<'_>, future: F, stopped: impl Fn() -> Option<PyErr> + Sync) -> PyResult<T>
+fn drive<F, T>(
+    py: Python<'_>,
+    runtime: Option<&tokio::runtime::Runtime>,
+    future: F,
+    stopped: impl Fn() -> Option<PyErr> + Sync,
+) -> PyResult<T>
 where
     F: Future<Output = Result<T, Error>> + Send,
     T: Send,
@@ -128,7 +143,14 @@ where
         return Err(CancelledError::new_err("cancelled"));
     }
     py.detach(|| {
-        let rt = runtime().map_err(to_py)?;
+        let own;
+        let rt = match runtime {
+            Some(rt) => rt,
+            None => {
+                own = self::runtime().map_err(to_py)?;
+                &own
+            }
+        };
         rt.block_on(async {
             tokio::pin!(future);
             let mut tick = tokio::time::interval(CHECK_EVERY);

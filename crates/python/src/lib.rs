@@ -12,6 +12,7 @@
 //! released (`Python::detach`). Errors become `psikit.PsikitError` or one
 //! of its subclasses, with the one-line message the CLI prints.
 
+mod cluster;
 mod cpsi;
 mod errors;
 mod filter;
@@ -56,6 +57,14 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<scale::OprfWorker>()?;
     m.add_class::<scale::StateLock>()?;
     m.add_class::<steps::Party>()?;
+    m.add_class::<cluster::JobPlan>()?;
+    m.add_class::<cluster::ClusterJob>()?;
+    m.add_function(wrap_pyfunction!(cluster::psi_plan, m)?)?;
+    m.add_function(wrap_pyfunction!(cluster::cpsi_plan, m)?)?;
+    m.add_function(wrap_pyfunction!(cluster::cluster_part_path, m)?)?;
+    m.add_function(wrap_pyfunction!(cluster::cluster_spool_part, m)?)?;
+    m.add_function(wrap_pyfunction!(cluster::cluster_run_bucket, m)?)?;
+    m.add_function(wrap_pyfunction!(cluster::cluster_serve, m)?)?;
     m.add_function(wrap_pyfunction!(filter::filter_setup, m)?)?;
     m.add_function(wrap_pyfunction!(filter::filter_update, m)?)?;
     m.add_function(wrap_pyfunction!(filter::filter_query, m)?)?;

@@ -53,13 +53,13 @@ import uuid
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
-from . import _native
-from ._data import DEFAULT_NORMALIZE, Columns, Normalize, ProgressReporter, normalize_option, prepare
-from ._native import InputError
+from .. import _native
+from .._data import DEFAULT_NORMALIZE, Columns, Normalize, ProgressReporter, normalize_option, prepare
+from .._native import InputError
 
 PathLike = Union[str, "os.PathLike[str]"]
 
-__all__ = ["build", "update", "filter_setup", "serve", "Deployment"]
+__all__ = ["build", "update", "filter_setup", "serve", "Deployment", "psi", "cpsi"]
 
 #: The spool of a build in progress, inside its output directory.
 SPOOL = ".spool"
@@ -74,7 +74,15 @@ def _ray() -> Any:
     except ImportError:  # pragma: no cover - depends on the environment
         raise InputError("psikit.scale needs Ray: pip install 'psikit[ray]'") from None
     if not ray.is_initialized():
-        ray.init(include_dashboard=False, log_to_driver=False)
+        # A local Ray of its own announces 127.0.0.1, so its workers and
+        # servers bind and connect on loopback only; so does a driver of a
+        # cluster on a loopback address (RAY_ADDRESS=127.0.0.2:PORT, from
+        # `ray start --head --node-ip-address 127.0.0.2`: Ray would turn
+        # 127.0.0.1 into the machine's interface address). Another
+        # cluster's driver announces its node's own address.
+        host = os.environ.get("RAY_ADDRESS", "").rsplit(":", 1)[0]
+        node = "127.0.0.1" if not host else host if host.startswith("127.") else None
+        ray.init(include_dashboard=False, log_to_driver=False, **({"_node_ip_address": node} if node else {}))
     return ray
 
 
@@ -543,9 +551,60 @@ def serve(
     return Deployment(router, actors, addrs)
 
 
+def _job_parser(sub: Any, family: str) -> None:
+    """``python -m psikit.scale psi|cpsi send|receive ...``: a party of a
+    job whose buckets run on this party's Ray cluster."""
+    what = "a balanced PSI (VOLE-PSI or RR16)" if family == "psi" else "circuit PSI's cardinality, sum or threshold"
+    p = sub.add_parser(family, help=f"one party of {what} as a job over this party's Ray cluster")
+    p.add_argument("role", choices=["send", "receive"])
+    if family == "cpsi":
+        p.add_argument("application", choices=["cardinality", "sum", "threshold"])
+    p.add_argument("input", nargs="+", help="CSV (with a header) or Parquet files")
+    p.add_argument("--key", required=True, help="key column(s), comma-separated")
+    p.add_argument("--normalize", default=DEFAULT_NORMALIZE)
+    p.add_argument("--job-dir", required=True, help="on storage every node of this cluster shares")
+    peer = p.add_mutually_exclusive_group(required=True)
+    peer.add_argument("--listen", help="this party's one address for the peer")
+    peer.add_argument("--connect", help="the peer's address")
+    p.add_argument("--tls-cert", help="listening: this party's certificate (PEM)")
+    p.add_argument("--tls-key", help="listening: its key (PEM)")
+    p.add_argument("--tls-ca", help="connecting: the peer's CA (PEM)")
+    p.add_argument("--relay-listen", default="127.0.0.1:0",
+                   help="listening: where this party's workers reach its driver (a private address)")
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--resume", action="store_true")
+    p.add_argument("--memory", default="4G", help="per worker")
+    p.add_argument("--bucket-items", type=int)
+    if family == "psi":
+        p.add_argument("--protocol", default="vole", choices=["vole", "rr16"])
+        p.add_argument("--malicious", action="store_true")
+        p.add_argument("--reveal", action="store_true")
+        p.add_argument("--output", help="the matched rows (CSV)")
+    else:
+        p.add_argument("--value-columns", help="sum: value column(s), comma-separated")
+        p.add_argument("--threshold", type=int)
+        p.add_argument("--reveal-to", default="receiver", choices=["receiver", "sender", "both"])
+
+
+def _run_job(a: Any) -> Dict[str, Any]:
+    """The job ``_job_parser``'s arguments ask for."""
+    tls = ({"cert": a.tls_cert, "key": a.tls_key} if a.listen and a.tls_cert else
+           {"ca": a.tls_ca} if a.connect and a.tls_ca else None)
+    common = dict(key=a.key.split(","), normalize=a.normalize, job_dir=a.job_dir, listen=a.listen,
+                  connect=a.connect, tls=tls, relay_listen=a.relay_listen, workers=a.workers, resume=a.resume,
+                  memory=a.memory, bucket_items=a.bucket_items,
+                  on_listening=lambda addr: print(f"psikit: listening on {addr}", flush=True))
+    if a.command == "psi":
+        run = psi.send if a.role == "send" else psi.receive
+        return run(a.input, protocol=a.protocol, malicious=a.malicious, reveal=a.reveal, output=a.output, **common)
+    run = cpsi.send if a.role == "send" else cpsi.receive
+    values = a.value_columns.split(",") if a.value_columns else None
+    return run(a.application, a.input, value_columns=values, threshold=a.threshold, reveal_to=a.reveal_to,
+               **common)
+
+
 def _main(argv: Optional[Sequence[str]] = None) -> None:
-    """``python -m psikit.scale build|serve ...``: the one-command local
-    deployment."""
+    """``python -m psikit.scale build|filter|serve|psi|cpsi ...``."""
     import argparse
 
     ap = argparse.ArgumentParser(prog="python -m psikit.scale", description=__doc__.split("\n\n")[0])
@@ -570,7 +629,12 @@ def _main(argv: Optional[Sequence[str]] = None) -> None:
     s.add_argument("--listen", default="127.0.0.1:7700")
     s.add_argument("--shard-port", type=int, help="shard I listens on this port + I of its node "
                    "(needed on a cluster of several nodes)")
+    _job_parser(sub, "psi")
+    _job_parser(sub, "cpsi")
     a = ap.parse_args(argv)
+    if a.command in ("psi", "cpsi"):
+        print(json.dumps(_run_job(a)))
+        return
     if a.command == "build":
         report = build(a.input, a.out, shards=a.shards, key=a.key.split(","),
                        label=a.label.split(",") if a.label else None, normalize=a.normalize,
@@ -592,5 +656,5 @@ def _main(argv: Optional[Sequence[str]] = None) -> None:
             pass
 
 
-if __name__ == "__main__":
-    _main()
+# The job front ends use the helpers above.
+from . import cpsi, psi  # noqa: E402

@@ -1,0 +1,192 @@
+"""The driver of a two-party job whose buckets run on each party's own Ray
+cluster (:mod:`psikit.scale.psi`, :mod:`psikit.scale.cpsi`).
+
+Each party runs one driver on its own cluster. The job directory must be
+on storage every node of the party's cluster reads and writes (the
+driver's node alone for a one-node cluster). The driver:
+
+1. unless the job resumes with its parts recorded, reads the input as a
+   stream through Ray Data, ``workers`` actors each writing its share as a
+   part (``rows/NNNNNN.csv``) and spooling the part's item keys (Rust,
+   ``_native.cluster_spool_part``);
+2. steps the job over its control connection (``_native.ClusterJob``):
+   the hello, both journals and the split into buckets;
+3. runs the buckets both sides still need: the connecting party as Ray
+   tasks, one per bucket (as many at once as both parties have workers),
+   each dialling the peer's one address; the listening party as
+   ``workers`` serving tasks, which its driver's relay hands the peer's
+   bucket connections;
+4. steps again until the job is done; the matched rows are then written
+   from the parts to ``output``, one CSV file.
+
+Every bucket runs through the Rust bucket runner the CLI's jobs use; the
+protocol has no Python implementation. A killed worker's bucket runs
+again on another (Ray retries the task; the peer's side retries its
+dropped link); a killed driver resumes the job with ``resume=True``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from typing import Any, Dict, List, Optional, Tuple
+
+from .. import _native
+from .._native import InputError
+
+#: How many times Ray reruns a bucket task whose worker died.
+TASK_RETRIES = 5
+
+
+def plan(family: str, plan_args: Dict[str, Any]) -> Any:
+    """The native plan of a job: built in every process from picklable
+    arguments, with the same checks."""
+    build = _native.psi_plan if family == "psi" else _native.cpsi_plan
+    return build(**plan_args)
+
+
+class _PartWriter:
+    """A Ray actor writing one part of the input: its share of the
+    dataset's batches as a CSV file with a header, then the part's keys."""
+
+    def __init__(self, family: str, plan_args: Dict[str, Any], job_dir: str, part: int) -> None:
+        self.family, self.plan_args, self.job_dir, self.part = family, plan_args, job_dir, part
+        self.rows = 0
+
+    def run(self, split: Any, columns: List[str], batch_rows: int) -> Tuple[bytes, int, int, int]:
+        import pyarrow as pa
+        import pyarrow.csv as pacsv
+
+        path = os.fspath(_native.cluster_part_path(self.job_dir, self.part))
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.{uuid.uuid4().hex[:8]}.tmp"
+        writer = None
+        try:
+            for batch in split.iter_batches(batch_size=batch_rows, batch_format="pyarrow"):
+                if writer is None:
+                    writer = pacsv.CSVWriter(tmp, batch.schema)
+                writer.write_table(batch)
+                self.rows += batch.num_rows
+            if writer is None:
+                # No rows came this way: the header alone.
+                empty = pa.table({c: pa.array([], pa.string()) for c in columns})
+                pacsv.write_csv(empty, tmp)
+            else:
+                writer.close()
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        return _native.cluster_spool_part(plan(self.family, self.plan_args), self.job_dir, self.part)
+
+    def done(self) -> int:
+        return self.rows
+
+
+def write_parts(ray: Any, ds: Any, family: str, plan_args: Dict[str, Any], job_dir: str, workers: int,
+                batch_rows: int) -> List[Tuple[bytes, int, int, int]]:
+    """Step 1: ``workers`` actors, each writing a part from its share of
+    ``ds``; returns the parts' summaries in part order."""
+    # As the HE build's OPRF actors (see `psikit.scale._oprf_stage`): no
+    # CPU slot of their own, spread over the nodes.
+    actor = ray.remote(num_cpus=0, max_concurrency=2, scheduling_strategy="SPREAD")(_PartWriter)
+    actors = [actor.remote(family, plan_args, job_dir, i) for i in range(workers)]
+    columns = list(ds.schema().names)
+    splits = ds.streaming_split(workers, equal=False)
+    try:
+        return ray.get([a.run.remote(s, columns, batch_rows) for a, s in zip(actors, splits)])
+    finally:
+        for a in actors:
+            ray.kill(a)
+
+
+def _run_bucket(family: str, plan_args: Dict[str, Any], job_dir: str, bucket: int, connect: str,
+                token: bytes, tls: Optional[Dict[str, Any]], retry: float, timeout: float) -> Dict[str, Any]:
+    """A connecting party's bucket, as a Ray task."""
+    return _native.cluster_run_bucket(plan(family, plan_args), job_dir, bucket, connect, token, tls=tls,
+                                      retry=retry, idle_timeout=timeout)
+
+
+def _serve(family: str, plan_args: Dict[str, Any], job_dir: str, relay: str, ticket: bytes,
+           timeout: float) -> int:
+    """A listening party's worker, as a Ray task."""
+    return _native.cluster_serve(plan(family, plan_args), job_dir, relay, ticket, idle_timeout=timeout)
+
+
+def run(ray: Any, family: str, plan_args: Dict[str, Any], data: Any, job_dir: str, *, listen: Optional[str],
+        connect: Optional[str], tls: Optional[Dict[str, Any]], relay_listen: str, workers: int, resume: bool,
+        memory: int, bucket_items: Optional[int], max_peer_rows: int, retry: float, timeout: float,
+        output: Optional[str], accept_timeout: Optional[float], on_listening: Any, dataset: Any,
+        batch_rows: int) -> Dict[str, Any]:
+    """One party's job; returns the native result with the buckets this
+    side's tasks ran and the time of each stage."""
+    if workers < 1:
+        raise InputError(f"workers must be at least 1, got {workers}")
+    job_dir = os.fspath(job_dir)
+    job = _native.ClusterJob(
+        plan(family, plan_args), job_dir, listen=listen, connect=connect, tls=tls, relay_listen=relay_listen,
+        workers=workers, resume=resume, memory=memory, bucket_items=bucket_items, max_peer_rows=max_peer_rows,
+        retry=retry, idle_timeout=timeout, output=output, accept_timeout=accept_timeout,
+        on_listening=on_listening,
+    )
+    times: Dict[str, float] = {}
+    t = time.perf_counter()
+    if not job.has_input():
+        job.set_parts(write_parts(ray, dataset(), family, plan_args, job_dir, workers, batch_rows))
+    times["parts_s"] = time.perf_counter() - t
+    serving: List[Any] = []
+    costs: List[Dict[str, Any]] = []
+    relay = job.relay()
+    try:
+        while True:
+            t = time.perf_counter()
+            state, value = job.step()
+            times["control_s"] = times.get("control_s", 0.0) + time.perf_counter() - t
+            if state == "done":
+                break
+            t = time.perf_counter()
+            if relay is not None:
+                if not serving:
+                    task = ray.remote(num_cpus=1, max_retries=TASK_RETRIES)(_serve)
+                    serving = [task.remote(family, plan_args, job_dir, relay[0], relay[1], timeout)
+                               for _ in range(workers)]
+            else:
+                token, peer_workers = job.bucket_token()
+                costs += _run_buckets(ray, family, plan_args, job_dir, value, connect, token, tls, retry, timeout,
+                                      min(workers, peer_workers))
+            times["buckets_s"] = times.get("buckets_s", 0.0) + time.perf_counter() - t
+        if serving:
+            # The relay told each worker the job is done.
+            ray.get(serving, timeout=60)
+            serving = []
+    finally:
+        for s in serving:
+            ray.cancel(s, force=True)
+    result = dict(value)
+    result["cluster"] = {
+        "workers": workers,
+        "bucket_tasks": len(costs),
+        "bucket_retries": sum(c["retries"] for c in costs),
+        "bucket_bytes_sent": sum(c["bytes_sent"] for c in costs),
+        "bucket_bytes_received": sum(c["bytes_received"] for c in costs),
+        **times,
+    }
+    return result
+
+
+def _run_buckets(ray: Any, family: str, plan_args: Dict[str, Any], job_dir: str, todo: List[int], connect: Optional[str],
+                 token: bytes, tls: Optional[Dict[str, Any]], retry: float, timeout: float,
+                 at_once: int) -> List[Dict[str, Any]]:
+    """The connecting party's buckets ``todo``, ``at_once`` Ray tasks at a
+    time (one CPU each; a task whose worker dies runs again elsewhere)."""
+    if connect is None:
+        raise InputError("the connecting party's buckets need connect=")
+    task = ray.remote(num_cpus=1, max_retries=TASK_RETRIES)(_run_bucket)
+    waiting, running, done = list(todo), [], []
+    while waiting or running:
+        while waiting and len(running) < at_once:
+            running.append(task.remote(family, plan_args, job_dir, waiting.pop(0), connect, token, tls, retry, timeout))
+        finished, running = ray.wait(running, num_returns=1)
+        done += ray.get(finished)
+    return done
