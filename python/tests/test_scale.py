@@ -20,7 +20,8 @@ NORM = ("trim", "lower")
 
 @pytest.fixture(scope="module")
 def cluster():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    # On loopback only: the shard servers announce the node address.
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
     yield
     ray.shutdown()
 
@@ -43,6 +44,7 @@ def test_a_database_built_and_served_on_ray_answers_as_the_whole(cluster, tmp_pa
     assert report["rows_read"] == len(small_sets.server) and report["oprf_rows_per_sec"] > 0
 
     with psikit.scale.serve(tmp_path / "big") as deployment:
+        assert all(a.startswith("127.0.0.1:") for a in deployment.shard_addrs), deployment.shard_addrs
         assert psikit.he.query(deployment.addr, small_sets.client, normalize=NORM) == want
         # A shard server dies: queries fail (never a partial answer) until
         # Ray restarts it from its files, on the same address.

@@ -130,7 +130,12 @@ pub fn cluster_spool_part<'py>(
     let s = py
         .detach(|| jobs::spool_part(&job_dir, part, &plan.spec))
         .py_err()?;
-    Ok((PyBytes::new(py, &s.digest), s.rows_read, s.rows, s.longest_key))
+    Ok((
+        PyBytes::new(py, &s.digest),
+        s.rows_read,
+        s.rows,
+        s.longest_key,
+    ))
 }
 
 /// The connecting party's task for bucket `bucket`: see
@@ -198,7 +203,7 @@ impl ClusterJob {
     #[pyo3(signature = (plan, job_dir, listen=None, connect=None, tls=None,
         relay_listen="127.0.0.1:0", workers=1, resume=false, memory=jobs::DEFAULT_MEMORY,
         bucket_items=None, max_peer_rows=1<<40, retry=600.0, idle_timeout=600.0, output=None,
-        accept_timeout=None, max_message_mib=16, on_listening=None))]
+        max_message_mib=16, on_listening=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -216,12 +221,13 @@ impl ClusterJob {
         retry: f64,
         idle_timeout: f64,
         output: Option<PathBuf>,
-        accept_timeout: Option<f64>,
         max_message_mib: u32,
         on_listening: Option<Py<PyAny>>,
     ) -> PyResult<Self> {
         let limits = net::limits(idle_timeout, max_message_mib)?;
-        let peer: Peer = net::peer(listen, connect, accept_timeout, tls, limits)?;
+        // A cluster job's listening driver waits for its peer as long as
+        // the peer's buckets take: no accept timeout.
+        let peer: Peer = net::peer(listen, connect, None, tls, limits)?;
         let p = plan.get();
         let opts = JobOptions {
             resume,
@@ -298,6 +304,8 @@ impl ClusterJob {
     /// The finished job as the one-machine job's dict.
     fn result<'py>(&self, py: Python<'py>, out: &JobOutcome) -> PyResult<Bound<'py, PyDict>> {
         let details = psi::job_details(py, out)?;
+        details.set_item("split_s", out.times.split.as_secs_f64())?;
+        details.set_item("output_s", out.times.output.as_secs_f64())?;
         let Some(options) = &self.plan.get().circuit else {
             details.set_item("matched_rows", out.matched_rows)?;
             return Ok(details);

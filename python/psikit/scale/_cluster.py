@@ -114,20 +114,21 @@ def _serve(family: str, plan_args: Dict[str, Any], job_dir: str, relay: str, tic
     return _native.cluster_serve(plan(family, plan_args), job_dir, relay, ticket, idle_timeout=timeout)
 
 
-def run(ray: Any, family: str, plan_args: Dict[str, Any], data: Any, job_dir: str, *, listen: Optional[str],
+def run(ray: Any, family: str, plan_args: Dict[str, Any], job_dir: str, *, listen: Optional[str],
         connect: Optional[str], tls: Optional[Dict[str, Any]], relay_listen: str, workers: int, resume: bool,
         memory: int, bucket_items: Optional[int], max_peer_rows: int, retry: float, timeout: float,
-        output: Optional[str], accept_timeout: Optional[float], on_listening: Any, dataset: Any,
+        output: Optional[str], on_listening: Any, dataset: Any,
         batch_rows: int) -> Dict[str, Any]:
-    """One party's job; returns the native result with the buckets this
-    side's tasks ran and the time of each stage."""
+    """One party's job (its input ``dataset()``, read unless the job
+    resumes with its parts recorded); returns the native result with the
+    buckets this side's tasks ran and the time of each stage."""
     if workers < 1:
         raise InputError(f"workers must be at least 1, got {workers}")
     job_dir = os.fspath(job_dir)
     job = _native.ClusterJob(
         plan(family, plan_args), job_dir, listen=listen, connect=connect, tls=tls, relay_listen=relay_listen,
         workers=workers, resume=resume, memory=memory, bucket_items=bucket_items, max_peer_rows=max_peer_rows,
-        retry=retry, idle_timeout=timeout, output=output, accept_timeout=accept_timeout,
+        retry=retry, idle_timeout=timeout, output=output,
         on_listening=on_listening,
     )
     times: Dict[str, float] = {}

@@ -29,7 +29,7 @@ def _run(role: str, application: str, data: Any, *, key: Columns, normalize: Opt
          epc: Union[str, int], job_dir: Union[str, "os.PathLike[str]"], listen: Optional[str],
          connect: Optional[str], tls: Optional[Dict[str, Any]], relay_listen: str, workers: int, resume: bool,
          memory: Union[int, str], bucket_items: Optional[int], max_peer_rows: int, retry: float, timeout: float,
-         accept_timeout: Optional[float], on_listening: Optional[Callable[[str], None]], delimiter: str,
+         on_listening: Optional[Callable[[str], None]], delimiter: str,
          batch_rows: int) -> Dict[str, Any]:
     ray = _ray()
     plan_args = {"application": application, "role": role, "key": _columns(key),
@@ -37,9 +37,9 @@ def _run(role: str, application: str, data: Any, *, key: Columns, normalize: Opt
                  "threshold": threshold, "reveal_to": reveal_to, "min_intersection": min_intersection,
                  "ot": ot, "epc": str(epc)}
     return _cluster.run(
-        ray, "cpsi", plan_args, data, job_dir, listen=listen, connect=connect, tls=tls, relay_listen=relay_listen,
+        ray, "cpsi", plan_args, job_dir, listen=listen, connect=connect, tls=tls, relay_listen=relay_listen,
         workers=workers, resume=resume, memory=_bytes(memory), bucket_items=bucket_items,
-        max_peer_rows=max_peer_rows, retry=retry, timeout=timeout, output=None, accept_timeout=accept_timeout,
+        max_peer_rows=max_peer_rows, retry=retry, timeout=timeout, output=None,
         on_listening=on_listening, dataset=lambda: _dataset(ray, data, delimiter), batch_rows=batch_rows,
     )
 
@@ -51,8 +51,7 @@ def receive(application: str, data: Any, *, key: Columns, job_dir: Union[str, "o
             ot: str = "silent", epc: Union[str, int] = "auto", tls: Optional[Dict[str, Any]] = None,
             relay_listen: str = "127.0.0.1:0", workers: int = 2, resume: bool = False,
             memory: Union[int, str] = "4G", bucket_items: Optional[int] = None, max_peer_rows: int = 1 << 40,
-            retry: float = 600.0, timeout: float = 600.0, accept_timeout: Optional[float] = None,
-            on_listening: Optional[Callable[[str], None]] = None, delimiter: str = ",",
+            retry: float = 600.0, timeout: float = 600.0, on_listening: Optional[Callable[[str], None]] = None, delimiter: str = ",",
             batch_rows: int = 1 << 16) -> Dict[str, Any]:
     """The receiver's job of ``application`` (``"cardinality"``, ``"sum"``
     or ``"threshold"``) on ``data``: options as :func:`psikit.cpsi.receive`
@@ -63,8 +62,7 @@ def receive(application: str, data: Any, *, key: Columns, job_dir: Union[str, "o
                 threshold=threshold, reveal_to=reveal_to, min_intersection=min_intersection, ot=ot, epc=epc,
                 job_dir=job_dir, listen=listen, connect=connect, tls=tls, relay_listen=relay_listen,
                 workers=workers, resume=resume, memory=memory, bucket_items=bucket_items,
-                max_peer_rows=max_peer_rows, retry=retry, timeout=timeout, accept_timeout=accept_timeout,
-                on_listening=on_listening, delimiter=delimiter, batch_rows=batch_rows)
+                max_peer_rows=max_peer_rows, retry=retry, timeout=timeout, on_listening=on_listening, delimiter=delimiter, batch_rows=batch_rows)
 
 
 def send(application: str, data: Any, *, key: Columns, job_dir: Union[str, "os.PathLike[str]"],
@@ -74,13 +72,11 @@ def send(application: str, data: Any, *, key: Columns, job_dir: Union[str, "os.P
          ot: str = "silent", epc: Union[str, int] = "auto", tls: Optional[Dict[str, Any]] = None,
          relay_listen: str = "127.0.0.1:0", workers: int = 2, resume: bool = False,
          memory: Union[int, str] = "4G", bucket_items: Optional[int] = None, max_peer_rows: int = 1 << 40,
-         retry: float = 600.0, timeout: float = 600.0, accept_timeout: Optional[float] = None,
-         on_listening: Optional[Callable[[str], None]] = None, delimiter: str = ",",
+         retry: float = 600.0, timeout: float = 600.0, on_listening: Optional[Callable[[str], None]] = None, delimiter: str = ",",
          batch_rows: int = 1 << 16) -> Dict[str, Any]:
     """The sender's job of ``application`` on ``data``: as :func:`receive`."""
     return _run("send", application, data, key=key, normalize=normalize, value_columns=value_columns,
                 threshold=threshold, reveal_to=reveal_to, min_intersection=min_intersection, ot=ot, epc=epc,
                 job_dir=job_dir, listen=listen, connect=connect, tls=tls, relay_listen=relay_listen,
                 workers=workers, resume=resume, memory=memory, bucket_items=bucket_items,
-                max_peer_rows=max_peer_rows, retry=retry, timeout=timeout, accept_timeout=accept_timeout,
-                on_listening=on_listening, delimiter=delimiter, batch_rows=batch_rows)
+                max_peer_rows=max_peer_rows, retry=retry, timeout=timeout, on_listening=on_listening, delimiter=delimiter, batch_rows=batch_rows)

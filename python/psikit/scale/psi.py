@@ -34,16 +34,16 @@ def _run(role: str, data: Any, *, key: Columns, normalize: Optional[Normalize], 
          reveal: bool, job_dir: Union[str, "os.PathLike[str]"], listen: Optional[str], connect: Optional[str],
          tls: Optional[Dict[str, Any]], relay_listen: str, workers: int, resume: bool, memory: Union[int, str],
          bucket_items: Optional[int], max_peer_rows: int, retry: float, timeout: float, output: Optional[str],
-         accept_timeout: Optional[float], on_listening: Optional[Callable[[str], None]], delimiter: str,
+         on_listening: Optional[Callable[[str], None]], delimiter: str,
          batch_rows: int) -> Dict[str, Any]:
     ray = _ray()
     plan_args = {"role": role, "key": _columns(key), "normalize": normalize_option(normalize),
                  "protocol": protocol, "malicious": malicious, "reveal": reveal}
     return _cluster.run(
-        ray, "psi", plan_args, data, job_dir, listen=listen, connect=connect, tls=tls, relay_listen=relay_listen,
+        ray, "psi", plan_args, job_dir, listen=listen, connect=connect, tls=tls, relay_listen=relay_listen,
         workers=workers, resume=resume, memory=_bytes(memory), bucket_items=bucket_items,
         max_peer_rows=max_peer_rows, retry=retry, timeout=timeout,
-        output=None if output is None else os.fspath(output), accept_timeout=accept_timeout,
+        output=None if output is None else os.fspath(output),
         on_listening=on_listening, dataset=lambda: _dataset(ray, data, delimiter), batch_rows=batch_rows,
     )
 
@@ -54,8 +54,7 @@ def receive(data: Any, *, key: Columns, job_dir: Union[str, "os.PathLike[str]"],
             tls: Optional[Dict[str, Any]] = None, relay_listen: str = "127.0.0.1:0", workers: int = 2,
             resume: bool = False, memory: Union[int, str] = "4G", bucket_items: Optional[int] = None,
             max_peer_rows: int = 1 << 40, retry: float = 600.0, timeout: float = 600.0,
-            output: Optional[str] = None, accept_timeout: Optional[float] = None,
-            on_listening: Optional[Callable[[str], None]] = None, delimiter: str = ",",
+            output: Optional[str] = None, on_listening: Optional[Callable[[str], None]] = None, delimiter: str = ",",
             batch_rows: int = 1 << 16) -> Dict[str, Any]:
     """The receiver's job on ``data`` (CSV or Parquet paths, local or on
     shared storage, or a Ray Dataset; CSV files with a header). Give
@@ -71,7 +70,7 @@ def receive(data: Any, *, key: Columns, job_dir: Union[str, "os.PathLike[str]"],
                 reveal=reveal, job_dir=job_dir, listen=listen, connect=connect, tls=tls, relay_listen=relay_listen,
                 workers=workers, resume=resume, memory=memory, bucket_items=bucket_items,
                 max_peer_rows=max_peer_rows, retry=retry, timeout=timeout, output=output,
-                accept_timeout=accept_timeout, on_listening=on_listening, delimiter=delimiter,
+                on_listening=on_listening, delimiter=delimiter,
                 batch_rows=batch_rows)
 
 
@@ -81,8 +80,7 @@ def send(data: Any, *, key: Columns, job_dir: Union[str, "os.PathLike[str]"], li
          tls: Optional[Dict[str, Any]] = None, relay_listen: str = "127.0.0.1:0", workers: int = 2,
          resume: bool = False, memory: Union[int, str] = "4G", bucket_items: Optional[int] = None,
          max_peer_rows: int = 1 << 40, retry: float = 600.0, timeout: float = 600.0,
-         output: Optional[str] = None, accept_timeout: Optional[float] = None,
-         on_listening: Optional[Callable[[str], None]] = None, delimiter: str = ",",
+         output: Optional[str] = None, on_listening: Optional[Callable[[str], None]] = None, delimiter: str = ",",
          batch_rows: int = 1 << 16) -> Dict[str, Any]:
     """The sender's job on ``data``: as :func:`receive`; with
     ``reveal=True`` its matched rows go to ``output``."""
@@ -90,5 +88,5 @@ def send(data: Any, *, key: Columns, job_dir: Union[str, "os.PathLike[str]"], li
                 reveal=reveal, job_dir=job_dir, listen=listen, connect=connect, tls=tls, relay_listen=relay_listen,
                 workers=workers, resume=resume, memory=memory, bucket_items=bucket_items,
                 max_peer_rows=max_peer_rows, retry=retry, timeout=timeout, output=output,
-                accept_timeout=accept_timeout, on_listening=on_listening, delimiter=delimiter,
+                on_listening=on_listening, delimiter=delimiter,
                 batch_rows=batch_rows)

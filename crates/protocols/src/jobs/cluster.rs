@@ -69,6 +69,9 @@ pub struct ClusterJob {
     spec: KeySpec,
     dir: JobDir,
     link: Link,
+    /// The split's time, from the step that split (the outcome's `times`
+    /// hold the split and the output; the buckets are the workers').
+    split: std::sync::Mutex<Duration>,
 }
 
 impl ClusterJob {
@@ -121,6 +124,7 @@ impl ClusterJob {
             spec,
             dir,
             link,
+            split: Default::default(),
         })
     }
 
@@ -173,10 +177,20 @@ impl ClusterJob {
             .ok_or(Error::Misuse("a cluster job's parts are recorded first"))?;
         let mut job = Job::new(&self.dir, self.role, &summary, &self.opts, progress)?;
         job.cluster = true;
-        let ended = job.sessions(&self.link).await?;
+        let ended = job.sessions(&self.link).await;
+        let split = {
+            let mut total = self
+                .split
+                .lock()
+                .map_err(|_| Error::Internal("a cluster job's times"))?;
+            *total += job.times.split;
+            *total
+        };
+        let ended = ended?;
         if !ended.todo.is_empty() {
             return Ok(Step::Todo(ended.todo));
         }
+        job.times.split = split;
         if let Link::Relay(relay) = &self.link {
             relay.finish().await;
         }

@@ -233,3 +233,60 @@ fn a_cluster_job_equals_the_truth_and_resumes_after_its_driver_stops() {
     assert!(s.matched_rows.is_none(), "the sender learns nothing");
     assert!(!s_opts.output.as_ref().expect("output").exists());
 }
+
+#[test]
+fn the_relay_refuses_a_stale_bucket_connection_and_a_foreign_worker() {
+    use psikit_transport::net;
+
+    use super::terms::{Attach, ClusterOpen, JobDone};
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let settings = Settings {
+        key_format: spec().key_format(),
+        ..Settings::new(Protocol::Vole)
+    };
+    let opts = options(&settings, dir.path(), "s");
+    let rt = runtime().expect("runtime");
+    rt.block_on(async {
+        let peer = Peer::Listen {
+            addr: "127.0.0.1:0".into(),
+            tls: None,
+            limits: Default::default(),
+            accept_timeout: None,
+        };
+        let mut addr = String::new();
+        let job = ClusterJob::open(Role::Sender, opts, spec(), &peer, "127.0.0.1:0", 1, |a| {
+            addr = a.to_owned()
+        })
+        .await
+        .expect("open");
+        // No control connection yet, so no token is current: a bucket
+        // connection is refused with a reason, never handed to a worker.
+        let mut ch = net::connect(&addr, None, Default::default())
+            .await
+            .expect("dial");
+        let open = ClusterOpen {
+            token: [7; 16],
+            bucket: Some(0),
+        };
+        ch.send_msg(&open).await.expect("send");
+        let refused = ch.recv_msg::<JobDone>(()).await;
+        assert!(
+            matches!(&refused, Err(e) if e.to_string().contains("another control connection")),
+            "{refused:?}"
+        );
+        // A worker without the driver's ticket is refused too.
+        let (relay, ticket) = job.relay().expect("relay");
+        let mut wrong = ticket;
+        wrong[0] ^= 1;
+        let mut ch = net::connect(&relay, None, Default::default())
+            .await
+            .expect("dial");
+        ch.send_msg(&Attach { ticket: wrong }).await.expect("send");
+        let refused = ch.recv_msg::<JobDone>(()).await;
+        assert!(
+            matches!(&refused, Err(e) if e.to_string().contains("ticket")),
+            "{refused:?}"
+        );
+    });
+}

@@ -26,7 +26,7 @@ use psikit_transport::net::{Incoming, Listener};
 use psikit_transport::{Channel, Limits, TransportError};
 use rand::RngCore;
 use subtle::ConstantTimeEq;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
 
 use super::terms::{Attach, ClusterOpen, ClusterReady, JobDone, PROTOCOL_ID};
@@ -35,6 +35,10 @@ use crate::error::Error;
 
 /// How long a new connection may take to say what it is.
 const OPENING: Duration = Duration::from_secs(30);
+/// Connections that have not yet said what they are, at most, on each of
+/// the relay's addresses: a flood of idle connections waits for a slot
+/// rather than taking a task and a descriptor each.
+const OPENING_AT_ONCE: usize = 64;
 
 /// What the relay's tasks share.
 struct Shared {
@@ -84,13 +88,19 @@ impl Relay {
         });
         let (to_driver, control) = mpsc::channel(4);
         let tasks = vec![
-            tokio::spawn(accept_loop(external, shared.clone(), move |inc, sh| {
-                let to_driver = to_driver.clone();
-                async move { route(inc, &sh, &to_driver).await }
-            })),
-            tokio::spawn(accept_loop(inside, shared.clone(), |inc, sh| async move {
-                attach(inc, &sh).await
-            })),
+            tokio::spawn(accept_loop(
+                external,
+                shared.clone(),
+                move |inc, sh, slot| {
+                    let to_driver = to_driver.clone();
+                    async move { route(inc, &sh, &to_driver, slot).await }
+                },
+            )),
+            tokio::spawn(accept_loop(
+                inside,
+                shared.clone(),
+                |inc, sh, slot| async move { attach(inc, &sh, slot).await },
+            )),
         ];
         Ok(Self {
             shared,
@@ -148,17 +158,22 @@ impl Drop for Relay {
 }
 
 /// Accepts connections on `listener` for good, each handled by `handle`
-/// in a task of its own (a slow peer never holds up the next one).
+/// in a task of its own (a slow peer never holds up the next one), with
+/// one of [`OPENING_AT_ONCE`] slots until it said what it is.
 async fn accept_loop<F, Fut>(listener: Listener, shared: Arc<Shared>, handle: F)
 where
-    F: Fn(Incoming, Arc<Shared>) -> Fut,
+    F: Fn(Incoming, Arc<Shared>, OwnedSemaphorePermit) -> Fut,
     Fut: std::future::Future<Output = Result<(), Error>> + Send + 'static,
 {
+    let slots = Arc::new(Semaphore::new(OPENING_AT_ONCE));
     loop {
+        let Ok(slot) = slots.clone().acquire_owned().await else {
+            return;
+        };
         match listener.accept().await {
             Ok(incoming) => {
                 // A failed connection concerns only itself.
-                tokio::spawn(handle(incoming, shared.clone()));
+                tokio::spawn(handle(incoming, shared.clone(), slot));
             }
             // Out of descriptors, say: pause rather than spin.
             Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
@@ -172,11 +187,17 @@ async fn route(
     incoming: Incoming,
     shared: &Shared,
     to_driver: &mpsc::Sender<Channel>,
+    slot: OwnedSemaphorePermit,
 ) -> Result<(), Error> {
-    let mut ch = incoming.handshake().await?;
-    let open = tokio::time::timeout(OPENING, ch.recv_msg::<ClusterOpen>(()))
+    let opening = async {
+        let mut ch = incoming.handshake().await?;
+        let open = ch.recv_msg::<ClusterOpen>(()).await?;
+        Ok::<_, Error>((ch, open))
+    };
+    let (mut ch, open) = tokio::time::timeout(OPENING, opening)
         .await
         .map_err(|_| TransportError::Timeout("waiting for the connection's purpose"))??;
+    drop(slot);
     let Some(_) = open.bucket else {
         *lock(&shared.token)? = Some(open.token);
         ch.send_msg(&ClusterReady {
@@ -212,11 +233,20 @@ async fn route(
 }
 
 /// A worker of this party offering itself for the next bucket.
-async fn attach(incoming: Incoming, shared: &Shared) -> Result<(), Error> {
-    let mut ch = incoming.handshake().await?;
-    let Attach { ticket } = tokio::time::timeout(OPENING, ch.recv_msg::<Attach>(()))
+async fn attach(
+    incoming: Incoming,
+    shared: &Shared,
+    slot: OwnedSemaphorePermit,
+) -> Result<(), Error> {
+    let opening = async {
+        let mut ch = incoming.handshake().await?;
+        let attach = ch.recv_msg::<Attach>(()).await?;
+        Ok::<_, Error>((ch, attach))
+    };
+    let (mut ch, Attach { ticket }) = tokio::time::timeout(OPENING, opening)
         .await
         .map_err(|_| TransportError::Timeout("waiting for a worker's ticket"))??;
+    drop(slot);
     if !bool::from(ticket.ct_eq(&shared.ticket)) {
         let e = abort(&mut ch, PROTOCOL_ID, "not this job's worker ticket").await;
         ch.close().await;

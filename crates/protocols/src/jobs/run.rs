@@ -8,9 +8,8 @@
 //! exchange waits only [`LINGER`] for its peer (which comes back at once if
 //! it still needs a bucket), then ends with the end unconfirmed.
 
-use std::time::{Duration, Instant};
-
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use psikit_io::write_selected_parts;
 use psikit_transport::{Channel, TransportError};

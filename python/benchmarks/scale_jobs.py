@@ -1,0 +1,205 @@
+"""Balanced jobs across two Ray clusters (issue 27): the throughput of a
+VOLE-PSI job against the workers per party, against the one-machine
+CLI job of the same sets, and a cost model for 10^9 x 10^9 rows.
+
+* Two Ray heads on loopback addresses (127.0.0.2, 127.0.0.3: Ray turns
+  127.0.0.1 into the interface's address), one per party, started before
+  the clock.
+* Each run alternates the CLI job (``psikit psi --job-dir``, both
+  parties' processes) and ``python -m psikit.scale psi`` with each
+  worker count of ``--workers`` (both parties' drivers), on the same
+  ``2^--log2``-row sets (half of the receiver's rows shared); the wall
+  time is from starting both parties to both ending (the Ray drivers'
+  connection to their clusters included), and each Ray job's stages come
+  from its result.
+* The cost model takes the rates measured here (rows per second of each
+  pass, core-seconds per bucket item, bytes per item) and predicts a
+  10^9 x 10^9 job on 2 x 32 cores and on 2 x 8 nodes of 16 cores, at 10
+  and 1 Gbit/s between the parties.
+
+    python python/benchmarks/scale_jobs.py --cli target/release/psikit --log2 20 --runs 3 --workers 1,2
+
+Needs the release CLI and psikit installed with its ``ray`` extra. Bigger
+sets: ``--log2 24`` (about 2 GB of job directories per party).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Dict, List, Tuple
+
+RAY = str(Path(sys.executable).with_name("ray"))
+
+
+def head(ip: str, base: int, tmp: str, cpus: int) -> str:
+    """A Ray head on the loopback address ``ip``, ports from ``base``."""
+    ports = {
+        "port": base, "dashboard-agent-listen-port": base + 2, "dashboard-agent-grpc-port": base + 3,
+        "metrics-export-port": base + 4, "runtime-env-agent-port": base + 5, "node-manager-port": base + 6,
+        "object-manager-port": base + 7, "min-worker-port": base + 100, "max-worker-port": base + 199,
+    }
+    args = [RAY, "start", "--head", f"--node-ip-address={ip}", f"--temp-dir={tmp}", f"--num-cpus={cpus}",
+            "--include-dashboard=false", "--disable-usage-stats", "--object-store-memory=500000000"]
+    subprocess.run(args + [f"--{k}={v}" for k, v in ports.items()], check=True, capture_output=True)
+    return f"{ip}:{base}"
+
+
+def inputs(work: Path, log2: int) -> Tuple[Path, Path]:
+    """The two parties' CSVs (written once per size): ``2^log2`` rows each,
+    half of the receiver's ids in the sender's set."""
+    n = 1 << log2
+    s, r = work / f"s-{log2}.csv", work / f"r-{log2}.csv"
+    if not r.exists():
+        with open(s, "w") as f:
+            f.write("id,row\n")
+            f.writelines(f"user{i}@example.org,{i}\n" for i in range(n))
+        with open(r, "w") as f:
+            f.write("id,row\n")
+            f.writelines(f"user{i + n // 2}@example.org,{i}\n" for i in range(n))
+    return s, r
+
+
+def listening_on(proc: subprocess.Popen, stream, marker: str) -> str:
+    """The address a listening party prints on ``stream`` after ``marker``."""
+    for line in stream:
+        if marker in line:
+            # The rest is read away, so the party never blocks on a full pipe.
+            threading.Thread(target=lambda: [None for _ in stream], daemon=True).start()
+            return line.split()[-1]
+    raise RuntimeError(f"the listening party ended: {proc.wait()}")
+
+
+def last_json(text: str) -> Dict:
+    return json.loads(next(line for line in reversed(text.splitlines()) if line.startswith("{")))
+
+
+def cli_job(cli: str, work: Path, s: Path, r: Path, bucket_items: int) -> Dict:
+    for d in ("cli-s", "cli-r", "cli.csv"):
+        shutil.rmtree(work / d, ignore_errors=True)
+    common = ["--key", "id", "--bucket-items", str(bucket_items)]
+    t = time.perf_counter()
+    sender = subprocess.Popen([cli, "psi", "send", "--input", str(s), "--listen", "127.0.0.1:0",
+                               "--job-dir", str(work / "cli-s"), *common], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True)
+    addr = listening_on(sender, sender.stderr, "waiting for the peer on")
+    subprocess.run([cli, "psi", "receive", "--input", str(r), "--connect", addr, "--job-dir",
+                    str(work / "cli-r"), "--output", str(work / "cli.csv"), *common], check=True,
+                   capture_output=True)
+    sender.wait()
+    return {"total_s": time.perf_counter() - t}
+
+
+def ray_job(clusters: Tuple[str, str], work: Path, s: Path, r: Path, workers: int, bucket_items: int) -> Dict:
+    for d in ("ray-s", "ray-r", "ray.csv"):
+        shutil.rmtree(work / d, ignore_errors=True)
+    common = ["--key", "id", "--bucket-items", str(bucket_items), "--workers", str(workers)]
+    scale = [sys.executable, "-m", "psikit.scale", "psi"]
+    t = time.perf_counter()
+    sender = subprocess.Popen([*scale, "send", str(s), "--job-dir", str(work / "ray-s"), "--listen",
+                               "127.0.0.1:0", *common], env={**os.environ, "RAY_ADDRESS": clusters[0]},
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    addr = listening_on(sender, sender.stdout, "listening on")
+    got = subprocess.run([*scale, "receive", str(r), "--job-dir", str(work / "ray-r"), "--connect", addr,
+                          "--output", str(work / "ray.csv"), *common], env={**os.environ, "RAY_ADDRESS": clusters[1]},
+                         check=True, capture_output=True, text=True)
+    sender.wait()
+    total = time.perf_counter() - t
+    result = last_json(got.stdout)
+    c = result["cluster"]
+    return {"total_s": total, "parts_s": c["parts_s"], "control_s": c["control_s"], "split_s": result["split_s"],
+            "output_s": result["output_s"], "buckets_s": c.get("buckets_s", 0.0), "buckets": result["buckets"],
+            "bytes": c["bucket_bytes_sent"] + c["bucket_bytes_received"] + result["bytes_sent"]
+            + result["bytes_received"], "matched": result["matched_rows"]}
+
+
+def model(rows: int, m: Dict[str, float], cores: int, nodes: int, gbit: float) -> Dict[str, float]:
+    """Predicted stage times (seconds) of a job of ``rows`` x ``rows`` on
+    ``nodes`` nodes of ``cores`` cores per party, from the rates ``m``."""
+    parts = rows / (m["parts_rows_per_s_per_core"] * cores * nodes)
+    split = rows / m["split_rows_per_s"]
+    output = rows / m["output_rows_per_s"]
+    compute = rows * m["bucket_core_s_per_item"] / (cores * nodes)
+    network = rows * m["bytes_per_item"] * 8 / (gbit * 1e9)
+    buckets = max(compute, network)
+    return {"parts": parts, "split": split, "buckets": buckets, "compute": compute, "network": network,
+            "output": output, "total": parts + split + buckets + output}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--cli", required=True)
+    ap.add_argument("--log2", type=int, default=20)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--workers", default="1,2")
+    ap.add_argument("--bucket-items", type=int, default=1 << 18)
+    ap.add_argument("--work", default=None)
+    a = ap.parse_args()
+    work = Path(a.work or tempfile.mkdtemp(prefix="psikit-scale-jobs-"))
+    work.mkdir(parents=True, exist_ok=True)
+    s, r = inputs(work, a.log2)
+    workers = [int(w) for w in a.workers.split(",")]
+    tmp = [tempfile.mkdtemp(prefix="bs", dir="/tmp"), tempfile.mkdtemp(prefix="br", dir="/tmp")]
+    cpus = os.cpu_count() or 2
+    clusters = (head("127.0.0.2", 46700, tmp[0], cpus), head("127.0.0.3", 47000, tmp[1], cpus))
+    runs: Dict[str, List[Dict]] = {}
+    try:
+        for i in range(a.runs):
+            order = ["cli"] + [f"ray-{w}" for w in workers]
+            for name in order if i % 2 == 0 else reversed(order):
+                if name == "cli":
+                    got = cli_job(a.cli, work, s, r, a.bucket_items)
+                else:
+                    got = ray_job(clusters, work, s, r, int(name[4:]), a.bucket_items)
+                runs.setdefault(name, []).append(got)
+                print(name, json.dumps(got), flush=True)
+    finally:
+        subprocess.run([RAY, "stop", "--force"], capture_output=True)
+        for d in tmp:
+            shutil.rmtree(d, ignore_errors=True)
+    med = {name: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for name, rs in runs.items()}
+    n = 1 << a.log2
+    print(f"\n2^{a.log2} x 2^{a.log2} rows, VOLE-PSI semi-honest, bucket items {a.bucket_items}, medians of {a.runs}")
+    print("| run | total | parts | split | buckets | output | bytes/item | against the CLI |")
+    print("|---|---|---|---|---|---|---|---|")
+    cli_total = med["cli"]["total_s"]
+    print(f"| CLI job (one machine) | {cli_total:.2f} s | | | | | | |")
+    for w in workers:
+        m = med[f"ray-{w}"]
+        print(f"| Ray, {w} worker(s) per party | {m['total_s']:.2f} s | {m['parts_s']:.2f} s | {m['split_s']:.2f} s"
+              f" | {m['buckets_s']:.2f} s | {m['output_s']:.2f} s | {m['bytes'] / n:.1f} |"
+              f" {100 * (m['total_s'] / cli_total - 1):+.1f}% |")
+    one = med[f"ray-{workers[0]}"]
+    # Rates from the one-worker run: every stage on this machine's cores,
+    # which both parties share (each party counts as half of them).
+    party_cores = cpus / 2
+    rates = {
+        "parts_rows_per_s_per_core": n / one["parts_s"] / party_cores,
+        "split_rows_per_s": n / max(one["split_s"], 1e-9),
+        "output_rows_per_s": n / max(one["output_s"], 1e-9),
+        "bucket_core_s_per_item": one["buckets_s"] * party_cores / n,
+        "bytes_per_item": one["bytes"] / n,
+    }
+    print("\nrates measured:", json.dumps({k: round(v, 9) for k, v in rates.items()}))
+    print("\n10^9 x 10^9 rows, predicted (seconds):")
+    print("| cluster per party | link | parts | split | buckets (compute / network) | output | total |")
+    print("|---|---|---|---|---|---|---|")
+    for cores, nodes, label in ((32, 1, "1 x 32 cores"), (16, 8, "8 nodes x 16 cores")):
+        for gbit in (10, 1):
+            p = model(10**9, rates, cores, nodes, gbit)
+            print(f"| {label} | {gbit} Gbit/s | {p['parts']:.0f} | {p['split']:.0f} | {p['buckets']:.0f} "
+                  f"({p['compute']:.0f} / {p['network']:.0f}) | {p['output']:.0f} | {p['total']:.0f} "
+                  f"({p['total'] / 60:.1f} min) |")
+
+
+if __name__ == "__main__":
+    main()
