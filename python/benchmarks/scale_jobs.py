@@ -39,6 +39,9 @@ from pathlib import Path
 from typing import Dict, List, Tuple
 
 RAY = str(Path(sys.executable).with_name("ray"))
+# Ray's token authentication off for these loopback clusters (as in
+# python/tests/test_scale_jobs.py).
+ENV = {**os.environ, "RAY_AUTH_MODE": "disabled"}
 
 
 def head(ip: str, base: int, tmp: str, cpus: int) -> str:
@@ -50,7 +53,7 @@ def head(ip: str, base: int, tmp: str, cpus: int) -> str:
     }
     args = [RAY, "start", "--head", f"--node-ip-address={ip}", f"--temp-dir={tmp}", f"--num-cpus={cpus}",
             "--include-dashboard=false", "--disable-usage-stats", "--object-store-memory=500000000"]
-    subprocess.run(args + [f"--{k}={v}" for k, v in ports.items()], check=True, capture_output=True)
+    subprocess.run(args + [f"--{k}={v}" for k, v in ports.items()], check=True, capture_output=True, env=ENV)
     return f"{ip}:{base}"
 
 
@@ -106,11 +109,11 @@ def ray_job(clusters: Tuple[str, str], work: Path, s: Path, r: Path, workers: in
     scale = [sys.executable, "-m", "psikit.scale", "psi"]
     t = time.perf_counter()
     sender = subprocess.Popen([*scale, "send", str(s), "--job-dir", str(work / "ray-s"), "--listen",
-                               "127.0.0.1:0", *common], env={**os.environ, "RAY_ADDRESS": clusters[0]},
+                               "127.0.0.1:0", *common], env={**ENV, "RAY_ADDRESS": clusters[0]},
                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     addr = listening_on(sender, sender.stdout, "listening on")
     got = subprocess.run([*scale, "receive", str(r), "--job-dir", str(work / "ray-r"), "--connect", addr,
-                          "--output", str(work / "ray.csv"), *common], env={**os.environ, "RAY_ADDRESS": clusters[1]},
+                          "--output", str(work / "ray.csv"), *common], env={**ENV, "RAY_ADDRESS": clusters[1]},
                          check=True, capture_output=True, text=True)
     sender.wait()
     total = time.perf_counter() - t
@@ -163,7 +166,7 @@ def main() -> None:
                 runs.setdefault(name, []).append(got)
                 print(name, json.dumps(got), flush=True)
     finally:
-        subprocess.run([RAY, "stop", "--force"], capture_output=True)
+        subprocess.run([RAY, "stop", "--force"], capture_output=True, env=ENV)
         for d in tmp:
             shutil.rmtree(d, ignore_errors=True)
     med = {name: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for name, rs in runs.items()}

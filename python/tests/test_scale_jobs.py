@@ -28,6 +28,10 @@ import psikit
 pytest.importorskip("ray")
 
 RAY = str(Path(sys.executable).with_name("ray"))
+# Ray's token authentication, off for these loopback clusters: `ray start`
+# turns it on by itself when ~/.ray/auth_token exists (a local `ray.init()`
+# writes one), and drivers then need the mode set too.
+ENV = {**os.environ, "RAY_AUTH_MODE": "disabled"}
 
 
 def _head(ip: str, base: int, tmp: str) -> str:
@@ -43,7 +47,7 @@ def _head(ip: str, base: int, tmp: str) -> str:
     args = [RAY, "start", "--head", f"--node-ip-address={ip}", f"--temp-dir={tmp}", "--num-cpus=2",
             "--include-dashboard=false", "--disable-usage-stats", "--object-store-memory=200000000"]
     args += [f"--{k}={v}" for k, v in ports.items()]
-    subprocess.run(args, check=True, capture_output=True, timeout=120)
+    subprocess.run(args, check=True, capture_output=True, timeout=120, env=ENV)
     return f"{ip}:{base}"
 
 
@@ -55,16 +59,17 @@ def clusters():
     try:
         yield _head("127.0.0.2", 46100, dirs[0]), _head("127.0.0.3", 46400, dirs[1])
     finally:
-        subprocess.run([RAY, "stop", "--force"], capture_output=True, timeout=120)
+        subprocess.run([RAY, "stop", "--force"], capture_output=True, timeout=120, env=ENV)
         for d in dirs:
             shutil.rmtree(d, ignore_errors=True)
 
 
-def _write(path: Path, ids: List[int], values: bool = False) -> Path:
+def _write(path: Path, ids: List[int], values: bool = False, first: int = 0) -> Path:
+    """``ids`` as a CSV file, rows numbered from ``first``."""
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["id", "row", "amount"] if values else ["id", "row"])
-        for i, x in enumerate(ids):
+        for i, x in enumerate(ids, start=first):
             w.writerow([f"User{x}", i, x % 1000] if values else [f"User{x}", i])
     return path
 
@@ -77,11 +82,13 @@ def _sets() -> Tuple[List[int], List[int]]:
 
 
 class Party:
-    """One party's driver: ``python -m psikit.scale ...`` on its cluster."""
+    """One party's driver on its cluster: ``python -m psikit.scale ...``,
+    or a ``script`` of its own."""
 
-    def __init__(self, ray_address: str, args: List[str]) -> None:
-        env = {**os.environ, "RAY_ADDRESS": ray_address}
-        self.proc = subprocess.Popen([sys.executable, "-m", "psikit.scale", *args], env=env,
+    def __init__(self, ray_address: str, args: List[str], script: Optional[str] = None) -> None:
+        env = {**ENV, "RAY_ADDRESS": ray_address}
+        command = ["-m", "psikit.scale"] if script is None else ["-c", script]
+        self.proc = subprocess.Popen([sys.executable, *command, *args], env=env,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.lines: List[str] = []
         self.listening: Optional[str] = None
@@ -165,16 +172,50 @@ def _one_machine(tmp: Path, s_csv: Path, r_csv: Path, **options) -> Path:
 def test_vole_psi_across_two_clusters_equals_one_machine(clusters, tmp_path, malicious):
     s_ids, r_ids = _sets()
     s_csv, r_csv = _write(tmp_path / "s.csv", s_ids), _write(tmp_path / "r.csv", r_ids)
+    # The sender's input in two files (two parts), read by its two workers.
+    half = len(s_ids) // 2
+    s_files = [_write(tmp_path / "s0.csv", s_ids[:half]), _write(tmp_path / "s1.csv", s_ids[half:], first=half)]
     mode = ["--malicious"] if malicious else []
     common = ["--key", "id", "--normalize", "trim,lower", "--bucket-items", "256", *mode]
-    s, r = _pair(clusters, tmp_path, ["psi"], [str(s_csv)], [str(r_csv), "--output", str(tmp_path / "out.csv")],
-                 common)
+    s, r = _pair(clusters, tmp_path, ["psi"], [str(f) for f in s_files],
+                 [str(r_csv), "--output", str(tmp_path / "out.csv")], common)
     assert s["job_id"] == r["job_id"] and r["buckets"] > 2
     assert r["cluster"]["bucket_tasks"] == r["buckets"]
     assert s["matched_rows"] is None
     one = _one_machine(tmp_path, s_csv, r_csv, malicious=malicious, bucket_items=256)
     assert _rows(tmp_path / "out.csv") == _rows(one) == _truth(r_ids, s_ids)
     assert r["matched_rows"] == len(_truth(r_ids, s_ids))
+
+
+#: A receiver whose input is a Ray Dataset, run in a process of its own
+#: (Ray Data keeps state per process, tied to the cluster it first ran on).
+DATASET_RECEIVER = """
+import json, sys
+import pyarrow as pa, pyarrow.csv as pacsv, ray
+import psikit.scale
+csv_path, job_dir, addr, out = sys.argv[1:]
+ray.init(log_to_driver=False, **psikit.scale._loopback_node())
+strings = pacsv.ConvertOptions(column_types={"id": pa.string(), "row": pa.string()})
+ds = ray.data.read_csv(csv_path, convert_options=strings)
+r = psikit.scale.psi.receive(ds, key="id", normalize=("trim", "lower"), job_dir=job_dir, connect=addr,
+                             workers=2, bucket_items=256, output=out, batch_rows=300)
+print(json.dumps(r))
+"""
+
+
+def test_a_ray_dataset_goes_through_ray_data_into_parts(clusters, tmp_path):
+    """A party whose input is a Ray Dataset: Ray Data streams it to the
+    workers, which copy it into parts; the output is the same."""
+    s_ids, r_ids = _sets()
+    s_csv, r_csv = _write(tmp_path / "s.csv", s_ids), _write(tmp_path / "r.csv", r_ids)
+    common = ["--key", "id", "--normalize", "trim,lower", "--bucket-items", "256"]
+    s = Party(clusters[0], ["psi", "send", str(s_csv), "--job-dir", str(tmp_path / "s.job"), "--listen",
+                            "127.0.0.1:0", "--workers", "2", *common])
+    out = tmp_path / "out.csv"
+    r = Party(clusters[1], [str(r_csv), str(tmp_path / "r.job"), s.addr(), str(out)], script=DATASET_RECEIVER)
+    assert s.result()["job_id"] == r.result()["job_id"]
+    assert _rows(out) == _truth(r_ids, s_ids)
+    assert not (tmp_path / "r.job" / "rows").exists(), "the workers' copies go once the output is written"
 
 
 def test_a_circuit_psi_sum_across_two_clusters(clusters, tmp_path):

@@ -33,23 +33,26 @@ pub struct JobPlan {
 }
 
 /// A part's spec: the key columns (by name or `#N`) and normalisation of
-/// the job, read from a CSV file with a header as the workers write it.
-fn part_source(key: Vec<String>, normalize: &str) -> PyResult<Source> {
-    Source::csv(PathBuf::new(), key, normalize, true, ",", Vec::new())
+/// the job, read from CSV files with a header and `delimiter` (the
+/// input's own, or `,` in the workers' copies) or Parquet files.
+fn part_source(key: Vec<String>, normalize: &str, delimiter: &str) -> PyResult<Source> {
+    Source::csv(PathBuf::new(), key, normalize, true, delimiter, Vec::new())
 }
 
 /// The plan of a balanced cluster job (the options of `psikit.psi.send`).
 #[pyfunction]
-#[pyo3(signature = (role, key, normalize, protocol="vole", malicious=false, reveal=false))]
+#[pyo3(signature = (role, key, normalize, delimiter=",", protocol="vole", malicious=false,
+    reveal=false))]
 pub fn psi_plan(
     role: &str,
     key: Vec<String>,
     normalize: &str,
+    delimiter: &str,
     protocol: &str,
     malicious: bool,
     reveal: bool,
 ) -> PyResult<JobPlan> {
-    let source = part_source(key, normalize)?;
+    let source = part_source(key, normalize, delimiter)?;
     let spec = source.spec().clone();
     let settings = psi::settings(protocol, malicious, reveal, 1 << 24, spec.key_format())?;
     Ok(JobPlan {
@@ -63,15 +66,16 @@ pub fn psi_plan(
 /// The plan of a circuit PSI cluster job (the options of
 /// `psikit.cpsi.send`: cardinality, sums or a threshold).
 #[pyfunction]
-#[pyo3(signature = (application, role, key, normalize, value_columns=Vec::new(), threshold=None,
-    reveal_to="receiver", min_intersection=0, inner_product=false, product_bits=32,
-    ot="silent", epc="auto"))]
+#[pyo3(signature = (application, role, key, normalize, delimiter=",", value_columns=Vec::new(),
+    threshold=None, reveal_to="receiver", min_intersection=0, inner_product=false,
+    product_bits=32, ot="silent", epc="auto"))]
 #[allow(clippy::too_many_arguments)]
 pub fn cpsi_plan(
     application: &str,
     role: &str,
     key: Vec<String>,
     normalize: &str,
+    delimiter: &str,
     value_columns: Vec<String>,
     threshold: Option<u64>,
     reveal_to: &str,
@@ -81,7 +85,7 @@ pub fn cpsi_plan(
     ot: &str,
     epc: &str,
 ) -> PyResult<JobPlan> {
-    let source = part_source(key, normalize)?;
+    let source = part_source(key, normalize, delimiter)?;
     let options = Options::new(
         application,
         role,
@@ -117,18 +121,20 @@ pub fn cluster_part_path(job_dir: PathBuf, part: u64) -> PathBuf {
     jobs::part_rows_path(&job_dir, part)
 }
 
-/// A worker's first pass over its part (written to
-/// `cluster_part_path`): the part's summary, a picklable tuple
-/// `(digest, rows_read, rows, longest_key)` for the driver.
+/// A worker's first pass over part `part`, the file `rows` (a file of the
+/// input, or the worker's copy at `cluster_part_path`): the part's
+/// summary, a picklable tuple `(digest, rows_read, rows, longest_key)`
+/// for the driver.
 #[pyfunction]
 pub fn cluster_spool_part<'py>(
     py: Python<'py>,
     plan: &JobPlan,
     job_dir: PathBuf,
     part: u64,
-) -> PyResult<(Bound<'py, PyBytes>, u64, u64, u64)> {
+    rows: PathBuf,
+) -> PyResult<Summary<'py>> {
     let s = py
-        .detach(|| jobs::spool_part(&job_dir, part, &plan.spec))
+        .detach(|| jobs::spool_part(&job_dir, part, &rows, &plan.spec))
         .py_err()?;
     Ok((
         PyBytes::new(py, &s.digest),
@@ -137,6 +143,9 @@ pub fn cluster_spool_part<'py>(
         s.longest_key,
     ))
 }
+
+/// A part's summary as Python holds it.
+type Summary<'py> = (Bound<'py, PyBytes>, u64, u64, u64);
 
 /// The connecting party's task for bucket `bucket`: see
 /// `BucketWorker::run_remote`. Returns its bytes each way and retries.
@@ -260,19 +269,29 @@ impl ClusterJob {
         Ok(self.job.input().py_err()?.is_some())
     }
 
-    /// Records the parts' summaries (`cluster_spool_part`'s tuples, in
-    /// part order); returns the job's rows.
-    fn set_parts(&self, parts: Vec<([u8; 32], u64, u64, u64)>) -> PyResult<u64> {
-        let parts: Vec<InputSummary> = parts
+    /// Records the parts (each its file and `cluster_spool_part`'s tuple,
+    /// in part order); returns the job's rows.
+    #[allow(clippy::type_complexity)]
+    fn set_parts(&self, parts: Vec<(PathBuf, ([u8; 32], u64, u64, u64))>) -> PyResult<u64> {
+        let parts: Vec<(PathBuf, InputSummary)> = parts
             .into_iter()
-            .map(|(digest, rows_read, rows, longest_key)| InputSummary {
-                digest,
-                rows_read,
-                rows,
-                longest_key,
+            .map(|(path, (digest, rows_read, rows, longest_key))| {
+                let summary = InputSummary {
+                    digest,
+                    rows_read,
+                    rows,
+                    longest_key,
+                };
+                (path, summary)
             })
             .collect();
         Ok(self.job.set_parts(&parts).py_err()?.rows)
+    }
+
+    /// On resume: the input's files still have the digests the job began
+    /// with.
+    fn check_parts(&self, py: Python<'_>) -> PyResult<()> {
+        py.detach(|| self.job.check_parts()).py_err()
     }
 
     /// One control connection: `("todo", [buckets])` or `("done", result)`

@@ -48,6 +48,7 @@ import json
 import os
 import shutil
 import socket
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -68,22 +69,35 @@ KEY_FILE = "oprf.key"
 LOCK_FILE = ".psikit.lock"
 
 
+def _loopback_node() -> Dict[str, str]:
+    """``ray.init``'s node address for a Ray on this machine's loopback: a
+    local Ray of its own, or a cluster whose head listens on a loopback
+    address (``RAY_ADDRESS=127.0.0.2:PORT``), so that workers and servers
+    bind and connect on loopback only. On Linux that is 127.0.0.2, not
+    127.0.0.1, which Ray replaces by the machine's interface address
+    (elsewhere Ray keeps a local node on 127.0.0.1 by itself). A driver of
+    another cluster announces its node's own address."""
+    host = os.environ.get("RAY_ADDRESS", "").rsplit(":", 1)[0]
+    if host.startswith("127."):
+        return {"_node_ip_address": host}
+    if not host and sys.platform.startswith("linux"):
+        return {"_node_ip_address": "127.0.0.2"}
+    return {}
+
+
 def _ray() -> Any:
     try:
         import ray
     except ImportError:  # pragma: no cover - depends on the environment
         raise InputError("psikit.scale needs Ray: pip install 'psikit[ray]'") from None
     if not ray.is_initialized():
-        # A local Ray of its own announces 127.0.0.1, so its workers and
-        # servers bind and connect on loopback only; so does a driver of a
-        # cluster on a loopback address (RAY_ADDRESS=127.0.0.2:PORT, from
-        # `ray start --head --node-ip-address 127.0.0.2`: Ray would turn
-        # 127.0.0.1 into the machine's interface address). Another
-        # cluster's driver announces its node's own address.
-        host = os.environ.get("RAY_ADDRESS", "").rsplit(":", 1)[0]
-        node = "127.0.0.1" if not host else host if host.startswith("127.") else None
-        ray.init(include_dashboard=False, log_to_driver=False, **({"_node_ip_address": node} if node else {}))
+        ray.init(include_dashboard=False, log_to_driver=False, **_loopback_node())
     return ray
+
+
+def _paths(data: Any) -> List[str]:
+    """CSV or Parquet paths: one, or a list."""
+    return [os.fspath(p) for p in (data if isinstance(data, (list, tuple)) else [data])]
 
 
 def _dataset(ray: Any, data: Any, delimiter: str) -> Any:
@@ -92,7 +106,7 @@ def _dataset(ray: Any, data: Any, delimiter: str) -> Any:
     the CLI reads them (no type inference turning "007" into 7)."""
     if hasattr(data, "map_batches"):
         return data
-    paths = [os.fspath(p) for p in (data if isinstance(data, (list, tuple)) else [data])]
+    paths = _paths(data)
     # Reading takes no CPU slot of its own: the OPRF actors hold one each,
     # and reads that waited for a slot would stall them.
     if all(p.endswith(".parquet") for p in paths):

@@ -19,7 +19,7 @@ from typing import Any, Callable, Dict, Optional, Union
 
 from .._data import DEFAULT_NORMALIZE, Columns, Normalize, normalize_option
 from .._jobs import _bytes
-from . import _cluster, _columns, _dataset, _ray
+from . import _cluster, _columns, _ray
 
 __all__ = ["send", "receive"]
 
@@ -40,7 +40,7 @@ def _run(role: str, application: str, data: Any, *, key: Columns, normalize: Opt
         ray, "cpsi", plan_args, job_dir, listen=listen, connect=connect, tls=tls, relay_listen=relay_listen,
         workers=workers, resume=resume, memory=_bytes(memory), bucket_items=bucket_items,
         max_peer_rows=max_peer_rows, retry=retry, timeout=timeout, output=None,
-        on_listening=on_listening, dataset=lambda: _dataset(ray, data, delimiter), batch_rows=batch_rows,
+        on_listening=on_listening, data=data, delimiter=delimiter, batch_rows=batch_rows,
     )
 
 
@@ -52,7 +52,7 @@ def receive(application: str, data: Any, *, key: Columns, job_dir: Union[str, "o
             relay_listen: str = "127.0.0.1:0", workers: int = 2, resume: bool = False,
             memory: Union[int, str] = "4G", bucket_items: Optional[int] = None, max_peer_rows: int = 1 << 40,
             retry: float = 600.0, timeout: float = 600.0, on_listening: Optional[Callable[[str], None]] = None, delimiter: str = ",",
-            batch_rows: int = 1 << 16) -> Dict[str, Any]:
+            batch_rows: int = 1 << 20) -> Dict[str, Any]:
     """The receiver's job of ``application`` (``"cardinality"``, ``"sum"``
     or ``"threshold"``) on ``data``: options as :func:`psikit.cpsi.receive`
     and :func:`psikit.scale.psi.receive`. Returns the dict a one-machine
@@ -73,7 +73,7 @@ def send(application: str, data: Any, *, key: Columns, job_dir: Union[str, "os.P
          relay_listen: str = "127.0.0.1:0", workers: int = 2, resume: bool = False,
          memory: Union[int, str] = "4G", bucket_items: Optional[int] = None, max_peer_rows: int = 1 << 40,
          retry: float = 600.0, timeout: float = 600.0, on_listening: Optional[Callable[[str], None]] = None, delimiter: str = ",",
-         batch_rows: int = 1 << 16) -> Dict[str, Any]:
+         batch_rows: int = 1 << 20) -> Dict[str, Any]:
     """The sender's job of ``application`` on ``data``: as :func:`receive`."""
     return _run("send", application, data, key=key, normalize=normalize, value_columns=value_columns,
                 threshold=threshold, reveal_to=reveal_to, min_intersection=min_intersection, ot=ot, epc=epc,

@@ -25,7 +25,7 @@ from typing import Any, Callable, Dict, Optional, Union
 
 from .._data import DEFAULT_NORMALIZE, Columns, Normalize, normalize_option
 from .._jobs import _bytes
-from . import _cluster, _columns, _dataset, _ray
+from . import _cluster, _columns, _ray
 
 __all__ = ["send", "receive"]
 
@@ -44,7 +44,7 @@ def _run(role: str, data: Any, *, key: Columns, normalize: Optional[Normalize], 
         workers=workers, resume=resume, memory=_bytes(memory), bucket_items=bucket_items,
         max_peer_rows=max_peer_rows, retry=retry, timeout=timeout,
         output=None if output is None else os.fspath(output),
-        on_listening=on_listening, dataset=lambda: _dataset(ray, data, delimiter), batch_rows=batch_rows,
+        on_listening=on_listening, data=data, delimiter=delimiter, batch_rows=batch_rows,
     )
 
 
@@ -55,14 +55,15 @@ def receive(data: Any, *, key: Columns, job_dir: Union[str, "os.PathLike[str]"],
             resume: bool = False, memory: Union[int, str] = "4G", bucket_items: Optional[int] = None,
             max_peer_rows: int = 1 << 40, retry: float = 600.0, timeout: float = 600.0,
             output: Optional[str] = None, on_listening: Optional[Callable[[str], None]] = None, delimiter: str = ",",
-            batch_rows: int = 1 << 16) -> Dict[str, Any]:
-    """The receiver's job on ``data`` (CSV or Parquet paths, local or on
-    shared storage, or a Ray Dataset; CSV files with a header). Give
-    ``listen="host:port"`` or ``connect="host:port"``; ``job_dir`` on
-    storage every node of this party's cluster shares; ``workers`` bucket
-    workers (and input parts). A listening party's workers reach its
-    driver's relay on ``relay_listen`` (an address of the cluster's
-    private network). The matched rows go to ``output`` (one CSV file);
+            batch_rows: int = 1 << 20) -> Dict[str, Any]:
+    """The receiver's job on ``data``: CSV (with a header) or Parquet
+    paths on storage every worker reads, each file a part keyed by a Ray
+    task, or a Ray Dataset, streamed through Ray Data (``batch_rows`` rows
+    at a time) into parts. Give ``listen="host:port"`` or
+    ``connect="host:port"``; ``job_dir`` on storage every node of this
+    party's cluster shares; ``workers`` bucket workers (and tasks keying
+    the input). A listening party's workers reach its driver's relay on
+    ``relay_listen`` (an address of the cluster's private network). The matched rows go to ``output`` (one CSV file);
     the result holds ``matched_rows``, the job's id, shape and costs, and
     under ``"cluster"`` the buckets this side's tasks ran and the time of
     each stage. ``resume=True`` continues a job whose driver stopped."""
@@ -81,7 +82,7 @@ def send(data: Any, *, key: Columns, job_dir: Union[str, "os.PathLike[str]"], li
          resume: bool = False, memory: Union[int, str] = "4G", bucket_items: Optional[int] = None,
          max_peer_rows: int = 1 << 40, retry: float = 600.0, timeout: float = 600.0,
          output: Optional[str] = None, on_listening: Optional[Callable[[str], None]] = None, delimiter: str = ",",
-         batch_rows: int = 1 << 16) -> Dict[str, Any]:
+         batch_rows: int = 1 << 20) -> Dict[str, Any]:
     """The sender's job on ``data``: as :func:`receive`; with
     ``reveal=True`` its matched rows go to ``output``."""
     return _run("send", data, key=key, normalize=normalize, protocol=protocol, malicious=malicious,

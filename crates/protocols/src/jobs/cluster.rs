@@ -4,10 +4,11 @@
 //! journal and what a job reveals are a one-machine job's; what changes
 //! is who does each pass:
 //!
-//! 1. **Parts.** Each of a party's workers writes its share of the input
-//!    as a part (`rows/NNNNNN.csv`, a CSV file with a header) on storage
-//!    the driver reads, and spools the part's item keys
-//!    ([`spool_part`]); a row's id is `part << PART_SHIFT | row`.
+//! 1. **Parts.** Each file of the input is a part, whose keys a worker
+//!    spools ([`spool_part`]); an input that is not files (a Ray Dataset)
+//!    is copied by the workers into parts of their own
+//!    (`rows/NNNNNN.csv`, CSV files with a header) first. A row's id is
+//!    `part << PART_SHIFT | row`.
 //! 2. **The driver** records the parts ([`ClusterJob::set_parts`]), then
 //!    runs the hello and the journals over a control connection
 //!    ([`ClusterJob::step`]), splitting the parts' keys into the agreed
@@ -37,12 +38,12 @@ use psikit_transport::net::{self, Listener};
 use psikit_transport::{Channel, Limits, Message};
 use sha2::{Digest, Sha256};
 
-use super::journal::{InputSummary, JobDir, OwnTerms, MAX_PARTS, PART_SHIFT};
+use super::journal::{InputSummary, JobDir, OwnTerms, Part, MAX_PARTS, PART_SHIFT};
 use super::kind::JobProtocol;
 use super::lanes::{meet, BucketRunner};
 use super::link::{dial, is_link_failure, Link};
 use super::options::{JobOptions, JobOutcome};
-use super::prepare::{spool_file, Bucket};
+use super::prepare::{input_digest, spool_file, Bucket};
 use super::relay::Relay;
 use super::run::{check_terms, file_result, open_dir, Job};
 use super::terms::{Agreed, Attach, BucketCommitted, ClusterOpen, JobDone};
@@ -139,10 +140,10 @@ impl ClusterJob {
         self.dir.input()
     }
 
-    /// Records the input's parts (each one's summary from
+    /// Records the input's parts (each one's file and its summary from
     /// [`spool_part`], in part order): the job's row counts add up, its
     /// longest key is the longest, its digest hashes the parts' digests.
-    pub fn set_parts(&self, parts: &[InputSummary]) -> Result<InputSummary, Error> {
+    pub fn set_parts(&self, parts: &[(PathBuf, InputSummary)]) -> Result<InputSummary, Error> {
         if parts.is_empty() || parts.len() as u64 > MAX_PARTS {
             return Err(Error::Config(format!(
                 "a cluster job's input has 1 to {MAX_PARTS} parts, not {}",
@@ -151,19 +152,46 @@ impl ClusterJob {
         }
         let mut digest = Sha256::new();
         digest.update(b"psikit cluster job parts v1");
-        for p in parts {
+        for (_, p) in parts {
             digest.update(p.digest);
         }
+        let summaries = || parts.iter().map(|(_, p)| p);
         let summary = InputSummary {
             digest: digest.finalize().into(),
-            rows_read: parts.iter().map(|p| p.rows_read).sum(),
-            rows: parts.iter().map(|p| p.rows).sum(),
-            longest_key: parts.iter().map(|p| p.longest_key).max().unwrap_or(0),
+            rows_read: summaries().map(|p| p.rows_read).sum(),
+            rows: summaries().map(|p| p.rows).sum(),
+            longest_key: summaries().map(|p| p.longest_key).max().unwrap_or(0),
         };
-        let rows: Vec<u64> = parts.iter().map(|p| p.rows_read).collect();
-        self.dir.set_parts(&rows)?;
+        let recorded: Vec<Part> = parts
+            .iter()
+            .map(|(path, p)| Part {
+                path: path.clone(),
+                rows_read: p.rows_read,
+                digest: p.digest,
+            })
+            .collect();
+        self.dir.set_parts(&recorded)?;
         self.dir.set_input(&summary)?;
         Ok(summary)
+    }
+
+    /// On resume: every part that is a file of the input (not a worker's
+    /// copy in the job directory) still has the digest the job began
+    /// with, as a one-machine job checks its input.
+    pub fn check_parts(&self) -> Result<(), Error> {
+        for part in self.dir.parts()?.unwrap_or_default() {
+            if part.path.starts_with(self.dir.root()) {
+                continue;
+            }
+            if input_digest(&part.path)? != part.digest {
+                return Err(Error::Job(format!(
+                    "{} changed since the job began (its digest differs): rerun without \
+                     --resume in a new --job-dir",
+                    part.path.display()
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// One control connection (again after a dropped link, for the
@@ -194,14 +222,16 @@ impl ClusterJob {
         if let Link::Relay(relay) = &self.link {
             relay.finish().await;
         }
-        let rows = self
+        let parts: Vec<(PathBuf, u64)> = self
             .dir
             .parts()?
-            .ok_or(Error::Job("a cluster job without its parts".into()))?;
-        let parts: Vec<(PathBuf, u64)> = (0..rows.len() as u64)
-            .map(|p| (self.dir.part_rows_path(p), rows[p as usize]))
+            .ok_or(Error::Job("a cluster job without its parts".into()))?
+            .into_iter()
+            .map(|p| (p.path, p.rows_read))
             .collect();
         let outcome = job.finish(ended, &summary, &self.spec, &parts)?;
+        // The workers' copies of the input are not needed any more.
+        let _ = std::fs::remove_dir_all(self.dir.root().join("rows"));
         Ok(Step::Done(Box::new(outcome)))
     }
 
@@ -243,9 +273,15 @@ fn idle_limits(limits: Limits, idle: Duration) -> Limits {
     }
 }
 
-/// A worker's part of the first pass: the rows of part `part` (written by
-/// the worker to [`part_rows_path`]) keyed into the part's key file.
-pub fn spool_part(job_dir: &Path, part: u64, spec: &KeySpec) -> Result<InputSummary, Error> {
+/// A worker's part of the first pass: the rows of part `part`, the file
+/// `rows` (a file of the input, or the worker's copy of its share at
+/// [`part_rows_path`]), keyed into the part's key file.
+pub fn spool_part(
+    job_dir: &Path,
+    part: u64,
+    rows: &Path,
+    spec: &KeySpec,
+) -> Result<InputSummary, Error> {
     if part >= MAX_PARTS {
         return Err(Error::Config(format!(
             "part {part}: a cluster job has at most {MAX_PARTS} parts"
@@ -256,11 +292,11 @@ pub fn spool_part(job_dir: &Path, part: u64, spec: &KeySpec) -> Result<InputSumm
     if let Some(parent) = out.parent() {
         std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
     }
-    let rows = dir.part_rows_path(part);
-    spool_file(&rows, spec, false, &out, part << PART_SHIFT, &NoProgress)
+    spool_file(rows, spec, false, &out, part << PART_SHIFT, &NoProgress)
 }
 
-/// Where a worker writes part `part`'s rows (a CSV file with a header).
+/// Where a worker writes its copy of part `part`'s rows (a CSV file with
+/// a header), when the input is not files it can read itself.
 pub fn part_rows_path(job_dir: &Path, part: u64) -> PathBuf {
     JobDir::shared(job_dir).part_rows_path(part)
 }

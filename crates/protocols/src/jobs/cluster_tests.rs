@@ -5,7 +5,7 @@
 //! and a driver that stops after some buckets resumes to the same output.
 
 use std::collections::HashSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -23,15 +23,26 @@ fn spec() -> KeySpec {
     KeySpec::new(vec![Column::parse("id").expect("column")])
 }
 
-/// `n` random ids from `0..universe`, written as `parts` part files of
-/// the job in `job_dir` (`id,row` rows, `row` counting over the whole
-/// input); returns the ids.
-fn write_parts(job_dir: &Path, seed: u64, n: usize, parts: u64) -> Vec<u64> {
+/// `n` random ids written as `parts` CSV files (`id,row` rows, `row`
+/// counting over the whole input): the input's own files in `files`, or
+/// with `None` the workers' copies inside the job in `job_dir`. Returns
+/// the ids and the parts' paths.
+fn write_parts(
+    job_dir: &Path,
+    files: Option<&Path>,
+    seed: u64,
+    n: usize,
+    parts: u64,
+) -> (Vec<u64>, Vec<PathBuf>) {
     let mut rng = StdRng::seed_from_u64(seed);
     let ids: Vec<u64> = (0..n).map(|_| rng.gen_range(0..4 * n as u64)).collect();
     let per = n.div_ceil(parts as usize);
+    let mut paths = Vec::new();
     for p in 0..parts {
-        let path = part_rows_path(job_dir, p);
+        let path = match files {
+            Some(dir) => dir.join(format!("input-{seed}-{p}.csv")),
+            None => part_rows_path(job_dir, p),
+        };
         std::fs::create_dir_all(path.parent().expect("parent")).expect("rows dir");
         let mut text = String::from("id,row\n");
         let first = p as usize * per;
@@ -39,8 +50,9 @@ fn write_parts(job_dir: &Path, seed: u64, n: usize, parts: u64) -> Vec<u64> {
             text.push_str(&format!("user{id},{i}\n"));
         }
         std::fs::write(&path, text).expect("part");
+        paths.push(path);
     }
-    ids
+    (ids, paths)
 }
 
 fn sorted_rows(path: &Path) -> Vec<String> {
@@ -78,7 +90,7 @@ fn options(settings: &Settings, dir: &Path, name: &str) -> JobOptions {
 /// serve the buckets its relay hands them.
 fn listening_party(
     opts: &JobOptions,
-    parts: u64,
+    parts: &[PathBuf],
     workers: u32,
     addr: mpsc::Sender<String>,
 ) -> JobOutcome {
@@ -134,12 +146,19 @@ fn listening_party(
     })
 }
 
-fn record_parts(job: &ClusterJob, parts: u64) {
+fn record_parts(job: &ClusterJob, parts: &[PathBuf]) {
     if job.input().expect("input").is_none() {
-        let summaries: Vec<InputSummary> = (0..parts)
-            .map(|p| spool_part(job.dir(), p, &spec()).expect("spool"))
+        let summaries: Vec<(PathBuf, InputSummary)> = parts
+            .iter()
+            .enumerate()
+            .map(|(p, path)| {
+                let s = spool_part(job.dir(), p as u64, path, &spec()).expect("spool");
+                (path.clone(), s)
+            })
             .collect();
         job.set_parts(&summaries).expect("parts");
+    } else {
+        job.check_parts().expect("the same input");
     }
 }
 
@@ -149,7 +168,7 @@ fn record_parts(job: &ClusterJob, parts: u64) {
 fn connecting_party(
     opts: &JobOptions,
     addr: &str,
-    parts: u64,
+    parts: &[PathBuf],
     tasks: usize,
     stop_after: Option<usize>,
 ) -> Option<JobOutcome> {
@@ -208,20 +227,22 @@ fn a_cluster_job_equals_the_truth_and_resumes_after_its_driver_stops() {
         key_format: spec().key_format(),
         ..Settings::new(Protocol::Vole)
     };
-    // Worker counts differ between the parties; parts differ too.
+    // Worker counts differ between the parties; parts differ too: the
+    // sender's input is three files of its own, the receiver's two
+    // workers' copies in its job directory.
     let s_opts = options(&settings, dir.path(), "s");
     let mut r_opts = options(&settings, dir.path(), "r");
-    let s_ids = write_parts(&s_opts.job_dir, 1, 2000, 3);
-    let r_ids = write_parts(&r_opts.job_dir, 2, 900, 2);
+    let (s_ids, s_parts) = write_parts(&s_opts.job_dir, Some(dir.path()), 1, 2000, 3);
+    let (r_ids, r_parts) = write_parts(&r_opts.job_dir, None, 2, 900, 2);
     let (tx, rx) = mpsc::channel();
     let (s, r) = std::thread::scope(|scope| {
-        let s = scope.spawn(|| listening_party(&s_opts, 3, 2, tx));
+        let s = scope.spawn(|| listening_party(&s_opts, &s_parts, 2, tx));
         let addr = rx.recv_timeout(Duration::from_secs(30)).expect("listening");
         // The receiver's driver stops after two buckets, then resumes.
-        let stopped = connecting_party(&r_opts, &addr, 2, 3, Some(2));
+        let stopped = connecting_party(&r_opts, &addr, &r_parts, 3, Some(2));
         assert!(stopped.is_none());
         r_opts.resume = true;
-        let r = connecting_party(&r_opts, &addr, 2, 3, None).expect("resumed");
+        let r = connecting_party(&r_opts, &addr, &r_parts, 3, None).expect("resumed");
         (s.join().expect("sender"), r)
     });
     assert_eq!(s.job_id, r.job_id);
@@ -232,6 +253,14 @@ fn a_cluster_job_equals_the_truth_and_resumes_after_its_driver_stops() {
     assert_eq!(r.matched_rows, Some(truth(&r_ids, &s_ids).len() as u64));
     assert!(s.matched_rows.is_none(), "the sender learns nothing");
     assert!(!s_opts.output.as_ref().expect("output").exists());
+    assert!(
+        s_parts.iter().all(|p| p.exists()),
+        "the input's own files stay"
+    );
+    assert!(
+        !r_opts.job_dir.join("rows").exists(),
+        "the workers' copies go"
+    );
 }
 
 #[test]

@@ -8,8 +8,9 @@
 //! job               the agreement and this side's terms (after the hello)
 //! input             the input's digest and row counts (after the first pass)
 //! keys.spool        every row's item key (after the first pass)
-//! parts             a cluster job's input parts (`cluster.rs`), whose rows
-//!                   are in rows/NNNNNN.csv and keys in spool/NNNNNN
+//! parts             a cluster job's input parts (`cluster.rs`): the input's
+//!                   files, or workers' copies in rows/NNNNNN.csv; each
+//!                   part's keys in spool/NNNNNN
 //! buckets/NNNNN     the bucket files, then `buckets/split` once all are whole
 //! results/NNNNN     each committed bucket's matched rows (circuit PSI:
 //!                   this side's shares of the bucket's aggregates)
@@ -34,7 +35,7 @@ const JOB_MAGIC: &[u8; 8] = b"PSIKJOB2";
 const INPUT_MAGIC: &[u8; 8] = b"PSIKINP2";
 const SPLIT_MAGIC: &[u8; 8] = b"PSIKSPT1";
 const RESULT_MAGIC: &[u8; 8] = b"PSIKRES1";
-const PARTS_MAGIC: &[u8; 8] = b"PSIKPRT1";
+const PARTS_MAGIC: &[u8; 8] = b"PSIKPRT2";
 
 /// Bits of a row id that number the row within its part: a row id is
 /// `part << PART_SHIFT | row` (a one-machine job's input is part 0).
@@ -55,6 +56,20 @@ pub struct InputSummary {
     /// slots, one for the whole job (a bucket's own longest would show).
     pub longest_key: u64,
 }
+
+/// One part of a cluster job's input: a file of the input itself, or a
+/// worker's copy of its share (`rows/NNNNNN.csv`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Part {
+    pub path: PathBuf,
+    /// Its data rows.
+    pub rows_read: u64,
+    /// SHA-256 of its bytes, checked again when a job resumes.
+    pub digest: [u8; 32],
+}
+
+/// The longest part path a job directory records.
+const MAX_PART_PATH: u64 = 4096;
 
 /// This side's terms as the job directory records them: what a resumed
 /// command must state again.
@@ -135,25 +150,41 @@ impl JobDir {
         })
     }
 
-    /// A cluster job's parts: each one's data rows, in part order.
-    pub fn parts(&self) -> Result<Option<Vec<u64>>, Error> {
+    /// A cluster job's parts, in part order.
+    pub fn parts(&self) -> Result<Option<Vec<Part>>, Error> {
         let Some(body) = read_sealed(&self.root.join("parts"), PARTS_MAGIC)? else {
             return Ok(None);
         };
         let mut r = Reader::new(&body);
-        let n = r.count(MAX_PARTS, 8, "parts")?;
-        let rows = (0..n)
-            .map(|_| r.u64("part rows"))
-            .collect::<Result<Vec<_>, _>>()?;
+        let n = r.count(MAX_PARTS, 8 + 32 + 4, "parts")?;
+        let parts = (0..n)
+            .map(|_| {
+                Ok(Part {
+                    rows_read: r.u64("part rows")?,
+                    digest: r.array("part digest")?,
+                    path: PathBuf::from(r.string(MAX_PART_PATH, "part path")?),
+                })
+            })
+            .collect::<Result<Vec<_>, DecodeError>>()?;
         r.finish()?;
-        Ok(Some(rows))
+        Ok(Some(parts))
     }
 
-    pub fn set_parts(&self, rows: &[u64]) -> Result<(), Error> {
-        let mut w = Writer::with_capacity(8 + 8 * rows.len());
-        w.count(rows.len());
-        for r in rows {
-            w.u64(*r);
+    pub fn set_parts(&self, parts: &[Part]) -> Result<(), Error> {
+        let mut w = Writer::with_capacity(64 * parts.len() + 8);
+        w.count(parts.len());
+        for p in parts {
+            let path = p
+                .path
+                .to_str()
+                .filter(|s| s.len() as u64 <= MAX_PART_PATH)
+                .ok_or_else(|| {
+                    Error::Config(format!(
+                        "{}: a part's path must be UTF-8, at most {MAX_PART_PATH} bytes",
+                        p.path.display()
+                    ))
+                })?;
+            w.u64(p.rows_read).bytes(&p.digest).string(path);
         }
         write_sealed(&self.root.join("parts"), PARTS_MAGIC, &w.into_bytes())
     }
