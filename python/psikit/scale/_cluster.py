@@ -63,7 +63,6 @@ class _PartWriter:
 
     def __init__(self, family: str, plan_args: Dict[str, Any], job_dir: str, part: int) -> None:
         self.family, self.plan_args, self.job_dir, self.part = family, plan_args, job_dir, part
-        self.rows = 0
 
     def run(self, split: Any, columns: List[str], batch_rows: int) -> Tuple[str, Summary]:
         import pyarrow as pa
@@ -78,7 +77,6 @@ class _PartWriter:
                 if writer is None:
                     writer = pacsv.CSVWriter(tmp, batch.schema)
                 writer.write_table(batch)
-                self.rows += batch.num_rows
             if writer is None:
                 # No rows came this way: the header alone.
                 empty = pa.table({c: pa.array([], pa.string()) for c in columns})
@@ -91,9 +89,6 @@ class _PartWriter:
                 os.unlink(tmp)
         return path, _native.cluster_spool_part(plan(self.family, self.plan_args), self.job_dir, self.part, path)
 
-    def done(self) -> int:
-        return self.rows
-
 
 def write_parts(ray: Any, ds: Any, columns: List[str], family: str, plan_args: Dict[str, Any], job_dir: str,
                 workers: int, batch_rows: int) -> List[Tuple[str, Summary]]:
@@ -102,7 +97,7 @@ def write_parts(ray: Any, ds: Any, columns: List[str], family: str, plan_args: D
     and their summaries in part order."""
     # As the HE build's OPRF actors (see `psikit.scale._oprf_stage`): no
     # CPU slot of their own, spread over the nodes.
-    actor = ray.remote(num_cpus=0, max_concurrency=2, scheduling_strategy="SPREAD")(_PartWriter)
+    actor = ray.remote(num_cpus=0, scheduling_strategy="SPREAD")(_PartWriter)
     actors = [actor.remote(family, plan_args, job_dir, i) for i in range(workers)]
     splits = ds.streaming_split(workers, equal=False)
     try:
@@ -162,8 +157,10 @@ def run(ray: Any, family: str, plan_args: Dict[str, Any], job_dir: str, *, liste
     buckets this side's tasks ran and the time of each stage."""
     if workers < 1:
         raise InputError(f"workers must be at least 1, got {workers}")
-    job_dir = os.fspath(job_dir)
-    files = None if hasattr(data, "map_batches") else _paths(data)
+    # Absolute paths: the workers run elsewhere (on other nodes, in
+    # other directories).
+    job_dir = os.path.abspath(job_dir)
+    files = None if hasattr(data, "map_batches") else [os.path.abspath(p) for p in _paths(data)]
     # The workers' copies are CSV with a comma; files are read as given.
     plan_args = {**plan_args, "delimiter": delimiter if files else ","}
     job = _native.ClusterJob(

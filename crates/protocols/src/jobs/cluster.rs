@@ -377,21 +377,27 @@ impl BucketWorker {
                 b + 1
             )));
         }
-        let bucket = self.load(b).await?;
         let server = ServerAddr {
             limits: self.limits,
             ..server.clone()
         };
-        let started = std::time::Instant::now();
+        let (server, started) = (&server, std::time::Instant::now());
+        let open = |left: Duration| async move {
+            let mut ch = dial(server, Some(left)).await?;
+            let bucket = Some(b);
+            ch.send_msg(&ClusterOpen { token, bucket }).await?;
+            Ok::<_, Error>(ch)
+        };
+        // The bucket loads while the connection opens and the peer's
+        // worker, handed the bucket, loads its own.
+        let (bucket, first) = tokio::join!(self.load(b), open(retry_for));
+        let (bucket, mut first) = (bucket?, Some(first));
         let mut retries = 0;
         loop {
-            let left = retry_for.saturating_sub(started.elapsed());
-            let mut ch = dial(&server, Some(left)).await?;
-            ch.send_msg(&ClusterOpen {
-                token,
-                bucket: Some(b),
-            })
-            .await?;
+            let mut ch = match first.take() {
+                Some(opened) => opened?,
+                None => open(retry_for.saturating_sub(started.elapsed())).await?,
+            };
             match self.run_one(&mut ch, b, &bucket, false).await {
                 Ok(()) => {
                     let cost = BucketCost {

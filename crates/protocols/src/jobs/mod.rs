@@ -30,6 +30,11 @@
 //!   `retry_for` (`link.rs`); a rerun with `resume` continues from the buckets both
 //!   sides committed. At the end the matched rows are written from the
 //!   input, in file order, as a one-shot run writes them.
+//! * **Across clusters** (`cluster.rs`, `relay.rs`): [`ClusterJob`] is a
+//!   party's driver whose buckets its own workers run
+//!   ([`BucketWorker`]), each bucket over a connection of its own; the
+//!   listening party's one address is a relay that hands each bucket
+//!   connection to one of its workers (Python's `psikit.scale.psi`).
 //!
 //! # What a job reveals
 //!
