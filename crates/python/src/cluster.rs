@@ -239,15 +239,17 @@ impl ClusterJob {
         let peer: Peer = net::peer(listen, connect, None, tls, limits)?;
         let p = plan.get();
         let opts = JobOptions {
-            resume,
-            memory,
-            max_bucket_items: bucket_items,
             lanes: 1,
-            max_peer_rows,
-            retry_for: net::seconds(retry, "retry")?,
-            idle_timeout: net::seconds(idle_timeout, "idle_timeout")?,
-            output,
-            ..JobOptions::new(p.protocol.clone(), job_dir)
+            ..psi::job_options(
+                p.protocol.clone(),
+                job_dir,
+                resume,
+                memory,
+                bucket_items,
+                max_peer_rows,
+                (retry, idle_timeout),
+                output,
+            )?
         };
         let runtime = runtime().py_err()?;
         let listening = net::announce(&on_listening);

@@ -480,15 +480,17 @@ pub fn cpsi_job<'py>(
             .map_err(|_| errors::input("too many value columns"))?,
     };
     let opts = JobOptions {
-        resume,
-        memory,
-        max_bucket_items: bucket_items,
         lanes: crate::psi::lanes_or_default(lanes)?,
-        max_peer_rows,
-        retry_for: net::seconds(retry, "retry")?,
-        idle_timeout: net::seconds(idle_timeout, "idle_timeout")?,
-        output,
-        ..JobOptions::new(protocol, job_dir)
+        ..crate::psi::job_options(
+            protocol,
+            job_dir,
+            resume,
+            memory,
+            bucket_items,
+            max_peer_rows,
+            (retry, idle_timeout),
+            output,
+        )?
     };
     // In-memory rows go to a temporary CSV: a job reads its input as a file.
     let (path, _guard) = source.file().py_err()?;

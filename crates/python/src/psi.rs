@@ -144,17 +144,20 @@ pub fn psi_job<'py>(
         1 << 24,
         source.spec().key_format(),
     )?;
+    let protocol = JobProtocol::Balanced(settings);
     let opts = JobOptions {
-        resume,
-        memory,
-        max_bucket_items: bucket_items,
-        lanes: lanes_or_default(lanes)?,
-        max_peer_rows,
-        retry_for: net::seconds(retry, "retry")?,
-        idle_timeout: net::seconds(idle_timeout, "idle_timeout")?,
         return_rows,
-        output,
-        ..JobOptions::new(JobProtocol::Balanced(settings), job_dir)
+        lanes: lanes_or_default(lanes)?,
+        ..job_options(
+            protocol,
+            job_dir,
+            resume,
+            memory,
+            bucket_items,
+            max_peer_rows,
+            (retry, idle_timeout),
+            output,
+        )?
     };
     // In-memory rows go to a temporary CSV: a job reads its input as a file.
     let (path, temp) = source.file().py_err()?;
@@ -185,6 +188,32 @@ pub fn psi_job<'py>(
         }
     }
     Ok(d)
+}
+
+/// A job's options from the keyword arguments every job front end takes
+/// (the rest keep `JobOptions::new`'s defaults; the pair is `retry=` and
+/// `idle_timeout=`, in seconds).
+#[allow(clippy::too_many_arguments)]
+pub fn job_options(
+    protocol: JobProtocol,
+    job_dir: PathBuf,
+    resume: bool,
+    memory: u64,
+    bucket_items: Option<u64>,
+    max_peer_rows: u64,
+    (retry, idle_timeout): (f64, f64),
+    output: Option<PathBuf>,
+) -> PyResult<JobOptions> {
+    Ok(JobOptions {
+        resume,
+        memory,
+        max_bucket_items: bucket_items,
+        max_peer_rows,
+        retry_for: net::seconds(retry, "retry")?,
+        idle_timeout: net::seconds(idle_timeout, "idle_timeout")?,
+        output,
+        ..JobOptions::new(protocol, job_dir)
+    })
 }
 
 /// A job's `lanes=`: `None` for the default (one per 8 cores, at most 4).
