@@ -153,7 +153,8 @@ def main() -> None:
     workers = [int(w) for w in a.workers.split(",")]
     tmp = [tempfile.mkdtemp(prefix="bs", dir="/tmp"), tempfile.mkdtemp(prefix="br", dir="/tmp")]
     cpus = os.cpu_count() or 2
-    clusters = (head("127.0.0.2", 46700, tmp[0], cpus), head("127.0.0.3", 47000, tmp[1], cpus))
+    # Ports below Linux's ephemeral range (as in the tests).
+    clusters = (head("127.0.0.2", 24700, tmp[0], cpus), head("127.0.0.3", 25000, tmp[1], cpus))
     runs: Dict[str, List[Dict]] = {}
     try:
         for i in range(a.runs):

@@ -57,7 +57,9 @@ def clusters():
     # Unix socket paths must stay short: Ray's temp dirs under /tmp.
     dirs = [tempfile.mkdtemp(prefix="rs", dir="/tmp"), tempfile.mkdtemp(prefix="rr", dir="/tmp")]
     try:
-        yield _head("127.0.0.2", 46100, dirs[0]), _head("127.0.0.3", 46400, dirs[1])
+        # Ports below Linux's ephemeral range (32768-60999), which an
+        # outgoing connection could hold when a head starts.
+        yield _head("127.0.0.2", 24100, dirs[0]), _head("127.0.0.3", 24400, dirs[1])
     finally:
         subprocess.run([RAY, "stop", "--force"], capture_output=True, timeout=120, env=ENV)
         for d in dirs:

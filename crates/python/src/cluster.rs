@@ -17,7 +17,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 
 use crate::cpsi::Options;
-use crate::errors::{self, IntoPy};
+use crate::errors::IntoPy;
 use crate::input::Source;
 use crate::{interrupt, net, psi};
 
@@ -100,16 +100,10 @@ pub fn cpsi_plan(
         epc,
         1 << 24,
     )?;
-    let mut spec = source.spec().clone();
-    spec.value_columns = source.value_columns(&options.value_columns).py_err()?;
-    let value_columns = u8::try_from(spec.value_columns.len())
-        .map_err(|_| errors::input("too many value columns"))?;
+    let (protocol, spec) = options.job(&source)?;
     Ok(JobPlan {
         role: options.role.into(),
-        protocol: JobProtocol::Circuit {
-            config: options.config.clone(),
-            value_columns,
-        },
+        protocol,
         spec,
         circuit: Some(options),
     })

@@ -12,6 +12,7 @@ use psikit_protocols::cpsi::{
     App, AppKind, Choices, CpsiConfig, Input, Outcome, Output, ParseError,
 };
 use psikit_protocols::cpsi::{Shares, Side, Spelling, Sums};
+use psikit_protocols::io::KeySpec;
 use psikit_protocols::jobs::{self, JobInput, JobOptions, JobProtocol};
 use psikit_protocols::memory;
 use psikit_protocols::Error;
@@ -250,6 +251,20 @@ pub struct Options {
 }
 
 impl Options {
+    /// What a job of these options runs on `source`'s rows, and how they
+    /// are read (the key spec with the value columns).
+    pub fn job(&self, source: &Source) -> PyResult<(JobProtocol, KeySpec)> {
+        let mut spec = source.spec().clone();
+        spec.value_columns = source.value_columns(&self.value_columns).py_err()?;
+        let value_columns = u8::try_from(spec.value_columns.len())
+            .map_err(|_| errors::input("too many value columns"))?;
+        let protocol = JobProtocol::Circuit {
+            config: self.config.clone(),
+            value_columns,
+        };
+        Ok((protocol, spec))
+    }
+
     /// Checks the options of `role` ("send" or "receive") for `source`.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
@@ -472,13 +487,7 @@ pub fn cpsi_job<'py>(
     )?;
     let limits = net::limits(idle_timeout, max_message_mib)?;
     let peer = net::peer(listen, connect, accept_timeout, tls, limits)?;
-    let mut spec = source.spec().clone();
-    spec.value_columns = source.value_columns(&options.value_columns).py_err()?;
-    let protocol = JobProtocol::Circuit {
-        config: options.config.clone(),
-        value_columns: u8::try_from(spec.value_columns.len())
-            .map_err(|_| errors::input("too many value columns"))?,
-    };
+    let (protocol, spec) = options.job(source)?;
     let opts = JobOptions {
         lanes: crate::psi::lanes_or_default(lanes)?,
         ..crate::psi::job_options(
