@@ -14,6 +14,7 @@
 //! buckets/NNNNN     the bucket files, then `buckets/split` once all are whole
 //! results/NNNNN     each committed bucket's matched rows (circuit PSI:
 //!                   this side's shares of the bucket's aggregates)
+//! opened            circuit PSI's opened result (before the end is told)
 //! ```
 
 use std::fs;
@@ -36,6 +37,8 @@ const INPUT_MAGIC: &[u8; 8] = b"PSIKINP2";
 const SPLIT_MAGIC: &[u8; 8] = b"PSIKSPT1";
 const RESULT_MAGIC: &[u8; 8] = b"PSIKRES1";
 const PARTS_MAGIC: &[u8; 8] = b"PSIKPRT2";
+#[cfg(feature = "cpsi")]
+const OPENED_MAGIC: &[u8; 8] = b"PSIKOPN1";
 
 /// Bits of a row id that number the row within its part: a row id is
 /// `part << PART_SHIFT | row` (a one-machine job's input is part 0).
@@ -333,6 +336,35 @@ impl JobDir {
         }
     }
 
+    /// Whether every one of `buckets` buckets is committed here.
+    pub fn holds_every_bucket(&self, buckets: u64) -> Result<bool, Error> {
+        let ones: u64 = self
+            .committed(buckets)?
+            .iter()
+            .map(|b| u64::from(b.count_ones()))
+            .sum();
+        Ok(ones == buckets)
+    }
+
+    /// Keeps circuit PSI's opened result before the job's end is told: a
+    /// side stopped after the opening whose peer has since ended still
+    /// has it when it resumes (an opening run again gives the same result,
+    /// the sums being over the same rows).
+    #[cfg(feature = "cpsi")]
+    pub fn set_opened(&self, output: &crate::cpsi::Output) -> Result<(), Error> {
+        let body = opened::encode(output)?;
+        write_sealed(&self.root.join("opened"), OPENED_MAGIC, &body)
+    }
+
+    /// The result [`JobDir::set_opened`] kept, if any.
+    #[cfg(feature = "cpsi")]
+    pub fn opened(&self) -> Result<Option<crate::cpsi::Output>, Error> {
+        match read_sealed(&self.root.join("opened"), OPENED_MAGIC)? {
+            Some(body) => Ok(Some(opened::decode(&body)?)),
+            None => Ok(None),
+        }
+    }
+
     /// A committed bucket's matched rows (or shares).
     pub fn result(&self, bucket: u64) -> Result<Vec<u64>, Error> {
         let path = self.result_path(bucket);
@@ -357,6 +389,102 @@ impl JobDir {
         let _ = fs::remove_dir_all(self.root.join("spool"));
         for b in 0..agreed.shape.buckets {
             let _ = fs::remove_file(self.bucket_path(b));
+        }
+    }
+}
+
+/// The `opened` file's body: a tag, then the aggregate's fields (only
+/// the results a job opens; shares and the union go to files instead).
+#[cfg(feature = "cpsi")]
+mod opened {
+    use psikit_transport::{DecodeError, Reader, Writer};
+
+    use crate::cpsi::{Output, Sums};
+    use crate::error::Error;
+
+    /// More value columns than any job has (they are counted in a `u8`).
+    const MAX_COLUMNS: u64 = 256;
+
+    pub(super) fn encode(output: &Output) -> Result<Vec<u8>, Error> {
+        let mut w = Writer::new();
+        match output {
+            Output::Cardinality(c) => {
+                w.u8(0);
+                optional(&mut w, *c);
+            }
+            Output::Sum(None) => {
+                w.u8(1).u8(0);
+            }
+            Output::Sum(Some(s)) => {
+                w.u8(1).u8(1).u64(s.cardinality);
+                for column in [&s.sender_values, &s.receiver_values] {
+                    w.u32(column.len() as u32);
+                    column.iter().for_each(|v| {
+                        w.u64(*v);
+                    });
+                }
+                optional(&mut w, s.inner_product);
+            }
+            Output::SumWithheld(m) => {
+                w.u8(2).u64(*m);
+            }
+            Output::Threshold(t) => {
+                w.u8(3);
+                optional(&mut w, t.map(u64::from));
+            }
+            Output::Shares(_) | Output::Union(_) => {
+                return Err(Error::Internal("a job keeps only opened aggregates"))
+            }
+        }
+        Ok(w.into_bytes())
+    }
+
+    pub(super) fn decode(body: &[u8]) -> Result<Output, DecodeError> {
+        let mut r = Reader::new(body);
+        let output = match r.u8("opened result")? {
+            0 => Output::Cardinality(read_optional(&mut r)?),
+            1 => match r.u8("sum known")? {
+                0 => Output::Sum(None),
+                1 => {
+                    let cardinality = r.u64("cardinality")?;
+                    let mut column = || -> Result<Vec<u64>, DecodeError> {
+                        let n = r.count(MAX_COLUMNS, 8, "sums")?;
+                        (0..n).map(|_| r.u64("sum")).collect()
+                    };
+                    let (sender_values, receiver_values) = (column()?, column()?);
+                    Output::Sum(Some(Sums {
+                        cardinality,
+                        sender_values,
+                        receiver_values,
+                        inner_product: read_optional(&mut r)?,
+                    }))
+                }
+                k => return Err(DecodeError::invalid("sum known", k)),
+            },
+            2 => Output::SumWithheld(r.u64("minimum")?),
+            3 => match read_optional(&mut r)? {
+                None => Output::Threshold(None),
+                Some(t @ (0 | 1)) => Output::Threshold(Some(t == 1)),
+                Some(t) => return Err(DecodeError::invalid("threshold", t)),
+            },
+            k => return Err(DecodeError::invalid("opened result", k)),
+        };
+        r.finish()?;
+        Ok(output)
+    }
+
+    fn optional(w: &mut Writer, v: Option<u64>) {
+        match v {
+            None => w.u8(0),
+            Some(v) => w.u8(1).u64(v),
+        };
+    }
+
+    fn read_optional(r: &mut Reader) -> Result<Option<u64>, DecodeError> {
+        match r.u8("known")? {
+            0 => Ok(None),
+            1 => Ok(Some(r.u64("value")?)),
+            k => Err(DecodeError::invalid("known", k)),
         }
     }
 }

@@ -250,21 +250,24 @@ impl<'a> Job<'a> {
             max_bucket_items: opts.bucket_limit(),
             lanes: opts.lanes.clamp(1, MAX_LANES),
         };
+        let agreed = stored.map(|(a, _, _)| a);
+        #[cfg(feature = "cpsi")]
+        let circuit = dir.opened()?;
         Ok(Job {
             dir,
             role,
             longest_key: summary.longest_key,
             opts,
             hello,
-            agreed: stored.map(|(a, _, _)| a),
+            agreed,
             cluster: false,
             buckets_run: 0,
             bytes: (0, 0),
             bucket_bytes: Vec::new(),
             exchanged: false,
-            complete: false,
+            complete: holds_all(dir, agreed.as_ref(), opts)?,
             #[cfg(feature = "cpsi")]
-            circuit: None,
+            circuit,
             times: JobTimes::default(),
             progress,
         })
@@ -339,11 +342,13 @@ impl<'a> Job<'a> {
     pub(super) async fn sessions(&mut self, link: &Link) -> Result<Ended, Error> {
         let (mut reconnects, mut dropped_at): (u32, Option<Instant>) = (0, None);
         loop {
-            let wait = dropped_at.map(|t| self.retry_for().saturating_sub(t.elapsed()));
-            let wait = wait.or(match link {
-                Link::Connect(_) | Link::Cluster { .. } => Some(self.opts.retry_for),
-                Link::Listen { .. } | Link::Relay(_) => None,
-            });
+            let wait = match (dropped_at, link) {
+                (Some(t), _) => Some(self.retry_for().saturating_sub(t.elapsed())),
+                // Resumed holding all it came for: the peer may be gone.
+                (None, _) if self.complete => Some(self.retry_for()),
+                (None, Link::Connect(_) | Link::Cluster { .. }) => Some(self.opts.retry_for),
+                (None, Link::Listen { .. } | Link::Relay(_)) => None,
+            };
             let mut ch = match link.open(wait).await {
                 Ok(ch) => ch,
                 Err(e) if self.complete && is_link_failure(&e) => {
@@ -475,7 +480,9 @@ impl<'a> Job<'a> {
         #[cfg(feature = "cpsi")]
         if let JobProtocol::Circuit { config, .. } = &self.opts.protocol {
             if file_result(self.opts).is_none() {
-                self.circuit = Some(self.open_circuit(ch, config, &agreed, &theirs_kind).await?);
+                let opened = self.open_circuit(ch, config, &agreed, &theirs_kind).await?;
+                self.dir.set_opened(&opened)?;
+                self.circuit = Some(opened);
             }
         }
         // Only now does this side hold all it came for.
@@ -574,6 +581,26 @@ impl<'a> Job<'a> {
         let role = self.role.into();
         crate::cpsi::facade::open_shares_on(ch, role, &sums, config, &sid, columns, bounds).await
     }
+}
+
+/// Whether the journal holds all this side came for: every bucket of the
+/// agreed job and, for circuit PSI's aggregates, the opened result. A side
+/// stopped after that (say while writing its output) may find its peer
+/// ended when it resumes, so it waits only [`LINGER`].
+fn holds_all(dir: &JobDir, agreed: Option<&Agreed>, opts: &JobOptions) -> Result<bool, Error> {
+    let Some(agreed) = agreed else {
+        return Ok(false);
+    };
+    #[cfg(feature = "cpsi")]
+    if matches!(opts.protocol, JobProtocol::Circuit { .. })
+        && file_result(opts).is_none()
+        && dir.opened()?.is_none()
+    {
+        return Ok(false);
+    }
+    #[cfg(not(feature = "cpsi"))]
+    let _ = opts;
+    dir.holds_every_bucket(agreed.shape.buckets)
 }
 
 /// How the sessions ended.

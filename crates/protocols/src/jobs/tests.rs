@@ -146,6 +146,34 @@ fn run_both(
     (s.expect("sender"), r.expect("receiver"))
 }
 
+/// The receiver of a finished job resumed (as if stopped while writing
+/// its output) after the sender has gone: it ends after a short wait,
+/// from its journal alone, running nothing.
+fn resume_alone(path: &Path, opts: &JobOptions) -> JobOutcome {
+    let opts = JobOptions {
+        resume: true,
+        retry_for: Duration::from_millis(500),
+        ..opts.clone()
+    };
+    let nobody = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = nobody.local_addr().expect("addr").to_string();
+    drop(nobody);
+    let mut spec = spec();
+    spec.value_columns = (0..opts.protocol.kind().value_columns())
+        .map(|_| Column::parse("row").expect("column"))
+        .collect();
+    let input = JobInput {
+        path: path.to_owned(),
+        spec,
+    };
+    let connect = Peer::Connect(ServerAddr::plain(addr));
+    let out = run_blocking(&connect, Role::Receiver, &input, &opts, |_| {}, &NoProgress)
+        .expect("a side holding everything ends alone");
+    assert!(!out.end_confirmed);
+    assert_eq!(out.buckets_run, 0);
+    out
+}
+
 #[test]
 fn bucketed_runs_equal_the_truth_for_every_protocol_and_shape() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -417,10 +445,12 @@ fn a_side_holding_every_bucket_ends_when_the_last_exchange_is_lost() {
     let (s, r) = run_both((&s_path, &s_opts), (&r_path, &r_opts));
     assert!(s.end_confirmed && r.end_confirmed);
     assert_eq!((s.buckets_run, r.buckets_run), (0, 0));
-    assert_eq!(
-        rows_of(r_opts.output.as_ref().expect("output")),
-        truth(&r_ids, &s_ids)
-    );
+    let output = r_opts.output.as_ref().expect("output");
+    assert_eq!(rows_of(output), truth(&r_ids, &s_ids));
+
+    std::fs::remove_file(output).expect("remove the output");
+    resume_alone(&r_path, &r_opts);
+    assert_eq!(rows_of(output), truth(&r_ids, &s_ids));
 }
 
 #[cfg(feature = "cpsi")]
@@ -469,6 +499,8 @@ fn circuit_psi_jobs_open_the_whole_result_once() {
             "{:?}",
             r.bucket_bytes
         );
+        let r_alone = resume_alone(&r_path, &r_opts);
+        assert_eq!(r_alone.circuit, r.circuit);
         (s.circuit.expect("sender"), r.circuit.expect("receiver"))
     };
     let mut cardinality_to_both = CpsiConfig::new(App::Cardinality);
