@@ -2,7 +2,8 @@
 //!
 //! Each case (parameters, server size, label length, threads) runs in its
 //! own worker process of this binary with `RAYON_NUM_THREADS` set, so a
-//! case's peak memory is its process's `VmHWM` and "one thread" means one.
+//! case's peak memory is its process's `VmHWM` and "one thread" means one
+//! per party (the client has a pool of its own, see [`queries`]).
 //! The worker builds the database (OPRF, then placement and polynomials,
 //! then the plaintext cache), saves and reloads it, starts the service on
 //! loopback and queries it with clients of each size, checking matches and
@@ -200,7 +201,7 @@ pub fn worker(a: &HeWorkerArgs) -> Result<()> {
     build(&params, n, a, &mut m)?;
     let state = reload(a, &mut m)?;
     m.set_peak_memory("build.peak_bytes");
-    runtime()?.block_on(queries(state, n, a, &mut m))?;
+    queries(state, n, a, &mut m)?;
     m.set_peak_memory("peak_bytes");
     print!("{}", m.encode());
     Ok(())
@@ -282,16 +283,38 @@ pub(super) fn client_ids(size: u64, n: u64) -> Vec<(u64, bool)> {
         .collect()
 }
 
-async fn queries(state: HeState, n: u64, a: &HeWorkerArgs, m: &mut Metrics) -> Result<()> {
-    let limits = Limits::default();
+/// Serves `state` on loopback and queries it with each client size. The
+/// client is another machine: it runs on a rayon pool of its own, as large
+/// as the server's, and its own runtime. On the server's pool its
+/// decryption would queue behind the server's evaluation (with one
+/// thread, in series with it), which no deployment does.
+fn queries(state: HeState, n: u64, a: &HeWorkerArgs, m: &mut Metrics) -> Result<()> {
+    let server_rt = runtime()?;
     let service = Arc::new(HeService::new(state, ServerLimits::default()));
-    let server = LocalServer::serving(service).await?;
+    let server = server_rt.block_on(LocalServer::serving(service))?;
     let addr = server.addr().to_string();
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(rayon::current_num_threads())
+        .thread_name(|i| format!("client-{i}"))
+        .build()
+        .context("cannot start the client's thread pool")?;
+    let client_rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the client's runtime")?;
+    let queried = pool.install(|| client_rt.block_on(client_queries(&addr, n, a, m)));
+    server_rt.block_on(async move { drop(server) });
+    queried
+}
+
+/// Each client size's queries against the service at `addr`.
+async fn client_queries(addr: &str, n: u64, a: &HeWorkerArgs, m: &mut Metrics) -> Result<()> {
+    let limits = Limits::default();
     for &size in &a.clients {
         let ids = client_ids(size, n);
         let keys: Vec<Vec<u8>> = ids.iter().map(|&(id, _)| item(id)).collect();
         let mut ch = ServerAddr {
-            addr: addr.clone(),
+            addr: addr.to_owned(),
             tls: None,
             limits,
         }
@@ -323,7 +346,6 @@ async fn queries(state: HeState, n: u64, a: &HeWorkerArgs, m: &mut Metrics) -> R
         m.set(format!("q{size}.failed_runs"), f64::from(failed));
         m.set(format!("q{size}.fpp_log2"), client.fpp_log2(size));
     }
-    drop(server);
     Ok(())
 }
 
