@@ -182,7 +182,7 @@ def test_vole_psi_across_two_clusters_equals_one_machine(clusters, tmp_path, mal
     s, r = _pair(clusters, tmp_path, ["psi"], [str(f) for f in s_files],
                  [str(r_csv), "--output", str(tmp_path / "out.csv")], common)
     assert s["job_id"] == r["job_id"] and r["buckets"] > 2
-    assert r["cluster"]["bucket_tasks"] == r["buckets"]
+    assert r["cluster"]["buckets_run"] == r["buckets"]
     assert s["matched_rows"] is None
     one = _one_machine(tmp_path, s_csv, r_csv, malicious=malicious, bucket_items=256)
     assert _rows(tmp_path / "out.csv") == _rows(one) == _truth(r_ids, s_ids)
@@ -277,5 +277,5 @@ def test_a_killed_worker_and_a_restarted_driver_give_the_same_output(clusters, t
     r = Party(clusters[1], [*receive, "--resume"])
     got, sent = r.result(), s.result()
     assert got["job_id"] == sent["job_id"]
-    assert got["cluster"]["bucket_tasks"] < got["buckets"], "the resumed driver ran only what was left"
+    assert got["cluster"]["buckets_run"] < got["buckets"], "the resumed driver ran only what was left"
     assert _rows(out) == _truth(r_ids, s_ids)

@@ -141,17 +141,17 @@ pub fn cluster_spool_part<'py>(
 /// A part's summary as Python holds it.
 type Summary<'py> = (Bound<'py, PyBytes>, u64, u64, u64);
 
-/// The connecting party's task for bucket `bucket`: see
+/// The connecting party's task for a run of buckets: see
 /// `BucketWorker::run_remote`. Returns its bytes each way and retries.
 #[pyfunction]
-#[pyo3(signature = (plan, job_dir, bucket, connect, token, tls=None, retry=600.0,
+#[pyo3(signature = (plan, job_dir, buckets, connect, token, tls=None, retry=600.0,
     idle_timeout=600.0, max_message_mib=16))]
 #[allow(clippy::too_many_arguments)]
-pub fn cluster_run_bucket<'py>(
+pub fn cluster_run_buckets<'py>(
     py: Python<'py>,
     plan: &JobPlan,
     job_dir: PathBuf,
-    bucket: u64,
+    buckets: Vec<u64>,
     connect: String,
     token: [u8; 16],
     tls: Option<&Bound<'py, PyDict>>,
@@ -163,9 +163,9 @@ pub fn cluster_run_bucket<'py>(
     let server = net::server(connect, tls, limits)?;
     let retry = net::seconds(retry, "retry")?;
     let worker = BucketWorker::open(&job_dir, plan.role, plan.protocol.clone(), limits).py_err()?;
-    let cost = interrupt::run(py, worker.run_remote(bucket, &server, token, retry))?;
+    let cost = interrupt::run(py, worker.run_remote(&buckets, &server, token, retry))?;
     let d = PyDict::new(py);
-    d.set_item("bucket", bucket)?;
+    d.set_item("buckets", buckets)?;
     d.set_item("bytes_sent", cost.bytes_sent)?;
     d.set_item("bytes_received", cost.bytes_received)?;
     d.set_item("retries", cost.retries)?;

@@ -63,7 +63,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cluster::cpsi_plan, m)?)?;
     m.add_function(wrap_pyfunction!(cluster::cluster_part_path, m)?)?;
     m.add_function(wrap_pyfunction!(cluster::cluster_spool_part, m)?)?;
-    m.add_function(wrap_pyfunction!(cluster::cluster_run_bucket, m)?)?;
+    m.add_function(wrap_pyfunction!(cluster::cluster_run_buckets, m)?)?;
     m.add_function(wrap_pyfunction!(cluster::cluster_serve, m)?)?;
     m.add_function(wrap_pyfunction!(filter::filter_setup, m)?)?;
     m.add_function(wrap_pyfunction!(filter::filter_update, m)?)?;

@@ -13,10 +13,10 @@ driver's node alone for a one-node cluster). The driver:
 2. steps the job over its control connection (``_native.ClusterJob``):
    the hello, both journals and the split into buckets;
 3. runs the buckets both sides still need: the connecting party as Ray
-   tasks, one per bucket (as many at once as both parties have workers),
-   each dialling the peer's one address; the listening party as
-   ``workers`` serving tasks, which its driver's relay hands the peer's
-   bucket connections;
+   tasks, each a run of a few buckets over one connection (as many at
+   once as both parties have workers), dialling the peer's one address;
+   the listening party as ``workers`` serving tasks, which its driver's
+   relay hands the peer's connections;
 4. steps again until the job is done; the matched rows are then written
    from the parts to ``output``, one CSV file.
 
@@ -134,11 +134,11 @@ def _in_turn(ray: Any, calls: List[Any], at_once: int) -> List[Any]:
     return ray.get(refs)
 
 
-def _run_bucket(family: str, plan_args: Dict[str, Any], job_dir: str, bucket: int, connect: str,
-                token: bytes, tls: Optional[Dict[str, Any]], retry: float, timeout: float) -> Dict[str, Any]:
-    """A connecting party's bucket, as a Ray task."""
-    return _native.cluster_run_bucket(plan(family, plan_args), job_dir, bucket, connect, token, tls=tls,
-                                      retry=retry, idle_timeout=timeout)
+def _run_buckets_task(family: str, plan_args: Dict[str, Any], job_dir: str, buckets: List[int], connect: str,
+                     token: bytes, tls: Optional[Dict[str, Any]], retry: float, timeout: float) -> Dict[str, Any]:
+    """A connecting party's run of buckets over one connection, as a Ray task."""
+    return _native.cluster_run_buckets(plan(family, plan_args), job_dir, buckets, connect, token, tls=tls,
+                                       retry=retry, idle_timeout=timeout)
 
 
 def _serve(family: str, plan_args: Dict[str, Any], job_dir: str, relay: str, ticket: bytes,
@@ -211,6 +211,7 @@ def run(ray: Any, family: str, plan_args: Dict[str, Any], job_dir: str, *, liste
     result["cluster"] = {
         "workers": workers,
         "bucket_tasks": len(costs),
+        "buckets_run": sum(len(c["buckets"]) for c in costs),
         "bucket_retries": sum(c["retries"] for c in costs),
         "bucket_bytes_sent": sum(c["bytes_sent"] for c in costs),
         "bucket_bytes_received": sum(c["bytes_received"] for c in costs),
@@ -219,13 +220,22 @@ def run(ray: Any, family: str, plan_args: Dict[str, Any], job_dir: str, *, liste
     return result
 
 
+#: Runs of buckets per worker and step: enough that a slow or restarted
+#: worker's share is taken up by the others, few enough that each run
+#: overlaps its loads with its buckets over several buckets.
+RUNS_PER_WORKER = 4
+
+
 def _run_buckets(ray: Any, family: str, plan_args: Dict[str, Any], job_dir: str, todo: List[int], connect: Optional[str],
                  token: bytes, tls: Optional[Dict[str, Any]], retry: float, timeout: float,
                  at_once: int) -> List[Dict[str, Any]]:
-    """The connecting party's buckets ``todo``, ``at_once`` Ray tasks at a
-    time (one CPU each; a task whose worker dies runs again elsewhere)."""
+    """The connecting party's buckets ``todo`` in runs, ``at_once`` Ray
+    tasks at a time (one CPU each; a task whose worker dies runs again
+    elsewhere, skipping the buckets it committed)."""
     if connect is None:
         raise InputError("the connecting party's buckets need connect=")
-    task = ray.remote(num_cpus=1, max_retries=TASK_RETRIES)(_run_bucket)
-    return _in_turn(ray, [lambda b=b: task.remote(family, plan_args, job_dir, b, connect, token, tls, retry, timeout)
-                          for b in todo], at_once)
+    per_run = max(1, -(-len(todo) // (at_once * RUNS_PER_WORKER)))
+    runs = [todo[i:i + per_run] for i in range(0, len(todo), per_run)]
+    task = ray.remote(num_cpus=1, max_retries=TASK_RETRIES)(_run_buckets_task)
+    return _in_turn(ray, [lambda r=r: task.remote(family, plan_args, job_dir, r, connect, token, tls, retry, timeout)
+                          for r in runs], at_once)

@@ -7,7 +7,7 @@ machines").
 The two parties are two organisations with a cluster each; only psikit's
 own connections cross between them: the listening party exposes one
 address (give it TLS with ``tls=``), the connecting party's bucket tasks
-dial it, and the listening party's driver relays each bucket connection
+dial it, and the listening party's driver relays each of their connections
 to one of its workers. What each party learns is what a one-machine job
 reveals: the receiver its matched rows (written to ``output``, one CSV
 file), the sender nothing unless ``reveal=True``; both the row counts,

@@ -71,6 +71,12 @@ impl Fuzzed for job::BucketCommitted {
     }
 }
 
+impl Fuzzed for job::NextBucket {
+    fn fuzz_bounds(bound: u16) -> u64 {
+        u64::from(bound)
+    }
+}
+
 /// The connection's lane count.
 impl Fuzzed for job::Lane {
     fn fuzz_bounds(bound: u16) -> u8 {

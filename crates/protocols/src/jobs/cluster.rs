@@ -16,22 +16,26 @@
 //!    or with the job done (circuit PSI's aggregates opened once over the
 //!    control connection) and this side's matched rows written from the
 //!    parts into one CSV file.
-//! 3. **Buckets**, each over a connection of its own:
-//!    [`BucketWorker::run_remote`] in the connecting party's tasks (any
-//!    number at once, up to the peer's workers), [`BucketWorker::serve`]
-//!    in the listening party's workers, which its driver's relay
-//!    (`relay.rs`) pairs with the peer's bucket connections. The
-//!    listening side commits a bucket first and says so; the connecting
-//!    side commits on hearing it.
+//! 3. **Buckets**, in runs of a few, each run over a connection of its
+//!    own: [`BucketWorker::run_remote`] in the connecting party's tasks
+//!    (any number at once, up to the peer's workers),
+//!    [`BucketWorker::serve`] in the listening party's workers, which its
+//!    driver's relay (`relay.rs`) pairs with the peer's connections.
+//!    Before each bucket the connecting side names the one after it
+//!    ([`NextBucket`]), so both sides load that one while this one runs,
+//!    as a one-machine job does. The listening side commits a bucket
+//!    first and says so; the connecting side commits on hearing it.
 //!
-//! Why a connection per bucket rather than per worker: a bucket is the
-//! unit that fails and runs again (a killed worker loses only its
-//! bucket, rerun by another), and the two parties' worker counts need not
-//! match. The cost, a TCP and TLS handshake per bucket, is small beside a
-//! bucket of a million items.
+//! Why a connection per run of buckets rather than per worker or per
+//! bucket: a run is the unit that fails and runs again (a killed worker
+//! loses only its run's uncommitted buckets, rerun by another task), the
+//! two parties' worker counts need not match, and the runs are short
+//! enough to spread evenly over the workers (the driver cuts the buckets
+//! into a few runs per worker). Per bucket, a connection would cost a
+//! handshake, a task and the two loads one after the other.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use psikit_io::KeySpec;
 use psikit_transport::net::{self, Listener};
@@ -46,7 +50,7 @@ use super::options::{JobOptions, JobOutcome};
 use super::prepare::{input_digest, spool_file, Bucket};
 use super::relay::Relay;
 use super::run::{check_terms, file_result, open_dir, Job};
-use super::terms::{Agreed, Attach, BucketCommitted, ClusterOpen, JobDone};
+use super::terms::{Agreed, Attach, BucketCommitted, ClusterOpen, JobDone, NextBucket};
 use crate::balanced::Role;
 use crate::common::connect::{Peer, ServerAddr};
 use crate::common::{NoProgress, Progress};
@@ -301,7 +305,7 @@ pub fn part_rows_path(job_dir: &Path, part: u64) -> PathBuf {
     JobDir::shared(job_dir).part_rows_path(part)
 }
 
-/// What one bucket's run cost.
+/// What a run of buckets cost.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct BucketCost {
     pub bytes_sent: u64,
@@ -358,66 +362,90 @@ impl BucketWorker {
         &self.runner.agreed
     }
 
-    /// The connecting party's task for bucket `b`: dials the peer's
-    /// address with the control connection's `token`, runs the bucket
-    /// and commits it once the peer's worker committed it. A dropped link
-    /// is retried (a fresh connection, the bucket run anew) for
-    /// `retry_for`.
+    /// The connecting party's task for a run of buckets: dials the
+    /// peer's address with the control connection's `token` and runs the
+    /// buckets one after another over that connection, each committed
+    /// once the peer's worker committed it, each loading while the one
+    /// before it runs. A dropped link is retried (a fresh connection, from
+    /// the bucket it cut) for `retry_for`. A task run again (its worker
+    /// died) skips the buckets it committed: the listening side commits
+    /// first, so those are whole on both sides.
     pub async fn run_remote(
         &self,
-        b: u64,
+        run: &[u64],
         server: &ServerAddr,
         token: [u8; 16],
         retry_for: Duration,
     ) -> Result<BucketCost, Error> {
         let buckets = self.agreed().shape.buckets;
-        if b >= buckets {
+        if let Some(b) = run.iter().find(|&&b| b >= buckets) {
             return Err(Error::Config(format!(
                 "the job has {buckets} buckets, not {}",
                 b + 1
             )));
         }
+        let todo: Vec<u64> = run
+            .iter()
+            .copied()
+            .filter(|&b| !self.dir.is_committed(b))
+            .collect();
         let server = ServerAddr {
             limits: self.limits,
             ..server.clone()
         };
-        let (server, started) = (&server, std::time::Instant::now());
-        let open = |left: Duration| async move {
-            let mut ch = dial(server, Some(left)).await?;
+        let started = Instant::now();
+        let mut cost = BucketCost::default();
+        let (mut done, mut loading) = (0, todo.first().map(|&b| self.load(b)));
+        while let Some(&b) = todo.get(done) {
+            // The first bucket loads while the connection opens.
+            let left = retry_for.saturating_sub(started.elapsed());
+            let mut ch = dial(&server, Some(left)).await?;
             let bucket = Some(b);
-            ch.send_msg(&ClusterOpen { token, bucket }).await?;
-            Ok::<_, Error>(ch)
-        };
-        // The bucket loads while the connection opens and the peer's
-        // worker, handed the bucket, loads its own.
-        let (bucket, first) = tokio::join!(self.load(b), open(retry_for));
-        let (bucket, mut first) = (bucket?, Some(first));
-        let mut retries = 0;
-        loop {
-            let mut ch = match first.take() {
-                Some(opened) => opened?,
-                None => open(retry_for.saturating_sub(started.elapsed())).await?,
-            };
-            match self.run_one(&mut ch, b, &bucket, false).await {
+            let ran = match ch.send_msg(&ClusterOpen { token, bucket }).await {
                 Ok(()) => {
-                    let cost = BucketCost {
-                        bytes_sent: ch.bytes_sent(),
-                        bytes_received: ch.bytes_received(),
-                        retries,
-                    };
-                    ch.close().await;
-                    return Ok(cost);
+                    self.run_chain(&mut ch, &todo, &mut done, &mut loading)
+                        .await
                 }
-                Err(e) if is_link_failure(&e) && started.elapsed() < retry_for => retries += 1,
+                Err(e) => Err(e.into()),
+            };
+            cost.bytes_sent += ch.bytes_sent();
+            cost.bytes_received += ch.bytes_received();
+            match ran {
+                Ok(()) => ch.close().await,
+                Err(e) if is_link_failure(&e) && started.elapsed() < retry_for => cost.retries += 1,
                 Err(e) => return Err(e),
             }
         }
+        Ok(cost)
+    }
+
+    /// Runs `todo[*done..]` over `ch`, counting in `done` the buckets
+    /// committed; `loading` is the next bucket's load, if started.
+    async fn run_chain(
+        &self,
+        ch: &mut Channel,
+        todo: &[u64],
+        done: &mut usize,
+        loading: &mut Option<Loading>,
+    ) -> Result<(), Error> {
+        while let Some(&b) = todo.get(*done) {
+            let bucket = match loading.take() {
+                Some(l) if l.bucket == b => l.join().await?,
+                _ => self.load(b).join().await?,
+            };
+            let ahead = todo.get(*done + 1).copied();
+            *loading = ahead.map(|n| self.load(n));
+            ch.send_msg(&NextBucket { bucket: ahead }).await?;
+            self.run_one(ch, b, &bucket, false).await?;
+            *done += 1;
+        }
+        Ok(())
     }
 
     /// A listening party's worker: offers itself to its driver's relay at
-    /// `relay` with `ticket`, runs each bucket the relay hands it, until
-    /// the relay says the job is done; returns the buckets it ran. A
-    /// bucket whose link drops (the peer's task died) is left to the
+    /// `relay` with `ticket`, runs each run of buckets the relay hands it,
+    /// until the relay says the job is done; returns the buckets it ran.
+    /// A run whose link drops (the peer's task died) is left to the
     /// peer's retry; any other failure ends the worker.
     pub async fn serve(&self, relay: &str, ticket: [u8; 16]) -> Result<u64, Error> {
         // Waiting for a bucket may take as long as the job; running one
@@ -443,9 +471,8 @@ impl BucketWorker {
                     "the relay handed over a bucket the job lacks".into(),
                 ))?;
             ch.set_limits(self.limits);
-            let bucket = self.load(b).await?;
-            match self.run_one(&mut ch, b, &bucket, true).await {
-                Ok(()) => ran += 1,
+            match self.serve_chain(&mut ch, b, &mut ran).await {
+                Ok(()) => {}
                 Err(e) if is_link_failure(&e) => {}
                 Err(e) => return Err(e),
             }
@@ -453,12 +480,33 @@ impl BucketWorker {
         }
     }
 
-    async fn load(&self, b: u64) -> Result<Bucket, Error> {
+    /// The buckets of one connection from `first` on, each announced with
+    /// the one after it, which loads while this one runs.
+    async fn serve_chain(&self, ch: &mut Channel, first: u64, ran: &mut u64) -> Result<(), Error> {
+        let buckets = self.agreed().shape.buckets;
+        let mut loading = self.load(first);
+        loop {
+            let next = ch.recv_msg::<NextBucket>(buckets).await?.bucket;
+            let b = loading.bucket;
+            let bucket = loading.join().await?;
+            let ahead = next.map(|n| self.load(n));
+            self.run_one(ch, b, &bucket, true).await?;
+            *ran += 1;
+            match ahead {
+                Some(l) => loading = l,
+                None => return Ok(()),
+            }
+        }
+    }
+
+    /// Starts loading bucket `b` on the blocking pool.
+    fn load(&self, b: u64) -> Loading {
         let (path, role) = (self.dir.bucket_path(b), self.runner.role);
         let cap = self.agreed().own_capacity(role);
-        tokio::task::spawn_blocking(move || Bucket::load(&path, b, role, cap))
-            .await
-            .map_err(|e| Error::task("loading a bucket", e))?
+        Loading {
+            bucket: b,
+            task: tokio::task::spawn_blocking(move || Bucket::load(&path, b, role, cap)),
+        }
     }
 
     /// One run of bucket `b` over `ch`: its earlier result taken back,
@@ -488,5 +536,19 @@ impl BucketWorker {
             self.dir.commit(b, &result)?;
         }
         Ok(())
+    }
+}
+
+/// A bucket being loaded (dropped unjoined, its result is discarded).
+struct Loading {
+    bucket: u64,
+    task: tokio::task::JoinHandle<Result<Bucket, Error>>,
+}
+
+impl Loading {
+    async fn join(self) -> Result<Bucket, Error> {
+        self.task
+            .await
+            .map_err(|e| Error::task("loading a bucket", e))?
     }
 }

@@ -197,21 +197,25 @@ fn connecting_party(
                 .expect("worker"),
             );
             let take = stop_after.map_or(todo.len(), |n| n.min(todo.len()));
-            for batch in todo[..take].chunks(tasks.min(peer_workers as usize)) {
-                let runs: Vec<_> = batch
-                    .iter()
-                    .map(|&b| {
-                        let (worker, server) = (worker.clone(), server.clone());
-                        tokio::spawn(async move {
-                            worker
-                                .run_remote(b, &server, token, Duration::from_secs(5))
-                                .await
-                        })
+            // Runs of buckets, as many at once as both sides have workers.
+            let per_run = take.div_ceil(tasks.min(peer_workers as usize)).max(1);
+            let runs: Vec<_> = todo[..take]
+                .chunks(per_run)
+                .map(|run| {
+                    let (worker, server, run) = (worker.clone(), server.clone(), run.to_vec());
+                    tokio::spawn(async move {
+                        let retry = Duration::from_secs(5);
+                        let cost = worker.run_remote(&run, &server, token, retry).await;
+                        (run, cost)
                     })
-                    .collect();
-                for r in runs {
-                    r.await.expect("task").expect("bucket");
-                }
+                })
+                .collect();
+            for r in runs {
+                let (run, cost) = r.await.expect("task");
+                assert!(cost.expect("run").bytes_sent > 0);
+                // A run's task run again skips what it committed.
+                let again = worker.run_remote(&run, &server, token, Duration::from_secs(5));
+                assert_eq!(again.await.expect("again").bytes_sent, 0);
             }
             if stop_after.is_some() {
                 return None;

@@ -336,6 +336,11 @@ impl JobDir {
         }
     }
 
+    /// Whether bucket `bucket` is committed here.
+    pub fn is_committed(&self, bucket: u64) -> bool {
+        self.result_path(bucket).exists()
+    }
+
     /// Whether every one of `buckets` buckets is committed here.
     pub fn holds_every_bucket(&self, buckets: u64) -> Result<bool, Error> {
         let ones: u64 = self

@@ -338,9 +338,43 @@ impl Message for BucketCommitted {
     }
 }
 
+/// Sent by the connecting side before each bucket of a run over one
+/// cluster connection (kind 10): the bucket after it, or `None` if it is
+/// the run's last. Both sides load that bucket while this one runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NextBucket {
+    pub bucket: Option<u64>,
+}
+
+impl Message for NextBucket {
+    const PROTOCOL: u8 = PROTOCOL_ID;
+    const KIND: u8 = 10;
+    /// The job's bucket count.
+    type Bounds<'a> = u64;
+
+    fn write(&self, w: &mut Writer) {
+        match self.bucket {
+            None => w.u8(0),
+            Some(b) => w.u8(1).u64(b),
+        };
+    }
+
+    fn read(r: &mut Reader<'_>, buckets: u64) -> Result<Self, DecodeError> {
+        let bucket = match r.u8("next")? {
+            0 => None,
+            1 => match r.u64("bucket")? {
+                b if b < buckets => Some(b),
+                b => return Err(DecodeError::invalid("bucket", b)),
+            },
+            other => return Err(DecodeError::invalid("next", other)),
+        };
+        Ok(Self { bucket })
+    }
+}
+
 wire_messages! {
     messages: JobHello, Committed, BucketStart, JobDone, Lane, ClusterOpen, ClusterReady, Attach,
-        BucketCommitted;
+        BucketCommitted, NextBucket;
     others: ;
 }
 
