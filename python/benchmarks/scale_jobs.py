@@ -8,10 +8,13 @@ CLI job of the same sets, and a cost model for 10^9 x 10^9 rows.
 * Each run alternates the CLI job (``psikit psi --job-dir``, both
   parties' processes) and ``python -m psikit.scale psi`` with each
   worker count of ``--workers`` (both parties' drivers), on the same
-  ``2^--log2``-row sets (half of the receiver's rows shared); the wall
-  time is from starting both parties to both ending (the Ray drivers'
-  connection to their clusters included), and each Ray job's stages come
-  from its result.
+  ``2^--log2``-row sets (half of the receiver's rows shared); both
+  parties start at once on a port chosen beforehand (two organisations
+  start theirs independently; the connecting party dials until the
+  listener is up), the wall time runs from there to both ending (the Ray
+  drivers' start and connection to their clusters included), and each
+  Ray job's stages come from its result. The machine's CPU seconds over
+  each job tell extra work from waiting.
 * The cost model takes the rates measured here (rows per second of each
   pass, core-seconds per bucket item, bytes per item) and predicts a
   10^9 x 10^9 job on 2 x 32 cores and on 2 x 8 nodes of 16 cores, at 10
@@ -29,11 +32,11 @@ import argparse
 import json
 import os
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Dict, List, Tuple
@@ -72,34 +75,49 @@ def inputs(work: Path, log2: int) -> Tuple[Path, Path]:
     return s, r
 
 
-def listening_on(proc: subprocess.Popen, stream, marker: str) -> str:
-    """The address a listening party prints on ``stream`` after ``marker``."""
-    for line in stream:
-        if marker in line:
-            # The rest is read away, so the party never blocks on a full pipe.
-            threading.Thread(target=lambda: [None for _ in stream], daemon=True).start()
-            return line.split()[-1]
-    raise RuntimeError(f"the listening party ended: {proc.wait()}")
+def free_port() -> int:
+    """A loopback port nothing listens on now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def both(listening: List[str], connecting: List[str], env: Tuple[Dict, Dict]) -> str:
+    """Starts both parties at once, as two organisations start theirs (the
+    connecting party dials until the listener is up); returns the
+    connecting party's stdout once both ended, failing if either did."""
+    sender = subprocess.Popen(listening, env=env[0], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    got = subprocess.run(connecting, env=env[1], capture_output=True, text=True)
+    _, err = sender.communicate()
+    if sender.returncode or got.returncode:
+        raise RuntimeError(f"a party failed:\n{err[-2000:]}\n{got.stderr[-2000:]}")
+    return got.stdout
 
 
 def last_json(text: str) -> Dict:
     return json.loads(next(line for line in reversed(text.splitlines()) if line.startswith("{")))
 
 
+def machine_cpu_s() -> float:
+    """CPU seconds every process on this machine has used (``/proc/stat``):
+    a job's difference, against its wall time, tells work (the relay's
+    copies, Ray's own processes) from waiting."""
+    with open("/proc/stat") as f:
+        fields = f.readline().split()[1:]
+    user, nice, system = (int(x) for x in fields[:3])
+    return (user + nice + system) / os.sysconf("SC_CLK_TCK")
+
+
 def cli_job(cli: str, work: Path, s: Path, r: Path, bucket_items: int) -> Dict:
     for d in ("cli-s", "cli-r", "cli.csv"):
         shutil.rmtree(work / d, ignore_errors=True)
     common = ["--key", "id", "--bucket-items", str(bucket_items)]
-    t = time.perf_counter()
-    sender = subprocess.Popen([cli, "psi", "send", "--input", str(s), "--listen", "127.0.0.1:0",
-                               "--job-dir", str(work / "cli-s"), *common], stdout=subprocess.DEVNULL,
-                              stderr=subprocess.PIPE, text=True)
-    addr = listening_on(sender, sender.stderr, "waiting for the peer on")
-    subprocess.run([cli, "psi", "receive", "--input", str(r), "--connect", addr, "--job-dir",
-                    str(work / "cli-r"), "--output", str(work / "cli.csv"), *common], check=True,
-                   capture_output=True)
-    sender.wait()
-    return {"total_s": time.perf_counter() - t}
+    addr = f"127.0.0.1:{free_port()}"
+    t, cpu = time.perf_counter(), machine_cpu_s()
+    both([cli, "psi", "send", "--input", str(s), "--listen", addr, "--job-dir", str(work / "cli-s"), *common],
+         [cli, "psi", "receive", "--input", str(r), "--connect", addr, "--job-dir", str(work / "cli-r"),
+          "--output", str(work / "cli.csv"), *common], (ENV, ENV))
+    return {"total_s": time.perf_counter() - t, "cpu_s": machine_cpu_s() - cpu}
 
 
 def ray_job(clusters: Tuple[str, str], work: Path, s: Path, r: Path, workers: int, bucket_items: int) -> Dict:
@@ -107,19 +125,16 @@ def ray_job(clusters: Tuple[str, str], work: Path, s: Path, r: Path, workers: in
         shutil.rmtree(work / d, ignore_errors=True)
     common = ["--key", "id", "--bucket-items", str(bucket_items), "--workers", str(workers)]
     scale = [sys.executable, "-m", "psikit.scale", "psi"]
-    t = time.perf_counter()
-    sender = subprocess.Popen([*scale, "send", str(s), "--job-dir", str(work / "ray-s"), "--listen",
-                               "127.0.0.1:0", *common], env={**ENV, "RAY_ADDRESS": clusters[0]},
-                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    addr = listening_on(sender, sender.stdout, "listening on")
-    got = subprocess.run([*scale, "receive", str(r), "--job-dir", str(work / "ray-r"), "--connect", addr,
-                          "--output", str(work / "ray.csv"), *common], env={**ENV, "RAY_ADDRESS": clusters[1]},
-                         check=True, capture_output=True, text=True)
-    sender.wait()
-    total = time.perf_counter() - t
-    result = last_json(got.stdout)
+    addr = f"127.0.0.1:{free_port()}"
+    t, cpu = time.perf_counter(), machine_cpu_s()
+    out = both([*scale, "send", str(s), "--job-dir", str(work / "ray-s"), "--listen", addr, *common],
+               [*scale, "receive", str(r), "--job-dir", str(work / "ray-r"), "--connect", addr,
+                "--output", str(work / "ray.csv"), *common],
+               ({**ENV, "RAY_ADDRESS": clusters[0]}, {**ENV, "RAY_ADDRESS": clusters[1]}))
+    total, cpu = time.perf_counter() - t, machine_cpu_s() - cpu
+    result = last_json(out)
     c = result["cluster"]
-    return {"total_s": total, "parts_s": c["parts_s"], "control_s": c["control_s"], "split_s": result["split_s"],
+    return {"total_s": total, "cpu_s": cpu, "parts_s": c["parts_s"], "control_s": c["control_s"], "split_s": result["split_s"],
             "output_s": result["output_s"], "buckets_s": c.get("buckets_s", 0.0), "buckets": result["buckets"],
             "bytes": c["bucket_bytes_sent"] + c["bucket_bytes_received"] + result["bytes_sent"]
             + result["bytes_received"], "matched": result["matched_rows"]}
@@ -173,13 +188,14 @@ def main() -> None:
     med = {name: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for name, rs in runs.items()}
     n = 1 << a.log2
     print(f"\n2^{a.log2} x 2^{a.log2} rows, VOLE-PSI semi-honest, bucket items {a.bucket_items}, medians of {a.runs}")
-    print("| run | total | parts | split | buckets | output | bytes/item | against the CLI |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| run | total | CPU (machine) | parts | split | buckets | output | bytes/item | against the CLI |")
+    print("|---|---|---|---|---|---|---|---|---|")
     cli_total = med["cli"]["total_s"]
-    print(f"| CLI job (one machine) | {cli_total:.2f} s | | | | | | |")
+    print(f"| CLI job (one machine) | {cli_total:.2f} s | {med['cli']['cpu_s']:.1f} s | | | | | | |")
     for w in workers:
         m = med[f"ray-{w}"]
-        print(f"| Ray, {w} worker(s) per party | {m['total_s']:.2f} s | {m['parts_s']:.2f} s | {m['split_s']:.2f} s"
+        print(f"| Ray, {w} worker(s) per party | {m['total_s']:.2f} s | {m['cpu_s']:.1f} s | {m['parts_s']:.2f} s"
+              f" | {m['split_s']:.2f} s"
               f" | {m['buckets_s']:.2f} s | {m['output_s']:.2f} s | {m['bytes'] / n:.1f} |"
               f" {100 * (m['total_s'] / cli_total - 1):+.1f}% |")
     one = med[f"ray-{workers[0]}"]

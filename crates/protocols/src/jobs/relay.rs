@@ -226,11 +226,17 @@ async fn route(
         }
     };
     let (mut outside, mut inside) = (ch.into_stream(), worker.into_stream());
-    tokio::io::copy_bidirectional(&mut outside, &mut inside)
+    // Every byte of the party's buckets passes here: buffers of this size
+    // take a read and a write per 256 KiB instead of per 8 KiB (tokio's
+    // default), a fraction of the relay's CPU.
+    tokio::io::copy_bidirectional_with_sizes(&mut outside, &mut inside, SPLICE_BUF, SPLICE_BUF)
         .await
         .map_err(TransportError::from)?;
     Ok(())
 }
+
+/// The relay's buffer each way of a spliced connection.
+const SPLICE_BUF: usize = 256 << 10;
 
 /// A worker of this party offering itself for the next bucket.
 async fn attach(
