@@ -69,7 +69,13 @@ pub(super) fn xmd(msg_parts: &[&[u8]], dst: &[u8], out: &mut [u8]) {
 pub(super) fn hash_to_group(input: &[u8]) -> RistrettoPoint {
     let mut uniform = [0u8; 64];
     xmd(&[input], HASH_TO_GROUP_DST, &mut uniform);
-    RistrettoPoint::from_uniform_bytes(&uniform)
+    map_to_group(&uniform)
+}
+
+/// RFC 9496 `element_derivation`: 64 uniform bytes to a group element
+/// (two Elligator maps, added); the RFC's Appendix A.3 vectors test it.
+pub(super) fn map_to_group(uniform: &[u8; 64]) -> RistrettoPoint {
+    RistrettoPoint::from_uniform_bytes(uniform)
 }
 
 /// RFC 9497 `HashToScalar` for ristretto255 with an explicit DST: 64 bytes
