@@ -116,9 +116,23 @@ def spool_files(ray: Any, family: str, plan_args: Dict[str, Any], job_dir: str, 
                 workers: int) -> List[Tuple[str, Summary]]:
     """Step 1 for files: each file a part, ``workers`` Ray tasks at a time;
     returns the parts and their summaries in part order."""
-    task = ray.remote(num_cpus=1, max_retries=TASK_RETRIES)(_spool_file)
+    task = ray.remote(**_TASK)(_spool_file)
     return _in_turn(ray, [lambda i=i, f=f: task.remote(family, plan_args, job_dir, i, f)
                           for i, f in enumerate(files)], workers)
+
+
+#: How psikit's tasks run: one CPU each, retried on another worker if
+#: theirs dies, in worker processes whose glibc keeps freed memory instead
+#: of returning it to the system at once (a bucket's buffers are freed
+#: and allocated again bucket after bucket; returned and faulted in
+#: again, they cost the workers about 2 CPU-s per 2^24 rows here,
+#: docs/benchmarks.md).
+_TASK: Dict[str, Any] = {
+    "num_cpus": 1,
+    "max_retries": TASK_RETRIES,
+    "runtime_env": {"env_vars": {"GLIBC_TUNABLES": "glibc.malloc.trim_threshold=4294967296:"
+                                                   "glibc.malloc.mmap_threshold=33554432"}},
+}
 
 
 def _in_turn(ray: Any, calls: List[Any], at_once: int) -> List[Any]:
@@ -192,7 +206,7 @@ def run(ray: Any, family: str, plan_args: Dict[str, Any], job_dir: str, *, liste
             t = time.perf_counter()
             if relay is not None:
                 if not serving:
-                    task = ray.remote(num_cpus=1, max_retries=TASK_RETRIES)(_serve)
+                    task = ray.remote(**_TASK)(_serve)
                     serving = [task.remote(family, plan_args, job_dir, relay[0], relay[1], timeout)
                                for _ in range(workers)]
             else:
@@ -236,6 +250,6 @@ def _run_buckets(ray: Any, family: str, plan_args: Dict[str, Any], job_dir: str,
         raise InputError("the connecting party's buckets need connect=")
     per_run = max(1, -(-len(todo) // (at_once * RUNS_PER_WORKER)))
     runs = [todo[i:i + per_run] for i in range(0, len(todo), per_run)]
-    task = ray.remote(num_cpus=1, max_retries=TASK_RETRIES)(_run_buckets_task)
+    task = ray.remote(**_TASK)(_run_buckets_task)
     return _in_turn(ray, [lambda r=r: task.remote(family, plan_args, job_dir, r, connect, token, tls, retry, timeout)
                           for r in runs], at_once)
