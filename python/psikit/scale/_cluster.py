@@ -49,6 +49,19 @@ Summary = Tuple[bytes, int, int, int]
 #: How many times Ray reruns a bucket task whose worker died.
 TASK_RETRIES = 5
 
+#: How psikit's tasks run: one CPU each, retried on another worker if
+#: theirs dies, in worker processes whose glibc keeps freed memory instead
+#: of returning it to the system at once (a bucket's buffers are freed
+#: and allocated again bucket after bucket; returned and faulted in
+#: again, they cost the workers about 2 CPU-s per 2^24 rows here,
+#: docs/benchmarks.md).
+_TASK: Dict[str, Any] = {
+    "num_cpus": 1,
+    "max_retries": TASK_RETRIES,
+    "runtime_env": {"env_vars": {"GLIBC_TUNABLES": "glibc.malloc.trim_threshold=4294967296:"
+                                                   "glibc.malloc.mmap_threshold=33554432"}},
+}
+
 
 def plan(family: str, plan_args: Dict[str, Any]) -> Any:
     """The native plan of a job: built in every process from picklable
@@ -119,20 +132,6 @@ def spool_files(ray: Any, family: str, plan_args: Dict[str, Any], job_dir: str, 
     task = ray.remote(**_TASK)(_spool_file)
     return _in_turn(ray, [lambda i=i, f=f: task.remote(family, plan_args, job_dir, i, f)
                           for i, f in enumerate(files)], workers)
-
-
-#: How psikit's tasks run: one CPU each, retried on another worker if
-#: theirs dies, in worker processes whose glibc keeps freed memory instead
-#: of returning it to the system at once (a bucket's buffers are freed
-#: and allocated again bucket after bucket; returned and faulted in
-#: again, they cost the workers about 2 CPU-s per 2^24 rows here,
-#: docs/benchmarks.md).
-_TASK: Dict[str, Any] = {
-    "num_cpus": 1,
-    "max_retries": TASK_RETRIES,
-    "runtime_env": {"env_vars": {"GLIBC_TUNABLES": "glibc.malloc.trim_threshold=4294967296:"
-                                                   "glibc.malloc.mmap_threshold=33554432"}},
-}
 
 
 def _in_turn(ray: Any, calls: List[Any], at_once: int) -> List[Any]:
