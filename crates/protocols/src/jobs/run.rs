@@ -253,6 +253,10 @@ impl<'a> Job<'a> {
         let agreed = stored.map(|(a, _, _)| a);
         #[cfg(feature = "cpsi")]
         let circuit = dir.opened()?;
+        #[cfg(feature = "cpsi")]
+        let opened = circuit.is_some();
+        #[cfg(not(feature = "cpsi"))]
+        let opened = false;
         Ok(Job {
             dir,
             role,
@@ -265,7 +269,7 @@ impl<'a> Job<'a> {
             bytes: (0, 0),
             bucket_bytes: Vec::new(),
             exchanged: false,
-            complete: holds_all(dir, agreed.as_ref(), opts)?,
+            complete: holds_all(dir, agreed.as_ref(), opens_aggregates(opts), opened)?,
             #[cfg(feature = "cpsi")]
             circuit,
             times: JobTimes::default(),
@@ -587,20 +591,22 @@ impl<'a> Job<'a> {
 /// agreed job and, for circuit PSI's aggregates, the opened result. A side
 /// stopped after that (say while writing its output) may find its peer
 /// ended when it resumes, so it waits only [`LINGER`].
-fn holds_all(dir: &JobDir, agreed: Option<&Agreed>, opts: &JobOptions) -> Result<bool, Error> {
-    let Some(agreed) = agreed else {
-        return Ok(false);
-    };
-    #[cfg(feature = "cpsi")]
-    if matches!(opts.protocol, JobProtocol::Circuit { .. })
-        && file_result(opts).is_none()
-        && dir.opened()?.is_none()
-    {
-        return Ok(false);
+fn holds_all(
+    dir: &JobDir,
+    agreed: Option<&Agreed>,
+    opens: bool,
+    opened: bool,
+) -> Result<bool, Error> {
+    match agreed {
+        Some(agreed) if opened || !opens => dir.holds_every_bucket(agreed.shape.buckets),
+        _ => Ok(false),
     }
-    #[cfg(not(feature = "cpsi"))]
-    let _ = opts;
-    dir.holds_every_bucket(agreed.shape.buckets)
+}
+
+/// Whether the job ends by opening circuit PSI's aggregates over its
+/// control connection (rather than with matched rows or a file).
+fn opens_aggregates(opts: &JobOptions) -> bool {
+    !matches!(opts.protocol, JobProtocol::Balanced(_)) && file_result(opts).is_none()
 }
 
 /// How the sessions ended.

@@ -243,22 +243,12 @@ impl Message for ClusterOpen {
 
     fn write(&self, w: &mut Writer) {
         w.bytes(&self.token);
-        match self.bucket {
-            None => w.u8(0),
-            Some(b) => w.u8(1).u64(b),
-        };
+        write_bucket(w, self.bucket);
     }
 
     fn read(r: &mut Reader<'_>, (): ()) -> Result<Self, DecodeError> {
         let token = r.array("token")?;
-        let bucket = match r.u8("connection")? {
-            0 => None,
-            1 => match r.u64("bucket")? {
-                b if b < MAX_BUCKETS => Some(b),
-                b => return Err(DecodeError::invalid("bucket", b)),
-            },
-            other => return Err(DecodeError::invalid("connection", other)),
-        };
+        let bucket = read_bucket(r, "connection", MAX_BUCKETS)?;
         Ok(Self { token, bucket })
     }
 }
@@ -353,22 +343,36 @@ impl Message for NextBucket {
     type Bounds<'a> = u64;
 
     fn write(&self, w: &mut Writer) {
-        match self.bucket {
-            None => w.u8(0),
-            Some(b) => w.u8(1).u64(b),
-        };
+        write_bucket(w, self.bucket);
     }
 
     fn read(r: &mut Reader<'_>, buckets: u64) -> Result<Self, DecodeError> {
-        let bucket = match r.u8("next")? {
-            0 => None,
-            1 => match r.u64("bucket")? {
-                b if b < buckets => Some(b),
-                b => return Err(DecodeError::invalid("bucket", b)),
-            },
-            other => return Err(DecodeError::invalid("next", other)),
-        };
+        let bucket = read_bucket(r, "next", buckets)?;
         Ok(Self { bucket })
+    }
+}
+
+/// An optional bucket number: a flag byte (`tag`), then the number.
+fn write_bucket(w: &mut Writer, bucket: Option<u64>) {
+    match bucket {
+        None => w.u8(0),
+        Some(b) => w.u8(1).u64(b),
+    };
+}
+
+/// [`write_bucket`]'s field, the number below `buckets`.
+fn read_bucket(
+    r: &mut Reader<'_>,
+    tag: &'static str,
+    buckets: u64,
+) -> Result<Option<u64>, DecodeError> {
+    match r.u8(tag)? {
+        0 => Ok(None),
+        1 => match r.u64("bucket")? {
+            b if b < buckets => Ok(Some(b)),
+            b => Err(DecodeError::invalid("bucket", b)),
+        },
+        other => Err(DecodeError::invalid(tag, other)),
     }
 }
 
