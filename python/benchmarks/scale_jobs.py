@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import socket
 import statistics
@@ -82,16 +83,25 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def both(listening: List[str], connecting: List[str], env: Tuple[Dict, Dict]) -> str:
+def both(listening: List[str], connecting: List[str], env: Tuple[Dict, Dict]) -> subprocess.CompletedProcess:
     """Starts both parties at once, as two organisations start theirs (the
     connecting party dials until the listener is up); returns the
-    connecting party's stdout once both ended, failing if either did."""
+    connecting party's run once both ended, failing if either did."""
     sender = subprocess.Popen(listening, env=env[0], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     got = subprocess.run(connecting, env=env[1], capture_output=True, text=True)
     _, err = sender.communicate()
     if sender.returncode or got.returncode:
         raise RuntimeError(f"a party failed:\n{err[-2000:]}\n{got.stderr[-2000:]}")
-    return got.stdout
+    return got
+
+
+def cli_stages(text: str) -> Dict[str, float]:
+    """The receiver's stage times from the CLI job's summary line
+    ("receiver: read 5.41 s, split 2.40 s, buckets ..., output ...")."""
+    found = {}
+    for stage, value, unit in re.findall(r"\b(read|split|buckets|output) ([0-9.]+) (ms|s)\b", text):
+        found[f"{stage}_s"] = float(value) / (1e3 if unit == "ms" else 1.0)
+    return found
 
 
 def last_json(text: str) -> Dict:
@@ -114,10 +124,10 @@ def cli_job(cli: str, work: Path, s: Path, r: Path, bucket_items: int) -> Dict:
     common = ["--key", "id", "--bucket-items", str(bucket_items)]
     addr = f"127.0.0.1:{free_port()}"
     t, cpu = time.perf_counter(), machine_cpu_s()
-    both([cli, "psi", "send", "--input", str(s), "--listen", addr, "--job-dir", str(work / "cli-s"), *common],
+    got = both([cli, "psi", "send", "--input", str(s), "--listen", addr, "--job-dir", str(work / "cli-s"), *common],
          [cli, "psi", "receive", "--input", str(r), "--connect", addr, "--job-dir", str(work / "cli-r"),
           "--output", str(work / "cli.csv"), *common], (ENV, ENV))
-    return {"total_s": time.perf_counter() - t, "cpu_s": machine_cpu_s() - cpu}
+    return {"total_s": time.perf_counter() - t, "cpu_s": machine_cpu_s() - cpu, **cli_stages(got.stdout + got.stderr)}
 
 
 def ray_job(clusters: Tuple[str, str], work: Path, s: Path, r: Path, workers: int, bucket_items: int) -> Dict:
@@ -132,7 +142,7 @@ def ray_job(clusters: Tuple[str, str], work: Path, s: Path, r: Path, workers: in
                 "--output", str(work / "ray.csv"), *common],
                ({**ENV, "RAY_ADDRESS": clusters[0]}, {**ENV, "RAY_ADDRESS": clusters[1]}))
     total, cpu = time.perf_counter() - t, machine_cpu_s() - cpu
-    result = last_json(out)
+    result = last_json(out.stdout)
     c = result["cluster"]
     return {"total_s": total, "cpu_s": cpu, "parts_s": c["parts_s"], "control_s": c["control_s"], "split_s": result["split_s"],
             "output_s": result["output_s"], "buckets_s": c.get("buckets_s", 0.0), "buckets": result["buckets"],
@@ -191,7 +201,9 @@ def main() -> None:
     print("| run | total | CPU (machine) | parts | split | buckets | output | bytes/item | against the CLI |")
     print("|---|---|---|---|---|---|---|---|---|")
     cli_total = med["cli"]["total_s"]
-    print(f"| CLI job (one machine) | {cli_total:.2f} s | {med['cli']['cpu_s']:.1f} s | | | | | | |")
+    c = med["cli"]
+    print(f"| CLI job (one machine) | {cli_total:.2f} s | {c['cpu_s']:.1f} s | read {c.get('read_s', 0):.2f} s"
+          f" | {c.get('split_s', 0):.2f} s | {c.get('buckets_s', 0):.2f} s | {c.get('output_s', 0):.2f} s | | |")
     for w in workers:
         m = med[f"ray-{w}"]
         print(f"| Ray, {w} worker(s) per party | {m['total_s']:.2f} s | {m['cpu_s']:.1f} s | {m['parts_s']:.2f} s"

@@ -50,14 +50,18 @@ Summary = Tuple[bytes, int, int, int]
 TASK_RETRIES = 5
 
 #: How psikit's tasks run: one CPU each, retried on another worker if
-#: theirs dies, in worker processes whose glibc keeps freed memory instead
-#: of returning it to the system at once (a bucket's buffers are freed
-#: and allocated again bucket after bucket; returned and faulted in
-#: again, they cost the workers about 2 CPU-s per 2^24 rows here,
-#: docs/benchmarks.md).
-_TASK: Dict[str, Any] = {
-    "num_cpus": 1,
-    "max_retries": TASK_RETRIES,
+#: theirs dies.
+_TASK: Dict[str, Any] = {"num_cpus": 1, "max_retries": TASK_RETRIES}
+
+#: How the bucket tasks run: as :data:`_TASK`, in worker processes of
+#: their own whose glibc keeps freed memory instead of returning it to the
+#: system at once (a bucket's buffers are freed and allocated again bucket
+#: after bucket; returned and faulted in again, they cost the workers
+#: about 2 CPU-s per 2^24 rows here, docs/benchmarks.md). The parts'
+#: tasks do not churn memory and run in Ray's already started workers
+#: (starting one of these costs about a second per job).
+_BUCKET_TASK: Dict[str, Any] = {
+    **_TASK,
     "runtime_env": {"env_vars": {"GLIBC_TUNABLES": "glibc.malloc.trim_threshold=4294967296:"
                                                    "glibc.malloc.mmap_threshold=33554432"}},
 }
@@ -205,7 +209,7 @@ def run(ray: Any, family: str, plan_args: Dict[str, Any], job_dir: str, *, liste
             t = time.perf_counter()
             if relay is not None:
                 if not serving:
-                    task = ray.remote(**_TASK)(_serve)
+                    task = ray.remote(**_BUCKET_TASK)(_serve)
                     serving = [task.remote(family, plan_args, job_dir, relay[0], relay[1], timeout)
                                for _ in range(workers)]
             else:
@@ -249,6 +253,6 @@ def _run_buckets(ray: Any, family: str, plan_args: Dict[str, Any], job_dir: str,
         raise InputError("the connecting party's buckets need connect=")
     per_run = max(1, -(-len(todo) // (at_once * RUNS_PER_WORKER)))
     runs = [todo[i:i + per_run] for i in range(0, len(todo), per_run)]
-    task = ray.remote(**_TASK)(_run_buckets_task)
+    task = ray.remote(**_BUCKET_TASK)(_run_buckets_task)
     return _in_turn(ray, [lambda r=r: task.remote(family, plan_args, job_dir, r, connect, token, tls, retry, timeout)
                           for r in runs], at_once)
