@@ -18,7 +18,7 @@ trap 'rm -rf "$work"' EXIT
 
 python3 -m venv "$work/venv"
 py="$work/venv/bin/python"
-"$py" -m pip install -q --disable-pip-version-check "maturin>=1.9.4,<2" "pytest>=7"
+"$py" -m pip install -q --disable-pip-version-check "maturin>=1.9.4,<2" "pytest>=7" prometheus_client
 if ! "$py" -m pip install -q --disable-pip-version-check pandas pyarrow tqdm; then
     echo "psikit: could not install pandas, pyarrow and tqdm; their tests will be skipped" >&2
 fi

@@ -7,12 +7,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Result};
-use clap::Args;
+use clap::{Args, ValueEnum};
 use psikit_protocols::common::connect::{runtime, Listener};
 #[cfg(feature = "he")]
 use psikit_protocols::common::connect::{ClientTlsFiles, ServerAddr};
 #[cfg(feature = "he")]
 use psikit_protocols::he_psi::shard::QueryTrace;
+use psikit_protocols::service::admin::AdminListener;
 use psikit_protocols::service::{QueryBudget, Router, ServerLimits};
 #[cfg(feature = "he")]
 use psikit_protocols::serving::HeRouting;
@@ -98,10 +99,35 @@ pub struct ServeArgs {
     /// The window of --query-budget (it refills continuously over it).
     #[arg(long, default_value_t = 86_400, requires = "query_budget")]
     pub query_budget_window_secs: u64,
+    /// Serve /healthz, /readyz and /metrics (Prometheus) over plain HTTP
+    /// on this address (a loopback or private one; off by default).
+    #[arg(long)]
+    pub admin_listen: Option<String>,
+    /// On SIGTERM or SIGINT, stop accepting and give the requests under
+    /// way this long to finish before closing them (a second signal
+    /// exits at once).
+    #[arg(long, default_value_t = 30)]
+    pub shutdown_grace_secs: u64,
+    /// How log events are written to stderr: text for people, json for
+    /// log collectors (one object per line).
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+    /// Which log events are written: a level (error, warn, info, debug,
+    /// trace) or a filter such as `psikit::request=warn,info`. Default:
+    /// RUST_LOG, else info.
+    #[arg(long)]
+    pub log_level: Option<String>,
     #[command(flatten)]
     pub tls: ServerTlsArgs,
     #[command(flatten)]
     pub net: NetArgs,
+}
+
+/// The format of `psikit serve`'s log events.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
 }
 
 impl ServeArgs {
@@ -175,6 +201,7 @@ impl ServeArgs {
 }
 
 pub fn run(a: ServeArgs) -> Result<()> {
+    init_logs(a.log_format, a.log_level.as_deref())?;
     let router = Arc::new(a.router()?);
     runtime()?.block_on(async move {
         let listener = Listener::bind(&a.listen, a.tls.files().as_ref(), a.net.limits()?).await?;
@@ -183,6 +210,10 @@ pub fn run(a: ServeArgs) -> Result<()> {
             listener.local_addr()?,
             if listener.is_tls() { " with TLS" } else { "" }
         );
+        let admin = match &a.admin_listen {
+            Some(addr) => Some(AdminListener::bind(addr).await?),
+            None => None,
+        };
         // Announced on stdout, where scripts read the address; a closed
         // stdout must not stop the server, so write errors are ignored.
         let mut out = std::io::stdout();
@@ -194,8 +225,74 @@ pub fn run(a: ServeArgs) -> Result<()> {
                 service.describe()
             );
         }
+        if let Some(admin) = admin {
+            let _ = writeln!(out, "psikit: admin on http://{}", admin.local_addr()?);
+            tokio::spawn(admin.serve(router.clone()));
+        }
         let _ = out.flush();
-        router.run(listener).await?;
+        let grace = Duration::from_secs(a.shutdown_grace_secs);
+        let drained = router.run_until(listener, first_signal(), grace).await?;
+        if drained.cut_short > 0 {
+            bail!(
+                "shut down with {} request(s) cut short after the {}-second grace period",
+                drained.cut_short,
+                a.shutdown_grace_secs
+            );
+        }
+        tracing::info!("drained; exiting");
         Ok(())
     })
+}
+
+/// Log events to stderr in `format`, filtered by `level` (else RUST_LOG,
+/// else info).
+fn init_logs(format: LogFormat, level: Option<&str>) -> Result<()> {
+    use tracing_subscriber::EnvFilter;
+    let filter = match level {
+        Some(level) => EnvFilter::try_new(level)?,
+        None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+    };
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let set = match format {
+        LogFormat::Text => logs.try_init(),
+        LogFormat::Json => logs.json().flatten_event(true).try_init(),
+    };
+    set.map_err(|e| anyhow::anyhow!("cannot set up logging: {e}"))
+}
+
+/// Completes at the first SIGTERM or SIGINT; a second one exits the
+/// process at once (status 128 + the signal's number).
+async fn first_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (first, heard) = tokio::sync::oneshot::channel::<()>();
+    let streams = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    );
+    let (Ok(mut term), Ok(mut int)) = streams else {
+        tracing::warn!("cannot listen for signals; stop the server with SIGKILL");
+        return std::future::pending().await;
+    };
+    tokio::spawn(async move {
+        let mut first = Some(first);
+        loop {
+            let code = tokio::select! {
+                _ = term.recv() => 143,
+                _ = int.recv() => 130,
+            };
+            match first.take() {
+                Some(tell) => {
+                    tracing::info!("signal received: draining (a second one exits at once)");
+                    let _ = tell.send(());
+                }
+                None => {
+                    tracing::warn!("second signal: exiting at once");
+                    std::process::exit(code);
+                }
+            }
+        }
+    });
+    let _ = heard.await;
 }

@@ -513,3 +513,62 @@ async fn the_router_reaches_shards_over_mutual_tls() {
         t.abort();
     }
 }
+
+/// The value of the metric sample `sample` (0 when absent).
+fn metric(text: &str, sample: &str) -> f64 {
+    (text.lines())
+        .find_map(|l| l.strip_prefix(sample)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or(0.0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_router_is_ready_while_every_shard_answers_and_counts_its_fan_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let (csv, truth) = server_csv(dir.path(), 1 << 10);
+    let sharded = dir.path().join("sharded");
+    sharded::build_sharded(&csv, &spec(), &sharded, 2, options(), &NoProgress).unwrap();
+    let mut shards = Vec::new();
+    for i in 0..2 {
+        let shard = HeService::open(
+            &sharded.join(format!("shard-{i}")),
+            true,
+            common::server_limits(),
+        );
+        shards.push(serve(Arc::new(shard.unwrap())).await);
+    }
+    let addrs = shards.iter().map(|s| addr(s.addr())).collect();
+    let service = ShardRouter::open(&sharded.join("router"), addrs, common::server_limits());
+    let mut router = Router::new(common::server_limits());
+    router.register(Arc::new(service.unwrap())).unwrap();
+    let router = Arc::new(router);
+    let listener = psikit_transport::net::Listener::bind("127.0.0.1:0", None, limits())
+        .await
+        .unwrap();
+    let at = listener.local_addr().unwrap().to_string();
+    let task = tokio::spawn(router.clone().run(listener));
+    assert_eq!(router.readiness().await, Ok(()));
+
+    let client: Vec<Vec<u8>> = (0..32)
+        .map(|i| format!("user{i}@x.org").into_bytes())
+        .collect();
+    assert_eq!(
+        query(&at, &client).await.unwrap(),
+        expected(&client, &truth)
+    );
+    let text = router.metrics_text();
+    let evaluations = metric(
+        &text,
+        r#"psikit_requests_total{protocol="he",step="he_eval",outcome="ok"}"#,
+    );
+    assert!(evaluations >= 1.0, "{text}");
+    for shard in 0..2 {
+        let asked = format!(r#"psikit_shard_queries_total{{shard="{shard}",outcome="ok"}}"#);
+        assert_eq!(metric(&text, &asked), evaluations, "{text}");
+    }
+    assert_eq!(metric(&text, "psikit_he_evaluations_running"), 0.0);
+
+    drop(shards.pop()); // shard 1 is gone
+    let why = router.readiness().await.unwrap_err();
+    assert!(why.iter().any(|w| w.contains("shard 1")), "{why:?}");
+    task.abort();
+}

@@ -37,9 +37,20 @@ fn reuse_freed_memory() {
 }
 
 /// The extension module.
+/// A server's log events (a failed reload, a failed handshake) go to
+/// stderr from warnings up, or as `RUST_LOG` says.
+fn log_warnings() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
+    let logs = tracing_subscriber::fmt().with_env_filter(filter);
+    // Already set (the module imported twice, or by the application).
+    let _ = logs.with_writer(std::io::stderr).try_init();
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
+    log_warnings();
     m.add("PsikitError", py.get_type::<errors::PsikitError>())?;
     m.add("InputError", py.get_type::<errors::InputError>())?;
     m.add("ProtocolError", py.get_type::<errors::ProtocolError>())?;

@@ -95,6 +95,19 @@ pub enum ErrorCode {
 }
 
 impl ErrorCode {
+    /// The code's name in lower case, for metric labels and structured
+    /// logs.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::BadRequest => "bad_request",
+            Self::Unsupported => "unsupported",
+            Self::Stale => "stale",
+            Self::Internal => "internal",
+            Self::Busy => "busy",
+            Self::Aborted => "aborted",
+        }
+    }
+
     fn from_u16(v: u16) -> Option<Self> {
         Some(match v {
             1 => Self::BadRequest,

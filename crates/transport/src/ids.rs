@@ -26,6 +26,22 @@ pub const VOLE_PSI: ProtocolId = 6;
 /// protocol, one per bucket.
 pub const JOB: ProtocolId = 7;
 
+/// A protocol id's short name in lower case, for metric labels and
+/// structured logs.
+pub fn label(id: ProtocolId) -> &'static str {
+    match id {
+        CONNECTION => "connection",
+        FILTER_PSI => "filter",
+        HE_PSI => "he",
+        OT => "ot",
+        RR16 => "rr16",
+        CIRCUIT_PSI => "cpsi",
+        VOLE_PSI => "vole",
+        JOB => "job",
+        _ => "unknown",
+    }
+}
+
 /// A human name for a protocol id, for error messages.
 pub fn name(id: ProtocolId) -> &'static str {
     match id {

@@ -206,6 +206,18 @@ impl Service for FilterService {
         "the filter protocol"
     }
 
+    fn step(&self, kind: u8) -> &'static str {
+        match kind {
+            SyncRequest::KIND => "sync",
+            QueryRequest::KIND => "oprf",
+            _ => "unknown",
+        }
+    }
+
+    fn epoch(&self) -> u64 {
+        self.snapshot().state.version().epoch
+    }
+
     /// A query request's blinded elements (32 bytes each; its other fields
     /// take fewer than 32 bytes).
     fn oprf_cost(&self, frame: &Frame) -> u64 {

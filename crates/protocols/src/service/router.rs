@@ -1,24 +1,53 @@
-//! The [`Router`]: serves registered services on one listener.
+//! The [`Router`]: serves registered services on one listener, records
+//! its metrics ([`Metrics`]) and log events, answers readiness probes and
+//! drains on shutdown ([`Router::run_until`]).
+//!
+//! Log events (`tracing`, target `psikit::request` and
+//! `psikit::connection`) carry the peer's address, protocol, step, items,
+//! duration, outcome and bytes: never a request's contents, keys or
+//! labels.
 
-use std::net::IpAddr;
-use std::sync::Arc;
-use std::time::Duration;
+use std::future::Future;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use psikit_transport::net::Listener;
 use psikit_transport::{ids, Channel, ErrorCode, ErrorMessage, Limits, ProtocolId};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::sync::Semaphore;
+use tokio::sync::{watch, Semaphore};
+use tokio::task::JoinSet;
 
 use super::budget::Budgets;
 use super::contract::{Service, Session};
 use super::limits::ServerLimits;
+use super::metrics::{Answered, Metrics, Refusal};
 use crate::error::Error;
+
+/// How long a connection may stay idle between its requests once the
+/// server drains: a client's next request of the same query (an HE
+/// query's ciphertexts after its OPRF answer) comes within it.
+const DRAIN_IDLE: Duration = Duration::from_secs(5);
+
+/// How a drain ended ([`Router::run_until`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Drained {
+    /// Requests still running when the grace period ended (their
+    /// connections were closed); 0 for a clean drain.
+    pub cut_short: usize,
+}
 
 /// Serves a set of [`Service`]s, at most one per protocol id, on one port.
 pub struct Router {
     services: Vec<Arc<dyn Service>>,
     limits: ServerLimits,
     budgets: Option<Budgets>,
+    metrics: Arc<Metrics>,
+    /// Each service's last failed reload, until a reload succeeds.
+    reload_failures: Mutex<Vec<(ProtocolId, String)>>,
+    /// Set once the router stops accepting: readiness probes fail.
+    draining: AtomicBool,
 }
 
 impl Router {
@@ -27,6 +56,9 @@ impl Router {
             services: Vec::new(),
             budgets: limits.query_budget.map(Budgets::new),
             limits,
+            metrics: Arc::new(Metrics::new()),
+            reload_failures: Mutex::new(Vec::new()),
+            draining: AtomicBool::new(false),
         }
     }
 
@@ -52,6 +84,56 @@ impl Router {
         self.services.iter().find(|s| s.protocol() == id)
     }
 
+    /// The metrics in Prometheus' text format, each service's epoch and
+    /// readiness sampled now.
+    pub fn metrics_text(&self) -> String {
+        let failures = self.failures();
+        for service in &self.services {
+            let id = service.protocol();
+            let ready = !failures.iter().any(|(p, _)| *p == id);
+            self.metrics.state(id, service.epoch(), ready);
+        }
+        self.metrics.encode()
+    }
+
+    /// Whether every service can answer now: `Err` lists why not (a
+    /// failed reload, a shard that does not answer, the server draining).
+    pub async fn readiness(&self) -> Result<(), Vec<String>> {
+        let mut why: Vec<String> = (self.failures().into_iter())
+            .map(|(id, e)| format!("{}: the last reload failed: {e}", ids::label(id)))
+            .collect();
+        for service in &self.services {
+            if let Err(e) = service.ready().await {
+                why.push(format!("{}: {e}", ids::label(service.protocol())));
+            }
+        }
+        if self.draining.load(Ordering::SeqCst) {
+            why.push("shutting down".into());
+        }
+        match why.is_empty() {
+            true => Ok(()),
+            false => Err(why),
+        }
+    }
+
+    fn failures(&self) -> Vec<(ProtocolId, String)> {
+        match self.reload_failures.lock() {
+            Ok(g) => g.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    fn set_failure(&self, id: ProtocolId, failure: Option<String>) {
+        let mut g = match self.reload_failures.lock() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        g.retain(|(p, _)| *p != id);
+        if let Some(e) = failure {
+            g.push((id, e));
+        }
+    }
+
     /// Serves requests on one connection until the client closes it or a
     /// request fails. The client is told why before the connection closes
     /// (also when its frame could not be read: another wire version, an
@@ -59,7 +141,7 @@ impl Router {
     /// Without a client address, no query budget applies (see
     /// [`Router::run`], which knows it).
     pub async fn serve_connection(&self, ch: Channel) -> Result<(), Error> {
-        self.serve_client(ch, None).await
+        self.serve_client(ch, None, &Closing::never()).await.0
     }
 
     /// The message level of the server: answers `request` (the bytes a
@@ -99,39 +181,78 @@ impl Router {
     }
 
     /// [`Router::serve_connection`] for a client at `client`, whose
-    /// requests are charged to its query budget if one is set.
-    async fn serve_client(&self, mut ch: Channel, client: Option<IpAddr>) -> Result<(), Error> {
-        let outcome = self.serve_requests(&mut ch, client).await;
+    /// requests are charged to its query budget if one is set; also
+    /// returns the bytes received and sent.
+    async fn serve_client(
+        &self,
+        mut ch: Channel,
+        client: Option<SocketAddr>,
+        closing: &Closing,
+    ) -> (Result<(), Error>, (u64, u64)) {
+        let outcome = self.serve_requests(&mut ch, client, closing).await;
         if let Err((protocol, e)) = &outcome {
             if let Some(msg) = e.to_peer_message() {
                 ch.send_error(*protocol, &msg).await;
             }
+        }
+        let counts = (ch.bytes_received(), ch.bytes_sent());
+        if outcome.is_err() {
             ch.close().await;
         }
-        outcome.map_err(|(_, e)| e)
+        (outcome.map_err(|(_, e)| e), counts)
     }
 
     /// The request loop; an error comes with the protocol to report it in.
+    /// Once the server drains, the loop ends when the client has been idle
+    /// for [`DRAIN_IDLE`].
     async fn serve_requests(
         &self,
         ch: &mut Channel,
-        client: Option<IpAddr>,
+        client: Option<SocketAddr>,
+        closing: &Closing,
     ) -> Result<(), (ProtocolId, Error)> {
-        let mut session = Session::default();
+        let mut session = Session::new(self.metrics.clone());
         loop {
-            let frame = match ch.recv_or_eof().await {
-                Ok(Some(frame)) => frame,
-                Ok(None) => return Ok(()),
-                Err(e) => return Err((ids::CONNECTION, e.into())),
+            let received = ch.bytes_received();
+            let frame = match closing.idle(ch.recv_or_eof()).await {
+                Some(Ok(Some(frame))) => frame,
+                Some(Ok(None)) | None => return Ok(()),
+                Some(Err(e)) => {
+                    self.metrics.refused(Refusal::ProtocolError);
+                    return Err((ids::CONNECTION, e.into()));
+                }
             };
+            let _busy = closing.request();
+            let start = Instant::now();
+            let sent = ch.bytes_sent();
             let protocol = frame.protocol;
-            let outcome = match self.service(protocol) {
-                Some(service) => match self.charge(client, service.oprf_cost(&frame)) {
-                    Ok(()) => service.handle(frame, ch, &mut session).await,
-                    Err(e) => Err(e),
-                },
-                None => Err(Error::Unsupported(protocol)),
+            let Some(service) = self.service(protocol) else {
+                self.metrics.refused(Refusal::ProtocolError);
+                return Err((protocol, Error::Unsupported(protocol)));
             };
+            let step = service.step(frame.kind);
+            let items = service.oprf_cost(&frame);
+            let charged = self.charge(client.map(|a| a.ip()), items);
+            let within_budget = charged.is_ok();
+            let outcome = match charged {
+                Ok(()) => service.handle(frame, ch, &mut session).await,
+                Err(e) => {
+                    self.metrics.refused(Refusal::Budget);
+                    Err(e)
+                }
+            };
+            let answered = Answered {
+                outcome: match within_budget {
+                    true => outcome_label(&outcome),
+                    false => "budget",
+                },
+                items,
+                duration: start.elapsed(),
+                received: ch.bytes_received() - received,
+                sent: ch.bytes_sent() - sent,
+            };
+            self.metrics.request(protocol, step, &answered);
+            log_request(client, protocol, step, &answered, outcome.as_ref().err());
             match outcome {
                 Ok(()) => {}
                 // Told, and expected to recover on this connection.
@@ -149,7 +270,7 @@ impl Router {
     /// known.
     fn charge(&self, client: Option<IpAddr>, items: u64) -> Result<(), Error> {
         match (&self.budgets, client) {
-            (Some(budgets), Some(ip)) => budgets.charge(ip, items, std::time::Instant::now()),
+            (Some(budgets), Some(ip)) => budgets.charge(ip, items, Instant::now()),
             _ => Ok(()),
         }
     }
@@ -158,37 +279,102 @@ impl Router {
     /// `max_connections` served at once (the others are told the server
     /// is busy); each connection runs in its own task, so one misbehaving
     /// client never stops the others. Also runs the reload watcher.
-    /// Connection errors are reported on stderr without any set contents.
     pub async fn run(self: Arc<Self>, listener: Listener) -> Result<(), Error> {
+        self.run_until(listener, std::future::pending(), Duration::ZERO)
+            .await
+            .map(|_| ())
+    }
+
+    /// [`Router::run`] until `stop` completes, then drains: stops
+    /// accepting (new connections are refused), lets every connection
+    /// finish the request it is in and any next one that comes within
+    /// [`DRAIN_IDLE`], and closes what is left after `grace`.
+    pub async fn run_until(
+        self: Arc<Self>,
+        listener: Listener,
+        stop: impl Future<Output = ()>,
+        grace: Duration,
+    ) -> Result<Drained, Error> {
         let _watcher = WatcherGuard(tokio::spawn(self.clone().watch()));
         let slots = Arc::new(Semaphore::new(self.limits.max_connections.max(1)));
+        let closing = Closing::new();
+        let mut connections = JoinSet::new();
+        tokio::pin!(stop);
         loop {
-            let incoming = match listener.accept().await {
-                Ok(i) => i,
-                Err(e) => {
-                    eprintln!("psikit: accept failed: {e}");
-                    continue;
-                }
-            };
-            let peer = incoming.peer();
-            let router = self.clone();
-            let permit = slots.clone().try_acquire_owned();
-            tokio::spawn(async move {
-                let mut ch = match incoming.handshake().await {
-                    Ok(ch) => ch,
-                    Err(e) => return eprintln!("psikit: {peer}: {e}"),
-                };
-                let Ok(_permit) = permit else {
-                    let busy = ErrorMessage::new(ErrorCode::Busy, "server busy; retry later");
-                    ch.send_error(ids::CONNECTION, &busy).await;
-                    ch.close().await;
-                    return;
-                };
-                if let Err(e) = router.serve_client(ch, Some(peer.ip())).await {
-                    eprintln!("psikit: {peer}: {e}");
-                }
-            });
+            tokio::select! {
+                () = &mut stop => break,
+                Some(_) = connections.join_next(), if !connections.is_empty() => {}
+                incoming = listener.accept() => match incoming {
+                    Ok(incoming) => {
+                        let router = self.clone();
+                        let permit = slots.clone().try_acquire_owned();
+                        let closing = closing.clone();
+                        connections.spawn(async move {
+                            let peer = incoming.peer();
+                            let ch = match incoming.handshake().await {
+                                Ok(ch) => ch,
+                                Err(e) => {
+                                    router.metrics.refused(Refusal::Tls);
+                                    return tracing::warn!(target: "psikit::connection", %peer, error = %e, "handshake failed");
+                                }
+                            };
+                            match permit {
+                                Ok(_permit) => router.serve_counted(ch, peer, &closing).await,
+                                Err(_) => router.refuse_busy(ch, peer).await,
+                            }
+                        });
+                    }
+                    Err(e) => tracing::warn!(error = %e, "accept failed"),
+                },
+            }
         }
+        drop(listener);
+        self.draining.store(true, Ordering::SeqCst);
+        closing.start();
+        tracing::info!(
+            connections = connections.len(),
+            grace_secs = grace.as_secs_f64(),
+            "draining"
+        );
+        let drained = tokio::time::timeout(grace, async {
+            while connections.join_next().await.is_some() {}
+        });
+        let cut_short = match drained.await {
+            Ok(()) => 0,
+            Err(_) => {
+                let cut = closing.in_flight();
+                connections.abort_all();
+                cut
+            }
+        };
+        Ok(Drained { cut_short })
+    }
+
+    /// Serves one accepted connection, counting it open and logging its
+    /// end.
+    async fn serve_counted(&self, ch: Channel, peer: SocketAddr, closing: &Closing) {
+        let _open = self.metrics.connection();
+        let start = Instant::now();
+        let (outcome, (received, sent)) = self.serve_client(ch, Some(peer), closing).await;
+        let duration_ms = start.elapsed().as_secs_f64() * 1e3;
+        match outcome {
+            Ok(()) => tracing::info!(
+                target: "psikit::connection", %peer, duration_ms, received, sent, outcome = "closed"
+            ),
+            Err(e) => tracing::info!(
+                target: "psikit::connection", %peer, duration_ms, received, sent,
+                outcome = "failed", error = %e
+            ),
+        }
+    }
+
+    /// Tells a client over the connection limit that the server is busy.
+    async fn refuse_busy(&self, mut ch: Channel, peer: SocketAddr) {
+        self.metrics.refused(Refusal::Busy);
+        tracing::info!(target: "psikit::connection", %peer, outcome = "busy");
+        let busy = ErrorMessage::new(ErrorCode::Busy, "server busy; retry later");
+        ch.send_error(ids::CONNECTION, &busy).await;
+        ch.close().await;
     }
 
     /// Asks every service to reload its state, every `reload_every`,
@@ -201,19 +387,118 @@ impl Router {
             for service in &self.services {
                 let s = service.clone();
                 let outcome = tokio::task::spawn_blocking(move || s.reload()).await;
+                let id = service.protocol();
                 match outcome {
                     Ok(Ok(Some(line))) => {
-                        eprintln!("psikit: reloaded the state of {} ({line})", service.name())
+                        self.metrics.reloaded(id, true);
+                        self.set_failure(id, None);
+                        tracing::info!(protocol = ids::label(id), state = %line, "reloaded");
                     }
                     Ok(Ok(None)) => {}
-                    Ok(Err(e)) => eprintln!(
-                        "psikit: {}: keeping the current state; reload failed: {e}",
-                        service.name()
-                    ),
-                    Err(e) => eprintln!("psikit: reload task failed: {e}"),
+                    Ok(Err(e)) => {
+                        self.metrics.reloaded(id, false);
+                        self.set_failure(id, Some(e.to_string()));
+                        tracing::warn!(
+                            protocol = ids::label(id), error = %e,
+                            "reload failed; keeping the current state"
+                        );
+                    }
+                    Err(e) => tracing::error!(error = %e, "reload task failed"),
                 }
             }
         }
+    }
+}
+
+/// A request's outcome as a metric label: "ok", the error code the client
+/// was told, or "failed" where the link itself failed.
+fn outcome_label(outcome: &Result<(), Error>) -> &'static str {
+    match outcome {
+        Ok(()) => "ok",
+        Err(e) => e.to_peer_message().map_or("failed", |m| m.code.label()),
+    }
+}
+
+/// One request's log event: sizes, times and outcome only.
+fn log_request(
+    peer: Option<SocketAddr>,
+    protocol: ProtocolId,
+    step: &'static str,
+    done: &Answered,
+    error: Option<&Error>,
+) {
+    let peer = peer.map(|p| p.to_string()).unwrap_or_default();
+    let duration_ms = done.duration.as_secs_f64() * 1e3;
+    let protocol = ids::label(protocol);
+    match error {
+        None => tracing::info!(
+            target: "psikit::request", %peer, protocol, step, items = done.items, duration_ms,
+            outcome = done.outcome, received = done.received, sent = done.sent
+        ),
+        Some(e) => tracing::info!(
+            target: "psikit::request", %peer, protocol, step, items = done.items, duration_ms,
+            outcome = done.outcome, received = done.received, sent = done.sent, error = %e
+        ),
+    }
+}
+
+/// The drain as the connections see it: whether it started, and the
+/// requests in flight.
+#[derive(Clone)]
+struct Closing {
+    started: watch::Receiver<bool>,
+    start: Arc<watch::Sender<bool>>,
+    in_flight: Arc<AtomicUsize>,
+}
+
+impl Closing {
+    fn new() -> Self {
+        let (start, started) = watch::channel(false);
+        Self {
+            started,
+            start: Arc::new(start),
+            in_flight: Arc::new(AtomicUsize::new(0)),
+        }
+    }
+
+    /// A drain that never starts (a connection served on its own).
+    fn never() -> Self {
+        Self::new()
+    }
+
+    fn start(&self) {
+        self.start.send_replace(true);
+    }
+
+    fn in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::SeqCst)
+    }
+
+    /// Counts a request in flight until the guard is dropped.
+    fn request(&self) -> InFlight {
+        self.in_flight.fetch_add(1, Ordering::SeqCst);
+        InFlight(self.in_flight.clone())
+    }
+
+    /// Waits for the client's next frame; once the drain started, for at
+    /// most [`DRAIN_IDLE`] (`None`: the wait ended).
+    async fn idle<T>(&self, next: impl Future<Output = T>) -> Option<T> {
+        tokio::pin!(next);
+        let mut started = self.started.clone();
+        tokio::select! {
+            got = &mut next => return Some(got),
+            _ = started.wait_for(|s| *s) => {}
+        }
+        tokio::time::timeout(DRAIN_IDLE, next).await.ok()
+    }
+}
+
+/// A request in flight (see [`Closing::request`]).
+struct InFlight(Arc<AtomicUsize>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
 

@@ -23,7 +23,7 @@ use crate::he_psi::common::messages::{
     ShardQuery, PROTOCOL_ID,
 };
 use crate::he_psi::server::state::{db_path, HeState};
-use crate::service::{Handled, LiveState, ServerLimits, Service, Session};
+use crate::service::{Handled, LiveState, Metrics, ServerLimits, Service, Session};
 
 /// Serves the HE protocol. Cheap to share across connections.
 pub struct HeService {
@@ -105,16 +105,23 @@ impl HeService {
         self.states.current.publish(state);
     }
 
-    async fn dispatch(&self, frame: Frame, ch: &mut Channel) -> Result<(), Error> {
+    async fn dispatch(
+        &self,
+        frame: Frame,
+        ch: &mut Channel,
+        metrics: &Metrics,
+    ) -> Result<(), Error> {
         match frame.kind {
             ParamsRequest::KIND => self.handle_params(ch).await,
             OprfRequest::KIND => self.handle_oprf(&frame.payload, ch).await,
-            QueryHeader::KIND => self.handle_query(self.snapshot(), &frame.payload, ch).await,
+            QueryHeader::KIND => {
+                (self.handle_query(self.snapshot(), &frame.payload, ch, metrics)).await
+            }
             ShardQuery::KIND => {
                 let epoch = ShardQuery::decode(&frame.payload, ())?.epoch;
                 let snap = self.at_epoch(epoch).await?;
                 let header = ch.recv_expect(PROTOCOL_ID, QueryHeader::KIND).await?;
-                self.handle_query(snap, &header.payload, ch).await
+                self.handle_query(snap, &header.payload, ch, metrics).await
             }
             other => Err(Violation::UnknownKind(other).into()),
         }
@@ -175,6 +182,7 @@ impl HeService {
         snap: Arc<HeState>,
         payload: &[u8],
         ch: &mut Channel,
+        metrics: &Metrics,
     ) -> Result<(), Error> {
         let he = snap.sender().he().clone();
         let header = query_header(payload, &snap)?;
@@ -191,11 +199,13 @@ impl HeService {
             }
             query.push(cts);
         }
+        let queued = metrics.he_queued();
         let _turn = self
             .queries
             .acquire()
             .await
             .map_err(|_| Error::task("waiting for a query turn", "server shutting down"))?;
+        let _running = queued.run();
         let (tx, mut rx) = mpsc::channel::<Vec<Frame>>(8);
         // The evaluation's wall time (a link too slow to take the packages
         // as they come would hold it back: eight wait in the channel).
@@ -234,9 +244,9 @@ impl Service for HeService {
         &'a self,
         frame: Frame,
         ch: &'a mut Channel,
-        _session: &'a mut Session,
+        session: &'a mut Session,
     ) -> Handled<'a> {
-        Box::pin(self.dispatch(frame, ch))
+        Box::pin(self.dispatch(frame, ch, session.metrics()))
     }
 
     fn reload(&self) -> Result<Option<String>, Error> {
@@ -245,6 +255,15 @@ impl Service for HeService {
 
     fn name(&self) -> &'static str {
         "the HE protocol"
+    }
+
+    fn step(&self, kind: u8) -> &'static str {
+        step(kind)
+    }
+
+    /// A shard's epoch; a whole database has none (0).
+    fn epoch(&self) -> u64 {
+        shard_epoch(&self.snapshot()).unwrap_or(0)
     }
 
     fn oprf_cost(&self, frame: &Frame) -> u64 {
@@ -266,6 +285,16 @@ fn describe(state: &HeState) -> String {
         db.shape().max_label_bytes,
         (mem.data_bytes + mem.cache_bytes) as f64 / f64::from(1u32 << 20)
     )
+}
+
+/// The step of an HE request of kind `kind` (the label of its metrics).
+pub(crate) fn step(kind: u8) -> &'static str {
+    match kind {
+        ParamsRequest::KIND => "params",
+        OprfRequest::KIND => "oprf",
+        QueryHeader::KIND | ShardQuery::KIND => "he_eval",
+        _ => "unknown",
+    }
 }
 
 /// The OPRF evaluations a frame asks for: an OPRF request's blinded

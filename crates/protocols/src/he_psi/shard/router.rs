@@ -33,7 +33,7 @@ use crate::he_psi::params::PsiParams;
 use crate::he_psi::server::service::{oprf_response, query_header};
 use crate::he_psi::server::state::HeState;
 use crate::he_psi::shard::manifest::Manifest;
-use crate::service::{Handled, LiveState, ServerLimits, Service, Session};
+use crate::service::{Handled, LiveState, Metrics, Readiness, ServerLimits, Service, Session};
 
 /// The router's key and manifest, reloaded together when the manifest
 /// changes (an update applied by every shard bumps its epoch).
@@ -159,6 +159,9 @@ pub struct ShardTrace {
 /// query, on the connection's task (so it should be quick).
 pub type TraceSink = Arc<dyn Fn(&QueryTrace) + Send + Sync>;
 
+/// How long a readiness probe waits for each shard's answer.
+const READY_WAIT: Duration = Duration::from_secs(5);
+
 /// Serves a sharded database's clients (see the docs of `shard/router.rs`).
 pub struct ShardRouter {
     current: LiveState<RouterState>,
@@ -186,6 +189,37 @@ impl ShardRouter {
             limits,
             trace: None,
         })
+    }
+
+    /// Asks every shard for its parameters at once: `Err` names the first
+    /// shard that does not answer within [`READY_WAIT`] or answers for
+    /// another database.
+    async fn shards_answer(&self) -> Result<(), String> {
+        let db_id = self.current.snapshot().state.db_id();
+        let mut asks = JoinSet::new();
+        for (index, addr) in self.shards.iter().enumerate() {
+            let addr = addr.clone();
+            asks.spawn(async move {
+                let asked = tokio::time::timeout(READY_WAIT, async {
+                    let mut ch = addr.connect().await?;
+                    ch.send_msg(&ParamsRequest).await?;
+                    Ok::<_, Error>(ch.recv_msg::<ParamsResponse>(()).await?.db_id)
+                });
+                let outcome = match asked.await {
+                    Ok(Ok(id)) if id == db_id => Ok(()),
+                    Ok(Ok(_)) => Err("serves another database".to_string()),
+                    Ok(Err(e)) => Err(e.to_string()),
+                    Err(_) => Err(format!("no answer within {READY_WAIT:?}")),
+                };
+                outcome.map_err(|why| format!("shard {index} ({}): {why}", addr.addr))
+            });
+        }
+        let mut first = Ok(());
+        while let Some(joined) = asks.join_next().await {
+            let outcome = joined.map_err(|e| format!("asking a shard failed: {e}"))?;
+            first = first.and(outcome);
+        }
+        first
     }
 
     /// Reports every answered query to `sink` (failed queries are not
@@ -217,7 +251,7 @@ impl ShardRouter {
                     oprf_response(state, &frame.payload, self.limits.max_query_items).await?;
                 Ok(ch.send_msg(&response).await?)
             }
-            QueryHeader::KIND => self.fan_out(&snap, frame, ch).await,
+            QueryHeader::KIND => self.fan_out(&snap, frame, ch, session.metrics()).await,
             other => Err(Violation::UnknownKind(other).into()),
         }
     }
@@ -230,6 +264,7 @@ impl ShardRouter {
         snap: &RouterState,
         header: Frame,
         ch: &mut Channel,
+        metrics: &Metrics,
     ) -> Result<(), Error> {
         let start = Instant::now();
         let state = &snap.state;
@@ -267,6 +302,8 @@ impl ShardRouter {
         let mut shards = vec![None; self.shards.len()];
         while let Some(joined) = asks.join_next().await {
             let (index, answered) = joined.map_err(|e| Error::task("a shard's query", e))?;
+            let took = answered.as_ref().map_or(start.elapsed(), |t| t.done);
+            metrics.shard_query(index, answered.is_ok(), took);
             let shard = answered.map_err(|e| Error::ShardUnavailable {
                 shard: index as u32,
                 reason: e.to_string(),
@@ -383,6 +420,19 @@ impl Service for ShardRouter {
 
     fn name(&self) -> &'static str {
         "the HE protocol (a sharded database's router)"
+    }
+
+    fn step(&self, kind: u8) -> &'static str {
+        crate::he_psi::server::service::step(kind)
+    }
+
+    fn epoch(&self) -> u64 {
+        self.current.snapshot().manifest.epoch
+    }
+
+    /// Ready when every shard answers a parameter request.
+    fn ready(&self) -> Readiness<'_> {
+        Box::pin(self.shards_answer())
     }
 
     fn oprf_cost(&self, frame: &Frame) -> u64 {
