@@ -48,7 +48,7 @@ impl CsvArgs {
 }
 
 /// Network limits of a client or server.
-#[derive(Args, Clone, Debug)]
+#[derive(Args, Clone, Debug, serde::Serialize)]
 pub struct NetArgs {
     /// Seconds to wait for a message before giving up.
     #[arg(long, default_value_t = 60)]
@@ -104,7 +104,7 @@ impl ClientTlsArgs {
 }
 
 /// TLS settings of a server.
-#[derive(Args, Clone, Debug, Default)]
+#[derive(Args, Clone, Debug, Default, serde::Serialize)]
 pub struct ServerTlsArgs {
     /// Serve TLS with this certificate chain (PEM).
     #[arg(long, requires = "tls_key")]

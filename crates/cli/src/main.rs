@@ -16,6 +16,7 @@
 
 mod args;
 mod bench;
+mod config;
 #[cfg(feature = "cpsi")]
 mod cpsi_cmd;
 mod demo;
@@ -33,7 +34,7 @@ mod rr16_cmd;
 #[cfg(feature = "unbalanced")]
 mod serve;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 /// psikit: private set intersection you can deploy.
 #[derive(Parser)]
@@ -79,7 +80,14 @@ enum Command {
 }
 
 fn main() {
-    let cli = Cli::parse();
+    let args = config::expand(&Cli::command(), std::env::args_os().collect());
+    let cli = match args {
+        Ok(args) => Cli::parse_from(args),
+        Err(e) => {
+            eprintln!("psikit: error: {}", one_line(&e));
+            std::process::exit(2);
+        }
+    };
     let result = match cli.command {
         Command::Demo(a) => demo::run(a),
         #[cfg(feature = "filter")]
@@ -112,6 +120,32 @@ fn one_line(e: &anyhow::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::one_line;
+
+    /// The annotated example in the docs names only real flags, and all
+    /// of them.
+    #[cfg(feature = "unbalanced")]
+    #[test]
+    fn the_example_config_file_is_whole_and_valid() {
+        use clap::CommandFactory;
+        let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/serve.example.toml");
+        let args = ["psikit", "serve", "--config", example].map(std::ffi::OsString::from);
+        let expanded = super::config::expand(&super::Cli::command(), args.to_vec());
+        let expanded = expanded.expect("the example is valid");
+        assert!(expanded.len() > 20, "{expanded:?}");
+        let text = std::fs::read_to_string(example).expect("read the example");
+        let command = super::Cli::command();
+        let serve = command.find_subcommand("serve").expect("serve");
+        for arg in serve.get_arguments() {
+            let Some(long) = arg.get_long() else { continue };
+            if matches!(long, "config" | "check" | "help") {
+                continue;
+            }
+            assert!(
+                text.contains(&format!("{long} = ")),
+                "the example lacks `{long}`"
+            );
+        }
+    }
 
     #[derive(Debug, thiserror::Error)]
     #[error("outer: {0}")]

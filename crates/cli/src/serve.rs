@@ -21,8 +21,21 @@ use psikit_protocols::serving::Serving;
 
 use crate::args::{NetArgs, ServerTlsArgs};
 
-#[derive(Args)]
+/// `psikit serve`'s flags; every one is also a key of its `--config` file
+/// (see `config.rs`), and `--check` prints them resolved as JSON.
+#[derive(Args, serde::Serialize)]
 pub struct ServeArgs {
+    /// Read flags from this TOML file: each key a flag's name
+    /// (`filter-state = "/srv/filter"`, `he-no-cache = true`); flags on the
+    /// command line override it. Unknown keys are refused.
+    #[arg(long)]
+    #[serde(skip)]
+    pub config: Option<PathBuf>,
+    /// Check the settings and open every state, print the settings as
+    /// JSON and what would be served, then exit without serving.
+    #[arg(long)]
+    #[serde(skip)]
+    pub check: bool,
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1:7700")]
     pub listen: String,
@@ -124,7 +137,8 @@ pub struct ServeArgs {
 }
 
 /// The format of `psikit serve`'s log events.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum LogFormat {
     Text,
     Json,
@@ -203,6 +217,14 @@ impl ServeArgs {
 pub fn run(a: ServeArgs) -> Result<()> {
     init_logs(a.log_format, a.log_level.as_deref())?;
     let router = Arc::new(a.router()?);
+    if a.check {
+        let services: Vec<_> = (router.services().iter())
+            .map(|s| serde_json::json!({"name": s.name(), "state": s.describe()}))
+            .collect();
+        let checked = serde_json::json!({"settings": &a, "services": services});
+        println!("{}", serde_json::to_string_pretty(&checked)?);
+        return Ok(());
+    }
     runtime()?.block_on(async move {
         let listener = Listener::bind(&a.listen, a.tls.files().as_ref(), a.net.limits()?).await?;
         let at = format!(

@@ -346,3 +346,70 @@ fn a_second_signal_exits_at_once() {
     let status = server.child.wait().unwrap();
     assert_eq!(status.code(), Some(143), "exited by the second signal");
 }
+
+/// `psikit serve ... --check`'s JSON.
+fn checked(args: &[&str]) -> serde_json::Value {
+    let out = run_ok(psikit().arg("serve").args(args).arg("--check"));
+    serde_json::from_str(&out).expect("JSON")
+}
+
+#[test]
+fn a_config_file_gives_the_server_its_flags_give() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let filter = filter_state(d);
+    let config = d.join("serve.toml");
+    let toml = format!(
+        "listen = \"127.0.0.1:0\"\nfilter-state = {filter:?}\nmax-connections = 9\n\
+         query-budget = 1000\nreload-secs = 1\nhe-no-cache = true\nlog-format = \"json\"\n\
+         admin-listen = \"127.0.0.1:0\"\nshutdown-grace-secs = 5\n"
+    );
+    std::fs::write(&config, toml).unwrap();
+    let config = config.to_str().unwrap();
+    let from_file = checked(&["--config", config]);
+    let filter = filter.to_str().unwrap();
+    let flags = [
+        "--listen",
+        "127.0.0.1:0",
+        "--filter-state",
+        filter,
+        "--max-connections",
+        "9",
+        "--query-budget",
+        "1000",
+        "--reload-secs",
+        "1",
+        "--he-no-cache",
+        "--log-format",
+        "json",
+        "--admin-listen",
+        "127.0.0.1:0",
+        "--shutdown-grace-secs",
+        "5",
+    ];
+    assert_eq!(from_file, checked(&flags));
+    assert_eq!(from_file["settings"]["max_connections"], 9);
+    assert_eq!(from_file["services"][0]["name"], "the filter protocol");
+    // The command line wins over the file.
+    let over = checked(&["--config", config, "--max-connections", "3"]);
+    assert_eq!(over["settings"]["max_connections"], 3);
+
+    // A server started from the file serves.
+    let server = Ops::start(d, &["--config", config]);
+    run_ok(&mut filter_query(&server.addr, d, 0));
+    assert_eq!(
+        matched(&d.join("filter-0.csv")),
+        ["1,alice@example.com", "3,carol@example.com"]
+    );
+
+    // A typo is refused by name.
+    std::fs::write(d.join("typo.toml"), "max-conections = 3\n").unwrap();
+    let typo = psikit()
+        .args(["serve", "--config"])
+        .arg(d.join("typo.toml"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&typo.stderr);
+    assert!(!typo.status.success());
+    assert!(stderr.contains("unknown key `max-conections`"), "{stderr}");
+}
