@@ -48,6 +48,21 @@ impl CsvArgs {
 }
 
 /// Network limits of a client or server.
+/// `--json`, on every command that prints a result or a summary.
+#[derive(Args, Clone, Copy, Debug, Default)]
+pub struct JsonArgs {
+    /// Print the result as one JSON object on stdout (the lines for
+    /// people go to stderr).
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl JsonArgs {
+    pub fn say(self) -> crate::report::Say {
+        crate::report::Say::new(self.json)
+    }
+}
+
 #[derive(Args, Clone, Debug, serde::Serialize)]
 pub struct NetArgs {
     /// Seconds to wait for a message before giving up.

@@ -341,37 +341,33 @@ fn print_result(output: &Output) {
     }
 }
 
-/// The result as one JSON object (numbers, booleans and fixed names: no
-/// escaping needed). `"learned": false` at a party the result was not
-/// revealed to.
+/// The result as one JSON object. `"learned": false` at a party the
+/// result was not revealed to.
 fn json(output: &Output, app: App, sent: u64, received: u64) -> String {
-    let list = |v: &[u64]| {
-        let items: Vec<String> = v.iter().map(u64::to_string).collect();
-        format!("[{}]", items.join(","))
-    };
-    let result = match output {
-        Output::Cardinality(Some(c)) => format!(r#""intersection_size":{c}"#),
-        Output::Sum(Some(s)) => format!(
-            r#""intersection_size":{},"sender_sums":{},"receiver_sums":{}{}"#,
-            s.cardinality,
-            list(&s.sender_values),
-            list(&s.receiver_values),
-            s.inner_product
-                .map(|v| format!(r#","inner_product":{v}"#))
-                .unwrap_or_default()
-        ),
-        Output::SumWithheld(min) => format!(r#""withheld":true,"min_intersection":{min}"#),
-        Output::Threshold(Some(b)) => format!(r#""threshold_reached":{b}"#),
-        Output::Union(Some(items)) => {
-            format!(r#""peer_keys_outside_intersection":{}"#, items.len())
+    use serde_json::json;
+    let mut result = match output {
+        Output::Cardinality(Some(c)) => json!({"intersection_size": c}),
+        Output::Sum(Some(s)) => {
+            let mut sum = json!({
+                "intersection_size": s.cardinality,
+                "sender_sums": s.sender_values,
+                "receiver_sums": s.receiver_values,
+            });
+            if let Some(v) = s.inner_product {
+                sum["inner_product"] = v.into();
+            }
+            sum
         }
-        Output::Shares(s) => format!(r#""membership_shares":{}"#, s.membership.len()),
-        _ => r#""learned":false"#.to_string(),
+        Output::SumWithheld(min) => json!({"withheld": true, "min_intersection": min}),
+        Output::Threshold(Some(b)) => json!({"threshold_reached": b}),
+        Output::Union(Some(items)) => json!({"peer_keys_outside_intersection": items.len()}),
+        Output::Shares(s) => json!({"membership_shares": s.membership.len()}),
+        _ => json!({"learned": false}),
     };
-    format!(
-        r#"{{"application":"{}",{result},"bytes_sent":{sent},"bytes_received":{received}}}"#,
-        app.name(),
-    )
+    result["application"] = app.name().into();
+    result["bytes_sent"] = sent.into();
+    result["bytes_received"] = received.into();
+    result.to_string()
 }
 
 fn write_output(out: &Output, a: &CpsiArgs, keys: &[Vec<u8>]) -> Result<()> {

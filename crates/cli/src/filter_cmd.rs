@@ -12,10 +12,10 @@ use psikit_protocols::filter_psi::{
 use psikit_protocols::io::read_rows;
 use psikit_protocols::NoProgress;
 
-use crate::args::{ClientTlsArgs, CsvArgs, NetArgs};
+use crate::args::{ClientTlsArgs, CsvArgs, JsonArgs, NetArgs};
 use crate::matches::{print_read, write_matches};
 use crate::progress::Bar;
-use crate::report;
+use crate::report::{self, Say};
 
 #[derive(Subcommand)]
 pub enum FilterCommand {
@@ -54,6 +54,8 @@ pub struct SetupArgs {
     /// must download the new filter).
     #[arg(long)]
     pub force: bool,
+    #[command(flatten)]
+    pub json: JsonArgs,
 }
 
 #[derive(Args)]
@@ -68,12 +70,16 @@ pub struct UpdateArgs {
     pub remove: Option<PathBuf>,
     #[command(flatten)]
     pub csv: CsvArgs,
+    #[command(flatten)]
+    pub json: JsonArgs,
 }
 
 #[derive(Args)]
 pub struct InfoArgs {
     #[arg(long)]
     pub state: PathBuf,
+    #[command(flatten)]
+    pub json: JsonArgs,
 }
 
 #[derive(Args)]
@@ -91,6 +97,8 @@ pub struct ClientArgs {
     pub tls: ClientTlsArgs,
     #[command(flatten)]
     pub net: NetArgs,
+    #[command(flatten)]
+    pub json: JsonArgs,
 }
 
 #[derive(Args)]
@@ -135,45 +143,72 @@ fn setup(a: &SetupArgs) -> Result<()> {
         let bar = Bar::new();
         filter_psi::setup(&a.input, &a.csv.spec()?, config, &a.state, a.force, &bar)?
     };
-    print_read(&a.input, &done.read);
-    println!("removed {} duplicate items", done.duplicates);
-    println!(
+    let say = a.json.say();
+    print_read(say, &a.input, &done.read);
+    say.line(format!("removed {} duplicate items", done.duplicates));
+    say.line(format!(
         "OPRF: {} items in {} ({:.0} items/s)",
         done.read.items(),
         report::secs(done.oprf_time),
         done.read.items() as f64 / done.oprf_time.as_secs_f64()
-    );
-    println!("filter built in {}", report::secs(done.build_time));
-    print_state(&done.state);
-    println!("state saved to {}", a.state.display());
-    Ok(())
+    ));
+    say.line(format!("filter built in {}", report::secs(done.build_time)));
+    print_state(say, &done.state);
+    say.line(format!("state saved to {}", a.state.display()));
+    say.result(&serde_json::json!({
+        "command": "filter setup",
+        "rows_read": done.read.rows_read,
+        "rows_skipped": done.read.rows_skipped,
+        "duplicates": done.duplicates,
+        "oprf_s": done.oprf_time.as_secs_f64(),
+        "build_s": done.build_time.as_secs_f64(),
+        "state": state_json(&done.state),
+    }))
 }
 
-fn print_state(state: &ServerState) {
+/// What a state holds, for people.
+fn print_state(say: Say, state: &ServerState) {
     let f = state.filter();
     let p = f.params();
     let v = state.version();
-    println!(
+    say.line(format!(
         "filter: {} items, {} buckets x {} slots, {}-bit fingerprints, load {:.3}",
         state.len(),
         p.num_buckets,
         p.bucket_size,
         p.fingerprint_bits,
         f.load_factor()
-    );
-    println!(
+    ));
+    say.line(format!(
         "filter size: {} ({:.2} bits per item)",
         report::bytes(f.size_bytes()),
         f.bits_per_item()
-    );
+    ));
     let fpr = f.estimated_fpr();
-    println!(
+    say.line(format!(
         "false-positive rate per client item: {} (at most {}); expected false positives in a 1024-item query: {:.2e}",
         report::prob(fpr),
         report::prob(p.fpr_upper_bound()),
         fpr * 1024.0
-    );
-    println!("epoch {}", v.epoch);
+    ));
+    say.line(format!("epoch {}", v.epoch));
+}
+
+/// What a state holds, for `--json`.
+fn state_json(state: &ServerState) -> serde_json::Value {
+    let f = state.filter();
+    let p = f.params();
+    serde_json::json!({
+        "items": state.len(),
+        "epoch": state.version().epoch,
+        "buckets": p.num_buckets,
+        "bucket_size": p.bucket_size,
+        "fingerprint_bits": p.fingerprint_bits,
+        "load": f.load_factor(),
+        "filter_bytes": f.size_bytes(),
+        "false_positive_rate": f.estimated_fpr(),
+        "false_positive_bound": p.fpr_upper_bound(),
+    })
 }
 
 fn update(a: &UpdateArgs) -> Result<()> {
@@ -184,22 +219,35 @@ fn update(a: &UpdateArgs) -> Result<()> {
         a.remove.as_deref(),
         &NoProgress,
     )?;
-    println!(
+    let say = a.json.say();
+    say.line(format!(
         "epoch {}: added {} ({} already present), removed {} ({} not found)",
         report.epoch, report.added, report.already_present, report.removed, report.not_found
-    );
+    ));
     if report.rebuilt {
-        println!("the filter was rebuilt larger; clients will download it in full");
+        say.line("the filter was rebuilt larger; clients will download it in full");
     } else {
-        println!("{} filter slots changed", report.changed_slots);
+        say.line(format!("{} filter slots changed", report.changed_slots));
     }
-    print_state(&state);
-    Ok(())
+    print_state(say, &state);
+    say.result(&serde_json::json!({
+        "command": "filter update",
+        "epoch": report.epoch,
+        "added": report.added,
+        "already_present": report.already_present,
+        "removed": report.removed,
+        "not_found": report.not_found,
+        "rebuilt": report.rebuilt,
+        "changed_slots": report.changed_slots,
+        "state": state_json(&state),
+    }))
 }
 
 fn info(a: &InfoArgs) -> Result<()> {
-    print_state(&ServerState::load(&a.state)?);
-    Ok(())
+    let state = ServerState::load(&a.state)?;
+    let say = a.json.say();
+    print_state(say, &state);
+    say.result(&serde_json::json!({"command": "filter info", "state": state_json(&state)}))
 }
 
 impl ClientArgs {
@@ -224,30 +272,40 @@ impl ClientArgs {
     }
 }
 
-fn print_sync(o: &SyncOutcome) {
-    match o.kind {
-        SyncKind::UpToDate => println!("filter up to date (epoch {})", o.epoch),
-        SyncKind::Full => println!(
+fn print_sync(say: Say, o: &SyncOutcome) {
+    say.line(match o.kind {
+        SyncKind::UpToDate => format!("filter up to date (epoch {})", o.epoch),
+        SyncKind::Full => format!(
             "downloaded the full filter: {} (epoch {})",
             report::bytes(o.body_bytes),
             o.epoch
         ),
-        SyncKind::Delta => println!(
+        SyncKind::Delta => format!(
             "applied a delta of {} (now epoch {})",
             report::bytes(o.body_bytes),
             o.epoch
         ),
-    }
+    });
+}
+
+fn sync_json(o: &SyncOutcome) -> serde_json::Value {
+    let kind = match o.kind {
+        SyncKind::UpToDate => "up_to_date",
+        SyncKind::Full => "full",
+        SyncKind::Delta => "delta",
+    };
+    serde_json::json!({"kind": kind, "epoch": o.epoch, "body_bytes": o.body_bytes})
 }
 
 fn sync(a: &SyncArgs) -> Result<()> {
     let outcome = a.client.client()?.sync_blocking(&a.client.server()?)?;
-    print_sync(&outcome);
-    Ok(())
+    let say = a.client.json.say();
+    print_sync(say, &outcome);
+    say.result(&serde_json::json!({"command": "filter sync", "sync": sync_json(&outcome)}))
 }
 
-pub fn print_query(o: &QueryOutcome) {
-    println!(
+pub fn print_query(say: Say, o: &QueryOutcome) {
+    say.line(format!(
         "query: {} items; blind {}, round trip {}, finalize {}; sent {}, received {}",
         o.matches.len(),
         report::secs(o.blind_time),
@@ -255,7 +313,7 @@ pub fn print_query(o: &QueryOutcome) {
         report::secs(o.finalize_time),
         report::bytes(o.bytes_sent),
         report::bytes(o.bytes_received)
-    );
+    ));
 }
 
 fn query(a: &QueryArgs) -> Result<()> {
@@ -267,15 +325,28 @@ fn query(a: &QueryArgs) -> Result<()> {
         .client()?
         .with_key_format(spec.key_format())
         .query_blocking(&a.client.server()?, &keys, &NoProgress)?;
-    done.syncs.iter().for_each(print_sync);
+    let say = a.client.json.say();
+    done.syncs.iter().for_each(|o| print_sync(say, o));
     let result = done.outcome;
-    print_query(&result);
+    print_query(say, &result);
     let n = write_matches(&a.output, &table, &rows_of_key, &result.matches)?;
     let found = result.matches.iter().filter(|m| **m).count();
-    println!(
+    say.line(format!(
         "{found} of {} distinct items matched; {n} rows written to {}",
         keys.len(),
         a.output.display()
-    );
-    Ok(())
+    ));
+    say.result(&serde_json::json!({
+        "command": "filter query",
+        "syncs": done.syncs.iter().map(sync_json).collect::<Vec<_>>(),
+        "items": keys.len(),
+        "matched_items": found,
+        "rows_written": n,
+        "output": a.output,
+        "blind_s": result.blind_time.as_secs_f64(),
+        "round_trip_s": result.round_trip_time.as_secs_f64(),
+        "finalize_s": result.finalize_time.as_secs_f64(),
+        "bytes_sent": result.bytes_sent,
+        "bytes_received": result.bytes_received,
+    }))
 }

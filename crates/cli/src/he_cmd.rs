@@ -16,10 +16,10 @@ use psikit_protocols::he_psi::HeState;
 use psikit_protocols::io::{read_rows, Column, KeySpec};
 use psikit_protocols::{NoProgress, Progress};
 
-use crate::args::{ClientTlsArgs, CsvArgs, NetArgs};
+use crate::args::{ClientTlsArgs, CsvArgs, JsonArgs, NetArgs};
 use crate::matches::{print_read, write_matches_with};
 use crate::progress::Bar;
-use crate::report;
+use crate::report::{self, Say};
 
 /// Client size the false-positive estimates of `db build|info` assume.
 const TYPICAL_QUERY: u64 = 1024;
@@ -225,6 +225,8 @@ pub struct QueryArgs {
     #[arg(long, value_delimiter = ',')]
     pub label_names: Vec<String>,
     #[command(flatten)]
+    pub json: JsonArgs,
+    #[command(flatten)]
     pub tls: ClientTlsArgs,
     #[command(flatten)]
     pub net: NetArgs,
@@ -328,7 +330,7 @@ fn build(a: &BuildArgs) -> Result<()> {
         let bar = Bar::new();
         facade::build(&a.csv, &a.columns.spec()?, &a.state, options, &bar)?
     };
-    print_read(&a.csv, &done.read);
+    print_read(Say::default(), &a.csv, &done.read);
     print_selection(&done.selection);
     println!(
         "built in {}: {} items, {} duplicate rows (the last one's label kept)",
@@ -364,7 +366,7 @@ fn build_sharded(a: &BuildArgs, shards: u32, options: BuildOptions) -> Result<()
         let bar = Bar::new();
         sharded::build_sharded(&a.csv, &a.columns.spec()?, &a.state, shards, options, &bar)?
     };
-    print_read(&a.csv, &done.read);
+    print_read(Say::default(), &a.csv, &done.read);
     print_selection(&done.selection);
     let m = &done.manifest;
     println!(
@@ -458,7 +460,7 @@ fn update(a: &UpdateArgs) -> Result<()> {
         println!("removed {} items ({} not found)", s.removed, s.missing);
     }
     if let (Some((s, read)), Some(path)) = (&done.added, &a.add) {
-        print_read(path, read);
+        print_read(Say::default(), path, read);
         println!(
             "added {} items, gave {} present items a new label ({} duplicate rows)",
             s.inserted, s.relabelled, s.duplicates
@@ -509,9 +511,9 @@ fn info(a: &InfoArgs) -> Result<()> {
 // Client
 // ---------------------------------------------------------------------------
 
-pub fn print_session(s: &Session) {
+pub fn print_session(say: Say, s: &Session) {
     let t = &s.outcome.times;
-    println!(
+    say.line(format!(
         "query: {} items in {} round(s); parameters and keys {}, OPRF {}, encrypt {}, \
          decrypt {}, waiting {} (server evaluation {})",
         s.queried,
@@ -522,13 +524,13 @@ pub fn print_session(s: &Session) {
         report::secs(t.decrypt),
         report::secs(t.waiting),
         report::secs(t.server)
-    );
-    println!(
+    ));
+    say.line(format!(
         "traffic: sent {}, received {}; false-positive probability of this query {}",
         report::bytes(s.bytes_sent),
         report::bytes(s.bytes_received),
         report::log2_prob(s.fpp_log2)
-    );
+    ));
 }
 
 fn query(a: &QueryArgs) -> Result<()> {
@@ -545,7 +547,8 @@ fn query(a: &QueryArgs) -> Result<()> {
         key_format: spec.key_format(),
     };
     let session = facade::query_blocking(&server, &keys, &options, &NoProgress)?;
-    print_session(&session);
+    let say = a.json.say();
+    print_session(say, &session);
     let (names, cells) = facade::label_columns(
         &session.matches,
         keys.len(),
@@ -554,7 +557,7 @@ fn query(a: &QueryArgs) -> Result<()> {
         "--label-names",
     )?;
     let n = write_matches_with(&a.out, &table, &rows_of_key, &cells, &names)?;
-    println!(
+    say.line(format!(
         "{} of {} distinct items matched; {n} rows written to {}{}",
         session.matches.len(),
         keys.len(),
@@ -564,6 +567,25 @@ fn query(a: &QueryArgs) -> Result<()> {
         } else {
             String::new()
         }
-    );
-    Ok(())
+    ));
+    let t = &session.outcome.times;
+    say.result(&serde_json::json!({
+        "command": "he query",
+        "items": keys.len(),
+        "queried": session.queried,
+        "matched_items": session.matches.len(),
+        "rows_written": n,
+        "output": a.out,
+        "label_columns": names,
+        "rounds": session.outcome.rounds,
+        "setup_s": session.setup.as_secs_f64(),
+        "oprf_s": t.oprf.as_secs_f64(),
+        "encrypt_s": t.encrypt.as_secs_f64(),
+        "server_eval_s": t.server.as_secs_f64(),
+        "decrypt_s": t.decrypt.as_secs_f64(),
+        "waiting_s": t.waiting.as_secs_f64(),
+        "bytes_sent": session.bytes_sent,
+        "bytes_received": session.bytes_received,
+        "false_positive_log2": session.fpp_log2,
+    }))
 }

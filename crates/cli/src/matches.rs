@@ -4,6 +4,8 @@
 use std::path::Path;
 
 use anyhow::Result;
+
+use crate::report::Say;
 use psikit_protocols::io::{matched_rows, MatchWriter, ReadStats, Table};
 
 /// One client key's outcome for [`write_matches_with`]: `None` if it did
@@ -42,9 +44,16 @@ pub fn write_matches_with(
 }
 
 /// How many rows a command read from its CSV and skipped.
-pub fn print_read(path: &Path, stats: &ReadStats) {
-    println!("read {} rows from {}", stats.rows_read, path.display());
+pub fn print_read(say: Say, path: &Path, stats: &ReadStats) {
+    say.line(format!(
+        "read {} rows from {}",
+        stats.rows_read,
+        path.display()
+    ));
     if stats.rows_skipped > 0 {
-        println!("skipped {} rows with an empty key", stats.rows_skipped);
+        say.line(format!(
+            "skipped {} rows with an empty key",
+            stats.rows_skipped
+        ));
     }
 }

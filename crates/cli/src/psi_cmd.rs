@@ -15,10 +15,10 @@ use psikit_protocols::io::read_rows;
 use psikit_protocols::jobs::{self, JobInput, JobOptions, JobOutcome, JobProtocol};
 use psikit_protocols::NoProgress;
 
-use crate::args::{ClientTlsArgs, CsvArgs, NetArgs, ServerTlsArgs};
+use crate::args::{ClientTlsArgs, CsvArgs, JsonArgs, NetArgs, ServerTlsArgs};
 use crate::matches::write_matches;
 use crate::progress::Bar;
-use crate::report;
+use crate::report::{self, Say};
 
 #[derive(Subcommand)]
 pub enum PsiCommand {
@@ -64,6 +64,8 @@ pub struct PartyArgs {
     pub max_peer_items: u64,
     #[command(flatten)]
     pub peer: PeerArgs,
+    #[command(flatten)]
+    pub json: JsonArgs,
     #[command(flatten)]
     pub job: JobArgs,
 }
@@ -222,26 +224,44 @@ pub fn party(a: &PartyArgs, protocol: Protocol, malicious: bool, sending: bool) 
     let (keys, rows_of_key) = table.unique_keys();
     let peer = a.peer.peer()?;
     let out = balanced::run_blocking(&peer, role, &keys, &settings, announce, &NoProgress)?;
+    let say = a.json.say();
     for line in phase_lines(&out) {
-        println!("{}: {line}", role_name(role));
+        say.line(format!("{}: {line}", role_name(role)));
     }
-    let (Some(matches), Some(path)) = (&out.matches, output) else {
-        return Ok(());
-    };
-    let n = write_matches(path, &table, &rows_of_key, matches)?;
-    let found = matches.iter().filter(|m| **m).count();
+    let mut result = serde_json::json!({
+        "command": format!("{protocol} {}", role_word(role)),
+        "job": null,
+        "items": keys.len(),
+        "bytes_sent": out.bytes_sent,
+        "bytes_received": out.bytes_received,
+    });
+    if let (Some(matches), Some(path)) = (&out.matches, output) {
+        let n = write_matches(path, &table, &rows_of_key, matches)?;
+        let found = matches.iter().filter(|m| **m).count();
+        say.line(match role {
+            Role::Sender => format!(
+                "the receiver reported {found} matches; {n} rows written to {}",
+                path.display()
+            ),
+            Role::Receiver => format!(
+                "{found} of {} distinct items matched; {n} rows written to {}",
+                keys.len(),
+                path.display()
+            ),
+        });
+        result["matched_items"] = found.into();
+        result["rows_written"] = n.into();
+        result["output"] = serde_json::json!(path);
+    }
+    say.result(&result)
+}
+
+/// The subcommand of a role: `send` or `receive`.
+fn role_word(role: Role) -> &'static str {
     match role {
-        Role::Sender => println!(
-            "the receiver reported {found} matches; {n} rows written to {}",
-            path.display()
-        ),
-        Role::Receiver => println!(
-            "{found} of {} distinct items matched; {n} rows written to {}",
-            keys.len(),
-            path.display()
-        ),
+        Role::Sender => "send",
+        Role::Receiver => "receive",
     }
-    Ok(())
 }
 
 fn role_name(role: Role) -> &'static str {
@@ -257,16 +277,44 @@ fn job(a: &PartyArgs, role: Role, settings: Settings, output: Option<&PathBuf>) 
         path: a.input.clone(),
         spec: a.csv.spec()?,
     };
+    let command = format!("{} {}", settings.protocol, role_word(role));
     let protocol = JobProtocol::Balanced(settings);
-    let out = run_job(&a.peer, &a.job, role, input, protocol, output, false)?;
+    let say = a.json.say();
+    let out = run_job(&a.peer, &a.job, role, input, protocol, output, a.json.json)?;
     if let (Some(n), Some(path)) = (out.matched_rows, output) {
-        println!(
+        say.line(format!(
             "{n} of {} rows matched; written to {}",
             out.input.rows,
             path.display()
-        );
+        ));
     }
-    Ok(())
+    say.result(&serde_json::json!({
+        "command": command,
+        "job": job_json(&out),
+        "rows": out.input.rows,
+        "matched_rows": out.matched_rows,
+        "output": output,
+        "bytes_sent": out.bytes_sent,
+        "bytes_received": out.bytes_received,
+    }))
+}
+
+/// A job's outcome for `--json`: its id, buckets, times and traffic.
+pub(crate) fn job_json(out: &JobOutcome) -> serde_json::Value {
+    let t = &out.times;
+    serde_json::json!({
+        "id": out.id(),
+        "buckets": out.shape.buckets,
+        "buckets_run": out.buckets_run,
+        "statistical_bits": out.shape.statistical_bits(),
+        "reconnects": out.reconnects,
+        "end_confirmed": out.end_confirmed,
+        "read_s": t.read.as_secs_f64(),
+        "split_s": t.split.as_secs_f64(),
+        "buckets_s": t.buckets.as_secs_f64(),
+        "output_s": t.output.as_secs_f64(),
+        "peak_memory_bytes": report::peak_memory(),
+    })
 }
 
 /// Runs a job (any family's) with a progress bar, then prints its
@@ -338,11 +386,8 @@ fn run_job_in(
     drop(bar);
     let name = role_name(role);
     let t = &out.times;
-    let say = |line: String| match json {
-        true => eprintln!("{line}"),
-        false => println!("{line}"),
-    };
-    say(format!(
+    let say = Say::new(json);
+    say.line(format!(
         "{name}: job {}: {}; {} bucket(s) of {} (sender) / {} (receiver) items, each at σ = \
          {}; {} run now{}",
         out.id(),
@@ -363,7 +408,7 @@ fn run_job_in(
              side's output is whole; if the peer's run failed, rerun both sides with --resume"
         );
     }
-    say(format!(
+    say.line(format!(
         "{name}: read {}, split {}, buckets {}, output {}; sent {}, received {}; peak memory {}",
         report::secs(t.read),
         report::secs(t.split),

@@ -1,6 +1,36 @@
-//! Formatting of sizes, durations and rates for humans, and peak memory.
+//! Formatting of sizes, durations and rates for humans, peak memory, and
+//! where a command's summary goes (`--json`).
 
 use std::time::Duration;
+
+/// Where a command's lines for people go: stdout, or stderr when stdout
+/// carries the command's `--json` object (one per run, made with serde).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Say {
+    json: bool,
+}
+
+impl Say {
+    pub fn new(json: bool) -> Self {
+        Self { json }
+    }
+
+    /// A line for people.
+    pub fn line(self, line: impl std::fmt::Display) {
+        match self.json {
+            true => eprintln!("{line}"),
+            false => println!("{line}"),
+        }
+    }
+
+    /// The run's result as one JSON object on stdout, with `--json`.
+    pub fn result(self, value: &impl serde::Serialize) -> anyhow::Result<()> {
+        if self.json {
+            println!("{}", serde_json::to_string(value)?);
+        }
+        Ok(())
+    }
+}
 
 pub fn bytes(n: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];

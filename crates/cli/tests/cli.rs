@@ -393,6 +393,33 @@ fn psi_two_processes_over_tcp_with_vole_and_rr16() {
 }
 
 #[test]
+fn psi_prints_its_outcome_as_one_json_object() {
+    let out = two_processes_over_tcp(&["psi", "--json"]);
+    let got: serde_json::Value = serde_json::from_str(out.trim()).expect("one JSON object");
+    assert_eq!(got["command"], "vole receive", "{out}");
+    assert_eq!(
+        (got["rows"].as_u64(), got["matched_rows"].as_u64()),
+        (Some(3), Some(2)),
+        "{out}"
+    );
+    assert!(
+        got["job"]["id"].as_str().is_some_and(|id| id.len() == 32),
+        "{out}"
+    );
+    let out = two_processes_over_tcp(&["psi", "--json", "--one-shot"]);
+    let got: serde_json::Value = serde_json::from_str(out.trim()).expect("one JSON object");
+    assert_eq!(
+        (got["items"].as_u64(), got["matched_items"].as_u64()),
+        (Some(3), Some(2)),
+        "{out}"
+    );
+    assert!(
+        got["job"].is_null() && got["bytes_received"].as_u64() > Some(0),
+        "{out}"
+    );
+}
+
+#[test]
 fn a_listener_gives_up_after_its_accept_timeout() {
     let dir = tempfile::tempdir().unwrap();
     let input = dir.path().join("r.csv");

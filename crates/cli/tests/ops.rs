@@ -413,3 +413,48 @@ fn a_config_file_gives_the_server_its_flags_give() {
     assert!(!typo.status.success());
     assert!(stderr.contains("unknown key `max-conections`"), "{stderr}");
 }
+
+/// Runs `cmd` with `--json`: its stdout is one JSON object.
+fn json_of(cmd: &mut Command) -> serde_json::Value {
+    let out = run_ok(cmd.arg("--json"));
+    assert_eq!(out.lines().count(), 1, "one line: {out}");
+    serde_json::from_str(&out).expect("a JSON object")
+}
+
+#[test]
+fn results_print_as_one_json_object() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let filter = filter_state(d);
+    let he = he_state(d);
+    let info = json_of(psikit().args(["filter", "info", "--state"]).arg(&filter));
+    assert_eq!(
+        (info["command"].as_str(), info["state"]["items"].as_u64()),
+        (Some("filter info"), Some(3))
+    );
+    let server = Ops::start(
+        d,
+        &[
+            "--filter-state",
+            filter.to_str().unwrap(),
+            "--he-state",
+            he.to_str().unwrap(),
+        ],
+    );
+    let q = json_of(&mut filter_query(&server.addr, d, 0));
+    assert_eq!(q["command"], "filter query");
+    assert_eq!(
+        (q["items"].as_u64(), q["matched_items"].as_u64()),
+        (Some(4), Some(2)),
+        "{q}"
+    );
+    assert_eq!(q["syncs"][0]["kind"], "full", "{q}");
+    let q = json_of(&mut he_query(&server.addr, d, 0));
+    assert_eq!(q["command"], "he query");
+    assert_eq!(
+        (q["items"].as_u64(), q["matched_items"].as_u64()),
+        (Some(4), Some(2)),
+        "{q}"
+    );
+    assert!(q["server_eval_s"].as_f64() > Some(0.0), "{q}");
+}

@@ -50,6 +50,11 @@ pub struct LoadBenchArgs {
     /// ones are told "busy" and retry with backoff.
     #[arg(long)]
     max_connections: Option<usize>,
+    /// Run the server as in production: its admin listener scraped every
+    /// second and JSON log events at info level written to a file (else
+    /// no admin listener and errors only), to measure what they cost.
+    #[arg(long)]
+    ops: bool,
 }
 
 /// Items of the HE database: small, so that 128 HE queries take seconds.
@@ -61,6 +66,8 @@ const HE_PRESET: &str = "256K-1024";
 struct Server {
     child: Child,
     addr: String,
+    /// Its admin listener's address, with `--ops`.
+    admin: Option<String>,
 }
 
 impl Drop for Server {
@@ -98,6 +105,10 @@ pub fn run(a: &LoadBenchArgs) -> Result<()> {
     let server = start_server(dir.path(), a)?;
     let idle_peak = report::peak_memory_of(&server.child.id().to_string());
     let stop = Arc::new(AtomicBool::new(false));
+    let scraper = (server.admin.clone()).map(|admin| {
+        let stop = stop.clone();
+        thread::spawn(move || scrape(&admin, &stop))
+    });
     let hostile: Vec<_> = (0..a.hostile)
         .map(|i| {
             let (addr, stop) = (server.addr.clone(), stop.clone());
@@ -125,6 +136,14 @@ pub fn run(a: &LoadBenchArgs) -> Result<()> {
     }
     let peak = report::peak_memory_of(&server.child.id().to_string());
     println!("{}", render(&outcomes, wall, idle_peak, peak));
+    if let Some(scraper) = scraper {
+        let scrapes = scraper.join().unwrap_or(0);
+        let log = std::fs::read_to_string(dir.path().join("serve.log")).unwrap_or_default();
+        println!(
+            "ops: metrics scraped {scrapes} times, {} JSON log events",
+            log.lines().count()
+        );
+    }
     let failed: Vec<&String> = outcomes.iter().filter_map(|o| o.error.as_ref()).collect();
     if let Some(first) = failed.first() {
         bail!(
@@ -168,28 +187,64 @@ fn start_server(dir: &Path, a: &LoadBenchArgs) -> Result<Server> {
     if let Some(m) = a.max_connections {
         serve.arg("--max-connections").arg(m.to_string());
     }
+    let stderr = match a.ops {
+        true => {
+            serve.args(["--admin-listen", "127.0.0.1:0", "--log-format", "json"]);
+            Stdio::from(std::fs::File::create(dir.join("serve.log"))?)
+        }
+        false => {
+            serve.args(["--log-level", "error"]);
+            Stdio::null()
+        }
+    };
     let mut child = serve
         .arg("--filter-state")
         .arg(&filter_state)
         .arg("--he-state")
         .arg(&he_state)
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(stderr)
         .spawn()
         .context("starting psikit serve")?;
-    let mut line = String::new();
     let mut lines = BufReader::new(child.stdout.take().context("the server's output")?);
-    lines.read_line(&mut line)?;
+    // "psikit: serving ... on 127.0.0.1:PORT (...)", once per service,
+    // then "psikit: admin on http://ADDR" with --ops.
+    let (mut addr, mut admin) = (None, None);
+    while addr.is_none() || (a.ops && admin.is_none()) {
+        let mut line = String::new();
+        if lines.read_line(&mut line)? == 0 {
+            bail!("the server ended before announcing its addresses");
+        }
+        for word in line.split_whitespace() {
+            match word.strip_prefix("http://") {
+                Some(at) => admin = Some(at.to_string()),
+                None if word.starts_with("127.0.0.1:") => addr = Some(word.to_string()),
+                None => {}
+            }
+        }
+    }
     // Keep reading whatever else it prints, so it never writes to a closed
     // pipe.
     thread::spawn(move || std::io::copy(&mut lines, &mut std::io::sink()));
-    // "psikit: serving ... on 127.0.0.1:PORT (...)"
-    let addr = line
-        .split_whitespace()
-        .find(|w| w.starts_with("127.0.0.1:"))
-        .with_context(|| format!("no address in the server's first line {line:?}"))?
-        .to_string();
-    Ok(Server { child, addr })
+    let addr = addr.context("no address announced")?;
+    Ok(Server { child, addr, admin })
+}
+
+/// Reads `/metrics` from the admin listener at `admin` every second until
+/// `stop`, as Prometheus would; returns the scrapes that succeeded.
+fn scrape(admin: &str, stop: &AtomicBool) -> usize {
+    let mut scrapes = 0;
+    while !stop.load(Ordering::Relaxed) {
+        let got = TcpStream::connect(admin).and_then(|mut s| {
+            write!(s, "GET /metrics HTTP/1.0\r\n\r\n")?;
+            let mut text = String::new();
+            std::io::Read::read_to_string(&mut s, &mut text)?;
+            Ok(text.starts_with("HTTP/1.0 200") || text.starts_with("HTTP/1.1 200"))
+        });
+        scrapes += usize::from(got.unwrap_or(false));
+        thread::sleep(Duration::from_secs(1));
+    }
+    scrapes
 }
 
 /// A CSV of `email` (and `label`) for the item ids.
@@ -354,10 +409,11 @@ fn render(
     }
     let mem = |m: Option<u64>| m.map_or("-".into(), |b| size(Some(b as f64)));
     format!(
-        "## Load: legitimate clients, all started at once\n\n{}\nall done in {}; server \
-         peak memory {} (after set-up and start: {})",
+        "## Load: legitimate clients, all started at once\n\n{}\nall done in {} ({:.1} \
+         queries/s); server peak memory {} (after set-up and start: {})",
         t.render(),
         report::secs(wall),
+        outcomes.len() as f64 / wall.as_secs_f64(),
         mem(peak),
         mem(idle_peak)
     )

@@ -17,6 +17,7 @@ use super::args::DemoArgs;
 use super::common::{check, email_spec, matched_ids};
 use crate::filter_cmd::print_query;
 use crate::report;
+use crate::report::Say;
 
 pub(super) fn run(a: &DemoArgs, dir: &Path) -> Result<()> {
     println!("== filter: unbalanced PSI, DH OPRF (RFC 9497 ristretto255) + cuckoo filter ==");
@@ -84,7 +85,7 @@ pub(super) fn run(a: &DemoArgs, dir: &Path) -> Result<()> {
 
         let expected: BTreeSet<u64> = plan.common_ids.iter().copied().collect();
         let out = client.query_synced(&mut ch, &keys).await?;
-        print_query(&out);
+        print_query(Say::default(), &out);
         check(
             "initial query",
             &matched_ids(&table, &rows_of_key, &out.matches)?,
@@ -135,7 +136,7 @@ pub(super) fn run(a: &DemoArgs, dir: &Path) -> Result<()> {
             100.0 * sync.body_bytes as f64 / service.snapshot().full_filter_bytes() as f64
         );
         let out = client.query_synced(&mut ch, &keys).await?;
-        print_query(&out);
+        print_query(Say::default(), &out);
         let mut expected: BTreeSet<u64> = expected.difference(&removed).copied().collect();
         let client_ids: BTreeSet<u64> = plan.client_ids.iter().copied().collect();
         expected.extend(added.intersection(&client_ids));

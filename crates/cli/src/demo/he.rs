@@ -163,7 +163,7 @@ async fn he_query(
     let (keys, rows_of_key) = table.unique_keys();
     let mut ch = ServerAddr::plain(addr).connect().await?;
     let session = he_facade::query(&mut ch, &keys, &Default::default(), &NoProgress).await?;
-    he_cmd::print_session(&session);
+    he_cmd::print_session(crate::report::Say::default(), &session);
     let got = he_labels(table, &rows_of_key, &session.matches)?;
     let want: BTreeSet<u64> = expected.keys().copied().collect();
     check(what, &got.keys().copied().collect(), &want)?;
