@@ -141,6 +141,8 @@ pub struct ParamsArgs {
     /// `psikit he db build --params`.
     #[arg(long, short)]
     pub out: Option<PathBuf>,
+    #[command(flatten)]
+    pub json: JsonArgs,
 }
 
 #[derive(Args)]
@@ -178,6 +180,8 @@ pub struct BuildArgs {
     /// ...`: every query goes to every shard, so no shard choice leaks.
     #[arg(long)]
     pub shards: Option<u32>,
+    #[command(flatten)]
+    pub json: JsonArgs,
 }
 
 #[derive(Args)]
@@ -195,12 +199,16 @@ pub struct UpdateArgs {
     pub remove: Option<PathBuf>,
     #[command(flatten)]
     pub columns: ServerCsvArgs,
+    #[command(flatten)]
+    pub json: JsonArgs,
 }
 
 #[derive(Args)]
 pub struct InfoArgs {
     #[arg(long)]
     pub state: PathBuf,
+    #[command(flatten)]
+    pub json: JsonArgs,
 }
 
 #[derive(Args)]
@@ -247,17 +255,47 @@ pub fn run(cmd: HeCommand) -> Result<()> {
 // ---------------------------------------------------------------------------
 
 fn params(a: &ParamsArgs) -> Result<()> {
+    let say = a.json.say();
     let (chosen, text) = match &a.params {
         Some(path) => describe_file(a, path)?,
         None => choose(a)?,
     };
-    println!("{text}");
+    say.line(&text);
     if let Some(out) = &a.out {
         std::fs::write(out, chosen.to_apsi_json())
             .with_context(|| format!("cannot write {}", out.display()))?;
-        println!("parameters written to {}", out.display());
+        say.line(format!("parameters written to {}", out.display()));
     }
-    Ok(())
+    say.result(&serde_json::json!({
+        "command": "he params",
+        "params": params_json(&chosen)?,
+        "report": text.lines().collect::<Vec<_>>(),
+        "written_to": a.out,
+    }))
+}
+
+/// Parameters in APSI's JSON format, as a JSON value.
+fn params_json(p: &PsiParams) -> Result<serde_json::Value> {
+    Ok(serde_json::from_str(&p.to_apsi_json())?)
+}
+
+/// What a database holds, for `--json` (sizes and parameters: nothing
+/// about the items).
+fn state_json(state: &HeState) -> Result<serde_json::Value> {
+    let mem = state.memory();
+    let counts = state.bundle_counts();
+    let most = counts.iter().copied().max().unwrap_or(0) as u64;
+    Ok(serde_json::json!({
+        "items": state.items(),
+        "max_label_bytes": state.max_label_bytes(),
+        "bundles": mem.bundles,
+        "bundle_counts": counts,
+        "data_bytes": mem.data_bytes,
+        "cache_bytes": mem.cache_bytes,
+        "false_positive_log2_per_item": state.params().log2_fpp_query(1, most),
+        "db_id": facade::hex(&state.db_id()),
+        "params": params_json(state.params())?,
+    }))
 }
 
 /// The parameters of a file and what they would cost for the workload.
@@ -316,6 +354,7 @@ fn with_spinner<T>(what: &str, work: impl FnOnce() -> T) -> T {
 }
 
 fn build(a: &BuildArgs) -> Result<()> {
+    let say = a.json.say();
     let options = BuildOptions {
         params: a.params.as_deref().map(facade::load_params).transpose()?,
         max_label_bytes: a.max_label_bytes,
@@ -330,65 +369,84 @@ fn build(a: &BuildArgs) -> Result<()> {
         let bar = Bar::new();
         facade::build(&a.csv, &a.columns.spec()?, &a.state, options, &bar)?
     };
-    print_read(Say::default(), &a.csv, &done.read);
-    print_selection(&done.selection);
-    println!(
+    print_read(say, &a.csv, &done.read);
+    print_selection(say, &done.selection);
+    say.line(format!(
         "built in {}: {} items, {} duplicate rows (the last one's label kept)",
         report::secs(done.build_time),
         done.stats.inserted,
         done.stats.duplicates
-    );
-    print_state(&done.state, &a.state)?;
-    println!(
+    ));
+    print_state(say, &done.state, &a.state)?;
+    say.line(format!(
         "state saved to {} (oprf.key, {})",
         a.state.display(),
         file_name(&db_path(&a.state))
-    );
-    Ok(())
+    ));
+    say.result(&serde_json::json!({
+        "command": "he db build",
+        "rows_read": done.read.rows_read,
+        "rows_skipped": done.read.rows_skipped,
+        "inserted": done.stats.inserted,
+        "duplicates": done.stats.duplicates,
+        "build_s": done.build_time.as_secs_f64(),
+        "state": state_json(&done.state)?,
+    }))
 }
 
 /// How automatic parameters were chosen, when they were.
-fn print_selection(selection: &Option<(SelectionInput, Selection)>) {
+fn print_selection(say: Say, selection: &Option<(SelectionInput, Selection)>) {
     if let Some((input, selection)) = selection {
-        println!(
+        say.line(format!(
             "automatic parameters for {} items, {} client items, labels up to {} bytes:",
             input.server_items, input.client_items, input.label_bytes
-        );
+        ));
         for line in &selection.explanation {
-            println!("  - {line}");
+            say.line(format!("  - {line}"));
         }
     }
 }
 
 /// `psikit he db build --shards N`: the shards and their router.
 fn build_sharded(a: &BuildArgs, shards: u32, options: BuildOptions) -> Result<()> {
+    let say = a.json.say();
     let done = {
         let bar = Bar::new();
         sharded::build_sharded(&a.csv, &a.columns.spec()?, &a.state, shards, options, &bar)?
     };
-    print_read(Say::default(), &a.csv, &done.read);
-    print_selection(&done.selection);
+    print_read(say, &a.csv, &done.read);
+    print_selection(say, &done.selection);
     let m = &done.manifest;
-    println!(
+    say.line(format!(
         "built in {}: {} items in {shards} shards ({:?} each), {} duplicate rows (the last one's label kept)",
         report::secs(done.build_time),
         m.items.iter().sum::<u64>(),
         m.items,
         done.duplicates
-    );
-    println!(
+    ));
+    say.line(format!(
         "router (OPRF key, manifest) in {}; shards in {}/shard-0 .. shard-{}",
         a.state.join("router").display(),
         a.state.display(),
         shards - 1
-    );
-    println!(
+    ));
+    say.line(format!(
         "serve each shard with `psikit serve --he-state {}/shard-I --listen ...`, then the router \
          with `psikit serve --he-router {} --he-shard ADDR0 --he-shard ADDR1 ...`",
         a.state.display(),
         a.state.join("router").display()
-    );
-    Ok(())
+    ));
+    say.result(&serde_json::json!({
+        "command": "he db build",
+        "rows_read": done.read.rows_read,
+        "rows_skipped": done.read.rows_skipped,
+        "duplicates": done.duplicates,
+        "build_s": done.build_time.as_secs_f64(),
+        "shards": shards,
+        "shard_items": m.items,
+        "epoch": m.epoch,
+        "params": serde_json::from_str::<serde_json::Value>(&m.params)?,
+    }))
 }
 
 fn file_name(path: &Path) -> String {
@@ -399,50 +457,51 @@ fn file_name(path: &Path) -> String {
 
 /// Everything a state directory's owner wants to know, and nothing about
 /// the items themselves.
-pub fn print_state(state: &HeState, dir: &Path) -> Result<()> {
+pub fn print_state(say: Say, state: &HeState, dir: &Path) -> Result<()> {
     let p = state.params();
     let counts = state.bundle_counts();
     let most = counts.iter().copied().max().unwrap_or(0) as u64;
     let mem = state.memory();
     match state.max_label_bytes() {
-        0 => println!("database: {} items, unlabeled", state.items()),
-        max => println!(
+        0 => say.line(format!("database: {} items, unlabeled", state.items())),
+        max => say.line(format!(
             "database: {} items, labels up to {max} bytes",
             state.items()
-        ),
+        )),
     }
-    println!("parameters: {}", params_line(p));
-    println!(
+    say.line(format!("parameters: {}", params_line(p)));
+    say.line(format!(
         "bin bundles: {} in all, {} per bundle index at most ({:?})",
         mem.bundles, most, counts
-    );
+    ));
     if mem.cache_bytes > 0 {
-        println!(
+        say.line(format!(
             "memory: {} of polynomials and {} of cached plaintexts",
             report::bytes(mem.data_bytes as u64),
             report::bytes(mem.cache_bytes as u64)
-        );
+        ));
     } else {
-        println!(
+        say.line(format!(
             "memory: {} of polynomials; serving with the plaintext cache adds up to {}",
             report::bytes(mem.data_bytes as u64),
             report::bytes(facade::cache_bound(state) as u64)
-        );
+        ));
     }
     let path = db_path(dir);
     let size = std::fs::metadata(&path)
         .with_context(|| format!("cannot read {}", path.display()))?
         .len();
-    println!("{}: {}", path.display(), report::bytes(size));
-    println!(
+    say.line(format!("{}: {}", path.display(), report::bytes(size)));
+    say.line(format!(
         "false-positive probability: {} per client item, {} for a {TYPICAL_QUERY}-item query",
         report::log2_prob(p.log2_fpp_query(1, most)),
         report::log2_prob(p.log2_fpp_query(TYPICAL_QUERY, most))
-    );
+    ));
     Ok(())
 }
 
 fn update(a: &UpdateArgs) -> Result<()> {
+    let say = a.json.say();
     if sharded::is_sharded(&a.state) {
         return update_sharded(a);
     }
@@ -457,21 +516,37 @@ fn update(a: &UpdateArgs) -> Result<()> {
         )?
     };
     if let Some(s) = &done.removed {
-        println!("removed {} items ({} not found)", s.removed, s.missing);
+        say.line(format!(
+            "removed {} items ({} not found)",
+            s.removed, s.missing
+        ));
     }
     if let (Some((s, read)), Some(path)) = (&done.added, &a.add) {
-        print_read(Say::default(), path, read);
-        println!(
+        print_read(say, path, read);
+        say.line(format!(
             "added {} items, gave {} present items a new label ({} duplicate rows)",
             s.inserted, s.relabelled, s.duplicates
-        );
+        ));
     }
-    println!("updated in {}", report::secs(done.time));
-    print_state(&done.state, &a.state)
+    say.line(format!("updated in {}", report::secs(done.time)));
+    print_state(say, &done.state, &a.state)?;
+    let removed = done.removed.as_ref();
+    let added = done.added.as_ref().map(|(s, _)| s);
+    say.result(&serde_json::json!({
+        "command": "he db update",
+        "removed": removed.map(|s| s.removed),
+        "not_found": removed.map(|s| s.missing),
+        "inserted": added.map(|s| s.inserted),
+        "relabelled": added.map(|s| s.relabelled),
+        "duplicates": added.map(|s| s.duplicates),
+        "update_s": done.time.as_secs_f64(),
+        "state": state_json(&done.state)?,
+    }))
 }
 
 /// `psikit he db update` of a database built with `--shards`.
 fn update_sharded(a: &UpdateArgs) -> Result<()> {
+    let say = a.json.say();
     let done = {
         let bar = Bar::new();
         sharded::update_sharded(
@@ -483,12 +558,12 @@ fn update_sharded(a: &UpdateArgs) -> Result<()> {
         )?
     };
     let (s, m) = (&done.stats, &done.manifest);
-    println!(
+    say.line(format!(
         "removed {} items ({} not found); added {} items, gave {} present items a new label \
          ({} duplicate rows)",
         s.removed, s.missing, s.inserted, s.relabelled, s.duplicates
-    );
-    println!(
+    ));
+    say.line(format!(
         "updated in {}: {} items in {} shards ({:?} each), epoch {}; routers switch to it on \
          their next reload",
         report::secs(done.time),
@@ -496,15 +571,26 @@ fn update_sharded(a: &UpdateArgs) -> Result<()> {
         m.shards(),
         m.items,
         m.epoch
-    );
-    Ok(())
+    ));
+    say.result(&serde_json::json!({
+        "command": "he db update",
+        "removed": s.removed,
+        "not_found": s.missing,
+        "inserted": s.inserted,
+        "relabelled": s.relabelled,
+        "duplicates": s.duplicates,
+        "update_s": done.time.as_secs_f64(),
+        "shard_items": m.items,
+        "epoch": m.epoch,
+    }))
 }
 
 fn info(a: &InfoArgs) -> Result<()> {
+    let say = a.json.say();
     let state = HeState::load(&a.state, false)?;
-    print_state(&state, &a.state)?;
-    println!("database id: {}", facade::hex(&state.db_id()));
-    Ok(())
+    print_state(say, &state, &a.state)?;
+    say.line(format!("database id: {}", facade::hex(&state.db_id())));
+    say.result(&serde_json::json!({"command": "he db info", "state": state_json(&state)?}))
 }
 
 // ---------------------------------------------------------------------------

@@ -226,9 +226,12 @@ fn the_admin_listener_reports_health_readiness_and_metrics() {
 }
 
 /// The APSI parameter file the HE tests use (small and quick).
+fn he_params() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../protocols/src/he_psi/apsi-params/256K-1024.json")
+}
+
 fn he_state(d: &Path) -> PathBuf {
-    let params = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../protocols/src/he_psi/apsi-params/256K-1024.json");
+    let params = he_params();
     let state = d.join("he-state");
     run_ok(
         psikit()

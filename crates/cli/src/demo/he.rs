@@ -101,7 +101,7 @@ fn he_build(csv: &Path, spec: &KeySpec, dir: &Path) -> Result<()> {
         "server setup: OPRF and bin bundles in {}",
         report::secs(t.elapsed())
     );
-    he_cmd::print_state(&done.state, dir)?;
+    he_cmd::print_state(crate::report::Say::default(), &done.state, dir)?;
     Ok(())
 }
 
