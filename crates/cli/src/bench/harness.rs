@@ -67,15 +67,6 @@ pub(super) fn median_of(values: impl Iterator<Item = f64>) -> Option<f64> {
     })
 }
 
-/// A JSON number, or `null` for values JSON cannot represent.
-pub(super) fn json_number(v: f64) -> String {
-    if v.is_finite() {
-        format!("{v}")
-    } else {
-        "null".into()
-    }
-}
-
 // ---------------------------------------------------------------------------
 // Synthetic data
 // ---------------------------------------------------------------------------

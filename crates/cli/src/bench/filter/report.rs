@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::args::Plan;
 use super::settings::{EVAL_ITEMS, QUIET_CORES, REMOVED_RESIDUE};
-use crate::bench::harness::{json_number, median_of, Metrics};
+use crate::bench::harness::{median_of, Metrics};
 use crate::bench::table::{count, num, size, time, verdict, TextTable};
 use crate::report;
 
@@ -571,55 +571,35 @@ fn load_summary(runs: &[RunResult]) -> String {
     cells.join("; ")
 }
 
-/// The figures as JSON: the plan plus every run's named figures.
+/// The figures as JSON: the plan plus every run's named figures (a figure
+/// JSON cannot represent, such as NaN, is `null`).
 pub(super) fn json_report(plan: &Plan, runs: &[RunResult], elapsed: Duration) -> String {
-    let list = |v: Vec<String>| format!("[{}]", v.join(", "));
     let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
-    let mut s = String::from("{\n");
-    let _ = writeln!(s, "  \"benchmark\": \"psikit bench filter\",");
-    let _ = writeln!(s, "  \"available_parallelism\": {cpus},");
-    let _ = writeln!(
-        s,
-        "  \"server_log2\": {},",
-        list(plan.server_log2.iter().map(u32::to_string).collect())
-    );
-    let _ = writeln!(
-        s,
-        "  \"client_sizes\": {},",
-        list(plan.client_sizes.iter().map(u64::to_string).collect())
-    );
-    let _ = writeln!(
-        s,
-        "  \"threads\": {},",
-        list(plan.threads.iter().map(usize::to_string).collect())
-    );
-    let _ = writeln!(s, "  \"repeats\": {},", plan.repeats);
-    let _ = writeln!(s, "  \"budget_secs\": {},", json_number(plan.budget_secs));
-    let _ = writeln!(s, "  \"fp_lookups_log2\": {},", plan.fp_lookups_log2);
-    let _ = writeln!(
-        s,
-        "  \"total_secs\": {},",
-        json_number(elapsed.as_secs_f64())
-    );
-    let bodies: Vec<String> = runs.iter().map(json_run).collect();
-    let _ = writeln!(s, "  \"runs\": [\n{}\n  ]\n}}", bodies.join(",\n"));
-    s
-}
-
-/// One run as a JSON object.
-fn json_run(r: &RunResult) -> String {
-    let figures: Vec<String> =
-        r.m.0
-            .iter()
-            .map(|(k, v)| format!("        \"{k}\": {}", json_number(*v)))
-            .collect();
-    format!(
-        "    {{\n      \"server_log2\": {},\n      \"threads\": {},\n      \"primary\": {},\n      \"figures\": {{\n{}\n      }}\n    }}",
-        r.server_log2,
-        r.threads,
-        r.primary,
-        figures.join(",\n")
-    )
+    let runs: Vec<serde_json::Value> = (runs.iter())
+        .map(|r| {
+            let figures: serde_json::Map<String, serde_json::Value> =
+                (r.m.0.iter()).map(|(k, v)| (k.to_string(), (*v).into())).collect();
+            serde_json::json!({
+                "server_log2": r.server_log2,
+                "threads": r.threads,
+                "primary": r.primary,
+                "figures": figures,
+            })
+        })
+        .collect();
+    let report = serde_json::json!({
+        "benchmark": "psikit bench filter",
+        "available_parallelism": cpus,
+        "server_log2": plan.server_log2,
+        "client_sizes": plan.client_sizes,
+        "threads": plan.threads,
+        "repeats": plan.repeats,
+        "budget_secs": plan.budget_secs,
+        "fp_lookups_log2": plan.fp_lookups_log2,
+        "total_secs": elapsed.as_secs_f64(),
+        "runs": runs,
+    });
+    serde_json::to_string_pretty(&report).unwrap_or_default()
 }
 
 #[cfg(test)]
