@@ -230,7 +230,7 @@ impl Router {
                 self.metrics.refused(Refusal::ProtocolError);
                 return Err((protocol, Error::Unsupported(protocol)));
             };
-            let step = service.step(frame.kind);
+            let (kind, step) = (frame.kind, service.step(frame.kind));
             let items = service.oprf_cost(&frame);
             let charged = self.charge(client.map(|a| a.ip()), items);
             let within_budget = charged.is_ok();
@@ -252,7 +252,8 @@ impl Router {
                 sent: ch.bytes_sent() - sent,
             };
             self.metrics.request(protocol, step, &answered);
-            log_request(client, protocol, step, &answered, outcome.as_ref().err());
+            let error = outcome.as_ref().err();
+            log_request(client, (protocol, kind, step), &answered, error);
             match outcome {
                 Ok(()) => {}
                 // Told, and expected to recover on this connection.
@@ -422,8 +423,7 @@ fn outcome_label(outcome: &Result<(), Error>) -> &'static str {
 /// One request's log event: sizes, times and outcome only.
 fn log_request(
     peer: Option<SocketAddr>,
-    protocol: ProtocolId,
-    step: &'static str,
+    (protocol, kind, step): (ProtocolId, u8, &'static str),
     done: &Answered,
     error: Option<&Error>,
 ) {
@@ -432,12 +432,13 @@ fn log_request(
     let protocol = ids::label(protocol);
     match error {
         None => tracing::info!(
-            target: "psikit::request", %peer, protocol, step, items = done.items, duration_ms,
-            outcome = done.outcome, received = done.received, sent = done.sent
+            target: "psikit::request", %peer, protocol, kind, step, items = done.items,
+            duration_ms, outcome = done.outcome, received = done.received, sent = done.sent
         ),
         Some(e) => tracing::info!(
-            target: "psikit::request", %peer, protocol, step, items = done.items, duration_ms,
-            outcome = done.outcome, received = done.received, sent = done.sent, error = %e
+            target: "psikit::request", %peer, protocol, kind, step, items = done.items,
+            duration_ms, outcome = done.outcome, received = done.received, sent = done.sent,
+            error = %e
         ),
     }
 }

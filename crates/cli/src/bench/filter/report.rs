@@ -577,8 +577,9 @@ pub(super) fn json_report(plan: &Plan, runs: &[RunResult], elapsed: Duration) ->
     let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
     let runs: Vec<serde_json::Value> = (runs.iter())
         .map(|r| {
-            let figures: serde_json::Map<String, serde_json::Value> =
-                (r.m.0.iter()).map(|(k, v)| (k.to_string(), (*v).into())).collect();
+            let figures: serde_json::Map<String, serde_json::Value> = (r.m.0.iter())
+                .map(|(k, v)| (k.to_string(), (*v).into()))
+                .collect();
             serde_json::json!({
                 "server_log2": r.server_log2,
                 "threads": r.threads,
