@@ -141,7 +141,8 @@ impl Router {
     /// Without a client address, no query budget applies (see
     /// [`Router::run`], which knows it).
     pub async fn serve_connection(&self, ch: Channel) -> Result<(), Error> {
-        self.serve_client(ch, None, &Closing::never()).await.0
+        // No drain reaches a connection served on its own.
+        self.serve_client(ch, None, &Closing::new()).await.0
     }
 
     /// The message level of the server: answers `request` (the bytes a
@@ -218,7 +219,10 @@ impl Router {
                 Some(Ok(Some(frame))) => frame,
                 Some(Ok(None)) | None => return Ok(()),
                 Some(Err(e)) => {
-                    self.metrics.refused(Refusal::ProtocolError);
+                    // A dropped or idle link is no refusal.
+                    if !e.is_link_failure() {
+                        self.metrics.refused(Refusal::ProtocolError);
+                    }
                     return Err((ids::CONNECTION, e.into()));
                 }
             };
@@ -460,11 +464,6 @@ impl Closing {
             start: Arc::new(start),
             in_flight: Arc::new(AtomicUsize::new(0)),
         }
-    }
-
-    /// A drain that never starts (a connection served on its own).
-    fn never() -> Self {
-        Self::new()
     }
 
     fn start(&self) {
