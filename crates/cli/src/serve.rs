@@ -274,8 +274,12 @@ fn init_logs(format: LogFormat, level: Option<&str>) -> Result<()> {
         Some(level) => EnvFilter::try_new(level)?,
         None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
     };
+    // Colours only on a terminal: escape codes in a log file are noise,
+    // and a log line must not carry control characters.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(ansi)
         .with_writer(std::io::stderr);
     let set = match format {
         LogFormat::Text => logs.try_init(),
