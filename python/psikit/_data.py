@@ -185,7 +185,8 @@ def _table(kind: str, data: Any, keys: List[str], labels: List[str], norm: str, 
             if names.count(c) > 1:
                 raise InputError(f"{role} column {c!r} appears more than once in the table")
     cols = [column(c) for c in keys + labels]
-    return Prepared(kind, _native.Source.columns(cols, len(keys), norm, len(labels)), data, labels, keys)
+    source = _native.Source.columns(cols, len(keys), norm, len(labels), label_names=[str(c) for c in labels])
+    return Prepared(kind, source, data, labels, keys)
 
 
 class Rows(Sequence):

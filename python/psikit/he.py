@@ -144,8 +144,9 @@ def query(
     for an unlabeled database), a DataFrame / Arrow table the matching rows
     with the label columns appended, a CSV path a list of dicts.
 
-    Label columns are named by ``label_names`` or ``label`` /
-    ``label_1..label_k``, as the CLI names them. ``pad_to`` adds random
+    Label columns are named by ``label_names``, else as the server's
+    database names them, else ``label`` / ``label_1..label_k``, as the CLI
+    names them. ``pad_to`` adds random
     dummies so the server learns that size instead of the number of items.
     ``progress`` is told the stages (``"parameters and keys"``,
     ``"query"``), as for :func:`build_db`.

@@ -67,7 +67,7 @@ def test_cli_client_against_python_server(files, small_sets):
             "--normalize", NORM, "--out", str(tmp / "h.csv"))
         rows = read_rows(tmp / "h.csv")
         tiers = {norm(e): f"t{i % 3}" for i, e in enumerate(small_sets.server)}
-        assert [(r["email"], r["label"]) for r in rows] == [(c, tiers[norm(c)]) for c in small_sets.truth()]
+        assert [(r["email"], r["tier"]) for r in rows] == [(c, tiers[norm(c)]) for c in small_sets.truth()]
 
 
 @pytest.mark.parametrize("protocol", ["vole", "rr16"])

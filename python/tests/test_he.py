@@ -63,6 +63,11 @@ def test_build_from_a_dataframe_and_update(tmp_path, small_sets):
     with psikit.Server(he_state=str(state), reload_secs=0.1) as s:
         got = psikit.he.query(s.addr, small_sets.client, normalize=NORM)
         assert sorted(got) == sorted(small_sets.truth())
+        # The server publishes its label column's name: the client's table
+        # gets it as a header.
+        client = pd.DataFrame({"id": range(len(small_sets.client)), "email": small_sets.client})
+        table = psikit.he.query(s.addr, client, key="email", normalize=NORM)
+        assert list(table.columns) == ["id", "email", "tier"]
         assert all(isinstance(v, str) for v in got.values())
         gone = small_sets.server[:40]
         report = psikit.he.update_db(state, add={"new@example.org": "platinum"}, remove=gone, normalize=NORM)

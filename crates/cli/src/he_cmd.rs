@@ -228,8 +228,8 @@ pub struct QueryArgs {
     /// instead of how many distinct items the file has.
     #[arg(long)]
     pub pad_to: Option<usize>,
-    /// Header names of the label columns (default: `label`, or `label_1`,
-    /// `label_2`, ... for several).
+    /// Header names of the label columns (default: the names the server
+    /// publishes, else `label`, or `label_1`, `label_2`, ... for several).
     #[arg(long, value_delimiter = ',')]
     pub label_names: Vec<String>,
     #[command(flatten)]
@@ -635,13 +635,7 @@ fn query(a: &QueryArgs) -> Result<()> {
     let session = facade::query_blocking(&server, &keys, &options, &NoProgress)?;
     let say = a.json.say();
     print_session(say, &session);
-    let (names, cells) = facade::label_columns(
-        &session.matches,
-        keys.len(),
-        session.max_label_bytes,
-        &a.label_names,
-        "--label-names",
-    )?;
+    let (names, cells) = facade::label_columns(&session, keys.len(), &a.label_names, "--label-names")?;
     let n = write_matches_with(&a.out, &table, &rows_of_key, &cells, &names)?;
     say.line(format!(
         "{} of {} distinct items matched; {n} rows written to {}{}",

@@ -761,7 +761,7 @@ fn he_build_serve_query_update_requery_with_labels() {
     assert_eq!(
         lines,
         [
-            "id,email,label_1,label_2",
+            "id,email,name,tier",
             "1,ALICE@example.com,Alice Smith,gold",
             "3,bob@example.com,Bobby,bronze",
             "4,carol@example.com,Carol,\"say \"\"hi\"\"\"",
@@ -789,7 +789,7 @@ fn he_build_serve_query_update_requery_with_labels() {
         "{update}"
     );
     let expected = [
-        "id,email,label_1,label_2",
+        "id,email,name,tier",
         "1,ALICE@example.com,Alice S.,gold",
         "2,erin@example.com,Erin,platinum",
         "3,bob@example.com,Bobby,bronze",

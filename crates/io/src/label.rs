@@ -10,6 +10,15 @@
 //! byte strings [`encode_label`] can produce, so a label from elsewhere is
 //! recognised as such instead of being split at random commas.
 
+/// The name of label column `k` (from 0) of `count` when nothing better is
+/// known: `label` for a single column, else `label_1`, `label_2`, ...
+pub fn default_label_name(k: usize, count: usize) -> String {
+    match count {
+        1 => "label".into(),
+        _ => format!("label_{}", k + 1),
+    }
+}
+
 /// Appends the CSV record of `fields` to `out` (see the module docs).
 pub fn encode_label<F: AsRef<[u8]>>(fields: &[F], out: &mut Vec<u8>) {
     for (i, field) in fields.iter().enumerate() {

@@ -48,8 +48,8 @@ mod writer;
 pub use csv::ByteRecord;
 
 pub use error::{Error, Result};
-pub use label::{decode_label, encode_label};
-pub use limits::{MAX_KEY_BYTES, MAX_KEY_FORMAT};
+pub use label::{decode_label, default_label_name, encode_label};
+pub use limits::{MAX_KEY_BYTES, MAX_KEY_FORMAT, MAX_LABEL_COLUMNS, MAX_LABEL_NAME};
 pub use normalize::Normalize;
 pub use reader::{Item, KeyReader, LabeledItem, ReadStats, RowBatch, RowKeyer};
 pub use records::is_parquet;

@@ -9,3 +9,8 @@ pub const MAX_KEY_BYTES: usize = 65_535;
 /// Longest [`crate::KeySpec::key_format`] a peer or a file may state (ours are
 /// under 60 bytes).
 pub const MAX_KEY_FORMAT: u64 = 256;
+
+/// Most label columns whose names a server publishes, and the longest
+/// name, in bytes: bounds for the peers and files that state them.
+pub const MAX_LABEL_COLUMNS: usize = 256;
+pub const MAX_LABEL_NAME: u64 = 256;

@@ -134,6 +134,29 @@ impl KeySpec {
             self.normalize
         )
     }
+
+    /// The label columns' names, which a server publishes so that clients
+    /// write them as headers: each column's name as given, or for a column
+    /// given by position (`#2`) its default name
+    /// ([`default_label_name`](crate::default_label_name)). Names longer
+    /// than [`MAX_LABEL_NAME`](crate::MAX_LABEL_NAME) bytes are cut.
+    pub fn label_names(&self) -> Vec<String> {
+        let count = self.label_columns.len();
+        (self.label_columns.iter().enumerate())
+            .map(|(k, column)| match column {
+                Column::Name(name) => {
+                    let mut name = name.trim().to_owned();
+                    let mut end = (crate::MAX_LABEL_NAME as usize).min(name.len());
+                    while !name.is_char_boundary(end) {
+                        end -= 1;
+                    }
+                    name.truncate(end);
+                    name
+                }
+                Column::Index(_) => crate::default_label_name(k, count),
+            })
+            .collect()
+    }
 }
 
 /// A [`KeySpec`] resolved against one file's header: positions to read and

@@ -217,13 +217,7 @@ pub fn query_output(
     csv: bool,
     given: &[String],
 ) -> Result<(Output, Vec<String>), Error> {
-    let (names, cells) = facade::label_columns(
-        &session.matches,
-        loaded.keys.len(),
-        session.max_label_bytes,
-        given,
-        "label_names",
-    )?;
+    let (names, cells) = facade::label_columns(session, loaded.keys.len(), given, "label_names")?;
     Ok((loaded.output(&cells, csv), names))
 }
 

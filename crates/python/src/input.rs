@@ -144,13 +144,15 @@ impl Source {
     /// be `str` or `bytes`. Converted here rather than cell by cell in
     /// Python: about ten times faster for lists and tables of 2^20 rows.
     #[staticmethod]
-    #[pyo3(signature = (columns, key_columns, normalize, label_columns=0, strict=None))]
+    #[pyo3(signature = (columns, key_columns, normalize, label_columns=0, strict=None,
+        label_names=Vec::new()))]
     fn columns(
         columns: Vec<Bound<'_, PyList>>,
         key_columns: usize,
         normalize: &str,
         label_columns: usize,
         strict: Option<&str>,
+        label_names: Vec<String>,
     ) -> PyResult<Source> {
         if key_columns == 0 {
             return Err(Error::from(psikit_protocols::io::Error::NoColumns)).py_err();
@@ -170,9 +172,21 @@ impl Source {
         }
         let mut spec = KeySpec::new((0..key_columns).map(Column::Index).collect());
         spec.normalize = self::normalize(normalize)?;
+        let mut header: Vec<String> = (0..width).map(|i| format!("c{i}")).collect();
         spec.label_columns = (key_columns..width).map(Column::Index).collect();
+        // The table's label column names, in the header and the spec, so
+        // that a database built from it publishes them
+        // (`KeySpec::label_names`); by position where they could not be
+        // told apart.
+        let names: Vec<&str> = label_names.iter().map(|n| n.trim()).collect();
+        let distinct = (names.iter().enumerate())
+            .all(|(i, n)| !names[..i].contains(n) && !header[..key_columns].iter().any(|h| h.as_str() == *n));
+        if names.len() == label_columns && distinct {
+            header.truncate(key_columns);
+            header.extend(names.iter().map(|n| n.to_string()));
+            spec.label_columns = names.iter().map(|n| Column::Name(n.to_string())).collect();
+        }
         let mut csv = Vec::new();
-        let header: Vec<String> = (0..width).map(|i| format!("c{i}")).collect();
         encode_label(&header, &mut csv);
         csv.push(b'\n');
         // One row's fields, back to back, and where each ends.

@@ -112,7 +112,7 @@ impl OprfWorker {
 /// workload.
 #[pyfunction]
 #[pyo3(signature = (router_dir, shards, rows, longest, labeled, key_format, max_label_bytes=None,
-    params=None, client_items=1024, goal="time", fpp_bits=40))]
+    params=None, client_items=1024, goal="time", fpp_bits=40, label_columns=Vec::new()))]
 #[allow(clippy::too_many_arguments)]
 pub fn he_shard_plan(
     py: Python<'_>,
@@ -127,8 +127,19 @@ pub fn he_shard_plan(
     client_items: u64,
     goal: &str,
     fpp_bits: u32,
+    label_columns: Vec<String>,
 ) -> PyResult<String> {
     let workload = crate::he::workload(client_items, goal, fpp_bits)?;
+    // The names the one-machine build records for these `--label` columns.
+    let label_names = psikit_protocols::io::KeySpec {
+        label_columns: (label_columns.iter())
+            .map(|c| psikit_protocols::io::Column::parse(c))
+            .collect::<Result<_, _>>()
+            .map_err(Error::from)
+            .py_err()?,
+        ..psikit_protocols::io::KeySpec::new(Vec::new())
+    }
+    .label_names();
     py.detach(|| -> Result<String, Error> {
         let options = BuildOptions {
             params: params.as_deref().map(facade::load_params).transpose()?,
@@ -143,7 +154,7 @@ pub fn he_shard_plan(
             shards,
             rows,
             room,
-            key_format,
+            (key_format, label_names),
             &options,
             &NoProgress,
         )?;

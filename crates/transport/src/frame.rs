@@ -20,8 +20,8 @@ use crate::wire::{DecodeError, Reader, Writer};
 /// VOLE's noise rule and tweaked GGM trees, and VOLE-PSI's separate hash
 /// domains (either alone would make an old and a new peer disagree).
 /// Version 3: circuit-PSI tags past 64 bits, σ per job bucket, a job's
-/// lanes.
-pub const WIRE_VERSION: u8 = 3;
+/// lanes. Version 4: an HE database's parameters name its label columns.
+pub const WIRE_VERSION: u8 = 4;
 
 /// Bytes of framing before the payload (length + version + protocol + kind).
 pub const HEADER_LEN: usize = 7;

@@ -318,6 +318,7 @@ def _build_stages(ray: Any, ds: Any, out: Path, shards: int, key: Columns, label
     plan = _native.he_shard_plan(
         os.fspath(router_dir), shards, rows, longest, bool(_columns(label)), _key_format(key, label, normalize),
         max_label_bytes, None if params is None else os.fspath(params), client_items, goal, fpp_bits,
+        _columns(label),
     )
     lap("plan_s")
     built = _shard_tasks(ray, _build_shard,

@@ -288,6 +288,7 @@ fn he_message_seeds() -> Vec<(&'static str, Vec<u8>)> {
         max_query_items: 500,
         bundle_counts: vec![4, 0, 9],
         key_format: "psikit-key-v1;columns=1;normalize=trim".into(),
+        label_columns: vec!["name".into(), "tier".into()],
     };
     let header = he::QueryHeader {
         db_id: [8; 32],
@@ -373,7 +374,7 @@ fn shard_file_seeds() -> Vec<(&'static str, Vec<u8>)> {
     let width = crate::he_psi::common::shape::DbShape::new(&params, 16)
         .expect("a shape")
         .bundle_idx_count();
-    let mut manifest = Manifest::new([3; 32], &params, 16, "email".into());
+    let mut manifest = Manifest::new([3; 32], &params, 16, ("email".into(), vec!["tier".into()]));
     manifest.bundle_counts = vec![Vec::new(); 2];
     manifest.items = vec![0; 2];
     let plan = manifest.to_json();

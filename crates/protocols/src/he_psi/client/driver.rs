@@ -25,6 +25,7 @@ pub struct HeClient {
     max_query_items: u32,
     bundle_counts: Vec<u32>,
     key_format: String,
+    label_columns: Vec<String>,
 }
 
 /// Time per phase of a query. `oprf + encrypt + decrypt + waiting` is
@@ -76,12 +77,19 @@ impl HeClient {
             max_query_items: resp.max_query_items,
             bundle_counts: resp.bundle_counts,
             key_format: resp.key_format,
+            label_columns: resp.label_columns,
         })
     }
 
     /// How the database's keys are encoded; empty if the server did not say.
     pub fn key_format(&self) -> &str {
         &self.key_format
+    }
+
+    /// The database's label columns' names; empty if the server did not
+    /// say.
+    pub fn label_columns(&self) -> &[String] {
+        &self.label_columns
     }
 
     pub fn params(&self) -> &PsiParams {

@@ -3,7 +3,7 @@
 //! | kind | direction | message |
 //! |------|-----------|---------|
 //! | 1 | C -> S | [`ParamsRequest`] (empty) |
-//! | 2 | S -> C | [`ParamsResponse`]: parameters, label length, bundles |
+//! | 2 | S -> C | [`ParamsResponse`]: parameters, label length, bundles, key format, label column names |
 //! | 3 | C -> S | [`OprfRequest`]: blinded items |
 //! | 4 | S -> C | [`OprfResponse`]: evaluated items, same order |
 //! | 5 | C -> S | [`QueryHeader`]: database id and relinearization key |
@@ -66,6 +66,9 @@ pub struct ParamsResponse {
     /// How the database's keys are encoded (`psikit_io::KeySpec::key_format`),
     /// or empty if unknown.
     pub key_format: String,
+    /// The label columns' names (`psikit_io::KeySpec::label_names`), which
+    /// clients write as headers; empty if unknown. Schema, not data.
+    pub label_columns: Vec<String>,
 }
 
 impl Message for ParamsResponse {
@@ -83,6 +86,10 @@ impl Message for ParamsResponse {
             w.u32(c);
         }
         w.string(&self.key_format);
+        w.count(self.label_columns.len());
+        for name in &self.label_columns {
+            w.string(name);
+        }
     }
 
     fn read(r: &mut Reader<'_>, (): ()) -> Result<Self, DecodeError> {
@@ -95,6 +102,10 @@ impl Message for ParamsResponse {
             .map(|_| r.u32("bundle count"))
             .collect::<Result<_, _>>()?;
         let key_format = r.string(psikit_io::MAX_KEY_FORMAT, "key format")?;
+        let n = r.count(psikit_io::MAX_LABEL_COLUMNS, 4, "label columns")?;
+        let label_columns = (0..n)
+            .map(|_| r.string(psikit_io::MAX_LABEL_NAME, "label column name"))
+            .collect::<Result<_, _>>()?;
         Ok(Self {
             params_json,
             max_label_bytes,
@@ -102,6 +113,7 @@ impl Message for ParamsResponse {
             max_query_items,
             bundle_counts,
             key_format,
+            label_columns,
         })
     }
 }
@@ -359,6 +371,7 @@ mod tests {
             max_query_items: 500,
             bundle_counts: vec![4, 0, 9],
             key_format: "k1".into(),
+            label_columns: vec!["name".into(), "tier".into()],
         };
         let layout = [
             &2u32.to_be_bytes()[..],
@@ -372,6 +385,11 @@ mod tests {
             &9u32.to_be_bytes(),
             &2u32.to_be_bytes(),
             b"k1",
+            &2u32.to_be_bytes(),
+            &4u32.to_be_bytes(),
+            b"name",
+            &4u32.to_be_bytes(),
+            b"tier",
         ]
         .concat();
         check_message(&params, (), &layout);

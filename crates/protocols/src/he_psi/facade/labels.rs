@@ -3,35 +3,35 @@
 //! else one `hex:` column, padded to the widest label so every matched row
 //! has as many cells.
 
-use psikit_io::decode_label;
+use psikit_io::{decode_label, default_label_name};
 
 use crate::common::Match;
 use crate::error::Error;
 use crate::he_psi::common::hex::hex;
+use crate::he_psi::facade::query::Session;
 
 /// One client key's label columns: `None` if it did not match.
 pub type LabelCells = Option<Vec<Vec<u8>>>;
 
 /// A query's matched rows as front ends write them: the label columns'
-/// names (`given`, else the defaults of [`label_names`]) and per client key
-/// (of `keys`) its cells, one per name. `given` names for an unlabeled
-/// database are refused; `option` is how the front end spells that
-/// argument (`--label-names`, `label_names`).
+/// names (see [`label_names`]) and per client key (of `keys`) its cells,
+/// one per name. `given` names for an unlabeled database are refused;
+/// `option` is how the front end spells that argument (`--label-names`,
+/// `label_names`).
 pub fn label_columns(
-    matches: &[Match],
+    session: &Session,
     keys: usize,
-    max_label_bytes: usize,
     given: &[String],
     option: &str,
 ) -> Result<(Vec<String>, Vec<LabelCells>), Error> {
-    let labeled = max_label_bytes > 0;
+    let (matches, labeled) = (&session.matches, session.max_label_bytes > 0);
     if !labeled && !given.is_empty() {
         return Err(Error::Config(format!(
             "the server's database is unlabeled: drop {option}"
         )));
     }
     let (width, mut cells) = label_cells(matches, keys, labeled)?;
-    let names = label_names(width, given, option)?;
+    let names = label_names(width, given, &session.label_columns, option)?;
     for fields in cells.iter_mut().flatten() {
         fields.resize(names.len(), Vec::new());
     }
@@ -70,9 +70,16 @@ pub fn label_fields(label: &[u8]) -> Vec<Vec<u8>> {
     }
 }
 
-/// The label columns' names: as given (`option` spells the argument that
-/// gave them), else `label` or `label_1..`.
-pub fn label_names(width: usize, given: &[String], option: &str) -> Result<Vec<String>, Error> {
+/// The names of `width` label columns: `given` (the client's own, at
+/// least `width`), else the server's `published` names when they cover
+/// the width (all of them: the database's columns even when no match
+/// shows them), else the defaults (`label`, or `label_1`, `label_2`, ...).
+pub fn label_names(
+    width: usize,
+    given: &[String],
+    published: &[String],
+    option: &str,
+) -> Result<Vec<String>, Error> {
     if !given.is_empty() {
         if given.len() < width {
             return Err(Error::Config(format!(
@@ -82,11 +89,10 @@ pub fn label_names(width: usize, given: &[String], option: &str) -> Result<Vec<S
         }
         return Ok(given.to_vec());
     }
-    Ok(match width {
-        0 => Vec::new(),
-        1 => vec!["label".into()],
-        _ => (1..=width).map(|i| format!("label_{i}")).collect(),
-    })
+    if width > 0 && published.len() >= width {
+        return Ok(published.to_vec());
+    }
+    Ok((0..width).map(|k| default_label_name(k, width)).collect())
 }
 
 #[cfg(test)]
@@ -125,18 +131,28 @@ mod tests {
     #[test]
     fn label_names_default_and_given() {
         assert_eq!(
-            label_names(1, &[], "--label-names").expect("names"),
+            label_names(1, &[], &[], "--label-names").expect("names"),
             ["label"]
         );
         assert_eq!(
-            label_names(2, &[], "--label-names").expect("names"),
+            label_names(2, &[], &[], "--label-names").expect("names"),
             ["label_1", "label_2"]
         );
         let given = vec!["name".to_string(), "tier".to_string()];
         assert_eq!(
-            label_names(1, &given, "--label-names").expect("names"),
+            label_names(1, &given, &[], "--label-names").expect("names"),
             given
         );
-        assert!(label_names(3, &given, "--label-names").is_err());
+        assert!(label_names(3, &given, &[], "--label-names").is_err());
+        // The server's names, when they cover the labels; the client's own
+        // win.
+        let published = vec!["email_name".to_string(), "level".to_string()];
+        assert_eq!(label_names(1, &[], &published, "x").expect("names"), published);
+        assert_eq!(label_names(2, &given, &published, "x").expect("names"), given);
+        assert_eq!(
+            label_names(3, &[], &published, "x").expect("names"),
+            ["label_1", "label_2", "label_3"]
+        );
+        assert!(label_names(0, &[], &published, "x").expect("names").is_empty());
     }
 }

@@ -34,6 +34,8 @@ pub struct Session {
     pub fpp_log2: f64,
     /// Longest label the database holds (0: unlabeled).
     pub max_label_bytes: usize,
+    /// The label columns' names the server published (empty: unknown).
+    pub label_columns: Vec<String>,
 }
 
 /// How a client queries.
@@ -88,6 +90,7 @@ async fn query_with(
         bytes_received: ch.bytes_received(),
         fpp_log2: client.fpp_log2(queried.len() as u64),
         max_label_bytes: client.max_label_bytes(),
+        label_columns: client.label_columns().to_vec(),
     })
 }
 

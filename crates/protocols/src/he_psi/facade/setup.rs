@@ -145,7 +145,7 @@ pub fn build(
     let (params, selection) = choose_params(&options, items.len(), max_label, 1, progress)?;
     let t = Instant::now();
     let mut state = HeState::create(params, max_label, false)?;
-    state.set_key_format(spec.key_format())?;
+    state.set_schema(spec.key_format(), spec.label_names())?;
     let stats = insert_rows(&mut state, items, progress)?;
     let build_time = t.elapsed();
     check_cancelled(progress)?;
@@ -241,7 +241,8 @@ pub fn update(
     let mut state = HeState::load(dir, false)?;
     same_key_format(state.db().key_format(), &spec.key_format(), "this update")?;
     let max_label = state.db().shape().max_label_bytes;
-    check_label_flags(max_label, !spec.label_columns.is_empty(), add.is_some())?;
+    let names = state.db().label_columns().to_vec();
+    check_label_flags(max_label, &names, spec, add.is_some())?;
     let t = Instant::now();
     let mut removed = None;
     if let Some(path) = remove {
@@ -300,13 +301,19 @@ pub(crate) fn read_additions(
     Ok((items, read))
 }
 
-/// A labeled database takes labels with every addition; an unlabeled one
+/// A labeled database takes labels with every addition, in the columns it
+/// was built with (`names`, where recorded, compared when the update names
+/// its columns rather than giving them by position); an unlabeled one
 /// takes none.
 pub(crate) fn check_label_flags(
     max_label: usize,
-    labels_given: bool,
+    names: &[String],
+    spec: &KeySpec,
     adding: bool,
 ) -> Result<(), Error> {
+    let labels_given = !spec.label_columns.is_empty();
+    let named = (spec.label_columns.iter()).all(|c| matches!(c, psikit_io::Column::Name(_)));
+    let other = named && !names.is_empty() && spec.label_names() != names;
     match (max_label, labels_given) {
         (0, true) => Err(Error::Config(
             "the database is unlabeled: drop --label".into(),
@@ -316,6 +323,14 @@ pub(crate) fn check_label_flags(
              items get their labels"
                 .into(),
         )),
+        (_, true) if adding && other => {
+            Err(Error::Config(format!(
+                "the database's label columns are {} but this update's are {}: give --label \
+                 with the build's columns, in its order",
+                names.join(","),
+                spec.label_names().join(",")
+            )))
+        }
         _ => Ok(()),
     }
 }
@@ -335,15 +350,31 @@ pub fn cache_bound(state: &HeState) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use psikit_io::Column;
 
     #[test]
     fn label_flags_must_fit_the_database() {
-        assert!(check_label_flags(0, true, true).is_err());
-        assert!(check_label_flags(16, false, true).is_err());
+        let labels = |cols: &[&str]| KeySpec {
+            label_columns: cols.iter().map(|c| Column::Name(c.to_string())).collect(),
+            ..KeySpec::new(vec![Column::Name("email".into())])
+        };
+        let none: &[String] = &[];
+        assert!(check_label_flags(0, none, &labels(&["tier"]), true).is_err());
+        assert!(check_label_flags(16, none, &labels(&[]), true).is_err());
         assert!(
-            check_label_flags(16, false, false).is_ok(),
+            check_label_flags(16, none, &labels(&[]), false).is_ok(),
             "removing needs no labels"
         );
-        assert!(check_label_flags(0, false, true).is_ok());
+        assert!(check_label_flags(0, none, &labels(&[]), true).is_ok());
+        let built = ["name".to_string(), "tier".to_string()];
+        assert!(check_label_flags(16, &built, &labels(&["name", "tier"]), true).is_ok());
+        let swapped = check_label_flags(16, &built, &labels(&["tier", "name"]), true);
+        assert!(swapped.is_err(), "the build's columns, in its order");
+        assert!(check_label_flags(16, none, &labels(&["tier", "name"]), true).is_ok());
+        let by_position = KeySpec {
+            label_columns: vec![Column::Index(1), Column::Index(2)],
+            ..labels(&[])
+        };
+        assert!(check_label_flags(16, &built, &by_position, true).is_ok());
     }
 }

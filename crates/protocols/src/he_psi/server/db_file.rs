@@ -2,7 +2,9 @@
 //!
 //! Layout (little-endian): magic `PSIKHEDB`, format version (u32), the
 //! parameters as APSI JSON (u32 length + bytes), the maximum label length
-//! (u32), the item count (u64), the number of bundle indices (u32), then
+//! (u32), the key format (u32 length + bytes), the label columns' names
+//! (u32 count, each u32 length + bytes), the item count (u64), the number
+//! of bundle indices (u32), then
 //! per bundle index its bundle count (u32) and each bundle's bin counts
 //! (u16), entry felts (u32) and coefficients (u32), and last a SHA-256 of
 //! everything before it. Coefficients are stored rather than recomputed so
@@ -27,8 +29,12 @@ use crate::he_psi::server::bundle::BinBundle;
 use crate::he_psi::server::sender_db::SenderDb;
 
 const MAGIC: &[u8; 8] = b"PSIKHEDB";
-/// Bumped whenever the layout changes; older files are refused.
-pub const FORMAT_VERSION: u32 = 2;
+/// Bumped whenever the layout changes; older files are refused, except
+/// the two below.
+pub const FORMAT_VERSION: u32 = 3;
+/// The format before the label columns' names were recorded (read as
+/// unknown).
+const UNNAMED_VERSION: u32 = 2;
 /// The format before the key format was recorded (read as unknown).
 const UNFORMATTED_VERSION: u32 = 1;
 /// Longest parameter JSON accepted from a file.
@@ -82,6 +88,11 @@ fn write_body<W: Write>(db: &SenderDb, w: &mut Hashing<W>) -> std::io::Result<()
     w.put(&(db.shape().max_label_bytes as u32).to_le_bytes())?;
     w.put(&(db.key_format().len() as u32).to_le_bytes())?;
     w.put(db.key_format().as_bytes())?;
+    w.put(&(db.label_columns().len() as u32).to_le_bytes())?;
+    for name in db.label_columns() {
+        w.put(&(name.len() as u32).to_le_bytes())?;
+        w.put(name.as_bytes())?;
+    }
     w.put(&(db.len() as u64).to_le_bytes())?;
     w.put(&(db.bundles().len() as u32).to_le_bytes())?;
     for bundles in db.bundles() {
@@ -165,7 +176,7 @@ pub(crate) fn read_from<R: Read>(input: R, path: &Path) -> Result<SenderDb, Erro
         return Err(bad("not a psikit HE sender database"));
     }
     let version = r.u32().map_err(io)?;
-    if version != FORMAT_VERSION && version != UNFORMATTED_VERSION {
+    if ![FORMAT_VERSION, UNNAMED_VERSION, UNFORMATTED_VERSION].contains(&version) {
         return Err(bad(&format!(
             "format version {version}; this build reads version {FORMAT_VERSION}"
         )));
@@ -179,17 +190,28 @@ pub(crate) fn read_from<R: Read>(input: R, path: &Path) -> Result<SenderDb, Erro
     let params = PsiParams::from_apsi_json(&json)?;
     let max_label = r.u32().map_err(io)? as usize;
     let shape = DbShape::new(&params, max_label)?;
-    let key_format = match version {
-        FORMAT_VERSION => {
-            let len = r.u32().map_err(io)? as u64;
-            if len > psikit_io::MAX_KEY_FORMAT {
-                return Err(bad("key format too long"));
-            }
-            String::from_utf8(r.take(len as usize).map_err(io)?)
-                .map_err(|_| bad("key format is not UTF-8"))?
+    let mut string = |max: u64, what: &str| -> Result<String, Error> {
+        let len = r.u32().map_err(io)? as u64;
+        if len > max {
+            return Err(bad(&format!("{what} too long")));
         }
-        _ => String::new(),
+        String::from_utf8(r.take(len as usize).map_err(io)?)
+            .map_err(|_| bad(&format!("{what} is not UTF-8")))
     };
+    let key_format = match version {
+        UNFORMATTED_VERSION => String::new(),
+        _ => string(psikit_io::MAX_KEY_FORMAT, "key format")?,
+    };
+    let mut label_columns = Vec::new();
+    if version == FORMAT_VERSION {
+        let count = r.u32().map_err(io)? as usize;
+        if count > psikit_io::MAX_LABEL_COLUMNS {
+            return Err(bad("too many label columns"));
+        }
+        for _ in 0..count {
+            label_columns.push(string(psikit_io::MAX_LABEL_NAME, "label column name")?);
+        }
+    }
     let items = r.u64().map_err(io)?;
     if r.u32().map_err(io)? as usize != shape.bundle_idx_count() {
         return Err(bad("bundle index count does not match the parameters"));
@@ -220,7 +242,11 @@ pub(crate) fn read_from<R: Read>(input: R, path: &Path) -> Result<SenderDb, Erro
     }
     let items = usize::try_from(items).map_err(|_| bad("item count too large"))?;
     Ok(SenderDb::from_parts(
-        params, shape, bundles, items, key_format,
+        params,
+        shape,
+        bundles,
+        items,
+        (key_format, label_columns),
     ))
 }
 

@@ -80,6 +80,9 @@ pub struct SenderDb {
     /// told to clients so that one encoding its keys otherwise is refused;
     /// empty if unknown.
     key_format: String,
+    /// The label columns' names, told to clients so that they write them
+    /// as headers; empty if unknown.
+    label_columns: Vec<String>,
 }
 
 impl SenderDb {
@@ -94,6 +97,7 @@ impl SenderDb {
             params,
             shape,
             key_format: String::new(),
+            label_columns: Vec::new(),
         })
     }
 
@@ -103,7 +107,7 @@ impl SenderDb {
         shape: DbShape,
         bundles: Vec<Vec<BinBundle>>,
         items: usize,
-        key_format: String,
+        (key_format, label_columns): (String, Vec<String>),
     ) -> Self {
         Self {
             field: Field::new(shape.plain_modulus),
@@ -112,6 +116,7 @@ impl SenderDb {
             bundles,
             items,
             key_format,
+            label_columns,
         }
     }
 
@@ -123,6 +128,16 @@ impl SenderDb {
     /// Records how the items' keys are encoded.
     pub fn set_key_format(&mut self, format: String) {
         self.key_format = format;
+    }
+
+    /// The label columns' names; empty if unknown.
+    pub fn label_columns(&self) -> &[String] {
+        &self.label_columns
+    }
+
+    /// Records the label columns' names.
+    pub fn set_label_columns(&mut self, names: Vec<String>) {
+        self.label_columns = names;
     }
 
     pub fn params(&self) -> &PsiParams {

@@ -158,6 +158,7 @@ impl HeService {
             max_query_items: self.limits.max_query_items,
             bundle_counts: db.bundle_counts().iter().map(|&c| c as u32).collect(),
             key_format: db.key_format().to_string(),
+            label_columns: db.label_columns().to_vec(),
         };
         Ok(ch.send_msg(&response).await?)
     }

@@ -245,10 +245,12 @@ impl HeState {
     }
 
     /// Records how the database's keys are encoded
-    /// (`psikit_io::KeySpec::key_format`); clients are told it.
-    pub fn set_key_format(&mut self, format: String) -> Result<(), Error> {
+    /// (`psikit_io::KeySpec::key_format`) and its label columns' names
+    /// (`psikit_io::KeySpec::label_names`); clients are told both.
+    pub fn set_schema(&mut self, format: String, labels: Vec<String>) -> Result<(), Error> {
         self.sender.update(|db| {
             db.set_key_format(format);
+            db.set_label_columns(labels);
             Ok(())
         })
     }

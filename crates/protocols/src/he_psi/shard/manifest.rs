@@ -61,6 +61,10 @@ pub struct Manifest {
     pub max_label_bytes: usize,
     /// How the keys are encoded (`psikit_io::KeySpec::key_format`).
     pub key_format: String,
+    /// The label columns' names (`psikit_io::KeySpec::label_names`); empty
+    /// in manifests written before they were recorded.
+    #[serde(default)]
+    pub label_columns: Vec<String>,
     pub epoch: u64,
     /// Per shard, its bundle count per bundle index.
     pub bundle_counts: Vec<Vec<u32>>,
@@ -73,7 +77,7 @@ impl Manifest {
         db_id: [u8; 32],
         params: &PsiParams,
         max_label_bytes: usize,
-        key_format: String,
+        (key_format, label_columns): (String, Vec<String>),
     ) -> Self {
         Self {
             format: MANIFEST_FORMAT.into(),
@@ -81,6 +85,7 @@ impl Manifest {
             params: params.to_apsi_json(),
             max_label_bytes,
             key_format,
+            label_columns,
             epoch: 0,
             bundle_counts: Vec::new(),
             items: Vec::new(),
@@ -141,6 +146,12 @@ impl Manifest {
             return Err("item counts for another number of shards".into());
         }
         db_id_from_hex(&self.db_id).map_err(|_| "a malformed database id".to_string())?;
+        let long = |n: &String| n.len() as u64 > psikit_io::MAX_LABEL_NAME;
+        if self.label_columns.len() > psikit_io::MAX_LABEL_COLUMNS
+            || self.label_columns.iter().any(long)
+        {
+            return Err("too many or too long label column names".into());
+        }
         let params = PsiParams::from_apsi_json(&self.params).map_err(|e| e.to_string())?;
         let shape = DbShape::new(&params, self.max_label_bytes).map_err(|e| e.to_string())?;
         let width = shape.bundle_idx_count();
@@ -204,7 +215,7 @@ mod tests {
         let json = crate::he_psi::presets::apsi_preset("256K-1024").unwrap();
         let params = PsiParams::from_apsi_json(json).unwrap();
         let width = DbShape::new(&params, 16).unwrap().bundle_idx_count();
-        let mut m = Manifest::new([1; 32], &params, 16, String::new());
+        let mut m = Manifest::new([1; 32], &params, 16, (String::new(), Vec::new()));
         // A plan: two shards, not built yet.
         m.bundle_counts = vec![Vec::new(); 2];
         m.items = vec![0; 2];

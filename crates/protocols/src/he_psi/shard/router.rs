@@ -344,6 +344,7 @@ fn params_response(snap: &RouterState, max_query_items: u32) -> ParamsResponse {
         max_query_items,
         bundle_counts: m.total_bundle_counts(),
         key_format: m.key_format.clone(),
+        label_columns: m.label_columns.clone(),
     }
 }
 

@@ -127,6 +127,10 @@ pub fn planned_label_room(
     }
 }
 
+/// How a database's keys are encoded and its label columns' names
+/// (`psikit_io::KeySpec::key_format` and `label_names`).
+pub type Schema = (String, Vec<String>);
+
 /// Stage 3: the manifest of a database of `shards` shards with these
 /// parameters under the key in `router_dir`, its bundle counts still
 /// empty.
@@ -135,12 +139,12 @@ pub fn plan(
     shards: u32,
     params: PsiParams,
     max_label_bytes: usize,
-    key_format: String,
+    schema: Schema,
 ) -> Result<Manifest, Error> {
     check_shard_count(shards)?;
     let key = oprf_stage::load_key(&router_key(router_dir))?;
     let db_id = database_id(&key, &params, max_label_bytes);
-    let mut manifest = Manifest::new(db_id, &params, max_label_bytes, key_format);
+    let mut manifest = Manifest::new(db_id, &params, max_label_bytes, schema);
     manifest.bundle_counts = vec![Vec::new(); shards as usize];
     manifest.items = vec![0; shards as usize];
     Ok(manifest)
@@ -154,12 +158,12 @@ pub fn plan_database(
     shards: u32,
     rows: usize,
     max_label_bytes: usize,
-    key_format: String,
+    schema: Schema,
     options: &BuildOptions,
     progress: &dyn Progress,
 ) -> Result<(Manifest, Option<(SelectionInput, Selection)>), Error> {
     let (params, selection) = choose_params(options, rows, max_label_bytes, shards, progress)?;
-    let manifest = plan(router_dir, shards, params, max_label_bytes, key_format)?;
+    let manifest = plan(router_dir, shards, params, max_label_bytes, schema)?;
     Ok((manifest, selection))
 }
 
@@ -204,7 +208,7 @@ pub fn build_shard(
     let params = PsiParams::from_apsi_json(&plan.params)?;
     let info = ShardInfo::new(plan.db_id()?, index, plan.shards(), plan.epoch);
     let mut shard = HeState::create_shard(params, plan.max_label_bytes, info)?;
-    shard.set_key_format(plan.key_format.clone())?;
+    shard.set_schema(plan.key_format.clone(), plan.label_columns.clone())?;
     // One insertion of every batch: each insertion rebuilds the
     // polynomials of the bins it touches, so batch by batch would rebuild
     // every bin once per batch.
@@ -288,7 +292,8 @@ pub fn build_sharded(
     progress.stage("OPRF", Some(items.len() as u64));
     let rows: Vec<(&[u8], &[u8])> = items.iter().map(|i| (&i.key[..], &i.label[..])).collect();
     let batches = ShardOprf::open(&router_dir, shards)?.evaluate(&rows, progress)?;
-    let plan = plan(&router_dir, shards, params, max_label, spec.key_format())?;
+    let schema = (spec.key_format(), spec.label_names());
+    let plan = plan(&router_dir, shards, params, max_label, schema)?;
     let mut built = Vec::with_capacity(batches.len());
     for (index, batch) in (0..shards).zip(&batches) {
         progress.stage(&format!("shard {index} of {shards}"), None);
@@ -389,7 +394,8 @@ pub fn update_sharded(
     same_key_format(&manifest.key_format, &spec.key_format(), "this update")?;
     check_label_flags(
         manifest.max_label_bytes,
-        !spec.label_columns.is_empty(),
+        &manifest.label_columns,
+        spec,
         add.is_some(),
     )?;
     let removed = match remove {
