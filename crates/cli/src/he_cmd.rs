@@ -635,7 +635,8 @@ fn query(a: &QueryArgs) -> Result<()> {
     let session = facade::query_blocking(&server, &keys, &options, &NoProgress)?;
     let say = a.json.say();
     print_session(say, &session);
-    let (names, cells) = facade::label_columns(&session, keys.len(), &a.label_names, "--label-names")?;
+    let (names, cells) =
+        facade::label_columns(&session, keys.len(), &a.label_names, "--label-names")?;
     let n = write_matches_with(&a.out, &table, &rows_of_key, &cells, &names)?;
     say.line(format!(
         "{} of {} distinct items matched; {n} rows written to {}{}",

@@ -179,8 +179,9 @@ impl Source {
         // (`KeySpec::label_names`); by position where they could not be
         // told apart.
         let names: Vec<&str> = label_names.iter().map(|n| n.trim()).collect();
-        let distinct = (names.iter().enumerate())
-            .all(|(i, n)| !names[..i].contains(n) && !header[..key_columns].iter().any(|h| h.as_str() == *n));
+        let distinct = (names.iter().enumerate()).all(|(i, n)| {
+            !names[..i].contains(n) && !header[..key_columns].iter().any(|h| h.as_str() == *n)
+        });
         if names.len() == label_columns && distinct {
             header.truncate(key_columns);
             header.extend(names.iter().map(|n| n.to_string()));

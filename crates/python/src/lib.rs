@@ -43,7 +43,9 @@ fn log_warnings() {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let logs = tracing_subscriber::fmt().with_env_filter(filter).with_ansi(ansi);
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(ansi);
     // Already set (the module imported twice, or by the application).
     let _ = logs.with_writer(std::io::stderr).try_init();
 }

@@ -394,7 +394,7 @@ fn whole(a: &ScaleWorkerArgs, params: &PsiParams, m: &mut Metrics) -> Result<()>
         a.shards,
         params.clone(),
         a.label_bytes,
-        String::new(),
+        (String::new(), Vec::new()),
     )?;
     let ids = client_ids(a.clients, n);
     let members: Vec<(Vec<u8>, Vec<u8>)> = ids

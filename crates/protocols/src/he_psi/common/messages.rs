@@ -102,7 +102,7 @@ impl Message for ParamsResponse {
             .map(|_| r.u32("bundle count"))
             .collect::<Result<_, _>>()?;
         let key_format = r.string(psikit_io::MAX_KEY_FORMAT, "key format")?;
-        let n = r.count(psikit_io::MAX_LABEL_COLUMNS, 4, "label columns")?;
+        let n = r.count(psikit_io::MAX_LABEL_COLUMNS as u64, 4, "label columns")?;
         let label_columns = (0..n)
             .map(|_| r.string(psikit_io::MAX_LABEL_NAME, "label column name"))
             .collect::<Result<_, _>>()?;

@@ -147,12 +147,20 @@ mod tests {
         // The server's names, when they cover the labels; the client's own
         // win.
         let published = vec!["email_name".to_string(), "level".to_string()];
-        assert_eq!(label_names(1, &[], &published, "x").expect("names"), published);
-        assert_eq!(label_names(2, &given, &published, "x").expect("names"), given);
+        assert_eq!(
+            label_names(1, &[], &published, "x").expect("names"),
+            published
+        );
+        assert_eq!(
+            label_names(2, &given, &published, "x").expect("names"),
+            given
+        );
         assert_eq!(
             label_names(3, &[], &published, "x").expect("names"),
             ["label_1", "label_2", "label_3"]
         );
-        assert!(label_names(0, &[], &published, "x").expect("names").is_empty());
+        assert!(label_names(0, &[], &published, "x")
+            .expect("names")
+            .is_empty());
     }
 }

@@ -323,14 +323,12 @@ pub(crate) fn check_label_flags(
              items get their labels"
                 .into(),
         )),
-        (_, true) if adding && other => {
-            Err(Error::Config(format!(
-                "the database's label columns are {} but this update's are {}: give --label \
+        (_, true) if adding && other => Err(Error::Config(format!(
+            "the database's label columns are {} but this update's are {}: give --label \
                  with the build's columns, in its order",
-                names.join(","),
-                spec.label_names().join(",")
-            )))
-        }
+            names.join(","),
+            spec.label_names().join(",")
+        ))),
         _ => Ok(()),
     }
 }

@@ -190,7 +190,7 @@ pub(crate) fn read_from<R: Read>(input: R, path: &Path) -> Result<SenderDb, Erro
     let params = PsiParams::from_apsi_json(&json)?;
     let max_label = r.u32().map_err(io)? as usize;
     let shape = DbShape::new(&params, max_label)?;
-    let mut string = |max: u64, what: &str| -> Result<String, Error> {
+    let string = |r: &mut Checked<_>, max: u64, what: &str| -> Result<String, Error> {
         let len = r.u32().map_err(io)? as u64;
         if len > max {
             return Err(bad(&format!("{what} too long")));
@@ -200,7 +200,7 @@ pub(crate) fn read_from<R: Read>(input: R, path: &Path) -> Result<SenderDb, Erro
     };
     let key_format = match version {
         UNFORMATTED_VERSION => String::new(),
-        _ => string(psikit_io::MAX_KEY_FORMAT, "key format")?,
+        _ => string(&mut r, psikit_io::MAX_KEY_FORMAT, "key format")?,
     };
     let mut label_columns = Vec::new();
     if version == FORMAT_VERSION {
@@ -209,7 +209,11 @@ pub(crate) fn read_from<R: Read>(input: R, path: &Path) -> Result<SenderDb, Erro
             return Err(bad("too many label columns"));
         }
         for _ in 0..count {
-            label_columns.push(string(psikit_io::MAX_LABEL_NAME, "label column name")?);
+            label_columns.push(string(
+                &mut r,
+                psikit_io::MAX_LABEL_NAME,
+                "label column name",
+            )?);
         }
     }
     let items = r.u64().map_err(io)?;
