@@ -288,6 +288,7 @@ fn state_json(state: &HeState) -> Result<serde_json::Value> {
     Ok(serde_json::json!({
         "items": state.items(),
         "max_label_bytes": state.max_label_bytes(),
+        "label_columns": state.label_columns(),
         "bundles": mem.bundles,
         "bundle_counts": counts,
         "data_bytes": mem.data_bytes,
@@ -465,8 +466,12 @@ pub fn print_state(say: Say, state: &HeState, dir: &Path) -> Result<()> {
     match state.max_label_bytes() {
         0 => say.line(format!("database: {} items, unlabeled", state.items())),
         max => say.line(format!(
-            "database: {} items, labels up to {max} bytes",
-            state.items()
+            "database: {} items, labels up to {max} bytes{}",
+            state.items(),
+            match state.label_columns() {
+                [] => String::new(),
+                names => format!(" in columns {}", names.join(", ")),
+            }
         )),
     }
     say.line(format!("parameters: {}", params_line(p)));

@@ -187,6 +187,11 @@ impl HeState {
         self.db().len()
     }
 
+    /// The label columns' names (empty if not recorded).
+    pub fn label_columns(&self) -> &[String] {
+        self.db().label_columns()
+    }
+
     /// The longest label the database takes (0: unlabeled), fixed when it
     /// was built.
     pub fn max_label_bytes(&self) -> usize {
