@@ -458,6 +458,36 @@ fn bench_rr16_runs_two_worker_processes() {
     assert!(out.contains("targets need --log2 20"), "{out}");
 }
 
+/// `psikit bench ... --json`: one JSON object with the run's tables.
+#[test]
+fn bench_json_is_one_object_with_the_tables() {
+    let args = [
+        "bench",
+        "rr16",
+        "--log2",
+        "6",
+        "--threads",
+        "1",
+        "--runs",
+        "1",
+        "--json",
+    ];
+    let out = run_ok(psikit().args(args));
+    assert_eq!(out.lines().count(), 1, "{out}");
+    let got: serde_json::Value = serde_json::from_str(&out).expect("one JSON object");
+    assert_eq!(got["benchmark"], "psikit bench rr16");
+    let first = &got["tables"][0];
+    let n = first["rows"].as_array().map_or(0, Vec::len);
+    assert!(n >= 2, "a row per mode: {out}");
+    let columns = first["columns"].as_array().expect("columns");
+    assert!(
+        first["rows"][0]
+            .as_object()
+            .is_some_and(|r| r.len() == columns.len()),
+        "{out}"
+    );
+}
+
 /// The VOLE-PSI benchmark runs both parties as worker processes, checks
 /// each run against the known intersection, and prints its tables.
 #[test]

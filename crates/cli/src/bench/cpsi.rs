@@ -46,6 +46,8 @@ pub struct CpsiBenchArgs {
     /// A fast smoke run.
     #[arg(long)]
     quick: bool,
+    #[command(flatten)]
+    pub json: crate::args::JsonArgs,
 }
 
 /// An application of `--apps`.
@@ -224,6 +226,8 @@ fn check(out: &Output, n: u64, product: bool) -> Result<()> {
 }
 
 pub fn run(a: &CpsiBenchArgs) -> Result<()> {
+    let say = a.json.say();
+    super::table::collect();
     let sizes = a
         .log2
         .clone()
@@ -237,10 +241,10 @@ pub fn run(a: &CpsiBenchArgs) -> Result<()> {
         "thread counts must be at least 1"
     );
     let runs = a.runs.unwrap_or(if a.quick { 1 } else { 3 }).max(1);
-    println!("# psikit bench cpsi: {runs} run(s) per row, medians; two processes on loopback TCP");
-    println!(
-        "# bigger sets: --log2 24 --threads 2 --runs 1 --ot iknp (about 16x the 2^20 time and memory)\n"
-    );
+    say.line(format!(
+        "# psikit bench cpsi: {runs} run(s) per row, medians; two processes on loopback TCP"
+    ));
+    say.line("# bigger sets: --log2 24 --threads 2 --runs 1 --ot iknp (about 16x the 2^20 time and memory)\n");
     let started = Instant::now();
     let exe = std::env::current_exe()?;
     let mut results = Vec::new();
@@ -278,9 +282,15 @@ pub fn run(a: &CpsiBenchArgs) -> Result<()> {
         }
         results.push((cfg, done));
     }
-    println!("{}", render(&results));
-    println!("(benchmark took {:.0} s)", started.elapsed().as_secs_f64());
-    Ok(())
+    say.line(render(&results));
+    say.line(format!(
+        "(benchmark took {:.0} s)",
+        started.elapsed().as_secs_f64()
+    ));
+    say.result(&serde_json::json!({
+        "benchmark": "psikit bench cpsi",
+        "tables": super::table::collected(),
+    }))
 }
 
 fn one_run(exe: &std::path::Path, cfg: Config) -> Result<Run> {

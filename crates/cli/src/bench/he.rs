@@ -118,6 +118,8 @@ pub struct HeBenchArgs {
     /// A fast smoke run: the 2^16 cases, one thread, one run.
     #[arg(long)]
     quick: bool,
+    #[command(flatten)]
+    pub json: crate::args::JsonArgs,
 }
 
 /// One case in its own process.
@@ -141,6 +143,8 @@ pub struct HeWorkerArgs {
 }
 
 pub fn run(a: &HeBenchArgs) -> Result<()> {
+    let say = a.json.say();
+    super::table::collect();
     let mut cases = apsi_cases();
     cases.extend(auto_cases());
     let threads = if a.quick { vec![1] } else { a.threads.clone() };
@@ -153,8 +157,8 @@ pub fn run(a: &HeBenchArgs) -> Result<()> {
     ensure!(!cases.is_empty(), "no benchmark case selected");
     let exe = std::env::current_exe().context("cannot find the psikit executable")?;
     let work = tempfile::tempdir().context("cannot create a temporary directory")?;
-    println!("# psikit bench he: server and client in one process per case, loopback TCP");
-    println!("# {runs} query run(s) per client size, medians\n");
+    say.line("# psikit bench he: server and client in one process per case, loopback TCP");
+    say.line(format!("# {runs} query run(s) per client size, medians\n"));
     let started = Instant::now();
     let mut results = Vec::new();
     for case in &cases {
@@ -179,9 +183,15 @@ pub fn run(a: &HeBenchArgs) -> Result<()> {
             results.push((case.clone(), t, m));
         }
     }
-    println!("{}", render(&results));
-    println!("(benchmark took {:.0} s)", started.elapsed().as_secs_f64());
-    Ok(())
+    say.line(render(&results));
+    say.line(format!(
+        "(benchmark took {:.0} s)",
+        started.elapsed().as_secs_f64()
+    ));
+    say.result(&serde_json::json!({
+        "benchmark": "psikit bench he",
+        "tables": super::table::collected(),
+    }))
 }
 
 fn join(v: &[u64]) -> String {

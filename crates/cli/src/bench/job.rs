@@ -70,6 +70,8 @@ pub struct JobBenchArgs {
     /// temporary directory is made in it) [default: the system's].
     #[arg(long)]
     work_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub json: crate::args::JsonArgs,
 }
 
 /// One party of one job run, in its own process.
@@ -298,6 +300,8 @@ struct Config {
 }
 
 pub fn run(a: &JobBenchArgs) -> Result<()> {
+    let say = a.json.say();
+    super::table::collect();
     ensure!(
         a.sizes.iter().all(|&l| (1..=32).contains(&l)),
         "sizes must be 2^1 to 2^32 rows"
@@ -328,17 +332,19 @@ pub fn run(a: &JobBenchArgs) -> Result<()> {
         Some(app) => format!("circuit PSI {app}"),
         None => a.protocol.name().to_string(),
     };
-    println!(
+    say.line(format!(
         "# psikit bench job: {what} {mode} as a bucketed job, --memory {}{} per party; {runs} \
          run(s) per row, medians; two processes on loopback TCP",
         report::bytes(a.memory),
         a.bucket_items
             .map_or(String::new(), |b| format!(", --bucket-items {b}")),
-    );
+    ));
     if let Some(load) = load_average() {
-        println!("# load average at the start (1, 5, 15 min): {load}");
+        say.line(format!(
+            "# load average at the start (1, 5, 15 min): {load}"
+        ));
     }
-    println!();
+    say.line("");
     let started = Instant::now();
     let exe = std::env::current_exe().context("cannot find the psikit executable")?;
     let work = match &a.work_dir {
@@ -381,19 +387,25 @@ pub fn run(a: &JobBenchArgs) -> Result<()> {
         std::fs::remove_dir_all(&inputs)
             .with_context(|| format!("cannot remove {}", inputs.display()))?;
     }
-    println!("{}", render(&results, a.memory));
+    say.line(render(&results, a.memory));
     if let Some(load) = load_average() {
-        println!("# load average at the end (1, 5, 15 min): {load}");
+        say.line(format!("# load average at the end (1, 5, 15 min): {load}"));
     }
-    println!("(benchmark took {:.0} s)", started.elapsed().as_secs_f64());
-    println!(
+    say.line(format!(
+        "(benchmark took {:.0} s)",
+        started.elapsed().as_secs_f64()
+    ));
+    say.line(format!(
         "\nBigger inputs: --log2 26,28 --runs 1 (time about linear in n; each party's memory \
          stays within --memory, which sets the bucket size). Disk: the two inputs ({:.0} B per \
          row each) and each party's spool (48 B per row) while it runs; --work-dir DIR puts \
          them on a disk with room.",
         csv_bytes_per_row.unwrap_or(0.0)
-    );
-    Ok(())
+    ));
+    say.result(&serde_json::json!({
+        "benchmark": "psikit bench job",
+        "tables": super::table::collected(),
+    }))
 }
 
 /// Writes the two inputs of 2^log2 rows each into `dir`; returns the

@@ -55,6 +55,8 @@ pub struct LoadBenchArgs {
     /// no admin listener and errors only), to measure what they cost.
     #[arg(long)]
     ops: bool,
+    #[command(flatten)]
+    pub json: crate::args::JsonArgs,
 }
 
 /// Items of the HE database: small, so that 128 HE queries take seconds.
@@ -85,13 +87,15 @@ struct Outcome {
 }
 
 pub fn run(a: &LoadBenchArgs) -> Result<()> {
+    let say = a.json.say();
+    super::table::collect();
     ensure!(a.clients >= 2, "--clients must be at least 2");
     ensure!(
         a.server_items >= 2 * a.client_items && HE_ITEMS >= 2 * a.client_items,
         "the server sets must be at least twice --client-items"
     );
     let dir = tempfile::tempdir()?;
-    println!(
+    say.line(format!(
         "# psikit bench load: {} clients ({} filter, {} HE) and {} hostile, one server \
          (filter 2^{:.0} items, HE {HE_ITEMS} items, {HE_PRESET}), connection limit {}",
         a.clients,
@@ -101,7 +105,7 @@ pub fn run(a: &LoadBenchArgs) -> Result<()> {
         (a.server_items as f64).log2(),
         a.max_connections
             .map_or("the server's default".into(), |m| m.to_string())
-    );
+    ));
     let server = start_server(dir.path(), a)?;
     let idle_peak = report::peak_memory_of(&server.child.id().to_string());
     let stop = Arc::new(AtomicBool::new(false));
@@ -135,14 +139,14 @@ pub fn run(a: &LoadBenchArgs) -> Result<()> {
         let _ = h.join();
     }
     let peak = report::peak_memory_of(&server.child.id().to_string());
-    println!("{}", render(&outcomes, wall, idle_peak, peak));
+    say.line(render(&outcomes, wall, idle_peak, peak));
     if let Some(scraper) = scraper {
         let scrapes = scraper.join().unwrap_or(0);
         let log = std::fs::read_to_string(dir.path().join("serve.log")).unwrap_or_default();
-        println!(
+        say.line(format!(
             "ops: metrics scraped {scrapes} times, {} JSON log events",
             log.lines().count()
-        );
+        ));
     }
     let failed: Vec<&String> = outcomes.iter().filter_map(|o| o.error.as_ref()).collect();
     if let Some(first) = failed.first() {
@@ -152,7 +156,13 @@ pub fn run(a: &LoadBenchArgs) -> Result<()> {
             outcomes.len()
         );
     }
-    Ok(())
+    say.result(&serde_json::json!({
+        "benchmark": "psikit bench load",
+        "tables": super::table::collected(),
+        "wall_s": wall.as_secs_f64(),
+        "queries_per_s": outcomes.len() as f64 / wall.as_secs_f64(),
+        "server_peak_bytes": peak,
+    }))
 }
 
 /// Sets up both states with this binary and starts `serve` on a free port.

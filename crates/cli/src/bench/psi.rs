@@ -39,6 +39,8 @@ pub struct PsiBenchArgs {
     /// A fast smoke run.
     #[arg(long)]
     quick: bool,
+    #[command(flatten)]
+    pub json: crate::args::JsonArgs,
 }
 
 /// A security mode of `--modes`.
@@ -58,6 +60,8 @@ impl std::fmt::Display for Mode {
 }
 
 pub fn run(a: &PsiBenchArgs) -> Result<()> {
+    let say = a.json.say();
+    super::table::collect();
     let sizes = a
         .log2
         .clone()
@@ -71,9 +75,11 @@ pub fn run(a: &PsiBenchArgs) -> Result<()> {
         "thread counts must be at least 1"
     );
     let runs = a.runs.unwrap_or(if a.quick { 1 } else { 3 }).max(1);
-    println!("# psikit bench psi: {runs} run(s) per row, medians; two processes on loopback TCP");
-    println!(
-        "# bigger sets: --log2 24 --threads 2 --runs 1 (about 16x the 2^20 time and memory)\n"
+    say.line(format!(
+        "# psikit bench psi: {runs} run(s) per row, medians; two processes on loopback TCP"
+    ));
+    say.line(
+        "# bigger sets: --log2 24 --threads 2 --runs 1 (about 16x the 2^20 time and memory)\n",
     );
     let started = Instant::now();
     let mut protocols = vec![Protocol::Vole];
@@ -101,9 +107,15 @@ pub fn run(a: &PsiBenchArgs) -> Result<()> {
         }
     }
     let results = run_all(&configs, runs)?;
-    println!("{}", render(&results));
-    println!("(benchmark took {:.0} s)", started.elapsed().as_secs_f64());
-    Ok(())
+    say.line(render(&results));
+    say.line(format!(
+        "(benchmark took {:.0} s)",
+        started.elapsed().as_secs_f64()
+    ));
+    say.result(&serde_json::json!({
+        "benchmark": "psikit bench psi",
+        "tables": super::table::collected(),
+    }))
 }
 
 fn render(results: &[(Config, Vec<Run>)]) -> String {

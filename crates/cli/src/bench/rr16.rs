@@ -36,9 +36,13 @@ pub struct Rr16BenchArgs {
     /// A fast smoke run.
     #[arg(long)]
     quick: bool,
+    #[command(flatten)]
+    pub json: crate::args::JsonArgs,
 }
 
 pub fn run(a: &Rr16BenchArgs) -> Result<()> {
+    let say = a.json.say();
+    super::table::collect();
     let sizes = a.log2.clone().unwrap_or(if a.quick {
         vec![8, 12]
     } else {
@@ -58,8 +62,10 @@ pub fn run(a: &Rr16BenchArgs) -> Result<()> {
     } else {
         &[true, false]
     };
-    println!("# psikit bench rr16: {runs} run(s) per row, medians; two processes on loopback TCP");
-    println!("# bigger sets: --log2 22 (about 4x the 2^20 time and memory)\n");
+    say.line(format!(
+        "# psikit bench rr16: {runs} run(s) per row, medians; two processes on loopback TCP"
+    ));
+    say.line("# bigger sets: --log2 22 (about 4x the 2^20 time and memory)\n");
     let started = Instant::now();
     let mut configs = Vec::new();
     for &malicious in modes {
@@ -75,9 +81,15 @@ pub fn run(a: &Rr16BenchArgs) -> Result<()> {
         }
     }
     let results = run_all(&configs, runs)?;
-    println!("{}", render(&results));
-    println!("(benchmark took {:.0} s)", started.elapsed().as_secs_f64());
-    Ok(())
+    say.line(render(&results));
+    say.line(format!(
+        "(benchmark took {:.0} s)",
+        started.elapsed().as_secs_f64()
+    ));
+    say.result(&serde_json::json!({
+        "benchmark": "psikit bench rr16",
+        "tables": super::table::collected(),
+    }))
 }
 
 fn render(results: &[(Config, Vec<Run>)]) -> String {

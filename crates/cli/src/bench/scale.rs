@@ -57,6 +57,8 @@ mod model;
 pub use args::{ScaleBenchArgs, ScaleWorkerArgs};
 
 pub fn run(a: &ScaleBenchArgs) -> Result<()> {
+    let say = a.json.say();
+    super::table::collect();
     ensure!(
         a.gbps > 0.0 && a.cores > 0 && a.client_threads > 0,
         "bandwidth, cores and client threads must be positive"
@@ -69,11 +71,11 @@ pub fn run(a: &ScaleBenchArgs) -> Result<()> {
         .collect::<Result<Vec<_>>>()?;
     let work = tempfile::tempdir().context("cannot create a temporary directory")?;
     let started = Instant::now();
-    println!("# psikit bench scale: sample shards of simulated databases, then the check");
-    println!(
+    say.line("# psikit bench scale: sample shards of simulated databases, then the check");
+    say.line(format!(
         "# {} client items, {}-byte labels, shards of 2^{} rows, {} run(s), medians\n",
         a.clients, a.label_bytes, a.shard_log2, a.runs
-    );
+    ));
     let mut samples = Vec::new();
     for &log2 in &a.log2 {
         let shards = 1u32 << log2.saturating_sub(a.shard_log2);
@@ -87,25 +89,28 @@ pub fn run(a: &ScaleBenchArgs) -> Result<()> {
         let whole = worker_run(a, work.path(), log2, shards, 2, true)?;
         checked.push((s, whole));
     }
-    println!("## Sample shards (per shard)\n");
-    println!("{}", shard_table(&samples, &checked));
+    say.line("## Sample shards (per shard)\n");
+    say.line(shard_table(&samples, &checked));
     let bw = a.gbps * 1e9 / 8.0;
-    println!(
+    say.line(format!(
         "## Predictions: {} cores per machine, {} Gbit/s, {} client items, {} client threads\n",
         a.cores, a.gbps, a.clients, a.client_threads
-    );
-    println!("{}", prediction_table(&samples, a, bw));
+    ));
+    say.line(prediction_table(&samples, a, bw));
     if !checked.is_empty() {
-        println!(
-            "## Check: whole sharded databases on this machine (1 machine, 2 cores, loopback)\n"
+        say.line(
+            "## Check: whole sharded databases on this machine (1 machine, 2 cores, loopback)\n",
         );
-        println!("{}", check_table(&checked));
+        say.line(check_table(&checked));
     }
-    println!(
+    say.line(format!(
         "(benchmark took {:.0} s; bigger: --shard-log2 22 --log2 26,28,30 --check 20:16,22:16)",
         started.elapsed().as_secs_f64()
-    );
-    Ok(())
+    ));
+    say.result(&serde_json::json!({
+        "benchmark": "psikit bench scale",
+        "tables": super::table::collected(),
+    }))
 }
 
 fn parse_check(text: &str) -> Result<(u32, u32)> {

@@ -1,7 +1,27 @@
 //! Text tables and their cells (times, sizes, counts), as every benchmark
 //! prints them.
 
+use std::cell::RefCell;
+
 use crate::report;
+
+thread_local! {
+    /// The tables rendered since [`collect`], for `--json`: every benchmark
+    /// prints its figures through [`TextTable::render`], so collecting
+    /// there gives each one its JSON without a second report.
+    static COLLECTED: RefCell<Option<Vec<serde_json::Value>>> = const { RefCell::new(None) };
+}
+
+/// Starts collecting the tables rendered on this thread.
+pub(super) fn collect() {
+    COLLECTED.with(|c| *c.borrow_mut() = Some(Vec::new()));
+}
+
+/// The tables rendered since [`collect`]: each `{"columns", "rows"}`, a
+/// row an object from column name to cell.
+pub(super) fn collected() -> Vec<serde_json::Value> {
+    COLLECTED.with(|c| c.borrow_mut().take().unwrap_or_default())
+}
 
 /// A table printed as aligned Markdown (readable as text, pastable in docs).
 pub(super) struct TextTable {
@@ -19,8 +39,28 @@ impl TextTable {
         self.rows.push(cells);
     }
 
-    /// Renders with every column padded to its widest cell.
+    /// The table as `{"columns", "rows"}`, a row an object from column name
+    /// to cell.
+    fn to_json(&self) -> serde_json::Value {
+        let head = &self.rows[0];
+        let rows: Vec<serde_json::Map<String, serde_json::Value>> = (self.rows[1..].iter())
+            .map(|r| {
+                (head.iter().zip(r))
+                    .map(|(h, cell)| (h.clone(), cell.clone().into()))
+                    .collect()
+            })
+            .collect();
+        serde_json::json!({"columns": head, "rows": rows})
+    }
+
+    /// Renders with every column padded to its widest cell (and records
+    /// the table when collecting, see [`collect`]).
     pub(super) fn render(&self) -> String {
+        COLLECTED.with(|c| {
+            if let Some(tables) = c.borrow_mut().as_mut() {
+                tables.push(self.to_json());
+            }
+        });
         let cols = self.rows.iter().map(Vec::len).max().unwrap_or(0);
         let width = |c: usize| {
             self.rows

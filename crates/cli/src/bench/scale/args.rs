@@ -50,6 +50,8 @@ pub struct ScaleBenchArgs {
     /// `log2:shards` (empty: no check).
     #[arg(long, value_delimiter = ',', default_values = ["20:1", "20:4", "20:16"])]
     pub(super) check: Vec<String>,
+    #[command(flatten)]
+    pub json: crate::args::JsonArgs,
 }
 
 /// One measurement in its own process.
