@@ -48,8 +48,14 @@ RAY = str(Path(sys.executable).with_name("ray"))
 ENV = {**os.environ, "RAY_AUTH_MODE": "disabled"}
 
 
-def head(ip: str, base: int, tmp: str, cpus: int) -> str:
-    """A Ray head on the loopback address ``ip``, ports from ``base``."""
+def pinned(args: List[str], core: "int | None") -> List[str]:
+    """``args`` run on CPU ``core`` alone (``taskset``), or as they are."""
+    return args if core is None else ["taskset", "-c", str(core), *args]
+
+
+def head(ip: str, base: int, tmp: str, cpus: int, core: "int | None" = None) -> str:
+    """A Ray head on the loopback address ``ip``, ports from ``base`` (its
+    processes and workers on CPU ``core`` alone, if given)."""
     ports = {
         "port": base, "dashboard-agent-listen-port": base + 2, "dashboard-agent-grpc-port": base + 3,
         "metrics-export-port": base + 4, "runtime-env-agent-port": base + 5, "node-manager-port": base + 6,
@@ -57,7 +63,8 @@ def head(ip: str, base: int, tmp: str, cpus: int) -> str:
     }
     args = [RAY, "start", "--head", f"--node-ip-address={ip}", f"--temp-dir={tmp}", f"--num-cpus={cpus}",
             "--include-dashboard=false", "--disable-usage-stats", "--object-store-memory=500000000"]
-    subprocess.run(args + [f"--{k}={v}" for k, v in ports.items()], check=True, capture_output=True, env=ENV)
+    subprocess.run(pinned(args + [f"--{k}={v}" for k, v in ports.items()], core), check=True, capture_output=True,
+                   env=ENV)
     return f"{ip}:{base}"
 
 
@@ -118,15 +125,21 @@ def machine_cpu_s() -> float:
     return (user + nice + system) / os.sysconf("SC_CLK_TCK")
 
 
+#: The CPU of each party (sender, receiver) with ``--pin``, else None:
+#: two organisations run on machines of their own.
+CORES: List["int | None"] = [None, None]
+
+
 def cli_job(cli: str, work: Path, s: Path, r: Path, bucket_items: int) -> Dict:
     for d in ("cli-s", "cli-r", "cli.csv"):
         shutil.rmtree(work / d, ignore_errors=True)
     common = ["--key", "id", "--bucket-items", str(bucket_items)]
     addr = f"127.0.0.1:{free_port()}"
     t, cpu = time.perf_counter(), machine_cpu_s()
-    got = both([cli, "psi", "send", "--input", str(s), "--listen", addr, "--job-dir", str(work / "cli-s"), *common],
-         [cli, "psi", "receive", "--input", str(r), "--connect", addr, "--job-dir", str(work / "cli-r"),
-          "--output", str(work / "cli.csv"), *common], (ENV, ENV))
+    got = both(pinned([cli, "psi", "send", "--input", str(s), "--listen", addr, "--job-dir", str(work / "cli-s"),
+                       *common], CORES[0]),
+               pinned([cli, "psi", "receive", "--input", str(r), "--connect", addr, "--job-dir", str(work / "cli-r"),
+                       "--output", str(work / "cli.csv"), *common], CORES[1]), (ENV, ENV))
     return {"total_s": time.perf_counter() - t, "cpu_s": machine_cpu_s() - cpu, **cli_stages(got.stdout + got.stderr)}
 
 
@@ -137,9 +150,10 @@ def ray_job(clusters: Tuple[str, str], work: Path, s: Path, r: Path, workers: in
     scale = [sys.executable, "-m", "psikit.scale", "psi"]
     addr = f"127.0.0.1:{free_port()}"
     t, cpu = time.perf_counter(), machine_cpu_s()
-    out = both([*scale, "send", str(s), "--job-dir", str(work / "ray-s"), "--listen", addr, *common],
-               [*scale, "receive", str(r), "--job-dir", str(work / "ray-r"), "--connect", addr,
-                "--output", str(work / "ray.csv"), *common],
+    out = both(pinned([*scale, "send", str(s), "--job-dir", str(work / "ray-s"), "--listen", addr, *common],
+                      CORES[0]),
+               pinned([*scale, "receive", str(r), "--job-dir", str(work / "ray-r"), "--connect", addr,
+                       "--output", str(work / "ray.csv"), *common], CORES[1]),
                ({**ENV, "RAY_ADDRESS": clusters[0]}, {**ENV, "RAY_ADDRESS": clusters[1]}))
     total, cpu = time.perf_counter() - t, machine_cpu_s() - cpu
     result = last_json(out.stdout)
@@ -171,15 +185,19 @@ def main() -> None:
     ap.add_argument("--workers", default="1,2")
     ap.add_argument("--bucket-items", type=int, default=1 << 18)
     ap.add_argument("--work", default=None)
+    ap.add_argument("--pin", action="store_true",
+                    help="each party on a CPU of its own (taskset): sender and its cluster on CPU 0, receiver on 1")
     a = ap.parse_args()
+    if a.pin:
+        CORES[:] = [0, 1]
     work = Path(a.work or tempfile.mkdtemp(prefix="psikit-scale-jobs-"))
     work.mkdir(parents=True, exist_ok=True)
     s, r = inputs(work, a.log2)
     workers = [int(w) for w in a.workers.split(",")]
     tmp = [tempfile.mkdtemp(prefix="bs", dir="/tmp"), tempfile.mkdtemp(prefix="br", dir="/tmp")]
-    cpus = os.cpu_count() or 2
+    cpus = 1 if a.pin else os.cpu_count() or 2
     # Ports below Linux's ephemeral range (as in the tests).
-    clusters = (head("127.0.0.2", 24700, tmp[0], cpus), head("127.0.0.3", 25000, tmp[1], cpus))
+    clusters = (head("127.0.0.2", 24700, tmp[0], cpus, CORES[0]), head("127.0.0.3", 25000, tmp[1], cpus, CORES[1]))
     runs: Dict[str, List[Dict]] = {}
     try:
         for i in range(a.runs):
@@ -212,8 +230,9 @@ def main() -> None:
               f" {100 * (m['total_s'] / cli_total - 1):+.1f}% |")
     one = med[f"ray-{workers[0]}"]
     # Rates from the one-worker run: every stage on this machine's cores,
-    # which both parties share (each party counts as half of them).
-    party_cores = cpus / 2
+    # which both parties share (each party counts as half of them), or
+    # on its own core with --pin.
+    party_cores = 1 if a.pin else cpus / 2
     rates = {
         "parts_rows_per_s_per_core": n / one["parts_s"] / party_cores,
         "split_rows_per_s": n / max(one["split_s"], 1e-9),
