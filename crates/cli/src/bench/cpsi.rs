@@ -282,15 +282,7 @@ pub fn run(a: &CpsiBenchArgs) -> Result<()> {
         }
         results.push((cfg, done));
     }
-    say.line(render(&results));
-    say.line(format!(
-        "(benchmark took {:.0} s)",
-        started.elapsed().as_secs_f64()
-    ));
-    say.result(&serde_json::json!({
-        "benchmark": "psikit bench cpsi",
-        "tables": super::table::collected(),
-    }))
+    super::table::finish(say, "cpsi", render(&results), started)
 }
 
 fn one_run(exe: &std::path::Path, cfg: Config) -> Result<Run> {

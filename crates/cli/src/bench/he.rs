@@ -183,15 +183,7 @@ pub fn run(a: &HeBenchArgs) -> Result<()> {
             results.push((case.clone(), t, m));
         }
     }
-    say.line(render(&results));
-    say.line(format!(
-        "(benchmark took {:.0} s)",
-        started.elapsed().as_secs_f64()
-    ));
-    say.result(&serde_json::json!({
-        "benchmark": "psikit bench he",
-        "tables": super::table::collected(),
-    }))
+    super::table::finish(say, "he", render(&results), started)
 }
 
 fn join(v: &[u64]) -> String {

@@ -107,15 +107,7 @@ pub fn run(a: &PsiBenchArgs) -> Result<()> {
         }
     }
     let results = run_all(&configs, runs)?;
-    say.line(render(&results));
-    say.line(format!(
-        "(benchmark took {:.0} s)",
-        started.elapsed().as_secs_f64()
-    ));
-    say.result(&serde_json::json!({
-        "benchmark": "psikit bench psi",
-        "tables": super::table::collected(),
-    }))
+    super::table::finish(say, "psi", render(&results), started)
 }
 
 fn render(results: &[(Config, Vec<Run>)]) -> String {

@@ -2,8 +2,9 @@
 //! prints them.
 
 use std::cell::RefCell;
+use std::time::Instant;
 
-use crate::report;
+use crate::report::{self, Say};
 
 thread_local! {
     /// The tables rendered since [`collect`], for `--json`: every benchmark
@@ -21,6 +22,24 @@ pub(super) fn collect() {
 /// row an object from column name to cell.
 pub(super) fn collected() -> Vec<serde_json::Value> {
     COLLECTED.with(|c| c.borrow_mut().take().unwrap_or_default())
+}
+
+/// The end of a benchmark's run: its `report` and how long the run took
+/// (from `started`) for people, and with `--json` the tables it rendered
+/// as one object.
+pub(super) fn finish(
+    say: Say,
+    benchmark: &str,
+    report: String,
+    started: Instant,
+) -> anyhow::Result<()> {
+    say.line(report);
+    let took = started.elapsed().as_secs_f64();
+    say.line(format!("(benchmark took {took:.0} s)"));
+    say.result(&serde_json::json!({
+        "benchmark": format!("psikit bench {benchmark}"),
+        "tables": collected(),
+    }))
 }
 
 /// A table printed as aligned Markdown (readable as text, pastable in docs).
