@@ -9,11 +9,13 @@
 //! * [`sha256`]: SHA-256 of many one-block messages.
 
 // The only unsafe code is the CPUID read in `cpu`, the allocator setting
-// in `memory` and the SHA kernel in `sha256`.
+// in `memory`, the SHA kernel in `sha256` and the IFMA kernel in
+// `ristretto`.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod cpu;
 pub mod memory;
 pub mod oprf;
+mod ristretto;
 pub mod sha256;

@@ -6,6 +6,7 @@ use core::fmt;
 use super::hash::*;
 use super::suite::*;
 use super::wire::*;
+use crate::ristretto::{Kernel, Scalars};
 use curve25519_dalek::ristretto::RistrettoPoint;
 use curve25519_dalek::scalar::Scalar;
 use rand_core::CryptoRngCore;
@@ -81,6 +82,15 @@ pub(super) fn blind_chunk<T: AsRef<[u8]>>(
     halves: &[Scalar],
     first: usize,
 ) -> Result<Vec<BlindedElement>> {
+    if let Some(kernel) = Kernel::detect() {
+        let blinds: Zeroizing<Vec<[u8; SCALAR_LEN]>> =
+            Zeroizing::new(halves.iter().map(|h| (h + h).to_bytes()).collect());
+        let encodings = hash_mul_encode(kernel, inputs, Scalars::Each(&blinds), first)?;
+        return Ok(encodings
+            .into_iter()
+            .map(|e| BlindedElement(WireElement::from_valid_bytes(e)))
+            .collect());
+    }
     let points = hash_and_mul_chunk(inputs, halves.iter(), first)?;
     Ok(doubled_elements(&points)
         .into_iter()
@@ -130,6 +140,21 @@ pub(super) fn finalize_chunk<T: AsRef<[u8]>>(
     blinds: &[Blind],
     evaluated: &[EvaluatedElement],
 ) -> Vec<Output> {
+    if let Some(kernel) = Kernel::detect() {
+        let mut inverses: Zeroizing<Vec<Scalar>> =
+            Zeroizing::new(blinds.iter().map(|b| b.r).collect());
+        let mut product_inverse = Scalar::batch_invert(&mut inverses);
+        product_inverse.zeroize();
+        let inverses: Zeroizing<Vec<[u8; SCALAR_LEN]>> =
+            Zeroizing::new(inverses.iter().map(Scalar::to_bytes).collect());
+        let elements: Vec<[u8; ELEMENT_LEN]> = evaluated.iter().map(|z| z.to_bytes()).collect();
+        let encodings = Zeroizing::new(mul_encode(kernel, &elements, Scalars::Each(&inverses)));
+        return inputs
+            .iter()
+            .zip(encodings.iter())
+            .map(|(x, e)| output_hash(x.as_ref(), e))
+            .collect();
+    }
     // Inverting 2r (never zero, as batch_invert requires) gives half of
     // 1/r, so the unblinded points come out ready for double_and_encode.
     let mut inverses: Zeroizing<Vec<Scalar>> =

@@ -3,6 +3,7 @@
 //! server and client share.
 
 use super::suite::*;
+use crate::ristretto::{self, Kernel, Outcome, Scalars, Source};
 use curve25519_dalek::ristretto::RistrettoPoint;
 use curve25519_dalek::scalar::Scalar;
 use curve25519_dalek::traits::IsIdentity;
@@ -153,6 +154,60 @@ pub(super) fn hash_and_mul_chunk<'a, T: AsRef<[u8]>>(
         .map(|(j, (x, s))| {
             let point = hash_input(x.as_ref()).map_err(OprfError::at(first + j))?;
             Ok(point * s)
+        })
+        .collect()
+}
+
+/// The multi-buffer kernel's `scalars·H(inputs[i])` encodings for one
+/// chunk whose input lengths are checked; errors carry batch indices
+/// counted from `first`.
+pub(super) fn hash_mul_encode<T: AsRef<[u8]>>(
+    kernel: Kernel,
+    inputs: &[T],
+    scalars: Scalars,
+    first: usize,
+) -> Result<Vec<[u8; ELEMENT_LEN]>> {
+    let uniform: Zeroizing<Vec<[u8; 64]>> = Zeroizing::new(
+        inputs
+            .iter()
+            .map(|x| {
+                let mut u = [0u8; 64];
+                xmd(&[x.as_ref()], HASH_TO_GROUP_DST, &mut u);
+                u
+            })
+            .collect(),
+    );
+    let mut outcomes = vec![Outcome::Invalid; inputs.len()];
+    ristretto::mul_batch(kernel, Source::Uniform(&uniform), scalars, &mut outcomes);
+    outcomes
+        .into_iter()
+        .enumerate()
+        .map(|(j, o)| match o {
+            Outcome::Product(encoding) => Ok(encoding),
+            // Only the identity can come out of the map.
+            Outcome::Identity | Outcome::Invalid => {
+                Err(OprfError::at(first + j)(OprfError::InvalidInput))
+            }
+        })
+        .collect()
+}
+
+/// The multi-buffer kernel's `scalars·P` encodings for validated wire
+/// elements `P`.
+pub(super) fn mul_encode(
+    kernel: Kernel,
+    elements: &[[u8; ELEMENT_LEN]],
+    scalars: Scalars,
+) -> Vec<[u8; ELEMENT_LEN]> {
+    let mut outcomes = vec![Outcome::Invalid; elements.len()];
+    ristretto::mul_batch(kernel, Source::Encoded(elements), scalars, &mut outcomes);
+    outcomes
+        .into_iter()
+        .map(|o| match o {
+            Outcome::Product(encoding) => encoding,
+            // Wire elements are validated when made, and the kernel
+            // agrees with dalek on validity (ristretto/tests.rs).
+            Outcome::Invalid | Outcome::Identity => unreachable!("wire elements are valid"),
         })
         .collect()
 }

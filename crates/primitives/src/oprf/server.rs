@@ -6,6 +6,7 @@ use core::fmt;
 use super::hash::*;
 use super::suite::*;
 use super::wire::*;
+use crate::ristretto::{Kernel, Scalars};
 use curve25519_dalek::ristretto::RistrettoPoint;
 use curve25519_dalek::scalar::Scalar;
 use rand_core::CryptoRngCore;
@@ -106,6 +107,14 @@ impl ServerKey {
     }
 
     fn blind_evaluate_chunk(&self, blinded: &[BlindedElement]) -> Vec<EvaluatedElement> {
+        if let Some(kernel) = Kernel::detect() {
+            let elements: Vec<[u8; ELEMENT_LEN]> = blinded.iter().map(|b| b.to_bytes()).collect();
+            let sk = Zeroizing::new(self.sk.to_bytes());
+            return mul_encode(kernel, &elements, Scalars::One(&sk))
+                .into_iter()
+                .map(|e| EvaluatedElement(WireElement::from_valid_bytes(e)))
+                .collect();
+        }
         let halves: Vec<RistrettoPoint> =
             blinded.iter().map(|b| b.point() * self.half_sk).collect();
         doubled_elements(&halves)
@@ -136,6 +145,15 @@ impl ServerKey {
     }
 
     fn evaluate_chunk<T: AsRef<[u8]>>(&self, inputs: &[T], first: usize) -> Result<Vec<Output>> {
+        if let Some(kernel) = Kernel::detect() {
+            let sk = Zeroizing::new(self.sk.to_bytes());
+            let encodings = hash_mul_encode(kernel, inputs, Scalars::One(&sk), first)?;
+            return Ok(inputs
+                .iter()
+                .zip(&encodings)
+                .map(|(x, e)| output_hash(x.as_ref(), e))
+                .collect());
+        }
         let halves = hash_and_mul_chunk(inputs, core::iter::repeat(&self.half_sk), first)?;
         let encodings = double_and_encode(&halves);
         Ok(inputs

@@ -597,7 +597,7 @@ fn rfc9496_generator_multiples_decode_and_encode_through_the_wire_decoder() {
     for (i, hex) in GENERATOR_MULTIPLES.iter().enumerate().skip(1) {
         let want = RISTRETTO_BASEPOINT_POINT * Scalar::from(i as u64);
         let decoded = BlindedElement::from_bytes(&unhex(hex)).expect("a valid element");
-        assert_eq!(*decoded.point(), want, "{i}·B");
+        assert_eq!(decoded.point(), want, "{i}·B");
         assert_eq!(
             hex::encode(BlindedElement::from_point(want).to_bytes()),
             *hex,

@@ -5,22 +5,43 @@ use core::fmt;
 
 use super::hash::*;
 use super::suite::*;
+use crate::ristretto::{self, Outcome};
 use curve25519_dalek::ristretto::{CompressedRistretto, RistrettoPoint};
 use curve25519_dalek::traits::IsIdentity;
 use rayon::prelude::*;
 
-/// A validated group element together with its canonical encoding, so
-/// sending it never re-compresses and receiving it decompresses once.
+/// A validated group element: its canonical encoding, and the point when
+/// dalek made or decoded it (so the reference path decompresses once).
+/// The multi-buffer kernel works from the bytes and leaves `point` empty.
 #[derive(Clone, Copy)]
 pub(super) struct WireElement {
-    point: RistrettoPoint,
+    point: Option<RistrettoPoint>,
     bytes: [u8; ELEMENT_LEN],
 }
 
 impl WireElement {
     pub(super) fn from_point(point: RistrettoPoint) -> Self {
         let bytes = point.compress().to_bytes();
-        Self { point, bytes }
+        Self {
+            point: Some(point),
+            bytes,
+        }
+    }
+
+    /// Wraps an encoding the kernel produced or validated.
+    pub(super) fn from_valid_bytes(bytes: [u8; ELEMENT_LEN]) -> Self {
+        Self { point: None, bytes }
+    }
+
+    /// The point, decompressed here if the kernel validated it.
+    pub(super) fn point(&self) -> RistrettoPoint {
+        self.point.unwrap_or_else(|| {
+            CompressedRistretto(self.bytes)
+                .decompress()
+                // Every constructor validated the bytes (the kernel and
+                // dalek agree on validity: ristretto/tests.rs).
+                .expect("a wire element holds a valid encoding")
+        })
     }
 
     /// RFC 9497 `DeserializeElement`: canonical encoding, not the identity.
@@ -36,18 +57,55 @@ impl WireElement {
         if point.is_identity() {
             return Err(OprfError::IdentityElement);
         }
-        Ok(Self { point, bytes })
+        Ok(Self {
+            point: Some(point),
+            bytes,
+        })
     }
 
-    /// Decodes `ELEMENT_LEN`-byte encodings laid end to end, in parallel.
+    /// Decodes `ELEMENT_LEN`-byte encodings laid end to end, in parallel
+    /// (with the multi-buffer kernel where the CPU has one).
     pub(super) fn decode_concatenated(buf: &[u8], what: &'static str) -> Result<Vec<Self>> {
         if !buf.len().is_multiple_of(ELEMENT_LEN) {
             return Err(OprfError::RaggedElements { len: buf.len() });
         }
-        buf.par_chunks_exact(ELEMENT_LEN)
+        let Some(kernel) = ristretto::Kernel::detect() else {
+            return buf
+                .par_chunks_exact(ELEMENT_LEN)
+                .enumerate()
+                .map(|(i, chunk)| Self::decode(chunk, what).map_err(OprfError::at(i)))
+                .collect();
+        };
+        let encodings: Vec<[u8; ELEMENT_LEN]> = buf
+            .chunks_exact(ELEMENT_LEN)
+            .map(|c| {
+                let mut e = [0u8; ELEMENT_LEN];
+                e.copy_from_slice(c);
+                e
+            })
+            .collect();
+        let chunk = chunk_len(encodings.len());
+        let parts: Vec<Vec<Self>> = encodings
+            .par_chunks(chunk)
             .enumerate()
-            .map(|(i, chunk)| Self::decode(chunk, what).map_err(OprfError::at(i)))
-            .collect()
+            .map(|(c, part)| {
+                let mut outcomes = vec![Outcome::Invalid; part.len()];
+                ristretto::validate_batch(kernel, part, &mut outcomes);
+                outcomes
+                    .into_iter()
+                    .enumerate()
+                    .map(|(j, o)| {
+                        match o {
+                            Outcome::Product(bytes) => Ok(Self::from_valid_bytes(bytes)),
+                            Outcome::Invalid => Err(OprfError::InvalidElement),
+                            Outcome::Identity => Err(OprfError::IdentityElement),
+                        }
+                        .map_err(OprfError::at(c * chunk + j))
+                    })
+                    .collect()
+            })
+            .collect::<Result<_>>()?;
+        Ok(parts.into_iter().flatten().collect())
     }
 
     pub(super) fn fmt_hex(&self, name: &str, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -100,8 +158,8 @@ macro_rules! wire_type {
                 Self(WireElement::from_point(point))
             }
 
-            pub(super) fn point(&self) -> &RistrettoPoint {
-                &self.0.point
+            pub(super) fn point(&self) -> RistrettoPoint {
+                self.0.point()
             }
         }
 
@@ -142,7 +200,7 @@ pub(super) fn doubled_elements(halves: &[RistrettoPoint]) -> Vec<WireElement> {
         .iter()
         .zip(encodings)
         .map(|(h, bytes)| WireElement {
-            point: h + h,
+            point: Some(h + h),
             bytes,
         })
         .collect()
