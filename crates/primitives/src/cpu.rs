@@ -7,7 +7,10 @@
 //! portable reference that tests compare it against; setting the
 //! environment variable `PSIKIT_PORTABLE=1` makes [`features`] report
 //! nothing, so a whole run (tests, a benchmark) takes the portable paths,
-//! as on a CPU without the extensions.
+//! as on a CPU without the extensions. `PSIKIT_CPU_DISABLE` turns off
+//! the named extensions only (comma-separated field names of
+//! [`Features`], e.g. `avx512ifma` to measure on an AVX-512 machine
+//! what a CPU without IFMA gets).
 
 use std::sync::OnceLock;
 
@@ -35,17 +38,55 @@ pub struct Features {
 /// Name of the environment variable that forces the portable paths.
 pub const PORTABLE_ENV: &str = "PSIKIT_PORTABLE";
 
+/// Name of the environment variable listing extensions to ignore.
+pub const DISABLE_ENV: &str = "PSIKIT_CPU_DISABLE";
+
 /// What this CPU supports (or nothing, under [`PORTABLE_ENV`]).
 pub fn features() -> &'static Features {
     static DETECTED: OnceLock<Features> = OnceLock::new();
     DETECTED.get_or_init(|| {
         let portable = std::env::var_os(PORTABLE_ENV).is_some_and(|v| !v.is_empty() && v != "0");
         if portable {
-            Features::default()
-        } else {
-            detect()
+            return Features::default();
         }
+        let mut found = detect();
+        if let Some(names) = std::env::var_os(DISABLE_ENV) {
+            for name in names.to_string_lossy().split(',').map(str::trim) {
+                if !found.disable(name) && !name.is_empty() {
+                    eprintln!("psikit: {DISABLE_ENV} names no CPU feature {name:?}; ignored");
+                }
+            }
+        }
+        found
     })
+}
+
+impl Features {
+    /// Turns off the extension named like its field; false for an
+    /// unknown name. Turning off a base extension turns off what needs it.
+    fn disable(&mut self, name: &str) -> bool {
+        match name {
+            "sse2" => self.sse2 = false,
+            "avx2" => {
+                self.avx2 = false;
+                self.vaes = false;
+            }
+            "aes" => {
+                self.aes = false;
+                self.vaes = false;
+            }
+            "pclmulqdq" => self.pclmulqdq = false,
+            "vaes" => self.vaes = false,
+            "avx512f" => {
+                self.avx512f = false;
+                self.avx512ifma = false;
+            }
+            "avx512ifma" => self.avx512ifma = false,
+            "sha" => self.sha = false,
+            _ => return false,
+        }
+        true
+    }
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -84,6 +125,25 @@ fn leaf7_ecx() -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn disabling_a_base_extension_disables_what_needs_it() {
+        let mut all = Features {
+            sse2: true,
+            avx2: true,
+            aes: true,
+            pclmulqdq: true,
+            vaes: true,
+            avx512f: true,
+            avx512ifma: true,
+            sha: true,
+        };
+        assert!(all.disable("avx512f"));
+        assert!(!all.avx512ifma && all.avx2);
+        assert!(all.disable("avx2"));
+        assert!(!all.vaes && all.aes);
+        assert!(!all.disable("avx1024"));
+    }
 
     #[test]
     fn detection_is_consistent() {
