@@ -109,6 +109,7 @@ def query(
     tls: Optional[Dict[str, Any]] = None,
     details: bool = False,
     progress: Optional[Progress] = None,
+    tag_cache: Optional[PathLike] = None,
 ) -> Any:
     """The rows of ``data`` whose key the server at ``server`` (``host:port``)
     holds, in input order and of the input's kind: a list gives the matching
@@ -117,9 +118,14 @@ def query(
 
     ``cache`` is a file keeping the filter between calls (only what changed
     is downloaded next time); without it the filter is downloaded each call.
+    ``tag_cache`` is an owner-only file keeping this query's items' OPRF
+    tags, so the next call asks the server only for items it has not asked
+    before (and notices a server key change by itself); it holds a hash of
+    each item, so keep it like the data.
     ``tls={"ca": "ca.pem"}`` (and optionally ``server_name``, ``client_cert``,
     ``client_key``) connects with TLS. With ``details=True`` the result is
-    ``(matches, info)``, ``info`` holding the syncs, byte counts and counts.
+    ``(matches, info)``, ``info`` holding the syncs, byte counts and counts
+    (``cached``: items answered from the tag cache).
     ``progress`` is told the stages (``"sync"``, ``"query"``; again if the
     server updated in between), as for :func:`setup`.
 
@@ -129,7 +135,7 @@ def query(
     with ProgressReporter(progress) as bar:
         out = _native.filter_query(
             server, p.source, None if cache is None else os.fspath(cache), max_filter_mib, timeout, 16, tls,
-            bar.callback,
+            bar.callback, None if tag_cache is None else os.fspath(tag_cache),
         )
     matches = result(p, out)
     return (matches, out) if details else matches
@@ -150,6 +156,8 @@ class Client:
     """A filter client that keeps its copy of the server's filter between
     queries: in memory, and in ``cache`` (a file) if given, so that each
     query downloads only what changed on the server since the last one.
+    With ``tag_cache`` (a file, see :func:`query`) each query also asks the
+    server only for the items that were not in the previous query.
     Thread-safe (calls take turns).
 
     >>> client = psikit.filter.Client("host:7700", cache="filter.cache")  # doctest: +SKIP
@@ -166,9 +174,11 @@ class Client:
         timeout: float = 60.0,
         max_filter_mib: int = 4096,
         tls: Optional[Dict[str, Any]] = None,
+        tag_cache: Optional[PathLike] = None,
     ) -> None:
         self._native = _native.FilterClient(
-            server, None if cache is None else os.fspath(cache), max_filter_mib, timeout, 16, tls
+            server, None if cache is None else os.fspath(cache), max_filter_mib, timeout, 16, tls,
+            None if tag_cache is None else os.fspath(tag_cache),
         )
 
     @property
@@ -181,6 +191,12 @@ class Client:
         """Why the cache file could not be used (it is replaced by the next
         sync), if it was damaged."""
         return self._native.discarded_cache
+
+    @property
+    def discarded_tag_cache(self) -> Optional[str]:
+        """Why the tag cache file could not be used (it is rewritten by the
+        next query), if it was damaged."""
+        return self._native.discarded_tag_cache
 
     def sync(self) -> Dict[str, Any]:
         """Brings the filter up to date: ``kind`` is ``"full"``, ``"delta"``

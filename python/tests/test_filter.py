@@ -109,3 +109,22 @@ def test_damaged_cache_is_replaced(tmp_path, small_sets):
         assert client.discarded_cache
         assert client.query(small_sets.client, normalize=NORM) == small_sets.truth()
     assert psikit.filter.Client("127.0.0.1:1", cache=cache).discarded_cache is None
+
+
+def test_tag_cache_asks_only_for_new_items(tmp_path, small_sets):
+    state = tmp_path / "srv"
+    psikit.filter.setup(small_sets.server, state, normalize=NORM)
+    tags = tmp_path / "tags"
+    with psikit.Server(filter_state=str(state), reload_secs=0.1) as server:
+        client = psikit.filter.Client(server.addr, tag_cache=tags)
+        got, first = client.query(small_sets.client, normalize=NORM, details=True)
+        assert got == small_sets.truth()
+        assert first["cached"] == 0
+        assert (tags.stat().st_mode & 0o777) == 0o600
+        grown = small_sets.client + ["late@example.org"]
+        got, again = psikit.filter.query(server.addr, grown, normalize=NORM, tag_cache=tags, details=True)
+        assert got == small_sets.truth()
+        assert again["cached"] == first["distinct"]
+        assert again["bytes_sent"] * 10 < first["bytes_sent"]
+    tags.write_bytes(b"garbage")
+    assert psikit.filter.Client("127.0.0.1:1", tag_cache=tags).discarded_tag_cache

@@ -119,6 +119,11 @@ pub struct QueryArgs {
     /// Where to write the matched rows (the client's own rows).
     #[arg(long, short)]
     pub output: PathBuf,
+    /// Keep this query's items' tags in this owner-only file, so the
+    /// next query asks the server only for new items. The file holds a
+    /// hash of each item: keep it like the input.
+    #[arg(long)]
+    pub tag_cache: Option<PathBuf>,
 }
 
 pub fn run(cmd: FilterCommand) -> Result<()> {
@@ -305,8 +310,12 @@ fn sync(a: &SyncArgs) -> Result<()> {
 }
 
 pub fn print_query(say: Say, o: &QueryOutcome) {
+    let cached = match o.cached {
+        0 => String::new(),
+        n => format!(" ({n} from the tag cache)"),
+    };
     say.line(format!(
-        "query: {} items; blind {}, round trip {}, finalize {}; sent {}, received {}",
+        "query: {} items{cached}; blind {}, round trip {}, finalize {}; sent {}, received {}",
         o.matches.len(),
         report::secs(o.blind_time),
         report::secs(o.round_trip_time),
@@ -320,11 +329,14 @@ fn query(a: &QueryArgs) -> Result<()> {
     let spec = a.csv.spec()?;
     let table = read_rows(&a.input, &spec)?;
     let (keys, rows_of_key) = table.unique_keys();
-    let done = a
-        .client
-        .client()?
-        .with_key_format(spec.key_format())
-        .query_blocking(&a.client.server()?, &keys, &NoProgress)?;
+    let mut client = a.client.client()?.with_key_format(spec.key_format());
+    if let Some(path) = &a.tag_cache {
+        client = client.with_tag_cache(path)?;
+        if let Some(why) = client.discarded_tag_cache() {
+            eprintln!("psikit: ignoring the damaged tag cache ({why}); asking for every item");
+        }
+    }
+    let done = client.query_blocking(&a.client.server()?, &keys, &NoProgress)?;
     let say = a.client.json.say();
     done.syncs.iter().for_each(|o| print_sync(say, o));
     let result = done.outcome;
@@ -340,6 +352,7 @@ fn query(a: &QueryArgs) -> Result<()> {
         "command": "filter query",
         "syncs": done.syncs.iter().map(sync_json).collect::<Vec<_>>(),
         "items": keys.len(),
+        "cached_items": result.cached,
         "matched_items": found,
         "rows_written": n,
         "output": a.output,

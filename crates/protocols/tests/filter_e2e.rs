@@ -513,3 +513,69 @@ async fn runs_over_mutual_tls() {
     assert_eq!(out.matches, truth);
     task.abort();
 }
+
+/// With a tag cache, a repeated query asks the server only for the items
+/// that changed (plus the canary), finds the same matches as without, and
+/// a server with another key voids the cache instead of being trusted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tag_cache_asks_only_for_new_items_and_notices_a_new_key() {
+    use psikit_protocols::filter_psi::FilterClient;
+    use psikit_protocols::NoProgress;
+    let mut rng = StdRng::seed_from_u64(12);
+    let (server_set, mut client_set, mut truth) = random_sets(&mut rng, 2000, 400, 150);
+    let dir = tempfile::tempdir().unwrap();
+    let tags = dir.path().join("tags");
+    let srv = start(state_for(&server_set), ServerLimits::default()).await;
+    let query = |addr: String, items: Vec<Vec<u8>>| {
+        let tags = tags.clone();
+        async move {
+            let mut ch = connect(&addr, None, limits()).await.unwrap();
+            let mut client = FilterClient::in_memory(1 << 30)
+                .with_tag_cache(&tags)
+                .unwrap();
+            client
+                .query(&mut ch, &items, &NoProgress)
+                .await
+                .unwrap()
+                .outcome
+        }
+    };
+
+    let first = query(srv.addr.clone(), client_set.clone()).await;
+    assert_eq!(first.matches, truth);
+    assert_eq!(first.cached, 0);
+
+    // 1% of the client's items change: two now match, two do not.
+    client_set[0] = server_set[1990].clone();
+    client_set[1] = server_set[1991].clone();
+    client_set[2] = b"new item 1".to_vec();
+    client_set[3] = b"new item 2".to_vec();
+    truth[..4].copy_from_slice(&[true, true, false, false]);
+    let again = query(srv.addr.clone(), client_set.clone()).await;
+    assert_eq!(again.matches, truth);
+    assert_eq!(again.cached, 396);
+    assert!(
+        again.bytes_sent * 20 < first.bytes_sent,
+        "{} vs {} bytes sent",
+        again.bytes_sent,
+        first.bytes_sent
+    );
+
+    // Same set, a new key: the canary's tag differs, every item is asked.
+    let rekeyed = start(state_for(&server_set), ServerLimits::default()).await;
+    let fresh = query(rekeyed.addr.clone(), client_set.clone()).await;
+    assert_eq!(fresh.matches, truth);
+    assert_eq!(fresh.cached, 0);
+    assert!(fresh.bytes_sent > first.bytes_sent / 2);
+
+    // A damaged cache is set aside; the answer is still right.
+    let mut bytes = std::fs::read(&tags).unwrap();
+    bytes[40] ^= 1;
+    std::fs::write(&tags, bytes).unwrap();
+    let client = FilterClient::in_memory(1 << 30)
+        .with_tag_cache(&tags)
+        .unwrap();
+    assert!(client.discarded_tag_cache().unwrap().contains("damaged"));
+    let repaired = query(rekeyed.addr.clone(), client_set.clone()).await;
+    assert_eq!(repaired.matches, truth);
+}

@@ -124,7 +124,7 @@ fn sync_dict<'py>(py: Python<'py>, s: &SyncOutcome) -> PyResult<Bound<'py, PyDic
 /// Syncs the filter (kept in `cache` if given) and queries the rows of
 /// `source` (see `psikit.filter.query`).
 #[pyfunction]
-#[pyo3(signature = (server, source, cache=None, max_filter_mib=4096, timeout=60.0, max_message_mib=16, tls=None, progress=None))]
+#[pyo3(signature = (server, source, cache=None, max_filter_mib=4096, timeout=60.0, max_message_mib=16, tls=None, progress=None, tag_cache=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn filter_query<'py>(
     py: Python<'py>,
@@ -136,25 +136,34 @@ pub fn filter_query<'py>(
     max_message_mib: u32,
     tls: Option<&Bound<'py, PyDict>>,
     progress: Option<Py<PyAny>>,
+    tag_cache: Option<PathBuf>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let server = net::server(server, tls, net::limits(timeout, max_message_mib)?)?;
-    let client = client(py, cache, max_filter_mib)?;
+    let client = client(py, cache, tag_cache, max_filter_mib)?;
     query_with(py, &Mutex::new(client), &server, source, progress)
 }
 
 /// A filter client keeping its filter in `cache` (in memory only without
-/// one), downloading at most `max_filter_mib` MiB.
+/// one) and its items' tags in `tag_cache` if given, downloading at most
+/// `max_filter_mib` MiB.
 pub fn client(
     py: Python<'_>,
     cache: Option<PathBuf>,
+    tag_cache: Option<PathBuf>,
     max_filter_mib: u64,
 ) -> PyResult<FilterClient> {
     let max_bytes = max_filter_mib
         .checked_mul(1 << 20)
         .ok_or_else(|| errors::input("max_filter_mib is too large"))?;
-    py.detach(|| match cache {
-        Some(path) => FilterClient::with_cache_file(&path, max_bytes),
-        None => Ok(FilterClient::in_memory(max_bytes)),
+    py.detach(|| {
+        let client = match cache {
+            Some(path) => FilterClient::with_cache_file(&path, max_bytes)?,
+            None => FilterClient::in_memory(max_bytes),
+        };
+        match tag_cache {
+            Some(path) => client.with_tag_cache(&path),
+            None => Ok(client),
+        }
     })
     .py_err()
 }
@@ -172,7 +181,10 @@ fn query_with<'py>(
     let reporter = progress::Reporter::new(progress);
     let (done, discarded) = interrupt::run_reporting(py, &reporter, async {
         let mut client = client.lock().await;
-        let discarded = client.discarded_cache().map(str::to_owned);
+        let discarded = client
+            .discarded_cache()
+            .or(client.discarded_tag_cache())
+            .map(str::to_owned);
         let done = client.query_at(server, &loaded.keys, &reporter).await?;
         Ok((done, discarded))
     })?;
@@ -197,6 +209,7 @@ pub fn query_dict<'py>(
     d.set_item("syncs", syncs)?;
     d.set_item("bytes_sent", done.outcome.bytes_sent)?;
     d.set_item("bytes_received", done.outcome.bytes_received)?;
+    d.set_item("cached", done.outcome.cached)?;
     d.set_item("discarded_cache", discarded)?;
     Ok(d)
 }
@@ -214,7 +227,8 @@ pub struct PyFilterClient {
 #[pymethods]
 impl PyFilterClient {
     #[new]
-    #[pyo3(signature = (server, cache=None, max_filter_mib=4096, timeout=60.0, max_message_mib=16, tls=None))]
+    #[pyo3(signature = (server, cache=None, max_filter_mib=4096, timeout=60.0, max_message_mib=16, tls=None, tag_cache=None))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         server: String,
@@ -223,9 +237,10 @@ impl PyFilterClient {
         timeout: f64,
         max_message_mib: u32,
         tls: Option<&Bound<'_, PyDict>>,
+        tag_cache: Option<PathBuf>,
     ) -> PyResult<Self> {
         let server = net::server(server, tls, net::limits(timeout, max_message_mib)?)?;
-        let client = client(py, cache, max_filter_mib)?;
+        let client = client(py, cache, tag_cache, max_filter_mib)?;
         Ok(Self {
             server,
             client: Mutex::new(client),
@@ -260,6 +275,16 @@ impl PyFilterClient {
             .try_lock()
             .ok()
             .and_then(|c| c.discarded_cache().map(str::to_owned))
+    }
+
+    /// Why the tag cache file given could not be used (it is rewritten by
+    /// the next query), if it was damaged.
+    #[getter]
+    fn discarded_tag_cache(&self) -> Option<String> {
+        self.client
+            .try_lock()
+            .ok()
+            .and_then(|c| c.discarded_tag_cache().map(str::to_owned))
     }
 
     #[getter]

@@ -201,7 +201,7 @@ pub fn filter_query_party(
     max_message_mib: u32,
 ) -> PyResult<Party> {
     let limits = net::limits(60.0, max_message_mib)?;
-    let client = filter::client(py, cache, max_filter_mib)?;
+    let client = filter::client(py, cache, None, max_filter_mib)?;
     let discarded = client.discarded_cache().map(str::to_owned);
     let csv = source.is_csv();
     let loaded = py.detach(|| source.load()).py_err()?;

@@ -19,9 +19,25 @@ pub fn write_atomic(
     path: &Path,
     write: impl FnOnce(&mut BufWriter<File>) -> std::io::Result<()>,
 ) -> Result<(), Error> {
-    let mut file = AtomicFile::create(path)?;
-    let written = write(file.writer());
-    match written {
+    fill_and_commit(AtomicFile::create(path)?, path, write)
+}
+
+/// [`write_atomic`] for a file only its owner may read (mode 0600 on
+/// Unix from the moment it exists): caches that hold hashes of a party's
+/// items.
+pub fn write_atomic_private(
+    path: &Path,
+    write: impl FnOnce(&mut BufWriter<File>) -> std::io::Result<()>,
+) -> Result<(), Error> {
+    fill_and_commit(AtomicFile::open(path, 1 << 20, true)?, path, write)
+}
+
+fn fill_and_commit(
+    mut file: AtomicFile,
+    path: &Path,
+    write: impl FnOnce(&mut BufWriter<File>) -> std::io::Result<()>,
+) -> Result<(), Error> {
+    match write(file.writer()) {
         Ok(()) => file.commit(),
         Err(e) => Err(Error::io(path, e)),
     }
@@ -46,8 +62,21 @@ impl AtomicFile {
     /// [`create`](Self::create) with a buffer of `bytes` (many files open
     /// at once each take a small one).
     pub fn with_buffer(path: &Path, bytes: usize) -> Result<Self, Error> {
+        Self::open(path, bytes, false)
+    }
+
+    fn open(path: &Path, bytes: usize, private: bool) -> Result<Self, Error> {
         let tmp = temporary_name(path);
-        let file = File::create(&tmp).map_err(|e| Error::io(path, e))?;
+        let mut options = fs::OpenOptions::new();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        if private {
+            use std::os::unix::fs::OpenOptionsExt;
+            options.mode(0o600);
+        }
+        #[cfg(not(unix))]
+        let _ = private;
+        let file = options.open(&tmp).map_err(|e| Error::io(path, e))?;
         Ok(Self {
             path: path.to_owned(),
             tmp,

@@ -7,6 +7,7 @@ use psikit_transport::Channel;
 
 use super::cache::{ClientCache, SyncOutcome};
 use super::messages::{QueryResponse, SyncHeader, SyncMode, KIND_SYNC_BODY, PROTOCOL_ID};
+use super::tag::Tag;
 use crate::error::Error;
 
 /// What a query found and what it cost.
@@ -21,6 +22,8 @@ pub struct QueryOutcome {
     pub finalize_time: Duration,
     pub bytes_sent: u64,
     pub bytes_received: u64,
+    /// Items answered from the client's tag cache, without the server.
+    pub cached: u64,
 }
 
 impl ClientCache {
@@ -46,11 +49,22 @@ impl ClientCache {
     /// evaluate them (in requests of at most the server's limit), unblinds
     /// and looks the tags up in the cached filter.
     pub async fn query(&self, ch: &mut Channel, items: &[Vec<u8>]) -> Result<QueryOutcome, Error> {
+        let mut out = QueryOutcome::default();
+        let tags = self.query_tags_over(ch, items, &mut out).await?;
+        out.matches = self.matches(&tags);
+        Ok(out)
+    }
+
+    /// The tags of `items` from the server, in requests of at most its
+    /// limit; times and bytes are added to `out`.
+    pub async fn query_tags_over(
+        &self,
+        ch: &mut Channel,
+        items: &[Vec<u8>],
+        out: &mut QueryOutcome,
+    ) -> Result<Vec<Tag>, Error> {
         let (sent0, recv0) = (ch.bytes_sent(), ch.bytes_received());
-        let mut out = QueryOutcome {
-            matches: Vec::with_capacity(items.len()),
-            ..QueryOutcome::default()
-        };
+        let mut tags = Vec::with_capacity(items.len());
         for chunk in items.chunks(self.max_query_items()) {
             let t = Instant::now();
             let (request, pending) = self.query_request(chunk)?;
@@ -62,13 +76,12 @@ impl ClientCache {
             out.round_trip_time += t.elapsed();
 
             let t = Instant::now();
-            out.matches
-                .extend(self.query_finish(chunk, pending, &response)?);
+            tags.extend(self.query_tags(chunk, pending, &response)?);
             out.finalize_time += t.elapsed();
         }
-        out.bytes_sent = ch.bytes_sent() - sent0;
-        out.bytes_received = ch.bytes_received() - recv0;
-        Ok(out)
+        out.bytes_sent += ch.bytes_sent() - sent0;
+        out.bytes_received += ch.bytes_received() - recv0;
+        Ok(tags)
     }
 }
 

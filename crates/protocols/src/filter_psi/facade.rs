@@ -8,6 +8,8 @@
 //! * Client: a [`FilterClient`] keeps its copy of the filter current
 //!   (optionally in a cache file) and queries; when the server updated
 //!   between the sync and the query, it syncs again and retries once.
+//!   With a tag cache ([`FilterClient::with_tag_cache`]) a repeated query
+//!   asks the server only for items it has not asked before.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -21,6 +23,7 @@ use super::client::QueryOutcome;
 use super::config::FilterConfig;
 use super::state::{tags_from_reader, ServerState, UpdateReport};
 use super::tag::{tag_from_output, Tag};
+use super::tag_cache::{ItemHash, TagCache, CANARY};
 use crate::common::connect::{block_on, with_busy_retry, Channel, Limits, ServerAddr};
 use crate::common::{
     advance, check_cancelled, oprf_stage, same_key_format, state_dir, NoProgress, Progress,
@@ -206,6 +209,15 @@ pub struct FilterClient {
     discarded: Option<String>,
     /// How our keys are encoded, compared with the server's before a query.
     key_format: String,
+    /// The tags of the last query's items, if kept ([`Self::with_tag_cache`]).
+    tags: Option<TagStore>,
+}
+
+/// The tag cache, where it is saved, and why the file was set aside.
+struct TagStore {
+    cache: TagCache,
+    path: PathBuf,
+    discarded: Option<String>,
 }
 
 impl FilterClient {
@@ -227,7 +239,32 @@ impl FilterClient {
             max_filter_bytes,
             discarded,
             key_format: String::new(),
+            tags: None,
         })
+    }
+
+    /// Keeps the tags of each query's items in `path` (loaded now if it
+    /// exists), so the next query asks the server only for new items; see
+    /// [`super::tag_cache`] for what that reveals and how a key change is
+    /// noticed. A damaged file is set aside (every item is asked, the
+    /// file rewritten) and [`Self::discarded_tag_cache`] says why.
+    pub fn with_tag_cache(mut self, path: &Path) -> Result<Self, Error> {
+        let (cache, discarded) = match TagCache::load(path) {
+            Ok(cache) => (cache, None),
+            Err(e @ Error::Io { .. }) => return Err(e),
+            Err(damaged) => (TagCache::default(), Some(damaged.to_string())),
+        };
+        self.tags = Some(TagStore {
+            cache,
+            path: path.to_path_buf(),
+            discarded,
+        });
+        Ok(self)
+    }
+
+    /// Why the tag cache file could not be used, if it was damaged.
+    pub fn discarded_tag_cache(&self) -> Option<&str> {
+        self.tags.as_ref()?.discarded.as_deref()
     }
 
     /// Makes [`FilterClient::query`] refuse a server whose keys are
@@ -251,6 +288,7 @@ impl FilterClient {
             max_filter_bytes,
             discarded: None,
             key_format: String::new(),
+            tags: None,
         }
     }
 
@@ -298,7 +336,7 @@ impl FilterClient {
 
     /// Queries with the filter as it is, without syncing first.
     pub async fn query_synced(
-        &self,
+        &mut self,
         ch: &mut Channel,
         items: &[Vec<u8>],
     ) -> Result<QueryOutcome, Error> {
@@ -306,9 +344,11 @@ impl FilterClient {
             .cache
             .as_ref()
             .ok_or(Error::Misuse("query before the first sync"))?;
-        cache.query(ch, items).await
+        match self.tags.as_mut() {
+            None => cache.query(ch, items).await,
+            Some(store) => query_with_tag_cache(cache, store, ch, items).await,
+        }
     }
-
     /// [`FilterClient::sync`] over a new connection to `server`; a busy
     /// server is retried with backoff ([`with_busy_retry`]).
     pub async fn sync_at(&mut self, server: &ServerAddr) -> Result<SyncOutcome, Error> {
@@ -344,6 +384,60 @@ impl FilterClient {
     ) -> Result<ClientQuery, Error> {
         block_on(self.query_at(server, items, progress))?
     }
+}
+
+/// A query that asks the server only for the items missing from the tag
+/// cache, plus the canary that tells whether the cached tags are still
+/// the server key's; if not, the cached items are asked too. The cache
+/// then holds exactly this query's items.
+async fn query_with_tag_cache(
+    cache: &ClientCache,
+    store: &mut TagStore,
+    ch: &mut Channel,
+    items: &[Vec<u8>],
+) -> Result<QueryOutcome, Error> {
+    let hashes: Vec<ItemHash> = items.iter().map(|i| TagCache::hash(i)).collect();
+    let known = store.cache.lookup(&hashes);
+    let mut out = QueryOutcome::default();
+    let mut asked = vec![CANARY.to_vec()];
+    asked.extend(missing(items, &known, |k| k.is_none()));
+    let fresh = cache.query_tags_over(ch, &asked, &mut out).await?;
+    let (key_id, fresh) = (fresh[0], &fresh[1..]);
+    let mut known = known;
+    if store.cache.key_id() != Some(&key_id) {
+        // Another key: every cached tag is void; ask for those items too.
+        let again: Vec<Vec<u8>> = missing(items, &known, |k| k.is_some()).collect();
+        let tags = cache.query_tags_over(ch, &again, &mut out).await?;
+        let mut tags = tags.into_iter();
+        for k in known.iter_mut().filter(|k| k.is_some()) {
+            *k = tags.next();
+        }
+    } else {
+        out.cached = known.iter().filter(|k| k.is_some()).count() as u64;
+    }
+    let mut fresh = fresh.iter().copied();
+    let tags: Vec<Tag> = known
+        .into_iter()
+        .map(|k| k.or_else(|| fresh.next()))
+        .collect::<Option<_>>()
+        .ok_or(Error::Misuse("the server answered fewer items than asked"))?;
+    store.cache.replace(key_id, &hashes, &tags);
+    store.cache.save(&store.path)?;
+    out.matches = cache.matches(&tags);
+    Ok(out)
+}
+
+/// The items whose cached tag `pick` selects, cloned for a request.
+fn missing<'a>(
+    items: &'a [Vec<u8>],
+    known: &'a [Option<Tag>],
+    pick: impl Fn(&Option<Tag>) -> bool + 'a,
+) -> impl Iterator<Item = Vec<u8>> + 'a {
+    items
+        .iter()
+        .zip(known)
+        .filter(move |(_, k)| pick(k))
+        .map(|(item, _)| item.clone())
 }
 
 /// [`FilterClient::query`] as a sans-IO party: the caller carries its

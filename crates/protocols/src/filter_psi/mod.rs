@@ -51,6 +51,7 @@ pub mod messages;
 mod server;
 mod state;
 mod tag;
+pub mod tag_cache;
 
 pub use cache::{ClientCache, PendingQuery, SyncKind, SyncOutcome};
 pub use client::QueryOutcome;
