@@ -18,6 +18,9 @@ cargo clippy -p psikit-protocols --all-targets --features fuzzing --locked -- -D
 cargo test -p psikit-protocols --features fuzzing --locked --test fuzz_corpus
 # The portable kernels end to end, as on a CPU without vector extensions.
 PSIKIT_PORTABLE=1 cargo test -p psikit-ot --locked
+# The OPRF on curve25519-dalek (the reference), where the run above took
+# the multi-buffer kernel on a CPU with AVX-512 IFMA.
+PSIKIT_PORTABLE=1 cargo test -p psikit-primitives --locked
 # The Python package: its wheel built and installed into a fresh virtual
 # environment, and its pytest suite run against the installed wheel.
 bash scripts/test-python.sh

@@ -6,7 +6,9 @@
 //! `psikit bench job` (in [`job`]) balanced PSI as a bucketed job,
 //! `psikit bench he` (in [`he`]) the HE protocol, `psikit bench scale`
 //! (in [`scale`]) sharded HE databases up to 2^30 rows and their cost
-//! model, and `psikit bench load` (in [`load`]) one server under many clients;
+//! model, and `psikit bench load` (in [`load`]) one server under many clients,
+//! `psikit bench incremental` (in [`incremental`]) matching again after a
+//! small change;
 //! the two-party ones run through [`two_party`]. What every benchmark shares (figures, CPU
 //! accounting, tables) is in [`harness`], [`cpu`] and [`table`].
 
@@ -24,6 +26,8 @@ mod filter;
 mod harness;
 #[cfg(feature = "he")]
 mod he;
+#[cfg(feature = "filter")]
+mod incremental;
 #[cfg(feature = "two-party")]
 mod job;
 #[cfg(all(feature = "filter", feature = "he"))]
@@ -102,6 +106,10 @@ enum BenchProtocol {
     #[cfg(feature = "he")]
     #[command(hide = true)]
     ScaleWorker(scale::ScaleWorkerArgs),
+    /// Balanced incremental matching through the filter protocol: a full
+    /// run, then a run after a small change on each side.
+    #[cfg(feature = "filter")]
+    Incremental(incremental::IncrementalBenchArgs),
     /// Many concurrent clients (filter and HE) and hostile ones against
     /// one server.
     #[cfg(all(feature = "filter", feature = "he"))]
@@ -141,6 +149,8 @@ pub fn run(a: BenchArgs) -> Result<()> {
         Some(BenchProtocol::Scale(a)) => scale::run(&a),
         #[cfg(feature = "he")]
         Some(BenchProtocol::ScaleWorker(w)) => scale::worker(&w),
+        #[cfg(feature = "filter")]
+        Some(BenchProtocol::Incremental(a)) => incremental::run(&a),
         #[cfg(all(feature = "filter", feature = "he"))]
         Some(BenchProtocol::Load(a)) => load::run(&a),
     }

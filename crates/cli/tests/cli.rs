@@ -922,3 +922,43 @@ fn demo_he_checks_matches_and_labels() {
     assert!(out.contains("query after update: all"), "{out}");
     assert!(out.contains("demo passed"), "{out}");
 }
+
+/// `filter query --tag-cache`: the second query of the same items asks
+/// the server for none of them (only the canary) and finds the same rows.
+#[test]
+fn a_tag_cache_answers_a_repeated_query() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write(&d.join("server.csv"), "email\na@x\nb@x\nc@x\n");
+    write(&d.join("client.csv"), "id,email\n1,a@x\n2,z@x\n3,c@x\n");
+    let state = d.join("state");
+    run_ok(
+        psikit()
+            .args(["filter", "setup", "--key", "email", "--input"])
+            .arg(d.join("server.csv"))
+            .arg("--state")
+            .arg(&state),
+    );
+    let server = serve(&state);
+    let run = || {
+        let stdout = run_ok(
+            psikit()
+                .args(["filter", "query", "--json", "--server", &server.addr])
+                .args(["--key", "email", "--input"])
+                .arg(d.join("client.csv"))
+                .arg("--cache")
+                .arg(d.join("client.cache"))
+                .arg("--tag-cache")
+                .arg(d.join("client.tags"))
+                .arg("--output")
+                .arg(d.join("matches.csv")),
+        );
+        let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+        let rows = std::fs::read_to_string(d.join("matches.csv")).unwrap();
+        (json["cached_items"].as_u64().unwrap(), rows)
+    };
+    let (cached, first) = run();
+    assert_eq!(cached, 0);
+    assert_eq!(first, "id,email\n1,a@x\n3,c@x\n");
+    assert_eq!(run(), (3, first));
+}

@@ -101,6 +101,7 @@ fn bench(what: &str, n: usize, mut round: impl FnMut()) {
 }
 
 fn print_backend() {
+    println!("batch arithmetic: {}", oprf::batch_backend());
     #[cfg(target_arch = "x86_64")]
     println!(
         "avx2 detected: {} (curve25519-dalek then uses its AVX2 backend for scalar multiplication)",

@@ -64,7 +64,10 @@
 //! inversion, and every batch path multiplies by half the scalar so that
 //! dalek's `double_and_compress_batch` can encode the whole chunk with one
 //! field inversion instead of an inverse square root per point. Outputs are
-//! byte-for-byte those of the single-item functions.
+//! byte-for-byte those of the single-item functions. On a CPU with AVX-512
+//! IFMA the batch paths run on psikit's multi-buffer kernel instead
+//! (eight points per vector, `crate::ristretto`; see [`batch_backend`]),
+//! with the same outputs.
 //!
 //! # Side channels
 //!
@@ -92,6 +95,15 @@ pub use suite::{
     OprfError, Output, Result, CONTEXT_STRING, ELEMENT_LEN, MAX_INPUT_LEN, OUTPUT_LEN, SCALAR_LEN,
 };
 pub use wire::{BlindedElement, EvaluatedElement};
+
+/// Which arithmetic the batch functions use on this CPU, for reports:
+/// psikit's multi-buffer kernel, or curve25519-dalek.
+pub fn batch_backend() -> &'static str {
+    match crate::ristretto::Kernel::detect() {
+        Some(kernel) => kernel.describe(),
+        None => "curve25519-dalek (one point at a time)",
+    }
+}
 
 #[cfg(test)]
 mod tests;

@@ -76,6 +76,14 @@ pub(crate) enum Kernel {
 }
 
 impl Kernel {
+    /// A name for reports.
+    pub(crate) fn describe(self) -> &'static str {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Ifma8 => "psikit multi-buffer, 8 lanes of AVX-512 IFMA",
+        }
+    }
+
     /// The fastest kernel this CPU has, if any.
     pub(crate) fn detect() -> Option<Self> {
         #[cfg(target_arch = "x86_64")]
