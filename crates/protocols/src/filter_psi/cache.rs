@@ -10,6 +10,7 @@ use std::path::Path;
 use psikit_primitives::oprf::{self, Blind};
 use psikit_structures::CuckooFilter;
 use psikit_transport::{Reader, Writer};
+use rayon::prelude::*;
 
 use super::messages::{
     DeltaBody, FilterVersion, QueryRequest, QueryResponse, SyncHeader, SyncMode, SyncRequest,
@@ -177,7 +178,7 @@ impl ClientCache {
     /// Looks tags up: `true` where the item is (up to false positives) in
     /// the server's set.
     pub fn matches(&self, tags: &[Tag]) -> Vec<bool> {
-        tags.iter().map(|t| self.filter.contains(t)).collect()
+        tags.par_iter().map(|t| self.filter.contains(t)).collect()
     }
 
     /// Saves the cache atomically to `path`.

@@ -23,7 +23,7 @@ use super::client::QueryOutcome;
 use super::config::FilterConfig;
 use super::state::{tags_from_reader, ServerState, UpdateReport};
 use super::tag::{tag_from_output, Tag};
-use super::tag_cache::{ItemHash, TagCache, CANARY};
+use super::tag_cache::{TagCache, CANARY};
 use crate::common::connect::{block_on, with_busy_retry, Channel, Limits, ServerAddr};
 use crate::common::{
     advance, check_cancelled, oprf_stage, same_key_format, state_dir, NoProgress, Progress,
@@ -396,7 +396,7 @@ async fn query_with_tag_cache(
     ch: &mut Channel,
     items: &[Vec<u8>],
 ) -> Result<QueryOutcome, Error> {
-    let hashes: Vec<ItemHash> = items.iter().map(|i| TagCache::hash(i)).collect();
+    let hashes = TagCache::hash_all(items);
     let known = store.cache.lookup(&hashes);
     let mut out = QueryOutcome::default();
     let mut asked = vec![CANARY.to_vec()];

@@ -33,6 +33,7 @@ use std::io::Write;
 use std::path::Path;
 
 use psikit_transport::{Reader, Writer};
+use rayon::prelude::*;
 use sha2::{Digest, Sha256};
 
 use super::tag::Tag;
@@ -60,6 +61,11 @@ pub struct TagCache {
 }
 
 impl TagCache {
+    /// [`TagCache::hash`] of each item, in parallel.
+    pub fn hash_all(items: &[Vec<u8>]) -> Vec<ItemHash> {
+        items.par_iter().map(|i| Self::hash(i)).collect()
+    }
+
     /// The cache's index for `item`.
     pub fn hash(item: &[u8]) -> ItemHash {
         let digest = Sha256::new()
@@ -86,7 +92,7 @@ impl TagCache {
     /// (a binary search per item would miss the CPU cache every time).
     pub fn lookup(&self, hashes: &[ItemHash]) -> Vec<Option<Tag>> {
         let mut order: Vec<(ItemHash, usize)> = hashes.iter().copied().zip(0..).collect();
-        order.sort_unstable();
+        order.par_sort_unstable();
         let mut out = vec![None; hashes.len()];
         let mut entries = self.entries.iter().peekable();
         for (hash, at) in order {
@@ -108,7 +114,7 @@ impl TagCache {
     pub fn replace(&mut self, key_id: Tag, hashes: &[ItemHash], tags: &[Tag]) {
         let mut entries: Vec<(ItemHash, Tag)> =
             hashes.iter().copied().zip(tags.iter().copied()).collect();
-        entries.sort_unstable_by_key(|e| e.0);
+        entries.par_sort_unstable_by_key(|e| e.0);
         entries.dedup_by(|a, b| a.0 == b.0);
         self.key_id = Some(key_id);
         self.entries = entries;
