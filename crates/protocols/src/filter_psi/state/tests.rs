@@ -233,3 +233,24 @@ fn save_load_round_trip_and_corruption_detected() {
         Err(Error::StateFile(_))
     ));
 }
+
+#[test]
+fn the_linear_merges_match_set_operations() {
+    use std::collections::BTreeSet;
+    let mut rng = <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(5);
+    for _ in 0..50 {
+        let mut draw = |n: usize| -> BTreeSet<Tag> {
+            (0..n)
+                .map(|_| [rand::Rng::gen_range(&mut rng, 0..40u8); 16])
+                .collect()
+        };
+        let (a, b) = (draw(30), draw(10));
+        let (av, bv): (Vec<Tag>, Vec<Tag>) =
+            (a.iter().copied().collect(), b.iter().copied().collect());
+        let diff: Vec<Tag> = a.difference(&b).copied().collect();
+        assert_eq!(super::sorted_difference(&av, &bv), diff);
+        let rest: Vec<Tag> = b.difference(&a).copied().collect();
+        let union: Vec<Tag> = a.union(&b).copied().collect();
+        assert_eq!(super::sorted_union(&av, &rest), union);
+    }
+}
