@@ -24,6 +24,26 @@ fn serve_with(flag: &str, state: &Path) -> Server {
     common::serve(&["--reload-secs", "1", flag, &state])
 }
 
+/// `psikit filter setup` of `input`'s `email` column, trimmed and
+/// lower-cased, into `state`.
+fn filter_setup(input: &Path, state: &Path) {
+    run_ok(
+        psikit()
+            .args([
+                "filter",
+                "setup",
+                "--key",
+                "email",
+                "--normalize",
+                "trim,lower",
+            ])
+            .arg("--input")
+            .arg(input)
+            .arg("--state")
+            .arg(state),
+    );
+}
+
 fn query(addr: &str, dir: &Path, input: &str) -> (String, BTreeSet<String>) {
     let out = dir.join("matches.csv");
     let stdout = run_ok(
@@ -154,21 +174,7 @@ fn a_damaged_filter_cache_is_replaced_not_a_dead_end() {
     write(&d.join("server.csv"), "email\na@x\nb@x\nc@x\n");
     write(&d.join("client.csv"), "id,email\n1,a@x\n2,z@x\n3,c@x\n");
     let state = d.join("state");
-    run_ok(
-        psikit()
-            .args([
-                "filter",
-                "setup",
-                "--key",
-                "email",
-                "--normalize",
-                "trim,lower",
-            ])
-            .arg("--input")
-            .arg(d.join("server.csv"))
-            .arg("--state")
-            .arg(&state),
-    );
+    filter_setup(&d.join("server.csv"), &state);
     let server = serve(&state);
     let want: BTreeSet<String> = ["1,a@x".to_string(), "3,c@x".to_string()].into();
     assert_eq!(query(&server.addr, d, "client.csv").1, want);
@@ -932,19 +938,13 @@ fn a_tag_cache_answers_a_repeated_query() {
     write(&d.join("server.csv"), "email\na@x\nb@x\nc@x\n");
     write(&d.join("client.csv"), "id,email\n1,a@x\n2,z@x\n3,c@x\n");
     let state = d.join("state");
-    run_ok(
-        psikit()
-            .args(["filter", "setup", "--key", "email", "--input"])
-            .arg(d.join("server.csv"))
-            .arg("--state")
-            .arg(&state),
-    );
+    filter_setup(&d.join("server.csv"), &state);
     let server = serve(&state);
     let run = || {
         let stdout = run_ok(
             psikit()
                 .args(["filter", "query", "--json", "--server", &server.addr])
-                .args(["--key", "email", "--input"])
+                .args(["--key", "email", "--normalize", "trim,lower", "--input"])
                 .arg(d.join("client.csv"))
                 .arg("--cache")
                 .arg(d.join("client.cache"))

@@ -224,6 +224,15 @@ pub struct PyFilterClient {
     client: Mutex<FilterClient>,
 }
 
+impl PyFilterClient {
+    /// Why a cache file was set aside, as `which` reports it (`None` too
+    /// while a query holds the client).
+    fn discarded(&self, which: fn(&FilterClient) -> Option<&str>) -> Option<String> {
+        let client = self.client.try_lock().ok()?;
+        which(&client).map(str::to_owned)
+    }
+}
+
 #[pymethods]
 impl PyFilterClient {
     #[new]
@@ -271,20 +280,14 @@ impl PyFilterClient {
     /// next sync), if it was damaged.
     #[getter]
     fn discarded_cache(&self) -> Option<String> {
-        self.client
-            .try_lock()
-            .ok()
-            .and_then(|c| c.discarded_cache().map(str::to_owned))
+        self.discarded(FilterClient::discarded_cache)
     }
 
     /// Why the tag cache file given could not be used (it is rewritten by
     /// the next query), if it was damaged.
     #[getter]
     fn discarded_tag_cache(&self) -> Option<String> {
-        self.client
-            .try_lock()
-            .ok()
-            .and_then(|c| c.discarded_tag_cache().map(str::to_owned))
+        self.discarded(FilterClient::discarded_tag_cache)
     }
 
     #[getter]

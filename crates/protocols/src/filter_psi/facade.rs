@@ -349,6 +349,7 @@ impl FilterClient {
             Some(store) => query_with_tag_cache(cache, store, ch, items).await,
         }
     }
+
     /// [`FilterClient::sync`] over a new connection to `server`; a busy
     /// server is retried with backoff ([`with_busy_retry`]).
     pub async fn sync_at(&mut self, server: &ServerAddr) -> Result<SyncOutcome, Error> {
@@ -401,8 +402,10 @@ async fn query_with_tag_cache(
     let mut out = QueryOutcome::default();
     let mut asked = vec![CANARY.to_vec()];
     asked.extend(missing(items, &known, |k| k.is_none()));
-    let fresh = cache.query_tags_over(ch, &asked, &mut out).await?;
-    let (key_id, fresh) = (fresh[0], &fresh[1..]);
+    let answered = cache.query_tags_over(ch, &asked, &mut out).await?;
+    let (&key_id, fresh) = answered
+        .split_first()
+        .ok_or(Error::Misuse("the server answered no item"))?;
     let mut known = known;
     if store.cache.key_id() != Some(&key_id) {
         // Another key: every cached tag is void; ask for those items too.
