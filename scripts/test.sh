@@ -9,8 +9,11 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 # with its tests.
 for family in filter he rr16 vole cpsi; do
     cargo clippy -p psikit-cli --no-default-features --features "$family" --locked -- -D warnings
-    cargo clippy -p psikit-protocols --no-default-features --features "$family" --all-targets --locked -- -D warnings
+    cargo clippy -p psikit-protocols --no-default-features --features "net,$family" --all-targets --locked -- -D warnings
 done
+# The filter client without sockets, threads or files: what the
+# WebAssembly client (crates/wasm) builds on.
+cargo clippy -p psikit-protocols --no-default-features --features filter --locked -- -D warnings
 cargo test --workspace --locked
 # The fuzz corpus replayed through the fuzz targets' entry points (the
 # fuzzers themselves need nightly: see docs/reliability.md).

@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use psikit_protocols::common::connect::{ClientTlsFiles, Limits, ServerTlsFiles};
+use psikit_protocols::common::connect::{ClientTlsFiles, ServerTlsFiles};
+use psikit_protocols::common::Limits;
 use psikit_protocols::io::{Column, KeySpec, Normalize};
 
 /// How to read items from a CSV file.

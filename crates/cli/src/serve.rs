@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Result};
 use clap::{Args, ValueEnum};
-use psikit_protocols::common::connect::{runtime, Listener};
+use psikit_protocols::common::connect::{runtime, AllowedOrigins, Listener};
 #[cfg(feature = "he")]
 use psikit_protocols::common::connect::{ClientTlsFiles, ServerAddr};
 #[cfg(feature = "he")]
@@ -39,6 +39,17 @@ pub struct ServeArgs {
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1:7700")]
     pub listen: String,
+    /// Also serve on this address over WebSocket (`ws://`, or `wss://`
+    /// with --tls-cert/--tls-key), for web pages (the browser client):
+    /// the same services, limits and budgets as --listen.
+    #[arg(long)]
+    pub ws_listen: Option<String>,
+    /// A web page origin allowed to use --ws-listen
+    /// (`https://contacts.example.org`); repeat for several, or `*` for
+    /// any page. Without one no page may connect (clients that are not
+    /// browsers send no origin and may).
+    #[arg(long, requires = "ws_listen")]
+    pub ws_allow_origin: Vec<String>,
     /// Serve the filter protocol from this state directory (made by
     /// `psikit filter setup`). Updates written there are picked up live.
     #[cfg(feature = "filter")]
@@ -214,6 +225,35 @@ impl ServeArgs {
     }
 }
 
+impl ServeArgs {
+    /// The TCP listener, and the WebSocket one if asked for.
+    async fn listeners(&self) -> Result<Vec<Listener>> {
+        let (tls, limits) = (self.tls.files(), self.net.limits()?);
+        let mut listeners = vec![Listener::bind(&self.listen, tls.as_ref(), limits).await?];
+        if let Some(addr) = &self.ws_listen {
+            let origins = AllowedOrigins::parse(&self.ws_allow_origin)?;
+            listeners.push(
+                Listener::bind(addr, tls.as_ref(), limits)
+                    .await?
+                    .websocket(origins),
+            );
+        }
+        Ok(listeners)
+    }
+}
+
+/// Where a listener serves, as announced: `ADDR`, `ADDR with TLS`,
+/// `ws://ADDR` or `wss://ADDR`.
+fn describe(listener: &Listener) -> Result<String> {
+    let addr = listener.local_addr()?;
+    Ok(match (listener.is_websocket(), listener.is_tls()) {
+        (false, false) => addr.to_string(),
+        (false, true) => format!("{addr} with TLS"),
+        (true, false) => format!("ws://{addr}"),
+        (true, true) => format!("wss://{addr}"),
+    })
+}
+
 pub fn run(a: ServeArgs) -> Result<()> {
     init_logs(a.log_format, a.log_level.as_deref())?;
     let router = Arc::new(a.router()?);
@@ -226,12 +266,11 @@ pub fn run(a: ServeArgs) -> Result<()> {
         return Ok(());
     }
     runtime()?.block_on(async move {
-        let listener = Listener::bind(&a.listen, a.tls.files().as_ref(), a.net.limits()?).await?;
-        let at = format!(
-            "{}{}",
-            listener.local_addr()?,
-            if listener.is_tls() { " with TLS" } else { "" }
-        );
+        let listeners = a.listeners().await?;
+        let at = (listeners.iter())
+            .map(describe)
+            .collect::<Result<Vec<_>>>()?
+            .join(" and ");
         let admin = match &a.admin_listen {
             Some(addr) => Some(AdminListener::bind(addr).await?),
             None => None,
@@ -253,7 +292,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
         }
         let _ = out.flush();
         let grace = Duration::from_secs(a.shutdown_grace_secs);
-        let drained = router.run_until(listener, first_signal(), grace).await?;
+        let drained = router.run_until(listeners, first_signal(), grace).await?;
         if drained.cut_short > 0 {
             bail!(
                 "shut down with {} request(s) cut short after the {}-second grace period",

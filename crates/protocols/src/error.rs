@@ -2,7 +2,9 @@
 
 use std::path::{Path, PathBuf};
 
-use psikit_transport::{DecodeError, ErrorCode, ErrorMessage, TransportError};
+#[cfg(feature = "net")]
+use psikit_transport::ErrorMessage;
+use psikit_transport::{DecodeError, ErrorCode, TransportError};
 use thiserror::Error;
 
 /// Everything that can go wrong running a protocol. Messages never contain
@@ -145,6 +147,7 @@ pub enum Violation {
 
 impl Error {
     /// A worker task that did not finish.
+    #[cfg(feature = "net")]
     pub(crate) fn task(task: &'static str, reason: impl std::fmt::Display) -> Self {
         Self::Task {
             task,
@@ -169,12 +172,14 @@ impl Error {
     /// Whether a server keeps the connection open after this request
     /// error: a stale client is expected to sync and retry on the same
     /// connection.
+    #[cfg(feature = "net")]
     pub(crate) fn keeps_connection(&self) -> bool {
         matches!(self, Error::StaleFilter { .. })
     }
 
     /// The message a server sends its client for this error, if any. Local
     /// I/O failures are reported as internal errors without detail.
+    #[cfg(feature = "net")]
     pub(crate) fn to_peer_message(&self) -> Option<ErrorMessage> {
         let (code, text) = match self {
             Error::Decode(e) => (ErrorCode::BadRequest, e.to_string()),
@@ -197,6 +202,7 @@ impl Error {
 
 /// What a server tells a client whose frames it could not take; `None`
 /// where the connection itself failed and nobody would read it.
+#[cfg(feature = "net")]
 fn transport_peer_message(e: &TransportError) -> Option<ErrorMessage> {
     let code = match e {
         TransportError::Version { got, want } => {

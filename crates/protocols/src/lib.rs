@@ -27,7 +27,9 @@ pub mod he_psi;
 pub mod jobs;
 #[cfg(feature = "rr16")]
 pub mod rr16;
+#[cfg(feature = "net")]
 pub mod service;
+#[cfg(feature = "net")]
 pub mod serving;
 #[cfg(feature = "vole")]
 pub mod vole_psi;

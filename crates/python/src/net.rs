@@ -5,7 +5,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use psikit_protocols::common::connect::{ClientTlsFiles, Limits, Peer, ServerAddr, ServerTlsFiles};
+use psikit_protocols::common::connect::{ClientTlsFiles, Peer, ServerAddr, ServerTlsFiles};
+use psikit_protocols::common::Limits;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 

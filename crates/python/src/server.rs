@@ -9,7 +9,8 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use psikit_protocols::common::connect::{runtime, Limits, Listener, ServerAddr};
+use psikit_protocols::common::connect::{runtime, Listener, ServerAddr};
+use psikit_protocols::common::Limits;
 use psikit_protocols::service::{QueryBudget, Router, ServerLimits};
 use psikit_protocols::serving::{HeRouting, Serving};
 use psikit_protocols::Error;

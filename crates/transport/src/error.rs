@@ -38,6 +38,8 @@ pub enum TransportError {
     TlsConfig(String),
     #[error("TLS: {0}")]
     Tls(String),
+    #[error("WebSocket: {0}")]
+    WebSocket(String),
 }
 
 /// What a frame cut short by a closed connection reports.

@@ -5,7 +5,8 @@
 //! * [`codec`]: the [`Message`] trait every protocol message implements.
 //! * [`frame`]: the frame layout, wire version and the shared error message.
 //! * [`channel`]: a framed channel with size limits, timeouts and byte counts.
-//! * [`net`]: TCP listener/connector with optional (mutual) TLS via rustls.
+//! * [`net`]: TCP listener/connector with optional (mutual) TLS via rustls,
+//!   and WebSocket listeners for web pages ([`ws`]).
 //! * [`step`]: a party over a channel run as a sans-IO state machine
 //!   (bytes in, bytes out, no runtime).
 //! * [`ids`]: the table of protocol ids, one per protocol family.
@@ -19,10 +20,13 @@ pub mod codec;
 mod error;
 pub mod frame;
 pub mod ids;
+#[cfg(feature = "net")]
 pub mod net;
 pub mod step;
 pub mod text;
 pub mod wire;
+#[cfg(feature = "net")]
+pub mod ws;
 
 pub use channel::{Channel, Limits};
 pub use codec::Message;

@@ -5,10 +5,16 @@
 //! which case every client must present a certificate signed by it (mutual
 //! TLS). Client side: the CA (or self-signed certificate) that the server's
 //! certificate must chain to, and optionally a client certificate.
+//!
+//! A listener may speak WebSocket instead of raw frames
+//! ([`Listener::websocket`]): the upgrade follows TLS, then the channel
+//! runs over the WebSocket's binary messages ([`crate::ws`]).
 
+use std::future::poll_fn;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::task::Poll;
 
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
@@ -17,8 +23,9 @@ use rustls::{ClientConfig, RootCertStore, ServerConfig};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::{TlsAcceptor, TlsConnector};
 
-use crate::channel::{Channel, Limits};
+use crate::channel::{Channel, Limits, Stream};
 use crate::error::TransportError;
+use crate::ws::{self, AllowedOrigins};
 
 /// PEM files configuring the server's TLS.
 #[derive(Debug, Clone)]
@@ -112,6 +119,8 @@ fn client_config(files: &ClientTlsFiles) -> Result<ClientConfig, TransportError>
 pub struct Listener {
     tcp: TcpListener,
     tls: Option<TlsAcceptor>,
+    /// Set for a WebSocket listener: the pages that may use it.
+    websocket: Option<Arc<AllowedOrigins>>,
     limits: Limits,
 }
 
@@ -128,7 +137,19 @@ impl Listener {
         let tcp = TcpListener::bind(addr)
             .await
             .map_err(|e| TransportError::Bind(addr.to_string(), e))?;
-        Ok(Self { tcp, tls, limits })
+        Ok(Self {
+            tcp,
+            tls,
+            websocket: None,
+            limits,
+        })
+    }
+
+    /// Makes this a WebSocket listener (`ws://`, or `wss://` with TLS)
+    /// for the pages `origins` allows.
+    pub fn websocket(mut self, origins: AllowedOrigins) -> Self {
+        self.websocket = Some(Arc::new(origins));
+        self
     }
 
     pub fn local_addr(&self) -> Result<SocketAddr, TransportError> {
@@ -139,19 +160,43 @@ impl Listener {
         self.tls.is_some()
     }
 
-    /// Accepts the next TCP connection. The TLS handshake (if any) is left
-    /// to [`Incoming::handshake`] so a slow client cannot stall the accept
-    /// loop.
+    pub fn is_websocket(&self) -> bool {
+        self.websocket.is_some()
+    }
+
+    /// Accepts the next TCP connection. The TLS handshake and WebSocket
+    /// upgrade (if any) are left to [`Incoming::handshake`] so a slow
+    /// client cannot stall the accept loop.
     pub async fn accept(&self) -> Result<Incoming, TransportError> {
-        let (tcp, peer) = self.tcp.accept().await?;
+        accept_any(std::slice::from_ref(self)).await
+    }
+
+    fn incoming(&self, (tcp, peer): (TcpStream, SocketAddr)) -> Result<Incoming, TransportError> {
         tcp.set_nodelay(true)?;
         Ok(Incoming {
             tcp,
             peer,
             tls: self.tls.clone(),
+            websocket: self.websocket.clone(),
             limits: self.limits,
         })
     }
+}
+
+/// Accepts the next connection on whichever of `listeners` has one (a
+/// server's TCP and WebSocket listeners, served by one loop).
+pub async fn accept_any(listeners: &[Listener]) -> Result<Incoming, TransportError> {
+    poll_fn(|cx| {
+        for listener in listeners {
+            if let Poll::Ready(accepted) = listener.tcp.poll_accept(cx) {
+                return Poll::Ready(accepted.map(|a| (a, listener)));
+            }
+        }
+        Poll::Pending
+    })
+    .await
+    .map_err(TransportError::from)
+    .and_then(|(accepted, listener)| listener.incoming(accepted))
 }
 
 /// An accepted connection whose TLS handshake has not happened yet.
@@ -159,6 +204,7 @@ pub struct Incoming {
     tcp: TcpStream,
     peer: SocketAddr,
     tls: Option<TlsAcceptor>,
+    websocket: Option<Arc<AllowedOrigins>>,
     limits: Limits,
 }
 
@@ -167,19 +213,35 @@ impl Incoming {
         self.peer
     }
 
-    /// Completes the TLS handshake (bounded by the read timeout).
+    /// Completes the TLS handshake and the WebSocket upgrade, if any (each
+    /// bounded by the read timeout).
     pub async fn handshake(self) -> Result<Channel, TransportError> {
         match self.tls {
-            None => Ok(Channel::new(self.tcp, self.limits)),
+            None => upgrade(self.tcp, self.websocket.as_deref(), self.limits).await,
             Some(acceptor) => {
                 let hs = acceptor.accept(self.tcp);
                 let stream = tokio::time::timeout(self.limits.read_timeout, hs)
                     .await
                     .map_err(|_| TransportError::Timeout("TLS handshake"))?
                     .map_err(|e| TransportError::Tls(e.to_string()))?;
-                Ok(Channel::new(stream, self.limits))
+                upgrade(stream, self.websocket.as_deref(), self.limits).await
             }
         }
+    }
+}
+
+/// The channel over `stream`, after a WebSocket upgrade if `websocket`.
+async fn upgrade<S: Stream + 'static>(
+    stream: S,
+    websocket: Option<&AllowedOrigins>,
+    limits: Limits,
+) -> Result<Channel, TransportError> {
+    match websocket {
+        None => Ok(Channel::new(stream, limits)),
+        Some(origins) => Ok(Channel::new(
+            ws::accept(stream, origins, limits).await?,
+            limits,
+        )),
     }
 }
 

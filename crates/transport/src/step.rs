@@ -85,6 +85,19 @@ impl<T> Stepper<T> {
     pub fn is_finished(&self) -> bool {
         self.run.is_none()
     }
+
+    /// The same party, its result passed through `f` when it finishes.
+    pub fn map<U>(self, f: impl FnOnce(T) -> U + Send + 'static) -> Stepper<U>
+    where
+        T: 'static,
+    {
+        Stepper {
+            run: self.run.map(|run| {
+                Box::pin(async move { f(run.await) }) as Pin<Box<dyn Future<Output = U> + Send>>
+            }),
+            pipe: self.pipe,
+        }
+    }
 }
 
 /// The byte pipe between a [`Stepper`] and its party's channel. Reads with

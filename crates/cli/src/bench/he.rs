@@ -21,7 +21,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Context, Result};
 use clap::Args;
-use psikit_protocols::common::connect::{runtime, Limits, ServerAddr};
+use psikit_protocols::common::connect::{runtime, ServerAddr};
+use psikit_protocols::common::Limits;
 use psikit_protocols::he_psi::params::PsiParams;
 use psikit_protocols::he_psi::presets::apsi_preset;
 use psikit_protocols::he_psi::select::{select, Goal, SelectionInput};

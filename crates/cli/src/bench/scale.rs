@@ -34,8 +34,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{ensure, Context, Result};
-use psikit_protocols::common::connect::{runtime, Limits, ServerAddr};
+use psikit_protocols::common::connect::{runtime, ServerAddr};
 use psikit_protocols::common::oprf_stage::{self, OutputBatch};
+use psikit_protocols::common::Limits;
 use psikit_protocols::he_psi::params::PsiParams;
 use psikit_protocols::he_psi::select::{select, SelectionInput};
 use psikit_protocols::he_psi::shard::probe::{Found, ShardProbe};

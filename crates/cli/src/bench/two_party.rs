@@ -20,7 +20,8 @@ use std::time::Instant;
 use anyhow::{bail, ensure, Context, Result};
 use clap::Args;
 use psikit_protocols::balanced::{self, Outcome, Phases, Protocol, Role, Settings};
-use psikit_protocols::common::connect::{runtime, Channel, Limits, Peer, ServerAddr};
+use psikit_protocols::common::connect::{runtime, Peer, ServerAddr};
+use psikit_protocols::common::{Channel, Limits};
 use psikit_protocols::NoProgress;
 
 use super::cpu::CpuSnapshot;

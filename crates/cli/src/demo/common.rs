@@ -5,7 +5,8 @@
 use std::collections::BTreeSet;
 
 use anyhow::{bail, Context, Result};
-use psikit_protocols::common::connect::{Limits, Peer};
+use psikit_protocols::common::connect::Peer;
+use psikit_protocols::common::Limits;
 use psikit_protocols::io::{Column, KeySpec, Normalize, Table};
 
 /// The sending party's side of a demo run: a free loopback port, plain

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{bail, ensure, Result};
-use psikit_protocols::common::connect::{runtime, Limits};
+use psikit_protocols::common::connect::runtime;
+use psikit_protocols::common::Limits;
 use psikit_protocols::filter_psi::{self, FilterClient, FilterConfig, FilterService, SyncKind};
 use psikit_protocols::io::{read_rows, write_overlapping_pair, write_synthetic_csv};
 use psikit_protocols::service::{LocalServer, ServerLimits};

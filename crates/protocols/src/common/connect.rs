@@ -9,11 +9,10 @@ use std::pin::Pin;
 use std::time::Duration;
 
 pub use psikit_transport::net::{ClientTlsFiles, Listener, ServerTlsFiles};
+pub use psikit_transport::ws::AllowedOrigins;
 use psikit_transport::{net, TransportError};
-// `Message` lets front ends size and encode a family's messages (the
-// benchmarks count the bytes of sans-IO queries this way).
-pub use psikit_transport::{Channel, Frame, Limits, Message, Stepper};
 
+use super::{Channel, Limits};
 use crate::error::Error;
 
 /// Where a client finds its server.

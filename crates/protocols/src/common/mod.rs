@@ -3,6 +3,7 @@
 //! vocabulary of results ([`Match`]) and server state directories
 //! ([`state_dir`]).
 
+#[cfg(feature = "net")]
 pub mod connect;
 pub mod files;
 mod matches;
@@ -19,6 +20,11 @@ pub mod summaries;
 pub mod two_party;
 
 pub use matches::Match;
+/// The channel and its limits, for front ends that drive a party over a
+/// transport of their own (a [`Stepper`]); `Message` lets them size and
+/// encode a family's messages (the benchmarks count the bytes of sans-IO
+/// queries this way).
+pub use psikit_transport::{Channel, Frame, Limits, Message, Stepper};
 // Long jobs report and cancel through these: the unbalanced set-ups and
 // builds, and the two-party bucketed jobs (`advance` only).
 #[cfg(any(feature = "unbalanced", feature = "two-party"))]

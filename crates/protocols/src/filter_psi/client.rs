@@ -1,7 +1,13 @@
 //! The filter client's network driver: runs the core's sync and query
 //! messages ([`super::cache`]) over a [`Channel`].
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+#[cfg(not(all(target_arch = "wasm32", target_os = "unknown")))]
+use std::time::Instant;
+
+// A browser has no `std::time::Instant` (it panics there).
+#[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
+use web_time::Instant;
 
 use psikit_transport::Channel;
 

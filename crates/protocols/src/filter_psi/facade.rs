@@ -24,9 +24,11 @@ use super::config::FilterConfig;
 use super::state::{tags_from_reader, ServerState, UpdateReport};
 use super::tag::{tag_from_output, Tag};
 use super::tag_cache::{TagCache, CANARY};
-use crate::common::connect::{block_on, with_busy_retry, Channel, Limits, ServerAddr};
+#[cfg(feature = "net")]
+use crate::common::connect::{block_on, with_busy_retry, ServerAddr};
 use crate::common::{
-    advance, check_cancelled, oprf_stage, same_key_format, state_dir, NoProgress, Progress,
+    advance, check_cancelled, oprf_stage, same_key_format, state_dir, Channel, Limits, NoProgress,
+    Progress,
 };
 use crate::error::{Error, Violation};
 
@@ -292,6 +294,25 @@ impl FilterClient {
         }
     }
 
+    /// A client whose filter its caller stores ([`Self::saved`]) where no
+    /// file can be (a browser's IndexedDB), starting from `saved` if it
+    /// has one. A damaged copy is set aside as a damaged cache file is.
+    pub fn from_saved(saved: Option<&[u8]>, max_filter_bytes: u64) -> Self {
+        let mut client = Self::in_memory(max_filter_bytes);
+        match saved.map(ClientCache::decode) {
+            None => {}
+            Some(Ok(cache)) => client.cache = Some(cache),
+            Some(Err(damaged)) => client.discarded = Some(damaged.to_string()),
+        }
+        client
+    }
+
+    /// The filter as [`Self::from_saved`] takes it back (integrity-checked
+    /// when loaded); `None` before the first sync.
+    pub fn saved(&self) -> Option<Vec<u8>> {
+        self.cache.as_ref().map(ClientCache::encode)
+    }
+
     /// Brings the filter up to date (a full download or a delta) and saves
     /// it when it changed.
     pub async fn sync(&mut self, ch: &mut Channel) -> Result<SyncOutcome, Error> {
@@ -352,12 +373,14 @@ impl FilterClient {
 
     /// [`FilterClient::sync`] over a new connection to `server`; a busy
     /// server is retried with backoff ([`with_busy_retry`]).
+    #[cfg(feature = "net")]
     pub async fn sync_at(&mut self, server: &ServerAddr) -> Result<SyncOutcome, Error> {
         with_busy_retry(server, self, |client, ch| Box::pin(client.sync(ch))).await
     }
 
     /// [`FilterClient::query`] over a new connection to `server`; a busy
     /// server is retried with backoff ([`with_busy_retry`]).
+    #[cfg(feature = "net")]
     pub async fn query_at(
         &mut self,
         server: &ServerAddr,
@@ -372,11 +395,13 @@ impl FilterClient {
     }
 
     /// [`FilterClient::sync_at`], blocking.
+    #[cfg(feature = "net")]
     pub fn sync_blocking(&mut self, server: &ServerAddr) -> Result<SyncOutcome, Error> {
         block_on(self.sync_at(server))?
     }
 
     /// [`FilterClient::query_at`], blocking.
+    #[cfg(feature = "net")]
     pub fn query_blocking(
         &mut self,
         server: &ServerAddr,
@@ -445,17 +470,19 @@ fn missing<'a>(
 
 /// [`FilterClient::query`] as a sans-IO party: the caller carries its
 /// bytes to the server (for instance to `Router::respond` on the other side
-/// of a transport of its own) and pushes the answers back. Each request it
-/// writes is whole before it waits, so every answer can come from a fresh
-/// connection. The client's cache file, if any, is kept current as in a
-/// networked query.
+/// of a transport of its own, or over a browser's WebSocket) and pushes
+/// the answers back. Each request it writes is whole before it waits, so
+/// every answer can come from a fresh connection. The client's cache file,
+/// if any, is kept current as in a networked query; the client comes back
+/// with the result, its filter synced ([`FilterClient::saved`]).
 pub fn query_stepper(
     mut client: FilterClient,
     items: Vec<Vec<u8>>,
     limits: Limits,
-) -> Stepper<Result<ClientQuery, Error>> {
+) -> Stepper<(FilterClient, Result<ClientQuery, Error>)> {
     Stepper::new(limits, move |mut ch| async move {
-        client.query(&mut ch, &items, &NoProgress).await
+        let result = client.query(&mut ch, &items, &NoProgress).await;
+        (client, result)
     })
 }
 

@@ -48,6 +48,7 @@ mod client;
 mod config;
 mod facade;
 pub mod messages;
+#[cfg(feature = "net")]
 mod server;
 mod state;
 mod tag;
@@ -60,6 +61,7 @@ pub use facade::{
     query_stepper, setup, setup_from_spool, update, ClientQuery, FilterClient, SetupReport,
 };
 pub use messages::PROTOCOL_ID;
+#[cfg(feature = "net")]
 pub use server::{FilterService, FilterSnapshot, SyncBody};
 #[cfg(feature = "fuzzing")]
 pub(crate) use state::STATE_VERSION;

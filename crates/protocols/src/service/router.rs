@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use psikit_transport::net::Listener;
+use psikit_transport::net::{accept_any, Listener};
 use psikit_transport::{ids, Channel, ErrorCode, ErrorMessage, Limits, ProtocolId};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{watch, Semaphore};
@@ -285,18 +285,19 @@ impl Router {
     /// is busy); each connection runs in its own task, so one misbehaving
     /// client never stops the others. Also runs the reload watcher.
     pub async fn run(self: Arc<Self>, listener: Listener) -> Result<(), Error> {
-        self.run_until(listener, std::future::pending(), Duration::ZERO)
+        self.run_until(vec![listener], std::future::pending(), Duration::ZERO)
             .await
             .map(|_| ())
     }
 
-    /// [`Router::run`] until `stop` completes, then drains: stops
-    /// accepting (new connections are refused), lets every connection
-    /// finish the request it is in and any next one that comes within
-    /// [`DRAIN_IDLE`], and closes what is left after `grace`.
+    /// [`Router::run`] on every one of `listeners` (TCP and WebSocket: one
+    /// server, one connection limit) until `stop` completes, then drains:
+    /// stops accepting (new connections are refused), lets every
+    /// connection finish the request it is in and any next one that comes
+    /// within [`DRAIN_IDLE`], and closes what is left after `grace`.
     pub async fn run_until(
         self: Arc<Self>,
-        listener: Listener,
+        listeners: Vec<Listener>,
         stop: impl Future<Output = ()>,
         grace: Duration,
     ) -> Result<Drained, Error> {
@@ -309,7 +310,7 @@ impl Router {
             tokio::select! {
                 () = &mut stop => break,
                 Some(_) = connections.join_next(), if !connections.is_empty() => {}
-                incoming = listener.accept() => match incoming {
+                incoming = accept_any(&listeners) => match incoming {
                     Ok(incoming) => {
                         let router = self.clone();
                         let permit = slots.clone().try_acquire_owned();
@@ -333,7 +334,7 @@ impl Router {
                 },
             }
         }
-        drop(listener);
+        drop(listeners);
         self.draining.store(true, Ordering::SeqCst);
         closing.start();
         tracing::info!(

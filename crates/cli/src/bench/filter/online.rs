@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, ensure, Context, Result};
 use psikit_protocols::common::connect::loopback_pair;
-use psikit_protocols::common::connect::{runtime, Channel, Frame, Limits, ServerAddr};
+use psikit_protocols::common::connect::{runtime, ServerAddr};
+use psikit_protocols::common::{Channel, Frame, Limits};
 use psikit_protocols::filter_psi::{
     ClientCache, FilterConfig, FilterService, QueryOutcome, ServerState, SyncKind, SyncOutcome, Tag,
 };

@@ -10,8 +10,9 @@ use std::time::{Duration, Instant};
 use psikit_transport::Stepper;
 use rand::RngCore;
 
-use crate::common::connect::{block_on, with_busy_retry, Channel, Limits, ServerAddr};
+use crate::common::connect::{block_on, with_busy_retry, ServerAddr};
 use crate::common::{same_key_format, Match, NoProgress, Progress};
+use crate::common::{Channel, Limits};
 use crate::error::Error;
 use crate::he_psi::client::driver::{HeClient, QueryOutcome};
 
