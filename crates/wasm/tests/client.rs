@@ -45,7 +45,7 @@ fn run(rt: &tokio::runtime::Runtime, router: &Router, mut query: Query) -> (Vec<
         assert!(!request.is_empty(), "a waiting client has sent a request");
         query.push(&rt.block_on(router.respond(&request, Limits::default())));
     }
-    let result = query.result().ok().expect("the query succeeds");
+    let result = query.result().expect("the query succeeds");
     (result.matches(), result.sync_kind())
 }
 
@@ -73,14 +73,14 @@ fn a_page_finds_the_matches_keeps_its_filter_and_follows_updates() {
 
     let first = Client::new(None, 64);
     let router1 = router(ServerState::load(dir.path()).expect("load"));
-    let (found, kind) = run(&rt, &router1, first.query(&items).ok().expect("query"));
+    let (found, kind) = run(&rt, &router1, first.query(&items).expect("query"));
     assert_eq!((found, kind.as_str()), (truth.clone(), "full"));
-    let saved = first.saved().ok().expect("saved").expect("a filter");
+    let saved = first.saved().expect("saved").expect("a filter");
 
     // A returning visitor: nothing to download.
     let again = Client::new(Some(saved.clone()), 64);
     assert!(again.discarded().is_none());
-    let (found, kind) = run(&rt, &router1, again.query(&items).ok().expect("query"));
+    let (found, kind) = run(&rt, &router1, again.query(&items).expect("query"));
     assert_eq!((found, kind.as_str()), (truth, "up-to-date"));
 
     // The server adds user2000..2004 and removes user1990: a delta.
@@ -92,7 +92,7 @@ fn a_page_finds_the_matches_keeps_its_filter_and_follows_updates() {
     let truth: Vec<u8> = (1990..2010)
         .map(|i| u8::from(i != 1990 && i < 2005))
         .collect();
-    let (found, kind) = run(&rt, &router2, again.query(&items).ok().expect("query"));
+    let (found, kind) = run(&rt, &router2, again.query(&items).expect("query"));
     assert_eq!((found, kind.as_str()), (truth.clone(), "delta"));
 
     // A damaged copy is set aside and the filter downloaded again.
@@ -101,7 +101,7 @@ fn a_page_finds_the_matches_keeps_its_filter_and_follows_updates() {
     damaged[last] ^= 1;
     let fresh = Client::new(Some(damaged), 64);
     assert!(fresh.discarded().is_some());
-    let (found, kind) = run(&rt, &router2, fresh.query(&items).ok().expect("query"));
+    let (found, kind) = run(&rt, &router2, fresh.query(&items).expect("query"));
     assert_eq!((found, kind.as_str()), (truth, "full"));
 }
 
