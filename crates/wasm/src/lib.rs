@@ -14,6 +14,7 @@
 //! take the client's bytes out, until it finishes.
 
 mod items;
+mod selftest;
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -25,6 +26,7 @@ use psikit_protocols::{one_line, Error};
 use wasm_bindgen::prelude::*;
 
 pub use items::Items;
+pub use selftest::{failure as self_test_failure, self_test};
 
 /// The largest frame the client accepts from the server (psikit's
 /// default): a sync body comes in chunks far below it.

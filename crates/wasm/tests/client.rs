@@ -120,3 +120,8 @@ fn csv_and_lines_give_the_cli_s_items() {
     assert_eq!(lines.key(1), items.key(1));
     assert_eq!(lines.key_format_js(), items.key_format_js());
 }
+
+#[test]
+fn the_oprf_self_test_passes() {
+    assert_eq!(psikit_wasm::self_test_failure(), None);
+}
