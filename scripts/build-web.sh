@@ -12,24 +12,12 @@ cd "$(dirname "$0")/.."
 
 BINDGEN_VERSION=0.2.130 # = the wasm-bindgen pin in crates/wasm/Cargo.toml
 OUT=web/psikit/pkg
-WASM=target/wasm32-unknown-unknown/release/psikit_wasm.wasm
-
-apt_install() {
-    local missing=()
-    for pkg in "$@"; do
-        dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
-    done
-    if ((${#missing[@]})); then
-        echo "build-web: installing ${missing[*]} (apt)" >&2
-        apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
-    fi
-}
+WASM=${CARGO_TARGET_DIR:-target}/wasm32-unknown-unknown/release/psikit_wasm.wasm
 
 if rustup target list --installed 2>/dev/null | grep -qx wasm32-unknown-unknown; then
     cargo build --locked --release --target wasm32-unknown-unknown -p psikit-wasm
 else
-    apt_install rustc-web cargo-web rust-web-src lld-22
+    bash scripts/apt-install.sh rustc-web cargo-web rust-web-src lld-22
     PATH=/usr/bin:$PATH RUSTC=/usr/bin/rustc RUSTDOC=/usr/bin/rustdoc RUSTC_BOOTSTRAP=1 \
         cargo build --locked --release -Zbuild-std=std,panic_abort \
         --target wasm32-unknown-unknown -p psikit-wasm

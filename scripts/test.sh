@@ -24,6 +24,9 @@ PSIKIT_PORTABLE=1 cargo test -p psikit-ot --locked
 # The OPRF on curve25519-dalek (the reference), where the run above took
 # the multi-buffer kernel on a CPU with AVX-512 IFMA.
 PSIKIT_PORTABLE=1 cargo test -p psikit-primitives --locked
+# The browser client: built to WebAssembly and tested in headless
+# Chromium (unit tests and the page against `psikit serve --ws-listen`).
+bash scripts/test-web.sh
 # The Python package: its wheel built and installed into a fresh virtual
 # environment, and its pytest suite run against the installed wheel.
 bash scripts/test-python.sh
