@@ -223,9 +223,7 @@ impl ServeArgs {
         }
         Ok(Some(routing))
     }
-}
 
-impl ServeArgs {
     /// The TCP listener, and the WebSocket one if asked for.
     async fn listeners(&self) -> Result<Vec<Listener>> {
         let (tls, limits) = (self.tls.files(), self.net.limits()?);

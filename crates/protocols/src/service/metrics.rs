@@ -22,7 +22,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
-use psikit_transport::{ids, ProtocolId};
+use psikit_transport::{ids, ProtocolId, TransportError};
 
 /// Why a connection or request was refused before it was served.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,17 +33,31 @@ pub enum Refusal {
     Budget,
     /// The TLS handshake failed.
     Tls,
+    /// The WebSocket upgrade failed: not a WebSocket request, a page whose
+    /// origin is not allowed, or no upgrade in time.
+    WebSocket,
     /// A frame could not be read: another wire version, oversized, cut
     /// short or for a protocol this server does not serve.
     ProtocolError,
 }
 
 impl Refusal {
+    /// Why a connection's TLS handshake or WebSocket upgrade failed.
+    pub(crate) fn handshake(e: &TransportError) -> Self {
+        match e {
+            TransportError::WebSocket(_) | TransportError::Timeout("WebSocket upgrade") => {
+                Refusal::WebSocket
+            }
+            _ => Refusal::Tls,
+        }
+    }
+
     fn label(self) -> &'static str {
         match self {
             Refusal::Busy => "busy",
             Refusal::Budget => "budget",
             Refusal::Tls => "tls",
+            Refusal::WebSocket => "websocket",
             Refusal::ProtocolError => "protocol_error",
         }
     }

@@ -320,7 +320,7 @@ impl Router {
                             let ch = match incoming.handshake().await {
                                 Ok(ch) => ch,
                                 Err(e) => {
-                                    router.metrics.refused(Refusal::Tls);
+                                    router.metrics.refused(Refusal::handshake(&e));
                                     return tracing::warn!(target: "psikit::connection", %peer, error = %e, "handshake failed");
                                 }
                             };
