@@ -9,9 +9,10 @@
 // normalisation vectors, in WebAssembly. End to end: the page
 // (web/page/) against `psikit serve --ws-listen` of 2^16 items finds
 // exactly the true matches; after a server update it downloads only the
-// delta and still matches the truth; a server that is down, an error
-// frame (an exhausted query budget) and a page whose origin is not
-// allowed give a readable message.
+// delta and still matches the truth; the same over wss://; another
+// normalisation, a server that is down, an error frame (an exhausted
+// query budget) and a page whose origin is not allowed give a readable
+// message.
 
 import { spawn } from "node:child_process";
 import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync, writeSync } from "node:fs";
@@ -78,15 +79,18 @@ async function staticServer() {
 }
 
 /** Runs the CLI to its end; its stdout. */
-function run(argv) {
+const run = (argv) => runCommand(cli, argv);
+
+/** Runs `program` to its end; its stdout. */
+function runCommand(program, argv) {
   return new Promise((resolvePromise, reject) => {
-    const child = spawn(cli, argv, { stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(program, argv, { stdio: ["ignore", "pipe", "pipe"] });
     let out = "";
     let err = "";
     child.stdout.on("data", (d) => (out += d));
     child.stderr.on("data", (d) => (err += d));
     child.on("close", (code) =>
-      code === 0 ? resolvePromise(out) : reject(new Error(`psikit ${argv.join(" ")}: ${err}`)));
+      code === 0 ? resolvePromise(out) : reject(new Error(`${program} ${argv.join(" ")}: ${err}`)));
   });
 }
 
@@ -99,7 +103,7 @@ function serve(argv) {
     let out = "";
     child.stdout.on("data", (d) => {
       out += d;
-      const ws = out.match(/ws:\/\/[0-9.:]+/);
+      const ws = out.match(/wss?:\/\/[0-9.:]+/);
       if (ws) resolvePromise(ws[0]);
     });
     let err = "";
@@ -136,7 +140,9 @@ async function browser() {
   const { sessionId } = await wd("POST", "/session", {
     capabilities: { alwaysMatch: { browserName: "chrome", "goog:chromeOptions": {
       binary: CHROMIUM,
-      args: ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
+      // The wss:// test's certificate is self-signed, made at test time.
+      args: ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+        "--ignore-certificate-errors"],
     } } },
   });
   cleanups.unshift(() => wd("DELETE", `/session/${sessionId}`).catch(() => {}));
@@ -256,6 +262,18 @@ async function endToEnd(page, origin) {
     `after the update a returning page downloads only the delta (${second.filterBytes} bytes, ${second.error || "no error"})`);
   check(second.filterBytes * 20 < first.filterBytes, "the delta is a small part of the filter");
   check(same(second.found, want), `and finds exactly the ${want.length} true matches after the update`);
+
+  // The same over TLS (wss://), with the server's --tls-cert/--tls-key.
+  const [cert, key] = [join(tmp, "cert.pem"), join(tmp, "key.pem")];
+  await runCommand("openssl", ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+    "-nodes", "-keyout", key, "-out", cert, "-days", "1", "-subj", "/CN=localhost",
+    "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"]);
+  const wss = await serve(["--filter-state", state, "--ws-allow-origin", origin,
+    "--tls-cert", cert, "--tls-key", key]);
+  check(wss.startsWith("wss://"), `a TLS server announces ${wss}`);
+  const overTls = await checkOnPage(page, wss, lines.join("\n"), "trim,lower");
+  check(overTls.state === "done" && same(overTls.found, want),
+    `over wss:// the page finds the same ${overTls.found.length} matches (${overTls.error || "no error"})`);
 
   const mismatch = await checkOnPage(page, ws, lines.join("\n"), "trim");
   check(mismatch.state === "error" && /normali[sz]/i.test(mismatch.error),
