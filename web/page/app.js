@@ -65,6 +65,7 @@ async function onSubmit(event) {
   const form = event.target;
   $("error").textContent = "";
   $("results").hidden = true;
+  $("progress").removeAttribute("value");
   setState("running");
   $("status").textContent = "Reading the contacts…";
   let items;
@@ -75,8 +76,17 @@ async function onSubmit(event) {
     const url = form.server.value.trim();
     const result = await check(url, items, {
       store,
-      onProgress: ({ received }) => {
-        $("status").textContent = `Checking ${items.length} contacts… received ${kib(received)}`;
+      onProgress: ({ received, downloaded, downloadTotal }) => {
+        const bar = $("progress");
+        if (downloadTotal > 0 && downloaded < downloadTotal) {
+          bar.max = downloadTotal;
+          bar.value = downloaded;
+          $("status").textContent =
+            `Downloading the server's filter: ${kib(downloaded)} of ${kib(downloadTotal)}`;
+        } else {
+          bar.removeAttribute("value");
+          $("status").textContent = `Checking ${items.length} contacts… received ${kib(received)}`;
+        }
       },
     });
     showResult(items, result);

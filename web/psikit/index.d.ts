@@ -29,8 +29,15 @@ export interface CheckOptions {
   store?: FilterStore | null;
   /** Most MiB of filter the server may make the page download and hold. */
   maxFilterMib?: number;
-  /** Called as bytes arrive (the first download can take a while). */
-  onProgress?: (traffic: { sent: number; received: number }) => void;
+  /** Called as bytes arrive (the first download can take a while):
+   * all bytes sent and received, and the filter's download (bytes of
+   * its total; 0 of 0 when there is nothing to download). */
+  onProgress?: (progress: {
+    sent: number;
+    received: number;
+    downloaded: number;
+    downloadTotal: number;
+  }) => void;
 }
 
 export interface CheckResult {

@@ -47,7 +47,8 @@ export class PsikitError extends Error {
  * @param {string} url
  * @param {Items} items
  * @param {{store?: FilterStore|null, maxFilterMib?: number,
- *          onProgress?: (p: {sent: number, received: number}) => void}} options
+ *          onProgress?: (p: {sent: number, received: number,
+ *                            downloaded: number, downloadTotal: number}) => void}} options
  */
 export async function check(url, items, options = {}) {
   await load();
@@ -135,8 +136,8 @@ function exchange(url, query, onProgress) {
       const bytes = new Uint8Array(event.data);
       traffic.received += bytes.length;
       query.push(bytes);
-      onProgress({ ...traffic });
       step();
+      onProgress({ ...traffic, downloaded: query.downloaded, downloadTotal: query.downloadTotal });
     };
     ws.onclose = () => {
       if (finished) return;

@@ -179,6 +179,7 @@ async function checkOnPage(page, server, contacts, normalize) {
           filterBytes: Number(summary.filterBytes),
           bytesSent: Number(summary.bytesSent),
           bytesReceived: Number(summary.bytesReceived),
+          progressMax: Number(document.getElementById("progress").max),
         });
       };
       poll();
@@ -240,6 +241,7 @@ async function endToEnd(page, origin) {
   check(first.state === "done", `the page checks 1000 contacts against 2^${log2} (${first.error || "no error"})`);
   check(same(first.found, truth(lines, (x) => held.has(x))), `exactly the ${first.found.length} true matches`);
   check(first.syncKind === "full", `a first visit downloads the filter (${first.filterBytes} bytes)`);
+  check(first.progressMax === first.filterBytes, "its progress bar counts the filter's bytes");
 
   // The server removes 50 of the matched contacts and adds 40 others.
   const removed = lines.filter((_, i) => i % 3 === 0).slice(0, 50).map((l) => l.trim().toLowerCase());

@@ -3,7 +3,7 @@
 
 #![cfg(feature = "filter")]
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use psikit_io::Item;
@@ -12,6 +12,7 @@ use psikit_protocols::filter_psi::{
     tags_for_items, ClientCache, FilterConfig, FilterService, ServerState, SyncKind, PROTOCOL_ID,
 };
 use psikit_protocols::service::{Router, ServerLimits};
+use psikit_protocols::{NoProgress, Progress};
 use psikit_transport::frame::KIND_ERROR;
 use psikit_transport::net::{connect, Listener};
 use psikit_transport::{Channel, ErrorCode, Frame, Limits, TransportError};
@@ -49,13 +50,37 @@ async fn start(state: ServerState, server_limits: ServerLimits) -> TestServer<Fi
     common::start(Arc::new(FilterService::new(state, server_limits)), limits()).await
 }
 
+/// Records a sync's download as a progress watcher sees it.
+#[derive(Default)]
+struct Download(Mutex<Vec<(String, Option<u64>, u64)>>);
+
+impl Progress for Download {
+    fn stage(&self, what: &str, total: Option<u64>) {
+        self.0.lock().unwrap().push((what.to_owned(), total, 0));
+    }
+
+    fn advance(&self, done: u64) {
+        if let Some(last) = self.0.lock().unwrap().last_mut() {
+            last.2 = done;
+        }
+    }
+}
+
 async fn client(addr: &str) -> (Channel, ClientCache) {
     let mut ch = connect(addr, None, limits()).await.unwrap();
     let mut cache = None;
-    let sync = ClientCache::sync(&mut cache, &mut ch, 1 << 30)
+    let download = Download::default();
+    let sync = ClientCache::sync(&mut cache, &mut ch, 1 << 30, &download)
         .await
         .unwrap();
     assert_eq!(sync.kind, SyncKind::Full);
+    // The download is one stage counting its bytes to the end.
+    let body = sync.body_bytes;
+    let seen = download.0.into_inner().unwrap();
+    assert_eq!(
+        seen,
+        vec![("downloading the filter".to_owned(), Some(body), body)]
+    );
     (ch, cache.unwrap())
 }
 
@@ -257,7 +282,9 @@ async fn updates_are_reloaded_live_stale_clients_are_told_then_get_a_delta() {
     let err = cache.query(&mut ch, &client_set).await.err().unwrap();
     assert!(err.is_stale(), "{err}");
     let mut c = Some(cache);
-    let sync = ClientCache::sync(&mut c, &mut ch, 1 << 30).await.unwrap();
+    let sync = ClientCache::sync(&mut c, &mut ch, 1 << 30, &NoProgress)
+        .await
+        .unwrap();
     assert_eq!(sync.kind, SyncKind::Delta);
     let full = srv.service.snapshot().full_filter_bytes() as u64;
     assert!(
@@ -272,7 +299,9 @@ async fn updates_are_reloaded_live_stale_clients_are_told_then_get_a_delta() {
 
     // A second sync is a no-op.
     let mut c = Some(cache);
-    let sync = ClientCache::sync(&mut c, &mut ch, 1 << 30).await.unwrap();
+    let sync = ClientCache::sync(&mut c, &mut ch, 1 << 30, &NoProgress)
+        .await
+        .unwrap();
     assert_eq!(sync.kind, SyncKind::UpToDate);
 }
 
@@ -418,7 +447,7 @@ async fn cache_survives_save_and_load() {
     let path = dir.path().join("filter.cache");
     cache.save(&path).unwrap();
     let mut loaded = ClientCache::load(&path).unwrap();
-    let sync = ClientCache::sync(&mut loaded, &mut ch, 1 << 30)
+    let sync = ClientCache::sync(&mut loaded, &mut ch, 1 << 30, &NoProgress)
         .await
         .unwrap();
     assert_eq!(sync.kind, SyncKind::UpToDate);
@@ -456,7 +485,7 @@ async fn runs_over_an_in_memory_channel() {
     let (mut client_ch, server_ch) = Channel::memory_pair(limits());
     let server = tokio::spawn(async move { router.serve_connection(server_ch).await });
     let mut cache = None;
-    ClientCache::sync(&mut cache, &mut client_ch, 1 << 30)
+    ClientCache::sync(&mut cache, &mut client_ch, 1 << 30, &NoProgress)
         .await
         .unwrap();
     let out = cache
@@ -506,7 +535,7 @@ async fn runs_over_mutual_tls() {
     };
     let mut ch = connect(&addr, Some(&client_tls), limits()).await.unwrap();
     let mut cache = None;
-    ClientCache::sync(&mut cache, &mut ch, 1 << 30)
+    ClientCache::sync(&mut cache, &mut ch, 1 << 30, &NoProgress)
         .await
         .unwrap();
     let out = cache.unwrap().query(&mut ch, &client_set).await.unwrap();

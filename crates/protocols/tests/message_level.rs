@@ -20,7 +20,7 @@ use psikit_protocols::he_psi::facade::{self as he_facade, QueryOptions};
 use psikit_protocols::he_psi::params::PsiParams;
 use psikit_protocols::he_psi::{HeService, HeState, Row};
 use psikit_protocols::service::{Router, ServerLimits, Service};
-use psikit_protocols::Error;
+use psikit_protocols::{Error, NoProgress};
 use psikit_transport::{Limits, Stepper};
 
 mod common;
@@ -90,7 +90,7 @@ async fn filter_queries_by_message_find_the_intersection_and_follow_updates() {
         .collect();
     let query = || {
         let c = FilterClient::with_cache_file(&cache, 1 << 30).unwrap();
-        filter_psi::query_stepper(c, client.clone(), limits()).map(|(_, r)| r)
+        filter_psi::query_stepper(c, client.clone(), limits(), Arc::new(NoProgress)).map(|(_, r)| r)
     };
     let (done, exchanges) = exchange(&router, query()).await;
     let done = done.unwrap();
@@ -156,7 +156,9 @@ async fn a_bad_request_is_answered_with_an_error_the_client_reports() {
     let (state, _) = ServerState::build(key, Vec::new(), FilterConfig::default()).unwrap();
     let router = router(Arc::new(FilterService::new(state, ServerLimits::default())));
     let client = FilterClient::in_memory(1 << 30);
-    let mut stepper = filter_psi::query_stepper(client, keys("c", 0..5), limits()).map(|(_, r)| r);
+    let mut stepper =
+        filter_psi::query_stepper(client, keys("c", 0..5), limits(), Arc::new(NoProgress))
+            .map(|(_, r)| r);
     assert!(stepper.advance().is_pending());
     let mut request = stepper.take_outgoing();
     // Cut the sync request short: the server answers with an error.

@@ -6,14 +6,14 @@
 //! caller's business.
 
 use std::path::PathBuf;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::task::Poll;
 
 use psikit_protocols::balanced;
 use psikit_protocols::common::Stepper;
 use psikit_protocols::filter_psi;
 use psikit_protocols::he_psi::facade as he_facade;
-use psikit_protocols::Error;
+use psikit_protocols::{Error, NoProgress};
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
@@ -205,7 +205,9 @@ pub fn filter_query_party(
     let discarded = client.discarded_cache().map(str::to_owned);
     let csv = source.is_csv();
     let loaded = py.detach(|| source.load()).py_err()?;
-    let stepper = filter_psi::query_stepper(client, loaded.keys.clone(), limits).map(|(_, r)| r);
+    let stepper =
+        filter_psi::query_stepper(client, loaded.keys.clone(), limits, Arc::new(NoProgress))
+            .map(|(_, r)| r);
     Ok(Party::new(drive(stepper, move |done| {
         let output = loaded.output_matches(&done.outcome.matches, csv);
         Ok(Box::new(move |py: Python<'_>| {

@@ -265,6 +265,19 @@ impl Channel {
         kind: u8,
         max_total: u64,
     ) -> Result<Vec<u8>, TransportError> {
+        self.recv_chunked_reporting(protocol, kind, max_total, &mut |_, _| {})
+            .await
+    }
+
+    /// [`Channel::recv_chunked`], calling `report(received, total)` once
+    /// the total is known and after each chunk (a download's progress).
+    pub async fn recv_chunked_reporting(
+        &mut self,
+        protocol: u8,
+        kind: u8,
+        max_total: u64,
+        report: &mut (dyn FnMut(u64, u64) + Send),
+    ) -> Result<Vec<u8>, TransportError> {
         let head = self.recv_expect(protocol, kind).await?;
         let total: [u8; 8] = head
             .payload
@@ -279,6 +292,7 @@ impl Channel {
             });
         }
         let mut data = Vec::with_capacity(total.min(CHUNK_BYTES as u64) as usize);
+        report(0, total);
         while (data.len() as u64) < total {
             let chunk = self.recv_expect(protocol, kind).await?;
             let left = total - data.len() as u64;
@@ -287,6 +301,7 @@ impl Channel {
                 return Err(TransportError::Malformed("chunk size"));
             }
             data.extend_from_slice(&chunk.payload);
+            report(data.len() as u64, total);
         }
         Ok(data)
     }

@@ -18,11 +18,13 @@ mod selftest;
 
 use std::cell::RefCell;
 use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::task::Poll;
 
 use psikit_protocols::common::{Limits, Stepper};
 use psikit_protocols::filter_psi::{query_stepper, ClientQuery, FilterClient, SyncKind};
-use psikit_protocols::{one_line, Error};
+use psikit_protocols::{one_line, Error, Progress};
 use wasm_bindgen::prelude::*;
 
 pub use items::Items;
@@ -79,16 +81,41 @@ impl Client {
             max_frame_bytes: MAX_FRAME_BYTES,
             ..Limits::default()
         };
+        let download = Arc::new(Download::default());
+        let keys = items.keys().to_vec();
         Ok(Query {
-            stepper: Some(query_stepper(client, items.keys().to_vec(), limits)),
+            stepper: Some(query_stepper(client, keys, limits, download.clone())),
             home: self.home.clone(),
             outcome: None,
+            download,
         })
     }
 }
 
 fn busy() -> JsError {
     JsError::new("this client is already running a query")
+}
+
+/// How far the filter's download is: bytes received of the total (0 of
+/// 0 before a download starts), for a progress bar. The query's other
+/// stages (sync, query) have no total and leave it as it is.
+#[derive(Default)]
+struct Download {
+    received: AtomicU64,
+    total: AtomicU64,
+}
+
+impl Progress for Download {
+    fn stage(&self, _: &str, total: Option<u64>) {
+        if let Some(total) = total {
+            self.received.store(0, Ordering::Relaxed);
+            self.total.store(total, Ordering::Relaxed);
+        }
+    }
+
+    fn advance(&self, done: u64) {
+        self.received.store(done, Ordering::Relaxed);
+    }
 }
 
 /// One query in flight: a sans-IO party. Send what
@@ -99,10 +126,24 @@ pub struct Query {
     stepper: Option<Stepper<(FilterClient, Result<ClientQuery, Error>)>>,
     home: Rc<RefCell<Option<FilterClient>>>,
     outcome: Option<Result<ClientQuery, Error>>,
+    download: Arc<Download>,
 }
 
 #[wasm_bindgen]
 impl Query {
+    /// Bytes of the filter (or its changes) downloaded so far.
+    #[wasm_bindgen(getter)]
+    pub fn downloaded(&self) -> f64 {
+        self.download.received.load(Ordering::Relaxed) as f64
+    }
+
+    /// The download's size once it started (0 before, and when the filter
+    /// was up to date).
+    #[wasm_bindgen(getter, js_name = downloadTotal)]
+    pub fn download_total(&self) -> f64 {
+        self.download.total.load(Ordering::Relaxed) as f64
+    }
+
     /// Bytes the server sent, in order, split anyhow.
     pub fn push(&mut self, bytes: &[u8]) {
         if let Some(s) = self.stepper.as_mut() {

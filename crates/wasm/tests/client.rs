@@ -45,7 +45,13 @@ fn run(rt: &tokio::runtime::Runtime, router: &Router, mut query: Query) -> (Vec<
         assert!(!request.is_empty(), "a waiting client has sent a request");
         query.push(&rt.block_on(router.respond(&request, Limits::default())));
     }
+    // A download, if there was one, is reported to its end.
+    assert_eq!(query.downloaded(), query.download_total());
     let result = query.result().expect("the query succeeds");
+    match result.sync_kind().as_str() {
+        "up-to-date" => assert_eq!(query.download_total(), 0.0),
+        _ => assert_eq!(query.download_total(), result.filter_bytes()),
+    }
     (result.matches(), result.sync_kind())
 }
 

@@ -14,6 +14,7 @@ use psikit_transport::Channel;
 use super::cache::{ClientCache, SyncOutcome};
 use super::messages::{QueryResponse, SyncHeader, SyncMode, KIND_SYNC_BODY, PROTOCOL_ID};
 use super::tag::Tag;
+use crate::common::Progress;
 use crate::error::Error;
 
 /// What a query found and what it cost.
@@ -36,16 +37,18 @@ impl ClientCache {
     /// Brings `cache` up to date (creating it if `None`). A delta that does
     /// not reproduce the server's digest is discarded and the full filter is
     /// fetched instead. `max_filter_bytes` bounds what the server may make
-    /// the client download and hold.
+    /// the client download and hold. A download is a stage of `progress`
+    /// counting bytes.
     pub async fn sync(
         cache: &mut Option<ClientCache>,
         ch: &mut Channel,
         max_filter_bytes: u64,
+        progress: &dyn Progress,
     ) -> Result<SyncOutcome, Error> {
-        match sync_once(cache, ch, max_filter_bytes).await {
+        match sync_once(cache, ch, max_filter_bytes, progress).await {
             Err(Error::DigestMismatch) if cache.is_some() => {
                 *cache = None;
-                sync_once(cache, ch, max_filter_bytes).await
+                sync_once(cache, ch, max_filter_bytes, progress).await
             }
             other => other,
         }
@@ -96,16 +99,31 @@ async fn sync_once(
     cache: &mut Option<ClientCache>,
     ch: &mut Channel,
     max_filter_bytes: u64,
+    progress: &dyn Progress,
 ) -> Result<SyncOutcome, Error> {
     ch.send_msg(&ClientCache::sync_request(cache.as_ref()))
         .await?;
     let header = ch.recv_msg::<SyncHeader>(()).await?;
-    let body = match header.mode {
+    let stage = match header.mode {
         SyncMode::UpToDate => None,
-        SyncMode::Full | SyncMode::Delta => Some(
-            ch.recv_chunked(PROTOCOL_ID, KIND_SYNC_BODY, max_filter_bytes)
-                .await?,
-        ),
+        SyncMode::Full => Some("downloading the filter"),
+        SyncMode::Delta => Some("downloading the filter's changes"),
+    };
+    let body = match stage {
+        None => None,
+        Some(stage) => {
+            let mut report = |received, total| match received {
+                0 => progress.stage(stage, Some(total)),
+                _ => progress.advance(received),
+            };
+            let body = ch.recv_chunked_reporting(
+                PROTOCOL_ID,
+                KIND_SYNC_BODY,
+                max_filter_bytes,
+                &mut report,
+            );
+            Some(body.await?)
+        }
     };
     ClientCache::apply_sync(cache, &header, body.as_deref())
 }

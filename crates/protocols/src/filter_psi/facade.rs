@@ -12,6 +12,7 @@
 //!   asks the server only for items it has not asked before.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use psikit_io::{KeyReader, KeySpec, ReadStats};
@@ -316,7 +317,18 @@ impl FilterClient {
     /// Brings the filter up to date (a full download or a delta) and saves
     /// it when it changed.
     pub async fn sync(&mut self, ch: &mut Channel) -> Result<SyncOutcome, Error> {
-        let outcome = ClientCache::sync(&mut self.cache, ch, self.max_filter_bytes).await?;
+        self.sync_reporting(ch, &NoProgress).await
+    }
+
+    /// [`Self::sync`], a download reported to `progress` (a stage counting
+    /// bytes).
+    async fn sync_reporting(
+        &mut self,
+        ch: &mut Channel,
+        progress: &dyn Progress,
+    ) -> Result<SyncOutcome, Error> {
+        let outcome =
+            ClientCache::sync(&mut self.cache, ch, self.max_filter_bytes, progress).await?;
         let cache = self
             .cache
             .as_ref()
@@ -340,13 +352,13 @@ impl FilterClient {
         progress: &dyn Progress,
     ) -> Result<ClientQuery, Error> {
         progress.stage("sync", None);
-        let mut syncs = vec![self.sync(ch).await?];
+        let mut syncs = vec![self.sync_reporting(ch, progress).await?];
         same_key_format(&syncs[0].key_format, &self.key_format, "this client")?;
         progress.stage("query", None);
         let outcome = match self.query_synced(ch, items).await {
             Err(e) if e.is_stale() => {
                 progress.stage("sync", None);
-                syncs.push(self.sync(ch).await?);
+                syncs.push(self.sync_reporting(ch, progress).await?);
                 progress.stage("query", None);
                 self.query_synced(ch, items).await?
             }
@@ -475,13 +487,15 @@ fn missing<'a>(
 /// every answer can come from a fresh connection. The client's cache file,
 /// if any, is kept current as in a networked query; the client comes back
 /// with the result, its filter synced ([`FilterClient::saved`]).
+/// `progress` hears the query's stages and a download's bytes.
 pub fn query_stepper(
     mut client: FilterClient,
     items: Vec<Vec<u8>>,
     limits: Limits,
+    progress: Arc<dyn Progress + Send>,
 ) -> Stepper<(FilterClient, Result<ClientQuery, Error>)> {
     Stepper::new(limits, move |mut ch| async move {
-        let result = client.query(&mut ch, &items, &NoProgress).await;
+        let result = client.query(&mut ch, &items, progress.as_ref()).await;
         (client, result)
     })
 }

@@ -15,6 +15,7 @@ use psikit_protocols::filter_psi::{
     ClientCache, FilterConfig, FilterService, QueryOutcome, ServerState, SyncKind, SyncOutcome, Tag,
 };
 use psikit_protocols::service::{LocalServer, ServerLimits};
+use psikit_protocols::NoProgress;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -123,7 +124,8 @@ impl BenchClient {
     async fn sync(&mut self) -> Result<(SyncOutcome, u64, Duration)> {
         let before = self.ch.bytes_received();
         let t = Instant::now();
-        let out = ClientCache::sync(&mut self.cache, &mut self.ch, MAX_FILTER_BYTES).await?;
+        let out =
+            ClientCache::sync(&mut self.cache, &mut self.ch, MAX_FILTER_BYTES, &NoProgress).await?;
         Ok((out, self.ch.bytes_received() - before, t.elapsed()))
     }
 
