@@ -89,7 +89,7 @@ impl Items {
 
     /// What the server compares with its own key encoding before a query.
     #[wasm_bindgen(getter, js_name = keyFormat)]
-    pub fn key_format_js(&self) -> String {
+    pub fn key_format(&self) -> String {
         self.key_format.clone()
     }
 }
@@ -116,10 +116,6 @@ impl Items {
 
     pub(crate) fn keys(&self) -> &[Vec<u8>] {
         &self.keys
-    }
-
-    pub(crate) fn key_format(&self) -> &str {
-        &self.key_format
     }
 }
 

@@ -30,10 +30,6 @@ use wasm_bindgen::prelude::*;
 pub use items::Items;
 pub use selftest::{failure as self_test_failure, self_test};
 
-/// The largest frame the client accepts from the server (psikit's
-/// default): a sync body comes in chunks far below it.
-const MAX_FRAME_BYTES: u32 = 16 << 20;
-
 /// A client of one filter server: its copy of the server's filter, kept
 /// current by each query.
 #[wasm_bindgen]
@@ -76,13 +72,12 @@ impl Client {
     /// Starts a query of `items`: drive it with [`Query::advance`].
     pub fn query(&self, items: &Items) -> Result<Query, JsError> {
         let client = self.home.borrow_mut().take().ok_or_else(busy)?;
-        let client = client.with_key_format(items.key_format().to_owned());
-        let limits = Limits {
-            max_frame_bytes: MAX_FRAME_BYTES,
-            ..Limits::default()
-        };
+        let client = client.with_key_format(items.key_format());
         let download = Arc::new(Download::default());
         let keys = items.keys().to_vec();
+        // psikit's default frame limit: a sync body comes in chunks far
+        // below it.
+        let limits = Limits::default();
         Ok(Query {
             stepper: Some(query_stepper(client, keys, limits, download.clone())),
             home: self.home.clone(),

@@ -66,7 +66,7 @@ fn a_page_finds_the_matches_keeps_its_filter_and_follows_updates() {
     state.set_key_format(
         Items::from_lines("", "trim,lower")
             .expect("items")
-            .key_format_js(),
+            .key_format(),
     );
     state.save(dir.path()).expect("save");
 
@@ -124,7 +124,7 @@ fn csv_and_lines_give_the_cli_s_items() {
     assert_eq!(lines.length(), 2);
     assert_eq!(lines.key(0), items.key(0));
     assert_eq!(lines.key(1), items.key(1));
-    assert_eq!(lines.key_format_js(), items.key_format_js());
+    assert_eq!(lines.key_format(), items.key_format());
 }
 
 #[test]
