@@ -128,3 +128,34 @@ def test_tag_cache_asks_only_for_new_items(tmp_path, small_sets):
         assert again["bytes_sent"] * 10 < first["bytes_sent"]
     tags.write_bytes(b"garbage")
     assert psikit.filter.Client("127.0.0.1:1", tag_cache=tags).discarded_tag_cache
+
+
+def _upgrade(addr, origin):
+    """The status line of a WebSocket upgrade request from a page at
+    ``origin`` (as a browser sends it) to ``addr``."""
+    import socket
+
+    host, port = addr.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as s:
+        s.sendall(
+            (
+                f"GET / HTTP/1.1\r\nHost: {addr}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
+                f"Origin: {origin}\r\n\r\n"
+            ).encode()
+        )
+        return s.recv(4096).split(b"\r\n", 1)[0].decode()
+
+
+def test_websocket_listener_checks_the_page_origin(tmp_path, small_sets):
+    state = tmp_path / "srv"
+    psikit.filter.setup(small_sets.server, state, normalize=NORM)
+    page = "https://contacts.example.org"
+    with psikit.Server(filter_state=str(state), ws_listen="127.0.0.1:0", ws_allow_origin=[page]) as server:
+        assert server.ws_addr and server.ws_addr != server.addr
+        assert " 101 " in _upgrade(server.ws_addr, page)
+        assert " 403 " in _upgrade(server.ws_addr, "https://elsewhere.example")
+        # The TCP listener serves as before.
+        assert psikit.filter.query(server.addr, small_sets.client, normalize=NORM) == small_sets.truth()
+    with pytest.raises(psikit.InputError, match="scheme"):
+        psikit.Server(filter_state=str(state), ws_listen="127.0.0.1:0", ws_allow_origin=["example.org"])

@@ -105,12 +105,16 @@ def test_builds_and_queries_report_their_stages(small_sets, tmp_path):
     assert filter_update.stages() == ["computing OPRF (additions)", "computing OPRF (removals)"]
     with psikit.Server(filter_state=str(tmp_path / "srv"), he_state=str(tmp_path / "he")) as server:
         got = psikit.filter.query(server.addr, small_sets.client, normalize=NORM, progress=filter_query)
-        assert filter_query.stages() == ["sync", "query"]
+        assert filter_query.stages() == ["sync", "downloading the filter", "query"]
+        # The download counts its bytes up to their total.
+        download = [(done, total) for stage, done, total in filter_query.reports
+                    if stage == "downloading the filter"]
+        assert download[-1][0] == download[-1][1] > 0, download
         assert psikit.he.query(server.addr, small_sets.client, normalize=NORM, progress=he_query) == got
         assert he_query.stages() == ["parameters and keys", "query"]
         client, kept = psikit.filter.Client(server.addr), Recorder()
         assert client.query(small_sets.client, normalize=NORM, progress=kept) == got
-        assert kept.stages() == ["sync", "query"]
+        assert kept.stages() == ["sync", "downloading the filter", "query"]
 
 
 class FakeTqdm:

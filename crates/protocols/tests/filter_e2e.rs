@@ -527,7 +527,7 @@ async fn runs_over_mutual_tls() {
         .await
         .unwrap();
     let addr = format!("localhost:{}", listener.local_addr().unwrap().port());
-    let task = tokio::spawn(Arc::new(router).run(listener));
+    let task = tokio::spawn(Arc::new(router).run(vec![listener]));
     let client_tls = ClientTlsFiles {
         server_ca: ca_path,
         server_name: None,

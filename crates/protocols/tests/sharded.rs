@@ -480,7 +480,7 @@ async fn the_router_reaches_shards_over_mutual_tls() {
             "localhost:{}",
             listener.local_addr().unwrap().port()
         ));
-        tasks.push(tokio::spawn(Arc::new(router).run(listener)));
+        tasks.push(tokio::spawn(Arc::new(router).run(vec![listener])));
     }
     let client: Vec<Vec<u8>> = (0..40)
         .map(|i| format!("user{}@x.org", i * 13).into_bytes())
@@ -545,7 +545,7 @@ async fn the_router_is_ready_while_every_shard_answers_and_counts_its_fan_out() 
         .await
         .unwrap();
     let at = listener.local_addr().unwrap().to_string();
-    let task = tokio::spawn(router.clone().run(listener));
+    let task = tokio::spawn(router.clone().run(vec![listener]));
     assert_eq!(router.readiness().await, Ok(()));
 
     let client: Vec<Vec<u8>> = (0..32)

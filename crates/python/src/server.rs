@@ -3,13 +3,14 @@
 //! background runtime, one port for every state given, and the same
 //! router at the message level (`respond`: request bytes in, answer bytes
 //! out), with or without a port. Updates written to the state directories
-//! are picked up live, as by `psikit serve`.
+//! are picked up live, as by `psikit serve`; `ws_listen=` adds its
+//! WebSocket listener for web pages (`--ws-listen`).
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use psikit_protocols::common::connect::{runtime, Listener, ServerAddr};
+use psikit_protocols::common::connect::{runtime, AllowedOrigins, Listener, ServerAddr};
 use psikit_protocols::common::Limits;
 use psikit_protocols::service::{QueryBudget, Router, ServerLimits};
 use psikit_protocols::serving::{HeRouting, Serving};
@@ -41,6 +42,8 @@ impl Running {
 pub struct Server {
     /// `None` when serving only through `respond`.
     addr: Option<String>,
+    /// The WebSocket listener's `host:port`, if any.
+    ws_addr: Option<String>,
     router: Arc<Router>,
     limits: Limits,
     services: Vec<(String, String)>,
@@ -54,7 +57,7 @@ impl Server {
         he_router=None, he_shards=Vec::new(), he_shards_tls=None,
         max_connections=None, max_query_items=None, he_concurrent_queries=None,
         reload_secs=2.0, timeout=60.0, max_message_mib=16, tls=None, query_budget=None,
-        query_budget_window=86400.0))]
+        query_budget_window=86400.0, ws_listen=None, ws_allow_origin=Vec::new()))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -74,6 +77,8 @@ impl Server {
         tls: Option<&Bound<'_, PyDict>>,
         query_budget: Option<u64>,
         query_budget_window: f64,
+        ws_listen: Option<String>,
+        ws_allow_origin: Vec<String>,
     ) -> PyResult<Self> {
         if !(reload_secs.is_finite() && reload_secs > 0.0) {
             return Err(errors::input(
@@ -105,7 +110,9 @@ impl Server {
         let tls = net::server_tls(tls)?;
         let shards_tls = net::client_tls(he_shards_tls)?;
         let listen = listen.map(str::to_owned);
-        let (addr, services, router, running) = py
+        let origins =
+            AllowedOrigins::parse(&ws_allow_origin).map_err(|e| errors::input(e.to_string()))?;
+        let (addrs, services, router, running) = py
             .detach(|| -> Result<_, Error> {
                 if he_router.is_none() && !he_shards.is_empty() {
                     return Err(Error::Config("he_shards= goes with he_router=DIR".into()));
@@ -142,27 +149,38 @@ impl Server {
                     .collect();
                 let router = Arc::new(router);
                 let runtime = runtime()?;
-                let (addr, task) = match &listen {
-                    Some(listen) => {
-                        let listener =
-                            runtime.block_on(Listener::bind(listen, tls.as_ref(), net_limits))?;
-                        let addr = listener.local_addr()?.to_string();
-                        (Some(addr), runtime.spawn(router.clone().run(listener)))
-                    }
-                    None => {
+                let bind = |addr: &Option<String>| -> Result<Option<Listener>, Error> {
+                    let Some(addr) = addr else { return Ok(None) };
+                    let bound = Listener::bind(addr, tls.as_ref(), net_limits);
+                    Ok(Some(runtime.block_on(bound)?))
+                };
+                let tcp = bind(&listen)?;
+                let ws = bind(&ws_listen)?.map(|l| l.websocket(origins));
+                let addr_of = |l: &Option<Listener>| -> Result<Option<String>, Error> {
+                    Ok(match l {
+                        Some(l) => Some(l.local_addr()?.to_string()),
+                        None => None,
+                    })
+                };
+                let addrs = (addr_of(&tcp)?, addr_of(&ws)?);
+                let listeners: Vec<Listener> = tcp.into_iter().chain(ws).collect();
+                let task = match listeners.is_empty() {
+                    false => runtime.spawn(router.clone().run(listeners)),
+                    true => {
                         let watch = router.clone().watch();
-                        let task = runtime.spawn(async move {
+                        runtime.spawn(async move {
                             watch.await;
                             Ok(())
-                        });
-                        (None, task)
+                        })
                     }
                 };
-                Ok((addr, services, router, Running { runtime, task }))
+                Ok((addrs, services, router, Running { runtime, task }))
             })
             .py_err()?;
+        let (addr, ws_addr) = addrs;
         Ok(Server {
             addr,
+            ws_addr,
             router,
             limits: net_limits,
             services,
@@ -191,6 +209,12 @@ impl Server {
     #[getter]
     fn addr(&self) -> Option<String> {
         self.addr.clone()
+    }
+
+    /// The WebSocket listener's `host:port` (`ws_listen=`), for web pages.
+    #[getter]
+    fn ws_addr(&self) -> Option<String> {
+        self.ws_addr.clone()
     }
 
     /// `(name, description)` of each service served.

@@ -21,7 +21,7 @@ impl LocalServer {
     pub async fn start(router: Router, limits: Limits) -> Result<Self, Error> {
         let listener = Listener::bind("127.0.0.1:0", None, limits).await?;
         let addr = listener.local_addr()?.to_string();
-        let task = tokio::spawn(Arc::new(router).run(listener));
+        let task = tokio::spawn(Arc::new(router).run(vec![listener]));
         Ok(Self { addr, task })
     }
 

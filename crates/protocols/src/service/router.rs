@@ -280,12 +280,13 @@ impl Router {
         }
     }
 
-    /// Accepts connections until the listener fails for good, at most
+    /// Accepts connections on `listeners` (TCP and WebSocket: one server)
+    /// until they fail for good, at most
     /// `max_connections` served at once (the others are told the server
     /// is busy); each connection runs in its own task, so one misbehaving
     /// client never stops the others. Also runs the reload watcher.
-    pub async fn run(self: Arc<Self>, listener: Listener) -> Result<(), Error> {
-        self.run_until(vec![listener], std::future::pending(), Duration::ZERO)
+    pub async fn run(self: Arc<Self>, listeners: Vec<Listener>) -> Result<(), Error> {
+        self.run_until(listeners, std::future::pending(), Duration::ZERO)
             .await
             .map(|_| ())
     }
