@@ -42,10 +42,40 @@ pub struct IncrementalBenchArgs {
     pub json: crate::args::JsonArgs,
 }
 
+/// The key holder's work in one run, by phase.
+#[derive(Default)]
+struct KeyHolder {
+    /// Its items' OPRF (for an update, the added and the removed ones).
+    oprf: Duration,
+    /// Building the filter, or updating it and the sorted tags.
+    filter: Duration,
+    /// Writing the state file (atomically, synced).
+    save: Duration,
+    /// The server reading the state file: its first load, or the reload
+    /// after the update.
+    load: Duration,
+}
+
+impl KeyHolder {
+    fn total(&self) -> Duration {
+        self.oprf + self.filter + self.save + self.load
+    }
+}
+
+/// One of a [`KeyHolder`]'s phases (or their total), for the table.
+type Phase = fn(&KeyHolder) -> Duration;
+
+/// Runs `work`, adding its time to `phase`.
+fn timed<T>(phase: &mut Duration, work: impl FnOnce() -> T) -> T {
+    let t = Instant::now();
+    let out = work();
+    *phase += t.elapsed();
+    out
+}
+
 /// One run's costs.
 struct Run {
-    /// The key holder's OPRF and filter work (set-up or update).
-    server: Duration,
+    server: KeyHolder,
     /// The other party's sync and query, wall time.
     client: Duration,
     sent: u64,
@@ -122,15 +152,18 @@ pub fn run(a: &IncrementalBenchArgs) -> Result<()> {
         a.log2, a.change_percent
     ));
 
-    let t = Instant::now();
+    let mut setup = KeyHolder::default();
     let key = ServerKey::generate(&mut OsRng);
-    let tags = tags_for_items(&key, &items(&sets.server))?;
-    let (mut state, _) = ServerState::build(key, tags, FilterConfig::default())?;
-    state.save(dir.path())?;
-    let setup = t.elapsed();
+    let tags = timed(&mut setup.oprf, || {
+        tags_for_items(&key, &items(&sets.server))
+    })?;
+    let build = || ServerState::build(key, tags, FilterConfig::default());
+    let (mut state, _) = timed(&mut setup.filter, build)?;
+    timed(&mut setup.save, || state.save(dir.path()))?;
+    let open = || FilterService::open(dir.path(), ServerLimits::default());
+    let service = Arc::new(timed(&mut setup.load, open)?);
 
     let rt = runtime()?;
-    let service = Arc::new(FilterService::open(dir.path(), ServerLimits::default())?);
     let mut router = Router::new(ServerLimits::default());
     router.register(service.clone())?;
     let server = rt.block_on(LocalServer::start(router, Default::default()))?;
@@ -143,13 +176,16 @@ pub fn run(a: &IncrementalBenchArgs) -> Result<()> {
     let full = client_run(&rt, &mut client, &addr, &sets, setup)?;
 
     let (removed, added) = sets.change(m);
-    let t = Instant::now();
-    let add = tags_for_items(state.key(), &items(&added))?;
-    let remove = tags_for_items(state.key(), &items(&removed))?;
-    state.update(add, remove)?;
-    state.save(dir.path())?;
-    service.reload()?;
-    let update = t.elapsed();
+    let mut update = KeyHolder::default();
+    let add = timed(&mut update.oprf, || {
+        tags_for_items(state.key(), &items(&added))
+    })?;
+    let remove = timed(&mut update.oprf, || {
+        tags_for_items(state.key(), &items(&removed))
+    })?;
+    timed(&mut update.filter, || state.update(add, remove))?;
+    timed(&mut update.save, || state.save(dir.path()))?;
+    timed(&mut update.load, || service.reload())?;
     let changed = client_run(&rt, &mut client, &addr, &sets, update)?;
     finish(say, "incremental", report(a, &full, &changed), started)
 }
@@ -161,7 +197,7 @@ fn client_run(
     client: &mut FilterClient,
     addr: &ServerAddr,
     sets: &Sets,
-    server: Duration,
+    server: KeyHolder,
 ) -> Result<Run> {
     let keys = keys(&sets.client);
     let t = Instant::now();
@@ -200,12 +236,21 @@ fn report(a: &IncrementalBenchArgs, full: &Run, changed: &Run) -> String {
     let size = |b: f64| report::bytes(b as u64);
     let count = |c: f64| format!("{c:.0}");
     let secs = |d: Duration| d.as_secs_f64();
-    row(
-        "key holder: set-up / update (OPRF + filter)",
-        secs(full.server),
-        secs(changed.server),
-        &time,
-    );
+    let phases: [(&str, Phase); 5] = [
+        ("key holder: OPRF", |k| k.oprf),
+        ("key holder: filter build / update", |k| k.filter),
+        ("key holder: state file written", |k| k.save),
+        ("key holder: state file loaded by the server", |k| k.load),
+        ("key holder: all", KeyHolder::total),
+    ];
+    for (name, phase) in phases {
+        row(
+            name,
+            secs(phase(&full.server)),
+            secs(phase(&changed.server)),
+            &time,
+        );
+    }
     row(
         "other party: sync + query (wall)",
         secs(full.client),
@@ -214,8 +259,8 @@ fn report(a: &IncrementalBenchArgs, full: &Run, changed: &Run) -> String {
     );
     row(
         "both, time",
-        secs(full.server + full.client),
-        secs(changed.server + changed.client),
+        secs(full.server.total() + full.client),
+        secs(changed.server.total() + changed.client),
         &time,
     );
     row(
