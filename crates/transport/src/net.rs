@@ -168,7 +168,7 @@ impl Listener {
     /// upgrade (if any) are left to [`Incoming::handshake`] so a slow
     /// client cannot stall the accept loop.
     pub async fn accept(&self) -> Result<Incoming, TransportError> {
-        accept_any(std::slice::from_ref(self)).await
+        accept_any(std::slice::from_ref(self), 0).await
     }
 
     fn incoming(&self, (tcp, peer): (TcpStream, SocketAddr)) -> Result<Incoming, TransportError> {
@@ -184,10 +184,14 @@ impl Listener {
 }
 
 /// Accepts the next connection on whichever of `listeners` has one (a
-/// server's TCP and WebSocket listeners, served by one loop).
-pub async fn accept_any(listeners: &[Listener]) -> Result<Incoming, TransportError> {
+/// server's TCP and WebSocket listeners, served by one loop), asking
+/// listener `turn` (modulo their number) first: a caller that counts its
+/// accepts into `turn` keeps a flooded listener from starving the others.
+pub async fn accept_any(listeners: &[Listener], turn: usize) -> Result<Incoming, TransportError> {
+    let first = turn % listeners.len().max(1);
+    let order = listeners[first..].iter().chain(&listeners[..first]);
     poll_fn(|cx| {
-        for listener in listeners {
+        for listener in order.clone() {
             if let Poll::Ready(accepted) = listener.tcp.poll_accept(cx) {
                 return Poll::Ready(accepted.map(|a| (a, listener)));
             }

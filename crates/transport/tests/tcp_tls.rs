@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use psikit_transport::net::{connect, ClientTlsFiles, Listener, ServerTlsFiles};
+use psikit_transport::net::{accept_any, connect, ClientTlsFiles, Listener, ServerTlsFiles};
 use psikit_transport::{Frame, Limits, TransportError};
 use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
 
@@ -164,4 +164,27 @@ async fn missing_pem_file_is_a_clear_error() {
         .err()
         .unwrap();
     assert!(err.to_string().contains("/nonexistent/cert.pem"), "{err}");
+}
+
+#[tokio::test]
+async fn accept_any_takes_turns_so_no_listener_starves() {
+    let a = Listener::bind("127.0.0.1:0", None, limits()).await.unwrap();
+    let b = Listener::bind("127.0.0.1:0", None, limits()).await.unwrap();
+    let (at_a, at_b) = (a.local_addr().unwrap(), b.local_addr().unwrap());
+    // Two connections waiting on each listener; each client's own address
+    // says which listener it reached.
+    let mut reached = std::collections::HashMap::new();
+    let mut clients = Vec::new();
+    for (name, addr) in [("a", at_a), ("a", at_a), ("b", at_b), ("b", at_b)] {
+        let client = tokio::net::TcpStream::connect(addr).await.unwrap();
+        reached.insert(client.local_addr().unwrap(), name);
+        clients.push(client);
+    }
+    let listeners = [a, b];
+    let mut order = Vec::new();
+    for turn in 0..4 {
+        let incoming = accept_any(&listeners, turn).await.unwrap();
+        order.push(reached[&incoming.peer()]);
+    }
+    assert_eq!(order, ["a", "b", "a", "b"]);
 }

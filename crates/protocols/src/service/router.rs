@@ -306,13 +306,16 @@ impl Router {
         let slots = Arc::new(Semaphore::new(self.limits.max_connections.max(1)));
         let closing = Closing::new();
         let mut connections = JoinSet::new();
+        // Which listener is asked first takes turns (`accept_any`).
+        let mut accepted = 0usize;
         tokio::pin!(stop);
         loop {
             tokio::select! {
                 () = &mut stop => break,
                 Some(_) = connections.join_next(), if !connections.is_empty() => {}
-                incoming = accept_any(&listeners) => match incoming {
+                incoming = accept_any(&listeners, accepted) => match incoming {
                     Ok(incoming) => {
+                        accepted = accepted.wrapping_add(1);
                         let router = self.clone();
                         let permit = slots.clone().try_acquire_owned();
                         let closing = closing.clone();
