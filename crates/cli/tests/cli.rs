@@ -25,8 +25,8 @@ fn serve_with(flag: &str, state: &Path) -> Server {
 }
 
 /// `psikit filter setup` of `input`'s `email` column, trimmed and
-/// lower-cased, into `state`.
-fn filter_setup(input: &Path, state: &Path) {
+/// lower-cased, into `state`; what it printed.
+fn filter_setup(input: &Path, state: &Path) -> String {
     run_ok(
         psikit()
             .args([
@@ -41,7 +41,7 @@ fn filter_setup(input: &Path, state: &Path) {
             .arg(input)
             .arg("--state")
             .arg(state),
-    );
+    )
 }
 
 fn query(addr: &str, dir: &Path, input: &str) -> (String, BTreeSet<String>) {
@@ -90,21 +90,7 @@ fn setup_serve_query_update_requery() {
     );
     let state = d.join("state");
 
-    let setup = run_ok(
-        psikit()
-            .args([
-                "filter",
-                "setup",
-                "--key",
-                "email",
-                "--normalize",
-                "trim,lower",
-                "--input",
-            ])
-            .arg(d.join("server.csv"))
-            .arg("--state")
-            .arg(&state),
-    );
+    let setup = filter_setup(&d.join("server.csv"), &state);
     assert!(setup.contains("removed 1 duplicate items"), "{setup}");
     assert!(setup.contains("filter: 4 items"), "{setup}");
 
@@ -579,21 +565,7 @@ a@x
 ",
     );
     let state = d.join("state");
-    run_ok(
-        psikit()
-            .args([
-                "filter",
-                "setup",
-                "--key",
-                "email",
-                "--normalize",
-                "trim,lower",
-                "--input",
-            ])
-            .arg(d.join("server.csv"))
-            .arg("--state")
-            .arg(&state),
-    );
+    filter_setup(&d.join("server.csv"), &state);
     let out = run_err(
         psikit()
             .args(["filter", "update", "--key", "email", "--add"])
