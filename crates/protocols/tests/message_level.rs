@@ -78,7 +78,7 @@ async fn filter_queries_by_message_find_the_intersection_and_follow_updates() {
     let dir = tempfile::tempdir().unwrap();
     let state_dir = dir.path().join("state");
     let server_tags = tags(&key, &server);
-    let (state, _) = ServerState::build(key, server_tags, FilterConfig::default()).unwrap();
+    let (mut state, _) = ServerState::build(key, server_tags, FilterConfig::default()).unwrap();
     state.save(&state_dir).unwrap();
     let service = Arc::new(FilterService::open(&state_dir, ServerLimits::default()).unwrap());
     let router = router(service.clone());

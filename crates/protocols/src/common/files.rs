@@ -6,6 +6,7 @@ use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 
 use rand::RngCore;
+use sha2::{Digest, Sha256};
 
 use crate::error::Error;
 
@@ -41,6 +42,64 @@ fn fill_and_commit(
         Ok(()) => file.commit(),
         Err(e) => Err(Error::io(path, e)),
     }
+}
+
+/// The digest that ends a sealed file: SHA-256 of its magic and body.
+pub fn seal(magic: &[u8; 8], body: &[u8]) -> [u8; 32] {
+    Sha256::new()
+        .chain_update(magic)
+        .chain_update(body)
+        .finalize()
+        .into()
+}
+
+/// Writes `magic | body | seal(magic, body)` atomically.
+pub fn write_sealed(path: &Path, magic: &[u8; 8], body: &[u8]) -> Result<(), Error> {
+    write_sealed_as(path, magic, body, false)
+}
+
+/// [`write_sealed`], owner-only when `private` (see [`write_atomic_private`]).
+pub fn write_sealed_as(
+    path: &Path,
+    magic: &[u8; 8],
+    body: &[u8],
+    private: bool,
+) -> Result<(), Error> {
+    let digest = seal(magic, body);
+    let file = AtomicFile::open(path, 1 << 20, private)?;
+    fill_and_commit(file, path, |w| {
+        use std::io::Write;
+        w.write_all(magic)?;
+        w.write_all(body)?;
+        w.write_all(&digest)
+    })
+}
+
+/// The body of a sealed file, `None` if there is none; a damaged file
+/// (another magic, a digest that does not match) is an error, never read
+/// as something else.
+pub fn read_sealed(path: &Path, magic: &[u8; 8]) -> Result<Option<Vec<u8>>, Error> {
+    let mut bytes = match fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::io(path, e)),
+    };
+    let damaged = || {
+        Error::StateFile(format!(
+            "{} is damaged (its digest does not match)",
+            path.display()
+        ))
+    };
+    if bytes.len() < 40 || &bytes[..8] != magic {
+        return Err(damaged());
+    }
+    let body_end = bytes.len() - 32;
+    if seal(magic, &bytes[8..body_end]) != bytes[body_end..] {
+        return Err(damaged());
+    }
+    bytes.truncate(body_end);
+    bytes.drain(..8);
+    Ok(Some(bytes))
 }
 
 /// A file written in several steps that appears at its path only whole

@@ -3,6 +3,7 @@
 //! vocabulary of results ([`Match`]) and server state directories
 //! ([`state_dir`]).
 
+pub mod changelog;
 #[cfg(feature = "net")]
 pub mod connect;
 pub mod files;

@@ -290,7 +290,7 @@ mod tests {
         let key = ServerKey::generate(&mut rand::rngs::OsRng);
         let set = keys(0..500);
         let tags = tags_for_items(&key, &items(&set)).expect("tags");
-        let (state, _) = ServerState::build(key, tags, FilterConfig::default()).expect("build");
+        let (mut state, _) = ServerState::build(key, tags, FilterConfig::default()).expect("build");
         let dir = tempfile::tempdir().expect("tempdir");
         state.save(dir.path()).expect("save");
         let server = FilterSnapshot::new(state);

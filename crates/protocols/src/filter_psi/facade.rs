@@ -435,7 +435,7 @@ async fn query_with_tag_cache(
     items: &[Vec<u8>],
 ) -> Result<QueryOutcome, Error> {
     let hashes = TagCache::hash_all(items);
-    let known = store.cache.lookup(&hashes);
+    let (known, sorted) = store.cache.lookup(&hashes);
     let mut out = QueryOutcome::default();
     let mut asked = vec![CANARY.to_vec()];
     asked.extend(missing(items, &known, |k| k.is_none()));
@@ -461,7 +461,7 @@ async fn query_with_tag_cache(
         .map(|k| k.or_else(|| fresh.next()))
         .collect::<Option<_>>()
         .ok_or(Error::Misuse("the server answered fewer items than asked"))?;
-    store.cache.replace(key_id, &hashes, &tags);
+    store.cache.replace(key_id, &sorted, &tags);
     store.cache.save(&store.path)?;
     out.matches = cache.matches(&tags);
     Ok(out)

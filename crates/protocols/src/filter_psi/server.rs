@@ -12,7 +12,7 @@ use super::messages::PROTOCOL_ID;
 use super::messages::{
     DeltaBody, QueryRequest, QueryResponse, SyncHeader, SyncMode, SyncRequest, KIND_SYNC_BODY,
 };
-use super::state::{filter_digest, state_path, ServerState};
+use super::state::{filter_digest, state_files, ServerState};
 use crate::error::{Error, Violation};
 use crate::service::{Handled, LiveState, ServerLimits, Service, Session};
 
@@ -136,9 +136,11 @@ impl FilterService {
     /// rewrites it.
     pub fn open(dir: &Path, limits: ServerLimits) -> Result<Self, Error> {
         let owned = dir.to_path_buf();
-        let current = LiveState::watching(state_path(dir), move || {
-            ServerState::load(&owned).map(FilterSnapshot::new)
-        })?;
+        let files = dir.to_path_buf();
+        let current = LiveState::watching_files(
+            move || state_files(&files),
+            move || ServerState::load(&owned).map(FilterSnapshot::new),
+        )?;
         Ok(Self { current, limits })
     }
 

@@ -6,7 +6,13 @@
 //!   others can read it;
 //! * `filter.state`: everything else, versioned, replaced atomically
 //!   (write to a temporary file, fsync, rename) so a running server never
-//!   reads a half-written state.
+//!   reads a half-written state;
+//! * `filter.state.1`, `.2`, ...: the updates since `filter.state` was
+//!   written, one change file each ([`crate::common::changelog`]): an
+//!   update of 1% of a large set writes its own tags and slots, not the
+//!   whole state again. A save writes `filter.state` whole instead when
+//!   the changes would pass a quarter of it, after a rebuild, or when the
+//!   key format changed.
 
 use std::collections::VecDeque;
 use std::fs;
@@ -21,8 +27,10 @@ use rand::RngCore;
 use sha2::{Digest, Sha256};
 
 use super::config::FilterConfig;
+use super::messages::DeltaBody;
 use super::messages::FilterVersion;
 use super::tag::{tag_from_output, Tag};
+use crate::common::changelog::{self, ChangeLog};
 use crate::common::files::write_atomic;
 use crate::error::Error;
 use crate::keyfile;
@@ -36,11 +44,15 @@ pub(crate) const LAYOUT: crate::common::state_dir::Layout = crate::common::state
     before: &[KEY_FILE],
 };
 const STATE_MAGIC: &[u8; 8] = b"PSIKFLT\0";
-/// Version 4 holds the digest of the OPRF key it was built under
+/// Version 5 may be followed by change files (an older build would ignore
+/// them, so it refuses this version); its layout is version 4's. Version
+/// 4 holds the digest of the OPRF key it was built under
 /// (`keyfile::digest`), checked on load; version 3 has none (still read,
 /// unchecked). Versions 2 and up end with a SHA-256 digest of everything
 /// before it; version 1 (no digest) is still read.
-pub(crate) const STATE_VERSION: u8 = 4;
+pub(crate) const STATE_VERSION: u8 = 5;
+/// Version 5's layout, without change files.
+const UNLOGGED_VERSION: u8 = 4;
 /// Digested, with the key format, without the key's digest.
 const UNBOUND_VERSION: u8 = 3;
 /// Digested, without the key format (read as unknown).
@@ -121,6 +133,14 @@ pub struct ServerState {
     /// sent to clients so that one encoding its keys otherwise is told;
     /// empty if unknown.
     key_format: String,
+    /// The change files after the base this state was last saved as or
+    /// loaded from; `None` before the first save.
+    log: Option<ChangeLog>,
+    /// Updates since then, each encoded as a change file's body.
+    unsaved: Vec<Vec<u8>>,
+    /// Whether the next save writes the base whole: a new state, a
+    /// rebuilt filter or a new key format, none of which a change holds.
+    needs_base: bool,
 }
 
 impl ServerState {
@@ -144,6 +164,9 @@ impl ServerState {
             filter,
             history: VecDeque::new(),
             key_format: String::new(),
+            log: None,
+            unsaved: Vec::new(),
+            needs_base: true,
         };
         Ok((state, duplicates))
     }
@@ -191,9 +214,9 @@ impl ServerState {
         for tag in &present {
             self.filter.delete(tag);
         }
-        self.tags = sorted_difference(&self.tags, &present);
-
-        let (already, _) = partition_by_membership(&add, &self.tags);
+        // Removals come first: an item removed and added again is fresh.
+        let (held, _) = partition_by_membership(&add, &self.tags);
+        let already = sorted_difference(&held, &present);
         let fresh = sorted_difference(&add, &already);
         report.already_present = already.len() as u64;
         report.added = fresh.len() as u64;
@@ -204,7 +227,12 @@ impl ServerState {
                 break;
             }
         }
-        self.tags = sorted_union(&self.tags, &fresh);
+        let (gone, new) = (
+            sorted_difference(&present, &fresh),
+            sorted_difference(&fresh, &present),
+        );
+        self.tags = sorted_replace(&self.tags, &gone, &new)
+            .ok_or(Error::Internal("an update's tags were partitioned wrongly"))?;
         needs_rebuild |= self.filter.load_factor() > self.config.rebuild_load;
 
         self.version.epoch += 1;
@@ -215,13 +243,65 @@ impl ServerState {
         } else {
             let changed = self.filter.take_changed_slots();
             report.changed_slots = changed.len() as u64;
-            self.history.push_back((self.version.epoch, changed));
-            while self.history.len() > self.config.history_epochs as usize {
-                self.history.pop_front();
-            }
+            let change = self.encode_change(&gone, &new, &changed);
+            self.unsaved.push(change);
+            self.push_history(changed);
         }
         self.filter.set_track_changes(false);
         Ok(report)
+    }
+
+    fn push_history(&mut self, changed: Vec<u64>) {
+        self.history.push_back((self.version.epoch, changed));
+        while self.history.len() > self.config.history_epochs as usize {
+            self.history.pop_front();
+        }
+    }
+
+    /// A change file's body for the update that made the current epoch:
+    /// its removed and added tags, and the filter slots it wrote with
+    /// their new contents (as a delta to clients).
+    fn encode_change(&self, removed: &[Tag], added: &[Tag], slots: &[u64]) -> Vec<u8> {
+        let delta = DeltaBody {
+            slots: slots.to_vec(),
+            packed: self.filter.export_slots(slots),
+        }
+        .encode();
+        let mut w = Writer::with_capacity(16 * (removed.len() + added.len()) + delta.len() + 64);
+        w.u64(self.version.epoch).bytes(&self.version.filter_id);
+        write_tags(&mut w, removed);
+        write_tags(&mut w, added);
+        w.u64(delta.len() as u64).bytes(&delta);
+        w.into_bytes()
+    }
+
+    /// Replays a change file written by [`Self::encode_change`] on the
+    /// state it followed. Everything is checked before the state changes,
+    /// so a change that does not fit is an error, never a corrupt filter.
+    fn apply_change(&mut self, body: &[u8]) -> Result<(), Error> {
+        let mut r = Reader::new(body);
+        let epoch = r.u64("epoch")?;
+        let filter_id: [u8; 16] = r.array("filter id")?;
+        if filter_id != self.version.filter_id || Some(epoch) != self.version.epoch.checked_add(1) {
+            return Err(Error::StateFile(format!(
+                "a change for epoch {epoch} follows epoch {}",
+                self.version.epoch
+            )));
+        }
+        let removed = read_tags(&mut r, "removed tags")?;
+        let added = read_tags(&mut r, "added tags")?;
+        let delta_len = usize::try_from(r.u64("delta length")?)
+            .map_err(|_| Error::StateFile("delta length overflows".into()))?;
+        let delta = DeltaBody::decode(r.bytes(delta_len, "delta")?, self.filter.capacity_slots())?;
+        r.finish()?;
+        let tags = sorted_replace(&self.tags, &removed, &added).ok_or_else(|| {
+            Error::StateFile("a change removes tags the state lacks or adds tags it holds".into())
+        })?;
+        self.filter.import_slots(&delta.slots, &delta.packed)?;
+        self.tags = tags;
+        self.version.epoch = epoch;
+        self.push_history(delta.slots);
+        Ok(())
     }
 
     /// Builds a new filter sized for the current set under a new filter id.
@@ -229,6 +309,8 @@ impl ServerState {
         self.filter = build_filter(&self.tags, &self.config)?;
         self.version.filter_id = random_id();
         self.history.clear();
+        self.unsaved.clear();
+        self.needs_base = true;
         Ok(())
     }
 
@@ -258,26 +340,58 @@ impl ServerState {
     }
 
     /// Saves the key (if the directory has none yet; another key there is
-    /// an error) and the state.
-    pub fn save(&self, dir: &Path) -> Result<(), Error> {
+    /// an error) and the state: the updates since the last save or load
+    /// as change files when they fit (see the module's documentation),
+    /// else the whole state.
+    pub fn save(&mut self, dir: &Path) -> Result<(), Error> {
         fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
         keyfile::write_or_match(&dir.join(KEY_FILE), &self.key.to_bytes())?;
-        write_atomically(&dir.join(STATE_FILE), &self.encode())
+        let base = state_path(dir);
+        let more: u64 = self.unsaved.iter().map(|c| c.len() as u64).sum();
+        match &mut self.log {
+            Some(log) if !self.needs_base && log.base() == base && log.has_room(more) => {
+                for change in &self.unsaved {
+                    log.append(change)?;
+                }
+            }
+            _ => {
+                let bytes = self.encode();
+                write_atomically(&base, &bytes)?;
+                let digest = base_digest(&bytes);
+                let len = bytes.len() as u64;
+                self.log = Some(ChangeLog::restart(&base, digest, len, false)?);
+                self.needs_base = false;
+            }
+        }
+        self.unsaved.clear();
+        Ok(())
     }
 
-    /// Loads a state directory written by [`ServerState::save`].
+    /// Loads a state directory written by [`ServerState::save`]: the base,
+    /// then its change files in order.
     pub fn load(dir: &Path) -> Result<Self, Error> {
         let key_bytes = keyfile::read_secret(&dir.join(KEY_FILE))?;
         let key = ServerKey::from_bytes(&key_bytes)?;
         let path = state_path(dir);
         let bytes = fs::read(&path).map_err(|e| Error::io(&path, e))?;
-        Self::decode(key, &bytes).map_err(|e| {
+        let named = |e: Error| {
             let why = match e {
                 Error::StateFile(why) => why,
                 other => other.to_string(),
             };
             Error::StateFile(format!("{}: {why}", path.display()))
-        })
+        };
+        let mut state = Self::decode(key, &bytes).map_err(named)?;
+        if bytes.get(STATE_MAGIC.len()) == Some(&STATE_VERSION) {
+            let (log, changes) =
+                ChangeLog::read(&path, base_digest(&bytes), bytes.len() as u64, false)?;
+            for change in changes {
+                state.apply_change(&change).map_err(named)?;
+            }
+            state.log = Some(log);
+            state.needs_base = false;
+        }
+        Ok(state)
     }
 
     pub(crate) fn encode(&self) -> Vec<u8> {
@@ -300,10 +414,7 @@ impl ServerState {
                 w.u64(*b);
             }
         }
-        w.u64(self.tags.len() as u64);
-        for t in &self.tags {
-            w.bytes(t);
-        }
+        write_tags(&mut w, &self.tags);
         w.u64(filter.len() as u64).bytes(&filter);
         let mut bytes = w.into_bytes();
         let digest = Sha256::digest(&bytes);
@@ -316,7 +427,7 @@ impl ServerState {
     /// different state.
     fn checked_body(bytes: &[u8]) -> Result<&[u8], Error> {
         match bytes.get(STATE_MAGIC.len()) {
-            Some(&STATE_VERSION | &UNBOUND_VERSION | &UNFORMATTED_VERSION) => {
+            Some(&STATE_VERSION | &UNLOGGED_VERSION | &UNBOUND_VERSION | &UNFORMATTED_VERSION) => {
                 let split = bytes
                     .len()
                     .checked_sub(32)
@@ -341,6 +452,7 @@ impl ServerState {
         let version = r.u8("version")?;
         let known = [
             STATE_VERSION,
+            UNLOGGED_VERSION,
             UNBOUND_VERSION,
             UNFORMATTED_VERSION,
             UNDIGESTED_VERSION,
@@ -350,7 +462,7 @@ impl ServerState {
                 "state format version {version}; this build reads version {STATE_VERSION}"
             )));
         }
-        if version == STATE_VERSION {
+        if version == STATE_VERSION || version == UNLOGGED_VERSION {
             let bound: [u8; 32] = r.array("key digest")?;
             if bound != keyfile::digest(&key.to_bytes()) {
                 return Err(Error::StateFile(
@@ -361,7 +473,9 @@ impl ServerState {
             }
         }
         let key_format = match version {
-            STATE_VERSION | UNBOUND_VERSION => r.string(psikit_io::MAX_KEY_FORMAT, "key format")?,
+            STATE_VERSION | UNLOGGED_VERSION | UNBOUND_VERSION => {
+                r.string(psikit_io::MAX_KEY_FORMAT, "key format")?
+            }
             _ => String::new(),
         };
         let config = FilterConfig {
@@ -384,16 +498,7 @@ impl ServerState {
             let slots = (0..n).map(|_| r.u64("slot")).collect::<Result<_, _>>()?;
             history.push_back((epoch, slots));
         }
-        let n_tags = r.u64("tag count")?;
-        let tag_bytes = n_tags
-            .checked_mul(16)
-            .and_then(|n| usize::try_from(n).ok())
-            .ok_or_else(|| Error::StateFile("tag count overflows".into()))?;
-        let raw_tags = r.bytes(tag_bytes, "tags")?;
-        let tags = raw_tags
-            .chunks_exact(16)
-            .map(|c| c.try_into().expect("chunks of 16"))
-            .collect();
+        let tags = read_tags(&mut r, "tags")?;
         let filter_len = usize::try_from(r.u64("filter length")?)
             .map_err(|_| Error::StateFile("filter length overflows".into()))?;
         let filter = CuckooFilter::from_bytes(r.bytes(filter_len, "filter")?, filter_len)?;
@@ -418,6 +523,9 @@ impl ServerState {
             filter,
             history,
             key_format,
+            log: None,
+            unsaved: Vec::new(),
+            needs_base: true,
         })
     }
 
@@ -428,6 +536,7 @@ impl ServerState {
 
     /// Records how the set's keys are encoded.
     pub fn set_key_format(&mut self, format: String) {
+        self.needs_base |= format != self.key_format;
         self.key_format = format;
     }
 }
@@ -498,22 +607,66 @@ fn sorted_difference(a: &[Tag], b: &[Tag]) -> Vec<Tag> {
     out
 }
 
-/// `a ∪ b` for sorted, unique, disjoint slices, in one linear merge.
-fn sorted_union(a: &[Tag], b: &[Tag]) -> Vec<Tag> {
-    let mut out = Vec::with_capacity(a.len() + b.len());
-    let (mut i, mut j) = (0, 0);
-    while i < a.len() && j < b.len() {
-        if a[i] < b[j] {
-            out.push(a[i]);
-            i += 1;
-        } else {
-            out.push(b[j]);
-            j += 1;
+/// `set \ removed ∪ added` for sorted, unique slices, in one linear
+/// merge; `None` unless every removed tag is in `set` and no added one is.
+fn sorted_replace(set: &[Tag], removed: &[Tag], added: &[Tag]) -> Option<Vec<Tag>> {
+    let mut out = Vec::with_capacity((set.len() + added.len()).saturating_sub(removed.len()));
+    let (mut removed, mut added) = (removed.iter().peekable(), added.iter().peekable());
+    for t in set {
+        while let Some(a) = added.next_if(|a| *a < t) {
+            out.push(*a);
+        }
+        if added.peek() == Some(&t) || removed.peek().is_some_and(|r| *r < t) {
+            return None;
+        }
+        if removed.next_if(|r| *r == t).is_none() {
+            out.push(*t);
         }
     }
-    out.extend_from_slice(&a[i..]);
-    out.extend_from_slice(&b[j..]);
-    out
+    out.extend(added);
+    removed.next().is_none().then_some(out)
+}
+
+/// The files a state's base and changes are in, for a watcher.
+pub fn state_files(dir: &Path) -> Vec<PathBuf> {
+    let base = state_path(dir);
+    changelog::files(&base).unwrap_or_else(|_| vec![base])
+}
+
+/// The digest a saved state ends with (what its first change follows).
+fn base_digest(bytes: &[u8]) -> [u8; 32] {
+    let mut digest = [0u8; 32];
+    if let Some(tail) = bytes.len().checked_sub(32).and_then(|at| bytes.get(at..)) {
+        digest.copy_from_slice(tail);
+    }
+    digest
+}
+
+/// Tags as a `u64` count and 16 bytes each.
+fn write_tags(w: &mut Writer, tags: &[Tag]) {
+    w.u64(tags.len() as u64);
+    for t in tags {
+        w.bytes(t);
+    }
+}
+
+/// Tags written by [`write_tags`], bounded by the bytes present; they
+/// must be sorted and unique (every merge relies on it).
+fn read_tags(r: &mut Reader, field: &'static str) -> Result<Vec<Tag>, Error> {
+    let n = r.u64(field)?;
+    let len = n
+        .checked_mul(16)
+        .and_then(|n| usize::try_from(n).ok())
+        .ok_or_else(|| Error::StateFile(format!("{field}: count overflows")))?;
+    let tags: Vec<Tag> = r
+        .bytes(len, field)?
+        .chunks_exact(16)
+        .map(|c| c.try_into().expect("chunks of 16"))
+        .collect();
+    if !tags.windows(2).all(|w| w[0] < w[1]) {
+        return Err(Error::StateFile(format!("{field} out of order")));
+    }
+    Ok(tags)
 }
 
 fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), Error> {

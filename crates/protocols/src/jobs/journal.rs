@@ -21,13 +21,12 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use psikit_transport::{DecodeError, Reader, Writer};
-use sha2::{Digest, Sha256};
 
 use super::capacity::{Shape, MAX_BUCKETS};
 use super::kind::JobKind;
 use super::terms::{Agreed, JobHello};
 use crate::balanced::Role;
-use crate::common::files::write_atomic;
+use crate::common::files::{read_sealed, write_sealed};
 use crate::common::state_dir::{lock, StateLock};
 use crate::common::two_party::flag;
 use crate::error::Error;
@@ -499,42 +498,4 @@ fn bounded(v: u64, lo: u64, hi: u64, field: &'static str) -> Result<u64, DecodeE
         true => Ok(v),
         false => Err(DecodeError::invalid(field, v)),
     }
-}
-
-/// `magic | body | SHA-256(magic | body)`, atomically.
-fn write_sealed(path: &Path, magic: &[u8; 8], body: &[u8]) -> Result<(), Error> {
-    let digest = Sha256::new()
-        .chain_update(magic)
-        .chain_update(body)
-        .finalize();
-    write_atomic(path, |w| {
-        use std::io::Write;
-        w.write_all(magic)?;
-        w.write_all(body)?;
-        w.write_all(&digest)
-    })
-}
-
-/// The body of a sealed file, `None` if there is none; a damaged file is
-/// an error, never read as something else.
-fn read_sealed(path: &Path, magic: &[u8; 8]) -> Result<Option<Vec<u8>>, Error> {
-    let bytes = match fs::read(path) {
-        Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(Error::io(path, e)),
-    };
-    let damaged = || {
-        Error::Job(format!(
-            "{} is damaged (its digest does not match)",
-            path.display()
-        ))
-    };
-    if bytes.len() < 40 || &bytes[..8] != magic {
-        return Err(damaged());
-    }
-    let (sealed, digest) = bytes.split_at(bytes.len() - 32);
-    if Sha256::digest(sealed).as_slice() != digest {
-        return Err(damaged());
-    }
-    Ok(Some(sealed[8..].to_vec()))
 }

@@ -5,7 +5,9 @@
 //! requests already running finish on the snapshot they started with. The
 //! router's one watcher asks every service to [`LiveState::reload_if_changed`]
 //! now and then; set-up commands rewrite state files atomically (temporary
-//! file and rename), so a changed stamp always means a whole new file.
+//! file and rename), so a changed stamp always means a whole new file. A
+//! state kept as a base and change files ([`crate::common::changelog`])
+//! is watched as the list of its files.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
@@ -13,19 +15,24 @@ use std::time::SystemTime;
 
 use crate::error::Error;
 
-/// What identifies one version of a file: modification time and length.
-type Stamp = Option<(SystemTime, u64)>;
+/// What identifies one version of a state's files: each one's path,
+/// modification time and length.
+type Stamp = Vec<(PathBuf, Option<(SystemTime, u64)>)>;
 
-fn stamp(path: &Path) -> Stamp {
-    let meta = std::fs::metadata(path).ok()?;
-    Some((meta.modified().ok()?, meta.len()))
+fn stamp(files: &[PathBuf]) -> Stamp {
+    let one = |path: &Path| {
+        let meta = std::fs::metadata(path).ok()?;
+        Some((meta.modified().ok()?, meta.len()))
+    };
+    files.iter().map(|p| (p.clone(), one(p))).collect()
 }
 
 type Loader<T> = Box<dyn Fn() -> Result<T, Error> + Send + Sync>;
+type Lister = Box<dyn Fn() -> Vec<PathBuf> + Send + Sync>;
 
 /// Where a [`LiveState`] reloads from.
 struct Source<T> {
-    file: PathBuf,
+    files: Lister,
     seen: Mutex<Stamp>,
     load: Loader<T>,
 }
@@ -52,12 +59,22 @@ impl<T> LiveState<T> {
         file: PathBuf,
         load: impl Fn() -> Result<T, Error> + Send + Sync + 'static,
     ) -> Result<Self, Error> {
-        let seen = stamp(&file);
+        Self::watching_files(move || vec![file.clone()], load)
+    }
+
+    /// [`LiveState::watching`] a state kept in several files: `files`
+    /// lists them now (a base and its change files, say), and the state
+    /// reloads when the list or any file in it changes.
+    pub fn watching_files(
+        files: impl Fn() -> Vec<PathBuf> + Send + Sync + 'static,
+        load: impl Fn() -> Result<T, Error> + Send + Sync + 'static,
+    ) -> Result<Self, Error> {
+        let seen = stamp(&files());
         let value = load()?;
         Ok(Self {
             current: RwLock::new(Arc::new(value)),
             source: Some(Source {
-                file,
+                files: Box::new(files),
                 seen: Mutex::new(seen),
                 load: Box::new(load),
             }),
@@ -90,7 +107,7 @@ impl<T> LiveState<T> {
         let Some(source) = &self.source else {
             return Ok(None);
         };
-        let now = stamp(&source.file);
+        let now = stamp(&(source.files)());
         {
             let mut seen = match source.seen.lock() {
                 Ok(g) => g,

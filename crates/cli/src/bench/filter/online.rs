@@ -140,7 +140,7 @@ impl BenchClient {
 
 /// Serves the state, downloads the filter, runs the queries and, for the
 /// primary, the false-positive and delta measurements.
-pub(super) fn online(a: &WorkerArgs, state: ServerState, m: &mut Metrics) -> Result<()> {
+pub(super) fn online(a: &WorkerArgs, mut state: ServerState, m: &mut Metrics) -> Result<()> {
     let state_dir = a.work_dir.join(format!("state-{}", a.server_log2));
     if a.primary {
         state.save(&state_dir)?;

@@ -21,11 +21,13 @@ fn same_key(state: &ServerState) -> ServerKey {
 #[test]
 fn a_state_is_never_paired_with_another_key() {
     let dir = tempfile::tempdir().unwrap();
-    let (first, _) = ServerState::build(key(), random_tags(20), FilterConfig::default()).unwrap();
+    let (mut first, _) =
+        ServerState::build(key(), random_tags(20), FilterConfig::default()).unwrap();
     first.save(dir.path()).unwrap();
     // A new state saved beside the old key is refused, the old state
     // left as it was.
-    let (second, _) = ServerState::build(key(), random_tags(30), FilterConfig::default()).unwrap();
+    let (mut second, _) =
+        ServerState::build(key(), random_tags(30), FilterConfig::default()).unwrap();
     let err = second.save(dir.path()).unwrap_err();
     assert!(
         err.to_string().contains("another database or filter state"),
@@ -42,7 +44,8 @@ fn a_state_is_never_paired_with_another_key() {
 
 #[test]
 fn any_flipped_byte_of_a_saved_state_is_refused() {
-    let (state, _) = ServerState::build(key(), random_tags(300), FilterConfig::default()).unwrap();
+    let (mut state, _) =
+        ServerState::build(key(), random_tags(300), FilterConfig::default()).unwrap();
     let dir = tempfile::tempdir().unwrap();
     state.save(dir.path()).unwrap();
     let path = state_path(dir.path());
@@ -67,7 +70,8 @@ fn any_flipped_byte_of_a_saved_state_is_refused() {
 
 #[test]
 fn states_of_older_formats_still_load() {
-    let (state, _) = ServerState::build(key(), random_tags(50), FilterConfig::default()).unwrap();
+    let (mut state, _) =
+        ServerState::build(key(), random_tags(50), FilterConfig::default()).unwrap();
     let dir = tempfile::tempdir().unwrap();
     state.save(dir.path()).unwrap();
     let path = state_path(dir.path());
@@ -76,6 +80,8 @@ fn states_of_older_formats_still_load() {
     // format (here empty: a zero length after the version); format 1
     // also the digest.
     let mut body = current[..current.len() - 32].to_vec();
+    body[STATE_MAGIC.len()] = UNLOGGED_VERSION;
+    let v4 = [&body[..], &Sha256::digest(&body)[..]].concat();
     let after = STATE_MAGIC.len() + 1;
     body.drain(after..after + 32);
     body[STATE_MAGIC.len()] = UNBOUND_VERSION;
@@ -85,7 +91,7 @@ fn states_of_older_formats_still_load() {
     body[STATE_MAGIC.len()] = UNFORMATTED_VERSION;
     let v2 = [&body[..], &Sha256::digest(&body)[..]].concat();
     body[STATE_MAGIC.len()] = UNDIGESTED_VERSION;
-    for old in [v3, v2, body] {
+    for old in [v4, v3, v2, body] {
         fs::write(&path, &old).unwrap();
         let loaded = ServerState::load(dir.path()).unwrap();
         assert_eq!((loaded.len(), loaded.key_format()), (50, ""));
@@ -255,6 +261,170 @@ fn the_linear_merges_match_set_operations() {
         assert_eq!(super::sorted_difference(&av, &bv), diff);
         let rest: Vec<Tag> = b.difference(&a).copied().collect();
         let union: Vec<Tag> = a.union(&b).copied().collect();
-        assert_eq!(super::sorted_union(&av, &rest), union);
+        assert_eq!(super::sorted_replace(&av, &[], &rest), Some(union));
+        let common: Vec<Tag> = a.intersection(&b).copied().collect();
+        let replaced: Vec<Tag> = diff
+            .iter()
+            .chain(&rest)
+            .copied()
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        assert_eq!(super::sorted_replace(&av, &common, &rest), Some(replaced));
+        if !rest.is_empty() {
+            assert_eq!(
+                super::sorted_replace(&av, &rest, &[]),
+                None,
+                "removes absent"
+            );
+        }
+        if !common.is_empty() {
+            assert_eq!(
+                super::sorted_replace(&av, &[], &common),
+                None,
+                "adds present"
+            );
+        }
     }
+}
+
+/// What a loaded state must agree on with the one that was saved.
+fn same_state(a: &ServerState, b: &ServerState) -> bool {
+    a.version() == b.version()
+        && a.tags == b.tags
+        && a.history == b.history
+        && a.key_format() == b.key_format()
+        && a.filter().to_bytes() == b.filter().to_bytes()
+}
+
+fn change_file(dir: &Path, n: u64) -> PathBuf {
+    dir.join(format!("{STATE_FILE}.{n}"))
+}
+
+#[test]
+fn an_update_saves_only_its_change_and_loads_back_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut state, _) =
+        ServerState::build(key(), random_tags(4000), FilterConfig::default()).unwrap();
+    state.set_key_format("psikit-key-v1;columns=1".into());
+    state.save(dir.path()).unwrap();
+    let base = fs::read(state_path(dir.path())).unwrap();
+    for epoch in 1..=3 {
+        let gone = state.tags[..20].to_vec();
+        let report = state.update(random_tags(20), gone).unwrap();
+        assert!(!report.rebuilt && report.removed == 20 && report.added == 20);
+        state.save(dir.path()).unwrap();
+        assert!(change_file(dir.path(), epoch).exists());
+        let loaded = ServerState::load(dir.path()).unwrap();
+        assert!(same_state(&loaded, &state), "epoch {epoch}");
+    }
+    assert!(
+        fs::read(state_path(dir.path())).unwrap() == base,
+        "the base is not rewritten"
+    );
+    // A state loaded with its changes goes on appending after them.
+    let mut loaded = ServerState::load(dir.path()).unwrap();
+    loaded.update(random_tags(5), vec![]).unwrap();
+    loaded.save(dir.path()).unwrap();
+    assert!(change_file(dir.path(), 4).exists());
+    assert!(same_state(&ServerState::load(dir.path()).unwrap(), &loaded));
+    // A new key format is no change: the base is written whole and the
+    // change files go.
+    loaded.set_key_format("psikit-key-v1;columns=2".into());
+    loaded.save(dir.path()).unwrap();
+    assert!(!change_file(dir.path(), 1).exists());
+    assert!(same_state(&ServerState::load(dir.path()).unwrap(), &loaded));
+}
+
+#[test]
+fn changes_past_a_quarter_of_the_base_write_it_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut state, _) =
+        ServerState::build(key(), random_tags(1000), FilterConfig::default()).unwrap();
+    state.save(dir.path()).unwrap();
+    let mut rewritten = false;
+    for _ in 0..40 {
+        let gone = state.tags[..30].to_vec();
+        state.update(random_tags(30), gone).unwrap();
+        state.save(dir.path()).unwrap();
+        rewritten |= !change_file(dir.path(), 1).exists();
+        assert!(same_state(&ServerState::load(dir.path()).unwrap(), &state));
+    }
+    assert!(rewritten, "the changes never passed a quarter of the base");
+}
+
+#[test]
+fn a_damaged_or_misplaced_change_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut state, _) =
+        ServerState::build(key(), random_tags(2000), FilterConfig::default()).unwrap();
+    state.save(dir.path()).unwrap();
+    state.update(random_tags(10), vec![]).unwrap();
+    state.save(dir.path()).unwrap();
+    let path = change_file(dir.path(), 1);
+    let good = fs::read(&path).unwrap();
+    let mut bad = good.clone();
+    let at = bad.len() / 2;
+    bad[at] ^= 1;
+    fs::write(&path, &bad).unwrap();
+    let err = ServerState::load(dir.path()).err().expect("refused");
+    assert!(err.to_string().contains("filter.state.1"), "{err}");
+    // Changes that do not follow the state are refused before it changes.
+    fs::write(&path, &good).unwrap();
+    let mut at = ServerState::load(dir.path()).unwrap();
+    let next = |s: &mut ServerState, removed: &[Tag]| {
+        s.version.epoch += 1;
+        let change = s.encode_change(removed, &[], &[]);
+        s.version.epoch -= 1;
+        change
+    };
+    let absent = next(&mut at, &random_tags(1));
+    assert!(at.apply_change(&absent).is_err(), "removes a tag it lacks");
+    let present = at.tags[..1].to_vec();
+    let added = at.encode_change(&[], &present, &[]);
+    assert!(
+        at.apply_change(&added).is_err(),
+        "of this epoch, not the next"
+    );
+    let fine = next(&mut at, &present);
+    at.apply_change(&fine).unwrap();
+    assert_eq!((at.version().epoch, at.len()), (2, 2009));
+}
+
+#[cfg(feature = "net")]
+#[test]
+fn a_running_service_picks_up_an_appended_change() {
+    use crate::service::{ServerLimits, Service};
+    let dir = tempfile::tempdir().unwrap();
+    let (mut state, _) =
+        ServerState::build(key(), random_tags(2000), FilterConfig::default()).unwrap();
+    state.save(dir.path()).unwrap();
+    let service = super::super::FilterService::open(dir.path(), ServerLimits::default()).unwrap();
+    assert!(service.reload().unwrap().is_none(), "nothing changed yet");
+    state.update(random_tags(10), vec![]).unwrap();
+    state.save(dir.path()).unwrap();
+    assert!(change_file(dir.path(), 1).exists());
+    assert!(service.reload().unwrap().is_some(), "the change is seen");
+    assert!(same_state(&service.snapshot().state, &state));
+}
+
+#[test]
+fn an_item_removed_and_added_in_one_update_stays() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut state, _) =
+        ServerState::build(key(), random_tags(2000), FilterConfig::default()).unwrap();
+    state.save(dir.path()).unwrap();
+    let both = state.tags[..3].to_vec();
+    let mut add = random_tags(4);
+    add.extend_from_slice(&both);
+    let report = state.update(add, both.clone()).unwrap();
+    assert_eq!(
+        (report.removed, report.added, report.already_present),
+        (3, 7, 0)
+    );
+    assert_eq!(state.len(), 2004);
+    assert!(both.iter().all(|t| state.filter().contains(t)));
+    state.save(dir.path()).unwrap();
+    assert!(change_file(dir.path(), 1).exists());
+    assert!(same_state(&ServerState::load(dir.path()).unwrap(), &state));
 }
