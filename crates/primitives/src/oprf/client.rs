@@ -83,9 +83,9 @@ pub(super) fn blind_chunk<T: AsRef<[u8]>>(
     first: usize,
 ) -> Result<Vec<BlindedElement>> {
     if let Some(kernel) = Kernel::detect() {
-        let blinds: Zeroizing<Vec<[u8; SCALAR_LEN]>> =
-            Zeroizing::new(halves.iter().map(|h| (h + h).to_bytes()).collect());
-        let encodings = hash_mul_encode(kernel, inputs, Scalars::Each(&blinds), first)?;
+        let halves: Zeroizing<Vec<[u8; SCALAR_LEN]>> =
+            Zeroizing::new(halves.iter().map(Scalar::to_bytes).collect());
+        let encodings = hash_mul_encode(kernel, inputs, Scalars::Each(&halves), first)?;
         return Ok(encodings
             .into_iter()
             .map(|e| BlindedElement(WireElement::from_valid_bytes(e)))
@@ -140,27 +140,23 @@ pub(super) fn finalize_chunk<T: AsRef<[u8]>>(
     blinds: &[Blind],
     evaluated: &[EvaluatedElement],
 ) -> Vec<Output> {
+    // Inverting 2r (never zero, as batch_invert requires) gives half of
+    // 1/r: both paths multiply by halves and encode the doubles.
+    let mut inverses: Zeroizing<Vec<Scalar>> =
+        Zeroizing::new(blinds.iter().map(|b| b.r + b.r).collect());
+    let mut product_inverse = Scalar::batch_invert(&mut inverses);
+    product_inverse.zeroize();
     if let Some(kernel) = Kernel::detect() {
-        let mut inverses: Zeroizing<Vec<Scalar>> =
-            Zeroizing::new(blinds.iter().map(|b| b.r).collect());
-        let mut product_inverse = Scalar::batch_invert(&mut inverses);
-        product_inverse.zeroize();
-        let inverses: Zeroizing<Vec<[u8; SCALAR_LEN]>> =
+        let halves: Zeroizing<Vec<[u8; SCALAR_LEN]>> =
             Zeroizing::new(inverses.iter().map(Scalar::to_bytes).collect());
         let elements: Vec<[u8; ELEMENT_LEN]> = evaluated.iter().map(|z| z.to_bytes()).collect();
-        let encodings = Zeroizing::new(mul_encode(kernel, &elements, Scalars::Each(&inverses)));
+        let encodings = Zeroizing::new(mul_encode(kernel, &elements, Scalars::Each(&halves)));
         return inputs
             .iter()
             .zip(encodings.iter())
             .map(|(x, e)| output_hash(x.as_ref(), e))
             .collect();
     }
-    // Inverting 2r (never zero, as batch_invert requires) gives half of
-    // 1/r, so the unblinded points come out ready for double_and_encode.
-    let mut inverses: Zeroizing<Vec<Scalar>> =
-        Zeroizing::new(blinds.iter().map(|b| b.r + b.r).collect());
-    let mut product_inverse = Scalar::batch_invert(&mut inverses);
-    product_inverse.zeroize();
     let halves: Zeroizing<Vec<RistrettoPoint>> = Zeroizing::new(
         evaluated
             .iter()

@@ -158,9 +158,9 @@ pub(super) fn hash_and_mul_chunk<'a, T: AsRef<[u8]>>(
         .collect()
 }
 
-/// The multi-buffer kernel's `scalars·H(inputs[i])` encodings for one
-/// chunk whose input lengths are checked; errors carry batch indices
-/// counted from `first`.
+/// The multi-buffer kernel's `2·scalars·H(inputs[i])` encodings (callers
+/// pass halves, as for [`double_and_encode`]) for one chunk whose input
+/// lengths are checked; errors carry batch indices counted from `first`.
 pub(super) fn hash_mul_encode<T: AsRef<[u8]>>(
     kernel: Kernel,
     inputs: &[T],
@@ -192,8 +192,8 @@ pub(super) fn hash_mul_encode<T: AsRef<[u8]>>(
         .collect()
 }
 
-/// The multi-buffer kernel's `scalars·P` encodings for validated wire
-/// elements `P`.
+/// The multi-buffer kernel's `2·scalars·P` encodings for validated wire
+/// elements `P` (callers pass halves).
 pub(super) fn mul_encode(
     kernel: Kernel,
     elements: &[[u8; ELEMENT_LEN]],

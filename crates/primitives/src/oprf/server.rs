@@ -109,8 +109,8 @@ impl ServerKey {
     fn blind_evaluate_chunk(&self, blinded: &[BlindedElement]) -> Vec<EvaluatedElement> {
         if let Some(kernel) = Kernel::detect() {
             let elements: Vec<[u8; ELEMENT_LEN]> = blinded.iter().map(|b| b.to_bytes()).collect();
-            let sk = Zeroizing::new(self.sk.to_bytes());
-            return mul_encode(kernel, &elements, Scalars::One(&sk))
+            let half_sk = Zeroizing::new(self.half_sk.to_bytes());
+            return mul_encode(kernel, &elements, Scalars::One(&half_sk))
                 .into_iter()
                 .map(|e| EvaluatedElement(WireElement::from_valid_bytes(e)))
                 .collect();
@@ -146,8 +146,8 @@ impl ServerKey {
 
     fn evaluate_chunk<T: AsRef<[u8]>>(&self, inputs: &[T], first: usize) -> Result<Vec<Output>> {
         if let Some(kernel) = Kernel::detect() {
-            let sk = Zeroizing::new(self.sk.to_bytes());
-            let encodings = hash_mul_encode(kernel, inputs, Scalars::One(&sk), first)?;
+            let half_sk = Zeroizing::new(self.half_sk.to_bytes());
+            let encodings = hash_mul_encode(kernel, inputs, Scalars::One(&half_sk), first)?;
             return Ok(inputs
                 .iter()
                 .zip(&encodings)

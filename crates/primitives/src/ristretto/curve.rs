@@ -29,6 +29,76 @@ struct Cached<F> {
     t2d: F,
 }
 
+/// A point's doubling before its inversion ([`Point::doubling`]).
+#[derive(Clone, Copy)]
+pub(crate) struct Doubling<F> {
+    e: F,
+    f: F,
+    g: F,
+    h: F,
+    eg: F,
+    fh: F,
+}
+
+/// RFC 9496 `ENCODE` of `2·P` for each doubling of `batch`, with one
+/// field inversion per lane for the whole batch (Montgomery's trick over
+/// the batch's values, each lane its own chain) instead of one inverse
+/// square root per point: the encoding needs only `1/(eg·fh)`, because
+/// the doubled point's coordinates are squares of known values. The
+/// formulas are curve25519-dalek's `double_and_compress_batch`.
+///
+/// A lane whose `eg·fh` is zero (`2·P` is the identity: `e = 0`) takes 1
+/// in the chain so the other lanes' inverses stay right, and encodes as
+/// the identity (zero bytes).
+#[inline(always)]
+pub(crate) fn encode_doubled<F: Lanes>(batch: &[Doubling<F>], out: &mut [PerLane<[u8; 32]>]) {
+    let one = F::splat(&consts::ONE);
+    // Each lane's `eg·fh`, 1 where it is zero, and where it was.
+    let mut values = Vec::with_capacity(batch.len());
+    for d in batch {
+        let v = d.eg.mul(d.fh);
+        let zero = mask_of(v, field::is_zero);
+        values.push((F::select(zero, one, v), zero));
+    }
+    // prefix[i]: the product of the first i values.
+    let mut prefix = Vec::with_capacity(batch.len() + 1);
+    prefix.push(one);
+    for (v, _) in &values {
+        let last = prefix[prefix.len() - 1];
+        prefix.push(last.mul(*v));
+    }
+    // `inv` is the inverse of prefix[i + 1] at step i.
+    let mut inv = invert(prefix[batch.len()]);
+    for i in (0..batch.len()).rev() {
+        let (v, zero) = values[i];
+        out[i] = finish_doubled(&batch[i], inv.mul(prefix[i]), zero);
+        inv = inv.mul(v);
+    }
+}
+
+/// The encoding of `2·P` from its doubling and `1/(eg·fh)`.
+#[inline(always)]
+fn finish_doubled<F: Lanes>(d: &Doubling<F>, inv: F, zero: F::Mask) -> PerLane<[u8; 32]> {
+    let z_inv = d.eg.mul(inv);
+    let t_inv = d.fh.mul(inv);
+    let sqrt_m1 = F::splat(&consts::SQRT_M1);
+    let rotate = mask_of(d.eg.mul(z_inv), field::is_negative);
+    let e = F::select(rotate, d.g, d.e);
+    let g = F::select(rotate, d.e.neg(), d.g);
+    let h = F::select(rotate, d.f.mul(sqrt_m1), d.h);
+    let magic = F::select(rotate, sqrt_m1, F::splat(&consts::INVSQRT_A_MINUS_D));
+    let g = F::select(mask_of(h.mul(e).mul(z_inv), field::is_negative), g.neg(), g);
+    let s = abs(h.sub(g).mul(magic.mul(g.mul(t_inv))));
+    let s = F::select(zero, F::splat(&[0; 5]), s).to_lanes();
+    core::array::from_fn(|i| field::to_bytes(&s[i]))
+}
+
+/// `1/x` (0 for 0): `x^(p-2) = (x^((p-5)/8))^8 · x^3`.
+#[inline(always)]
+fn invert<F: Lanes>(x: F) -> F {
+    pow2k(pow_p58(x), 3).mul(x.square().mul(x))
+}
+
 /// A point without `T`, as a doubling needs it.
 #[derive(Clone, Copy)]
 struct Projective<F> {
@@ -157,25 +227,23 @@ impl<F: Lanes> Point<F> {
         (Self { x, y, z: one, t }, valid)
     }
 
-    /// RFC 9496 `ENCODE`.
+    /// What encoding `2·self` needs before its one inversion (the
+    /// doubling's `e = 2XY`, `f = Z² + dT²`, `g = Y² + X²`,
+    /// `h = Z² - dT²`): [`encode_doubled`] finishes it.
     #[inline(always)]
-    pub(crate) fn encode(&self) -> PerLane<[u8; 32]> {
-        let Self { x, y, z, t } = *self;
-        let u1 = z.add(y).mul(z.sub(y));
-        let u2 = x.mul(y);
-        let (_, invsqrt) = sqrt_ratio_m1(F::splat(&consts::ONE), u1.mul(u2.square()));
-        let den1 = invsqrt.mul(u1);
-        let den2 = invsqrt.mul(u2);
-        let z_inv = den1.mul(den2).mul(t);
-        let sqrt_m1 = F::splat(&consts::SQRT_M1);
-        let rotate = mask_of(t.mul(z_inv), field::is_negative);
-        let x_r = F::select(rotate, y.mul(sqrt_m1), x);
-        let y_r = F::select(rotate, x.mul(sqrt_m1), y);
-        let enchanted = den1.mul(F::splat(&consts::INVSQRT_A_MINUS_D));
-        let den_inv = F::select(rotate, enchanted, den2);
-        let y_r = F::select(mask_of(x_r.mul(z_inv), field::is_negative), y_r.neg(), y_r);
-        let s = abs(den_inv.mul(z.sub(y_r))).to_lanes();
-        core::array::from_fn(|i| field::to_bytes(&s[i]))
+    pub(crate) fn doubling(&self) -> Doubling<F> {
+        let (xx, yy, zz) = (self.x.square(), self.y.square(), self.z.square());
+        let dtt = self.t.square().mul(F::splat(&consts::D));
+        let e = self.x.mul(self.y.add(self.y));
+        let (f, g, h) = (zz.add(dtt), yy.add(xx), zz.sub(dtt));
+        Doubling {
+            e,
+            f,
+            g,
+            h,
+            eg: e.mul(g),
+            fh: f.mul(h),
+        }
     }
 
     /// RFC 9496 `element_derivation` (`FROM_UNIFORM_BYTES`): two

@@ -30,7 +30,7 @@ mod portable;
 #[cfg(test)]
 mod tests;
 
-use curve::{Digits, Point};
+use curve::{encode_doubled, Digits, Point};
 use field::{Lanes, PerLane, MAX_LANES};
 
 /// Where each lane's point comes from.
@@ -51,7 +51,10 @@ impl Source<'_> {
     }
 }
 
-/// The scalars, as canonical little-endian encodings.
+/// The scalars, as canonical little-endian encodings: *half* of what the
+/// caller multiplies by, since the kernel encodes the doubled product (one
+/// shared inversion instead of an inverse square root per point); the
+/// dalek path of `crate::oprf` takes halves too.
 #[derive(Clone, Copy)]
 pub(crate) enum Scalars<'a> {
     /// One scalar for every point (the server's key).
@@ -63,7 +66,7 @@ pub(crate) enum Scalars<'a> {
 /// What became of one input.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Outcome {
-    /// The encoding of `scalar·point`.
+    /// The encoding of `2·scalar·point`.
     Product([u8; 32]),
     /// The input was not a canonical encoding of a point.
     Invalid,
@@ -101,7 +104,7 @@ impl Kernel {
     }
 }
 
-/// `scalar·point` for every point of `source`, written to `out` (same
+/// `2·scalar·point` for every point of `source`, written to `out` (same
 /// length). `Scalars::Each` must be as long as the source.
 #[allow(unsafe_code)]
 pub(crate) fn mul_batch(kernel: Kernel, source: Source, scalars: Scalars, out: &mut [Outcome]) {
@@ -190,16 +193,20 @@ enum Plan<'a, F: Lanes> {
 }
 
 /// The generic driver: groups of [`Lanes::N`] inputs through decode or
-/// map, multiplication and encoding.
+/// map and multiplication, then one batched encoding of the doubles
+/// (`curve::encode_doubled`: one inversion per lane for the whole call
+/// instead of an inverse square root per point).
 #[inline(always)]
 fn run<F: Lanes>(source: Source, scalars: Scalars, out: &mut [Outcome]) {
     let plan = match scalars {
         Scalars::One(s) => Plan::Shared(Digits::<F>::new(&[*s; MAX_LANES])),
         Scalars::Each(s) => Plan::Each(s),
     };
-    for (group, outcomes) in out.chunks_mut(F::N).enumerate() {
+    let groups = out.len().div_ceil(F::N);
+    let (mut doublings, mut flags) = (Vec::with_capacity(groups), Vec::with_capacity(groups));
+    for group in 0..groups {
         let first = group * F::N;
-        let lane_of = |lane: usize| (lane < outcomes.len()).then_some(first + lane);
+        let lane_of = |lane: usize| (lane < F::N && first + lane < out.len()).then_some(first + lane);
         let (point, valid) = match source {
             Source::Encoded(e) => Point::<F>::decode(&group_encodings::<F>(e, first)),
             Source::Uniform(u) => {
@@ -207,14 +214,20 @@ fn run<F: Lanes>(source: Source, scalars: Scalars, out: &mut [Outcome]) {
                 (Point::<F>::from_uniform(&bytes), [1; MAX_LANES])
             }
         };
-        let identity = point.is_identity();
         let product = match &plan {
             Plan::Shared(digits) => point.mul(digits),
             Plan::Each(s) => point.mul(&Digits::new(&core::array::from_fn(|lane| {
                 lane_of(lane).map_or([0; 32], |i| s[i])
             }))),
         };
-        let encodings = product.encode();
+        flags.push((valid, point.is_identity()));
+        doublings.push(product.doubling());
+    }
+    let mut encodings = vec![[[0u8; 32]; MAX_LANES]; groups];
+    encode_doubled(&doublings, &mut encodings);
+    for (outcomes, ((valid, identity), encodings)) in
+        out.chunks_mut(F::N).zip(flags.iter().zip(&encodings))
+    {
         for (lane, o) in outcomes.iter_mut().enumerate() {
             *o = outcome(valid[lane], identity[lane], encodings[lane]);
         }
