@@ -206,7 +206,8 @@ fn run<F: Lanes>(source: Source, scalars: Scalars, out: &mut [Outcome]) {
     let (mut doublings, mut flags) = (Vec::with_capacity(groups), Vec::with_capacity(groups));
     for group in 0..groups {
         let first = group * F::N;
-        let lane_of = |lane: usize| (lane < F::N && first + lane < out.len()).then_some(first + lane);
+        let lane_of =
+            |lane: usize| (lane < F::N && first + lane < out.len()).then_some(first + lane);
         let (point, valid) = match source {
             Source::Encoded(e) => Point::<F>::decode(&group_encodings::<F>(e, first)),
             Source::Uniform(u) => {

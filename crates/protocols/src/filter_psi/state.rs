@@ -231,8 +231,8 @@ impl ServerState {
             sorted_difference(&present, &fresh),
             sorted_difference(&fresh, &present),
         );
-        self.tags = sorted_replace(&self.tags, &gone, &new)
-            .ok_or(Error::Internal("an update's tags were partitioned wrongly"))?;
+        // `gone` is in the set and `new` is not, by the partitions above.
+        replace_fitting(&mut self.tags, &gone, &new);
         needs_rebuild |= self.filter.load_factor() > self.config.rebuild_load;
 
         self.version.epoch += 1;
@@ -294,11 +294,13 @@ impl ServerState {
             .map_err(|_| Error::StateFile("delta length overflows".into()))?;
         let delta = DeltaBody::decode(r.bytes(delta_len, "delta")?, self.filter.capacity_slots())?;
         r.finish()?;
-        let tags = sorted_replace(&self.tags, &removed, &added).ok_or_else(|| {
-            Error::StateFile("a change removes tags the state lacks or adds tags it holds".into())
-        })?;
+        if !fits(&self.tags, &removed, &added) {
+            return Err(Error::StateFile(
+                "a change removes tags the state lacks or adds tags it holds".into(),
+            ));
+        }
         self.filter.import_slots(&delta.slots, &delta.packed)?;
-        self.tags = tags;
+        replace_fitting(&mut self.tags, &removed, &added);
         self.version.epoch = epoch;
         self.push_history(delta.slots);
         Ok(())
@@ -381,10 +383,12 @@ impl ServerState {
             };
             Error::StateFile(format!("{}: {why}", path.display()))
         };
+        let logged = bytes.get(STATE_MAGIC.len()) == Some(&STATE_VERSION);
+        let (digest, len) = (base_digest(&bytes), bytes.len() as u64);
         let mut state = Self::decode(key, &bytes).map_err(named)?;
-        if bytes.get(STATE_MAGIC.len()) == Some(&STATE_VERSION) {
-            let (log, changes) =
-                ChangeLog::read(&path, base_digest(&bytes), bytes.len() as u64, false)?;
+        drop(bytes);
+        if logged {
+            let (log, changes) = ChangeLog::read(&path, digest, len, false)?;
             for change in changes {
                 state.apply_change(&change).map_err(named)?;
             }
@@ -607,24 +611,44 @@ fn sorted_difference(a: &[Tag], b: &[Tag]) -> Vec<Tag> {
     out
 }
 
-/// `set \ removed ∪ added` for sorted, unique slices, in one linear
-/// merge; `None` unless every removed tag is in `set` and no added one is.
-fn sorted_replace(set: &[Tag], removed: &[Tag], added: &[Tag]) -> Option<Vec<Tag>> {
-    let mut out = Vec::with_capacity((set.len() + added.len()).saturating_sub(removed.len()));
-    let (mut removed, mut added) = (removed.iter().peekable(), added.iter().peekable());
-    for t in set {
-        while let Some(a) = added.next_if(|a| *a < t) {
-            out.push(*a);
+/// Whether every tag of `removed` is in `set` and no tag of `added` is
+/// (all sorted and unique), in one linear walk.
+fn fits(set: &[Tag], removed: &[Tag], added: &[Tag]) -> bool {
+    let found = |wanted: &[Tag]| {
+        let mut set = set.iter().peekable();
+        wanted
+            .iter()
+            .filter(|w| {
+                while set.next_if(|t| t < w).is_some() {}
+                set.peek() == Some(w)
+            })
+            .count()
+    };
+    found(removed) == removed.len() && found(added) == 0
+}
+
+/// `set \ removed ∪ added` in place, for sorted, unique slices that
+/// [`fits`]: a 1% change of a set of millions moves tags within the one
+/// vector instead of writing a second copy (fresh pages cost more here
+/// than the merge).
+fn replace_fitting(set: &mut Vec<Tag>, removed: &[Tag], added: &[Tag]) {
+    let mut removed = removed.iter().peekable();
+    set.retain(|t| removed.next_if(|r| *r == t).is_none());
+    // Merge `added` in from the back, into room made at the end.
+    let (mut kept, mut next) = (set.len(), added.len());
+    set.resize(kept + added.len(), [0; 16]);
+    for w in (0..set.len()).rev() {
+        if next == 0 {
+            break;
         }
-        if added.peek() == Some(&t) || removed.peek().is_some_and(|r| *r < t) {
-            return None;
-        }
-        if removed.next_if(|r| *r == t).is_none() {
-            out.push(*t);
+        if kept > 0 && set[kept - 1] > added[next - 1] {
+            set[w] = set[kept - 1];
+            kept -= 1;
+        } else {
+            set[w] = added[next - 1];
+            next -= 1;
         }
     }
-    out.extend(added);
-    removed.next().is_none().then_some(out)
 }
 
 /// The files a state's base and changes are in, for a watcher.

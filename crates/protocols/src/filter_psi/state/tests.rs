@@ -260,31 +260,22 @@ fn the_linear_merges_match_set_operations() {
         let diff: Vec<Tag> = a.difference(&b).copied().collect();
         assert_eq!(super::sorted_difference(&av, &bv), diff);
         let rest: Vec<Tag> = b.difference(&a).copied().collect();
-        let union: Vec<Tag> = a.union(&b).copied().collect();
-        assert_eq!(super::sorted_replace(&av, &[], &rest), Some(union));
         let common: Vec<Tag> = a.intersection(&b).copied().collect();
-        let replaced: Vec<Tag> = diff
-            .iter()
-            .chain(&rest)
-            .copied()
-            .collect::<BTreeSet<_>>()
-            .into_iter()
-            .collect();
-        assert_eq!(super::sorted_replace(&av, &common, &rest), Some(replaced));
-        if !rest.is_empty() {
-            assert_eq!(
-                super::sorted_replace(&av, &rest, &[]),
-                None,
-                "removes absent"
-            );
-        }
-        if !common.is_empty() {
-            assert_eq!(
-                super::sorted_replace(&av, &[], &common),
-                None,
-                "adds present"
-            );
-        }
+        let replaced: BTreeSet<Tag> = diff.iter().chain(&rest).copied().collect();
+        let mut set = av.clone();
+        assert!(super::fits(&av, &common, &rest));
+        super::replace_fitting(&mut set, &common, &rest);
+        assert_eq!(set, replaced.into_iter().collect::<Vec<_>>());
+        assert_eq!(
+            rest.is_empty(),
+            super::fits(&av, &rest, &[]),
+            "removes absent"
+        );
+        assert_eq!(
+            common.is_empty(),
+            super::fits(&av, &[], &common),
+            "adds present"
+        );
     }
 }
 
