@@ -1,7 +1,9 @@
 //! ristretto255 on [`Lanes`]: the curve code written once for every lane
-//! width. It follows RFC 9496 (decoding §4.3.1, encoding §4.3.2, the
-//! Elligator map §4.3.4) and the extended twisted Edwards formulas of
-//! Hisil–Wong–Carter–Dawson that curve25519-dalek also uses, so each
+//! width. It follows RFC 9496 (decoding §4.3.1, the Elligator map
+//! §4.3.4), encodes doubled points in batches as curve25519-dalek's
+//! `double_and_compress_batch` does (RFC 9496 §4.3.2's encoding of `2·P`
+//! with one shared inversion), and uses the extended twisted Edwards
+//! formulas of Hisil–Wong–Carter–Dawson that dalek also uses, so each
 //! lane's result is bit for bit dalek's.
 //!
 //! Nothing here branches on a lane's value: per-lane conditions become

@@ -70,23 +70,41 @@ impl ChangeLog {
             last: base_digest,
             bytes: 0,
         };
+        let bodies = log.follow()?;
+        Ok((log, bodies))
+    }
+
+    /// The changes written since this log's last one, and the log
+    /// positioned after them, if its base is still the file on disk;
+    /// `None` when the base was written again (read it whole instead).
+    pub fn read_more(&self) -> Result<Option<(Self, Vec<Vec<u8>>)>, Error> {
+        if self.base_on_disk() != Some(self.base_digest) {
+            return Ok(None);
+        }
+        let mut log = self.clone();
+        let bodies = log.follow()?;
+        Ok(Some((log, bodies)))
+    }
+
+    /// Reads change files from the next number on, while they follow.
+    fn follow(&mut self) -> Result<Vec<Vec<u8>>, Error> {
         let mut bodies = Vec::new();
-        while let Some(sealed) = read_sealed(&log.path(log.next), MAGIC)? {
+        while let Some(sealed) = read_sealed(&self.path(self.next), MAGIC)? {
             let Some((follows, body)) = sealed.split_first_chunk::<32>() else {
                 return Err(Error::StateFile(format!(
                     "{} is too short for a change",
-                    log.path(log.next).display()
+                    self.path(self.next).display()
                 )));
             };
-            if *follows != log.last {
+            if *follows != self.last {
                 break;
             }
-            log.last = seal(MAGIC, &sealed);
-            log.bytes += sealed.len() as u64 + OVERHEAD - 32;
-            log.next += 1;
+            self.last = seal(MAGIC, &sealed);
+            self.bytes += sealed.len() as u64 + OVERHEAD - 32;
+            self.next += 1;
             bodies.push(body.to_vec());
         }
-        Ok((log, bodies))
+        Ok(bodies)
     }
 
     /// The log of a base just written whole (digest `base_digest`,
@@ -246,6 +264,26 @@ mod tests {
         let mut stale = again.clone();
         stale.next -= 1;
         assert!(!stale.has_room(1));
+    }
+
+    #[test]
+    fn a_reader_reads_only_the_changes_it_has_not_seen() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("state");
+        let digest = base(&path, &[1; 4000]);
+        let (mut writer, _) = ChangeLog::read(&path, digest, 4032, false).expect("read");
+        writer.append(b"one").expect("append");
+        let (reader, _) = ChangeLog::read(&path, digest, 4032, false).expect("read");
+        writer.append(b"two").expect("append");
+        writer.append(b"three").expect("append");
+        let (reader, more) = reader.read_more().expect("read").expect("same base");
+        assert_eq!(more, vec![b"two".to_vec(), b"three".to_vec()]);
+        assert_eq!(reader.len(), 3);
+        let (_, none) = reader.read_more().expect("read").expect("same base");
+        assert!(none.is_empty());
+        // A new base: the reader must read it whole.
+        base(&path, &[2; 4000]);
+        assert!(reader.read_more().expect("read").is_none());
     }
 
     #[test]

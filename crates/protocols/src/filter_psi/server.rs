@@ -133,13 +133,24 @@ impl FilterService {
     }
 
     /// Serves the state in `dir`, reloaded whenever `psikit filter update`
-    /// rewrites it.
+    /// changes it: only the new change files are read while the base
+    /// stays the same.
     pub fn open(dir: &Path, limits: ServerLimits) -> Result<Self, Error> {
         let owned = dir.to_path_buf();
         let files = dir.to_path_buf();
         let current = LiveState::watching_files(
             move || state_files(&files),
-            move || ServerState::load(&owned).map(FilterSnapshot::new),
+            move |current: Option<&FilterSnapshot>| {
+                let refreshed = match current {
+                    Some(c) => c.state.refreshed(&owned)?,
+                    None => None,
+                };
+                let state = match refreshed {
+                    Some(state) => state,
+                    None => ServerState::load(&owned)?,
+                };
+                Ok(FilterSnapshot::new(state))
+            },
         )?;
         Ok(Self { current, limits })
     }

@@ -376,13 +376,7 @@ impl ServerState {
         let key = ServerKey::from_bytes(&key_bytes)?;
         let path = state_path(dir);
         let bytes = fs::read(&path).map_err(|e| Error::io(&path, e))?;
-        let named = |e: Error| {
-            let why = match e {
-                Error::StateFile(why) => why,
-                other => other.to_string(),
-            };
-            Error::StateFile(format!("{}: {why}", path.display()))
-        };
+        let named = |e| in_file(&path, e);
         let logged = bytes.get(STATE_MAGIC.len()) == Some(&STATE_VERSION);
         let (digest, len) = (base_digest(&bytes), bytes.len() as u64);
         let mut state = Self::decode(key, &bytes).map_err(named)?;
@@ -396,6 +390,40 @@ impl ServerState {
             state.needs_base = false;
         }
         Ok(state)
+    }
+
+    /// This state with the changes saved in `dir` since it was loaded from
+    /// there, without reading the base again: how a server follows
+    /// updates. `None` when the base was written again (or this state did
+    /// not come from `dir`): then [`Self::load`] it whole.
+    pub fn refreshed(&self, dir: &Path) -> Result<Option<Self>, Error> {
+        let path = state_path(dir);
+        let Some(log) = self.log.as_ref().filter(|l| l.base() == path) else {
+            return Ok(None);
+        };
+        if !self.unsaved.is_empty() {
+            return Ok(None);
+        }
+        let Some((log, changes)) = log.read_more()? else {
+            return Ok(None);
+        };
+        let key = zeroize::Zeroizing::new(self.key.to_bytes());
+        let mut next = Self {
+            key: ServerKey::from_bytes(&key[..])?,
+            config: self.config,
+            version: self.version,
+            tags: self.tags.clone(),
+            filter: self.filter.clone(),
+            history: self.history.clone(),
+            key_format: self.key_format.clone(),
+            log: Some(log),
+            unsaved: Vec::new(),
+            needs_base: false,
+        };
+        for change in changes {
+            next.apply_change(&change).map_err(|e| in_file(&path, e))?;
+        }
+        Ok(Some(next))
     }
 
     pub(crate) fn encode(&self) -> Vec<u8> {
@@ -649,6 +677,15 @@ fn replace_fitting(set: &mut Vec<Tag>, removed: &[Tag], added: &[Tag]) {
             next -= 1;
         }
     }
+}
+
+/// A state file's error, naming the file.
+fn in_file(path: &Path, e: Error) -> Error {
+    let why = match e {
+        Error::StateFile(why) => why,
+        other => other.to_string(),
+    };
+    Error::StateFile(format!("{}: {why}", path.display()))
 }
 
 /// The files a state's base and changes are in, for a watcher.

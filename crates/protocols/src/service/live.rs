@@ -27,7 +27,8 @@ fn stamp(files: &[PathBuf]) -> Stamp {
     files.iter().map(|p| (p.clone(), one(p))).collect()
 }
 
-type Loader<T> = Box<dyn Fn() -> Result<T, Error> + Send + Sync>;
+/// Loads the state; it is given the current one, if any, to build on.
+type Loader<T> = Box<dyn Fn(Option<&T>) -> Result<T, Error> + Send + Sync>;
 type Lister = Box<dyn Fn() -> Vec<PathBuf> + Send + Sync>;
 
 /// Where a [`LiveState`] reloads from.
@@ -59,18 +60,19 @@ impl<T> LiveState<T> {
         file: PathBuf,
         load: impl Fn() -> Result<T, Error> + Send + Sync + 'static,
     ) -> Result<Self, Error> {
-        Self::watching_files(move || vec![file.clone()], load)
+        Self::watching_files(move || vec![file.clone()], move |_| load())
     }
 
     /// [`LiveState::watching`] a state kept in several files: `files`
     /// lists them now (a base and its change files, say), and the state
-    /// reloads when the list or any file in it changes.
+    /// reloads when the list or any file in it changes. `load` is given
+    /// the current state on a reload, so it may apply only what changed.
     pub fn watching_files(
         files: impl Fn() -> Vec<PathBuf> + Send + Sync + 'static,
-        load: impl Fn() -> Result<T, Error> + Send + Sync + 'static,
+        load: impl Fn(Option<&T>) -> Result<T, Error> + Send + Sync + 'static,
     ) -> Result<Self, Error> {
         let seen = stamp(&files());
-        let value = load()?;
+        let value = load(None)?;
         Ok(Self {
             current: RwLock::new(Arc::new(value)),
             source: Some(Source {
@@ -118,7 +120,8 @@ impl<T> LiveState<T> {
             }
             *seen = now;
         }
-        self.publish((source.load)()?);
+        let next = (source.load)(Some(&self.snapshot()))?;
+        self.publish(next);
         Ok(Some(self.snapshot()))
     }
 }

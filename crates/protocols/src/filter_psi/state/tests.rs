@@ -397,6 +397,17 @@ fn a_running_service_picks_up_an_appended_change() {
     assert!(change_file(dir.path(), 1).exists());
     assert!(service.reload().unwrap().is_some(), "the change is seen");
     assert!(same_state(&service.snapshot().state, &state));
+    // Later changes are read on top of the served state; a base written
+    // again (changes past a quarter of it) is read whole.
+    let mut rewritten = false;
+    while !rewritten {
+        let gone = state.tags[..100].to_vec();
+        state.update(random_tags(100), gone).unwrap();
+        state.save(dir.path()).unwrap();
+        rewritten = !change_file(dir.path(), 1).exists();
+        assert!(service.reload().unwrap().is_some());
+        assert!(same_state(&service.snapshot().state, &state));
+    }
 }
 
 #[test]
