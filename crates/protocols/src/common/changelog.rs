@@ -36,6 +36,9 @@ const ROOM_DIVISOR: u64 = 4;
 /// Bytes a change file adds to its body.
 const OVERHEAD: u64 = 8 + 32 + 32;
 
+/// A log positioned after the changes read, and their bodies in order.
+pub type Followed = (ChangeLog, Vec<Vec<u8>>);
+
 /// The change files of one base: which exist, and where the next goes.
 #[derive(Debug, Clone)]
 pub struct ChangeLog {
@@ -60,7 +63,7 @@ impl ChangeLog {
         base_digest: [u8; 32],
         base_len: u64,
         private: bool,
-    ) -> Result<(Self, Vec<Vec<u8>>), Error> {
+    ) -> Result<Followed, Error> {
         let mut log = Self {
             base: base.to_path_buf(),
             base_digest,
@@ -77,7 +80,7 @@ impl ChangeLog {
     /// The changes written since this log's last one, and the log
     /// positioned after them, if its base is still the file on disk;
     /// `None` when the base was written again (read it whole instead).
-    pub fn read_more(&self) -> Result<Option<(Self, Vec<Vec<u8>>)>, Error> {
+    pub fn read_more(&self) -> Result<Option<Followed>, Error> {
         if self.base_on_disk() != Some(self.base_digest) {
             return Ok(None);
         }

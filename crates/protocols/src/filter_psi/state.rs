@@ -689,6 +689,7 @@ fn in_file(path: &Path, e: Error) -> Error {
 }
 
 /// The files a state's base and changes are in, for a watcher.
+#[cfg(feature = "net")]
 pub fn state_files(dir: &Path) -> Vec<PathBuf> {
     let base = state_path(dir);
     changelog::files(&base).unwrap_or_else(|_| vec![base])
