@@ -30,7 +30,7 @@ use super::config::FilterConfig;
 use super::messages::DeltaBody;
 use super::messages::FilterVersion;
 use super::tag::{tag_from_output, Tag};
-use crate::common::changelog::{self, ChangeLog};
+use crate::common::changelog::ChangeLog;
 use crate::common::files::write_atomic;
 use crate::error::Error;
 use crate::keyfile;
@@ -692,7 +692,7 @@ fn in_file(path: &Path, e: Error) -> Error {
 #[cfg(feature = "net")]
 pub fn state_files(dir: &Path) -> Vec<PathBuf> {
     let base = state_path(dir);
-    changelog::files(&base).unwrap_or_else(|_| vec![base])
+    crate::common::changelog::files(&base).unwrap_or_else(|_| vec![base])
 }
 
 /// The digest a saved state ends with (what its first change follows).
