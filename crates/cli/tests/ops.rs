@@ -138,6 +138,8 @@ fn filter_query(addr: &str, d: &Path, n: usize) -> Command {
         "filter", "query", "--server", addr, "--key", "email", "--input",
     ])
     .arg(d.join("client.csv"))
+    .arg("--cache")
+    .arg(d.join("client.cache"))
     .arg("--output")
     .arg(d.join(format!("filter-{n}.csv")));
     cmd

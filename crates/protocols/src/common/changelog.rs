@@ -24,7 +24,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use super::files::{read_sealed, seal, write_sealed_as};
+use super::files::{read_sealed, seal, write_atomic, write_atomic_private, write_sealed_as};
 use crate::error::Error;
 
 const MAGIC: &[u8; 8] = b"PSIKCHG\0";
@@ -193,6 +193,54 @@ fn change_path(base: &Path, number: u64) -> PathBuf {
     let mut name = base.file_name().unwrap_or_default().to_os_string();
     name.push(format!(".{number}"));
     base.with_file_name(name)
+}
+
+/// Saves a state kept as `base` and the change files of `log`: its
+/// `pending` changes as change files while they fit (unless `whole`),
+/// else the whole state (`encode`), written atomically, with a fresh log.
+/// `private` files are owner-only.
+pub fn save(
+    log: &mut Option<ChangeLog>,
+    base: &Path,
+    pending: &[Vec<u8>],
+    whole: bool,
+    private: bool,
+    encode: impl FnOnce() -> Vec<u8>,
+) -> Result<(), Error> {
+    use std::io::Write;
+    let more = pending.iter().map(|c| c.len() as u64).sum();
+    match log {
+        Some(log) if !whole && log.base() == base && log.has_room(more) => {
+            for change in pending {
+                log.append(change)?;
+            }
+        }
+        _ => {
+            let bytes = encode();
+            match private {
+                true => write_atomic_private(base, |w| w.write_all(&bytes))?,
+                false => write_atomic(base, |w| w.write_all(&bytes))?,
+            }
+            let len = bytes.len() as u64;
+            *log = Some(ChangeLog::restart(
+                base,
+                trailing_digest(&bytes),
+                len,
+                private,
+            )?);
+        }
+    }
+    Ok(())
+}
+
+/// The digest a base ends with, what its first change follows (zeros for
+/// a file too short to have one, which no change follows).
+pub fn trailing_digest(base: &[u8]) -> [u8; 32] {
+    let mut digest = [0u8; 32];
+    if let Some(tail) = base.len().checked_sub(32).and_then(|at| base.get(at..)) {
+        digest.copy_from_slice(tail);
+    }
+    digest
 }
 
 /// The base and its change files now on disk, in order: what a watcher

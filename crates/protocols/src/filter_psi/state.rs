@@ -16,7 +16,6 @@
 
 use std::collections::VecDeque;
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use psikit_io::{Item, KeyReader};
@@ -30,8 +29,7 @@ use super::config::FilterConfig;
 use super::messages::DeltaBody;
 use super::messages::FilterVersion;
 use super::tag::{tag_from_output, Tag};
-use crate::common::changelog::ChangeLog;
-use crate::common::files::write_atomic;
+use crate::common::changelog::{self, trailing_digest, ChangeLog};
 use crate::error::Error;
 use crate::keyfile;
 
@@ -348,24 +346,19 @@ impl ServerState {
     pub fn save(&mut self, dir: &Path) -> Result<(), Error> {
         fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
         keyfile::write_or_match(&dir.join(KEY_FILE), &self.key.to_bytes())?;
-        let base = state_path(dir);
-        let more: u64 = self.unsaved.iter().map(|c| c.len() as u64).sum();
-        match &mut self.log {
-            Some(log) if !self.needs_base && log.base() == base && log.has_room(more) => {
-                for change in &self.unsaved {
-                    log.append(change)?;
-                }
-            }
-            _ => {
-                let bytes = self.encode();
-                write_atomically(&base, &bytes)?;
-                let digest = base_digest(&bytes);
-                let len = bytes.len() as u64;
-                self.log = Some(ChangeLog::restart(&base, digest, len, false)?);
-                self.needs_base = false;
-            }
-        }
+        let mut log = self.log.take();
+        let saved = changelog::save(
+            &mut log,
+            &state_path(dir),
+            &self.unsaved,
+            self.needs_base,
+            false,
+            || self.encode(),
+        );
+        self.log = log;
+        saved?;
         self.unsaved.clear();
+        self.needs_base = false;
         Ok(())
     }
 
@@ -378,7 +371,7 @@ impl ServerState {
         let bytes = fs::read(&path).map_err(|e| Error::io(&path, e))?;
         let named = |e| in_file(&path, e);
         let logged = bytes.get(STATE_MAGIC.len()) == Some(&STATE_VERSION);
-        let (digest, len) = (base_digest(&bytes), bytes.len() as u64);
+        let (digest, len) = (trailing_digest(&bytes), bytes.len() as u64);
         let mut state = Self::decode(key, &bytes).map_err(named)?;
         drop(bytes);
         if logged {
@@ -692,16 +685,7 @@ fn in_file(path: &Path, e: Error) -> Error {
 #[cfg(feature = "net")]
 pub fn state_files(dir: &Path) -> Vec<PathBuf> {
     let base = state_path(dir);
-    crate::common::changelog::files(&base).unwrap_or_else(|_| vec![base])
-}
-
-/// The digest a saved state ends with (what its first change follows).
-fn base_digest(bytes: &[u8]) -> [u8; 32] {
-    let mut digest = [0u8; 32];
-    if let Some(tail) = bytes.len().checked_sub(32).and_then(|at| bytes.get(at..)) {
-        digest.copy_from_slice(tail);
-    }
-    digest
+    changelog::files(&base).unwrap_or_else(|_| vec![base])
 }
 
 /// Tags as a `u64` count and 16 bytes each.
@@ -729,10 +713,6 @@ fn read_tags(r: &mut Reader, field: &'static str) -> Result<Vec<Tag>, Error> {
         return Err(Error::StateFile(format!("{field} out of order")));
     }
     Ok(tags)
-}
-
-fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), Error> {
-    write_atomic(path, |w| w.write_all(bytes))
 }
 
 #[cfg(test)]

@@ -33,7 +33,6 @@
 //! damaged and the query runs without the cache.
 
 use std::fs;
-use std::io::Write;
 use std::path::Path;
 
 use psikit_transport::{Reader, Writer};
@@ -41,8 +40,7 @@ use rayon::prelude::*;
 use sha2::{Digest, Sha256};
 
 use super::tag::Tag;
-use crate::common::changelog::ChangeLog;
-use crate::common::files::write_atomic_private;
+use crate::common::changelog::{self, trailing_digest, ChangeLog};
 use crate::error::Error;
 
 const MAGIC: &[u8; 8] = b"PSIKTAG\0";
@@ -158,20 +156,10 @@ impl TagCache {
     /// save or load as change files while they stay small, else the whole
     /// cache, atomically.
     pub fn save(&mut self, path: &Path) -> Result<(), Error> {
-        let more: u64 = self.unsaved.iter().map(|c| c.len() as u64).sum();
-        match &mut self.log {
-            Some(log) if log.base() == path && log.has_room(more) => {
-                for change in &self.unsaved {
-                    log.append(change)?;
-                }
-            }
-            _ => {
-                let bytes = self.encode();
-                write_atomic_private(path, |out| out.write_all(&bytes))?;
-                let len = bytes.len() as u64;
-                self.log = Some(ChangeLog::restart(path, digest_of(&bytes), len, true)?);
-            }
-        }
+        let mut log = self.log.take();
+        let saved = changelog::save(&mut log, path, &self.unsaved, false, true, || self.encode());
+        self.log = log;
+        saved?;
         self.unsaved.clear();
         Ok(())
     }
@@ -186,7 +174,8 @@ impl TagCache {
         };
         let named = |why: String| Error::StateFile(format!("{}: {why}", path.display()));
         let mut cache = Self::decode(&bytes).map_err(named)?;
-        let (log, changes) = ChangeLog::read(path, digest_of(&bytes), bytes.len() as u64, true)?;
+        let (log, changes) =
+            ChangeLog::read(path, trailing_digest(&bytes), bytes.len() as u64, true)?;
         for change in changes {
             cache.entries = apply_change(&cache.entries, &change).map_err(named)?;
         }
@@ -251,15 +240,6 @@ impl TagCache {
             ..Self::default()
         })
     }
-}
-
-/// The digest a saved cache ends with (what its first change follows).
-fn digest_of(bytes: &[u8]) -> [u8; 32] {
-    let mut digest = [0u8; 32];
-    if let Some(tail) = bytes.len().checked_sub(32).and_then(|at| bytes.get(at..)) {
-        digest.copy_from_slice(tail);
-    }
-    digest
 }
 
 /// A change file's body taking `old` to `new` (both sorted by hash): the
