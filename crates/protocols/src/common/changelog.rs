@@ -64,7 +64,14 @@ impl ChangeLog {
         base_len: u64,
         private: bool,
     ) -> Result<Followed, Error> {
-        let mut log = Self {
+        let mut log = Self::empty(base, base_digest, base_len, private);
+        let bodies = log.follow()?;
+        Ok((log, bodies))
+    }
+
+    /// A log with no change yet after its base.
+    fn empty(base: &Path, base_digest: [u8; 32], base_len: u64, private: bool) -> Self {
+        Self {
             base: base.to_path_buf(),
             base_digest,
             base_len,
@@ -72,9 +79,7 @@ impl ChangeLog {
             next: 1,
             last: base_digest,
             bytes: 0,
-        };
-        let bodies = log.follow()?;
-        Ok((log, bodies))
+        }
     }
 
     /// The changes written since this log's last one, and the log
@@ -126,15 +131,7 @@ impl ChangeLog {
                 _ => {}
             }
         }
-        Ok(Self {
-            base: base.to_path_buf(),
-            base_digest,
-            base_len,
-            private,
-            next: 1,
-            last: base_digest,
-            bytes: 0,
-        })
+        Ok(Self::empty(base, base_digest, base_len, private))
     }
 
     /// Whether `more` bytes of changes may still be appended, or the
