@@ -276,7 +276,7 @@ impl ServerState {
     /// Replays a change file written by [`Self::encode_change`] on the
     /// state it followed. Everything is checked before the state changes,
     /// so a change that does not fit is an error, never a corrupt filter.
-    fn apply_change(&mut self, body: &[u8]) -> Result<(), Error> {
+    pub(crate) fn apply_change(&mut self, body: &[u8]) -> Result<(), Error> {
         let mut r = Reader::new(body);
         let epoch = r.u64("epoch")?;
         let filter_id: [u8; 16] = r.array("filter id")?;
@@ -552,6 +552,18 @@ impl ServerState {
             unsaved: Vec::new(),
             needs_base: true,
         })
+    }
+
+    /// The last update's change file body, not yet saved.
+    #[cfg(feature = "fuzzing")]
+    pub(crate) fn last_change(&self) -> Option<&[u8]> {
+        self.unsaved.last().map(Vec::as_slice)
+    }
+
+    /// Whether the tags are sorted and unique, as every merge needs.
+    #[cfg(feature = "fuzzing")]
+    pub(crate) fn tags_in_order(&self) -> bool {
+        self.tags.windows(2).all(|w| w[0] < w[1])
     }
 
     /// How the set's keys are encoded; empty if unknown.

@@ -129,6 +129,12 @@ impl TagCache {
         (out, Sorted(order))
     }
 
+    /// The entries, sorted by hash.
+    #[cfg(feature = "fuzzing")]
+    pub(crate) fn entries(&self) -> &[Entry] {
+        &self.entries
+    }
+
     /// The canary tag the entries were made under.
     pub fn key_id(&self) -> Option<&Tag> {
         self.key_id.as_ref()
@@ -201,7 +207,7 @@ impl TagCache {
         bytes
     }
 
-    fn decode(bytes: &[u8]) -> Result<Self, String> {
+    pub(crate) fn decode(bytes: &[u8]) -> Result<Self, String> {
         let body_len = bytes
             .len()
             .checked_sub(32)
@@ -280,7 +286,7 @@ fn encode_change(old: &[Entry], new: &[Entry]) -> Vec<u8> {
 
 /// `entries` with a change from [`encode_change`] applied. The change
 /// must drop only hashes present and add only hashes absent, in order.
-fn apply_change(entries: &[Entry], body: &[u8]) -> Result<Vec<Entry>, String> {
+pub(crate) fn apply_change(entries: &[Entry], body: &[u8]) -> Result<Vec<Entry>, String> {
     let mut r = Reader::new(body);
     let count = |r: &mut Reader, len: u64, what| -> Result<usize, String> {
         let n = r.u64(what).map_err(|e| e.to_string())?;

@@ -31,6 +31,7 @@ use crate::common::oprf_stage::OutputBatch;
 use crate::common::summaries::split_values;
 use crate::cpsi::messages as cpsi;
 use crate::filter_psi::messages::{self as filter, DeltaBody, FilterVersion, SyncRequest};
+use crate::filter_psi::tag_cache::TagCache;
 use crate::filter_psi::{ClientCache, FilterSnapshot, ServerState};
 use crate::he_psi::messages as he;
 use crate::he_psi::params::PsiParams;
@@ -158,7 +159,20 @@ pub fn filter_files(data: &[u8]) {
     let Some((which, file)) = split(data) else {
         return;
     };
-    if which & 1 == 0 {
+    if which & 2 != 0 {
+        // A change file's body after a state: `u32` LE state length, the
+        // state, the change (filter state when `which` is even, tag
+        // cache when odd).
+        let Some((len, rest)) = file.split_first_chunk::<4>() else {
+            return;
+        };
+        let len = (u32::from_le_bytes(*len) as usize).min(rest.len());
+        let (base, change) = rest.split_at(len);
+        match which & 1 {
+            0 => filter_change(&digest_last(base, 9), change),
+            _ => tag_cache_change(&digest_last(base, 9), change),
+        }
+    } else if which & 1 == 0 {
         for file in [file.to_vec(), digest_last(file, 9)] {
             filter_state(&file);
         }
@@ -196,6 +210,43 @@ fn filter_state(file: &[u8]) {
             let mut cache = None;
             ClientCache::apply_sync(&mut cache, &header, body.bytes()).expect("full sync");
         }
+    }
+}
+
+/// A change replayed on a state: refused, or a state whose tags are still
+/// sorted and unique and whose filter still answers syncs.
+fn filter_change(base: &[u8], change: &[u8]) {
+    let Ok(mut state) = ServerState::decode(filter_key(), base) else {
+        return;
+    };
+    if state.apply_change(change).is_err() {
+        return;
+    }
+    assert!(state.tags_in_order(), "a replayed change unsorted the tags");
+    let snapshot = FilterSnapshot::new(state);
+    let current = snapshot.state.version();
+    for have in [
+        None,
+        Some(FilterVersion {
+            epoch: 0,
+            ..current
+        }),
+    ] {
+        let (header, _) = snapshot.answer_sync(&SyncRequest { have }, MAX_ITEMS);
+        assert_eq!(header.version, current);
+    }
+}
+
+/// A change replayed on a tag cache: refused, or entries still sorted.
+fn tag_cache_change(base: &[u8], change: &[u8]) {
+    let Ok(cache) = TagCache::decode(base) else {
+        return;
+    };
+    if let Ok(entries) = crate::filter_psi::tag_cache::apply_change(cache.entries(), change) {
+        assert!(
+            entries.windows(2).all(|w| w[0].0 < w[1].0),
+            "entries unsorted"
+        );
     }
 }
 

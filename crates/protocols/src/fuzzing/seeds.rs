@@ -22,6 +22,7 @@ use crate::cpsi::epc::EpcSender;
 use crate::filter_psi::messages::{
     DeltaBody, FilterVersion, QueryRequest, QueryResponse, SyncHeader, SyncRequest,
 };
+use crate::filter_psi::tag_cache::TagCache;
 use crate::filter_psi::{ClientCache, FilterConfig, FilterSnapshot, ServerState};
 use crate::he_psi::messages as he;
 use crate::he_psi::params::PsiParams;
@@ -239,9 +240,15 @@ fn filter_file_seeds() -> Vec<(&'static str, Vec<u8>)> {
         ..FilterConfig::default()
     };
     let (mut state, _) = ServerState::build(key, tags[..50].to_vec(), config).expect("build");
-    for pair in tags[50..].chunks(2) {
+    for pair in tags[50..58].chunks(2) {
         state.update(pair.to_vec(), vec![]).expect("update");
     }
+    // The state before its last update and that update's change file.
+    let before = state.encode();
+    state
+        .update(tags[58..].to_vec(), tags[..1].to_vec())
+        .expect("update");
+    let change = state.last_change().expect("a change").to_vec();
     let file = state.encode();
     // Format 1: no key digest (32 bytes after the version), no key format
     // (an empty one is four zero bytes after that) and no file digest.
@@ -253,11 +260,49 @@ fn filter_file_seeds() -> Vec<(&'static str, Vec<u8>)> {
     let mut cache = None;
     ClientCache::apply_sync(&mut cache, &header, body.bytes()).expect("sync");
     let cache = cache.expect("a cache").encode();
+    let (tag_cache, tag_change) = tag_cache_seed();
     vec![
         ("state", tagged(0, &file)),
         ("state-undigested", tagged(0, &undigested)),
+        ("state-change", tagged(2, &with_change(&before, &change))),
         ("cache", tagged(1, &cache)),
+        (
+            "tag-cache-change",
+            tagged(3, &with_change(&tag_cache, &tag_change)),
+        ),
     ]
+}
+
+/// `filter_files`' layout for a change: the base's length, the base, the
+/// change.
+fn with_change(base: &[u8], change: &[u8]) -> Vec<u8> {
+    let len = u32::try_from(base.len()).expect("a small seed");
+    [&len.to_le_bytes()[..], base, change].concat()
+}
+
+/// A tag cache of 40 items and the change file of a query that drops 5
+/// and adds 5.
+fn tag_cache_seed() -> (Vec<u8>, Vec<u8>) {
+    let query = |cache: &mut TagCache, ids: std::ops::Range<u8>| {
+        let items: Vec<Vec<u8>> = ids.clone().map(|i| vec![i]).collect();
+        let (_, sorted) = cache.lookup(&TagCache::hash_all(&items));
+        let tags: Vec<[u8; 16]> = ids.map(|i| [i; 16]).collect();
+        cache.replace([7; 16], &sorted, &tags);
+    };
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("tags");
+    let mut cache = TagCache::default();
+    query(&mut cache, 0..40);
+    cache.save(&path).expect("save");
+    let base = std::fs::read(&path).expect("the base");
+    let mut cache = TagCache::load(&path).expect("load");
+    query(&mut cache, 5..45);
+    cache.save(&path).expect("save");
+    let digest = crate::common::changelog::trailing_digest(&base);
+    let (_, mut changes) =
+        crate::common::changelog::ChangeLog::read(&path, digest, base.len() as u64, true)
+            .expect("the change");
+    (base, changes.pop().expect("a change file"))
 }
 
 fn key_file_seeds() -> Vec<(&'static str, Vec<u8>)> {
