@@ -149,7 +149,7 @@ pub(super) fn finalize_chunk<T: AsRef<[u8]>>(
     if let Some(kernel) = Kernel::detect() {
         let halves: Zeroizing<Vec<[u8; SCALAR_LEN]>> =
             Zeroizing::new(inverses.iter().map(Scalar::to_bytes).collect());
-        let elements: Vec<[u8; ELEMENT_LEN]> = evaluated.iter().map(|z| z.to_bytes()).collect();
+        let elements: Vec<WireElement> = evaluated.iter().map(|z| z.0).collect();
         let encodings = Zeroizing::new(mul_encode(kernel, &elements, Scalars::Each(&halves)));
         return inputs
             .iter()

@@ -3,7 +3,8 @@
 //! server and client share.
 
 use super::suite::*;
-use crate::ristretto::{self, Kernel, Outcome, Scalars, Source};
+use super::wire::WireElement;
+use crate::ristretto::{self, Coordinates, Kernel, Outcome, Scalars, Source};
 use curve25519_dalek::ristretto::RistrettoPoint;
 use curve25519_dalek::scalar::Scalar;
 use curve25519_dalek::traits::IsIdentity;
@@ -193,14 +194,25 @@ pub(super) fn hash_mul_encode<T: AsRef<[u8]>>(
 }
 
 /// The multi-buffer kernel's `2·scalars·P` encodings for validated wire
-/// elements `P` (callers pass halves).
+/// elements `P` (callers pass halves). Elements the kernel decoded when
+/// they arrived are not decoded again.
 pub(super) fn mul_encode(
     kernel: Kernel,
-    elements: &[[u8; ELEMENT_LEN]],
+    elements: &[WireElement],
     scalars: Scalars,
 ) -> Vec<[u8; ELEMENT_LEN]> {
+    let decoded: Option<Vec<Coordinates>> =
+        elements.iter().map(|e| e.coordinates().copied()).collect();
+    let encoded: Vec<[u8; ELEMENT_LEN]>;
+    let source = match &decoded {
+        Some(points) => Source::Decoded(points),
+        None => {
+            encoded = elements.iter().map(WireElement::bytes).collect();
+            Source::Encoded(&encoded)
+        }
+    };
     let mut outcomes = vec![Outcome::Invalid; elements.len()];
-    ristretto::mul_batch(kernel, Source::Encoded(elements), scalars, &mut outcomes);
+    ristretto::mul_batch(kernel, source, scalars, &mut outcomes);
     outcomes
         .into_iter()
         .map(|o| match o {

@@ -108,7 +108,7 @@ impl ServerKey {
 
     fn blind_evaluate_chunk(&self, blinded: &[BlindedElement]) -> Vec<EvaluatedElement> {
         if let Some(kernel) = Kernel::detect() {
-            let elements: Vec<[u8; ELEMENT_LEN]> = blinded.iter().map(|b| b.to_bytes()).collect();
+            let elements: Vec<WireElement> = blinded.iter().map(|b| b.0).collect();
             let half_sk = Zeroizing::new(self.half_sk.to_bytes());
             return mul_encode(kernel, &elements, Scalars::One(&half_sk))
                 .into_iter()

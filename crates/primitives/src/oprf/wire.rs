@@ -5,43 +5,71 @@ use core::fmt;
 
 use super::hash::*;
 use super::suite::*;
-use crate::ristretto::{self, Outcome};
+use crate::ristretto::{self, Coordinates, Outcome};
 use curve25519_dalek::ristretto::{CompressedRistretto, RistrettoPoint};
 use curve25519_dalek::traits::IsIdentity;
 use rayon::prelude::*;
 
-/// A validated group element: its canonical encoding, and the point when
-/// dalek made or decoded it (so the reference path decompresses once).
-/// The multi-buffer kernel works from the bytes and leaves `point` empty.
+/// A validated group element: its canonical encoding, and the point as
+/// whichever arithmetic decoded it keeps it, so that each path decodes an
+/// element once.
 #[derive(Clone, Copy)]
 pub(super) struct WireElement {
-    point: Option<RistrettoPoint>,
+    decoded: Decoded,
     bytes: [u8; ELEMENT_LEN],
+}
+
+/// What a [`WireElement`] keeps of its point besides the bytes.
+#[derive(Clone, Copy)]
+enum Decoded {
+    /// Made or decoded by dalek.
+    Dalek(RistrettoPoint),
+    /// Decoded by the multi-buffer kernel's validation.
+    Lanes(Coordinates),
+    /// Made by the kernel: only the bytes.
+    Bytes,
 }
 
 impl WireElement {
     pub(super) fn from_point(point: RistrettoPoint) -> Self {
         let bytes = point.compress().to_bytes();
         Self {
-            point: Some(point),
+            decoded: Decoded::Dalek(point),
             bytes,
         }
     }
 
-    /// Wraps an encoding the kernel produced or validated.
+    /// Wraps an encoding the kernel produced.
     pub(super) fn from_valid_bytes(bytes: [u8; ELEMENT_LEN]) -> Self {
-        Self { point: None, bytes }
+        Self {
+            decoded: Decoded::Bytes,
+            bytes,
+        }
     }
 
-    /// The point, decompressed here if the kernel validated it.
+    /// The point, decompressed here unless dalek made it.
     pub(super) fn point(&self) -> RistrettoPoint {
-        self.point.unwrap_or_else(|| {
-            CompressedRistretto(self.bytes)
+        match self.decoded {
+            Decoded::Dalek(point) => point,
+            _ => CompressedRistretto(self.bytes)
                 .decompress()
                 // Every constructor validated the bytes (the kernel and
                 // dalek agree on validity: ristretto/tests.rs).
-                .expect("a wire element holds a valid encoding")
-        })
+                .expect("a wire element holds a valid encoding"),
+        }
+    }
+
+    /// The canonical encoding.
+    pub(super) fn bytes(&self) -> [u8; ELEMENT_LEN] {
+        self.bytes
+    }
+
+    /// The kernel's coordinates of the point, if its validation kept them.
+    pub(super) fn coordinates(&self) -> Option<&Coordinates> {
+        match &self.decoded {
+            Decoded::Lanes(c) => Some(c),
+            _ => None,
+        }
     }
 
     /// RFC 9497 `DeserializeElement`: canonical encoding, not the identity.
@@ -58,7 +86,7 @@ impl WireElement {
             return Err(OprfError::IdentityElement);
         }
         Ok(Self {
-            point: Some(point),
+            decoded: Decoded::Dalek(point),
             bytes,
         })
     }
@@ -90,13 +118,18 @@ impl WireElement {
             .enumerate()
             .map(|(c, part)| {
                 let mut outcomes = vec![Outcome::Invalid; part.len()];
-                ristretto::validate_batch(kernel, part, &mut outcomes);
+                let mut points = vec![[[0; 5]; 4]; part.len()];
+                ristretto::validate_batch(kernel, part, &mut outcomes, &mut points);
                 outcomes
                     .into_iter()
+                    .zip(points)
                     .enumerate()
-                    .map(|(j, o)| {
+                    .map(|(j, (o, point))| {
                         match o {
-                            Outcome::Product(bytes) => Ok(Self::from_valid_bytes(bytes)),
+                            Outcome::Product(bytes) => Ok(Self {
+                                decoded: Decoded::Lanes(point),
+                                bytes,
+                            }),
                             Outcome::Invalid => Err(OprfError::InvalidElement),
                             Outcome::Identity => Err(OprfError::IdentityElement),
                         }
@@ -200,7 +233,7 @@ pub(super) fn doubled_elements(halves: &[RistrettoPoint]) -> Vec<WireElement> {
         .iter()
         .zip(encodings)
         .map(|(h, bytes)| WireElement {
-            point: Some(h + h),
+            decoded: Decoded::Dalek(h + h),
             bytes,
         })
         .collect()

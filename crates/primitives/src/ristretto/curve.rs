@@ -12,6 +12,7 @@
 //! computation with its instructions.
 
 use super::field::{self, consts, Lanes, Limbs, PerLane};
+use super::Coordinates;
 
 /// A point in extended coordinates: `x = X/Z`, `y = Y/Z`, `XY = ZT`.
 #[derive(Clone, Copy)]
@@ -193,6 +194,30 @@ impl<F: Lanes> Point<F> {
             y: one,
             z: one,
             t: zero,
+        }
+    }
+
+    /// Each lane's extended coordinates `(X, Y, Z, T)`, tight.
+    #[inline(always)]
+    pub(crate) fn coordinates(&self) -> PerLane<Coordinates> {
+        let (x, y, z, t) = (
+            self.x.to_lanes(),
+            self.y.to_lanes(),
+            self.z.to_lanes(),
+            self.t.to_lanes(),
+        );
+        core::array::from_fn(|i| [x[i], y[i], z[i], t[i]])
+    }
+
+    /// The point whose lanes hold `lanes` (from [`Self::coordinates`]).
+    #[inline(always)]
+    pub(crate) fn from_coordinates(lanes: &PerLane<Coordinates>) -> Self {
+        let part = |k: usize| F::from_lanes(&core::array::from_fn(|i| lanes[i][k]));
+        Self {
+            x: part(0),
+            y: part(1),
+            z: part(2),
+            t: part(3),
         }
     }
 

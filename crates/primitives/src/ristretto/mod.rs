@@ -33,11 +33,22 @@ mod tests;
 use curve::{encode_doubled, Digits, Point};
 use field::{Lanes, PerLane, MAX_LANES};
 
+/// A decoded point's extended coordinates `(X, Y, Z, T)` in radix 2^51,
+/// each limb tight: what [`validate_batch`] keeps of a valid encoding so
+/// that multiplying the point later need not decode it again (an inverse
+/// square root, about a tenth of a multiplication's cost).
+pub(crate) type Coordinates = [field::Limbs; 4];
+
+/// The identity's coordinates, for the unused lanes of a group.
+const IDENTITY: Coordinates = [[0; 5], [1, 0, 0, 0, 0], [1, 0, 0, 0, 0], [0; 5]];
+
 /// Where each lane's point comes from.
 #[derive(Clone, Copy)]
 pub(crate) enum Source<'a> {
     /// RFC 9496 encodings, decoded (and validated) first.
     Encoded(&'a [[u8; 32]]),
+    /// Points [`validate_batch`] decoded.
+    Decoded(&'a [Coordinates]),
     /// 64 uniform bytes each, mapped with `FROM_UNIFORM_BYTES`.
     Uniform(&'a [[u8; 64]]),
 }
@@ -46,6 +57,7 @@ impl Source<'_> {
     fn len(&self) -> usize {
         match self {
             Source::Encoded(e) => e.len(),
+            Source::Decoded(d) => d.len(),
             Source::Uniform(u) => u.len(),
         }
     }
@@ -121,14 +133,21 @@ pub(crate) fn mul_batch(kernel: Kernel, source: Source, scalars: Scalars, out: &
 }
 
 /// Decodes each encoding only: `Outcome::Product` holds the encoding
-/// itself when it is a valid, non-identity element.
+/// itself when it is a valid, non-identity element, and `points` its
+/// coordinates (for [`Source::Decoded`]; other lanes' are meaningless).
 #[allow(unsafe_code)]
-pub(crate) fn validate_batch(kernel: Kernel, encodings: &[[u8; 32]], out: &mut [Outcome]) {
+pub(crate) fn validate_batch(
+    kernel: Kernel,
+    encodings: &[[u8; 32]],
+    out: &mut [Outcome],
+    points: &mut [Coordinates],
+) {
     assert_eq!(encodings.len(), out.len(), "one outcome per input");
+    assert_eq!(encodings.len(), points.len(), "one point per input");
     match kernel {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: as in `mul_batch`.
-        Kernel::Ifma8 => unsafe { validate_batch_ifma(encodings, out) },
+        Kernel::Ifma8 => unsafe { validate_batch_ifma(encodings, out, points) },
     }
 }
 
@@ -142,8 +161,12 @@ unsafe fn mul_batch_ifma(source: Source, scalars: Scalars, out: &mut [Outcome]) 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512ifma")]
 #[allow(unsafe_code)]
-unsafe fn validate_batch_ifma(encodings: &[[u8; 32]], out: &mut [Outcome]) {
-    validate::<ifma::Ifma>(encodings, out);
+unsafe fn validate_batch_ifma(
+    encodings: &[[u8; 32]],
+    out: &mut [Outcome],
+    points: &mut [Coordinates],
+) {
+    validate::<ifma::Ifma>(encodings, out, points);
 }
 
 /// A valid encoding (the base point's) for the unused lanes of the last
@@ -174,13 +197,19 @@ fn outcome(valid: u64, identity: u64, product: [u8; 32]) -> Outcome {
 
 /// The generic validation: decoding and the identity check.
 #[inline(always)]
-fn validate<F: Lanes>(encodings: &[[u8; 32]], out: &mut [Outcome]) {
-    for (group, outcomes) in out.chunks_mut(F::N).enumerate() {
+fn validate<F: Lanes>(encodings: &[[u8; 32]], out: &mut [Outcome], points: &mut [Coordinates]) {
+    for (group, (outcomes, points)) in out
+        .chunks_mut(F::N)
+        .zip(points.chunks_mut(F::N))
+        .enumerate()
+    {
         let lanes = group_encodings::<F>(encodings, group * F::N);
         let (point, valid) = Point::<F>::decode(&lanes);
         let identity = point.is_identity();
-        for (lane, o) in outcomes.iter_mut().enumerate() {
+        let coordinates = point.coordinates();
+        for (lane, (o, p)) in outcomes.iter_mut().zip(points.iter_mut()).enumerate() {
             *o = outcome(valid[lane], identity[lane], lanes[lane]);
+            *p = coordinates[lane];
         }
     }
 }
@@ -210,6 +239,10 @@ fn run<F: Lanes>(source: Source, scalars: Scalars, out: &mut [Outcome]) {
             |lane: usize| (lane < F::N && first + lane < out.len()).then_some(first + lane);
         let (point, valid) = match source {
             Source::Encoded(e) => Point::<F>::decode(&group_encodings::<F>(e, first)),
+            Source::Decoded(d) => {
+                let lanes = core::array::from_fn(|lane| lane_of(lane).map_or(IDENTITY, |i| d[i]));
+                (Point::<F>::from_coordinates(&lanes), [1; MAX_LANES])
+            }
             Source::Uniform(u) => {
                 let bytes = core::array::from_fn(|lane| lane_of(lane).map_or([0; 64], |i| u[i]));
                 (Point::<F>::from_uniform(&bytes), [1; MAX_LANES])

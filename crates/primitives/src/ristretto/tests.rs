@@ -248,6 +248,32 @@ fn pipeline_matches_dalek(runner: impl Fn(Source, Scalars, &mut [Outcome])) {
             .collect();
         assert_eq!(out, want, "map, a scalar each, n = {n}");
     }
+    // Points decoded by a validation multiply as their encodings do.
+    let mut outcomes = vec![Outcome::Invalid; encodings.len()];
+    let mut points = vec![[[0; 5]; 4]; encodings.len()];
+    validate::<Portable<1>>(&encodings, &mut outcomes, &mut points);
+    let (valid, decoded): (Vec<[u8; 32]>, Vec<Coordinates>) = encodings
+        .iter()
+        .zip(&outcomes)
+        .zip(&points)
+        .filter(|((_, o), _)| matches!(o, Outcome::Product(_)))
+        .map(|((e, _), p)| (*e, *p))
+        .unzip();
+    assert!(valid.len() > 16, "enough valid points to fill groups");
+    for n in [1, 7, 9, valid.len()] {
+        let mut out = vec![Outcome::Invalid; n];
+        runner(
+            Source::Decoded(&decoded[..n]),
+            Scalars::Each(&blinds[..n]),
+            &mut out,
+        );
+        let want: Vec<_> = valid[..n]
+            .iter()
+            .zip(&blinds)
+            .map(|(e, s)| dalek_outcome(e, s))
+            .collect();
+        assert_eq!(out, want, "decoded, a scalar each, n = {n}");
+    }
 }
 
 #[test]
@@ -266,7 +292,8 @@ fn detected_kernel_matches_dalek() {
     pipeline_matches_dalek(|s, k, o| mul_batch(kernel, s, k, o));
     let encodings = tricky_encodings(&mut rng());
     let mut out = vec![Outcome::Invalid; encodings.len()];
-    validate_batch(kernel, &encodings, &mut out);
+    let mut points = vec![[[0; 5]; 4]; encodings.len()];
+    validate_batch(kernel, &encodings, &mut out, &mut points);
     let one = half_of_one();
     let want: Vec<_> = encodings.iter().map(|e| dalek_outcome(e, &one)).collect();
     assert_eq!(out, want, "validation");
@@ -276,7 +303,8 @@ fn detected_kernel_matches_dalek() {
 fn validation_matches_dalek_on_portable_lanes() {
     let encodings = tricky_encodings(&mut rng());
     let mut out = vec![Outcome::Invalid; encodings.len()];
-    validate::<Portable<3>>(&encodings, &mut out);
+    let mut points = vec![[[0; 5]; 4]; encodings.len()];
+    validate::<Portable<3>>(&encodings, &mut out, &mut points);
     let one = half_of_one();
     let want: Vec<_> = encodings.iter().map(|e| dalek_outcome(e, &one)).collect();
     assert_eq!(out, want);
