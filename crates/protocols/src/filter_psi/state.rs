@@ -26,12 +26,14 @@ use rand::RngCore;
 use sha2::{Digest, Sha256};
 
 use super::config::FilterConfig;
-use super::messages::DeltaBody;
 use super::messages::FilterVersion;
 use super::tag::{tag_from_output, Tag};
 use crate::common::changelog::{self, trailing_digest, ChangeLog};
 use crate::error::Error;
 use crate::keyfile;
+use sorted::{
+    partition_by_membership, read_tags, replace_fitting, sort_unique, sorted_difference, write_tags,
+};
 
 const STATE_FILE: &str = "filter.state";
 const KEY_FILE: &str = "oprf.key";
@@ -102,16 +104,6 @@ pub fn tags_from_reader<R: std::io::Read>(
         progress(reader.stats().rows_read)?;
     }
     Ok(tags)
-}
-
-/// Sorts and deduplicates tags, returning how many duplicates were dropped.
-/// Equal items have equal tags; distinct items collide with probability
-/// about n^2 / 2^129, which is negligible.
-fn sort_unique(tags: &mut Vec<Tag>) -> u64 {
-    let before = tags.len();
-    tags.sort_unstable();
-    tags.dedup();
-    (before - tags.len()) as u64
 }
 
 /// The server's state for the filter protocol.
@@ -256,54 +248,6 @@ impl ServerState {
         }
     }
 
-    /// A change file's body for the update that made the current epoch:
-    /// its removed and added tags, and the filter slots it wrote with
-    /// their new contents (as a delta to clients).
-    fn encode_change(&self, removed: &[Tag], added: &[Tag], slots: &[u64]) -> Vec<u8> {
-        let delta = DeltaBody {
-            slots: slots.to_vec(),
-            packed: self.filter.export_slots(slots),
-        }
-        .encode();
-        let mut w = Writer::with_capacity(16 * (removed.len() + added.len()) + delta.len() + 64);
-        w.u64(self.version.epoch).bytes(&self.version.filter_id);
-        write_tags(&mut w, removed);
-        write_tags(&mut w, added);
-        w.u64(delta.len() as u64).bytes(&delta);
-        w.into_bytes()
-    }
-
-    /// Replays a change file written by [`Self::encode_change`] on the
-    /// state it followed. Everything is checked before the state changes,
-    /// so a change that does not fit is an error, never a corrupt filter.
-    pub(crate) fn apply_change(&mut self, body: &[u8]) -> Result<(), Error> {
-        let mut r = Reader::new(body);
-        let epoch = r.u64("epoch")?;
-        let filter_id: [u8; 16] = r.array("filter id")?;
-        if filter_id != self.version.filter_id || Some(epoch) != self.version.epoch.checked_add(1) {
-            return Err(Error::StateFile(format!(
-                "a change for epoch {epoch} follows epoch {}",
-                self.version.epoch
-            )));
-        }
-        let removed = read_tags(&mut r, "removed tags")?;
-        let added = read_tags(&mut r, "added tags")?;
-        let delta_len = usize::try_from(r.u64("delta length")?)
-            .map_err(|_| Error::StateFile("delta length overflows".into()))?;
-        let delta = DeltaBody::decode(r.bytes(delta_len, "delta")?, self.filter.capacity_slots())?;
-        r.finish()?;
-        if !fits(&self.tags, &removed, &added) {
-            return Err(Error::StateFile(
-                "a change removes tags the state lacks or adds tags it holds".into(),
-            ));
-        }
-        self.filter.import_slots(&delta.slots, &delta.packed)?;
-        replace_fitting(&mut self.tags, &removed, &added);
-        self.version.epoch = epoch;
-        self.push_history(delta.slots);
-        Ok(())
-    }
-
     /// Builds a new filter sized for the current set under a new filter id.
     fn rebuild(&mut self) -> Result<(), Error> {
         self.filter = build_filter(&self.tags, &self.config)?;
@@ -383,40 +327,6 @@ impl ServerState {
             state.needs_base = false;
         }
         Ok(state)
-    }
-
-    /// This state with the changes saved in `dir` since it was loaded from
-    /// there, without reading the base again: how a server follows
-    /// updates. `None` when the base was written again (or this state did
-    /// not come from `dir`): then [`Self::load`] it whole.
-    pub fn refreshed(&self, dir: &Path) -> Result<Option<Self>, Error> {
-        let path = state_path(dir);
-        let Some(log) = self.log.as_ref().filter(|l| l.base() == path) else {
-            return Ok(None);
-        };
-        if !self.unsaved.is_empty() {
-            return Ok(None);
-        }
-        let Some((log, changes)) = log.read_more()? else {
-            return Ok(None);
-        };
-        let key = zeroize::Zeroizing::new(self.key.to_bytes());
-        let mut next = Self {
-            key: ServerKey::from_bytes(&key[..])?,
-            config: self.config,
-            version: self.version,
-            tags: self.tags.clone(),
-            filter: self.filter.clone(),
-            history: self.history.clone(),
-            key_format: self.key_format.clone(),
-            log: Some(log),
-            unsaved: Vec::new(),
-            needs_base: false,
-        };
-        for change in changes {
-            next.apply_change(&change).map_err(|e| in_file(&path, e))?;
-        }
-        Ok(Some(next))
     }
 
     pub(crate) fn encode(&self) -> Vec<u8> {
@@ -618,72 +528,6 @@ fn build_filter(tags: &[Tag], config: &FilterConfig) -> Result<CuckooFilter, Err
     ))
 }
 
-/// Splits `wanted` (sorted) into those present in `set` (sorted) and the
-/// count of those absent.
-fn partition_by_membership(wanted: &[Tag], set: &[Tag]) -> (Vec<Tag>, usize) {
-    let present: Vec<Tag> = wanted
-        .iter()
-        .filter(|t| set.binary_search(t).is_ok())
-        .copied()
-        .collect();
-    let absent = wanted.len() - present.len();
-    (present, absent)
-}
-
-/// `a \ b` for sorted, unique slices, in one linear merge (an update
-/// touches a few tags of a set of millions).
-fn sorted_difference(a: &[Tag], b: &[Tag]) -> Vec<Tag> {
-    let mut out = Vec::with_capacity(a.len());
-    let mut b = b.iter().peekable();
-    for t in a {
-        while b.next_if(|x| *x < t).is_some() {}
-        if b.peek() != Some(&t) {
-            out.push(*t);
-        }
-    }
-    out
-}
-
-/// Whether every tag of `removed` is in `set` and no tag of `added` is
-/// (all sorted and unique), in one linear walk.
-fn fits(set: &[Tag], removed: &[Tag], added: &[Tag]) -> bool {
-    let found = |wanted: &[Tag]| {
-        let mut set = set.iter().peekable();
-        wanted
-            .iter()
-            .filter(|w| {
-                while set.next_if(|t| t < w).is_some() {}
-                set.peek() == Some(w)
-            })
-            .count()
-    };
-    found(removed) == removed.len() && found(added) == 0
-}
-
-/// `set \ removed ∪ added` in place, for sorted, unique slices that
-/// [`fits`]: a 1% change of a set of millions moves tags within the one
-/// vector instead of writing a second copy (fresh pages cost more here
-/// than the merge).
-fn replace_fitting(set: &mut Vec<Tag>, removed: &[Tag], added: &[Tag]) {
-    let mut removed = removed.iter().peekable();
-    set.retain(|t| removed.next_if(|r| *r == t).is_none());
-    // Merge `added` in from the back, into room made at the end.
-    let (mut kept, mut next) = (set.len(), added.len());
-    set.resize(kept + added.len(), [0; 16]);
-    for w in (0..set.len()).rev() {
-        if next == 0 {
-            break;
-        }
-        if kept > 0 && set[kept - 1] > added[next - 1] {
-            set[w] = set[kept - 1];
-            kept -= 1;
-        } else {
-            set[w] = added[next - 1];
-            next -= 1;
-        }
-    }
-}
-
 /// A state file's error, naming the file.
 fn in_file(path: &Path, e: Error) -> Error {
     let why = match e {
@@ -700,32 +544,7 @@ pub fn state_files(dir: &Path) -> Vec<PathBuf> {
     changelog::files(&base).unwrap_or_else(|_| vec![base])
 }
 
-/// Tags as a `u64` count and 16 bytes each.
-fn write_tags(w: &mut Writer, tags: &[Tag]) {
-    w.u64(tags.len() as u64);
-    for t in tags {
-        w.bytes(t);
-    }
-}
-
-/// Tags written by [`write_tags`], bounded by the bytes present; they
-/// must be sorted and unique (every merge relies on it).
-fn read_tags(r: &mut Reader, field: &'static str) -> Result<Vec<Tag>, Error> {
-    let n = r.u64(field)?;
-    let len = n
-        .checked_mul(16)
-        .and_then(|n| usize::try_from(n).ok())
-        .ok_or_else(|| Error::StateFile(format!("{field}: count overflows")))?;
-    let tags: Vec<Tag> = r
-        .bytes(len, field)?
-        .chunks_exact(16)
-        .map(|c| c.try_into().expect("chunks of 16"))
-        .collect();
-    if !tags.windows(2).all(|w| w[0] < w[1]) {
-        return Err(Error::StateFile(format!("{field} out of order")));
-    }
-    Ok(tags)
-}
-
+mod changes;
+mod sorted;
 #[cfg(test)]
 mod tests;

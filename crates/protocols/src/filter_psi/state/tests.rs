@@ -258,22 +258,22 @@ fn the_linear_merges_match_set_operations() {
         let (av, bv): (Vec<Tag>, Vec<Tag>) =
             (a.iter().copied().collect(), b.iter().copied().collect());
         let diff: Vec<Tag> = a.difference(&b).copied().collect();
-        assert_eq!(super::sorted_difference(&av, &bv), diff);
+        assert_eq!(super::sorted::sorted_difference(&av, &bv), diff);
         let rest: Vec<Tag> = b.difference(&a).copied().collect();
         let common: Vec<Tag> = a.intersection(&b).copied().collect();
         let replaced: BTreeSet<Tag> = diff.iter().chain(&rest).copied().collect();
         let mut set = av.clone();
-        assert!(super::fits(&av, &common, &rest));
-        super::replace_fitting(&mut set, &common, &rest);
+        assert!(super::sorted::fits(&av, &common, &rest));
+        super::sorted::replace_fitting(&mut set, &common, &rest);
         assert_eq!(set, replaced.into_iter().collect::<Vec<_>>());
         assert_eq!(
             rest.is_empty(),
-            super::fits(&av, &rest, &[]),
+            super::sorted::fits(&av, &rest, &[]),
             "removes absent"
         );
         assert_eq!(
             common.is_empty(),
-            super::fits(&av, &[], &common),
+            super::sorted::fits(&av, &[], &common),
             "adds present"
         );
     }
