@@ -62,6 +62,28 @@ def test_other_settings_are_refused(small_sets):
             functools.partial(psikit.psi.receive, small_sets.client, normalize=NORM),
             functools.partial(psikit.psi.send, small_sets.server, normalize="trim"),
         )
+    with pytest.raises(psikit.ProtocolError, match="--low-comm"):
+        two_parties(
+            functools.partial(psikit.psi.receive, small_sets.client, normalize=NORM, low_comm=True),
+            functools.partial(psikit.psi.send, small_sets.server, normalize=NORM),
+        )
+
+
+def test_low_communication_mode_finds_the_intersection(small_sets):
+    kw = dict(normalize=NORM, low_comm=True, reveal=True)
+    got, sent = two_parties(
+        functools.partial(psikit.psi.receive, small_sets.client, **kw),
+        functools.partial(psikit.psi.send, small_sets.server, **kw),
+    )
+    assert got == small_sets.truth()
+    held = {c.strip().lower() for c in small_sets.client}
+    assert sent == [s for s in small_sets.server if s in held]
+    receiver = psikit.psi.Party("receive", small_sets.client, **kw)
+    sender = psikit.psi.Party("send", small_sets.server, **kw)
+    exchange(receiver, sender)
+    assert receiver.result() == small_sets.truth()
+    with pytest.raises(psikit.PsikitError, match="semi-honest only"):
+        psikit.psi.Party("receive", small_sets.client, low_comm=True, malicious=True)
 
 
 def exchange(a, b, max_rounds=10_000):

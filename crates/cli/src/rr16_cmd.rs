@@ -6,7 +6,7 @@ use anyhow::Result;
 use clap::{Args, Subcommand};
 use psikit_protocols::common::two_party::Protocol;
 
-use crate::psi_cmd::{party, PartyArgs};
+use crate::psi_cmd::{party, Mode, PartyArgs};
 
 #[derive(Subcommand)]
 pub enum Rr16Command {
@@ -31,5 +31,9 @@ pub fn run(cmd: Rr16Command) -> Result<()> {
         Rr16Command::Send(a) => (a, true),
         Rr16Command::Receive(a) => (a, false),
     };
-    party(&a.party, Protocol::Rr16, !a.semi_honest, sending)
+    let mode = Mode {
+        malicious: !a.semi_honest,
+        low_comm: false,
+    };
+    party(&a.party, Protocol::Rr16, mode, sending)
 }

@@ -57,7 +57,7 @@ fn run(log_n: usize, threads: usize, vole: bool, security: Security) -> Sample {
             let mut s = SilentSender::setup(&mut a, &sid, security, cfg, &mut OsRng).await?;
             let set_up = start.elapsed();
             let out = match vole {
-                true => s.vole(&mut a, count, &mut OsRng).await?,
+                true => s.vole(&mut a, count, 128, &mut OsRng).await?,
                 false => s.cot(&mut a, count, &mut OsRng).await?,
             };
             Ok::<_, psikit_ot::OtError>((set_up, out.len()))
@@ -71,7 +71,7 @@ fn run(log_n: usize, threads: usize, vole: bool, security: Security) -> Sample {
         let t = Instant::now();
         let got = match vole {
             true => r
-                .vole(&mut b, count, &mut OsRng)
+                .vole(&mut b, count, 128, &mut OsRng)
                 .await
                 .expect("vole")
                 .a
@@ -97,7 +97,7 @@ fn run(log_n: usize, threads: usize, vole: bool, security: Security) -> Sample {
 /// The noise of the extensions measured.
 fn noise(vole: bool) -> Noise {
     match vole {
-        true => Noise::Field,
+        true => Noise::FIELD,
         false => Noise::Bit,
     }
 }

@@ -33,6 +33,9 @@ pub struct Settings {
     pub protocol: Protocol,
     /// Malicious security (else semi-honest).
     pub malicious: bool,
+    /// VOLE-PSI's low-communication mode (semi-honest; see
+    /// [`crate::vole_psi::VoleConfig::low_comm`]).
+    pub low_comm: bool,
     /// The receiver reveals the intersection to the sender.
     pub reveal: bool,
     /// Largest peer set accepted (bounds the memory a peer can make us
@@ -59,11 +62,23 @@ impl Settings {
         Self {
             protocol,
             malicious: false,
+            low_comm: false,
             reveal: false,
             max_peer_items,
             key_format: String::new(),
             statistical_bits: statistical::STATISTICAL_BITS,
         }
+    }
+
+    /// Refuses a mode no protocol runs: the low-communication mode is
+    /// VOLE-PSI's, and semi-honest. Runs check it before they connect.
+    pub fn check(&self) -> Result<(), Error> {
+        let why = match (self.low_comm, self.protocol, self.malicious) {
+            (true, Protocol::Rr16, _) => "--low-comm is a mode of VOLE-PSI; RR16 has none",
+            (true, _, true) => "--low-comm is semi-honest only: drop --malicious or --low-comm",
+            _ => return Ok(()),
+        };
+        Err(Error::Config(why.into()))
     }
 }
 
@@ -102,6 +117,7 @@ pub async fn run_on(
     settings: &Settings,
     progress: &dyn Progress,
 ) -> Result<Outcome, Error> {
+    settings.check()?;
     match settings.protocol {
         #[cfg(feature = "vole")]
         Protocol::Vole => vole::run_on(ch, role, keys, settings, progress).await,
@@ -124,6 +140,7 @@ pub async fn run(
     progress: &dyn Progress,
 ) -> Result<Outcome, Error> {
     settings.protocol.require_built()?;
+    settings.check()?;
     let mut ch = open(peer, listening, progress).await?;
     let result = run_on(&mut ch, role, keys, settings, progress).await;
     finish(ch, result).await
@@ -183,6 +200,7 @@ mod vole {
     ) -> Result<Outcome, Error> {
         let cfg = VoleConfig {
             malicious: s.malicious,
+            low_comm: s.low_comm,
             reveal_to_sender: s.reveal,
             max_set_size: s.max_peer_items,
             key_format: s.key_format.clone(),

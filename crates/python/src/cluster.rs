@@ -42,7 +42,8 @@ fn part_source(key: Vec<String>, normalize: &str, delimiter: &str) -> PyResult<S
 /// The plan of a balanced cluster job (the options of `psikit.psi.send`).
 #[pyfunction]
 #[pyo3(signature = (role, key, normalize, delimiter=",", protocol="vole", malicious=false,
-    reveal=false))]
+    reveal=false, low_comm=false))]
+#[allow(clippy::too_many_arguments)]
 pub fn psi_plan(
     role: &str,
     key: Vec<String>,
@@ -51,10 +52,12 @@ pub fn psi_plan(
     protocol: &str,
     malicious: bool,
     reveal: bool,
+    low_comm: bool,
 ) -> PyResult<JobPlan> {
     let source = part_source(key, normalize, delimiter)?;
     let spec = source.spec().clone();
-    let settings = psi::settings(protocol, malicious, reveal, 1 << 24, spec.key_format())?;
+    let mode = (malicious, low_comm);
+    let settings = psi::settings(protocol, mode, reveal, 1 << 24, spec.key_format())?;
     Ok(JobPlan {
         role: psi::role_of(role)?,
         protocol: JobProtocol::Balanced(settings),

@@ -23,19 +23,22 @@ pub fn party_output(loaded: &Loaded, out: &Outcome, with_fields: bool) -> Option
 /// This side's [`Settings`] from the Python arguments.
 pub fn settings(
     protocol: &str,
-    malicious: bool,
+    (malicious, low_comm): (bool, bool),
     reveal: bool,
     max_peer_items: u64,
     key_format: String,
 ) -> PyResult<Settings> {
     let protocol: Protocol = protocol.parse().py_err()?;
-    Ok(Settings {
+    let settings = Settings {
         malicious,
+        low_comm,
         reveal,
         max_peer_items,
         key_format,
         ..Settings::new(protocol)
-    })
+    };
+    settings.check().py_err()?;
+    Ok(settings)
 }
 
 /// Runs one party of a balanced PSI (see `psikit.psi.send` / `receive`),
@@ -44,7 +47,7 @@ pub fn settings(
 #[pyfunction]
 #[pyo3(signature = (role, source, protocol="vole", listen=None, connect=None, malicious=false,
     reveal=false, max_peer_items=1<<24, accept_timeout=None, timeout=60.0, max_message_mib=16,
-    tls=None, on_listening=None, progress=None))]
+    tls=None, on_listening=None, progress=None, low_comm=false))]
 #[allow(clippy::too_many_arguments)]
 pub fn psi_run<'py>(
     py: Python<'py>,
@@ -62,6 +65,7 @@ pub fn psi_run<'py>(
     tls: Option<&Bound<'py, PyDict>>,
     on_listening: Option<Py<PyAny>>,
     progress: Option<Py<PyAny>>,
+    low_comm: bool,
 ) -> PyResult<Bound<'py, PyDict>> {
     let role = role_of(role)?;
     let limits = net::limits(timeout, max_message_mib)?;
@@ -75,7 +79,13 @@ pub fn psi_run<'py>(
     let reporter = Reporter::new(progress);
     let reporter = &reporter;
     let listening = net::announce(&on_listening);
-    let settings = settings(protocol, malicious, reveal, max_peer_items, key_format)?;
+    let settings = settings(
+        protocol,
+        (malicious, low_comm),
+        reveal,
+        max_peer_items,
+        key_format,
+    )?;
     let loaded = py.detach(|| source.load()).py_err()?;
     let party = balanced::run(&peer, role, &loaded.keys, &settings, listening, reporter);
     let out = interrupt::run_reporting(py, reporter, party)?;
@@ -107,7 +117,8 @@ pub fn role_of(role: &str) -> PyResult<Role> {
 #[pyo3(signature = (role, source, job_dir, protocol="vole", listen=None, connect=None,
     malicious=false, reveal=false, resume=false, memory=jobs::DEFAULT_MEMORY, bucket_items=None, lanes=None,
     max_peer_rows=1<<40, retry=600.0, idle_timeout=600.0, output=None, return_rows=false,
-    accept_timeout=None, max_message_mib=16, tls=None, on_listening=None, progress=None))]
+    accept_timeout=None, max_message_mib=16, tls=None, on_listening=None, progress=None,
+    low_comm=false))]
 #[allow(clippy::too_many_arguments)]
 pub fn psi_job<'py>(
     py: Python<'py>,
@@ -133,13 +144,14 @@ pub fn psi_job<'py>(
     tls: Option<&Bound<'py, PyDict>>,
     on_listening: Option<Py<PyAny>>,
     progress: Option<Py<PyAny>>,
+    low_comm: bool,
 ) -> PyResult<Bound<'py, PyDict>> {
     let role = role_of(role)?;
     let limits = net::limits(idle_timeout, max_message_mib)?;
     let peer = net::peer(listen, connect, accept_timeout, tls, limits)?;
     let settings = settings(
         protocol,
-        malicious,
+        (malicious, low_comm),
         reveal,
         1 << 24,
         source.spec().key_format(),

@@ -137,7 +137,7 @@ impl Party {
 /// `{"output": ...}`, `None` for a sender without reveal.
 #[pyfunction]
 #[pyo3(signature = (role, source, protocol="vole", malicious=false, reveal=false,
-    max_peer_items=1<<24, max_message_mib=16))]
+    max_peer_items=1<<24, max_message_mib=16, low_comm=false))]
 #[allow(clippy::too_many_arguments)]
 pub fn psi_party(
     py: Python<'_>,
@@ -148,11 +148,13 @@ pub fn psi_party(
     reveal: bool,
     max_peer_items: u64,
     max_message_mib: u32,
+    low_comm: bool,
 ) -> PyResult<Party> {
     let role = role_of(role)?;
     let limits = net::limits(60.0, max_message_mib)?;
     let key_format = source.spec().key_format();
-    let settings = psi::settings(protocol, malicious, reveal, max_peer_items, key_format)?;
+    let mode = (malicious, low_comm);
+    let settings = psi::settings(protocol, mode, reveal, max_peer_items, key_format)?;
     let csv = source.is_csv();
     let loaded = py.detach(|| source.load()).py_err()?;
     let stepper = balanced::stepper(role, loaded.keys.clone(), settings, limits);

@@ -21,7 +21,9 @@ use crate::wire::{DecodeError, Reader, Writer};
 /// domains (either alone would make an old and a new peer disagree).
 /// Version 3: circuit-PSI tags past 64 bits, σ per job bucket, a job's
 /// lanes. Version 4: an HE database's parameters name its label columns.
-pub const WIRE_VERSION: u8 = 4;
+/// Version 5: summary values as Elias-Fano sets, the balanced hello's
+/// low-communication mode.
+pub const WIRE_VERSION: u8 = 5;
 
 /// Bytes of framing before the payload (length + version + protocol + kind).
 pub const HEADER_LEN: usize = 7;

@@ -593,6 +593,7 @@ def _job_parser(sub: Any, family: str) -> None:
     if family == "psi":
         p.add_argument("--protocol", default="vole", choices=["vole", "rr16"])
         p.add_argument("--malicious", action="store_true")
+        p.add_argument("--low-comm", action="store_true", help="VOLE-PSI's low-communication mode")
         p.add_argument("--reveal", action="store_true")
         p.add_argument("--output", help="the matched rows (CSV)")
     else:
@@ -611,7 +612,8 @@ def _run_job(a: Any) -> Dict[str, Any]:
                   on_listening=lambda addr: print(f"psikit: listening on {addr}", flush=True))
     if a.command == "psi":
         run = psi.send if a.role == "send" else psi.receive
-        return run(a.input, protocol=a.protocol, malicious=a.malicious, reveal=a.reveal, output=a.output, **common)
+        return run(a.input, protocol=a.protocol, malicious=a.malicious, low_comm=a.low_comm, reveal=a.reveal,
+                   output=a.output, **common)
     run = cpsi.send if a.role == "send" else cpsi.receive
     values = a.value_columns.split(",") if a.value_columns else None
     return run(a.application, a.input, value_columns=values, threshold=a.threshold, reveal_to=a.reveal_to,

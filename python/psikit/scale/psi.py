@@ -35,10 +35,10 @@ def _run(role: str, data: Any, *, key: Columns, normalize: Optional[Normalize], 
          tls: Optional[Dict[str, Any]], relay_listen: str, workers: int, resume: bool, memory: Union[int, str],
          bucket_items: Optional[int], max_peer_rows: int, retry: float, timeout: float, output: Optional[str],
          on_listening: Optional[Callable[[str], None]], delimiter: str,
-         batch_rows: int) -> Dict[str, Any]:
+         batch_rows: int, low_comm: bool) -> Dict[str, Any]:
     ray = _ray()
     plan_args = {"role": role, "key": _columns(key), "normalize": normalize_option(normalize),
-                 "protocol": protocol, "malicious": malicious, "reveal": reveal}
+                 "protocol": protocol, "malicious": malicious, "reveal": reveal, "low_comm": low_comm}
     return _cluster.run(
         ray, "psi", plan_args, job_dir, listen=listen, connect=connect, tls=tls, relay_listen=relay_listen,
         workers=workers, resume=resume, memory=_bytes(memory), bucket_items=bucket_items,
@@ -50,7 +50,7 @@ def _run(role: str, data: Any, *, key: Columns, normalize: Optional[Normalize], 
 
 def receive(data: Any, *, key: Columns, job_dir: Union[str, "os.PathLike[str]"], listen: Optional[str] = None,
             connect: Optional[str] = None, normalize: Optional[Normalize] = DEFAULT_NORMALIZE,
-            protocol: str = "vole", malicious: bool = False, reveal: bool = False,
+            protocol: str = "vole", malicious: bool = False, low_comm: bool = False, reveal: bool = False,
             tls: Optional[Dict[str, Any]] = None, relay_listen: str = "127.0.0.1:0", workers: int = 2,
             resume: bool = False, memory: Union[int, str] = "4G", bucket_items: Optional[int] = None,
             max_peer_rows: int = 1 << 40, retry: float = 600.0, timeout: float = 600.0,
@@ -72,12 +72,12 @@ def receive(data: Any, *, key: Columns, job_dir: Union[str, "os.PathLike[str]"],
                 workers=workers, resume=resume, memory=memory, bucket_items=bucket_items,
                 max_peer_rows=max_peer_rows, retry=retry, timeout=timeout, output=output,
                 on_listening=on_listening, delimiter=delimiter,
-                batch_rows=batch_rows)
+                batch_rows=batch_rows, low_comm=low_comm)
 
 
 def send(data: Any, *, key: Columns, job_dir: Union[str, "os.PathLike[str]"], listen: Optional[str] = None,
          connect: Optional[str] = None, normalize: Optional[Normalize] = DEFAULT_NORMALIZE,
-         protocol: str = "vole", malicious: bool = False, reveal: bool = False,
+         protocol: str = "vole", malicious: bool = False, low_comm: bool = False, reveal: bool = False,
          tls: Optional[Dict[str, Any]] = None, relay_listen: str = "127.0.0.1:0", workers: int = 2,
          resume: bool = False, memory: Union[int, str] = "4G", bucket_items: Optional[int] = None,
          max_peer_rows: int = 1 << 40, retry: float = 600.0, timeout: float = 600.0,
@@ -90,4 +90,4 @@ def send(data: Any, *, key: Columns, job_dir: Union[str, "os.PathLike[str]"], li
                 workers=workers, resume=resume, memory=memory, bucket_items=bucket_items,
                 max_peer_rows=max_peer_rows, retry=retry, timeout=timeout, output=output,
                 on_listening=on_listening, delimiter=delimiter,
-                batch_rows=batch_rows)
+                batch_rows=batch_rows, low_comm=low_comm)

@@ -9,12 +9,16 @@ use clap::Args;
 use psikit_protocols::common::two_party::Protocol;
 
 use super::table::{num, size, time, TextTable};
-use super::two_party::{med, med_both, run_all, Config, Run};
+use super::two_party::{med, med_both, run_all, Config, Mode, Run};
 
-/// Issue targets at n = 2^20, one thread per party: (malicious, total
-/// seconds, bits per item), and peak memory of both parties.
+/// Issue targets at n = 2^20, one thread per party: (mode, total seconds,
+/// bits per item), and peak memory of both parties.
 const TARGET_LOG2: u32 = 20;
-const TARGETS: [(bool, f64, f64); 2] = [(false, 0.6, 260.0), (true, 0.8, 310.0)];
+const TARGETS: [(Mode, f64, f64); 3] = [
+    (Mode::SemiHonest, 0.6, 260.0),
+    (Mode::Malicious, 0.8, 310.0),
+    (Mode::LowComm, 0.6, 170.0),
+];
 const TARGET_PEAK_BYTES: f64 = 1e9;
 
 /// Options of `psikit bench psi`.
@@ -30,7 +34,8 @@ pub struct PsiBenchArgs {
     /// Runs per configuration; medians are reported [default: 3; --quick: 1].
     #[arg(long)]
     runs: Option<usize>,
-    /// Security modes to run: semi-honest, malicious, or both.
+    /// Security modes to run: semi-honest, malicious, low-comm (VOLE-PSI's
+    /// low-communication mode), or several.
     #[arg(long, value_delimiter = ',', default_values_t = [Mode::SemiHonest, Mode::Malicious])]
     modes: Vec<Mode>,
     /// Also run RR16 (semi-honest) on the same sets, for comparison.
@@ -41,22 +46,6 @@ pub struct PsiBenchArgs {
     quick: bool,
     #[command(flatten)]
     pub json: crate::args::JsonArgs,
-}
-
-/// A security mode of `--modes`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Mode {
-    SemiHonest,
-    Malicious,
-}
-
-impl std::fmt::Display for Mode {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Mode::SemiHonest => "semi-honest",
-            Mode::Malicious => "malicious",
-        })
-    }
 }
 
 pub fn run(a: &PsiBenchArgs) -> Result<()> {
@@ -98,7 +87,7 @@ pub fn run(a: &PsiBenchArgs) -> Result<()> {
                 for &threads in &a.threads {
                     configs.push(Config {
                         protocol,
-                        malicious: mode == Mode::Malicious,
+                        mode,
                         log2,
                         threads,
                     });
@@ -128,7 +117,7 @@ fn render(results: &[(Config, Vec<Run>)]) -> String {
         let n = (1u64 << cfg.log2) as f64;
         t.row(vec![
             format!("{:?}", cfg.protocol),
-            cfg.mode().into(),
+            cfg.mode.to_string(),
             format!("2^{}", cfg.log2),
             cfg.threads.to_string(),
             time(med_both(runs, f64::max, "total")),
@@ -183,7 +172,7 @@ fn substrate(results: &[(Config, Vec<Run>)]) -> String {
         };
         let per_item = |v: Option<f64>| v.map_or("-".into(), |s| format!("{:.0} ns", s * 1e9 / n));
         t.row(vec![
-            cfg.mode().into(),
+            cfg.mode.to_string(),
             format!("2^{}", cfg.log2),
             cfg.threads.to_string(),
             num(len, 0),
@@ -243,10 +232,10 @@ fn targets(results: &[(Config, Vec<Run>)]) -> String {
     };
     let n = (1u64 << TARGET_LOG2) as f64;
     let mut out = String::new();
-    for (malicious, total_secs, bits_per_item) in TARGETS {
+    for (mode, total_secs, bits_per_item) in TARGETS {
         let goal = Config {
             protocol: Protocol::Vole,
-            malicious,
+            mode,
             log2: TARGET_LOG2,
             threads: 1,
         };
@@ -261,7 +250,7 @@ fn targets(results: &[(Config, Vec<Run>)]) -> String {
              * total {} (target <= {total_secs} s): {}\n\
              * {:.0} bits per item (target <= {bits_per_item}): {}\n\
              * peak memory of both parties {:.2} GB (target <= 1 GB): {}\n",
-            goal.mode(),
+            goal.mode,
             time(total),
             check(total, total_secs),
             bits.unwrap_or(0.0),

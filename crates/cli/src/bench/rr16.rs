@@ -9,7 +9,7 @@ use clap::Args;
 use psikit_protocols::common::two_party::Protocol;
 
 use super::table::{count, num, size, time, TextTable};
-use super::two_party::{med, med_both, run_all, Config, Run};
+use super::two_party::{med, med_both, run_all, Config, Mode, Run};
 
 /// Issue targets for n = 2^20, malicious, one thread per party.
 const TARGET_LOG2: u32 = 20;
@@ -57,10 +57,10 @@ pub fn run(a: &Rr16BenchArgs) -> Result<()> {
         "thread counts must be at least 1"
     );
     let runs = a.runs.unwrap_or(if a.quick { 1 } else { 3 }).max(1);
-    let modes: &[bool] = if a.malicious_only {
-        &[true]
+    let modes: &[Mode] = if a.malicious_only {
+        &[Mode::Malicious]
     } else {
-        &[true, false]
+        &[Mode::Malicious, Mode::SemiHonest]
     };
     say.line(format!(
         "# psikit bench rr16: {runs} run(s) per row, medians; two processes on loopback TCP"
@@ -68,12 +68,12 @@ pub fn run(a: &Rr16BenchArgs) -> Result<()> {
     say.line("# bigger sets: --log2 22 (about 4x the 2^20 time and memory)\n");
     let started = Instant::now();
     let mut configs = Vec::new();
-    for &malicious in modes {
+    for &mode in modes {
         for &log2 in &sizes {
             for &threads in &a.threads {
                 configs.push(Config {
                     protocol: Protocol::Rr16,
-                    malicious,
+                    mode,
                     log2,
                     threads,
                 });
@@ -108,7 +108,7 @@ fn render(results: &[(Config, Vec<Run>)]) -> String {
             num(med(runs, true, "cpu"), 2)
         );
         t.row(vec![
-            cfg.mode().into(),
+            cfg.mode.to_string(),
             format!("2^{}", cfg.log2),
             cfg.threads.to_string(),
             count(med(runs, true, "ots")),
@@ -175,7 +175,7 @@ fn reference() -> String {
 fn targets(results: &[(Config, Vec<Run>)]) -> String {
     let goal = Config {
         protocol: Protocol::Rr16,
-        malicious: true,
+        mode: Mode::Malicious,
         log2: TARGET_LOG2,
         threads: 1,
     };

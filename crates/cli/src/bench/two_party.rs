@@ -40,6 +40,8 @@ pub struct WorkerArgs {
     log2: u32,
     #[arg(long)]
     malicious: bool,
+    #[arg(long)]
+    low_comm: bool,
     /// The sender's address (receiver only).
     #[arg(long)]
     connect: Option<String>,
@@ -49,18 +51,27 @@ pub struct WorkerArgs {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Config {
     pub protocol: Protocol,
-    pub malicious: bool,
+    pub mode: Mode,
     pub log2: u32,
     pub threads: usize,
 }
 
-impl Config {
-    pub fn mode(&self) -> &'static str {
-        if self.malicious {
-            "malicious"
-        } else {
-            "semi-honest"
-        }
+/// A security mode of `--modes`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Mode {
+    SemiHonest,
+    Malicious,
+    /// VOLE-PSI's low-communication mode (semi-honest).
+    LowComm,
+}
+
+impl std::fmt::Display for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Mode::SemiHonest => "semi-honest",
+            Mode::Malicious => "malicious",
+            Mode::LowComm => "low-comm",
+        })
     }
 }
 
@@ -76,8 +87,10 @@ pub fn one_run(exe: &Path, cfg: Config) -> Result<Run> {
         .map(|s| s.to_string())
         .collect();
     args.extend(["--log2".into(), cfg.log2.to_string()]);
-    if cfg.malicious {
-        args.push("--malicious".into());
+    match cfg.mode {
+        Mode::SemiHonest => {}
+        Mode::Malicious => args.push("--malicious".into()),
+        Mode::LowComm => args.push("--low-comm".into()),
     }
     spawn_pair(exe, &args, cfg.threads)
 }
@@ -129,6 +142,7 @@ pub fn worker(a: &WorkerArgs) -> Result<()> {
     let items: Vec<Vec<u8>> = ids.map(item).collect();
     let settings = Settings {
         malicious: a.malicious,
+        low_comm: a.low_comm,
         ..Settings::new(a.protocol)
     };
     let role = match a.receiver {
@@ -244,7 +258,7 @@ pub fn run_all(configs: &[Config], runs: usize) -> Result<Vec<(Config, Vec<Run>)
             eprintln!(
                 "{:?} {} n=2^{}, {} thread(s) per party: run {}/{runs}",
                 cfg.protocol,
-                cfg.mode(),
+                cfg.mode,
                 cfg.log2,
                 cfg.threads,
                 r + 1

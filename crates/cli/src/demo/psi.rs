@@ -9,15 +9,21 @@ use super::args::DemoArgs;
 use super::two_party::Pair;
 
 /// VOLE-PSI over loopback TCP on two generated files of the client's size,
-/// semi-honest then malicious, each receiver's result checked and revealed
-/// to the sender; then the same files as a bucketed job of 4 buckets or
-/// more, its output file checked.
+/// semi-honest, malicious, then semi-honest with low communication, each
+/// receiver's result checked and revealed to the sender; then the same
+/// files as a bucketed job of 4 buckets or more, its output file checked.
 pub(super) fn run(a: &DemoArgs, dir: &Path) -> Result<()> {
     println!("\n== psi: balanced PSI, silent VOLE + OKVS (VOLE-PSI) ==");
     let pair = Pair::generate(a, dir)?;
-    for (name, malicious) in [("semi-honest", false), ("malicious", true)] {
+    let modes = [
+        ("semi-honest", false, false),
+        ("malicious", true, false),
+        ("low-communication", false, true),
+    ];
+    for (name, malicious, low_comm) in modes {
         let settings = Settings {
             malicious,
+            low_comm,
             reveal: true,
             ..Settings::new(Protocol::Vole)
         };

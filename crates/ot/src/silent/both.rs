@@ -25,10 +25,10 @@ pub(super) fn plan(
     Ok((shapes, tweaks))
 }
 
-/// `Σ_j v_j·X^j` over the 128 correlated-OT values of one share.
+/// `Σ_j v_j·X^j` over the correlated-OT values of one share (at most 128).
 pub(super) fn pack_share(values: &[u128]) -> u128 {
     let powers: [u128; 128] = std::array::from_fn(|j| 1u128 << j);
-    crate::gf128::reduce(crate::gf128::inner_product(values, &powers))
+    crate::gf128::reduce(crate::gf128::inner_product(values, &powers[..values.len()]))
 }
 
 /// The parts' outputs end to end; a single part is returned as it is

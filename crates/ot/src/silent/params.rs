@@ -21,7 +21,13 @@
 //!   by `1/2 + (1 - 2δ)/2 = 1 - δ`, so the bias is `(1 - δ)^t` and 128 bits
 //!   need `t ≥ -128 / log2(1 - δ)`: more than twice the trees. (The same
 //!   holds for GF(2^128)-linear tests: a field element hits a test's
-//!   support with the same `1 - δ` bias per block.)
+//!   support with the same `1 - δ` bias per block.) **Subspace noise**
+//!   (`β_i` uniform and nonzero among the elements of degree below
+//!   `bits`, the relaxation of RR22's subfield VOLE that VOLE-PSI's
+//!   low-communication mode uses) is held to the same rule: the outputs'
+//!   bits past `bits` are zero and carry nothing, and each bit below is
+//!   set in `β_i` with probability `2^(bits-1) / (2^bits - 1) ≥ 1/2`, so a
+//!   block biases a test on it by `1 - 2pδ ≤ 1 - δ`.
 //!
 //! `δ` for Expand-Convolute is an estimate of its (pseudo-)minimum
 //! distance ratio: RRT23 (CRYPTO 2023, ePrint 2023/882) measure the
@@ -53,18 +59,34 @@ pub const MIN_DIST_RATIO: f64 = 0.1;
 pub enum Noise {
     /// `β_i = 1`: correlated OT.
     Bit,
-    /// `β_i` uniform in GF(2^128) \ {0}: VOLE.
-    Field,
+    /// `β_i` uniform and nonzero among the elements of GF(2^128) of degree
+    /// below `bits` (1 to 128; 128 is the whole field): VOLE whose
+    /// receiver's `c` lies in that GF(2)-subspace ([`Noise::FIELD`] for
+    /// plain VOLE).
+    Field { bits: u8 },
 }
 
 impl Noise {
+    /// Field noise over all of GF(2^128).
+    pub const FIELD: Noise = Noise::Field { bits: 128 };
+
+    /// Field noise of `bits` bits, if that is 1 to 128.
+    pub fn field(bits: u32) -> Result<Self, OtError> {
+        match u8::try_from(bits) {
+            Ok(bits @ 1..=128) => Ok(Noise::Field { bits }),
+            _ => Err(OtError::InvalidArgument(format!(
+                "VOLE values of {bits} bits: 1 to 128 are possible"
+            ))),
+        }
+    }
+
     /// The fewest trees (noise weight) giving [`SECURITY_BITS`]: 400 for
-    /// binary noise, 848 for field noise (the bound rounded up to a
-    /// multiple of 8).
+    /// binary noise, 848 for field noise of any width (the bound rounded
+    /// up to a multiple of 8).
     pub const fn min_trees(self) -> usize {
         match self {
             Noise::Bit => 400,
-            Noise::Field => 848,
+            Noise::Field { .. } => 848,
         }
     }
 
@@ -73,16 +95,17 @@ impl Noise {
     pub fn bits_per_tree(self) -> f64 {
         let per_block_bias = match self {
             Noise::Bit => 1.0 - 2.0 * MIN_DIST_RATIO,
-            Noise::Field => 1.0 - MIN_DIST_RATIO,
+            Noise::Field { .. } => 1.0 - MIN_DIST_RATIO,
         };
         -per_block_bias.log2()
     }
 
-    /// Base OTs packed into each tree's share of `β_i·Δ`.
+    /// Base OTs packed into each tree's share of `β_i·Δ`: one per bit of
+    /// `β_i`.
     pub(crate) fn share_ots(self) -> usize {
         match self {
             Noise::Bit => 0,
-            Noise::Field => 128,
+            Noise::Field { bits } => usize::from(bits),
         }
     }
 }
@@ -157,7 +180,7 @@ impl SilentParams {
                 "silent {} with {} trees gives {bits:.0}-bit security; at least {min} are needed for {SECURITY_BITS}",
                 match self.noise {
                     Noise::Bit => "OT",
-                    Noise::Field => "VOLE",
+                    Noise::Field { .. } => "VOLE",
                 },
                 self.trees
             )));
@@ -198,7 +221,7 @@ impl SilentParams {
 mod tests {
     use super::*;
 
-    const NOISES: [Noise; 2] = [Noise::Bit, Noise::Field];
+    const NOISES: [Noise; 3] = [Noise::Bit, Noise::FIELD, Noise::Field { bits: 61 }];
 
     #[test]
     fn min_trees_is_the_smallest_weight_for_128_bits() {
@@ -212,14 +235,14 @@ mod tests {
         }
         // The published figures: 397.6 and 842.1 trees at δ = 0.1.
         assert!((SECURITY_BITS / Noise::Bit.bits_per_tree() - 397.6).abs() < 0.1);
-        assert!((SECURITY_BITS / Noise::Field.bits_per_tree() - 842.1).abs() < 0.1);
+        assert!((SECURITY_BITS / Noise::FIELD.bits_per_tree() - 842.1).abs() < 0.1);
     }
 
     #[test]
     fn field_noise_is_not_held_to_the_binary_rule() {
         // 400 trees of field noise give about 61 bits, not 128.
         let weak = SilentParams {
-            noise: Noise::Field,
+            noise: Noise::FIELD,
             count: 1 << 16,
             trees: 400,
             depth: 9,
@@ -244,6 +267,15 @@ mod tests {
                 assert!(p.n() <= 2 * count.max(MIN_COUNT) + (1 << p.depth), "{p:?}");
             }
         }
+    }
+
+    #[test]
+    fn field_noise_takes_one_to_128_bits() {
+        assert_eq!(Noise::field(128).expect("128"), Noise::FIELD);
+        assert_eq!(Noise::field(1).expect("1").share_ots(), 1);
+        assert!(Noise::field(0).is_err() && Noise::field(129).is_err());
+        // Narrower values keep the field rule: as many trees as 128 bits.
+        assert_eq!(Noise::field(64).expect("64").min_trees(), 848);
     }
 
     #[test]

@@ -96,14 +96,19 @@ impl SilentReceiver {
         self.start_cot(ch, count, rng).await?.finish(ch).await
     }
 
-    /// `count` VOLE correlations with pseudorandom `c`.
+    /// `count` VOLE correlations with pseudorandom `c` of `bits` bits (128
+    /// for all of GF(2^128)).
     pub async fn vole<R: RngCore + CryptoRng>(
         &mut self,
         ch: &mut Channel,
         count: usize,
+        bits: u32,
         rng: &mut R,
     ) -> Result<VoleOutput, OtError> {
-        self.start_vole(ch, count, rng).await?.finish(ch).await
+        self.start_vole(ch, count, bits, rng)
+            .await?
+            .finish(ch)
+            .await
     }
 
     /// First step of [`SilentReceiver::cot`].
@@ -121,9 +126,12 @@ impl SilentReceiver {
         &mut self,
         ch: &mut Channel,
         count: usize,
+        bits: u32,
         rng: &mut R,
     ) -> Result<Pending<u128>, OtError> {
-        self.start(ch, count, Noise::Field, nonzero, rng).await
+        let noise = Noise::field(bits)?;
+        let beta = move |rng: &mut R| nonzero(rng, bits);
+        self.start(ch, count, noise, beta, rng).await
     }
 
     /// Picks the noise (punctured positions, values `β` from `beta`) and
@@ -149,9 +157,10 @@ impl SilentReceiver {
             .collect();
         let mut first = 0;
         for (p, betas) in shapes.iter().zip(&betas) {
+            let per = noise.share_ots();
             for (i, b) in betas.iter().enumerate() {
-                for j in 0..noise.share_ots() {
-                    bits.set(first + p.trees * p.depth + i * 128 + j, b.bit(j));
+                for j in 0..per {
+                    bits.set(first + p.trees * p.depth + i * per + j, b.bit(j));
                 }
             }
             first += p.base_ots();
@@ -316,9 +325,10 @@ impl<T: Symbol> Pending<T> {
     fn share(&self, p: &SilentParams, first: usize, i: usize) -> u128 {
         match self.noise {
             Noise::Bit => 0,
-            Noise::Field => {
-                let at = first + p.trees * p.depth + i * 128;
-                pack_share(&self.ots.t()[at..at + 128])
+            Noise::Field { .. } => {
+                let per = self.noise.share_ots();
+                let at = first + p.trees * p.depth + i * per;
+                pack_share(&self.ots.t()[at..at + per])
             }
         }
     }
@@ -344,10 +354,12 @@ impl Pending<u8> {
     }
 }
 
-/// A uniform nonzero element of GF(2^128).
-fn nonzero<R: RngCore + CryptoRng>(rng: &mut R) -> u128 {
+/// A uniform nonzero element of GF(2^128) of degree below `bits` (1 to
+/// 128).
+fn nonzero<R: RngCore + CryptoRng>(rng: &mut R, bits: u32) -> u128 {
+    let mask = u128::MAX >> (128 - bits);
     loop {
-        let b: u128 = rng.gen();
+        let b = rng.gen::<u128>() & mask;
         if b != 0 {
             return b;
         }

@@ -82,14 +82,17 @@ impl SilentSender {
         self.extend(ch, count, Noise::Bit, rng).await
     }
 
-    /// `count` VOLE correlations: `B` with `A + B = C·Δ` at the receiver.
+    /// `count` VOLE correlations: `B` with `A + B = C·Δ` at the receiver,
+    /// whose `C` has `bits` bits (128 for all of GF(2^128); both parties
+    /// must ask for the same).
     pub async fn vole<R: RngCore + CryptoRng>(
         &mut self,
         ch: &mut Channel,
         count: usize,
+        bits: u32,
         rng: &mut R,
     ) -> Result<Zeroizing<Vec<u128>>, OtError> {
-        self.extend(ch, count, Noise::Field, rng).await
+        self.extend(ch, count, Noise::field(bits)?, rng).await
     }
 
     /// One extension of `count`: the base correlations of all its parts
@@ -195,9 +198,10 @@ impl SilentSender {
                 let [left, right] = sums[ot];
                 blocks.extend([left ^ m0[ot], right ^ m1[ot]]);
             }
+            let per = params.noise.share_ots();
             let share = match params.noise {
                 Noise::Bit => self.delta(),
-                Noise::Field => pack_share(&shares[i * 128..(i + 1) * 128]),
+                Noise::Field { .. } => pack_share(&shares[i * per..(i + 1) * per]),
             };
             blocks.push(tree.iter().fold(share, |a, x| a ^ x));
         }

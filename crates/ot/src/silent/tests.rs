@@ -19,9 +19,10 @@ enum Made {
 
 use zeroize::Zeroizing;
 
-/// Runs one session with an extension per `(count, vole)`, returning `Δ`
-/// and the outputs.
-async fn session(security: Security, runs: &[(usize, bool)]) -> (u128, Vec<Made>) {
+/// Runs one session with an extension per `(count, vole)` (`vole` the
+/// VOLE's value bits, or `None` for correlated OT), returning `Δ` and the
+/// outputs.
+async fn session(security: Security, runs: &[(usize, Option<u32>)]) -> (u128, Vec<Made>) {
     let (mut a, mut b) = Channel::memory_pair(Limits::default());
     let sid = SessionId::new(b"silent test");
     let owned = runs.to_vec();
@@ -31,8 +32,8 @@ async fn session(security: Security, runs: &[(usize, bool)]) -> (u128, Vec<Made>
         let mut outs = Vec::new();
         for (count, vole) in owned {
             outs.push(match vole {
-                true => s.vole(&mut a, count, &mut OsRng).await?,
-                false => s.cot(&mut a, count, &mut OsRng).await?,
+                Some(bits) => s.vole(&mut a, count, bits, &mut OsRng).await?,
+                None => s.cot(&mut a, count, &mut OsRng).await?,
             });
         }
         Ok::<_, OtError>((s.delta(), outs))
@@ -43,8 +44,8 @@ async fn session(security: Security, runs: &[(usize, bool)]) -> (u128, Vec<Made>
     let mut received = Vec::new();
     for &(count, vole) in runs {
         received.push(match vole {
-            true => Err(r.vole(&mut b, count, &mut OsRng).await.expect("vole")),
-            false => Ok(r.cot(&mut b, count, &mut OsRng).await.expect("cot")),
+            Some(bits) => Err(r.vole(&mut b, count, bits, &mut OsRng).await.expect("vole")),
+            None => Ok(r.cot(&mut b, count, &mut OsRng).await.expect("cot")),
         });
     }
     let (delta, sent) = sender.await.expect("sender task").expect("sender");
@@ -71,17 +72,20 @@ async fn malicious_extensions_satisfy_their_relations() {
 
 async fn check_relations(security: Security) {
     let runs = [
-        (1, false),
-        (5000, true),
-        (1 << 16, false),
-        (1 << 16, true),
-        (70_000, true),
+        (1, None),
+        (5000, Some(128)),
+        (1 << 16, None),
+        (1 << 16, Some(128)),
+        (70_000, Some(128)),
+        // Subspace VOLE (VOLE-PSI's low-communication mode).
+        (5000, Some(61)),
+        (5000, Some(1)),
         // Two parts (params::parts), concatenated.
-        (params::MAX_PART + 1000, false),
-        (params::MAX_PART + 7, true),
+        (params::MAX_PART + 1000, None),
+        (params::MAX_PART + 7, Some(128)),
     ];
     let (delta, made) = session(security, &runs).await;
-    for ((count, _), m) in runs.iter().zip(made) {
+    for ((count, bits), m) in runs.iter().zip(made) {
         match m {
             Made::Cot(q, r) => {
                 assert_eq!(
@@ -104,12 +108,20 @@ async fn check_relations(security: Security) {
                 for i in 0..*count {
                     assert_eq!(r.a[i] ^ b[i], gf128::mul(r.c[i], delta), "VOLE {i}");
                 }
-                // c is pseudorandom: no zeros, no repeats in a sample.
+                let bits = bits.expect("a VOLE");
+                assert!(r.c.iter().all(|c| c >> 1 >> (bits - 1) == 0), "{bits} bits");
+                // c is pseudorandom: no zeros, no repeats in a sample (of
+                // its top bit, for one-bit values).
                 let mut sample: Vec<u128> = r.c[..1000].to_vec();
                 sample.sort_unstable();
                 sample.dedup();
-                assert_eq!(sample.len(), 1000);
-                assert!(!sample.contains(&0));
+                match bits {
+                    1 => assert_eq!(sample, [0, 1]),
+                    _ => {
+                        assert_eq!(sample.len(), 1000);
+                        assert!(!sample.contains(&0));
+                    }
+                }
             }
         }
     }
@@ -134,7 +146,7 @@ async fn tampered_vole(
         let mut s =
             SilentSender::setup(&mut a, &sid, security, ExtConfig::default(), &mut OsRng).await?;
         s.tamper = Some(block);
-        let out = s.vole(&mut a, count, &mut OsRng).await?;
+        let out = s.vole(&mut a, count, 128, &mut OsRng).await?;
         Ok::<_, OtError>((s.delta(), out))
     });
     let security = Security::Malicious;
@@ -142,7 +154,7 @@ async fn tampered_vole(
         .await
         .expect("receiver setup");
     let pending = r
-        .start_vole(&mut b, count, &mut OsRng)
+        .start_vole(&mut b, count, 128, &mut OsRng)
         .await
         .expect("start");
     let chose = pending.choice(choice);
@@ -154,7 +166,7 @@ async fn tampered_vole(
 
 #[tokio::test]
 async fn a_corrupted_correction_block_is_always_caught() {
-    let depth = SilentParams::for_count(5000, Noise::Field)
+    let depth = SilentParams::for_count(5000, Noise::FIELD)
         .expect("shape")
         .depth;
     // Tree 0's correction block sets the punctured leaf: always read.

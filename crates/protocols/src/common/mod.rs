@@ -18,6 +18,8 @@ pub mod statistical;
 #[cfg(feature = "two-party")]
 pub mod summaries;
 #[cfg(feature = "two-party")]
+pub(crate) mod summary_codec;
+#[cfg(feature = "two-party")]
 pub mod two_party;
 
 pub use matches::Match;

@@ -5,36 +5,48 @@
 //! both parties asked for it, the receiver reveals the matched values so
 //! that the sender can map them back to its items.
 //!
-//! Summary values are `σ + log2 n_s + log2 n_r` bits ([`summary_len`]):
+//! Summary values are `σ + log2 n_s + log2 n_r` bits ([`summary_bits`]):
 //! any false match over the whole run has probability at most `2^-σ`
-//! (`σ` from [`crate::common::statistical`]).
+//! (`σ` from [`crate::common::statistical`]). They travel as a sorted set
+//! in Elias-Fano form ([`super::summary_codec`]), about `log2 n_s - 2`
+//! bits per value fewer than whole values.
 
 use std::collections::HashMap;
 
-use psikit_transport::{Channel, DecodeError, ProtocolId};
+use psikit_transport::{Channel, ProtocolId};
 use rayon::prelude::*;
 
+use super::summary_codec;
 use crate::error::Error;
 
-/// A summary value in fixed-size words: its `len` bytes (at most 21 for
+/// A summary value in fixed-size words: its `bits` bits (at most 168 for
 /// sets below 2^64) little-endian in three `u64`s, zero-padded. Fixed size
 /// keeps them off the heap, and word comparisons make sorting and binary
 /// search cheap (byte arrays compare through `memcmp` calls).
 pub type Summary = [u64; 3];
 
-/// Bytes of a summary value for these set sizes: `σ + log2(n_s) +
-/// log2(n_r)` bits for a `2^-σ` chance of any false match.
-pub fn summary_len(sender: u64, receiver: u64, sigma: u32) -> usize {
-    let bits = sigma + 64 - sender.max(1).leading_zeros() + 64 - receiver.max(1).leading_zeros();
-    bits.div_ceil(8) as usize
+/// Bits of a summary value for these set sizes: `σ + log2(n_s) +
+/// log2(n_r)` (each logarithm rounded up to the sizes' bit lengths) for a
+/// `2^-σ` chance of any false match.
+pub fn summary_bits(sender: u64, receiver: u64, sigma: u32) -> u32 {
+    sigma + 64 - sender.max(1).leading_zeros() + 64 - receiver.max(1).leading_zeros()
 }
 
-/// The first `len` bytes of `bytes` (at most 24) as a [`Summary`].
-pub fn pack(bytes: &[u8], len: usize) -> Summary {
+/// The first `bits` bits of `bytes` (little-endian; at most 192 bits, and
+/// `bytes` must hold them) as a [`Summary`].
+pub fn pack(bytes: &[u8], bits: u32) -> Summary {
+    let len = bits.div_ceil(8) as usize;
     let mut buf = [0u8; 24];
     buf[..len].copy_from_slice(&bytes[..len]);
     let word = |i: usize| u64::from_le_bytes(buf[8 * i..8 * i + 8].try_into().expect("8 bytes"));
-    [word(0), word(1), word(2)]
+    let mut s = [word(0), word(1), word(2)];
+    for (i, w) in s.iter_mut().enumerate() {
+        let kept = bits.saturating_sub(64 * i as u32);
+        if kept < 64 {
+            *w &= (1u64 << kept) - 1;
+        }
+    }
+    s
 }
 
 /// Where one run's summaries travel: the family's protocol id and the
@@ -46,8 +58,8 @@ pub struct Exchange {
     pub summaries: u8,
     /// Kind of the receiver's revealed matches.
     pub reveal: u8,
-    /// Bytes per value ([`summary_len`]).
-    pub len: usize,
+    /// Bits per value ([`summary_bits`]).
+    pub bits: u32,
 }
 
 impl Exchange {
@@ -83,24 +95,27 @@ impl Exchange {
         let numbered: Vec<(Summary, u32)> = mine.iter().zip(0u32..).map(|(s, i)| (*s, i)).collect();
         let numbered = sorted_copy(&numbered, |p| p.0[0]);
         let (sorted, order): (Vec<Summary>, Vec<u32>) = numbered.into_iter().unzip();
-        let index = SortedIndex::new(&sorted, self.len);
-        let max = peer_count * self.len as u64;
-        let bytes = ch.recv_chunked(self.protocol, self.summaries, max).await?;
-        let found: Vec<usize> = split_values(&bytes, self.len, peer_count)?
+        let index = SortedIndex::new(&sorted, self.bits);
+        let bytes = ch
+            .recv_chunked(self.protocol, self.summaries, self.max_bytes(peer_count))
+            .await?;
+        let found: Vec<usize> = summary_codec::decode(&bytes, self.bits, peer_count)?
             .par_iter()
-            .filter_map(|v| index.position(&pack(v, self.len)))
+            .filter_map(|v| index.position(v))
             .collect();
         let mut matches = vec![false; mine.len()];
         for p in found {
             matches[order[p] as usize] = true;
         }
         if reveal {
-            let found: Vec<Summary> = mine
+            let mut found: Vec<Summary> = mine
                 .iter()
                 .zip(&matches)
                 .filter(|(_, m)| **m)
                 .map(|(s, _)| *s)
                 .collect();
+            // Sorted, so that their order says nothing of ours.
+            found.sort_unstable();
             ch.send_chunked(self.protocol, self.reveal, &self.encode(&found))
                 .await?;
         }
@@ -115,9 +130,11 @@ impl Exchange {
         ch: &mut Channel,
         summaries: &[Summary],
     ) -> Result<Vec<usize>, Error> {
-        let max = (summaries.len() * self.len) as u64;
-        let bytes = ch.recv_chunked(self.protocol, self.reveal, max).await?;
-        let values = self.decode(&bytes, summaries.len() as u64)?;
+        let count = summaries.len() as u64;
+        let bytes = ch
+            .recv_chunked(self.protocol, self.reveal, self.max_bytes(count))
+            .await?;
+        let values = summary_codec::decode(&bytes, self.bits, count)?;
         let index: HashMap<&Summary, usize> =
             summaries.iter().enumerate().map(|(i, s)| (s, i)).collect();
         let mut out: Vec<usize> = values
@@ -129,29 +146,15 @@ impl Exchange {
         Ok(out)
     }
 
-    /// Values as sent: each truncated to the value length.
-    fn encode(&self, values: &[Summary]) -> Vec<u8> {
-        let mut out = vec![0u8; values.len() * self.len];
-        if self.len > 0 {
-            out.par_chunks_mut(self.len)
-                .zip(values.par_iter())
-                .for_each(|(o, v)| {
-                    let mut buf = [0u8; 24];
-                    for (bytes, w) in buf.chunks_exact_mut(8).zip(v) {
-                        bytes.copy_from_slice(&w.to_le_bytes());
-                    }
-                    o.copy_from_slice(&buf[..self.len]);
-                });
-        }
-        out
+    /// Sorted values as sent.
+    fn encode(&self, sorted: &[Summary]) -> Vec<u8> {
+        summary_codec::encode(sorted, self.bits)
     }
 
-    /// Received values (at most `max_count`), zero-padded.
-    fn decode(&self, bytes: &[u8], max_count: u64) -> Result<Vec<Summary>, Error> {
-        Ok(split_values(bytes, self.len, max_count)?
-            .into_iter()
-            .map(|v| pack(v, self.len))
-            .collect())
+    /// The most bytes `count` values can take (the transfer's limit): the
+    /// count, at most `bits + 2` bits a value, two padded bytes.
+    fn max_bytes(&self, count: u64) -> u64 {
+        10 + (count * (u64::from(self.bits) + 2)).div_ceil(8)
     }
 }
 
@@ -170,11 +173,11 @@ struct SortedIndex<'a> {
 }
 
 impl<'a> SortedIndex<'a> {
-    /// `sorted` must be sorted; `len` is the values' byte length.
-    fn new(sorted: &'a [Summary], len: usize) -> Self {
-        // Leading bits of the first word's `8·min(len, 8)` value bits: about
+    /// `sorted` must be sorted; `bits` is the values' length.
+    fn new(sorted: &'a [Summary], bits: u32) -> Self {
+        // Leading bits of the first word's `min(bits, 64)` value bits: about
         // two values per directory entry.
-        let value_bits = 8 * len.min(8) as u32;
+        let value_bits = bits.min(64);
         let dir_bits = (sorted.len().max(1).ilog2()).clamp(1, 24).min(value_bits);
         let shift = value_bits - dir_bits;
         let mut starts = vec![0u32; (1 << dir_bits) + 1];
@@ -255,60 +258,42 @@ fn bucket_into<T: Copy>(
     (0..256).map(|b| starts[b]..starts[b + 1]).collect()
 }
 
-/// Splits a received run of fixed-size summary values.
-pub fn split_values(bytes: &[u8], len: usize, max_count: u64) -> Result<Vec<&[u8]>, DecodeError> {
-    if len == 0 || !bytes.len().is_multiple_of(len) {
-        return Err(DecodeError::invalid(
-            "summary values",
-            "length is not a multiple of the value size",
-        ));
-    }
-    let count = (bytes.len() / len) as u64;
-    if count > max_count {
-        return Err(DecodeError::TooLarge {
-            field: "summary values",
-            got: count,
-            max: max_count,
-        });
-    }
-    Ok(bytes.chunks_exact(len).collect())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn summary_length_covers_lambda_and_set_sizes() {
-        assert_eq!(summary_len(1, 1, 40), 6);
-        assert_eq!(summary_len(1 << 20, 1 << 20, 40), 11);
-        assert_eq!(summary_len(0, 0, 40), 6);
+    fn summary_length_covers_sigma_and_set_sizes() {
+        assert_eq!(summary_bits(1, 1, 40), 42);
+        assert_eq!(summary_bits(1 << 20, 1 << 20, 40), 82);
+        assert_eq!(summary_bits(0, 0, 40), 42);
         // A job's buckets take more bits each: 256 buckets, 8 more.
-        assert_eq!(summary_len(1 << 20, 1 << 20, 48), 12);
+        assert_eq!(summary_bits(1 << 20, 1 << 20, 48), 90);
     }
 
     #[test]
-    fn values_split_only_into_whole_values_within_the_count() {
-        assert!(split_values(&[0u8; 30], 10, 2).is_err());
-        assert_eq!(split_values(&[0u8; 30], 10, 3).expect("3 values").len(), 3);
-        assert!(split_values(&[0u8; 31], 10, 9).is_err());
-        assert!(split_values(&[0u8; 0], 0, 9).is_err());
+    fn packing_keeps_exactly_the_value_bits() {
+        let bytes = [0xffu8; 24];
+        assert_eq!(pack(&bytes, 42), [(1 << 42) - 1, 0, 0]);
+        assert_eq!(pack(&bytes, 64), [u64::MAX, 0, 0]);
+        assert_eq!(pack(&bytes, 82), [u64::MAX, (1 << 18) - 1, 0]);
+        assert_eq!(pack(&bytes, 192), [u64::MAX; 3]);
     }
 
     #[test]
     fn the_index_finds_exactly_the_values_held() {
         use rand::{Rng, SeedableRng};
         let mut rng = rand::rngs::StdRng::seed_from_u64(1);
-        for (len, n) in [(6, 0), (6, 1), (6, 1000), (11, 5000), (16, 3)] {
+        for (bits, n) in [(42, 0), (42, 1), (48, 1000), (82, 5000), (128, 3)] {
             let mut held: Vec<Summary> =
-                (0..n).map(|_| pack(&rng.gen::<[u8; 24]>(), len)).collect();
+                (0..n).map(|_| pack(&rng.gen::<[u8; 24]>(), bits)).collect();
             held.sort_unstable();
-            let index = SortedIndex::new(&held, len);
+            let index = SortedIndex::new(&held, bits);
             for (i, s) in held.iter().enumerate() {
-                assert_eq!(index.position(s), Some(i), "len {len} n {n}");
+                assert_eq!(index.position(s), Some(i), "bits {bits} n {n}");
             }
             let absent = (0..1000)
-                .map(|_| pack(&rng.gen::<[u8; 24]>(), len))
+                .map(|_| pack(&rng.gen::<[u8; 24]>(), bits))
                 .filter(|s| held.binary_search(s).is_err());
             assert!(absent.into_iter().all(|s| index.position(&s).is_none()));
         }
@@ -319,7 +304,7 @@ mod tests {
         use rand::{Rng, SeedableRng};
         let mut rng = rand::rngs::StdRng::seed_from_u64(2);
         let random: Vec<Summary> = (0..100_000)
-            .map(|_| pack(&rng.gen::<[u8; 24]>(), 11))
+            .map(|_| pack(&rng.gen::<[u8; 24]>(), 82))
             .collect();
         let skewed: Vec<Summary> = (0..5000u64).map(|i| [i % 7, i, 0]).collect();
         for values in [random, skewed, Vec::new()] {
@@ -327,20 +312,5 @@ mod tests {
             want.sort_unstable();
             assert_eq!(sorted_copy(&values, |s| s[0]), want);
         }
-    }
-
-    #[test]
-    fn encoding_truncates_and_decoding_restores() {
-        let x = Exchange {
-            protocol: 9,
-            summaries: 1,
-            reveal: 2,
-            len: 11,
-        };
-        let values = [pack(&[7u8; 24], 11), pack(&[1u8; 24], 11)];
-        let bytes = x.encode(&values);
-        assert_eq!(bytes.len(), 22);
-        assert_eq!(x.decode(&bytes, 2).expect("decode"), values);
-        assert!(x.decode(&bytes, 1).is_err());
     }
 }

@@ -52,9 +52,9 @@ pub async fn oprf_receive(
     keys: &[u128],
 ) -> Result<Vec<u128>, Error> {
     let m = okvs.params().table_len();
-    let mut pending = vole.start_vole(ch, m, &mut OsRng).await?;
+    let mut pending = vole.start_vole(ch, m, 128, &mut OsRng).await?;
     pending.receive_trees(ch).await?;
-    let table = encode(okvs, keys, &oprf::okvs_values(keys))?;
+    let table = encode(okvs, keys, &oprf::okvs_values(keys, 128))?;
     let v = pending.finish(ch).await?;
     let mut masked = table;
     masked
@@ -85,7 +85,7 @@ pub async fn oprf_send(
 ) -> Result<OprfKey, Error> {
     let m = okvs.params().table_len();
     let delta = vole.delta();
-    let b = vole.vole(ch, m, &mut OsRng).await?;
+    let b = vole.vole(ch, m, 128, &mut OsRng).await?;
     let masked = msg::recv_exact(ch, msg::KIND_MASKED, m * 16).await?;
     let masked = msg::unpack_blocks(&masked, 16);
     // K = B + Δ·(P + C) = A + Δ·P.
@@ -101,7 +101,7 @@ impl OprfKey {
     pub fn eval(&self, keys: &[u128]) -> Result<Vec<u128>, Error> {
         let mut out = vec![0u128; keys.len()];
         self.okvs.decode(&self.k, keys, &mut out)?;
-        let hashed = oprf::okvs_values(keys);
+        let hashed = oprf::okvs_values(keys, 128);
         out.par_chunks_mut(CHUNK)
             .zip(hashed.par_chunks(CHUNK))
             .for_each(|(d, h)| gf128::mul_acc(self.delta, h, d));

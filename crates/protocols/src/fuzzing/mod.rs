@@ -28,7 +28,7 @@ use psikit_transport::ErrorMessage;
 use sha2::{Digest, Sha256};
 
 use crate::common::oprf_stage::OutputBatch;
-use crate::common::summaries::split_values;
+use crate::common::summary_codec;
 use crate::cpsi::messages as cpsi;
 use crate::filter_psi::messages::{self as filter, DeltaBody, FilterVersion, SyncRequest};
 use crate::filter_psi::tag_cache::TagCache;
@@ -411,7 +411,7 @@ pub fn ot_messages(data: &[u8]) {
 /// input's next two bytes (a big-endian `u16`), so edge cases of the
 /// bounds are explored too: OTs per chunk for a challenge, challenged OTs
 /// for a response, bits per value (top 6 bits) and values (low 10) for
-/// π, value length (high byte) and most values (low byte) for summaries.
+/// π, bits per value (high byte) and most values (low byte) for summaries.
 pub fn rr16_messages(data: &[u8]) {
     let Some((which, rest)) = split(data) else {
         return;
@@ -433,17 +433,18 @@ pub fn rr16_messages(data: &[u8]) {
             }
         }
         _ => {
-            let len = usize::from(bound >> 8);
-            if let Ok(values) = split_values(payload, len, u64::from(bound & 0xff)) {
-                assert_eq!(values.concat(), payload);
+            let bits = u32::from(bound >> 8);
+            if let Ok(values) = summary_codec::decode(payload, bits, u64::from(bound & 0xff)) {
+                assert_eq!(summary_codec::encode(&values, bits), payload);
             }
         }
     }
 }
 
 /// VOLE-PSI's messages and the silent OT's (trees, malicious check): a selector byte, two
-/// bound bytes (blocks expected, big-endian), then the payload. A decoded
-/// message must re-encode to its bytes.
+/// bound bytes (blocks expected, big-endian; for the masked table the top
+/// seven bits are its value bits less one, the low nine its count), then
+/// the payload. A decoded message must re-encode to its bytes.
 pub fn vole_messages(data: &[u8]) {
     let Some((which, rest)) = split(data) else {
         return;
@@ -459,8 +460,9 @@ pub fn vole_messages(data: &[u8]) {
     let blocks = usize::from(bound);
     match which - vole::FUZZED {
         0 => {
-            if let Ok(table) = vole::decode_blocks(payload, blocks) {
-                assert_eq!(vole::encode_blocks(&table), payload);
+            let (bits, count) = (u32::from(bound >> 9) + 1, blocks & 0x1ff);
+            if let Ok(table) = vole::decode_values(payload, count, bits) {
+                assert_eq!(vole::encode_values(&table, bits), payload);
             }
         }
         1 => drop(round_trip::<SilentTrees>(payload, blocks)),

@@ -507,6 +507,7 @@ fn vole_message_seeds() -> Vec<(&'static str, Vec<u8>)> {
     let hello = Hello::<{ vole::PROTOCOL_ID }> {
         mode: crate::common::two_party::Mode {
             malicious: false,
+            low_comm: false,
             reveal: true,
         },
         set_size: 1 << 16,
@@ -536,7 +537,11 @@ fn vole_message_seeds() -> Vec<(&'static str, Vec<u8>)> {
         ),
         (
             "masked-table",
-            bounded(extra(vole::FUZZED, 0), 5, &vole::encode_blocks(&table)),
+            bounded(
+                extra(vole::FUZZED, 0),
+                60 << 9 | 5,
+                &vole::encode_values(&table.iter().map(|v| v >> 67).collect::<Vec<_>>(), 61),
+            ),
         ),
         (
             "silent-trees",
@@ -632,6 +637,7 @@ fn rr16_message_seeds() -> Vec<(&'static str, Vec<u8>)> {
     let hello = Hello::<{ rr16::PROTOCOL_ID }> {
         mode: crate::common::two_party::Mode {
             malicious: true,
+            low_comm: false,
             reveal: false,
         },
         set_size: 1 << 20,
@@ -645,7 +651,9 @@ fn rr16_message_seeds() -> Vec<(&'static str, Vec<u8>)> {
         proof: 0x1234,
     };
     let pi: Vec<u32> = (0..20).map(|i| (i * 97) % 2048).collect();
-    let values: Vec<u8> = (0..30).collect();
+    let values: Vec<crate::common::summaries::Summary> =
+        (0..30u64).map(|i| [(i << 40) | (i * 977), 0, 0]).collect();
+    let values = crate::common::summary_codec::encode(&values, 42);
     vec![
         ("hello", bounded(0, 0, &hello.to_frame().payload)),
         (
@@ -666,7 +674,7 @@ fn rr16_message_seeds() -> Vec<(&'static str, Vec<u8>)> {
             "permutation",
             bounded(6, 11 << 10 | 20, &rr16::pack_indices(&pi, 11)),
         ),
-        ("summaries", bounded(7, 10 << 8 | 3, &values)),
+        ("summaries", bounded(7, 42 << 8 | 30, &values)),
     ]
 }
 

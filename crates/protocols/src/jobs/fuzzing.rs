@@ -90,6 +90,7 @@ pub(crate) fn seeds() -> Vec<(&'static str, Vec<u8>)> {
             protocol: crate::balanced::Protocol::Vole,
             mode: crate::common::two_party::Mode {
                 malicious: false,
+                low_comm: false,
                 reveal: true,
             },
         },
@@ -150,6 +151,7 @@ pub(crate) fn message_seeds() -> Vec<(&'static str, Vec<u8>)> {
             protocol: Protocol::Vole,
             mode: crate::common::two_party::Mode {
                 malicious: true,
+                low_comm: false,
                 reveal: false,
             },
         },
@@ -168,6 +170,7 @@ pub(crate) fn message_seeds() -> Vec<(&'static str, Vec<u8>)> {
             protocol: Protocol::Rr16,
             mode: crate::common::two_party::Mode {
                 malicious: false,
+                low_comm: false,
                 reveal: true,
             },
         },

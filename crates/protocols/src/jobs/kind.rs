@@ -6,7 +6,7 @@
 use psikit_transport::{DecodeError, Reader, Writer};
 
 use crate::balanced::{Protocol, Settings};
-use crate::common::two_party::{flag, mode_refusal, protocol_refusal, Mode, Refusal};
+use crate::common::two_party::{mode_refusal, protocol_refusal, Mode, Refusal};
 #[cfg(feature = "cpsi")]
 use crate::cpsi::{self, App, CpsiConfig};
 use crate::error::Error;
@@ -37,6 +37,7 @@ impl JobProtocol {
                 protocol: s.protocol,
                 mode: Mode {
                     malicious: s.malicious,
+                    low_comm: s.low_comm,
                     reveal: s.reveal,
                 },
             },
@@ -65,10 +66,14 @@ impl JobProtocol {
         }
     }
 
-    /// Refuses what a job cannot run: a protocol this build lacks.
+    /// Refuses what a job cannot run: a protocol this build lacks, or a
+    /// mode it does not have.
     pub(crate) fn check(&self) -> Result<(), Error> {
         match self {
-            JobProtocol::Balanced(s) => s.protocol.require_built(),
+            JobProtocol::Balanced(s) => {
+                s.protocol.require_built()?;
+                s.check()
+            }
             #[cfg(feature = "cpsi")]
             JobProtocol::Circuit { .. } => Ok(()),
         }
@@ -119,9 +124,8 @@ impl JobKind {
     pub(crate) fn write(&self, w: &mut Writer) {
         match self {
             JobKind::Balanced { protocol, mode } => {
-                w.u8(protocol.id())
-                    .u8(u8::from(mode.malicious))
-                    .u8(u8::from(mode.reveal));
+                w.u8(protocol.id());
+                mode.write(w);
             }
             #[cfg(feature = "cpsi")]
             JobKind::Circuit {
@@ -138,10 +142,7 @@ impl JobKind {
     pub(crate) fn read(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
         let id = r.u8("protocol")?;
         if let Some(protocol) = Protocol::of_id(id) {
-            let mode = Mode {
-                malicious: flag(r, "mode")?,
-                reveal: flag(r, "reveal flag")?,
-            };
+            let mode = Mode::read(r)?;
             return Ok(JobKind::Balanced { protocol, mode });
         }
         match id {
@@ -174,13 +175,14 @@ impl JobKind {
     pub(crate) fn describe(&self) -> String {
         match self {
             JobKind::Balanced { protocol, mode } => format!(
-                "{} ({}{})",
+                "{} ({}{}{})",
                 protocol.name(),
                 if mode.malicious {
                     "malicious"
                 } else {
                     "semi-honest"
                 },
+                if mode.low_comm { ", --low-comm" } else { "" },
                 if mode.reveal { ", --reveal" } else { "" }
             ),
             #[cfg(feature = "cpsi")]

@@ -568,6 +568,7 @@ mod tests {
             protocol: Protocol::Vole,
             mode: Mode {
                 malicious: false,
+                low_comm: false,
                 reveal: false,
             },
         }
@@ -642,6 +643,7 @@ mod tests {
             protocol: Protocol::Rr16,
             mode: Mode {
                 malicious: false,
+                low_comm: false,
                 reveal: false,
             },
         };

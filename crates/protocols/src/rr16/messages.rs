@@ -232,6 +232,7 @@ mod tests {
         let hello = Hello::<PROTOCOL_ID> {
             mode: Mode {
                 malicious: true,
+                low_comm: false,
                 reveal: false,
             },
             set_size: 1 << 20,

@@ -16,7 +16,7 @@ use super::bloom::{BloomHasher, Positions};
 use super::config::Rr16Config;
 use super::messages::{self as msg, Commit, Nonce, Open};
 use super::params::Rr16Params;
-use crate::common::summaries::{pack, summary_len, Exchange, Summary};
+use crate::common::summaries::{pack, summary_bits, Exchange, Summary};
 use crate::common::two_party::{hello, Mode, Terms};
 use crate::error::Error;
 
@@ -91,6 +91,7 @@ pub async fn establish(
     let terms = Terms {
         mode: Mode {
             malicious: cfg.malicious,
+            low_comm: false,
             reveal: cfg.reveal_to_sender,
         },
         key_format: &cfg.key_format,
@@ -119,7 +120,7 @@ pub async fn establish(
             protocol: msg::PROTOCOL_ID,
             summaries: msg::KIND_SUMMARIES,
             reveal: msg::KIND_REVEAL,
-            len: summary_len(sender_size, receiver_size, cfg.statistical_bits()?),
+            bits: summary_bits(sender_size, receiver_size, cfg.statistical_bits()?),
         },
     })
 }
@@ -209,7 +210,7 @@ impl Session {
             .chain_update(item)
             .chain_update(acc.to_le_bytes())
             .finalize();
-        pack(&digest, self.exchange.len)
+        pack(&digest, self.exchange.bits)
     }
 }
 

@@ -203,11 +203,13 @@ async fn malformed_summaries(summaries: Vec<u8>) -> Error {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_summary_values_are_errors_not_panics() {
-    // Summary length for 3 x 2 items is 6 bytes: 7 bytes is ragged, and four
-    // values exceed the announced set size of 3.
+    // 7 bytes cut the count short, and four values exceed the announced
+    // set size of 3.
     let err = malformed_summaries(vec![0u8; 7]).await;
     assert!(err.to_string().contains("summary"), "{err}");
-    let err = malformed_summaries(vec![0u8; 24]).await;
+    let mut four = vec![0u8; 24];
+    four[0] = 4;
+    let err = malformed_summaries(four).await;
     assert!(
         err.to_string().contains("above the limit") || err.to_string().contains("transfer"),
         "{err}"

@@ -11,7 +11,7 @@ use super::messages;
 use psikit_structures::okvs::OkvsParams;
 
 use crate::common::statistical;
-use crate::common::summaries::{summary_len, Exchange};
+use crate::common::summaries::{summary_bits, Exchange};
 use crate::common::two_party::{Mode, Terms};
 use crate::error::Error;
 
@@ -31,6 +31,13 @@ pub struct VoleConfig {
     /// consistency check, the offset coin toss and binding hash); both
     /// parties must agree.
     pub malicious: bool,
+    /// The low-communication mode (semi-honest only; both parties must
+    /// agree): RR22's subfield-VOLE variant. The OKVS values and the
+    /// VOLE's `C` lie in the elements of GF(2^128) of degree below
+    /// [`value_bits`](Self::value_bits) `= σ + log2 n_s` bits instead of
+    /// the whole field, so the masked table the receiver sends (the
+    /// largest message) takes that many bits an entry instead of 128.
+    pub low_comm: bool,
     /// Whether the receiver sends the intersection to the sender.
     pub reveal_to_sender: bool,
     /// Largest peer set accepted (bounds memory a peer can make us use).
@@ -50,6 +57,7 @@ impl Default for VoleConfig {
     fn default() -> Self {
         Self {
             malicious: false,
+            low_comm: false,
             reveal_to_sender: false,
             max_set_size: 1 << 26,
             threads: None,
@@ -67,6 +75,11 @@ pub const MAX_SET_SIZE: u64 = 1 << 44;
 impl VoleConfig {
     pub(super) fn check(&self) -> Result<(), Error> {
         statistical::check(self.statistical_bits)?;
+        if self.malicious && self.low_comm {
+            return Err(Error::Config(
+                "--low-comm is semi-honest only: drop --malicious or --low-comm".into(),
+            ));
+        }
         if self.max_set_size > MAX_SET_SIZE {
             return Err(Error::Config(format!(
                 "VOLE-PSI sets are limited to 2^44 items, not {}",
@@ -85,16 +98,33 @@ impl VoleConfig {
         )?)
     }
 
+    /// Bits of the OKVS values and of the VOLE's `C` for a sender of
+    /// `sender_size` items: 128, or in the low-communication mode `σ +
+    /// log2 n_s` (the sizes' bit length). An item `x` of the sender's
+    /// outside the receiver's set has `Decode(P, k_x) = h(k_x)` with
+    /// probability `2^-bits` (`h(k_x)` is uniform among the `2^bits`
+    /// values and independent of the table), and only then is its OPRF
+    /// value one the receiver can compute; so no such item exists except
+    /// with probability `n_s·2^-bits ≤ 2^-σ`. Otherwise the value is
+    /// `H(Decode(A, k_x) + Δ·d)` for a nonzero `d`, hidden by `Δ`, as in the
+    /// full field.
+    pub(super) fn value_bits(&self, sender_size: u64) -> u32 {
+        match self.low_comm {
+            true => (self.statistical_bits + 64 - sender_size.max(1).leading_zeros()).min(128),
+            false => 128,
+        }
+    }
+
     /// How the summary values of a run travel: one 128-bit OPRF output
     /// holds each, so `σ + log2 n_s + log2 n_r` must stay within 128 bits.
     pub(super) fn exchange(&self, sender_size: u64, receiver_size: u64) -> Result<Exchange, Error> {
-        let len = summary_len(sender_size, receiver_size, self.statistical_bits);
-        match len <= 16 {
+        let bits = summary_bits(sender_size, receiver_size, self.statistical_bits);
+        match bits <= 128 {
             true => Ok(Exchange {
                 protocol: PROTOCOL_ID,
                 summaries: messages::KIND_SUMMARIES,
                 reveal: messages::KIND_REVEAL,
-                len,
+                bits,
             }),
             false => Err(Error::Config(format!(
                 "{sender_size} and {receiver_size} items at σ = {} need summary values \
@@ -109,6 +139,7 @@ impl VoleConfig {
         Terms {
             mode: Mode {
                 malicious: self.malicious,
+                low_comm: self.low_comm,
                 reveal: self.reveal_to_sender,
             },
             key_format: &self.key_format,
@@ -150,6 +181,8 @@ pub(super) fn session_id(seed: &[u8; 16], sender_size: u64, receiver_size: u64) 
 pub struct Phases {
     /// Whether the run was in malicious mode.
     pub malicious: bool,
+    /// Whether it was in the low-communication mode.
+    pub low_comm: bool,
     /// The silent VOLE: base OTs and one extension.
     pub vole: Duration,
     /// Correlations the VOLE made (the OKVS table length).

@@ -5,7 +5,7 @@
 //! |------|-----------|---------|
 //! | 1 | both | `common::two_party::Hello`: mode, reveal flag, own set size |
 //! | 2 | R -> S | [`OkvsSeed`]: the public hashing seed of the receiver's OKVS |
-//! | 3 | R -> S | [`KIND_MASKED`]: the OKVS table masked with the VOLE's `C`, 16 bytes per entry (chunked transfer) |
+//! | 3 | R -> S | [`KIND_MASKED`]: the OKVS table masked with the VOLE's `C`, 128 bits per entry, or the value bits of the low-communication mode (chunked transfer) |
 //! | 4 | S -> R | [`KIND_SUMMARIES`]: the sender's truncated OPRF values (chunked transfer) |
 //! | 5 | R -> S | [`KIND_REVEAL`]: matched values, if the result is revealed (chunked transfer) |
 //! | 6 | S -> R | [`Commitment`] (malicious): the sender's commitment to its offset share |
@@ -58,27 +58,91 @@ wire_messages! {
     others: KIND_MASKED, KIND_SUMMARIES, KIND_REVEAL;
 }
 
-/// 16-byte little-endian blocks as sent.
-pub fn encode_blocks(blocks: &[u128]) -> Vec<u8> {
-    let mut out = vec![0u8; blocks.len() * 16];
-    out.par_chunks_mut(16)
-        .zip(blocks.par_iter())
-        .for_each(|(o, b)| o.copy_from_slice(&b.to_le_bytes()));
+/// Values sent in groups of eight: eight values of `bits` bits fill
+/// exactly `bits` bytes, so groups are packed in parallel.
+const GROUP: usize = 8;
+
+/// Values of `bits` bits each (1 to 128; higher bits are dropped), packed
+/// little-endian in bit order, the last byte zero-padded. At 128 bits this
+/// is each value's 16 little-endian bytes.
+pub fn encode_values(values: &[u128], bits: u32) -> Vec<u8> {
+    let mut out = vec![0u8; packed_len(values.len(), bits)];
+    out.par_chunks_mut(bits as usize)
+        .zip(values.par_chunks(GROUP))
+        .for_each(|(out, group)| pack_group(group, bits, out));
     out
 }
 
-/// Exactly `count` blocks, or an error.
-pub fn decode_blocks(bytes: &[u8], count: usize) -> Result<Vec<u128>, DecodeError> {
-    if bytes.len() != count * 16 {
+/// Exactly `count` values of `bits` bits, or an error (a wrong length or
+/// non-zero padding).
+pub fn decode_values(bytes: &[u8], count: usize, bits: u32) -> Result<Vec<u128>, DecodeError> {
+    const FIELD: &str = "masked OKVS table";
+    let want = packed_len(count, bits);
+    if bytes.len() != want {
         return Err(DecodeError::invalid(
-            "masked OKVS table",
-            format!("{} bytes, expected {}", bytes.len(), count * 16),
+            FIELD,
+            format!("{} bytes, expected {want}", bytes.len()),
         ));
     }
-    Ok(bytes
-        .chunks_exact(16)
-        .map(|b| u128::from_le_bytes(b.try_into().expect("16 bytes")))
-        .collect())
+    let mut values = vec![0u128; count];
+    values
+        .par_chunks_mut(GROUP)
+        .zip(bytes.par_chunks(bits as usize))
+        .try_for_each(|(group, bytes)| unpack_group(bytes, bits, group))
+        .map_err(|()| DecodeError::invalid(FIELD, "non-zero padding"))?;
+    Ok(values)
+}
+
+/// Bytes of `count` packed values of `bits` bits.
+pub fn packed_len(count: usize, bits: u32) -> usize {
+    (count as u128 * u128::from(bits)).div_ceil(8) as usize
+}
+
+fn pack_group(values: &[u128], bits: u32, out: &mut [u8]) {
+    let (mut acc, mut have, mut at) = (0u128, 0u32, 0usize);
+    let mask = u128::MAX >> (128 - bits);
+    for &v in values {
+        let v = v & mask;
+        for (part, k) in [
+            (v as u64, bits.min(64)),
+            ((v >> 64) as u64, bits.saturating_sub(64)),
+        ] {
+            acc |= u128::from(part) << have;
+            have += k;
+            if have >= 64 {
+                out[at..at + 8].copy_from_slice(&(acc as u64).to_le_bytes());
+                (acc, have, at) = (acc >> 64, have - 64, at + 8);
+            }
+        }
+    }
+    let tail = have.div_ceil(8) as usize;
+    out[at..at + tail].copy_from_slice(&acc.to_le_bytes()[..tail]);
+}
+
+fn unpack_group(bytes: &[u8], bits: u32, values: &mut [u128]) -> Result<(), ()> {
+    let (mut acc, mut have, mut at) = (0u128, 0u32, 0usize);
+    let mut take = |k: u32| -> u64 {
+        if have < k {
+            let mut word = [0u8; 8];
+            let n = (bytes.len() - at).min(8);
+            word[..n].copy_from_slice(&bytes[at..at + n]);
+            acc |= u128::from(u64::from_le_bytes(word)) << have;
+            (have, at) = (have + 8 * n as u32, at + n);
+        }
+        let part = acc as u64 & u64::MAX.checked_shr(64 - k).unwrap_or(0);
+        (acc, have) = (acc.checked_shr(k).unwrap_or(0), have - k);
+        part
+    };
+    for v in values.iter_mut() {
+        let low = take(bits.min(64));
+        let high = take(bits.saturating_sub(64));
+        *v = u128::from(high) << 64 | u128::from(low);
+    }
+    // Whatever of the last byte the values did not use must be zero.
+    match acc {
+        0 => Ok(()),
+        _ => Err(()),
+    }
 }
 
 #[cfg(test)]
@@ -93,9 +157,34 @@ mod tests {
         check_message(&ReceiverOffset([2; 16]), (), &[2; 16]);
         check_message(&SenderOffset([3; 16]), (), &[3; 16]);
         let blocks = [1u128, u128::MAX, 3];
-        let bytes = encode_blocks(&blocks);
-        assert_eq!(decode_blocks(&bytes, 3).expect("3 blocks"), blocks);
-        assert!(decode_blocks(&bytes, 2).is_err());
-        assert!(decode_blocks(&bytes[..47], 3).is_err());
+        let bytes = encode_values(&blocks, 128);
+        assert_eq!(
+            bytes,
+            [1u128.to_le_bytes(), [0xff; 16], 3u128.to_le_bytes()].concat()
+        );
+        assert_eq!(decode_values(&bytes, 3, 128).expect("3 blocks"), blocks);
+        assert!(decode_values(&bytes, 2, 128).is_err());
+        assert!(decode_values(&bytes[..47], 3, 128).is_err());
+    }
+
+    #[test]
+    fn values_of_any_width_pack_tightly_and_come_back() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(6);
+        for bits in [1, 7, 8, 61, 64, 65, 100, 127, 128] {
+            for count in [0, 1, 7, 8, 9, 1001] {
+                let mask = u128::MAX >> (128 - bits);
+                let values: Vec<u128> = (0..count).map(|_| rng.gen::<u128>() & mask).collect();
+                let bytes = encode_values(&values, bits);
+                assert_eq!(bytes.len(), packed_len(count, bits), "{bits} {count}");
+                assert_eq!(decode_values(&bytes, count, bits).expect("decodes"), values);
+                let padding = (count as u32 * bits) % 8;
+                if padding != 0 {
+                    let mut bad = bytes.clone();
+                    *bad.last_mut().expect("bytes") ^= 0x80;
+                    assert!(decode_values(&bad, count, bits).is_err(), "{bits} {count}");
+                }
+            }
+        }
     }
 }

@@ -80,15 +80,19 @@ const KEY_HASH: u128 = 1;
 /// Tweak of `H`, the output hash of decoded OPRF values.
 const OUTPUT_HASH: u128 = 2;
 
-/// `h(k)`: the value the receiver's OKVS gives key `k`. `h` and the
-/// output hash `H` ([`output_hash`]) are the TCCR hash of fixed-key AES
-/// under two tweaks, so they are separate random functions: with one
-/// hash for both, a decoded value equal to an item key would give an
-/// output equal to that key's OKVS value.
-pub fn okvs_values(keys: &[u128]) -> Vec<u128> {
+/// `h(k)`: the value the receiver's OKVS gives key `k`, cut to its low
+/// `bits` bits (`VoleConfig::value_bits`). `h` and the output hash `H`
+/// ([`output_hash`]) are the TCCR hash of fixed-key AES under two tweaks,
+/// so they are separate random functions: with one hash for both, a
+/// decoded value equal to an item key would give an output equal to that
+/// key's OKVS value.
+pub fn okvs_values(keys: &[u128], bits: u32) -> Vec<u128> {
+    let mask = u128::MAX >> (128 - bits);
     let mut v = keys.to_vec();
-    v.par_chunks_mut(1 << 12)
-        .for_each(|c| aes_hash::tccr_many(c, |_| KEY_HASH));
+    v.par_chunks_mut(1 << 12).for_each(|c| {
+        aes_hash::tccr_many(c, |_| KEY_HASH);
+        c.iter_mut().for_each(|x| *x &= mask);
+    });
     v
 }
 
@@ -122,10 +126,10 @@ pub fn bind(mut u: Vec<u128>, w: u128, keys: &[u128]) -> Vec<u128> {
     u
 }
 
-/// `H(u)` truncated to `len` bytes: the summary values compared.
-pub fn summaries(mut u: Vec<u128>, len: usize) -> Vec<Summary> {
+/// `H(u)` truncated to `bits` bits: the summary values compared.
+pub fn summaries(mut u: Vec<u128>, bits: u32) -> Vec<Summary> {
     output_hash(&mut u);
-    u.par_iter().map(|x| pack(&x.to_le_bytes(), len)).collect()
+    u.par_iter().map(|x| pack(&x.to_le_bytes(), bits)).collect()
 }
 
 #[cfg(test)]

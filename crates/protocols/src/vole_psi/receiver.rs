@@ -44,11 +44,13 @@ pub async fn run_receiver(
     let (sent0, recv0) = (ch.bytes_sent(), ch.bytes_received());
     let mut phases = Phases {
         malicious: cfg.malicious,
+        low_comm: cfg.low_comm,
         ..Phases::default()
     };
     let n_r = items.len() as u64;
     let n_s = hello::<{ msg::PROTOCOL_ID }>(ch, &cfg.terms(n_r)).await?;
     let x = cfg.exchange(n_s, n_r)?;
+    let bits = cfg.value_bits(n_s);
     let commitment = match cfg.malicious {
         true => Some(ch.recv_msg::<Commitment>(()).await?),
         false => None,
@@ -65,7 +67,7 @@ pub async fn run_receiver(
     let sid = session_id(&okvs.seed(), n_s, n_r);
     let mut vole =
         SilentReceiver::setup(ch, &sid, cfg.security(), cfg.ext_config()?, &mut OsRng).await?;
-    let mut pending = vole.start_vole(ch, m, &mut OsRng).await?;
+    let mut pending = vole.start_vole(ch, m, bits, &mut OsRng).await?;
     phases.vole += t.elapsed();
     let keys = oprf::item_keys(items);
     let t = Instant::now();
@@ -73,7 +75,7 @@ pub async fn run_receiver(
     phases.vole += t.elapsed();
     progress.stage(STAGE_OKVS, None);
     let e = Instant::now();
-    let table = encode(&okvs, &keys)?;
+    let table = encode(&okvs, &keys, bits)?;
     phases.okvs_encode = e.elapsed();
     let t = Instant::now();
     let v = pending.finish(ch).await?;
@@ -95,7 +97,7 @@ pub async fn run_receiver(
     ch.send_chunked(
         msg::PROTOCOL_ID,
         msg::KIND_MASKED,
-        &msg::encode_blocks(&masked),
+        &msg::encode_values(&masked, bits),
     )
     .await?;
     drop(masked);
@@ -111,7 +113,7 @@ pub async fn run_receiver(
         None => decoded,
     };
     progress.stage(STAGE_SUMMARIES, None);
-    let mine = oprf::summaries(outputs, x.len);
+    let mine = oprf::summaries(outputs, x.bits);
     let matches = x.receive(ch, &mine, n_s, cfg.reveal_to_sender).await?;
     phases.online += t.elapsed();
     Ok(ReceiverOutcome {
@@ -133,13 +135,23 @@ async fn opened(ch: &mut Channel, commitment: &Commitment) -> Result<u128, Error
     Ok(share)
 }
 
-/// The receiver's OKVS of `(k_y, h(k_y))` under its public seed. A failure
-/// has probability below `2^-40` (the OKVS's proven bound); the run then
-/// ends with an error rather than drawing a seed the sender already used.
-fn encode(okvs: &Okvs, keys: &[u128]) -> Result<Vec<u128>, Error> {
-    let values = oprf::okvs_values(keys);
+/// The receiver's OKVS of `(k_y, h(k_y))` under its public seed, every
+/// entry cut to `bits` bits. Decoding XORs entries, so each bit is a
+/// system of its own and the cut table still decodes to the values (which
+/// have `bits` bits); the encoder's random free entries are cut with it.
+/// A failure has probability below `2^-σ` (the OKVS's proven bound); the
+/// run then ends with an error rather than drawing a seed the sender
+/// already used.
+fn encode(okvs: &Okvs, keys: &[u128], bits: u32) -> Result<Vec<u128>, Error> {
+    let values = oprf::okvs_values(keys, bits);
+    let mask = u128::MAX >> (128 - bits);
     match okvs.encode(keys, &values, &mut OsRng) {
-        Ok(table) => Ok(table),
+        Ok(mut table) => {
+            if bits < 128 {
+                table.par_iter_mut().for_each(|p| *p &= mask);
+            }
+            Ok(table)
+        }
         Err(OkvsError::EncodeFailed(why)) => Err(Error::Config(format!(
             "the OKVS could not encode this set ({why}; probability below 2^-40): run again"
         ))),

@@ -44,11 +44,13 @@ pub async fn run_sender(
     let (sent0, recv0) = (ch.bytes_sent(), ch.bytes_received());
     let mut phases = Phases {
         malicious: cfg.malicious,
+        low_comm: cfg.low_comm,
         ..Phases::default()
     };
     let n_s = items.len() as u64;
     let n_r = hello::<{ msg::PROTOCOL_ID }>(ch, &cfg.terms(n_s)).await?;
     let x = cfg.exchange(n_s, n_r)?;
+    let bits = cfg.value_bits(n_s);
     let share: u128 = OsRng.gen();
     if cfg.malicious {
         ch.send_msg(&Commitment(oprf::commit(share))).await?;
@@ -65,14 +67,14 @@ pub async fn run_sender(
     let mut vole =
         SilentSender::setup(ch, &sid, cfg.security(), cfg.ext_config()?, &mut OsRng).await?;
     let delta = vole.delta();
-    let b = vole.vole(ch, m, &mut OsRng).await?;
+    let b = vole.vole(ch, m, bits, &mut OsRng).await?;
     phases.vole += t.elapsed();
     phases.vole_len = m;
     phases.vole_bytes = ch.bytes_sent() - sent0 + ch.bytes_received() - recv0;
     progress.stage(STAGE_OKVS, None);
     // Done while the receiver encodes its OKVS.
     let keys = oprf::item_keys(items);
-    let hashed = oprf::okvs_values(&keys);
+    let hashed = oprf::okvs_values(&keys, bits);
 
     let t = Instant::now();
     let offset = match cfg.malicious {
@@ -83,12 +85,16 @@ pub async fn run_sender(
         false => None,
     };
     let masked = ch
-        .recv_chunked(msg::PROTOCOL_ID, msg::KIND_MASKED, m as u64 * 16)
+        .recv_chunked(
+            msg::PROTOCOL_ID,
+            msg::KIND_MASKED,
+            msg::packed_len(m, bits) as u64,
+        )
         .await?;
     if offset.is_some() {
         ch.send_msg(&SenderOffset(share.to_le_bytes())).await?;
     }
-    let masked = msg::decode_blocks(&masked, m)?;
+    let masked = msg::decode_values(&masked, m, bits)?;
     // K = B + Δ·(P + C) = A + Δ·P, over B.
     let mut k = b;
     k.par_chunks_mut(CHUNK)
@@ -109,7 +115,7 @@ pub async fn run_sender(
         None => decoded,
     };
     progress.stage(STAGE_SUMMARIES, None);
-    let values = oprf::summaries(outputs, x.len);
+    let values = oprf::summaries(outputs, x.bits);
     let revealed = x.send(ch, &values, cfg.reveal_to_sender).await?;
     phases.online += t.elapsed();
     Ok(SenderOutcome {

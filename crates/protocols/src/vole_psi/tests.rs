@@ -38,11 +38,24 @@ async fn malicious_mode_matches_the_plaintext_intersection() {
     check_against_plaintext(true).await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn low_communication_mode_matches_the_plaintext_intersection() {
+    check_config(VoleConfig {
+        low_comm: true,
+        ..VoleConfig::default()
+    })
+    .await;
+}
+
 async fn check_against_plaintext(malicious: bool) {
-    let cfg = VoleConfig {
+    check_config(VoleConfig {
         malicious,
         ..VoleConfig::default()
-    };
+    })
+    .await;
+}
+
+async fn check_config(cfg: VoleConfig) {
     for (i, (n_s, n_r, overlap)) in [
         (1, 1, 1),
         (0, 10, 0),
@@ -57,9 +70,10 @@ async fn check_against_plaintext(malicious: bool) {
     {
         let (s, r, truth) = sets(i as u64, n_s, n_r, overlap);
         let (s_out, r_out) = run_pair(s, r, cfg.clone()).await;
+        let s_out = s_out.expect("sender");
         let r_out = r_out.expect("receiver");
         assert_eq!(r_out.matches, truth, "sizes {n_s} {n_r} {overlap}");
-        assert!(s_out.expect("sender").revealed.is_none());
+        assert!(s_out.revealed.is_none());
     }
 }
 
@@ -138,7 +152,7 @@ async fn a_sender_that_opens_another_offset_is_caught() {
         )
         .await
         .expect("setup");
-        vole.vole(&mut a, m, &mut rand::rngs::OsRng)
+        vole.vole(&mut a, m, 128, &mut rand::rngs::OsRng)
             .await
             .expect("vole");
         let _: messages::ReceiverOffset = a.recv_msg(()).await.expect("offset");
@@ -301,7 +315,7 @@ async fn a_masked_table_of_the_wrong_size_is_refused() {
         )
         .await
         .expect("setup");
-        vole.vole(&mut b, m, &mut rand::rngs::OsRng)
+        vole.vole(&mut b, m, 128, &mut rand::rngs::OsRng)
             .await
             .expect("vole");
         let table = vec![0u8; m * 16 + usize::from(oversized) * 16];

@@ -25,8 +25,33 @@ use crate::error::{Error, Violation};
 pub struct Mode {
     /// Malicious security (else semi-honest).
     pub malicious: bool,
+    /// VOLE-PSI's low-communication mode (semi-honest only).
+    pub low_comm: bool,
     /// Whether the receiver reveals the intersection to the sender.
     pub reveal: bool,
+}
+
+impl Mode {
+    /// One byte for the security (0 semi-honest, 1 malicious, 2
+    /// semi-honest with low communication), one for the reveal flag.
+    pub(crate) fn write(&self, w: &mut Writer) {
+        let security = u8::from(self.malicious) | u8::from(self.low_comm) << 1;
+        w.u8(security).u8(u8::from(self.reveal));
+    }
+
+    pub(crate) fn read(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        let (malicious, low_comm) = match r.u8("mode")? {
+            0 => (false, false),
+            1 => (true, false),
+            2 => (false, true),
+            other => return Err(DecodeError::invalid("mode", other)),
+        };
+        Ok(Self {
+            malicious,
+            low_comm,
+            reveal: flag(r, "reveal flag")?,
+        })
+    }
 }
 
 /// First message of each party, under its family's protocol id (kind 1).
@@ -45,18 +70,13 @@ impl<const PROTOCOL: ProtocolId> Message for Hello<PROTOCOL> {
     type Bounds<'a> = ();
 
     fn write(&self, w: &mut Writer) {
-        w.u8(u8::from(self.mode.malicious))
-            .u8(u8::from(self.mode.reveal))
-            .u64(self.set_size)
-            .string(&self.key_format);
+        self.mode.write(w);
+        w.u64(self.set_size).string(&self.key_format);
     }
 
     fn read(r: &mut Reader<'_>, (): ()) -> Result<Self, DecodeError> {
         Ok(Self {
-            mode: Mode {
-                malicious: flag(r, "mode")?,
-                reveal: flag(r, "reveal flag")?,
-            },
+            mode: Mode::read(r)?,
             set_size: r.u64("set size")?,
             key_format: r.string(MAX_KEY_FORMAT, "key format")?,
         })
@@ -212,6 +232,9 @@ pub(crate) fn mode_refusal(theirs: Mode, ours: Mode) -> Option<Refusal> {
         if a.malicious != b.malicious {
             parts.push(flag_differs("--malicious", a.malicious));
         }
+        if a.low_comm != b.low_comm {
+            parts.push(flag_differs("--low-comm", a.low_comm));
+        }
         if a.reveal != b.reveal {
             parts.push(flag_differs("--reveal", a.reveal));
         }
@@ -263,6 +286,7 @@ mod tests {
         let h = Hello::<4> {
             mode: Mode {
                 malicious: true,
+                low_comm: false,
                 reveal: false,
             },
             set_size: 258,
@@ -276,12 +300,23 @@ mod tests {
         );
         assert_eq!(Hello::<4>::decode(&frame.payload, ()).expect("decode"), h);
         assert!(Hello::<4>::decode(&[2, 0, 0, 0, 0, 0, 0, 0, 0, 1], ()).is_err());
+        // Mode byte 3 (malicious and low-communication) does not exist.
+        let mut both = frame.payload.clone();
+        both[0] = 3;
+        assert!(Hello::<4>::decode(&both, ()).is_err());
+        both[0] = 2;
+        let low = Hello::<4>::decode(&both, ()).expect("low-communication");
+        assert!(low.mode.low_comm && !low.mode.malicious);
         assert!(Hello::<4>::decode(&[1, 0, 0], ()).is_err());
     }
 
     #[test]
     fn refusals_name_the_flags_that_differ_on_both_sides() {
-        let mode = |malicious, reveal| Mode { malicious, reveal };
+        let mode = |malicious, reveal| Mode {
+            malicious,
+            low_comm: false,
+            reveal,
+        };
         let r = mode_refusal(mode(true, false), mode(false, true)).expect("differs");
         assert_eq!(
             r.here,
@@ -294,6 +329,12 @@ mod tests {
              the peer runs with --reveal, this side without"
         );
         assert!(mode_refusal(mode(true, true), mode(true, true)).is_none());
+        let low = Mode {
+            low_comm: true,
+            ..mode(false, false)
+        };
+        let r = mode_refusal(low, mode(false, false)).expect("differs");
+        assert_eq!(r.here, "the peer runs with --low-comm, this side without");
         let r = size_refusal(20, 10).expect("too large");
         assert_eq!(
             r.here,
