@@ -73,7 +73,7 @@ pub mod receiver;
 pub mod sender;
 
 pub use params::{Noise, SilentParams};
-pub use receiver::{Pending, SilentReceiver};
+pub use receiver::{Pending, SilentReceiver, VoleOutput};
 pub use sender::SilentSender;
 
 #[cfg(test)]

@@ -104,8 +104,7 @@ fn mask(k: u32) -> u64 {
     }
 }
 
-/// Encodes `sorted` (ascending in their first word, each masked to `bits`
-/// bits).
+/// Encodes `sorted` (ascending, each masked to `bits` bits).
 pub fn encode(sorted: &[Summary], bits: u32) -> Vec<u8> {
     let split = Split::new(bits, sorted.len() as u64);
     let mut high = BitWriter::default();
@@ -127,9 +126,9 @@ pub fn encode(sorted: &[Summary], bits: u32) -> Vec<u8> {
     out
 }
 
-/// Decodes at most `max_count` values of `bits` bits, in ascending order
-/// of their buckets; refuses anything [`encode`] would not have made from
-/// them.
+/// Decodes at most `max_count` values of `bits` bits, in ascending order;
+/// refuses values out of order and anything else [`encode`] would not
+/// have made.
 pub fn decode(bytes: &[u8], bits: u32, max_count: u64) -> Result<Vec<Summary>, DecodeError> {
     const FIELD: &str = "summary values";
     if !(1..=192).contains(&bits) {
@@ -173,7 +172,11 @@ pub fn decode(bytes: &[u8], bits: u32, max_count: u64) -> Result<Vec<Summary>, D
         if bucket >> split.bucket != 0 {
             return Err(DecodeError::invalid(FIELD, "a bucket past the last"));
         }
-        out.push(split.read_value(bucket, &mut low)?);
+        let value = split.read_value(bucket, &mut low)?;
+        if out.last().is_some_and(|last| *last > value) {
+            return Err(DecodeError::invalid(FIELD, "values out of order"));
+        }
+        out.push(value);
     }
     if !ones.rest_is_zero() || !low.rest_is_zero() {
         return Err(DecodeError::invalid(FIELD, "non-zero padding"));

@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use psikit_ot::silent::SilentReceiver;
+use psikit_ot::silent::{SilentReceiver, VoleOutput};
 use psikit_structures::okvs::{Okvs, OkvsError};
 use psikit_transport::Channel;
 use rand::rngs::OsRng;
@@ -78,7 +78,7 @@ pub async fn run_receiver(
     let table = encode(&okvs, &keys, bits)?;
     phases.okvs_encode = e.elapsed();
     let t = Instant::now();
-    let v = pending.finish(ch).await?;
+    let VoleOutput { a, c } = pending.finish(ch).await?;
     phases.vole += t.elapsed();
     phases.vole_len = m;
     phases.vole_bytes = ch.bytes_sent() - sent0 + ch.bytes_received() - recv0;
@@ -92,8 +92,9 @@ pub async fn run_receiver(
     let mut masked = table;
     masked
         .par_iter_mut()
-        .zip(v.c.par_iter())
+        .zip(c.par_iter())
         .for_each(|(p, c)| *p ^= c);
+    drop(c);
     ch.send_chunked(
         msg::PROTOCOL_ID,
         msg::KIND_MASKED,
@@ -103,8 +104,9 @@ pub async fn run_receiver(
     drop(masked);
     let mut decoded = vec![0u128; keys.len()];
     let d = Instant::now();
-    okvs.decode(&v.a, &keys, &mut decoded)?;
+    okvs.decode(&a, &keys, &mut decoded)?;
     phases.okvs_decode = d.elapsed();
+    drop(a);
     let outputs = match commitment {
         Some(c) => {
             let w = offset ^ opened(ch, &c).await?;
@@ -112,6 +114,7 @@ pub async fn run_receiver(
         }
         None => decoded,
     };
+    drop(keys);
     progress.stage(STAGE_SUMMARIES, None);
     let mine = oprf::summaries(outputs, x.bits);
     let matches = x.receive(ch, &mine, n_s, cfg.reveal_to_sender).await?;

@@ -105,15 +105,18 @@ pub async fn run_sender(
     let d = Instant::now();
     okvs.decode(&k, &keys, &mut decoded)?;
     phases.okvs_decode = d.elapsed();
+    drop(k);
     // Decode(K, k_x) + Δ·h(k_x), over the decoded values.
     decoded
         .par_chunks_mut(CHUNK)
         .zip(hashed.par_chunks(CHUNK))
         .for_each(|(d, h)| gf128::mul_acc(delta, h, d));
+    drop(hashed);
     let outputs = match offset {
         Some(w) => oprf::bind(decoded, w, &keys),
         None => decoded,
     };
+    drop(keys);
     progress.stage(STAGE_SUMMARIES, None);
     let values = oprf::summaries(outputs, x.bits);
     let revealed = x.send(ch, &values, cfg.reveal_to_sender).await?;
