@@ -28,7 +28,7 @@ pub mod wire;
 #[cfg(feature = "net")]
 pub mod ws;
 
-pub use channel::{Channel, Limits};
+pub use channel::{Channel, Limits, CHUNK_BYTES};
 pub use codec::Message;
 pub use error::TransportError;
 pub use frame::{ErrorCode, ErrorMessage, Frame};

@@ -5,7 +5,7 @@
 //! |------|-----------|---------|
 //! | 1 | both | `common::two_party::Hello`: mode, reveal flag, own set size |
 //! | 2 | R -> S | [`OkvsSeed`]: the public hashing seed of the receiver's OKVS |
-//! | 3 | R -> S | [`KIND_MASKED`]: the OKVS table masked with the VOLE's `C`, 128 bits per entry, or the value bits of the low-communication mode (chunked transfer) |
+//! | 3 | R -> S | [`KIND_MASKED`]: the OKVS table masked with the VOLE's `C`, a few bins a frame ([`frames`]), 128 bits per entry or the value bits of the low-communication mode |
 //! | 4 | S -> R | [`KIND_SUMMARIES`]: the sender's truncated OPRF values (chunked transfer) |
 //! | 5 | R -> S | [`KIND_REVEAL`]: matched values, if the result is revealed (chunked transfer) |
 //! | 6 | S -> R | [`Commitment`] (malicious): the sender's commitment to its offset share |
@@ -13,14 +13,17 @@
 //! | 8 | S -> R | [`SenderOffset`] (malicious): the sender's offset share, opening 6 |
 //!
 //! Order: hellos, 6, seed, the silent VOLE (base OTs, IKNP or KOS, trees,
-//! and in malicious mode its check), then 7, 3, 8, 4 and 5. Kinds 3 to 5
-//! are larger than a frame may be (the masked table
-//! is about 20 MB at 2^20 items), so they are chunked transfers whose exact
-//! length is known in advance: the masked table has the length the OKVS
-//! parameters give, summary values are checked by
+//! and in malicious mode its check), then 7, the frames of 3, 8, 4 and 5.
+//! The masked table (about 20 MB at 2^20 items) goes as frames of whole
+//! OKVS bins, each of a length both sides know from the parameters, so
+//! that the sender decodes its items of those bins while the receiver
+//! encodes the next ones. Kinds 4 and 5 are chunked transfers, checked by
 //! `common::summaries`.
 
-use psikit_transport::DecodeError;
+use std::ops::Range;
+
+use psikit_structures::okvs::OkvsParams;
+use psikit_transport::{DecodeError, CHUNK_BYTES};
 use rayon::prelude::*;
 
 use crate::common::messages::{byte_array_message, wire_messages};
@@ -56,6 +59,17 @@ byte_array_message!(
 wire_messages! {
     messages: Hello<PROTOCOL_ID>, OkvsSeed, Commitment, ReceiverOffset, SenderOffset;
     others: KIND_MASKED, KIND_SUMMARIES, KIND_REVEAL;
+}
+
+/// The bins of each frame of the masked table: as many whole bins as fit
+/// in [`CHUNK_BYTES`] (at least one; a bin is at most about 330 KB), in
+/// order.
+pub fn frames(params: &OkvsParams, bits: u32) -> Vec<Range<usize>> {
+    let per_frame = (CHUNK_BYTES / packed_len(params.bin_len(), bits).max(1)).max(1);
+    (0..params.bins())
+        .step_by(per_frame)
+        .map(|first| first..(first + per_frame).min(params.bins()))
+        .collect()
 }
 
 /// Values sent in groups of eight: eight values of `bits` bits fill

@@ -1,7 +1,7 @@
 //! The receiver: encodes its set in the OKVS, masks it with the VOLE, and
 //! looks its OPRF values up among the sender's.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use psikit_ot::silent::{SilentReceiver, VoleOutput};
 use psikit_structures::okvs::{Okvs, OkvsError};
@@ -67,16 +67,9 @@ pub async fn run_receiver(
     let sid = session_id(&okvs.seed(), n_s, n_r);
     let mut vole =
         SilentReceiver::setup(ch, &sid, cfg.security(), cfg.ext_config()?, &mut OsRng).await?;
-    let mut pending = vole.start_vole(ch, m, bits, &mut OsRng).await?;
+    let pending = vole.start_vole(ch, m, bits, &mut OsRng).await?;
     phases.vole += t.elapsed();
     let keys = oprf::item_keys(items);
-    let t = Instant::now();
-    pending.receive_trees(ch).await?;
-    phases.vole += t.elapsed();
-    progress.stage(STAGE_OKVS, None);
-    let e = Instant::now();
-    let table = encode(&okvs, &keys, bits)?;
-    phases.okvs_encode = e.elapsed();
     let t = Instant::now();
     let VoleOutput { a, c } = pending.finish(ch).await?;
     phases.vole += t.elapsed();
@@ -88,20 +81,9 @@ pub async fn run_receiver(
     if cfg.malicious {
         ch.send_msg(&ReceiverOffset(offset.to_le_bytes())).await?;
     }
-    // P + C, over P.
-    let mut masked = table;
-    masked
-        .par_iter_mut()
-        .zip(c.par_iter())
-        .for_each(|(p, c)| *p ^= c);
+    progress.stage(STAGE_OKVS, None);
+    phases.okvs_encode = send_masked(ch, &okvs, &keys, &c, bits).await?;
     drop(c);
-    ch.send_chunked(
-        msg::PROTOCOL_ID,
-        msg::KIND_MASKED,
-        &msg::encode_values(&masked, bits),
-    )
-    .await?;
-    drop(masked);
     let mut decoded = vec![0u128; keys.len()];
     let d = Instant::now();
     okvs.decode(&a, &keys, &mut decoded)?;
@@ -138,26 +120,52 @@ async fn opened(ch: &mut Channel, commitment: &Commitment) -> Result<u128, Error
     Ok(share)
 }
 
-/// The receiver's OKVS of `(k_y, h(k_y))` under its public seed, every
-/// entry cut to `bits` bits. Decoding XORs entries, so each bit is a
-/// system of its own and the cut table still decodes to the values (which
-/// have `bits` bits); the encoder's random free entries are cut with it.
-/// A failure has probability below `2^-σ` (the OKVS's proven bound); the
-/// run then ends with an error rather than drawing a seed the sender
-/// already used.
-fn encode(okvs: &Okvs, keys: &[u128], bits: u32) -> Result<Vec<u128>, Error> {
+/// Encodes the receiver's OKVS `P` of `(k_y, h(k_y))` under its public
+/// seed a frame of bins at a time ([`msg::frames`]) and sends each part
+/// masked, `P + C`, so that the sender decodes while we encode; returns
+/// the time spent encoding. Every entry is cut to `bits` bits: decoding
+/// XORs entries, so each bit is a system of its own and the cut table
+/// still decodes to the values (which have `bits` bits); the encoder's
+/// random free entries are cut with it. A failure has probability below
+/// `2^-σ` (the OKVS's proven bound); the run then ends with an error
+/// rather than drawing a seed the sender already used.
+async fn send_masked(
+    ch: &mut Channel,
+    okvs: &Okvs,
+    keys: &[u128],
+    c: &[u128],
+    bits: u32,
+) -> Result<Duration, Error> {
     let values = oprf::okvs_values(keys, bits);
     let mask = u128::MAX >> (128 - bits);
-    match okvs.encode(keys, &values, &mut OsRng) {
-        Ok(mut table) => {
-            if bits < 128 {
-                table.par_iter_mut().for_each(|p| *p &= mask);
-            }
-            Ok(table)
-        }
-        Err(OkvsError::EncodeFailed(why)) => Err(Error::Config(format!(
-            "the OKVS could not encode this set ({why}; probability below 2^-40): run again"
-        ))),
-        Err(e) => Err(e.into()),
+    let mut encoder = okvs.encoder(keys, &values, &mut OsRng).map_err(failed)?;
+    let frames = msg::frames(okvs.params(), bits);
+    let bin_len = okvs.params().bin_len();
+    let most = frames.iter().map(|f| f.len()).max().unwrap_or(0);
+    let mut part = vec![0u128; most * bin_len];
+    let mut spent = Duration::ZERO;
+    for bins in frames {
+        let cols = bins.start * bin_len..bins.end * bin_len;
+        let p = &mut part[..cols.len()];
+        let e = Instant::now();
+        encoder.encode_bins(bins, p).map_err(failed)?;
+        spent += e.elapsed();
+        p.par_iter_mut()
+            .zip(c[cols].par_iter())
+            .for_each(|(p, c)| *p = (*p & mask) ^ c);
+        let bytes = msg::encode_values(p, bits);
+        ch.send_payload(msg::PROTOCOL_ID, msg::KIND_MASKED, &bytes)
+            .await?;
+    }
+    Ok(spent)
+}
+
+/// An encoding failure in the flags' words.
+fn failed(e: OkvsError) -> Error {
+    match e {
+        OkvsError::EncodeFailed(sigma) => Error::Config(format!(
+            "the OKVS could not encode this set (probability below 2^-{sigma}): run again"
+        )),
+        e => e.into(),
     }
 }

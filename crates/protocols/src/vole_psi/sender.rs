@@ -76,6 +76,9 @@ pub async fn run_sender(
     let keys = oprf::item_keys(items);
     let hashed = oprf::okvs_values(&keys, bits);
 
+    // Grouped by bin before the table comes (while the receiver encodes).
+    let mut decoder = okvs.decoder(&keys);
+
     let t = Instant::now();
     let offset = match cfg.malicious {
         true => {
@@ -84,28 +87,26 @@ pub async fn run_sender(
         }
         false => None,
     };
-    let masked = ch
-        .recv_chunked(
-            msg::PROTOCOL_ID,
-            msg::KIND_MASKED,
-            msg::packed_len(m, bits) as u64,
-        )
-        .await?;
+    let bin_len = okvs.params().bin_len();
+    let mut k = b;
+    for bins in msg::frames(okvs.params(), bits) {
+        let frame = ch.recv_expect(msg::PROTOCOL_ID, msg::KIND_MASKED).await?;
+        let k = &mut k[bins.start * bin_len..bins.end * bin_len];
+        let masked = msg::decode_values(&frame.payload, k.len(), bits)?;
+        // K = B + Δ·(P + C) = A + Δ·P, over B.
+        k.par_chunks_mut(CHUNK)
+            .zip(masked.par_chunks(CHUNK))
+            .for_each(|(k, pc)| gf128::mul_acc(delta, pc, k));
+        let d = Instant::now();
+        decoder.decode_bins(bins, k)?;
+        phases.okvs_decode += d.elapsed();
+    }
+    drop(k);
     if offset.is_some() {
         ch.send_msg(&SenderOffset(share.to_le_bytes())).await?;
     }
-    let masked = msg::decode_values(&masked, m, bits)?;
-    // K = B + Δ·(P + C) = A + Δ·P, over B.
-    let mut k = b;
-    k.par_chunks_mut(CHUNK)
-        .zip(masked.par_chunks(CHUNK))
-        .for_each(|(k, pc)| gf128::mul_acc(delta, pc, k));
-    drop(masked);
     let mut decoded = vec![0u128; keys.len()];
-    let d = Instant::now();
-    okvs.decode(&k, &keys, &mut decoded)?;
-    phases.okvs_decode = d.elapsed();
-    drop(k);
+    decoder.finish(&mut decoded)?;
     // Decode(K, k_x) + Δ·h(k_x), over the decoded values.
     decoded
         .par_chunks_mut(CHUNK)

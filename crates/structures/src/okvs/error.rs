@@ -57,6 +57,14 @@ pub enum OkvsError {
         /// Entries given.
         got: usize,
     },
+    /// Bins decoded out of order, or not all of them before the end.
+    #[error("OKVS bins taken out of order: expected bin {expected}, got {got}")]
+    BinOrder {
+        /// The bin due next.
+        expected: usize,
+        /// The bin given.
+        got: usize,
+    },
     /// `keys` and `out` have different lengths.
     #[error("{keys} keys but room for {out} decoded values")]
     OutputLength {

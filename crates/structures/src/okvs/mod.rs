@@ -184,21 +184,30 @@ impl Okvs {
         values: &[u128],
         rng: &mut R,
     ) -> Result<Vec<u128>, OkvsError> {
-        self.check_encode(keys, values)?;
-        let split = self.split(keys, Some(values));
-        let seeds: Vec<[u8; 32]> = (0..self.params.bins()).map(|_| rng.gen()).collect();
         let mut table = vec![0u128; self.params.table_len()];
-        let solved = table
-            .par_chunks_mut(self.params.bin_len())
-            .zip(seeds.par_iter())
-            .enumerate()
-            .try_for_each_init(Scratch::default, |scratch, (bin, (cols, seed))| {
-                self.encode_bin(&split, bin, cols, seed, scratch)
-            });
-        match solved {
-            Ok(()) => Ok(table),
-            Err(solve::Inconsistent) => Err(self.failure(keys, values)),
-        }
+        self.encoder(keys, values, rng)?
+            .encode_bins(0..self.params.bins(), &mut table)?;
+        Ok(table)
+    }
+
+    /// [`Okvs::encode`] a few bins at a time, so that a protocol can send
+    /// each part of the table as it is made (bins are independent): checks
+    /// the input and groups it by bin; [`BinEncoder::encode_bins`] then
+    /// solves given bins.
+    pub fn encoder<'a, R: RngCore + CryptoRng>(
+        &'a self,
+        keys: &'a [u128],
+        values: &'a [u128],
+        rng: &mut R,
+    ) -> Result<BinEncoder<'a>, OkvsError> {
+        self.check_encode(keys, values)?;
+        Ok(BinEncoder {
+            okvs: self,
+            split: self.split(keys, Some(values)),
+            seeds: (0..self.params.bins()).map(|_| rng.gen()).collect(),
+            keys,
+            values,
+        })
     }
 
     /// Decodes `keys` into `out` (same length) in parallel on the current
@@ -212,9 +221,56 @@ impl Okvs {
             });
         }
         for (keys, out) in keys.chunks(DECODE_BATCH).zip(out.chunks_mut(DECODE_BATCH)) {
-            self.decode_batch(table, keys, out);
+            let mut batch = self.decoder(keys);
+            batch.decode_bins(0..self.params.bins(), table)?;
+            batch.finish(out)?;
         }
         Ok(())
+    }
+
+    /// [`Okvs::decode`] a few bins at a time, as their part of the table
+    /// arrives: groups `keys` by bin now; [`BinDecoder::decode_bins`] then
+    /// decodes the keys of given bins from their columns, and
+    /// [`BinDecoder::finish`] puts the values in key order. It holds about
+    /// 40 bytes a key (`decode` takes its keys [`DECODE_BATCH`] at a time).
+    pub fn decoder(&self, keys: &[u128]) -> BinDecoder<'_> {
+        let split = self.split(keys, None);
+        let (bins, chunks) = (self.params.bins(), split.keys.len());
+        // Where each chunk's part of each bin lies in the grouped order
+        // (bins in order, chunks in order inside), and the tasks: each
+        // bin's keys in parts of at most about `DECODE_PART`.
+        let mut firsts = vec![vec![0usize; bins]; chunks];
+        let mut tasks = vec![Vec::new(); bins];
+        let mut starts = Vec::with_capacity(bins + 1);
+        let mut at = 0;
+        for (b, bin_tasks) in tasks.iter_mut().enumerate() {
+            starts.push(at);
+            let (mut first, mut len) = (0, 0);
+            for (c, (first_of, parts)) in firsts.iter_mut().zip(&split.keys).enumerate() {
+                first_of[b] = at + len;
+                len += parts[b].len();
+                if len >= DECODE_PART || c + 1 == chunks {
+                    if len > 0 {
+                        bin_tasks.push(Task {
+                            chunks: first..c + 1,
+                            len,
+                        });
+                    }
+                    at += len;
+                    (first, len) = (c + 1, 0);
+                }
+            }
+        }
+        starts.push(at);
+        BinDecoder {
+            okvs: self,
+            values: vec![0u128; keys.len()],
+            split,
+            firsts,
+            tasks,
+            starts,
+            decoded: 0,
+        }
     }
 
     /// Decodes one key.
@@ -342,61 +398,12 @@ impl Okvs {
         OkvsError::EncodeFailed(self.params.security())
     }
 
-    /// Decodes keys grouped by bin, each bin's keys (in parts of about
-    /// [`DECODE_PART`] at most) by one task, then puts the values back in
-    /// order.
-    fn decode_batch(&self, table: &[u128], keys: &[u128], out: &mut [u128]) {
-        let split = self.split(keys, None);
-        let (bins, chunks) = (self.params.bins(), split.keys.len());
-        // Where each chunk's part of each bin lies in the grouped order
-        // (bins in order, chunks in order inside).
-        let mut firsts = vec![vec![0usize; bins]; chunks];
-        let mut at = 0;
-        for b in 0..bins {
-            for (first, parts) in firsts.iter_mut().zip(&split.keys) {
-                first[b] = at;
-                at += parts[b].len();
-            }
-        }
-        let mut values = vec![0u128; keys.len()];
-        let mut tasks = Vec::new();
-        let mut rest = &mut values[..];
-        for b in 0..bins {
-            let (mut first, mut len) = (0, 0);
-            for c in 0..chunks {
-                len += split.keys[c][b].len();
-                if len >= DECODE_PART || c + 1 == chunks {
-                    let (vals, tail) = std::mem::take(&mut rest).split_at_mut(len);
-                    rest = tail;
-                    if len > 0 {
-                        tasks.push((b, first..c + 1, vals));
-                    }
-                    (first, len) = (c + 1, 0);
-                }
-            }
-        }
-        tasks
-            .into_par_iter()
-            .for_each_init(Scratch::default, |scratch, (bin, chunks, vals)| {
-                self.decode_part(table, &split, bin, chunks, vals, scratch)
-            });
-        out.par_chunks_mut(split.chunk)
-            .zip(split.bin_of.par_chunks(split.chunk))
-            .zip(firsts)
-            .for_each(|((out, bin_of), mut next)| {
-                for (o, &b) in out.iter_mut().zip(bin_of) {
-                    *o = values[next[b as usize]];
-                    next[b as usize] += 1;
-                }
-            });
-    }
-
     /// Decodes the keys of `bin` from `chunks` into `out`: in order of
     /// position through the bin's subset tables, built as the sweep reaches
     /// them, or by walking band bits if the keys are few for the bin's size.
     fn decode_part(
         &self,
-        table: &[u128],
+        cols: &[u128],
         split: &Split,
         bin: usize,
         chunks: Range<usize>,
@@ -408,11 +415,13 @@ impl Okvs {
         let bin_len = self.params.bin_len();
         if rows.len() * SPARSE < bin_len {
             for (row, o) in rows.iter().zip(out) {
-                *o = self.decode_row(table, row);
+                *o = band::dot(
+                    &row.band,
+                    &cols[row.start as usize..][..self.params.band_width()],
+                );
             }
             return;
         }
-        let cols = &table[bin * bin_len..(bin + 1) * bin_len];
         order_by_word(rows, bin_len.div_ceil(64), &mut scratch.order);
         let subsets = &mut scratch.subsets;
         subsets.reset(bin_len);
@@ -432,6 +441,137 @@ impl Okvs {
         let at = row.bin as usize * self.params.bin_len() + row.start as usize;
         band::dot(&row.band, &table[at..at + self.params.band_width()])
     }
+}
+
+/// [`Okvs::encoder`]: the input grouped by bin and each bin's random seed.
+pub struct BinEncoder<'a> {
+    okvs: &'a Okvs,
+    split: Split,
+    seeds: Vec<[u8; 32]>,
+    keys: &'a [u128],
+    values: &'a [u128],
+}
+
+impl BinEncoder<'_> {
+    /// Solves the bins `bins` into `out`, their columns (`bins.len()`
+    /// times [`OkvsParams::bin_len`]), in parallel on the current rayon
+    /// pool. Fails as [`Okvs::encode`] does, for the input as a whole (a
+    /// failing bin reports the repeated key or the unlikely failure).
+    pub fn encode_bins(&mut self, bins: Range<usize>, out: &mut [u128]) -> Result<(), OkvsError> {
+        let okvs = self.okvs;
+        check_part(okvs, &bins, out.len())?;
+        let split = &self.split;
+        let solved = out
+            .par_chunks_mut(okvs.params.bin_len())
+            .zip(&self.seeds[bins.clone()])
+            .zip(bins)
+            .try_for_each_init(Scratch::default, |scratch, ((cols, seed), bin)| {
+                okvs.encode_bin(split, bin, cols, seed, scratch)
+            });
+        solved.map_err(|solve::Inconsistent| okvs.failure(self.keys, self.values))
+    }
+}
+
+/// [`Okvs::decoder`]: the keys grouped by bin, and their values as bins
+/// are decoded.
+pub struct BinDecoder<'a> {
+    okvs: &'a Okvs,
+    split: Split,
+    /// `firsts[c][b]`: where chunk `c`'s keys of bin `b` start in `values`.
+    firsts: Vec<Vec<usize>>,
+    /// Per bin, its decoding tasks.
+    tasks: Vec<Vec<Task>>,
+    /// `starts[b]`: where bin `b`'s values start in `values` (and the end).
+    starts: Vec<usize>,
+    /// Values in grouped order (bins in order, chunks in order inside).
+    values: Vec<u128>,
+    /// Bins decoded so far.
+    decoded: usize,
+}
+
+/// One bin's keys from some chunks: `len` of them.
+#[derive(Clone)]
+struct Task {
+    chunks: Range<usize>,
+    len: usize,
+}
+
+impl BinDecoder<'_> {
+    /// Decodes the keys of `bins` (the next bins, in order) from `cols`,
+    /// their columns, in parallel on the current rayon pool.
+    pub fn decode_bins(&mut self, bins: Range<usize>, cols: &[u128]) -> Result<(), OkvsError> {
+        let okvs = self.okvs;
+        check_part(okvs, &bins, cols.len())?;
+        if bins.start != self.decoded {
+            return Err(OkvsError::BinOrder {
+                expected: self.decoded,
+                got: bins.start,
+            });
+        }
+        self.decoded = bins.end;
+        let bin_len = okvs.params.bin_len();
+        let mut rest = &mut self.values[self.starts[bins.start]..self.starts[bins.end]];
+        let mut jobs = Vec::new();
+        for bin in bins.clone() {
+            for task in &self.tasks[bin] {
+                let (vals, tail) = std::mem::take(&mut rest).split_at_mut(task.len);
+                rest = tail;
+                let at = (bin - bins.start) * bin_len;
+                jobs.push((bin, task.chunks.clone(), &cols[at..at + bin_len], vals));
+            }
+        }
+        let split = &self.split;
+        jobs.into_par_iter().for_each_init(
+            Scratch::default,
+            |scratch, (bin, chunks, cols, vals)| {
+                okvs.decode_part(cols, split, bin, chunks, vals, scratch)
+            },
+        );
+        Ok(())
+    }
+
+    /// Every bin decoded: the keys' values, in key order, into `out`.
+    pub fn finish(self, out: &mut [u128]) -> Result<(), OkvsError> {
+        let bins = self.okvs.params.bins();
+        if self.decoded != bins {
+            return Err(OkvsError::BinOrder {
+                expected: bins,
+                got: self.decoded,
+            });
+        }
+        if out.len() != self.split.bin_of.len() {
+            return Err(OkvsError::OutputLength {
+                keys: self.split.bin_of.len(),
+                out: out.len(),
+            });
+        }
+        let values = &self.values;
+        out.par_chunks_mut(self.split.chunk)
+            .zip(self.split.bin_of.par_chunks(self.split.chunk))
+            .zip(self.firsts)
+            .for_each(|((out, bin_of), mut next)| {
+                for (o, &b) in out.iter_mut().zip(bin_of) {
+                    *o = values[next[b as usize]];
+                    next[b as usize] += 1;
+                }
+            });
+        Ok(())
+    }
+}
+
+/// Refuses a part of the table that is not whole bins of this OKVS.
+fn check_part(okvs: &Okvs, bins: &Range<usize>, len: usize) -> Result<(), OkvsError> {
+    let expected = bins.len() * okvs.params.bin_len();
+    if bins.end > okvs.params.bins() || bins.start > bins.end {
+        return Err(OkvsError::BinOrder {
+            expected: okvs.params.bins(),
+            got: bins.end,
+        });
+    }
+    if len != expected {
+        return Err(OkvsError::TableLength { expected, got: len });
+    }
+    Ok(())
 }
 
 /// The input split by bin (`Okvs::split`): `keys[c][b]` (and

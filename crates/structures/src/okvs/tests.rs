@@ -307,3 +307,53 @@ fn single_and_batched_rows_agree() {
     assert!(bins.iter().zip(&rows).all(|(&b, r)| b == r.bin));
     assert!(bins.iter().any(|&b| b != bins[0]));
 }
+
+#[test]
+fn bin_by_bin_equals_the_whole_table() {
+    let mut rng = StdRng::seed_from_u64(11);
+    for n in [100, 20_000, 70_000] {
+        let (keys, values) = random_pairs(n, &mut rng);
+        let okvs = okvs_for(n, 5);
+        let (bins, bin_len) = (okvs.params().bins(), okvs.params().bin_len());
+        // The same seeds drawn either way: the same table.
+        let whole = okvs
+            .encode(&keys, &values, &mut StdRng::seed_from_u64(1))
+            .expect("encode");
+        let mut parts = vec![0u128; whole.len()];
+        let mut encoder = okvs
+            .encoder(&keys, &values, &mut StdRng::seed_from_u64(1))
+            .expect("encoder");
+        let mut decoder = okvs.decoder(&keys);
+        for first in (0..bins).step_by(2) {
+            let bins = first..(first + 2).min(bins);
+            let cols = &mut parts[bins.start * bin_len..bins.end * bin_len];
+            encoder.encode_bins(bins.clone(), cols).expect("bins");
+            decoder.decode_bins(bins, cols).expect("decode bins");
+        }
+        assert_eq!(parts, whole, "n = {n}");
+        let mut out = vec![0u128; n];
+        decoder.finish(&mut out).expect("finish");
+        assert_eq!(out, values, "n = {n}");
+    }
+}
+
+#[test]
+fn bins_out_of_order_or_missing_are_refused() {
+    let mut rng = StdRng::seed_from_u64(12);
+    let (keys, values) = random_pairs(40_000, &mut rng);
+    let okvs = okvs_for(keys.len(), 6);
+    let bin_len = okvs.params().bin_len();
+    assert!(okvs.params().bins() >= 3);
+    let table = okvs.encode(&keys, &values, &mut rng).expect("encode");
+    let mut decoder = okvs.decoder(&keys);
+    let skipped = decoder.decode_bins(1..2, &table[bin_len..2 * bin_len]);
+    assert!(matches!(skipped, Err(OkvsError::BinOrder { .. })));
+    let short = decoder.decode_bins(0..1, &table[..bin_len - 1]);
+    assert!(matches!(short, Err(OkvsError::TableLength { .. })));
+    decoder.decode_bins(0..1, &table[..bin_len]).expect("bin 0");
+    let mut out = vec![0u128; keys.len()];
+    assert!(matches!(
+        decoder.finish(&mut out),
+        Err(OkvsError::BinOrder { .. })
+    ));
+}
