@@ -31,21 +31,6 @@ pub(super) fn pack_share(values: &[u128]) -> u128 {
     crate::gf128::reduce(crate::gf128::inner_product(values, &powers[..values.len()]))
 }
 
-/// The parts' outputs end to end; a single part is returned as it is
-/// (no copy of up to 2^21 blocks).
-pub(super) fn concat<T: Copy + zeroize::DefaultIsZeroes>(
-    mut parts: Vec<zeroize::Zeroizing<Vec<T>>>,
-) -> zeroize::Zeroizing<Vec<T>> {
-    if parts.len() == 1 {
-        return parts.remove(0);
-    }
-    let mut out = zeroize::Zeroizing::new(Vec::with_capacity(parts.iter().map(|p| p.len()).sum()));
-    for p in &parts {
-        out.extend_from_slice(p);
-    }
-    out
-}
-
 /// Runs `work` on the configuration's pool, or where we are.
 pub(super) fn run<T: Send>(config: &crate::ext::ExtConfig, work: impl FnOnce() -> T + Send) -> T {
     match config.pool() {

@@ -5,7 +5,7 @@ use rand::{CryptoRng, Rng, RngCore};
 use subtle::ConstantTimeEq;
 use zeroize::Zeroizing;
 
-use super::both::{concat, pack_share, plan, run};
+use super::both::{pack_share, plan, run};
 use super::check::{self, CHECK_OTS};
 use super::code::Symbol;
 use super::ggm;
@@ -255,29 +255,48 @@ impl<T: Symbol> Pending<T> {
         ch: &mut Channel,
     ) -> Result<(Zeroizing<Vec<u128>>, Zeroizing<Vec<T>>), OtError> {
         self.receive_trees(ch).await?;
-        let (mut w_parts, mut e_parts) = (Vec::new(), Vec::new());
         let tree_ots: usize = self.shapes.iter().map(|p| p.base_ots()).sum();
         let mut sum = match self.challenge {
             Some(_) => (pack_share(&self.ots.t()[tree_ots..]), 0),
             None => (0, 0),
         };
-        let (mut first, mut at) = (0, 0u64);
+        // One pair of buffers for every part's leaves and noise, each part's
+        // outputs copied out: fresh buffers per part would be written (and
+        // faulted in) anew, and held at twice the outputs' size. A single
+        // part's buffers become the outputs.
+        let n = self.shapes.iter().map(|p| p.n()).max().unwrap_or(0);
+        let mut noisy = Noisy {
+            w: Zeroizing::new(vec![0u128; n]),
+            e: Zeroizing::new(vec![T::default(); n]),
+        };
+        let single = self.shapes.len() == 1;
+        let count: usize = self.shapes.iter().map(|p| p.count).sum();
+        let (mut w_out, mut e_out) = match single {
+            true => (Zeroizing::new(Vec::new()), Zeroizing::new(Vec::new())),
+            false => (
+                Zeroizing::new(vec![0u128; count]),
+                Zeroizing::new(vec![T::default(); count]),
+            ),
+        };
+        let (mut first, mut at, mut out) = (0, 0u64, 0);
         for (k, p) in self.shapes.iter().enumerate() {
-            let Noisy { mut w, mut e } = self.punctured(p, k, first);
+            let (w, e) = (&mut noisy.w[..p.n()], &mut noisy.e[..p.n()]);
+            self.punctured(p, k, first, w, e);
             if let Some(x) = self.challenge {
-                sum = gf128::add_wide(sum, check::weighted_sum(x, at, &w));
+                sum = gf128::add_wide(sum, check::weighted_sum(x, at, w));
             }
             let code = p.code();
             run(&self.config, || {
-                code.dual_encode(&mut w[..]);
-                code.dual_encode(&mut e[..]);
+                code.dual_encode(w);
+                code.dual_encode(e);
             });
-            w.truncate(p.count);
-            e.truncate(p.count);
-            w_parts.push(w);
-            e_parts.push(e);
+            if !single {
+                w_out[out..out + p.count].copy_from_slice(&w[..p.count]);
+                e_out[out..out + p.count].copy_from_slice(&e[..p.count]);
+            }
             first += p.base_ots();
             at += p.n() as u64;
+            out += p.count;
         }
         if self.challenge.is_some() {
             let SilentCheck(theirs) = ch.recv_msg(()).await?;
@@ -286,12 +305,18 @@ impl<T: Symbol> Pending<T> {
                 return Err(abort(ch, OtError::SilentCheck).await);
             }
         }
-        Ok((concat(w_parts), concat(e_parts)))
+        if single {
+            noisy.w.truncate(count);
+            noisy.e.truncate(count);
+            return Ok((noisy.w, noisy.e));
+        }
+        Ok((w_out, e_out))
     }
 
     /// Step 3 for part `k` (base correlations from `first`): the rebuilt
-    /// leaves with the noise `β_i` at `α_i`.
-    fn punctured(&self, p: &SilentParams, k: usize, first: usize) -> Noisy<T> {
+    /// leaves into `w`, and the noise `β_i` at `α_i` into `e` (of the part's
+    /// length, whatever they held before).
+    fn punctured(&self, p: &SilentParams, k: usize, first: usize, w: &mut [u128], e: &mut [T]) {
         let (trees, depth) = (p.trees, p.depth);
         let bits = self.ots.choices();
         let blocks = &self.trees[k].blocks;
@@ -306,17 +331,15 @@ impl<T: Symbol> Pending<T> {
                 })
                 .collect(),
         );
-        let mut w = Zeroizing::new(vec![0u128; p.n()]);
         run(&self.config, || {
-            ggm::receiver_expand(&alphas, &off_path, depth, self.tweaks[k], &mut w)
+            ggm::receiver_expand(&alphas, &off_path, depth, self.tweaks[k], w)
         });
-        let mut e = Zeroizing::new(vec![T::default(); p.n()]);
+        e.fill(T::default());
         for (i, (tree, &alpha)) in w.chunks_mut(1 << depth).zip(&alphas).enumerate() {
             let correction = blocks[i * per_tree + 2 * depth] ^ self.share(p, first, i);
             tree[alpha] = tree.iter().fold(correction, |a, x| a ^ x);
             e[(i << depth) + alpha] = self.betas[k][i];
         }
-        Noisy { w, e }
     }
 
     /// Our share of `β_i·Δ` for tree `i` of the part starting at `first`

@@ -4,7 +4,7 @@ use psikit_transport::Channel;
 use rand::{CryptoRng, Rng, RngCore};
 use zeroize::Zeroizing;
 
-use super::both::{concat, pack_share, plan, run};
+use super::both::{pack_share, plan, run};
 use super::check::{self, CHECK_OTS};
 use super::ggm;
 use super::params::{Noise, SilentParams};
@@ -147,23 +147,49 @@ impl SilentSender {
             Some(_) => (pack_share(&ots.q()[tree_ots..]), 0),
             None => (0, 0),
         };
-        let (mut out, mut at) = (Vec::with_capacity(shapes.len()), 0u64);
+        // Several parts share one buffer for their leaves, each part's
+        // outputs copied out (fresh buffers would be faulted in anew and
+        // held at twice the outputs' size); a single part's leaves become
+        // the output.
+        let count: usize = shapes.iter().map(|p| p.count).sum();
+        let n = shapes.iter().map(|p| p.n()).max().unwrap_or(0);
+        let mut buffer = Zeroizing::new(Vec::new());
+        let mut out = Zeroizing::new(vec![0u128; if keep { 0 } else { count }]);
+        let (mut at, mut done) = (0u64, 0);
         for ((p, e), &t) in shapes.iter().zip(expanded).zip(&tweaks) {
             let leaves = match e {
-                Expanded::Leaves(leaves) => leaves,
-                Expanded::Roots(roots) => self.leaves(p, t, &roots),
+                Expanded::Leaves(leaves) => {
+                    buffer = leaves;
+                    &mut buffer[..]
+                }
+                Expanded::Roots(roots) => {
+                    buffer.resize(n, 0);
+                    let leaves = &mut buffer[..p.n()];
+                    run(&self.config, || {
+                        ggm::sender_expand(&roots, p.depth, t, leaves)
+                    });
+                    leaves
+                }
             };
             if let Some(x) = challenge {
-                sum = gf128::add_wide(sum, check::weighted_sum(x, at, &leaves));
+                sum = gf128::add_wide(sum, check::weighted_sum(x, at, leaves));
             }
             at += leaves.len() as u64;
-            out.push(self.encode(p, leaves));
+            run(&self.config, || p.code().dual_encode(leaves));
+            if !keep {
+                out[done..done + p.count].copy_from_slice(&leaves[..p.count]);
+            }
+            done += p.count;
         }
         if challenge.is_some() {
             let hash = check::digest(gf128::reduce(sum));
             ch.send_msg(&SilentCheck(hash)).await?;
         }
-        Ok(concat(out))
+        if keep {
+            buffer.truncate(count);
+            return Ok(buffer);
+        }
+        Ok(out)
     }
 
     /// The base correlations: IKNP, or KOS without confirmation (a failed
@@ -215,30 +241,5 @@ impl SilentSender {
         };
         ch.send_msg(&message).await?;
         Ok((roots, leaves))
-    }
-
-    /// The leaves `v` of one part's trees, from their roots.
-    fn leaves(
-        &self,
-        params: &SilentParams,
-        tweaks: ggm::Tweaks,
-        roots: &[u128],
-    ) -> Zeroizing<Vec<u128>> {
-        let mut leaves = Zeroizing::new(vec![0u128; params.n()]);
-        run(&self.config, || {
-            ggm::sender_expand(roots, params.depth, tweaks, &mut leaves)
-        });
-        leaves
-    }
-
-    /// `E(v)`, cut to the part's count.
-    fn encode(
-        &self,
-        params: &SilentParams,
-        mut leaves: Zeroizing<Vec<u128>>,
-    ) -> Zeroizing<Vec<u128>> {
-        run(&self.config, || params.code().dual_encode(&mut leaves[..]));
-        leaves.truncate(params.count);
-        leaves
     }
 }
