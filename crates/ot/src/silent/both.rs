@@ -31,6 +31,22 @@ pub(super) fn pack_share(values: &[u128]) -> u128 {
     crate::gf128::reduce(crate::gf128::inner_product(values, &powers[..values.len()]))
 }
 
+/// The first `len` entries of `v`, the rest wiped and given back to the
+/// allocator: an extension's buffer holds twice its outputs, and the freed
+/// half (already in memory) then serves the caller's next allocations
+/// instead of fresh pages. Shrinking reallocates in place (glibc splits the
+/// block), so the kept entries are not copied.
+pub(super) fn cut<T: zeroize::DefaultIsZeroes>(
+    mut v: zeroize::Zeroizing<Vec<T>>,
+    len: usize,
+) -> zeroize::Zeroizing<Vec<T>> {
+    use zeroize::Zeroize;
+    v[len..].zeroize();
+    v.truncate(len);
+    v.shrink_to_fit();
+    v
+}
+
 /// Runs `work` on the configuration's pool, or where we are.
 pub(super) fn run<T: Send>(config: &crate::ext::ExtConfig, work: impl FnOnce() -> T + Send) -> T {
     match config.pool() {

@@ -5,7 +5,7 @@ use rand::{CryptoRng, Rng, RngCore};
 use subtle::ConstantTimeEq;
 use zeroize::Zeroizing;
 
-use super::both::{pack_share, plan, run};
+use super::both::{cut, pack_share, plan, run};
 use super::check::{self, CHECK_OTS};
 use super::code::Symbol;
 use super::ggm;
@@ -57,13 +57,6 @@ pub struct Pending<T: Symbol> {
     challenge: Option<u128>,
     trees: Vec<SilentTrees>,
     config: ExtConfig,
-}
-
-/// The receiver's punctured trees of one part before encoding: leaves
-/// `w = v + e·Δ` and the noise `e`.
-struct Noisy<T: Symbol> {
-    w: Zeroizing<Vec<u128>>,
-    e: Zeroizing<Vec<T>>,
 }
 
 impl SilentReceiver {
@@ -260,15 +253,14 @@ impl<T: Symbol> Pending<T> {
             Some(_) => (pack_share(&self.ots.t()[tree_ots..]), 0),
             None => (0, 0),
         };
-        // One pair of buffers for every part's leaves and noise, each part's
-        // outputs copied out: fresh buffers per part would be written (and
-        // faulted in) anew, and held at twice the outputs' size. A single
-        // part's buffers become the outputs.
+        // One buffer for every part's leaves and one for its noise, each
+        // part's outputs copied out: fresh buffers per part would be written
+        // (and faulted in) anew, and held at twice the outputs' size. A
+        // single part's buffers become the outputs, the leaves' cut before
+        // the noise's is made (the freed half then serves it).
         let n = self.shapes.iter().map(|p| p.n()).max().unwrap_or(0);
-        let mut noisy = Noisy {
-            w: Zeroizing::new(vec![0u128; n]),
-            e: Zeroizing::new(vec![T::default(); n]),
-        };
+        let mut w_buf = Zeroizing::new(vec![0u128; n]);
+        let mut e_buf: Zeroizing<Vec<T>> = Zeroizing::new(Vec::new());
         let single = self.shapes.len() == 1;
         let count: usize = self.shapes.iter().map(|p| p.count).sum();
         let (mut w_out, mut e_out) = match single {
@@ -280,19 +272,28 @@ impl<T: Symbol> Pending<T> {
         };
         let (mut first, mut at, mut out) = (0, 0u64, 0);
         for (k, p) in self.shapes.iter().enumerate() {
-            let (w, e) = (&mut noisy.w[..p.n()], &mut noisy.e[..p.n()]);
-            self.punctured(p, k, first, w, e);
+            let code = p.code();
+            let alphas = alphas(self.ots.choices(), p, first);
+            let w = &mut w_buf[..p.n()];
+            self.leaves(p, k, first, &alphas, w);
             if let Some(x) = self.challenge {
                 sum = gf128::add_wide(sum, check::weighted_sum(x, at, w));
             }
-            let code = p.code();
-            run(&self.config, || {
-                code.dual_encode(w);
-                code.dual_encode(e);
-            });
-            if !single {
-                w_out[out..out + p.count].copy_from_slice(&w[..p.count]);
-                e_out[out..out + p.count].copy_from_slice(&e[..p.count]);
+            run(&self.config, || code.dual_encode(w));
+            match single {
+                true => w_out = cut(std::mem::take(&mut w_buf), count),
+                false => w_out[out..out + p.count].copy_from_slice(&w[..p.count]),
+            }
+            e_buf.resize(n, T::default());
+            let e = &mut e_buf[..p.n()];
+            e.fill(T::default());
+            for (i, &alpha) in alphas.iter().enumerate() {
+                e[(i << p.depth) + alpha] = self.betas[k][i];
+            }
+            run(&self.config, || code.dual_encode(e));
+            match single {
+                true => e_out = cut(std::mem::take(&mut e_buf), count),
+                false => e_out[out..out + p.count].copy_from_slice(&e[..p.count]),
             }
             first += p.base_ots();
             at += p.n() as u64;
@@ -305,23 +306,17 @@ impl<T: Symbol> Pending<T> {
                 return Err(abort(ch, OtError::SilentCheck).await);
             }
         }
-        if single {
-            noisy.w.truncate(count);
-            noisy.e.truncate(count);
-            return Ok((noisy.w, noisy.e));
-        }
         Ok((w_out, e_out))
     }
 
-    /// Step 3 for part `k` (base correlations from `first`): the rebuilt
-    /// leaves into `w`, and the noise `β_i` at `α_i` into `e` (of the part's
-    /// length, whatever they held before).
-    fn punctured(&self, p: &SilentParams, k: usize, first: usize, w: &mut [u128], e: &mut [T]) {
+    /// Step 3 for part `k` (base correlations from `first`, punctured at
+    /// `alphas`): the rebuilt leaves `w = v + e·Δ` (of the part's length,
+    /// whatever it held before); the noise `e` holds `β_i` at `α_i`.
+    fn leaves(&self, p: &SilentParams, k: usize, first: usize, alphas: &[usize], w: &mut [u128]) {
         let (trees, depth) = (p.trees, p.depth);
         let bits = self.ots.choices();
         let blocks = &self.trees[k].blocks;
         let per_tree = 2 * depth + 1;
-        let alphas = alphas(bits, p, first);
         let off_path: Zeroizing<Vec<u128>> = Zeroizing::new(
             (0..trees * depth)
                 .map(|ot| {
@@ -332,13 +327,11 @@ impl<T: Symbol> Pending<T> {
                 .collect(),
         );
         run(&self.config, || {
-            ggm::receiver_expand(&alphas, &off_path, depth, self.tweaks[k], w)
+            ggm::receiver_expand(alphas, &off_path, depth, self.tweaks[k], w)
         });
-        e.fill(T::default());
-        for (i, (tree, &alpha)) in w.chunks_mut(1 << depth).zip(&alphas).enumerate() {
+        for (i, (tree, &alpha)) in w.chunks_mut(1 << depth).zip(alphas).enumerate() {
             let correction = blocks[i * per_tree + 2 * depth] ^ self.share(p, first, i);
             tree[alpha] = tree.iter().fold(correction, |a, x| a ^ x);
-            e[(i << depth) + alpha] = self.betas[k][i];
         }
     }
 

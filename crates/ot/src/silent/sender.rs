@@ -4,7 +4,7 @@ use psikit_transport::Channel;
 use rand::{CryptoRng, Rng, RngCore};
 use zeroize::Zeroizing;
 
-use super::both::{pack_share, plan, run};
+use super::both::{cut, pack_share, plan, run};
 use super::check::{self, CHECK_OTS};
 use super::ggm;
 use super::params::{Noise, SilentParams};
@@ -186,8 +186,7 @@ impl SilentSender {
             ch.send_msg(&SilentCheck(hash)).await?;
         }
         if keep {
-            buffer.truncate(count);
-            return Ok(buffer);
+            return Ok(cut(buffer, count));
         }
         Ok(out)
     }

@@ -93,12 +93,14 @@ impl Exchange {
         peer_count: u64,
         reveal: bool,
     ) -> Result<Vec<bool>, Error> {
+        // Grouped while the sender computes its values.
+        let grouped = Grouped::new(mine, self.bits);
         let bytes = ch
             .recv_chunked(self.protocol, self.summaries, self.max_bytes(peer_count))
             .await?;
         let theirs = summary_codec::decode(&bytes, self.bits, peer_count)?;
         drop(bytes);
-        let matches = SortedIndex::new(&theirs, self.bits).members(mine);
+        let matches = SortedIndex::new(&theirs, self.bits).members(&grouped);
         drop(theirs);
         if reveal {
             let mut found: Vec<Summary> = mine
@@ -163,8 +165,6 @@ struct SortedIndex<'a> {
     starts: Vec<u32>,
     /// Right shift of a value's first word giving its leading bits.
     shift: u32,
-    /// How many leading bits the directory takes.
-    dir_bits: u32,
 }
 
 impl<'a> SortedIndex<'a> {
@@ -187,34 +187,25 @@ impl<'a> SortedIndex<'a> {
             sorted,
             starts,
             shift,
-            dir_bits,
         }
     }
 
-    /// Which of `values` are held. Looked up in groups of equal leading
-    /// byte (one counting pass scatters them), so that each group's lookups
-    /// stay within one 256th of the directory and the values, in the
-    /// caches, instead of two random reads from memory each.
-    fn members(&self, values: &[Summary]) -> Vec<bool> {
-        let numbered: Vec<(Summary, u32)> =
-            values.iter().zip(0u32..).map(|(s, i)| (*s, i)).collect();
-        let mut grouped = vec![([0; 3], 0); values.len()];
-        let lead = self.shift + self.dir_bits.saturating_sub(8);
-        let groups = bucket_into(&numbered, &mut grouped, |(s, _)| {
-            (s[0] >> lead) as usize & 0xff
-        });
-        drop(numbered);
-        let found: Vec<u32> = groups
-            .into_par_iter()
+    /// Which of the grouped values are held: each group's lookups stay
+    /// within one 256th of the directory and the values, in the caches,
+    /// instead of two random reads from memory each.
+    fn members(&self, grouped: &Grouped) -> Vec<bool> {
+        let found: Vec<u32> = grouped
+            .groups
+            .par_iter()
             .flat_map_iter(|g| {
-                grouped[g]
+                grouped.values[g.clone()]
                     .iter()
                     .filter(|(s, _)| self.position(s).is_some())
                     .map(|(_, i)| *i)
                     .collect::<Vec<_>>()
             })
             .collect();
-        let mut held = vec![false; values.len()];
+        let mut held = vec![false; grouped.values.len()];
         for i in found {
             held[i as usize] = true;
         }
@@ -230,6 +221,38 @@ impl<'a> SortedIndex<'a> {
                 .ok()
                 .map(|p| lo as usize + p),
             _ => None,
+        }
+    }
+}
+
+/// Values with their positions, grouped by their leading byte (one
+/// counting pass), for [`SortedIndex::members`].
+struct Grouped {
+    values: Vec<(Summary, u32)>,
+    groups: Vec<std::ops::Range<usize>>,
+}
+
+impl Grouped {
+    fn new(values: &[Summary], bits: u32) -> Self {
+        let lead = bits.min(64).saturating_sub(8);
+        let byte = |s: &Summary| (s[0] >> lead) as usize & 0xff;
+        let mut starts = [0usize; 257];
+        for s in values {
+            starts[byte(s) + 1] += 1;
+        }
+        for b in 0..256 {
+            starts[b + 1] += starts[b];
+        }
+        let mut next = starts;
+        let mut grouped = vec![([0; 3], 0); values.len()];
+        for (s, i) in values.iter().zip(0u32..) {
+            let b = byte(s);
+            grouped[next[b]] = (*s, i);
+            next[b] += 1;
+        }
+        Self {
+            values: grouped,
+            groups: (0..256).map(|b| starts[b]..starts[b + 1]).collect(),
         }
     }
 }
@@ -330,7 +353,11 @@ mod tests {
                 .flat_map(|(a, h)| [*a, *h])
                 .collect();
             let want: Vec<bool> = (0..asked.len()).map(|i| i % 2 == 1 && n > 0).collect();
-            assert_eq!(index.members(&asked), want, "bits {bits} n {n}");
+            assert_eq!(
+                index.members(&Grouped::new(&asked, bits)),
+                want,
+                "bits {bits} n {n}"
+            );
         }
     }
 
@@ -341,7 +368,7 @@ mod tests {
         let index = SortedIndex::new(&held, 130);
         let asked: Vec<Summary> = (0..100u64).map(|i| [7, i, 0]).collect();
         let want: Vec<bool> = (0..100).map(|i| i % 3 == 0).collect();
-        assert_eq!(index.members(&asked), want);
+        assert_eq!(index.members(&Grouped::new(&asked, 130)), want);
     }
 
     #[test]
