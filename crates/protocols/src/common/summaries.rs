@@ -8,7 +8,7 @@
 //! Summary values are `σ + log2 n_s + log2 n_r` bits ([`summary_bits`]):
 //! any false match over the whole run has probability at most `2^-σ`
 //! (`σ` from [`crate::common::statistical`]). They travel as a sorted set
-//! in Elias-Fano form ([`super::summary_codec`]), about `log2 n_s - 2`
+//! in Elias-Fano form (`common::summary_codec`), about `log2 n_s - 2`
 //! bits per value fewer than whole values.
 
 use std::collections::HashMap;

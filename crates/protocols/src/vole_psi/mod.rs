@@ -8,15 +8,25 @@
 //! the pairs `(k_y, h(k_y))` into an OKVS table `P` of `m` entries. A silent
 //! VOLE of length `m` gives the receiver `A` and a pseudorandom `C`, the
 //! sender `Δ` and `B`, with `A + B = C·Δ`. The receiver sends `P + C`
-//! (uniform, since `C` is); the sender computes `K = B + Δ·(P + C) = A +
-//! Δ·P`. The OPRF is then
+//! (uniform, since `C` is), a frame of OKVS bins at a time; the sender
+//! computes `K = B + Δ·(P + C) = A + Δ·P` and decodes each frame's bins as
+//! it arrives. The OPRF is then
 //!
 //! * at the sender, for any `x`: `F(x) = H(Decode(K, k_x) + Δ·h(k_x))`;
 //! * at the receiver, for its own `y`: `F(y) = H(Decode(A, k_y))`,
 //!
 //! equal because `Decode(P, k_y) = h(k_y)`. The sender sends its values
-//! `F(x)`, truncated and sorted; the receiver looks its own up
-//! (`common::summaries`). `h` and `H` are the tweakable correlation-robust
+//! `F(x)`, truncated, as a sorted set; the receiver looks its own up
+//! (`common::summaries`).
+//!
+//! # Low-communication mode ([`VoleConfig::low_comm`])
+//! RR22's subfield-VOLE variant, semi-honest: `h` and the VOLE's `C` take
+//! `ℓ = σ + log2 n_s` bits (the subspace of GF(2^128) of degree below
+//! `ℓ`; the OKVS is GF(2)-linear, so a subspace is all it needs), and the
+//! receiver sends `ℓ` bits per entry instead of 128. `Δ` stays a full
+//! field element. The extra failure, an item of the sender's outside `Y`
+//! with `Decode(P, k_x) = h(k_x)`, has probability `n_s·2^-ℓ = 2^-σ`
+//! ([`VoleConfig`]'s `value_bits`). `h` and `H` are the tweakable correlation-robust
 //! hash of fixed-key AES under two different tweaks (`oprf::okvs_values`,
 //! `oprf::output_hash`), so that they are separate functions (volePSI uses
 //! one hash for both).

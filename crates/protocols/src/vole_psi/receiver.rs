@@ -32,8 +32,9 @@ pub struct ReceiverOutcome {
 ///
 /// The order lets each party compute while the other does: the VOLE's
 /// base correlations come first, then the receiver hashes its items while
-/// the sender expands its trees, and encodes its OKVS while the sender
-/// compresses its share of the VOLE and hashes its own items.
+/// the sender expands its trees and finishes its VOLE while the sender
+/// compresses its share and hashes its own items; then it encodes its OKVS
+/// a frame of bins at a time, which the sender decodes as they come.
 pub async fn run_receiver(
     ch: &mut Channel,
     items: &[Vec<u8>],
