@@ -235,24 +235,16 @@ struct Grouped {
 impl Grouped {
     fn new(values: &[Summary], bits: u32) -> Self {
         let lead = bits.min(64).saturating_sub(8);
-        let byte = |s: &Summary| (s[0] >> lead) as usize & 0xff;
-        let mut starts = [0usize; 257];
-        for s in values {
-            starts[byte(s) + 1] += 1;
-        }
-        for b in 0..256 {
-            starts[b + 1] += starts[b];
-        }
-        let mut next = starts;
         let mut grouped = vec![([0; 3], 0); values.len()];
-        for (s, i) in values.iter().zip(0u32..) {
-            let b = byte(s);
-            grouped[next[b]] = (*s, i);
-            next[b] += 1;
-        }
+        let groups = bucket_into(
+            values,
+            &mut grouped,
+            |s| (s[0] >> lead) as usize & 0xff,
+            |i, s| (*s, i as u32),
+        );
         Self {
             values: grouped,
-            groups: (0..256).map(|b| starts[b]..starts[b + 1]).collect(),
+            groups,
         }
     }
 }
@@ -266,7 +258,7 @@ impl Grouped {
 /// still sorted, only slower.
 fn sorted_copy<T: Copy + Ord + Default>(values: &[T], word: impl Fn(&T) -> u64) -> Vec<T> {
     let mut out = vec![T::default(); values.len()];
-    let first = bucket_into(values, &mut out, |v| (word(v) >> 56) as usize);
+    let first = bucket_into(values, &mut out, |v| (word(v) >> 56) as usize, |_, v| *v);
     let mut scratch = Vec::new();
     for range in first {
         let bucket = &mut out[range];
@@ -276,7 +268,8 @@ fn sorted_copy<T: Copy + Ord + Default>(values: &[T], word: impl Fn(&T) -> u64) 
         }
         scratch.clear();
         scratch.resize(bucket.len(), T::default());
-        for sub in bucket_into(bucket, &mut scratch, |v| (word(v) >> 48) as usize & 0xff) {
+        let byte = |v: &T| (word(v) >> 48) as usize & 0xff;
+        for sub in bucket_into(bucket, &mut scratch, byte, |_, v| *v) {
             scratch[sub].sort_unstable();
         }
         bucket.copy_from_slice(&scratch);
@@ -284,12 +277,14 @@ fn sorted_copy<T: Copy + Ord + Default>(values: &[T], word: impl Fn(&T) -> u64) 
     out
 }
 
-/// Scatters `from` into `to` by `byte` (below 256), keeping their order
-/// within a bucket; returns each bucket's range.
-fn bucket_into<T: Copy>(
+/// Scatters `item(i, x)` for each `x = from[i]` into `to` by `byte(x)`
+/// (below 256), keeping their order within a bucket; returns each
+/// bucket's range.
+fn bucket_into<T, U>(
     from: &[T],
-    to: &mut [T],
+    to: &mut [U],
     byte: impl Fn(&T) -> usize,
+    item: impl Fn(usize, &T) -> U,
 ) -> Vec<std::ops::Range<usize>> {
     let mut starts = [0usize; 257];
     for s in from {
@@ -299,9 +294,9 @@ fn bucket_into<T: Copy>(
         starts[b + 1] += starts[b];
     }
     let mut next = starts;
-    for s in from {
+    for (i, s) in from.iter().enumerate() {
         let b = byte(s);
-        to[next[b]] = *s;
+        to[next[b]] = item(i, s);
         next[b] += 1;
     }
     (0..256).map(|b| starts[b]..starts[b + 1]).collect()

@@ -162,11 +162,11 @@ pub fn decode(bytes: &[u8], bits: u32, max_count: u64) -> Result<Vec<Summary>, D
     }
     let (high, low) = bytes[HEADER..].split_at(high_len as usize);
     let mut low = BitReader::new(low);
-    let mut ones = OnesReader::new(high);
+    let mut ones = BitReader::new(high);
     let mut out = Vec::with_capacity(count as usize);
     for i in 0..count {
         let at = ones
-            .next()
+            .next_one()
             .ok_or_else(|| DecodeError::invalid(FIELD, "fewer buckets than values"))?;
         let bucket = at - i;
         if bucket >> split.bucket != 0 {
@@ -255,32 +255,9 @@ impl<'a> BitReader<'a> {
         Ok(v as u64 & mask(k))
     }
 
-    /// Whether every bit past the read ones is zero.
-    fn rest_is_zero(&self) -> bool {
-        let first = (self.at / 8) as usize;
-        match self.bytes.get(first..) {
-            Some([partial, rest @ ..]) => {
-                partial >> (self.at % 8) == 0 && rest.iter().all(|&b| b == 0)
-            }
-            _ => true,
-        }
-    }
-}
-
-/// Positions of the set bits of a byte string, in order.
-struct OnesReader<'a> {
-    bytes: &'a [u8],
-    /// Bit position just past the last one returned.
-    at: u64,
-}
-
-impl<'a> OnesReader<'a> {
-    fn new(bytes: &'a [u8]) -> Self {
-        Self { bytes, at: 0 }
-    }
-
-    /// The next set bit's position.
-    fn next(&mut self) -> Option<u64> {
+    /// The position of the next set bit, reading through it (the unary
+    /// part's next value).
+    fn next_one(&mut self) -> Option<u64> {
         let mut byte = (self.at / 8) as usize;
         let mut bits = u32::from(*self.bytes.get(byte)?) >> (self.at % 8) << (self.at % 8);
         while bits == 0 {
@@ -292,12 +269,15 @@ impl<'a> OnesReader<'a> {
         Some(at)
     }
 
+    /// Whether every bit past the read ones is zero.
     fn rest_is_zero(&self) -> bool {
-        BitReader {
-            bytes: self.bytes,
-            at: self.at,
+        let first = (self.at / 8) as usize;
+        match self.bytes.get(first..) {
+            Some([partial, rest @ ..]) => {
+                partial >> (self.at % 8) == 0 && rest.iter().all(|&b| b == 0)
+            }
+            _ => true,
         }
-        .rest_is_zero()
     }
 }
 
