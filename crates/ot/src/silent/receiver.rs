@@ -256,8 +256,7 @@ impl<T: Symbol> Pending<T> {
         // One buffer for every part's leaves and one for its noise, each
         // part's outputs copied out: fresh buffers per part would be written
         // (and faulted in) anew, and held at twice the outputs' size. A
-        // single part's buffers become the outputs, the leaves' cut before
-        // the noise's is made (the freed half then serves it).
+        // single part's buffers become the outputs.
         let n = self.shapes.iter().map(|p| p.n()).max().unwrap_or(0);
         let mut w_buf = Zeroizing::new(vec![0u128; n]);
         let mut e_buf: Zeroizing<Vec<T>> = Zeroizing::new(Vec::new());
