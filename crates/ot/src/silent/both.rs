@@ -31,17 +31,6 @@ pub(super) fn pack_share(values: &[u128]) -> u128 {
     crate::gf128::reduce(crate::gf128::inner_product(values, &powers[..values.len()]))
 }
 
-/// The first `len` entries of `v` (the rest stays allocated, and is wiped
-/// with the rest when the vector is dropped). Shrinking the allocation
-/// was measured slower for the many small extensions of circuit PSI.
-pub(super) fn cut<T: zeroize::DefaultIsZeroes>(
-    mut v: zeroize::Zeroizing<Vec<T>>,
-    len: usize,
-) -> zeroize::Zeroizing<Vec<T>> {
-    v.truncate(len);
-    v
-}
-
 /// Runs `work` on the configuration's pool, or where we are.
 pub(super) fn run<T: Send>(config: &crate::ext::ExtConfig, work: impl FnOnce() -> T + Send) -> T {
     match config.pool() {

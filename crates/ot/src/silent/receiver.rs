@@ -5,7 +5,7 @@ use rand::{CryptoRng, Rng, RngCore};
 use subtle::ConstantTimeEq;
 use zeroize::Zeroizing;
 
-use super::both::{cut, pack_share, plan, run};
+use super::both::{pack_share, plan, run};
 use super::check::{self, CHECK_OTS};
 use super::code::Symbol;
 use super::ggm;
@@ -280,7 +280,7 @@ impl<T: Symbol> Pending<T> {
             }
             run(&self.config, || code.dual_encode(w));
             match single {
-                true => w_out = cut(std::mem::take(&mut w_buf), count),
+                true => w_out = std::mem::take(&mut w_buf),
                 false => w_out[out..out + p.count].copy_from_slice(&w[..p.count]),
             }
             e_buf.resize(n, T::default());
@@ -291,7 +291,7 @@ impl<T: Symbol> Pending<T> {
             }
             run(&self.config, || code.dual_encode(e));
             match single {
-                true => e_out = cut(std::mem::take(&mut e_buf), count),
+                true => e_out = std::mem::take(&mut e_buf),
                 false => e_out[out..out + p.count].copy_from_slice(&e[..p.count]),
             }
             first += p.base_ots();
@@ -304,6 +304,10 @@ impl<T: Symbol> Pending<T> {
             if !bool::from(ours.ct_eq(&theirs)) {
                 return Err(abort(ch, OtError::SilentCheck).await);
             }
+        }
+        if single {
+            w_out.truncate(count);
+            e_out.truncate(count);
         }
         Ok((w_out, e_out))
     }

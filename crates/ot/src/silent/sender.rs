@@ -4,7 +4,7 @@ use psikit_transport::Channel;
 use rand::{CryptoRng, Rng, RngCore};
 use zeroize::Zeroizing;
 
-use super::both::{cut, pack_share, plan, run};
+use super::both::{pack_share, plan, run};
 use super::check::{self, CHECK_OTS};
 use super::ggm;
 use super::params::{Noise, SilentParams};
@@ -186,7 +186,8 @@ impl SilentSender {
             ch.send_msg(&SilentCheck(hash)).await?;
         }
         if keep {
-            return Ok(cut(buffer, count));
+            buffer.truncate(count);
+            return Ok(buffer);
         }
         Ok(out)
     }
