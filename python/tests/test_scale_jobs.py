@@ -279,3 +279,17 @@ def test_a_killed_worker_and_a_restarted_driver_give_the_same_output(clusters, t
     assert got["job_id"] == sent["job_id"]
     assert got["cluster"]["buckets_run"] < got["buckets"], "the resumed driver ran only what was left"
     assert _rows(out) == _truth(r_ids, s_ids)
+
+
+def test_one_task_at_a_time_runs_its_buckets_in_one_run():
+    """Runs of buckets: one run for a single task (nothing to even out,
+    and each run costs a task start and a first load), about four per
+    task otherwise; every bucket once, in order."""
+    from psikit.scale._cluster import RUNS_PER_WORKER, runs_of
+
+    todo = list(range(5, 45))
+    assert runs_of(todo, 1) == [todo]
+    runs = runs_of(todo, 2)
+    assert len(runs) == 2 * RUNS_PER_WORKER
+    assert [b for run in runs for b in run] == todo
+    assert runs_of([], 3) == []

@@ -3,6 +3,12 @@
 //! onto `psikit_protocols::jobs` (see its `cluster.rs`). Ray ships only
 //! picklable options between processes; each process builds its
 //! [`JobPlan`] from them with the same checks.
+//!
+//! Each call that runs part of a job keeps freed memory while it runs
+//! (`memory::reuse_freed_memory_during`), as the CLI's job does for its
+//! whole process: a worker's buckets allocate and free the same big
+//! vectors bucket after bucket, and Ray's pooled worker processes go on
+//! to other tasks afterwards, so the setting is not left on.
 
 use std::path::PathBuf;
 
@@ -12,7 +18,7 @@ use psikit_protocols::io::KeySpec;
 use psikit_protocols::jobs::{
     self, BucketWorker, InputSummary, JobOptions, JobOutcome, JobProtocol, Step,
 };
-use psikit_protocols::{Error, NoProgress};
+use psikit_protocols::{memory, Error, NoProgress};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 
@@ -130,6 +136,7 @@ pub fn cluster_spool_part<'py>(
     part: u64,
     rows: PathBuf,
 ) -> PyResult<Summary<'py>> {
+    let _reuse = memory::reuse_freed_memory_during();
     let s = py
         .detach(|| jobs::spool_part(&job_dir, part, &rows, &plan.spec))
         .py_err()?;
@@ -165,6 +172,7 @@ pub fn cluster_run_buckets<'py>(
     let limits = net::limits(idle_timeout, max_message_mib)?;
     let server = net::server(connect, tls, limits)?;
     let retry = net::seconds(retry, "retry")?;
+    let _reuse = memory::reuse_freed_memory_during();
     let worker = BucketWorker::open(&job_dir, plan.role, plan.protocol.clone(), limits).py_err()?;
     let cost = interrupt::run(py, worker.run_remote(&buckets, &server, token, retry))?;
     let d = PyDict::new(py);
@@ -189,6 +197,7 @@ pub fn cluster_serve(
     max_message_mib: u32,
 ) -> PyResult<u64> {
     let limits = net::limits(idle_timeout, max_message_mib)?;
+    let _reuse = memory::reuse_freed_memory_during();
     let worker = BucketWorker::open(&job_dir, plan.role, plan.protocol.clone(), limits).py_err()?;
     interrupt::run(py, worker.serve(&relay, ticket))
 }
@@ -296,6 +305,7 @@ impl ClusterJob {
     /// One control connection: `("todo", [buckets])` or `("done", result)`
     /// (the dict `psikit.psi` or `psikit.cpsi` jobs return).
     fn step<'py>(&self, py: Python<'py>) -> PyResult<(&'static str, Bound<'py, PyAny>)> {
+        let _reuse = memory::reuse_freed_memory_during();
         let step = interrupt::run_on(py, &self.runtime, self.job.step(&NoProgress))?;
         match step {
             Step::Todo(todo) => Ok(("todo", PyList::new(py, todo)?.into_any())),

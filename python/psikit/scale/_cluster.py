@@ -50,21 +50,12 @@ Summary = Tuple[bytes, int, int, int]
 TASK_RETRIES = 5
 
 #: How psikit's tasks run: one CPU each, retried on another worker if
-#: theirs dies.
+#: theirs dies, in Ray's already started worker processes (a worker of
+#: their own would cost a process start per job, about a second here).
+#: While a task runs, its native call keeps the memory it frees for its
+#: next allocations, as the CLI's job does (docs/benchmarks.md, issue 27).
 _TASK: Dict[str, Any] = {"num_cpus": 1, "max_retries": TASK_RETRIES}
 
-#: How the bucket tasks run: as :data:`_TASK`, in worker processes of
-#: their own whose glibc keeps freed memory instead of returning it to the
-#: system at once (a bucket's buffers are freed and allocated again bucket
-#: after bucket; returned and faulted in again, they cost the workers
-#: about 2 CPU-s per 2^24 rows here, docs/benchmarks.md). The parts'
-#: tasks do not churn memory and run in Ray's already started workers
-#: (starting one of these costs about a second per job).
-_BUCKET_TASK: Dict[str, Any] = {
-    **_TASK,
-    "runtime_env": {"env_vars": {"GLIBC_TUNABLES": "glibc.malloc.trim_threshold=4294967296:"
-                                                   "glibc.malloc.mmap_threshold=33554432"}},
-}
 
 
 def plan(family: str, plan_args: Dict[str, Any]) -> Any:
@@ -209,7 +200,7 @@ def run(ray: Any, family: str, plan_args: Dict[str, Any], job_dir: str, *, liste
             t = time.perf_counter()
             if relay is not None:
                 if not serving:
-                    task = ray.remote(**_BUCKET_TASK)(_serve)
+                    task = ray.remote(**_TASK)(_serve)
                     serving = [task.remote(family, plan_args, job_dir, relay[0], relay[1], timeout)
                                for _ in range(workers)]
             else:
@@ -237,10 +228,23 @@ def run(ray: Any, family: str, plan_args: Dict[str, Any], job_dir: str, *, liste
     return result
 
 
-#: Runs of buckets per worker and step: enough that a slow or restarted
-#: worker's share is taken up by the others, few enough that each run
-#: overlaps its loads with its buckets over several buckets.
+#: Runs of buckets per worker and step when several tasks run at once:
+#: enough that a slow or restarted worker's share is taken up by the
+#: others, few enough that each run overlaps its loads with its buckets
+#: over several buckets. Each run costs a task's start, a connection, the
+#: first bucket loaded before it runs and the worker's memory faulted in
+#: again (about 0.2 s per run with 2^20-item buckets here,
+#: docs/benchmarks.md), so one task at a time gets one run: there is no
+#: other worker to take up its share, and a rerun task skips what it
+#: committed.
 RUNS_PER_WORKER = 4
+
+
+def runs_of(todo: List[int], at_once: int) -> List[List[int]]:
+    """The buckets ``todo`` cut into the runs of ``at_once`` tasks."""
+    runs = 1 if at_once == 1 else at_once * RUNS_PER_WORKER
+    per_run = max(1, -(-len(todo) // runs))
+    return [todo[i:i + per_run] for i in range(0, len(todo), per_run)]
 
 
 def _run_buckets(ray: Any, family: str, plan_args: Dict[str, Any], job_dir: str, todo: List[int], connect: Optional[str],
@@ -251,8 +255,6 @@ def _run_buckets(ray: Any, family: str, plan_args: Dict[str, Any], job_dir: str,
     elsewhere, skipping the buckets it committed)."""
     if connect is None:
         raise InputError("the connecting party's buckets need connect=")
-    per_run = max(1, -(-len(todo) // (at_once * RUNS_PER_WORKER)))
-    runs = [todo[i:i + per_run] for i in range(0, len(todo), per_run)]
-    task = ray.remote(**_BUCKET_TASK)(_run_buckets_task)
+    task = ray.remote(**_TASK)(_run_buckets_task)
     return _in_turn(ray, [lambda r=r: task.remote(family, plan_args, job_dir, r, connect, token, tls, retry, timeout)
-                          for r in runs], at_once)
+                          for r in runs_of(todo, at_once)], at_once)
