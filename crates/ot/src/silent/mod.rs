@@ -76,5 +76,23 @@ pub use params::{Noise, SilentParams};
 pub use receiver::{Pending, SilentReceiver, VoleOutput};
 pub use sender::SilentSender;
 
+use zeroize::{Zeroize, Zeroizing};
+
+/// Gives an extension's output back the room it does not use, for a
+/// protocol that holds it for long (VOLE-PSI holds its VOLE through the
+/// OKVS phase, where both parties' memory peaks).
+///
+/// A single part's output is its code buffer cut to the count, which
+/// keeps the buffer's capacity: the code's whole length, about twice the
+/// count. The spare room is zeroed first (it held encoded leaves), then
+/// released; glibc shrinks a block in place, so no copy of the outputs
+/// is left behind. Not done for every extension: outputs used at once
+/// gain nothing, and shrinking them all slowed circuit PSI's many small
+/// extensions (session 28).
+pub fn compact<T: Zeroize + Copy>(out: &mut Zeroizing<Vec<T>>) {
+    out.spare_capacity_mut().zeroize();
+    out.shrink_to_fit();
+}
+
 #[cfg(test)]
 mod tests;

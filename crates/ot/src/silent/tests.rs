@@ -192,3 +192,12 @@ async fn a_corrupted_level_sum_is_caught_exactly_when_it_is_read() {
         }
     }
 }
+
+#[test]
+fn compact_keeps_the_outputs_and_releases_the_spare_room() {
+    let mut out = Zeroizing::new(Vec::with_capacity(1 << 12));
+    out.extend((0..1000u128).map(|i| i * 3));
+    compact(&mut out);
+    assert_eq!(out.capacity(), 1000);
+    assert!(out.iter().enumerate().all(|(i, &x)| x == 3 * i as u128));
+}

@@ -87,13 +87,19 @@ const OUTPUT_HASH: u128 = 2;
 /// decoded value equal to an item key would give an output equal to that
 /// key's OKVS value.
 pub fn okvs_values(keys: &[u128], bits: u32) -> Vec<u128> {
+    let mut v = vec![0u128; keys.len()];
+    okvs_values_into(keys, bits, &mut v);
+    v
+}
+
+/// [`okvs_values`] into `out` (as long as `keys`).
+pub fn okvs_values_into(keys: &[u128], bits: u32, out: &mut [u128]) {
     let mask = u128::MAX >> (128 - bits);
-    let mut v = keys.to_vec();
-    v.par_chunks_mut(1 << 12).for_each(|c| {
+    out.copy_from_slice(keys);
+    out.par_chunks_mut(1 << 12).for_each(|c| {
         aes_hash::tccr_many(c, |_| KEY_HASH);
         c.iter_mut().for_each(|x| *x &= mask);
     });
-    v
 }
 
 /// `H(u)` in place: the OPRF's output hash, under its own tweak

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use psikit_ot::silent::{SilentReceiver, VoleOutput};
+use psikit_ot::silent::{self, SilentReceiver, VoleOutput};
 use psikit_structures::okvs::{Okvs, OkvsError};
 use psikit_transport::Channel;
 use rand::rngs::OsRng;
@@ -72,7 +72,9 @@ pub async fn run_receiver(
     phases.vole += t.elapsed();
     let keys = oprf::item_keys(items);
     let t = Instant::now();
-    let VoleOutput { a, c } = pending.finish(ch).await?;
+    let VoleOutput { mut a, mut c } = pending.finish(ch).await?;
+    silent::compact(&mut a);
+    silent::compact(&mut c);
     phases.vole += t.elapsed();
     phases.vole_len = m;
     phases.vole_bytes = ch.bytes_sent() - sent0 + ch.bytes_received() - recv0;
@@ -137,9 +139,9 @@ async fn send_masked(
     c: &[u128],
     bits: u32,
 ) -> Result<Duration, Error> {
-    let values = oprf::okvs_values(keys, bits);
     let mask = u128::MAX >> (128 - bits);
-    let mut encoder = okvs.encoder(keys, &values, &mut OsRng).map_err(failed)?;
+    let value = |keys: &[u128], out: &mut [u128]| oprf::okvs_values_into(keys, bits, out);
+    let mut encoder = okvs.encoder_of(keys, value, &mut OsRng).map_err(failed)?;
     let frames = msg::frames(okvs.params(), bits);
     let bin_len = okvs.params().bin_len();
     let most = frames.iter().map(|f| f.len()).max().unwrap_or(0);

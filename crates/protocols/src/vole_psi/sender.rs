@@ -4,7 +4,7 @@
 use std::time::Instant;
 
 use psikit_ot::gf128;
-use psikit_ot::silent::SilentSender;
+use psikit_ot::silent::{self, SilentSender};
 use psikit_structures::okvs::Okvs;
 use psikit_transport::Channel;
 use rand::rngs::OsRng;
@@ -67,14 +67,14 @@ pub async fn run_sender(
     let mut vole =
         SilentSender::setup(ch, &sid, cfg.security(), cfg.ext_config()?, &mut OsRng).await?;
     let delta = vole.delta();
-    let b = vole.vole(ch, m, bits, &mut OsRng).await?;
+    let mut b = vole.vole(ch, m, bits, &mut OsRng).await?;
+    silent::compact(&mut b);
     phases.vole += t.elapsed();
     phases.vole_len = m;
     phases.vole_bytes = ch.bytes_sent() - sent0 + ch.bytes_received() - recv0;
     progress.stage(STAGE_OKVS, None);
     // Done while the receiver encodes its OKVS.
     let keys = oprf::item_keys(items);
-    let hashed = oprf::okvs_values(&keys, bits);
 
     // Grouped by bin before the table comes (while the receiver encodes).
     let mut decoder = okvs.decoder(&keys);
@@ -107,12 +107,13 @@ pub async fn run_sender(
     }
     let mut decoded = vec![0u128; keys.len()];
     decoder.finish(&mut decoded)?;
-    // Decode(K, k_x) + Δ·h(k_x), over the decoded values.
+    // Decode(K, k_x) + Δ·h(k_x), over the decoded values; `h` a chunk at
+    // a time here rather than for the whole set while waiting for the
+    // table, where it added a vector to the sender's peak (a few ms).
     decoded
         .par_chunks_mut(CHUNK)
-        .zip(hashed.par_chunks(CHUNK))
-        .for_each(|(d, h)| gf128::mul_acc(delta, h, d));
-    drop(hashed);
+        .zip(keys.par_chunks(CHUNK))
+        .for_each(|(d, k)| gf128::mul_acc(delta, &oprf::okvs_values(k, bits), d));
     let outputs = match offset {
         Some(w) => oprf::bind(decoded, w, &keys),
         None => decoded,

@@ -200,13 +200,39 @@ impl Okvs {
         values: &'a [u128],
         rng: &mut R,
     ) -> Result<BinEncoder<'a>, OkvsError> {
-        self.check_encode(keys, values)?;
+        self.check_encode(keys, values.len())?;
         Ok(BinEncoder {
             okvs: self,
-            split: self.split(keys, Some(values)),
+            split: self.split(keys, Values::Given(values)),
             seeds: (0..self.params.bins()).map(|_| rng.gen()).collect(),
             keys,
-            values,
+            values: Some(values),
+        })
+    }
+
+    /// [`Okvs::encoder`] for values that are a function of their keys:
+    /// `value(keys, out)` writes the values of `keys` into `out`, called a
+    /// chunk of keys at a time as they are grouped by bin, so the values
+    /// are never held for the whole set (VOLE-PSI's `h(k)`, whose vector
+    /// would be the largest one alive at the receiver's peak). Equal keys
+    /// have equal values here, so a failure is never a duplicate key.
+    pub fn encoder_of<'a, F, R>(
+        &'a self,
+        keys: &'a [u128],
+        value: F,
+        rng: &mut R,
+    ) -> Result<BinEncoder<'a>, OkvsError>
+    where
+        F: Fn(&[u128], &mut [u128]) + Sync,
+        R: RngCore + CryptoRng,
+    {
+        self.check_encode(keys, keys.len())?;
+        Ok(BinEncoder {
+            okvs: self,
+            split: self.split(keys, Values::Of(&value)),
+            seeds: (0..self.params.bins()).map(|_| rng.gen()).collect(),
+            keys,
+            values: None,
         })
     }
 
@@ -234,7 +260,7 @@ impl Okvs {
     /// [`BinDecoder::finish`] puts the values in key order. It holds about
     /// 40 bytes a key (`decode` takes its keys [`DECODE_BATCH`] at a time).
     pub fn decoder(&self, keys: &[u128]) -> BinDecoder<'_> {
-        let split = self.split(keys, None);
+        let split = self.split(keys, Values::None);
         let (bins, chunks) = (self.params.bins(), split.keys.len());
         // Where each chunk's part of each bin lies in the grouped order
         // (bins in order, chunks in order inside), and the tasks: each
@@ -279,11 +305,11 @@ impl Okvs {
         Ok(self.decode_row(table, &self.hasher.row(key)))
     }
 
-    fn check_encode(&self, keys: &[u128], values: &[u128]) -> Result<(), OkvsError> {
-        if keys.len() != values.len() {
+    fn check_encode(&self, keys: &[u128], values: usize) -> Result<(), OkvsError> {
+        if keys.len() != values {
             return Err(OkvsError::LengthMismatch {
                 keys: keys.len(),
-                values: values.len(),
+                values,
             });
         }
         if keys.len() > self.params.capacity() {
@@ -310,7 +336,7 @@ impl Okvs {
     /// chunk's keys (and values) copied into its parts of the bins. Bins
     /// then hash their own keys into reused buffers, so no array of rows or
     /// equations as large as the input is written.
-    fn split(&self, keys: &[u128], values: Option<&[u128]>) -> Split {
+    fn split(&self, keys: &[u128], values: Values<'_>) -> Split {
         let bins = self.params.bins();
         let chunk = keys
             .len()
@@ -337,8 +363,13 @@ impl Okvs {
                 }
                 let items = c * chunk..c * chunk + bin_of.len();
                 let values = match values {
-                    Some(values) => by_bin(&values[items.clone()], bin_of, &count),
-                    None => Vec::new(),
+                    Values::Given(values) => by_bin(&values[items.clone()], bin_of, &count),
+                    Values::Of(value) => {
+                        let mut made = vec![0u128; items.len()];
+                        value(&keys[items.clone()], &mut made);
+                        by_bin(&made, bin_of, &count)
+                    }
+                    Values::None => Vec::new(),
                 };
                 (by_bin(&keys[items], bin_of, &count), values)
             })
@@ -449,7 +480,20 @@ pub struct BinEncoder<'a> {
     split: Split,
     seeds: Vec<[u8; 32]>,
     keys: &'a [u128],
-    values: &'a [u128],
+    /// The values as given ([`Okvs::encoder`]), to tell a duplicate key
+    /// from a failure; `None` for values made from their keys.
+    values: Option<&'a [u128]>,
+}
+
+/// The values [`Okvs::split`] groups along with the keys.
+#[derive(Clone, Copy)]
+enum Values<'a> {
+    /// None (decoding).
+    None,
+    /// One per key.
+    Given(&'a [u128]),
+    /// Made from a chunk of keys ([`Okvs::encoder_of`]).
+    Of(&'a (dyn Fn(&[u128], &mut [u128]) + Sync)),
 }
 
 impl BinEncoder<'_> {
@@ -468,7 +512,10 @@ impl BinEncoder<'_> {
             .try_for_each_init(Scratch::default, |scratch, ((cols, seed), bin)| {
                 okvs.encode_bin(split, bin, cols, seed, scratch)
             });
-        solved.map_err(|solve::Inconsistent| okvs.failure(self.keys, self.values))
+        solved.map_err(|solve::Inconsistent| match self.values {
+            Some(values) => okvs.failure(self.keys, values),
+            None => OkvsError::EncodeFailed(okvs.params.security()),
+        })
     }
 }
 

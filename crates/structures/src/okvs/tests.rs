@@ -338,6 +338,33 @@ fn bin_by_bin_equals_the_whole_table() {
 }
 
 #[test]
+fn values_made_from_keys_encode_as_given_values() {
+    let mut rng = StdRng::seed_from_u64(13);
+    // A value function: anything of the key alone.
+    let f = |k: u128| k.rotate_left(17) ^ 0x5555;
+    for n in [1, 100, 70_000] {
+        let keys: Vec<u128> = (0..n).map(|_| rng.gen()).collect();
+        let values: Vec<u128> = keys.iter().map(|&k| f(k)).collect();
+        let okvs = okvs_for(n, 5);
+        let given = okvs
+            .encode(&keys, &values, &mut StdRng::seed_from_u64(2))
+            .expect("encode");
+        let mut made = vec![0u128; given.len()];
+        let value = |keys: &[u128], out: &mut [u128]| {
+            keys.iter().zip(out).for_each(|(&k, o)| *o = f(k));
+        };
+        okvs.encoder_of(&keys, value, &mut StdRng::seed_from_u64(2))
+            .expect("encoder")
+            .encode_bins(0..okvs.params().bins(), &mut made)
+            .expect("bins");
+        assert_eq!(made, given, "n = {n}");
+        let mut out = vec![0u128; n];
+        okvs.decode(&made, &keys, &mut out).expect("decode");
+        assert_eq!(out, values, "n = {n}");
+    }
+}
+
+#[test]
 fn bins_out_of_order_or_missing_are_refused() {
     let mut rng = StdRng::seed_from_u64(12);
     let (keys, values) = random_pairs(40_000, &mut rng);
