@@ -37,9 +37,9 @@ static KEEPERS: Mutex<Keepers> = Mutex::new(Keepers {
 /// Call it first thing, before other threads allocate: it also puts every
 /// thread on one malloc arena. glibc gives threads arenas of their own
 /// (up to 8 per core), and memory kept in one arena serves only that
-/// arena's threads: a VOLE-PSI party at 2^20 then peaked 10-15% higher
+/// arena's threads: a VOLE-PSI party at 2^20 then peaked 6-11% higher
 /// (the OKVS's grouping runs on rayon's threads, the VOLE on tokio's),
-/// and 2^24 by 0.4 GiB. Big blocks dominate these runs, so the shared
+/// both parties at 2^24 0.4 GiB higher. Big blocks dominate these runs, so the shared
 /// arena's lock is rarely taken (blocks up to 1 KiB come from each
 /// thread's cache without it).
 pub fn reuse_freed_memory() {

@@ -88,7 +88,7 @@ use zeroize::{Zeroize, Zeroizing};
 /// released; glibc shrinks a block in place, so no copy of the outputs
 /// is left behind. Not done for every extension: outputs used at once
 /// gain nothing, and shrinking them all slowed circuit PSI's many small
-/// extensions (session 28).
+/// extensions (its triples at 2^20: 0.98 -> 1.3 s).
 pub fn compact<T: Zeroize + Copy>(out: &mut Zeroizing<Vec<T>>) {
     out.spare_capacity_mut().zeroize();
     out.shrink_to_fit();
