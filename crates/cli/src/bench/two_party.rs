@@ -193,6 +193,8 @@ fn figures(out: &Outcome, m: &mut Metrics) {
             m.set("vole_bytes", p.vole_bytes as f64);
             m.set("okvs_encode", p.okvs_encode.as_secs_f64());
             m.set("okvs_decode", p.okvs_decode.as_secs_f64());
+            m.set("table", p.table.as_secs_f64());
+            m.set("summaries", p.summaries.as_secs_f64());
             m.set("online", p.online.as_secs_f64());
         }
         #[cfg(feature = "rr16")]

@@ -194,6 +194,13 @@ pub struct Phases {
     pub okvs_encode: Duration,
     /// Decoding the OKVS at this party's items.
     pub okvs_decode: Duration,
+    /// The masked table from first frame to last: the receiver encoding,
+    /// masking and sending it, the sender receiving and decoding it (and
+    /// waiting for it).
+    pub table: Duration,
+    /// The summaries: output hashes, the exchange (waiting for the
+    /// sender's values, at the receiver) and the lookups.
+    pub summaries: Duration,
     /// Everything after the VOLE, the OKVS decode included (the hellos,
     /// item hashing and the receiver's OKVS encode come before the VOLE).
     pub online: Duration,

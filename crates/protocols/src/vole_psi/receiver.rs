@@ -85,7 +85,9 @@ pub async fn run_receiver(
         ch.send_msg(&ReceiverOffset(offset.to_le_bytes())).await?;
     }
     progress.stage(STAGE_OKVS, None);
+    let table = Instant::now();
     phases.okvs_encode = send_masked(ch, &okvs, &keys, &c, bits).await?;
+    phases.table = table.elapsed();
     drop(c);
     let mut decoded = vec![0u128; keys.len()];
     let d = Instant::now();
@@ -101,8 +103,10 @@ pub async fn run_receiver(
     };
     drop(keys);
     progress.stage(STAGE_SUMMARIES, None);
+    let summaries = Instant::now();
     let mine = oprf::summaries(outputs, x.bits);
     let matches = x.receive(ch, &mine, n_s, cfg.reveal_to_sender).await?;
+    phases.summaries = summaries.elapsed();
     phases.online += t.elapsed();
     Ok(ReceiverOutcome {
         matches,

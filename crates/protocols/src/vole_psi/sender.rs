@@ -89,6 +89,7 @@ pub async fn run_sender(
     };
     let bin_len = okvs.params().bin_len();
     let mut k = b;
+    let table = Instant::now();
     for bins in msg::frames(okvs.params(), bits) {
         let frame = ch.recv_expect(msg::PROTOCOL_ID, msg::KIND_MASKED).await?;
         let k = &mut k[bins.start * bin_len..bins.end * bin_len];
@@ -101,6 +102,7 @@ pub async fn run_sender(
         decoder.decode_bins(bins, k)?;
         phases.okvs_decode += d.elapsed();
     }
+    phases.table = table.elapsed();
     drop(k);
     if offset.is_some() {
         ch.send_msg(&SenderOffset(share.to_le_bytes())).await?;
@@ -120,8 +122,10 @@ pub async fn run_sender(
     };
     drop(keys);
     progress.stage(STAGE_SUMMARIES, None);
+    let summaries = Instant::now();
     let values = oprf::summaries(outputs, x.bits);
     let revealed = x.send(ch, &values, cfg.reveal_to_sender).await?;
+    phases.summaries = summaries.elapsed();
     phases.online += t.elapsed();
     Ok(SenderOutcome {
         revealed,
