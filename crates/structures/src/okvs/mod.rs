@@ -200,14 +200,14 @@ impl Okvs {
         values: &'a [u128],
         rng: &mut R,
     ) -> Result<BinEncoder<'a>, OkvsError> {
-        self.check_encode(keys, values.len())?;
-        Ok(BinEncoder {
-            okvs: self,
-            split: self.split(keys, Values::Given(values)),
-            seeds: (0..self.params.bins()).map(|_| rng.gen()).collect(),
-            keys,
-            values: Some(values),
-        })
+        if keys.len() != values.len() {
+            return Err(OkvsError::LengthMismatch {
+                keys: keys.len(),
+                values: values.len(),
+            });
+        }
+        self.check_capacity(keys)?;
+        Ok(self.bin_encoder(keys, Values::Given(values), Some(values), rng))
     }
 
     /// [`Okvs::encoder`] for values that are a function of their keys:
@@ -226,14 +226,26 @@ impl Okvs {
         F: Fn(&[u128], &mut [u128]) + Sync,
         R: RngCore + CryptoRng,
     {
-        self.check_encode(keys, keys.len())?;
-        Ok(BinEncoder {
+        self.check_capacity(keys)?;
+        Ok(self.bin_encoder(keys, Values::Of(&value), None, rng))
+    }
+
+    /// The checked input grouped by bin, with a seed per bin; `given`, the
+    /// values if the caller gave them (to name a duplicate key).
+    fn bin_encoder<'a, R: RngCore + CryptoRng>(
+        &'a self,
+        keys: &'a [u128],
+        values: Values<'_>,
+        given: Option<&'a [u128]>,
+        rng: &mut R,
+    ) -> BinEncoder<'a> {
+        BinEncoder {
             okvs: self,
-            split: self.split(keys, Values::Of(&value)),
+            split: self.split(keys, values),
             seeds: (0..self.params.bins()).map(|_| rng.gen()).collect(),
             keys,
-            values: None,
-        })
+            values: given,
+        }
     }
 
     /// Decodes `keys` into `out` (same length) in parallel on the current
@@ -305,13 +317,7 @@ impl Okvs {
         Ok(self.decode_row(table, &self.hasher.row(key)))
     }
 
-    fn check_encode(&self, keys: &[u128], values: usize) -> Result<(), OkvsError> {
-        if keys.len() != values {
-            return Err(OkvsError::LengthMismatch {
-                keys: keys.len(),
-                values,
-            });
-        }
+    fn check_capacity(&self, keys: &[u128]) -> Result<(), OkvsError> {
         if keys.len() > self.params.capacity() {
             return Err(OkvsError::OverCapacity {
                 keys: keys.len(),
