@@ -171,6 +171,16 @@ impl Prg {
         for (k, o) in out.iter_mut().enumerate() {
             *o = u128::from(first_block) + k as u128;
         }
+        #[cfg(target_arch = "x86_64")]
+        if let Some(keys) = &self.vaes {
+            let whole = out.len() / 16 * 16;
+            let (head, tail) = out.split_at_mut(whole);
+            // SAFETY: `RoundKeys` exist only if `vaes::available` confirmed
+            // AVX2 and VAES at run time; `head`'s length is a multiple of 16.
+            unsafe { vaes::encrypt_blocks(keys, head) };
+            encrypt_in_place(&self.cipher, tail);
+            return;
+        }
         encrypt_in_place(&self.cipher, out);
     }
 

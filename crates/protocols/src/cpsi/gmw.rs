@@ -19,7 +19,7 @@ use psikit_transport::Channel;
 
 use super::bits::Bits;
 use super::messages::{recv_exact, send, KIND_OPEN};
-use super::rot::{Either, Rots};
+use super::rot::{LowBits, Rots};
 use crate::error::Error;
 
 /// This party's shares of Beaver triples, consumed in order.
@@ -42,7 +42,8 @@ impl Triples {
             c: Bits::default(),
             used: 0,
         };
-        rots.forward_chunks(ch, 2 * count, |ots| t.add(ots)).await?;
+        rots.forward_chunks(ch, 2 * count, |ots| t.add(ots.low_bits()))
+            .await?;
         Ok(t)
     }
 
@@ -55,24 +56,24 @@ impl Triples {
 
     /// Turns a chunk of `2k` random OTs into `k` triples (OT `i` pairs
     /// with OT `k + i`).
-    fn add(&mut self, ots: Either) {
-        let low = |m: &[u128]| Bits::from_bools(m.iter().map(|x| x & 1 == 1));
+    fn add(&mut self, ots: LowBits) {
+        let halves = |x: &Bits| {
+            let k = x.len() / 2;
+            (x.slice_words(0, k), x.slice_words(k, k))
+        };
         let (a, b, mut c) = match ots {
-            Either::Sent(s) => {
-                let k = s.m0.len() / 2;
-                let m0 = low(&s.m0);
-                let mut d = low(&s.m1);
-                d.xor_assign(&m0);
-                let mut c = m0.slice_words(0, k);
-                c.xor_assign(&m0.slice_words(k, k));
-                (d.slice_words(k, k), d.slice_words(0, k), c)
+            LowBits::Sent { m0, mut m1 } => {
+                m1.xor_assign(&m0);
+                let (d0, d1) = halves(&m1);
+                let (mut c, c1) = halves(&m0);
+                c.xor_assign(&c1);
+                (d1, d0, c)
             }
-            Either::Received(r) => {
-                let k = r.chosen.len() / 2;
-                let m = low(&r.chosen);
-                let mut c = m.slice_words(0, k);
-                c.xor_assign(&m.slice_words(k, k));
-                (r.choices.slice_words(0, k), r.choices.slice_words(k, k), c)
+            LowBits::Received { choices, chosen } => {
+                let (mut c, c1) = halves(&chosen);
+                c.xor_assign(&c1);
+                let (a, b) = halves(&choices);
+                (a, b, c)
             }
         };
         for ((c, a), b) in c.words_mut().iter_mut().zip(a.words()).zip(b.words()) {

@@ -84,7 +84,7 @@ enum Keys {
 async fn collect(ch: &mut Channel, rots: &mut Rots, n: usize, leader: bool) -> Result<Keys, Error> {
     let (mut sent, mut choices, mut chosen) = (Vec::new(), Bits::default(), Vec::new());
     let low16 = |m: &u128| u32::from(*m as u16);
-    rots.forward_chunks(ch, n, |ots| match ots {
+    rots.forward_chunks(ch, n, |ots| match ots.whole() {
         Either::Sent(s) => {
             sent.extend(
                 s.m0.iter()

@@ -69,7 +69,7 @@ use rand::RngCore;
 use super::bits::Bits;
 use super::messages::{self as msg, KIND_SWITCH_FLIPS, KIND_SWITCH_MASKS};
 use super::rng::rng;
-use super::rot::{Either, Rots};
+use super::rot::{LowBits, Rots};
 use crate::error::Error;
 
 /// Below this many wires a subnetwork is handled on the current thread.
@@ -437,17 +437,19 @@ enum Lows {
 async fn collect(ch: &mut Channel, rots: &mut Rots, k: usize, leader: bool) -> Result<Lows, Error> {
     let (mut sent, mut choices, mut chosen) = (Vec::new(), Bits::default(), Bits::default());
     let mut out_of_step = false;
-    rots.forward_chunks(ch, k, |ots| match ots {
-        Either::Sent(s) => {
+    rots.forward_chunks(ch, k, |ots| match ots.low_bits() {
+        LowBits::Sent { m0, m1 } => {
             out_of_step |= !leader;
-            let low = |m: &u128| (*m & 1) as u8;
-            sent.extend(s.m0.iter().zip(&s.m1).map(|(a, b)| low(a) | low(b) << 1));
+            let pair = |(a, b): (bool, bool)| u8::from(a) | u8::from(b) << 1;
+            sent.extend(m0.iter().zip(m1.iter()).map(pair));
         }
-        Either::Received(r) => {
+        LowBits::Received {
+            choices: mine,
+            chosen: got,
+        } => {
             out_of_step |= leader;
-            choices.extend(&r.choices);
-            let low: Vec<u8> = r.chosen.iter().map(|m| (m & 1) as u8).collect();
-            chosen.extend(&plane(&low, 0));
+            choices.extend(&mine);
+            chosen.extend(&got);
         }
     })
     .await?;

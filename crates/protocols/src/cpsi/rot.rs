@@ -10,8 +10,10 @@
 //! Silent correlated OTs (`q`, `t = q ⊕ b·Δ`) become random OTs by the
 //! correlation-robust hash of fixed-key AES: messages `H(q)`, `H(q ⊕ Δ)`,
 //! the receiver's `H(t)` (GKWY20, the semi-honest IKNP hashing). IKNP's
-//! random OTs come hashed already. Messages are kept whole: the triples
-//! use one bit of each, the applications a word or a key.
+//! random OTs come hashed already. A chunk is hashed when its consumer
+//! says what it keeps ([`Chunk`]): the triples and the switching network
+//! one bit of each message (packed straight from the hash, 64 at a time),
+//! the leaves 16 bits, the applications a word or a key.
 
 use psikit_ot::aes_hash;
 use psikit_ot::silent::{SilentReceiver, SilentSender};
@@ -22,6 +24,7 @@ use psikit_ot::{
 use psikit_transport::Channel;
 use rand::rngs::OsRng;
 use rayon::prelude::*;
+use zeroize::{Zeroize, Zeroizing};
 
 use super::bits::Bits;
 use super::messages::{recv_exact, KIND_FLIPS};
@@ -57,6 +60,108 @@ pub struct Received {
 pub enum Either {
     Sent(Sent),
     Received(Received),
+}
+
+/// This party's side of a batch of random OTs, one bit of each message
+/// kept (the AND triples and the switching network use no more).
+pub enum LowBits {
+    Sent { m0: Bits, m1: Bits },
+    Received { choices: Bits, chosen: Bits },
+}
+
+/// A chunk of random OTs as the extension made them: silent OT's
+/// correlations are hashed only when the consumer says how much of each
+/// message it keeps ([`Chunk::whole`] or [`Chunk::low_bits`]).
+pub enum Chunk {
+    /// Silent sender: `q` and `Δ`; the messages are `H(q)`, `H(q ⊕ Δ)`.
+    SilentSent {
+        q: Zeroizing<Vec<u128>>,
+        delta: u128,
+    },
+    /// Silent receiver: its choice bits and `t`; its messages are `H(t)`.
+    SilentReceived {
+        choices: ChoiceBits,
+        t: Zeroizing<Vec<u128>>,
+    },
+    /// IKNP's random OTs, hashed by the extension.
+    Hashed(Either),
+}
+
+impl Chunk {
+    /// Whole 128-bit messages.
+    pub fn whole(self) -> Either {
+        match self {
+            Chunk::SilentSent { q, delta } => {
+                let hash = |offset: u128| {
+                    let mut m: Vec<u128> = q.iter().map(|x| x ^ offset).collect();
+                    m.par_chunks_mut(1 << 12).for_each(aes_hash::cr_many);
+                    m
+                };
+                Either::Sent(Sent {
+                    m0: hash(0),
+                    m1: hash(delta),
+                })
+            }
+            Chunk::SilentReceived { choices, t } => {
+                let mut chosen = t.to_vec();
+                chosen.par_chunks_mut(1 << 12).for_each(aes_hash::cr_many);
+                Either::Received(Received {
+                    choices: bits_of(&choices),
+                    chosen,
+                })
+            }
+            Chunk::Hashed(ots) => ots,
+        }
+    }
+
+    /// Bit 0 of every message. Silent OT's are hashed 64 at a time into a
+    /// buffer on the stack and packed at once, never written out whole.
+    pub fn low_bits(self) -> LowBits {
+        match self {
+            Chunk::SilentSent { q, delta } => LowBits::Sent {
+                m0: hashed_low_bits(&q, 0),
+                m1: hashed_low_bits(&q, delta),
+            },
+            Chunk::SilentReceived { choices, t } => LowBits::Received {
+                choices: bits_of(&choices),
+                chosen: hashed_low_bits(&t, 0),
+            },
+            Chunk::Hashed(Either::Sent(s)) => LowBits::Sent {
+                m0: low_bits_of(&s.m0),
+                m1: low_bits_of(&s.m1),
+            },
+            Chunk::Hashed(Either::Received(r)) => LowBits::Received {
+                choices: r.choices,
+                chosen: low_bits_of(&r.chosen),
+            },
+        }
+    }
+}
+
+/// Bit 0 of `H(x ⊕ offset)` for each `x` of `xs`.
+fn hashed_low_bits(xs: &[u128], offset: u128) -> Bits {
+    let words = xs
+        .par_chunks(1 << 12)
+        .flat_map_iter(|chunk| {
+            chunk.chunks(64).map(move |c| {
+                let mut buf = [0u128; 64];
+                let buf = &mut buf[..c.len()];
+                for (b, x) in buf.iter_mut().zip(c) {
+                    *b = x ^ offset;
+                }
+                aes_hash::cr_many(buf);
+                let word = buf.iter().rev().fold(0, |w, h| w << 1 | (*h as u64 & 1));
+                buf.zeroize();
+                word
+            })
+        })
+        .collect();
+    Bits::from_words(words, xs.len())
+}
+
+/// Bit 0 of each message.
+fn low_bits_of(messages: &[u128]) -> Bits {
+    Bits::from_bools(messages.iter().map(|m| m & 1 == 1))
 }
 
 /// This party's side of base OTs made by [`Rots::forward_base`].
@@ -141,6 +246,15 @@ impl Rots {
         n: usize,
         leader_sends: bool,
     ) -> Result<Either, Error> {
+        Ok(self.one_way_chunk(ch, n, leader_sends).await?.whole())
+    }
+
+    async fn one_way_chunk(
+        &mut self,
+        ch: &mut Channel,
+        n: usize,
+        leader_sends: bool,
+    ) -> Result<Chunk, Error> {
         let side = match leader_sends {
             true => &mut self.forward,
             false => {
@@ -179,7 +293,7 @@ impl Rots {
         &mut self,
         ch: &mut Channel,
         total: usize,
-        mut sink: impl FnMut(Either),
+        mut sink: impl FnMut(Chunk),
     ) -> Result<(), Error> {
         let sizes: Vec<usize> = (0..total.div_ceil(CHUNK))
             .map(|k| (total - k * CHUNK).min(CHUNK))
@@ -198,7 +312,10 @@ impl Rots {
                     next = Some(r.start_cot(ch, n, &mut OsRng).await?);
                 }
                 let out = pending.finish(ch).await?;
-                sink(Either::Received(received_silent(&out.choices, &out.t)));
+                sink(Chunk::SilentReceived {
+                    choices: out.choices,
+                    t: out.t,
+                });
             }
             return Ok(());
         }
@@ -235,57 +352,44 @@ impl Side {
         })
     }
 
-    async fn run(&mut self, ch: &mut Channel, n: usize) -> Result<Either, Error> {
+    async fn run(&mut self, ch: &mut Channel, n: usize) -> Result<Chunk, Error> {
         Ok(match self {
-            Side::SilentSender(s) => {
-                let delta = s.delta();
-                let q = match n {
+            Side::SilentSender(s) => Chunk::SilentSent {
+                delta: s.delta(),
+                q: match n {
                     0 => Default::default(),
                     _ => s.cot(ch, n, &mut OsRng).await?,
-                };
-                let hash = |offset: u128| {
-                    let mut m: Vec<u128> = q.iter().map(|x| x ^ offset).collect();
-                    m.par_chunks_mut(1 << 12).for_each(aes_hash::cr_many);
-                    m
-                };
-                Either::Sent(Sent {
-                    m0: hash(0),
-                    m1: hash(delta),
-                })
-            }
+                },
+            },
             Side::SilentReceiver(r) => match n {
-                0 => Either::Received(received_silent(&ChoiceBits::zeros(0), &[])),
+                0 => Chunk::SilentReceived {
+                    choices: ChoiceBits::zeros(0),
+                    t: Default::default(),
+                },
                 _ => {
                     let out = r.cot(ch, n, &mut OsRng).await?;
-                    Either::Received(received_silent(&out.choices, &out.t))
+                    Chunk::SilentReceived {
+                        choices: out.choices,
+                        t: out.t,
+                    }
                 }
             },
             Side::IknpSender(s) => {
                 let ots = s.extend_random(ch, n).await?;
-                Either::Sent(Sent {
+                Chunk::Hashed(Either::Sent(Sent {
                     m0: ots.messages_for(false).to_vec(),
                     m1: ots.messages_for(true).to_vec(),
-                })
+                }))
             }
             Side::IknpReceiver(r) => {
                 let choices = ChoiceBits::random(n, &mut OsRng);
                 let ots = r.extend_random(ch, &choices).await?;
-                Either::Received(Received {
+                Chunk::Hashed(Either::Received(Received {
                     choices: bits_of(&choices),
                     chosen: ots.messages().to_vec(),
-                })
+                }))
             }
         })
-    }
-}
-
-/// A silent receiver's random OTs: its choice bits and `H(t)`.
-fn received_silent(choices: &ChoiceBits, t: &[u128]) -> Received {
-    let mut chosen = t.to_vec();
-    chosen.par_chunks_mut(1 << 12).for_each(aes_hash::cr_many);
-    Received {
-        choices: bits_of(choices),
-        chosen,
     }
 }
 
