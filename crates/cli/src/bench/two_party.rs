@@ -190,6 +190,11 @@ fn figures(out: &Outcome, m: &mut Metrics) {
         Phases::Vole(p) => {
             m.set("vole", p.vole.as_secs_f64());
             m.set("vole_len", p.vole_len as f64);
+            let t = &p.vole_times;
+            m.set("vole_base", t.base.as_secs_f64());
+            m.set("vole_trees", t.trees.as_secs_f64());
+            m.set("vole_code", t.code.as_secs_f64());
+            m.set("vole_other", t.other.as_secs_f64());
             m.set("vole_bytes", p.vole_bytes as f64);
             m.set("okvs_encode", p.okvs_encode.as_secs_f64());
             m.set("okvs_decode", p.okvs_decode.as_secs_f64());

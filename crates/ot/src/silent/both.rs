@@ -2,8 +2,45 @@
 //! extension out (`plan`), pack a check share, join the parts' outputs,
 //! run on the configured pool.
 
+use std::time::Duration;
+
 use super::ggm;
 use super::params::{self, Noise, SilentParams};
+
+/// Where one extension's time went at one party: wall time on the
+/// calling task, so time spent waiting on the peer counts where it
+/// happens.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Times {
+    /// The base correlations (IKNP or KOS), their round trips included.
+    pub base: Duration,
+    /// The GGM trees: the sender expanding them (twice for an extension of
+    /// several parts: once to send, once to compress), the receiver
+    /// rebuilding them.
+    pub trees: Duration,
+    /// The Expand-Convolute code (the receiver encodes twice: its leaves
+    /// and its noise).
+    pub code: Duration,
+    /// The rest: sending the trees, the receiver waiting for them, the
+    /// malicious check, copying outputs.
+    pub other: Duration,
+}
+
+impl Times {
+    /// `other` set so that the parts add up to `total`.
+    pub(super) fn with_total(mut self, total: Duration) -> Self {
+        self.other = total.saturating_sub(self.base + self.trees + self.code);
+        self
+    }
+}
+
+/// Runs `work`, adding its wall time to `into`.
+pub(super) fn timed<T>(into: &mut Duration, work: impl FnOnce() -> T) -> T {
+    let start = std::time::Instant::now();
+    let out = work();
+    *into += start.elapsed();
+    out
+}
 
 /// An extension of `count` as both roles lay it out: its parts' shapes
 /// ([`params::parts`]) and their trees' tweaks, under the next extension

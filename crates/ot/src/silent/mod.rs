@@ -72,6 +72,7 @@ pub mod params;
 pub mod receiver;
 pub mod sender;
 
+pub use both::Times;
 pub use params::{Noise, SilentParams};
 pub use receiver::{Pending, SilentReceiver, VoleOutput};
 pub use sender::SilentSender;

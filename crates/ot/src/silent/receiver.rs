@@ -1,11 +1,13 @@
 //! The silent receiver: chooses the noise, rebuilds the punctured trees.
 
+use std::time::Instant;
+
 use psikit_transport::Channel;
 use rand::{CryptoRng, Rng, RngCore};
 use subtle::ConstantTimeEq;
 use zeroize::Zeroizing;
 
-use super::both::{pack_share, plan, run};
+use super::both::{pack_share, plan, run, timed, Times};
 use super::check::{self, CHECK_OTS};
 use super::code::Symbol;
 use super::ggm;
@@ -31,12 +33,16 @@ pub struct SilentReceiver {
 pub struct CotOutput {
     pub choices: ChoiceBits,
     pub t: Zeroizing<Vec<u128>>,
+    /// Where the extension's time went at this party.
+    pub times: Times,
 }
 
 /// A receiver's VOLE correlations: `a[i] + b[i] = c[i]·Δ`.
 pub struct VoleOutput {
     pub a: Zeroizing<Vec<u128>>,
     pub c: Zeroizing<Vec<u128>>,
+    /// Where the extension's time went at this party.
+    pub times: Times,
 }
 
 /// An extension under way, in three steps so that a protocol can compute
@@ -57,6 +63,8 @@ pub struct Pending<T: Symbol> {
     challenge: Option<u128>,
     trees: Vec<SilentTrees>,
     config: ExtConfig,
+    /// Where the extension's time went so far.
+    times: Times,
 }
 
 impl SilentReceiver {
@@ -139,6 +147,7 @@ impl SilentReceiver {
         beta: impl Fn(&mut R) -> T,
         rng: &mut R,
     ) -> Result<Pending<T>, OtError> {
+        let start = Instant::now();
         let (shapes, tweaks) = plan(count, noise, &self.sid, &mut self.extensions)?;
         let malicious = self.ext.security() == Security::Malicious;
         let tree_ots: usize = shapes.iter().map(|p| p.base_ots()).sum();
@@ -176,6 +185,10 @@ impl SilentReceiver {
             challenge,
             trees: Vec::new(),
             config: self.config.clone(),
+            times: Times {
+                base: start.elapsed(),
+                ..Times::default()
+            },
         })
     }
 }
@@ -224,6 +237,7 @@ impl<T: Symbol> Pending<T> {
         if self.trees.len() == self.shapes.len() {
             return Ok(());
         }
+        let start = Instant::now();
         for p in &self.shapes {
             let message: SilentTrees = ch.recv_msg(p.trees * (2 * p.depth + 1)).await?;
             if message.count != p.count as u64 {
@@ -237,6 +251,7 @@ impl<T: Symbol> Pending<T> {
         if let Some(x) = self.challenge {
             ch.send_msg(&SilentChallenge(x)).await?;
         }
+        self.times.other += start.elapsed();
         Ok(())
     }
 
@@ -246,20 +261,15 @@ impl<T: Symbol> Pending<T> {
     async fn finish_raw(
         mut self,
         ch: &mut Channel,
-    ) -> Result<(Zeroizing<Vec<u128>>, Zeroizing<Vec<T>>), OtError> {
-        self.receive_trees(ch).await?;
-        let tree_ots: usize = self.shapes.iter().map(|p| p.base_ots()).sum();
-        let mut sum = match self.challenge {
-            Some(_) => (pack_share(&self.ots.t()[tree_ots..]), 0),
-            None => (0, 0),
-        };
+    ) -> Result<(Zeroizing<Vec<u128>>, Zeroizing<Vec<T>>, Times), OtError> {
+        let (start, before) = (Instant::now(), self.times);
         // One buffer for every part's leaves and one for its noise, each
         // part's outputs copied out: fresh buffers per part would be written
         // (and faulted in) anew, and held at twice the outputs' size. A
         // single part's buffers become the outputs.
         let n = self.shapes.iter().map(|p| p.n()).max().unwrap_or(0);
         let mut w_buf = Zeroizing::new(vec![0u128; n]);
-        let mut e_buf: Zeroizing<Vec<T>> = Zeroizing::new(Vec::new());
+        let mut e_buf = Zeroizing::new(vec![T::default(); n]);
         let single = self.shapes.len() == 1;
         let count: usize = self.shapes.iter().map(|p| p.count).sum();
         let (mut w_out, mut e_out) = match single {
@@ -269,27 +279,38 @@ impl<T: Symbol> Pending<T> {
                 Zeroizing::new(vec![T::default(); count]),
             ),
         };
+        self.receive_trees(ch).await?;
+        let tree_ots: usize = self.shapes.iter().map(|p| p.base_ots()).sum();
+        let mut sum = match self.challenge {
+            Some(_) => (pack_share(&self.ots.t()[tree_ots..]), 0),
+            None => (0, 0),
+        };
         let (mut first, mut at, mut out) = (0, 0u64, 0);
         for (k, p) in self.shapes.iter().enumerate() {
             let code = p.code();
             let alphas = alphas(self.ots.choices(), p, first);
             let w = &mut w_buf[..p.n()];
-            self.leaves(p, k, first, &alphas, w);
+            let mut spent = std::time::Duration::ZERO;
+            timed(&mut spent, || self.leaves(p, k, first, &alphas, w));
+            self.times.trees += spent;
             if let Some(x) = self.challenge {
                 sum = gf128::add_wide(sum, check::weighted_sum(x, at, w));
             }
-            run(&self.config, || code.dual_encode(w));
+            timed(&mut self.times.code, || {
+                run(&self.config, || code.dual_encode(w))
+            });
             match single {
                 true => w_out = std::mem::take(&mut w_buf),
                 false => w_out[out..out + p.count].copy_from_slice(&w[..p.count]),
             }
-            e_buf.resize(n, T::default());
             let e = &mut e_buf[..p.n()];
             e.fill(T::default());
             for (i, &alpha) in alphas.iter().enumerate() {
                 e[(i << p.depth) + alpha] = self.betas[k][i];
             }
-            run(&self.config, || code.dual_encode(e));
+            timed(&mut self.times.code, || {
+                run(&self.config, || code.dual_encode(e))
+            });
             match single {
                 true => e_out = std::mem::take(&mut e_buf),
                 false => e_out[out..out + p.count].copy_from_slice(&e[..p.count]),
@@ -309,7 +330,10 @@ impl<T: Symbol> Pending<T> {
             w_out.truncate(count);
             e_out.truncate(count);
         }
-        Ok((w_out, e_out))
+        let counted = self.times.trees + self.times.code + self.times.other
+            - (before.trees + before.code + before.other);
+        self.times.other += start.elapsed().saturating_sub(counted);
+        Ok((w_out, e_out, self.times))
     }
 
     /// Step 3 for part `k` (base correlations from `first`, punctured at
@@ -356,19 +380,20 @@ impl<T: Symbol> Pending<T> {
 impl Pending<u128> {
     /// Last step of [`SilentReceiver::vole`].
     pub async fn finish(self, ch: &mut Channel) -> Result<VoleOutput, OtError> {
-        let (a, c) = self.finish_raw(ch).await?;
-        Ok(VoleOutput { a, c })
+        let (a, c, times) = self.finish_raw(ch).await?;
+        Ok(VoleOutput { a, c, times })
     }
 }
 
 impl Pending<u8> {
     /// Last step of [`SilentReceiver::cot`].
     pub async fn finish(self, ch: &mut Channel) -> Result<CotOutput, OtError> {
-        let (t, bits) = self.finish_raw(ch).await?;
+        let (t, bits, times) = self.finish_raw(ch).await?;
         let choices: Vec<bool> = bits.iter().map(|&b| b == 1).collect();
         Ok(CotOutput {
             choices: ChoiceBits::from_bools(&choices),
             t,
+            times,
         })
     }
 }

@@ -1,10 +1,12 @@
 //! The silent sender: holds `Δ`, expands the GGM trees.
 
+use std::time::{Duration, Instant};
+
 use psikit_transport::Channel;
 use rand::{CryptoRng, Rng, RngCore};
 use zeroize::Zeroizing;
 
-use super::both::{pack_share, plan, run};
+use super::both::{pack_share, plan, run, timed, Times};
 use super::check::{self, CHECK_OTS};
 use super::ggm;
 use super::params::{Noise, SilentParams};
@@ -14,19 +16,25 @@ use crate::gf128;
 use crate::messages::{SilentChallenge, SilentCheck, SilentTrees};
 use crate::session::SessionId;
 
-/// An extension's base correlations: the random-OT messages (the trees'
-/// level keys) and the correlated values (the noise and check shares).
+/// An extension's base correlations from some point on: the random-OT
+/// messages (the trees' level keys) and the correlated values (the noise
+/// and check shares).
+#[derive(Clone, Copy)]
 struct Keys<'a> {
-    m0: Vec<u128>,
-    m1: Vec<u128>,
+    m0: &'a [u128],
+    m1: &'a [u128],
     q: &'a [u128],
 }
 
-/// One part's trees after sending: their leaves, or only their roots to
-/// expand again later.
-enum Expanded {
-    Leaves(Zeroizing<Vec<u128>>),
-    Roots(Zeroizing<Vec<u128>>),
+impl<'a> Keys<'a> {
+    /// The correlations from `first` on.
+    fn from(self, first: usize) -> Keys<'a> {
+        Keys {
+            m0: &self.m0[first..],
+            m1: &self.m1[first..],
+            q: &self.q[first..],
+        }
+    }
 }
 
 /// The silent sender: base OTs once, then any number of extensions, all
@@ -38,7 +46,9 @@ pub struct SilentSender {
     sid: SessionId,
     /// Extensions run so far (the receiver counts alike).
     extensions: u64,
-    /// Test hook: the block of the first trees message to corrupt.
+    /// Where the last extension's time went.
+    last_times: Times,
+    /// Test hook: the block of the next trees message to corrupt.
     #[cfg(test)]
     pub(crate) tamper: Option<usize>,
 }
@@ -61,9 +71,15 @@ impl SilentSender {
             config,
             sid,
             extensions: 0,
+            last_times: Times::default(),
             #[cfg(test)]
             tamper: None,
         })
+    }
+
+    /// Where the last extension's time went at this party.
+    pub fn last_times(&self) -> Times {
+        self.last_times
     }
 
     /// The global correlation `Δ` (secret).
@@ -106,37 +122,44 @@ impl SilentSender {
         noise: Noise,
         rng: &mut R,
     ) -> Result<Zeroizing<Vec<u128>>, OtError> {
+        let start = Instant::now();
+        let mut times = Times::default();
         let (shapes, tweaks) = plan(count, noise, &self.sid, &mut self.extensions)?;
         let malicious = self.ext.security() == Security::Malicious;
         let tree_ots: usize = shapes.iter().map(|p| p.base_ots()).sum();
         let check_ots = if malicious { CHECK_OTS } else { 0 };
         let ots = self.base(ch, tree_ots + check_ots).await?;
+        times.base = start.elapsed();
         // In malicious mode these messages are KOS's, hashed with TCCR under
         // each OT's index (`Security::Malicious` picks it): with the
         // untweaked hash a malicious receiver could make two rows collide
         // up to Δ, open both sums of a level and recover Δ from the
         // punctured leaf (pinned by the `ext` test
         // `malicious_random_ots_hash_each_row_under_its_own_index`).
+        let (m0, m1) = (ots.messages_for(false), ots.messages_for(true));
         let keys = Keys {
-            m0: ots.messages_for(false),
-            m1: ots.messages_for(true),
+            m0: &m0,
+            m1: &m1,
             q: ots.q(),
         };
-        // All trees first, so the receiver can go on while we compress
-        // (it needs every part's trees before its own work). With several
-        // parts, each part's leaves are expanded again from its roots when
-        // compressed, which costs one GGM expansion instead of holding 2
-        // blocks per output; a single part keeps its leaves (they are
-        // compressed next anyway).
+        // One buffer for every part's leaves. A single part's leaves become
+        // the output; with several, each part's are expanded again from its
+        // roots when compressed (one GGM expansion instead of holding 2
+        // blocks per output) and its outputs copied out. All trees are sent
+        // first, so the receiver can go on while we compress (it needs
+        // every part's trees before its own work).
+        let n = shapes.iter().map(|p| p.n()).max().unwrap_or(0);
+        let mut buffer = Zeroizing::new(vec![0u128; n]);
         let keep = shapes.len() == 1;
-        let mut expanded = Vec::with_capacity(shapes.len());
+        let mut roots = Vec::with_capacity(shapes.len());
         let mut first = 0;
         for (p, &t) in shapes.iter().zip(&tweaks) {
-            let (roots, leaves) = self.send_trees(ch, p, t, &keys, first, rng).await?;
-            expanded.push(match keep {
-                true => Expanded::Leaves(leaves),
-                false => Expanded::Roots(roots),
-            });
+            let leaves = &mut buffer[..p.n()];
+            let (r, spent) = self
+                .send_trees(ch, p, t, keys.from(first), leaves, rng)
+                .await?;
+            roots.push(r);
+            times.trees += spent;
             first += p.base_ots();
         }
         let challenge = match malicious {
@@ -147,35 +170,25 @@ impl SilentSender {
             Some(_) => (pack_share(&ots.q()[tree_ots..]), 0),
             None => (0, 0),
         };
-        // Several parts share one buffer for their leaves, each part's
-        // outputs copied out (fresh buffers would be faulted in anew and
-        // held at twice the outputs' size); a single part's leaves become
-        // the output.
         let count: usize = shapes.iter().map(|p| p.count).sum();
-        let n = shapes.iter().map(|p| p.n()).max().unwrap_or(0);
-        let mut buffer = Zeroizing::new(Vec::new());
         let mut out = Zeroizing::new(vec![0u128; if keep { 0 } else { count }]);
         let (mut at, mut done) = (0u64, 0);
-        for ((p, e), &t) in shapes.iter().zip(expanded).zip(&tweaks) {
-            let leaves = match e {
-                Expanded::Leaves(leaves) => {
-                    buffer = leaves;
-                    &mut buffer[..]
-                }
-                Expanded::Roots(roots) => {
-                    buffer.resize(n, 0);
-                    let leaves = &mut buffer[..p.n()];
+        for ((p, roots), &t) in shapes.iter().zip(&roots).zip(&tweaks) {
+            let leaves = &mut buffer[..p.n()];
+            if !keep {
+                timed(&mut times.trees, || {
                     run(&self.config, || {
-                        ggm::sender_expand(&roots, p.depth, t, leaves)
-                    });
-                    leaves
-                }
-            };
+                        ggm::sender_expand(roots, p.depth, t, leaves)
+                    })
+                });
+            }
             if let Some(x) = challenge {
                 sum = gf128::add_wide(sum, check::weighted_sum(x, at, leaves));
             }
             at += leaves.len() as u64;
-            run(&self.config, || p.code().dual_encode(leaves));
+            timed(&mut times.code, || {
+                run(&self.config, || p.code().dual_encode(leaves))
+            });
             if !keep {
                 out[done..done + p.count].copy_from_slice(&leaves[..p.count]);
             }
@@ -185,6 +198,7 @@ impl SilentSender {
             let hash = check::digest(gf128::reduce(sum));
             ch.send_msg(&SilentCheck(hash)).await?;
         }
+        self.last_times = times.with_total(start.elapsed());
         if keep {
             buffer.truncate(count);
             return Ok(buffer);
@@ -199,25 +213,28 @@ impl SilentSender {
         matrix.send_seed(ch).await?.finish(ch).await
     }
 
-    /// Expands one part's trees from fresh roots and sends them; returns
-    /// the roots and the leaves. Its base correlations start at `first`.
+    /// Expands one part's trees from fresh roots into `leaves` and sends
+    /// them; returns the roots and the time the expansion took. `keys`
+    /// start at the part's base correlations.
     async fn send_trees<R: RngCore + CryptoRng>(
-        &self,
+        &mut self,
         ch: &mut Channel,
         params: &SilentParams,
         tweaks: ggm::Tweaks,
-        keys: &Keys<'_>,
-        first: usize,
+        keys: Keys<'_>,
+        leaves: &mut [u128],
         rng: &mut R,
-    ) -> Result<(Zeroizing<Vec<u128>>, Zeroizing<Vec<u128>>), OtError> {
+    ) -> Result<(Zeroizing<Vec<u128>>, Duration), OtError> {
         let (trees, depth) = (params.trees, params.depth);
         let roots: Zeroizing<Vec<u128>> = Zeroizing::new((0..trees).map(|_| rng.gen()).collect());
-        let mut leaves = Zeroizing::new(vec![0u128; params.n()]);
-        let sums = run(&self.config, || {
-            ggm::sender_expand(&roots, depth, tweaks, &mut leaves)
+        let mut spent = Duration::ZERO;
+        let sums = timed(&mut spent, || {
+            run(&self.config, || {
+                ggm::sender_expand(&roots, depth, tweaks, leaves)
+            })
         });
-        let (m0, m1) = (&keys.m0[first..], &keys.m1[first..]);
-        let shares = &keys.q[first + trees * depth..];
+        let (m0, m1) = (keys.m0, keys.m1);
+        let shares = &keys.q[trees * depth..];
         let mut blocks = Vec::with_capacity(trees * (2 * depth + 1));
         for (i, tree) in leaves.chunks(1 << depth).enumerate() {
             for ot in i * depth..(i + 1) * depth {
@@ -232,7 +249,7 @@ impl SilentSender {
             blocks.push(tree.iter().fold(share, |a, x| a ^ x));
         }
         #[cfg(test)]
-        if let (Some(i), 0) = (self.tamper, first) {
+        if let Some(i) = self.tamper.take() {
             blocks[i] ^= 1;
         }
         let message = SilentTrees {
@@ -240,6 +257,6 @@ impl SilentSender {
             blocks,
         };
         ch.send_msg(&message).await?;
-        Ok((roots, leaves))
+        Ok((roots, spent))
     }
 }

@@ -201,3 +201,29 @@ fn compact_keeps_the_outputs_and_releases_the_spare_room() {
     assert_eq!(out.capacity(), 1000);
     assert!(out.iter().enumerate().all(|(i, &x)| x == 3 * i as u128));
 }
+
+#[tokio::test]
+async fn extensions_say_where_their_time_went() {
+    let (mut a, mut b) = Channel::memory_pair(Limits::default());
+    let sid = SessionId::new(b"silent times test");
+    let sender = tokio::spawn(async move {
+        let cfg = ExtConfig::default();
+        let mut s =
+            SilentSender::setup(&mut a, &sid, Security::SemiHonest, cfg, &mut OsRng).await?;
+        s.vole(&mut a, 1 << 16, 128, &mut OsRng).await?;
+        Ok::<_, OtError>(s.last_times())
+    });
+    let cfg = ExtConfig::default();
+    let mut r = SilentReceiver::setup(&mut b, &sid, Security::SemiHonest, cfg, &mut OsRng)
+        .await
+        .expect("receiver setup");
+    let got = r
+        .vole(&mut b, 1 << 16, 128, &mut OsRng)
+        .await
+        .expect("vole");
+    let sent = sender.await.expect("sender task").expect("sender");
+    for times in [sent, got.times] {
+        let zero = std::time::Duration::ZERO;
+        assert!(times.base > zero && times.trees > zero && times.code > zero);
+    }
+}

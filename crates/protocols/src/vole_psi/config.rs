@@ -185,6 +185,10 @@ pub struct Phases {
     pub low_comm: bool,
     /// The silent VOLE: base OTs and one extension.
     pub vole: Duration,
+    /// Where the VOLE's extension spent its time at this party (its
+    /// base correlations, trees, code, and the rest: mostly waiting on the
+    /// peer).
+    pub vole_times: psikit_ot::silent::Times,
     /// Correlations the VOLE made (the OKVS table length).
     pub vole_len: usize,
     /// Bytes both ways up to the end of the VOLE (the hellos and the seed

@@ -72,7 +72,12 @@ pub async fn run_receiver(
     phases.vole += t.elapsed();
     let keys = oprf::item_keys(items);
     let t = Instant::now();
-    let VoleOutput { mut a, mut c } = pending.finish(ch).await?;
+    let VoleOutput {
+        mut a,
+        mut c,
+        times,
+    } = pending.finish(ch).await?;
+    phases.vole_times = times;
     silent::compact(&mut a);
     silent::compact(&mut c);
     phases.vole += t.elapsed();

@@ -68,6 +68,7 @@ pub async fn run_sender(
         SilentSender::setup(ch, &sid, cfg.security(), cfg.ext_config()?, &mut OsRng).await?;
     let delta = vole.delta();
     let mut b = vole.vole(ch, m, bits, &mut OsRng).await?;
+    phases.vole_times = vole.last_times();
     silent::compact(&mut b);
     phases.vole += t.elapsed();
     phases.vole_len = m;
