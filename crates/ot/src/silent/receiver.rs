@@ -234,21 +234,28 @@ impl<T: Symbol> Pending<T> {
     /// Second step: reads every part's trees, then (malicious) sends the
     /// check's challenge. `finish` calls it if the caller did not.
     pub async fn receive_trees(&mut self, ch: &mut Channel) -> Result<(), OtError> {
-        if self.trees.len() == self.shapes.len() {
-            return Ok(());
+        while self.trees.len() < self.shapes.len() {
+            self.receive_part_trees(ch).await?;
         }
+        Ok(())
+    }
+
+    /// Reads the next part's trees; after the last part's, sends the
+    /// check's challenge (malicious), which the sender may see only once
+    /// it has sent every tree. `finish` compresses each part as soon as
+    /// its trees are in, while the sender still sends the next ones.
+    async fn receive_part_trees(&mut self, ch: &mut Channel) -> Result<(), OtError> {
         let start = Instant::now();
-        for p in &self.shapes {
-            let message: SilentTrees = ch.recv_msg(p.trees * (2 * p.depth + 1)).await?;
-            if message.count != p.count as u64 {
-                return Err(OtError::Mismatch(format!(
-                    "the sender made {} silent correlations, we asked for {}",
-                    message.count, p.count
-                )));
-            }
-            self.trees.push(message);
+        let p = self.shapes[self.trees.len()];
+        let message: SilentTrees = ch.recv_msg(p.trees * (2 * p.depth + 1)).await?;
+        if message.count != p.count as u64 {
+            return Err(OtError::Mismatch(format!(
+                "the sender made {} silent correlations, we asked for {}",
+                message.count, p.count
+            )));
         }
-        if let Some(x) = self.challenge {
+        self.trees.push(message);
+        if let (Some(x), true) = (self.challenge, self.trees.len() == self.shapes.len()) {
             ch.send_msg(&SilentChallenge(x)).await?;
         }
         self.times.other += start.elapsed();
@@ -279,14 +286,17 @@ impl<T: Symbol> Pending<T> {
                 Zeroizing::new(vec![T::default(); count]),
             ),
         };
-        self.receive_trees(ch).await?;
         let tree_ots: usize = self.shapes.iter().map(|p| p.base_ots()).sum();
         let mut sum = match self.challenge {
             Some(_) => (pack_share(&self.ots.t()[tree_ots..]), 0),
             None => (0, 0),
         };
         let (mut first, mut at, mut out) = (0, 0u64, 0);
-        for (k, p) in self.shapes.iter().enumerate() {
+        for k in 0..self.shapes.len() {
+            if self.trees.len() == k {
+                self.receive_part_trees(ch).await?;
+            }
+            let p = &self.shapes[k];
             let code = p.code();
             let alphas = alphas(self.ots.choices(), p, first);
             let w = &mut w_buf[..p.n()];
