@@ -28,7 +28,7 @@ struct Keys<'a> {
 
 impl<'a> Keys<'a> {
     /// The correlations from `first` on.
-    fn from(self, first: usize) -> Keys<'a> {
+    fn starting_at(self, first: usize) -> Keys<'a> {
         Keys {
             m0: &self.m0[first..],
             m1: &self.m1[first..],
@@ -156,7 +156,7 @@ impl SilentSender {
         for (p, &t) in shapes.iter().zip(&tweaks) {
             let leaves = &mut buffer[..p.n()];
             let (r, spent) = self
-                .send_trees(ch, p, t, keys.from(first), leaves, rng)
+                .send_trees(ch, p, t, keys.starting_at(first), leaves, rng)
                 .await?;
             roots.push(r);
             times.trees += spent;
