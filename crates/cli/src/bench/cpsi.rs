@@ -180,6 +180,11 @@ pub fn worker(a: &CpsiWorkerArgs) -> Result<()> {
             m.set(name, step.time.as_secs_f64());
             m.set(format!("{name}_bytes"), step.bytes as f64);
         }
+        let s = &p.silent;
+        m.set("silent_base", s.base.as_secs_f64());
+        m.set("silent_trees", s.trees.as_secs_f64());
+        m.set("silent_code", s.code.as_secs_f64());
+        m.set("silent_other", s.other.as_secs_f64());
         m.set("sent", out.bytes_sent as f64);
         m.set("bins", p.bins as f64);
         m.set("tag_bits", f64::from(p.tag_bits));
@@ -365,6 +370,7 @@ fn render(results: &[(Config, Vec<Run>)]) -> String {
         t.render()
     );
     out.push_str(&steps_traffic(results));
+    out.push_str(&silent_split(results));
     out.push_str(&reference());
     out.push_str(&targets(results));
     out
@@ -405,6 +411,47 @@ fn steps_traffic(results: &[(Config, Vec<Run>)]) -> String {
         ]);
     }
     format!("\n## Traffic per step (both directions)\n\n{}", t.render())
+}
+
+/// Where each party's silent extensions (the OPRF's VOLE and the random
+/// OTs after it) spent their time.
+fn silent_split(results: &[(Config, Vec<Run>)]) -> String {
+    let mut t = TextTable::new(&[
+        "OT",
+        "EPC",
+        "app",
+        "n",
+        "thr",
+        "base OTs (S / R)",
+        "trees (S / R)",
+        "code (S / R)",
+        "rest (S / R)",
+    ]);
+    for (cfg, runs) in results {
+        let both = |k: &str| {
+            format!(
+                "{} / {}",
+                time(med(runs, false, k)),
+                time(med(runs, true, k))
+            )
+        };
+        t.row(vec![
+            cfg.ot.to_string(),
+            cfg.epc.to_string(),
+            cfg.app.to_string(),
+            format!("2^{}", cfg.log2),
+            cfg.threads.to_string(),
+            both("silent_base"),
+            both("silent_trees"),
+            both("silent_code"),
+            both("silent_other"),
+        ]);
+    }
+    format!(
+        "\n## Silent extensions, per party (the OPRF's VOLE and the random OTs; rest = \
+         sending, waiting on the peer)\n\n{}",
+        t.render()
+    )
 }
 
 fn reference() -> String {

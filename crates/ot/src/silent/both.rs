@@ -26,6 +26,15 @@ pub struct Times {
     pub other: Duration,
 }
 
+impl std::ops::AddAssign for Times {
+    fn add_assign(&mut self, more: Times) {
+        self.base += more.base;
+        self.trees += more.trees;
+        self.code += more.code;
+        self.other += more.other;
+    }
+}
+
 impl Times {
     /// `other` set so that the parts add up to `total`.
     pub(super) fn with_total(mut self, total: Duration) -> Self {

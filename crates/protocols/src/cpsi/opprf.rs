@@ -15,7 +15,7 @@
 //! so the sender sends each hint entry truncated to the bytes the
 //! receiver keeps: `⌈ℓ/8⌉` per tag and 8 per value ([`Layout`]).
 
-use psikit_ot::silent::{SilentReceiver, SilentSender};
+use psikit_ot::silent::{SilentReceiver, SilentSender, Times};
 use psikit_ot::{aes_hash, gf128};
 use psikit_structures::okvs::{Okvs, OkvsError, OkvsParams};
 use psikit_transport::Channel;
@@ -44,13 +44,13 @@ fn masks(outputs: &[u128], tweak: u128) -> Vec<u128> {
 }
 
 /// The receiver's OPRF over its silent session `vole`: its outputs
-/// `F(k)` at `keys`.
+/// `F(k)` at `keys`, and where its VOLE's time went.
 pub async fn oprf_receive(
     ch: &mut Channel,
     vole: &mut SilentReceiver,
     okvs: &Okvs,
     keys: &[u128],
-) -> Result<Vec<u128>, Error> {
+) -> Result<(Vec<u128>, Times), Error> {
     let m = okvs.params().table_len();
     let mut pending = vole.start_vole(ch, m, 128, &mut OsRng).await?;
     pending.receive_trees(ch).await?;
@@ -66,7 +66,7 @@ pub async fn oprf_receive(
     let mut out = vec![0u128; keys.len()];
     okvs.decode(&v.a, keys, &mut out)?;
     oprf::output_hash(&mut out);
-    Ok(out)
+    Ok((out, v.times))
 }
 
 /// The sender's side of the OPRF: a key with which to evaluate `F`.

@@ -70,6 +70,10 @@ pub struct Phases {
     /// The equality circuit's layers.
     pub equality: Step,
     pub application: Step,
+    /// Where this party's silent extensions spent their time (the OPRF's
+    /// VOLE, and the random OTs of the triples and of the equality test):
+    /// base correlations, trees, code, the rest.
+    pub silent: psikit_ot::silent::Times,
     /// Bins `M`, tag bits `ℓ`, and the bits the equality test compares
     /// (`ℓ`, or EPC's `ℓ_c`).
     pub bins: usize,

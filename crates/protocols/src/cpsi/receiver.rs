@@ -68,7 +68,8 @@ pub(super) async fn run_receiver(
         &mut OsRng,
     )
     .await?;
-    let f = opprf::oprf_receive(ch, &mut vole, &okvs, &bin_keys).await?;
+    let (f, times) = opprf::oprf_receive(ch, &mut vole, &okvs, &bin_keys).await?;
+    phases.silent += times;
     let capacity = hashing::HASHES as usize * peer.set_size as usize;
     let k_s = usize::from(peer.value_columns);
     let programmed = opprf::receive_program(ch, &bin_keys, &f, capacity, ell, k_s, sigma).await?;

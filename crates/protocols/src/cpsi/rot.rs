@@ -16,7 +16,7 @@
 //! the leaves 16 bits, the applications a word or a key.
 
 use psikit_ot::aes_hash;
-use psikit_ot::silent::{SilentReceiver, SilentSender};
+use psikit_ot::silent::{SilentReceiver, SilentSender, Times};
 use psikit_ot::{
     BaseReceiverOutput, BaseSenderOutput, ChoiceBits, ExtConfig, OtExtReceiver, OtExtSender,
     Security, SessionId,
@@ -186,6 +186,8 @@ pub struct Rots {
     config: ExtConfig,
     forward: Side,
     reverse: Option<Side>,
+    /// Where the silent extensions' time went, summed.
+    times: Times,
 }
 
 impl Rots {
@@ -222,6 +224,7 @@ impl Rots {
             config: config.clone(),
             forward,
             reverse: None,
+            times: Times::default(),
         }
     }
 
@@ -266,7 +269,7 @@ impl Rots {
                 self.reverse.as_mut().expect("set up above")
             }
         };
-        side.run(ch, n).await
+        side.run(ch, n, &mut self.times).await
     }
 
     /// `n` forward IKNP OTs as the base OTs of another extension (KK13's,
@@ -312,6 +315,7 @@ impl Rots {
                     next = Some(r.start_cot(ch, n, &mut OsRng).await?);
                 }
                 let out = pending.finish(ch).await?;
+                self.times += out.times;
                 sink(Chunk::SilentReceived {
                     choices: out.choices,
                     t: out.t,
@@ -320,9 +324,14 @@ impl Rots {
             return Ok(());
         }
         for n in sizes {
-            sink(self.forward.run(ch, n).await?);
+            sink(self.forward.run(ch, n, &mut self.times).await?);
         }
         Ok(())
+    }
+
+    /// Where this party's silent extensions spent their time so far.
+    pub fn times(&self) -> Times {
+        self.times
     }
 }
 
@@ -352,13 +361,19 @@ impl Side {
         })
     }
 
-    async fn run(&mut self, ch: &mut Channel, n: usize) -> Result<Chunk, Error> {
+    /// `n` random OTs; a silent extension adds where its time went to
+    /// `times`.
+    async fn run(&mut self, ch: &mut Channel, n: usize, times: &mut Times) -> Result<Chunk, Error> {
         Ok(match self {
             Side::SilentSender(s) => Chunk::SilentSent {
                 delta: s.delta(),
                 q: match n {
                     0 => Default::default(),
-                    _ => s.cot(ch, n, &mut OsRng).await?,
+                    _ => {
+                        let q = s.cot(ch, n, &mut OsRng).await?;
+                        *times += s.last_times();
+                        q
+                    }
                 },
             },
             Side::SilentReceiver(r) => match n {
@@ -368,6 +383,7 @@ impl Side {
                 },
                 _ => {
                     let out = r.cot(ch, n, &mut OsRng).await?;
+                    *times += out.times;
                     Chunk::SilentReceived {
                         choices: out.choices,
                         t: out.t,

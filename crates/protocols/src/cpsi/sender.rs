@@ -61,6 +61,7 @@ pub(super) async fn run_sender(
     )
     .await?;
     let key = opprf::oprf_send(ch, &mut vole, okvs).await?;
+    phases.silent += vole.last_times();
     let mut rng = rng()?;
     let tag_mask = (1u128 << ell) - 1;
     let tags: Vec<u128> = (0..m).map(|_| rng.gen::<u128>() & tag_mask).collect();

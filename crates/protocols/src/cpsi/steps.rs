@@ -107,6 +107,7 @@ pub(super) async fn compare(
         }
     };
     phases.equality = meter.mark(ch);
+    phases.silent += rots.times();
     Ok(Compared {
         shares,
         rots,
