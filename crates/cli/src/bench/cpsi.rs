@@ -306,6 +306,27 @@ fn one_run(exe: &std::path::Path, cfg: Config) -> Result<Run> {
     spawn_pair(exe, &args, cfg.threads)
 }
 
+/// The columns naming a configuration, first in every table.
+const CONFIG_COLUMNS: [&str; 5] = ["OT", "EPC", "app", "n", "thr"];
+
+/// A table whose first columns name the configuration, then `columns`.
+fn config_table(columns: &[&str]) -> TextTable {
+    TextTable::new(&[&CONFIG_COLUMNS[..], columns].concat())
+}
+
+/// A row of a [`config_table`]: `cfg`'s cells, then `cells`.
+fn config_row(cfg: &Config, cells: Vec<String>) -> Vec<String> {
+    let mut row = vec![
+        cfg.ot.to_string(),
+        cfg.epc.to_string(),
+        cfg.app.to_string(),
+        format!("2^{}", cfg.log2),
+        cfg.threads.to_string(),
+    ];
+    row.extend(cells);
+    row
+}
+
 /// Estimated time on a link of `bits_per_s`: the loopback time plus the
 /// traffic's transfer time (both directions share the link).
 fn at_link(runs: &[Run], bits_per_s: f64) -> Option<f64> {
@@ -315,12 +336,7 @@ fn at_link(runs: &[Run], bits_per_s: f64) -> Option<f64> {
 }
 
 fn render(results: &[(Config, Vec<Run>)]) -> String {
-    let mut t = TextTable::new(&[
-        "OT",
-        "EPC",
-        "app",
-        "n",
-        "thr",
+    let mut t = config_table(&[
         "total",
         "hashing",
         "OPPRF",
@@ -335,33 +351,31 @@ fn render(results: &[(Config, Vec<Run>)]) -> String {
         "peak S / R",
     ]);
     for (cfg, runs) in results {
-        t.row(vec![
-            cfg.ot.to_string(),
-            cfg.epc.to_string(),
-            cfg.app.to_string(),
-            format!("2^{}", cfg.log2),
-            cfg.threads.to_string(),
-            time(med_both(runs, f64::max, "total")),
-            time(med(runs, true, "hashing")),
-            time(med(runs, true, "opprf")),
-            time(med(runs, true, "epc")),
-            time(med(runs, true, "triples")),
-            time(med(runs, true, "equality")),
-            time(med(runs, true, "application")),
-            size(med_both(runs, |a, b| a + b, "sent")),
-            time(at_link(runs, 1e9)),
-            time(at_link(runs, 1e8)),
-            format!(
-                "{} / {}",
-                num(med(runs, false, "cpu"), 2),
-                num(med(runs, true, "cpu"), 2)
-            ),
-            format!(
-                "{} / {}",
-                size(med(runs, false, "peak")),
-                size(med(runs, true, "peak"))
-            ),
-        ]);
+        t.row(config_row(
+            cfg,
+            vec![
+                time(med_both(runs, f64::max, "total")),
+                time(med(runs, true, "hashing")),
+                time(med(runs, true, "opprf")),
+                time(med(runs, true, "epc")),
+                time(med(runs, true, "triples")),
+                time(med(runs, true, "equality")),
+                time(med(runs, true, "application")),
+                size(med_both(runs, |a, b| a + b, "sent")),
+                time(at_link(runs, 1e9)),
+                time(at_link(runs, 1e8)),
+                format!(
+                    "{} / {}",
+                    num(med(runs, false, "cpu"), 2),
+                    num(med(runs, true, "cpu"), 2)
+                ),
+                format!(
+                    "{} / {}",
+                    size(med(runs, false, "peak")),
+                    size(med(runs, true, "peak"))
+                ),
+            ],
+        ));
     }
     let mut out = format!(
         "## Circuit PSI on loopback\n\nTotal = the slower party, from connection to output; \
@@ -377,12 +391,7 @@ fn render(results: &[(Config, Vec<Run>)]) -> String {
 }
 
 fn steps_traffic(results: &[(Config, Vec<Run>)]) -> String {
-    let mut t = TextTable::new(&[
-        "OT",
-        "EPC",
-        "app",
-        "n",
-        "thr",
+    let mut t = config_table(&[
         "bins M",
         "tag bits",
         "compared bits",
@@ -394,21 +403,19 @@ fn steps_traffic(results: &[(Config, Vec<Run>)]) -> String {
     ]);
     for (cfg, runs) in results {
         let mb = |k: &str| size(med(runs, true, &format!("{k}_bytes")));
-        t.row(vec![
-            cfg.ot.to_string(),
-            cfg.epc.to_string(),
-            cfg.app.to_string(),
-            format!("2^{}", cfg.log2),
-            cfg.threads.to_string(),
-            num(med(runs, true, "bins"), 0),
-            num(med(runs, true, "tag_bits"), 0),
-            num(med(runs, true, "compared_bits"), 0),
-            mb("opprf"),
-            mb("epc"),
-            mb("triples"),
-            mb("equality"),
-            mb("application"),
-        ]);
+        t.row(config_row(
+            cfg,
+            vec![
+                num(med(runs, true, "bins"), 0),
+                num(med(runs, true, "tag_bits"), 0),
+                num(med(runs, true, "compared_bits"), 0),
+                mb("opprf"),
+                mb("epc"),
+                mb("triples"),
+                mb("equality"),
+                mb("application"),
+            ],
+        ));
     }
     format!("\n## Traffic per step (both directions)\n\n{}", t.render())
 }
@@ -416,12 +423,7 @@ fn steps_traffic(results: &[(Config, Vec<Run>)]) -> String {
 /// Where each party's silent extensions (the OPRF's VOLE and the random
 /// OTs after it) spent their time.
 fn silent_split(results: &[(Config, Vec<Run>)]) -> String {
-    let mut t = TextTable::new(&[
-        "OT",
-        "EPC",
-        "app",
-        "n",
-        "thr",
+    let mut t = config_table(&[
         "base OTs (S / R)",
         "trees (S / R)",
         "code (S / R)",
@@ -435,17 +437,15 @@ fn silent_split(results: &[(Config, Vec<Run>)]) -> String {
                 time(med(runs, true, k))
             )
         };
-        t.row(vec![
-            cfg.ot.to_string(),
-            cfg.epc.to_string(),
-            cfg.app.to_string(),
-            format!("2^{}", cfg.log2),
-            cfg.threads.to_string(),
-            both("silent_base"),
-            both("silent_trees"),
-            both("silent_code"),
-            both("silent_other"),
-        ]);
+        t.row(config_row(
+            cfg,
+            vec![
+                both("silent_base"),
+                both("silent_trees"),
+                both("silent_code"),
+                both("silent_other"),
+            ],
+        ));
     }
     format!(
         "\n## Silent extensions, per party (the OPRF's VOLE and the random OTs; rest = \
