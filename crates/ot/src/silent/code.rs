@@ -136,9 +136,10 @@ impl Symbol for u8 {
     /// The planes in use anywhere in the vector, never per stretch: the
     /// receiver's noise bits are secret, and skipping planes that are zero
     /// over one stretch would time where the first noise point lies. Over
-    /// the whole vector the answer is public: choice bits (the only bytes
-    /// the silent generators encode) always use plane 0 alone, since every
-    /// extension has hundreds of noise points.
+    /// the whole vector the answer is public: the silent generators'
+    /// bytes (choice bits, small VOLE values of `bits` bits) use exactly
+    /// the planes below their public width, since every extension has
+    /// hundreds of noise points, each uniform and nonzero in that width.
     fn planes(x: &[Self]) -> u8 {
         x.iter().fold(0, |acc, &b| acc | b)
     }
@@ -159,8 +160,17 @@ impl Symbol for u8 {
         if steps == 0 {
             return 0;
         }
-        for j in (0..8).filter(|j| planes >> j & 1 == 1) {
-            convolute_bit_plane(x, j, first, &coeffs[..steps.div_ceil(4)], steps);
+        let coeffs = &coeffs[..steps.div_ceil(4)];
+        // The planes in groups of up to four, the last group's list padded
+        // with its own first plane.
+        let js: Vec<usize> = (0..8).filter(|j| planes >> j & 1 == 1).collect();
+        for group in js.chunks(4) {
+            let at = |q: usize| group[q.min(group.len() - 1)];
+            match group.len() {
+                1 => convolute_bit_planes(x, [at(0)], first, coeffs, steps),
+                2 => convolute_bit_planes(x, [at(0), at(1)], first, coeffs, steps),
+                _ => convolute_bit_planes(x, [at(0), at(1), at(2), at(3)], first, coeffs, steps),
+            }
         }
         steps
     }
@@ -172,31 +182,52 @@ pub const ACC: usize = 24;
 /// most conservative distance estimate published for it).
 pub const WEIGHT: usize = 7;
 
-/// Steps `first, first + 1, ..` (one per coefficient word) of a pass on bit
-/// `j` of every byte. Passes are XORs, so each bit plane evolves alone;
-/// with one bit per entry, the `ACC + 2` entries in reach of a step fit in
-/// one machine word, which slides along instead of 25 byte updates per
-/// step. The caller keeps every step's reach inside `x`.
-fn convolute_bit_plane(x: &mut [u8], j: usize, first: usize, coeffs: &[u128], steps: usize) {
+/// Steps `first, first + 1, ..` (one per coefficient word) of a pass on
+/// bits `js` of every byte. Passes are XORs, so each bit plane evolves
+/// alone; with one bit per entry, the `ACC + 2` entries in reach of a step
+/// fit in one machine word per plane, which slides along instead of 25
+/// byte updates per step. The planes run side by side in one loop (their
+/// windows are independent chains the CPU overlaps: four planes cost
+/// little more than one); a plane listed twice is computed twice alike.
+/// The caller keeps every step's reach inside `x`.
+fn convolute_bit_planes<const P: usize>(
+    x: &mut [u8],
+    js: [usize; P],
+    first: usize,
+    coeffs: &[u128],
+    steps: usize,
+) {
     #[cfg(test)]
-    tests::PLANE_RUNS.with(|n| n.set(n.get() + 1));
+    tests::PLANE_RUNS.with(|n| n.set(n.get() + P));
     let words = coeffs
         .iter()
         .flat_map(|&c| (0..4).map(move |k| (c >> (32 * k)) as u32));
-    let bit = |b: u8| u64::from(b >> j & 1);
-    // Bit `p` of `window` is entry `i + p`, for `p <= ACC + 1`.
-    let mut window = (0..ACC + 2).fold(0, |w, p| w | bit(x[first + p]) << p);
+    let bit = |b: u8, j: usize| u64::from(b >> j & 1);
+    let mask = js.iter().fold(0u8, |m, &j| m | 1 << j);
+    // Bit `p` of `window[q]` is bit `js[q]` of entry `i + p`, `p <= ACC + 1`.
+    let mut window = js.map(|j| (0..ACC + 2).fold(0, |w, p| w | bit(x[first + p], j) << p));
     for (i, word) in (first..first + steps).zip(words) {
         let reach = (u64::from(word) & ((1 << ACC) - 1)) << 1 | 1 << (ACC + 1);
-        window ^= reach & 0u64.wrapping_sub(window & 1);
-        x[i] = x[i] & !(1 << j) | ((window & 1) as u8) << j;
-        window = window >> 1 | bit(x[i + ACC + 2]) << (ACC + 1);
+        let mut byte = x[i] & !mask;
+        for (w, &j) in window.iter_mut().zip(&js) {
+            *w ^= reach & 0u64.wrapping_sub(*w & 1);
+            byte |= ((*w & 1) as u8) << j;
+        }
+        x[i] = byte;
+        let next = x[i + ACC + 2];
+        for (w, &j) in window.iter_mut().zip(&js) {
+            *w = *w >> 1 | bit(next, j) << (ACC + 1);
+        }
     }
     for (p, y) in x[first + steps..first + steps + ACC + 2]
         .iter_mut()
         .enumerate()
     {
-        *y = *y & !(1 << j) | ((window >> p & 1) as u8) << j;
+        let byte = window
+            .iter()
+            .zip(&js)
+            .fold(*y & !mask, |b, (w, &j)| b | ((w >> p & 1) as u8) << j);
+        *y = byte;
     }
 }
 

@@ -45,6 +45,20 @@ pub struct VoleOutput {
     pub times: Times,
 }
 
+/// A receiver's VOLE correlations whose `c` has at most 8 bits, one byte
+/// each: `a[i] + b[i] = c[i]·Δ`, with `c[i]` read as an element of
+/// GF(2^128) of degree below the extension's `bits`. Each is a random
+/// 1-out-of-`2^bits` OT (SoftSpokenOT's small-field VOLE): the sender's
+/// messages are `H(b[i] + j·Δ)` for every `j` of `bits` bits, the
+/// receiver's `H(a[i])`, of index `c[i]`; for `j ≠ c[i]` the receiver
+/// would need `(j + c[i])·Δ`, a uniform value, to find one.
+pub struct SmallVoleOutput {
+    pub a: Zeroizing<Vec<u128>>,
+    pub c: Zeroizing<Vec<u8>>,
+    /// Where the extension's time went at this party.
+    pub times: Times,
+}
+
 /// An extension under way, in three steps so that a protocol can compute
 /// while the sender works: [`SilentReceiver::start_vole`] (or
 /// [`SilentReceiver::start_cot`]) runs the base correlations, which fixes
@@ -132,6 +146,27 @@ impl SilentReceiver {
     ) -> Result<Pending<u128>, OtError> {
         let noise = Noise::field(bits)?;
         let beta = move |rng: &mut R| nonzero(rng, bits);
+        self.start(ch, count, noise, beta, rng).await
+    }
+
+    /// First step of a VOLE whose `c` has `bits` bits, 1 to 8, kept one
+    /// byte each ([`Pending::finish_small_vole`]): the same rule and cost
+    /// as [`SilentReceiver::start_vole`], but the receiver encodes its
+    /// noise as bytes (a few bit planes) rather than 128-bit blocks.
+    pub async fn start_small_vole<R: RngCore + CryptoRng>(
+        &mut self,
+        ch: &mut Channel,
+        count: usize,
+        bits: u32,
+        rng: &mut R,
+    ) -> Result<Pending<u8>, OtError> {
+        if !(1..=8).contains(&bits) {
+            return Err(OtError::InvalidArgument(format!(
+                "small VOLE values of {bits} bits: 1 to 8 are possible"
+            )));
+        }
+        let noise = Noise::field(bits)?;
+        let beta = move |rng: &mut R| nonzero(rng, bits).to_le_bytes()[0];
         self.start(ch, count, noise, beta, rng).await
     }
 
@@ -398,6 +433,11 @@ impl Pending<u128> {
 impl Pending<u8> {
     /// Last step of [`SilentReceiver::cot`].
     pub async fn finish(self, ch: &mut Channel) -> Result<CotOutput, OtError> {
+        if self.noise != Noise::Bit {
+            return Err(OtError::InvalidArgument(
+                "a small VOLE finishes with finish_small_vole".into(),
+            ));
+        }
         let (t, bits, times) = self.finish_raw(ch).await?;
         let choices: Vec<bool> = bits.iter().map(|&b| b == 1).collect();
         Ok(CotOutput {
@@ -405,6 +445,13 @@ impl Pending<u8> {
             t,
             times,
         })
+    }
+
+    /// Last step of [`SilentReceiver::start_small_vole`] (of a correlated
+    /// OT too, whose `c` are its choice bits).
+    pub async fn finish_small_vole(self, ch: &mut Channel) -> Result<SmallVoleOutput, OtError> {
+        let (a, c, times) = self.finish_raw(ch).await?;
+        Ok(SmallVoleOutput { a, c, times })
     }
 }
 

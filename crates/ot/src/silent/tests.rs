@@ -4,7 +4,7 @@
 use psikit_transport::{Channel, Limits};
 use rand::rngs::OsRng;
 
-use super::receiver::{CotOutput, VoleOutput};
+use super::receiver::{CotOutput, SmallVoleOutput, VoleOutput};
 use super::*;
 use crate::error::OtError;
 use crate::ext::{ExtConfig, Security};
@@ -225,5 +225,88 @@ async fn extensions_say_where_their_time_went() {
     for times in [sent, got.times] {
         let zero = std::time::Duration::ZERO;
         assert!(times.base > zero && times.trees > zero && times.code > zero);
+    }
+}
+
+/// Small VOLEs (values of `bits` bits kept as bytes) in one session: the
+/// sender's `b` and `Δ`, the receiver's outputs.
+async fn small_voles(
+    security: Security,
+    runs: &[(usize, u32)],
+) -> (u128, Vec<(Zeroizing<Vec<u128>>, SmallVoleOutput)>) {
+    let (mut a, mut b) = Channel::memory_pair(Limits::default());
+    let sid = SessionId::new(b"silent small vole test");
+    let owned = runs.to_vec();
+    let sender = tokio::spawn(async move {
+        let mut s =
+            SilentSender::setup(&mut a, &sid, security, ExtConfig::default(), &mut OsRng).await?;
+        let mut outs = Vec::new();
+        for (count, bits) in owned {
+            outs.push(s.vole(&mut a, count, bits, &mut OsRng).await?);
+        }
+        Ok::<_, OtError>((s.delta(), outs))
+    });
+    let mut r = SilentReceiver::setup(&mut b, &sid, security, ExtConfig::default(), &mut OsRng)
+        .await
+        .expect("receiver setup");
+    let mut received = Vec::new();
+    for &(count, bits) in runs {
+        let pending = r
+            .start_small_vole(&mut b, count, bits, &mut OsRng)
+            .await
+            .expect("start");
+        received.push(pending.finish_small_vole(&mut b).await.expect("small vole"));
+    }
+    let (delta, sent) = sender.await.expect("sender task").expect("sender");
+    (delta, sent.into_iter().zip(received).collect())
+}
+
+#[tokio::test]
+async fn small_voles_satisfy_their_relation_with_every_value_used() {
+    for security in [Security::SemiHonest, Security::Malicious] {
+        let runs = [(5000, 2), (5000, 4), (params::MAX_PART + 3, 4), (40_000, 8)];
+        let (delta, made) = small_voles(security, &runs).await;
+        for ((count, bits), (b, r)) in runs.iter().zip(made) {
+            assert_eq!((b.len(), r.a.len(), r.c.len()), (*count, *count, *count));
+            let mut seen = vec![0usize; 256];
+            for i in 0..*count {
+                let c = u128::from(r.c[i]);
+                assert_eq!(r.a[i] ^ b[i], gf128::mul(c, delta), "VOLE {i}");
+                seen[usize::from(r.c[i])] += 1;
+            }
+            // Every value of `bits` bits, about equally often, none wider.
+            let values = 1usize << bits;
+            let expected = count / values;
+            assert!(seen[values..].iter().all(|&n| n == 0), "{bits} bits");
+            assert!(
+                seen[..values]
+                    .iter()
+                    .all(|&n| n.abs_diff(expected) < expected / 2),
+                "{bits} bits: {:?}",
+                &seen[..values]
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn small_voles_take_one_to_eight_bits() {
+    let (mut x, mut y) = Channel::memory_pair(Limits::default());
+    let sid = SessionId::new(b"small vole refusals");
+    let setup = tokio::spawn(async move {
+        let cfg = ExtConfig::default();
+        SilentSender::setup(&mut x, &sid, Security::SemiHonest, cfg, &mut OsRng).await
+    });
+    let cfg = ExtConfig::default();
+    let mut r = SilentReceiver::setup(&mut y, &sid, Security::SemiHonest, cfg, &mut OsRng)
+        .await
+        .expect("receiver setup");
+    setup.await.expect("sender task").expect("sender setup");
+    for bits in [0, 9, 128] {
+        let got = r.start_small_vole(&mut y, 100, bits, &mut OsRng).await;
+        assert!(
+            matches!(got, Err(OtError::InvalidArgument(_))),
+            "{bits} bits"
+        );
     }
 }

@@ -18,8 +18,8 @@
 use psikit_transport::Channel;
 
 use super::bits::Bits;
-use super::messages::{recv_exact, send, KIND_OPEN};
-use super::rot::{LowBits, Rots};
+use super::messages::{recv_bits, recv_exact, send, send_bits, KIND_OPEN, KIND_TRIPLE_FIXES};
+use super::rot::{LowBits, Rots, SmallPads};
 use crate::error::Error;
 
 /// This party's shares of Beaver triples, consumed in order.
@@ -31,9 +31,10 @@ pub struct Triples {
 }
 
 impl Triples {
-    /// `count` triples (rounded up to whole words) from `2·count` forward
-    /// random OTs, made a chunk at a time so memory stays at a few bits
-    /// per triple.
+    /// `count` triples (rounded up to whole words), made a chunk at a time
+    /// so memory stays at a few bits per triple: on silent OT one forward
+    /// small VOLE of 2 bits and one bit of traffic each ([`Triples::add_small`]),
+    /// on IKNP two forward random OTs each ([`Triples::add`]).
     pub async fn generate(rots: &mut Rots, ch: &mut Channel, count: usize) -> Result<Self, Error> {
         let count = count.next_multiple_of(64);
         let mut t = Self {
@@ -42,8 +43,24 @@ impl Triples {
             c: Bits::default(),
             used: 0,
         };
-        rots.forward_chunks(ch, 2 * count, |ots| t.add(ots.low_bits()))
+        if !rots.has_small_voles() {
+            rots.forward_chunks(ch, 2 * count, |ots| t.add(ots.low_bits()))
+                .await?;
+            return Ok(t);
+        }
+        let mut fixes = Bits::default();
+        rots.forward_small_chunks(ch, count, 2, |ots| t.add_small(ots.pads(), &mut fixes))
             .await?;
+        match rots.leader() {
+            true => send_bits(ch, KIND_TRIPLE_FIXES, &[&fixes]).await?,
+            false => {
+                let [fixes] = recv_bits(ch, KIND_TRIPLE_FIXES, [count]).await?;
+                let (a, b) = (t.a.words(), t.b.words());
+                for (i, c) in t.c.words_mut().iter_mut().enumerate() {
+                    *c ^= fixes.words()[i] & a[i] & b[i];
+                }
+            }
+        }
         Ok(t)
     }
 
@@ -79,6 +96,45 @@ impl Triples {
         for ((c, a), b) in c.words_mut().iter_mut().zip(a.words()).zip(b.words()) {
             *c ^= a & b;
         }
+        self.a.extend(&a);
+        self.b.extend(&b);
+        self.c.extend(&c);
+    }
+
+    /// Turns a chunk of small VOLEs of 2 bits (random 1-out-of-4 OTs:
+    /// the receiver's index `(α, β)`, the sender's four pad bits `p_j`)
+    /// into as many triples. Written as a polynomial in the index, the
+    /// pads are `k0 ⊕ k1·α ⊕ k2·β ⊕ k3·α·β`; the sender sends the fix
+    /// `f = k3 ⊕ 1` so that the messages `M(α, β) = pad ⊕ f·α·β` have
+    /// `α·β` with coefficient 1, which makes them `c_S ⊕ (a_S ⊕ α)(b_S ⊕ β)`
+    /// with `a_S = k2`, `b_S = k1`, `c_S = k0 ⊕ k1·k2`. The receiver keeps
+    /// `a_R = α`, `b_R = β` and `c_R = M(α, β)`. Given its pad and `f`,
+    /// two of the three pads it lacks stay free, so `a_S` and `b_S` remain
+    /// uniform to it; the sender sees nothing of `(α, β)`.
+    fn add_small(&mut self, ots: SmallPads, fixes: &mut Bits) {
+        let (a, b, c) = match ots {
+            SmallPads::Sent(pads) => {
+                let n = pads.len();
+                let plane = |j: usize| Bits::from_bools(pads.iter().map(|p| p >> j & 1 == 1));
+                let (p0, p1, p2, p3) = (plane(0), plane(1), plane(2), plane(3));
+                let (mut k1, mut k2, mut fix) = (p0.clone(), p0.clone(), p0.clone());
+                k1.xor_assign(&p1);
+                k2.xor_assign(&p2);
+                fix.xor_assign(&p1);
+                fix.xor_assign(&p2);
+                fix.xor_assign(&p3);
+                let mut c = p0;
+                for (i, w) in c.words_mut().iter_mut().enumerate() {
+                    *w ^= k1.words()[i] & k2.words()[i];
+                }
+                fixes.extend(&Bits::from_bools((0..n).map(|i| !fix.get(i))));
+                (k2, k1, c)
+            }
+            SmallPads::Received { c: index, pads } => {
+                let plane = |j: usize| Bits::from_bools(index.iter().map(|x| x >> j & 1 == 1));
+                (plane(0), plane(1), pads)
+            }
+        };
         self.a.extend(&a);
         self.b.extend(&b);
         self.c.extend(&c);
@@ -267,5 +323,69 @@ fn shares(mine: u64, j: u32, leader: bool) -> (bool, bool) {
     match leader {
         true => (bit, false),
         false => (false, bit),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cpsi::rot::Side;
+    use crate::cpsi::vocabulary::OtKind;
+    use psikit_ot::silent::{SilentReceiver, SilentSender};
+    use psikit_ot::{ExtConfig, Security, SessionId};
+    use psikit_transport::Limits;
+    use rand::rngs::OsRng;
+
+    /// One party's triples on silent OT (small VOLEs) or IKNP.
+    async fn party(mut ch: Channel, leader: bool, count: usize, silent: bool) -> Triples {
+        let (sid, ext) = (SessionId::new(b"triples test"), ExtConfig::default());
+        let mut rots = match silent {
+            true => {
+                let s = Security::SemiHonest;
+                let side = match leader {
+                    true => Side::SilentSender(
+                        SilentSender::setup(&mut ch, &sid, s, ext.clone(), &mut OsRng)
+                            .await
+                            .expect("silent sender"),
+                    ),
+                    false => Side::SilentReceiver(
+                        SilentReceiver::setup(&mut ch, &sid, s, ext.clone(), &mut OsRng)
+                            .await
+                            .expect("silent receiver"),
+                    ),
+                };
+                Rots::new(&mut ch, &sid, OtKind::Silent, leader, &ext, side).await
+            }
+            false => Rots::iknp(&mut ch, &sid, leader, &ext).await,
+        }
+        .expect("OTs");
+        Triples::generate(&mut rots, &mut ch, count)
+            .await
+            .expect("triples")
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn triples_multiply_and_look_random() {
+        for silent in [true, false] {
+            let count = 5000;
+            let (a, b) = Channel::memory_pair(Limits::default());
+            let task = tokio::spawn(party(a, true, count, silent));
+            let r = party(b, false, count, silent).await;
+            let s = task.await.expect("task");
+            assert_eq!((s.remaining(), r.remaining()), (5056, 5056));
+            for i in 0..s.remaining() {
+                let (a, b) = (s.a.get(i) ^ r.a.get(i), s.b.get(i) ^ r.b.get(i));
+                assert_eq!(
+                    s.c.get(i) ^ r.c.get(i),
+                    a & b,
+                    "triple {i} (silent {silent})"
+                );
+            }
+            // Each share vector is about half ones (none is constant).
+            for v in [&s.a, &s.b, &s.c, &r.a, &r.b, &r.c] {
+                let ones = (0..v.len()).filter(|&i| v.get(i)).count();
+                assert!(ones.abs_diff(v.len() / 2) < v.len() / 10, "{ones} ones");
+            }
+        }
     }
 }

@@ -1,30 +1,34 @@
-//! The CGS equality's leaves on random 1-out-of-2 OTs: shares of "these
-//! 4-bit blocks are equal" from a 1-out-of-16 OT built from four random
-//! OTs, one per bit of the block (Naor and Pinkas's 1-out-of-N from
-//! 1-out-of-2). Then [`gmw::and_tree`] joins the `⌈ℓ/4⌉` leaves.
+//! The CGS equality's leaves: shares of "these 4-bit blocks are equal"
+//! from a random 1-out-of-16 OT per block, then [`gmw::and_tree`] joins
+//! the `⌈ℓ/4⌉` leaves.
 //!
-//! Against GMW bit by bit (two random OTs per AND gate, `ℓ - 1` gates),
-//! this spends one random OT per bit plus the tree's `⌈ℓ/4⌉ - 1` gates:
-//! at `ℓ = 17`, 25 OTs per bin instead of 32, for about 40 more bits of
-//! traffic per bin (the 16-bit masked messages and the flips). The
-//! paper's Table 2 pairs CGS only with KK13; built on the random OTs we
-//! already have, the leaves cost fewer OTs than GMW's gates.
+//! The 1-out-of-16 OT comes from silent OT's small VOLE of 4 bits (one
+//! correlation per leaf: the OT sender's messages `H(b + j·Δ)`, the
+//! chooser's `H(a)` of index `c`), or, on IKNP, from four random OTs,
+//! one per bit of the block (Naor and Pinkas's 1-out-of-N from
+//! 1-out-of-2: message `e` is `⊕_t bit_e(K_t(e_t))` over the block's OTs
+//! `t`, of which the chooser holds `K_t(c_t)`; for `e ≠ c` some `t` has
+//! `e_t ≠ c_t` and bit `e` of a key it lacks, distinct `e` using distinct
+//! bits). Either way only bit 0 (or bit `e`) of each message is kept: a
+//! 16-bit word `P` of pads per leaf at the OT sender, the index `c` and
+//! the pad `P[c]` at the chooser.
 //!
-//! Per bin and block of `r ≤ 4` bits, with the forward random OTs
-//! `(m0_p, m1_p)` / `(c_p, m_{c_p})` for the block's bits `p`:
-//! * the chooser (circuit PSI's receiver, holding `b`) sends flips
-//!   `d_p = c_p ⊕ b_p`, so that its key of bit `p` is `K_p(b_p)` where
-//!   `K_p(v) = m_{v ⊕ d_p}`;
-//! * the OT sender (the leader, holding `a`) draws a share bit `s` and
-//!   sends, for each `j < 2^r`, `s ⊕ [a = j] ⊕ pad_j` with
-//!   `pad_j = ⊕_p bit_j(K_p(j_p))`;
-//! * the chooser removes `pad_b` (it holds every `K_p(b_p)`) and keeps
-//!   `s ⊕ [a = b]`.
+//! Against GMW bit by bit (two random OTs or one small VOLE per AND
+//! gate, `ℓ - 1` gates), the small VOLEs cost one correlation per leaf
+//! plus the tree's `⌈ℓ/4⌉ - 1` gates: at `ℓ = 61`, 31 correlations per
+//! bin instead of 60, for about 80 more bits of traffic per bin (the
+//! 16-bit masked messages and the 4-bit flips). The paper's Table 2
+//! pairs CGS only with KK13.
 //!
-//! For `j ≠ b` some bit `p` has `j_p ≠ b_p`, so `pad_j` contains bit `j`
-//! of a key the chooser lacks; distinct `j` use distinct bits of the
-//! (hashed, pseudorandom) OT messages, so the pads are independent. The
-//! flips are uniformly random to the sender. Semi-honest, like the rest.
+//! Per bin and block (the leader holding `x`, the chooser `y`):
+//! * the chooser (circuit PSI's receiver) sends the flip `d = c ⊕ y`;
+//! * the OT sender (the leader) draws a share bit `s` and sends, for each
+//!   `j < 2^r` (`r ≤ 4` the block's bits), `s ⊕ [x = j] ⊕ P[d ⊕ j]`;
+//! * the chooser removes `P[c]` from message `y` (`d ⊕ y = c`) and keeps
+//!   `s ⊕ [x = y]`.
+//!
+//! The other messages carry pads of indices the chooser lacks; the flips
+//! are uniformly random to the sender. Semi-honest, like the rest.
 
 use psikit_transport::Channel;
 use rand::Rng;
@@ -35,19 +39,25 @@ use super::cgs::{blocks, pack, BLOCK};
 use super::gmw::{self, Triples};
 use super::messages::{recv_exact, send, KIND_CHOSEN, KIND_FLIPS};
 use super::rng::rng;
-use super::rot::{recv_flips, Either, Rots};
+use super::rot::{recv_flips, Either, Rots, SmallPads};
 use crate::error::{Error, Violation};
 
-/// Forward random OTs the leaves of `bins` values of `ell` bits use: one
-/// per bit. (The blocks and the tree's triples are CGS's: [`blocks`],
-/// [`super::cgs::triples_needed`].)
-pub fn leaf_ots(bins: usize, ell: u32) -> usize {
-    bins * ell as usize
+/// Bits of the small VOLE behind each leaf's 1-out-of-16 OT.
+const LEAF_BITS: u32 = BLOCK;
+
+/// Forward correlations the leaves of `bins` values of `ell` bits use:
+/// one small VOLE per block on silent OT, one random OT per bit on IKNP.
+/// (The tree's triples are CGS's: [`super::cgs::triples_needed`].)
+pub fn leaf_ots(bins: usize, ell: u32, small_voles: bool) -> usize {
+    match small_voles {
+        true => bins * blocks(ell),
+        false => bins * ell as usize,
+    }
 }
 
 /// Shares of `[x_i = y_i]` for every bin, where this party holds the
 /// `ell`-bit `values` (the leader's `x`, the other's `y`): the leaves on
-/// [`leaf_ots`] forward random OTs, then the AND tree on `triples` (at
+/// [`leaf_ots`] forward correlations, then the AND tree on `triples` (at
 /// least [`super::cgs::triples_needed`]`(values.len(), ell)`).
 pub async fn equal(
     ch: &mut Channel,
@@ -58,89 +68,156 @@ pub async fn equal(
     leader: bool,
 ) -> Result<Bits, Error> {
     let bins = values.len();
-    let planes = match collect(ch, rots, leaf_ots(bins, ell), leader).await? {
-        Keys::Sender(keys) => {
-            let flips = recv_flips(ch, keys.len()).await?;
-            offer(ch, &keys, &flips, values, ell).await?
+    let planes = match collect(ch, rots, bins, ell, leader).await? {
+        Keys::Sender(pads) => {
+            let flips = recv_flips(ch, pads.len() * BLOCK as usize).await?;
+            offer(ch, &pads, &flips, values, ell).await?
         }
-        Keys::Chooser { choices, chosen } => choose(ch, &choices, &chosen, values, ell).await?,
+        Keys::Chooser { index, pads } => choose(ch, &index, &pads, values, ell).await?,
     };
     gmw::and_tree(ch, triples, planes, bins, leader).await
 }
 
-/// What the leaves keep of each random OT: the 16 low bits of each
-/// message (one bit per message of a 1-out-of-16 OT).
+/// What the leaves keep of each 1-out-of-16 OT, leaf `i·blocks + k` for
+/// bin `i` and block `k`.
 enum Keys {
-    /// `m0 | m1 << 16` per OT.
-    Sender(Vec<u32>),
-    Chooser {
-        choices: Bits,
-        chosen: Vec<u16>,
-    },
+    /// Bit `e` of each word: bit 0 of message `e`.
+    Sender(Vec<u16>),
+    /// Each leaf's index `c` and bit 0 of its message.
+    Chooser { index: Vec<u8>, pads: Bits },
 }
 
-/// `n` forward random OTs (the leader sends), chunk by chunk, keeping 16
-/// bits per message.
-async fn collect(ch: &mut Channel, rots: &mut Rots, n: usize, leader: bool) -> Result<Keys, Error> {
-    let (mut sent, mut choices, mut chosen) = (Vec::new(), Bits::default(), Vec::new());
-    let low16 = |m: &u128| u32::from(*m as u16);
-    rots.forward_chunks(ch, n, |ots| match ots.whole() {
-        Either::Sent(s) => {
-            sent.extend(
-                s.m0.iter()
-                    .zip(&s.m1)
-                    .map(|(a, b)| low16(a) | low16(b) << 16),
-            );
+/// The leaves' 1-out-of-16 OTs (the leader sends), chunk by chunk.
+async fn collect(
+    ch: &mut Channel,
+    rots: &mut Rots,
+    bins: usize,
+    ell: u32,
+    leader: bool,
+) -> Result<Keys, Error> {
+    if !rots.has_small_voles() {
+        return collect_from_rots(ch, rots, bins, ell, leader).await;
+    }
+    let (mut sent, mut index, mut pads) = (Vec::new(), Vec::new(), Bits::default());
+    let n = leaf_ots(bins, ell, true);
+    rots.forward_small_chunks(ch, n, LEAF_BITS, |ots| match ots.pads() {
+        SmallPads::Sent(words) => sent.extend(words),
+        SmallPads::Received { c, pads: p } => {
+            index.extend(c);
+            pads.extend(&p);
         }
+    })
+    .await?;
+    Ok(match leader {
+        true => Keys::Sender(sent),
+        false => Keys::Chooser { index, pads },
+    })
+}
+
+/// The leaves' OTs from four random OTs per block, bit `t` of the block
+/// on OT `i·ell + 4k + t` (16 bits kept of each message).
+async fn collect_from_rots(
+    ch: &mut Channel,
+    rots: &mut Rots,
+    bins: usize,
+    ell: u32,
+    leader: bool,
+) -> Result<Keys, Error> {
+    let (mut sent, mut choices, mut chosen) = (Vec::new(), Bits::default(), Vec::new());
+    let low16 = |m: &u128| u64::from(*m as u16);
+    rots.forward_chunks(ch, leaf_ots(bins, ell, false), |ots| match ots.whole() {
+        Either::Sent(s) => sent.extend(s.m0.iter().zip(&s.m1).map(|(a, b)| (low16(a), low16(b)))),
         Either::Received(r) => {
             choices.extend(&r.choices);
             chosen.extend(r.chosen.iter().map(|m| *m as u16));
         }
     })
     .await?;
+    let leaves = (0..bins).flat_map(|i| (0..blocks(ell) as u32).map(move |k| (i, k)));
+    let ots = |i: usize, k: u32| {
+        let first = i * ell as usize + (k * BLOCK) as usize;
+        first..first + (ell - k * BLOCK).min(BLOCK) as usize
+    };
     Ok(match leader {
-        true => Keys::Sender(sent),
-        false => Keys::Chooser { choices, chosen },
+        // P[e] = ⊕_t bit_e(K_t(e_t)): the messages e with e_t = 1 take
+        // K_t(1), selected by SELECT[t].
+        true => Keys::Sender(
+            leaves
+                .map(|(i, k)| {
+                    ots(i, k).enumerate().fold(0u64, |p, (t, ot)| {
+                        let (k0, k1) = sent[ot];
+                        p ^ (k0 & !SELECT[t]) ^ (k1 & SELECT[t])
+                    }) as u16
+                })
+                .collect(),
+        ),
+        false => {
+            let (index, pads): (Vec<u8>, Vec<bool>) = leaves
+                .map(|(i, k)| {
+                    let c = ots(i, k)
+                        .enumerate()
+                        .fold(0u8, |c, (t, ot)| c | u8::from(choices.get(ot)) << t);
+                    let pad = ots(i, k).fold(0, |p, ot| p ^ chosen[ot] >> c & 1);
+                    (c, pad == 1)
+                })
+                .unzip();
+            Keys::Chooser {
+                index,
+                pads: Bits::from_bools(pads),
+            }
+        }
     })
 }
 
 /// `SELECT[t]` has bit `j` set for the messages `j` whose bit `t` is 1.
 const SELECT: [u64; 4] = [0xaaaa, 0xcccc, 0xf0f0, 0xff00];
 
+/// `P` with its indices XORed by `d`: bit `j` of the result is bit
+/// `d ⊕ j` of `P` (a swap of halves per bit of `d`, branch-free).
+fn xor_permute(p: u16, d: u8) -> u64 {
+    (0..BLOCK as usize).fold(u64::from(p), |w, t| {
+        let (low, shift) = (!SELECT[t] & 0xffff, 1 << t);
+        let swapped = (w & low) << shift | (w >> shift) & low;
+        let take = 0u64.wrapping_sub(u64::from(d >> t & 1));
+        swapped & take | w & !take
+    })
+}
+
 /// Bits `[start, start + r)` of a value, the block.
 fn block(v: u128, start: u32, r: u32) -> usize {
     (v >> start) as usize & ((1 << r) - 1)
 }
 
+/// The flip of leaf `leaf` (4 bits from bit `4·leaf`).
+fn flip(flips: &Bits, leaf: usize) -> u8 {
+    (0..BLOCK as usize).fold(0, |d, t| {
+        d | u8::from(flips.get(BLOCK as usize * leaf + t)) << t
+    })
+}
+
 /// The leader's side: per block, its share bits and the masked messages.
 async fn offer(
     ch: &mut Channel,
-    keys: &[u32],
+    pads: &[u16],
     flips: &Bits,
     values: &[u128],
     ell: u32,
 ) -> Result<Vec<Bits>, Error> {
-    let (bins, l) = (values.len(), ell as usize);
+    let (bins, per) = (values.len(), blocks(ell));
     let mut rng = rng()?;
-    let mut planes = Vec::with_capacity(blocks(ell));
-    for k in 0..blocks(ell) as u32 {
+    let mut planes = Vec::with_capacity(per);
+    for k in 0..per as u32 {
         let (start, r) = (k * BLOCK, (ell - k * BLOCK).min(BLOCK));
         let share: Vec<bool> = (0..bins).map(|_| rng.gen()).collect();
         let all = (1u64 << (1 << r)) - 1;
         let rows: Vec<u64> = (0..bins)
             .into_par_iter()
             .map(|i| {
-                // All 2^r pads at once: bit j of K_t(j_t) for each bit t,
-                // the messages j with j_t = 1 selected by `SELECT[t]`.
-                let pads = (0..r).fold(0u64, |pads, t| {
-                    let ot = i * l + (start + t) as usize;
-                    let (k0, k1) = (u64::from(keys[ot] & 0xffff), u64::from(keys[ot] >> 16));
-                    let (k0, k1) = if flips.get(ot) { (k1, k0) } else { (k0, k1) };
-                    pads ^ (k0 & !SELECT[t as usize]) ^ (k1 & SELECT[t as usize])
-                });
+                let leaf = i * per + k as usize;
+                let masks = xor_permute(pads[leaf], flip(flips, leaf));
                 let eq = 1u64 << block(values[i], start, r);
                 let shares = if share[i] { all } else { 0 };
-                (shares ^ eq ^ pads) & all
+                (shares ^ eq ^ masks) & all
             })
             .collect();
         send(ch, KIND_CHOSEN, &pack(&rows, 1 << r).to_bytes()).await?;
@@ -149,25 +226,26 @@ async fn offer(
     Ok(planes)
 }
 
-/// The chooser's side: it sends the flips that make its OT keys those of
-/// its blocks' bits, then unmasks the message of its block.
+/// The chooser's side: it sends the flips that turn its OTs' indices into
+/// its blocks, then unmasks the message of its block.
 async fn choose(
     ch: &mut Channel,
-    choices: &Bits,
-    chosen: &[u16],
+    index: &[u8],
+    pads: &Bits,
     values: &[u128],
     ell: u32,
 ) -> Result<Vec<Bits>, Error> {
-    let (bins, l) = (values.len(), ell as usize);
-    let mut flips = choices.clone();
-    flips.xor_assign(&Bits::from_bools(
-        values
-            .iter()
-            .flat_map(|v| (0..ell).map(move |p| v >> p & 1 == 1)),
-    ));
+    let (bins, per) = (values.len(), blocks(ell));
+    let flips = Bits::from_bools(values.iter().enumerate().flat_map(|(i, v)| {
+        (0..per as u32).flat_map(move |k| {
+            let r = (ell - k * BLOCK).min(BLOCK);
+            let d = index[i * per + k as usize] ^ block(*v, k * BLOCK, r) as u8;
+            (0..BLOCK).map(move |t| d >> t & 1 == 1)
+        })
+    }));
     send(ch, KIND_FLIPS, &flips.to_bytes()).await?;
-    let mut planes = Vec::with_capacity(blocks(ell));
-    for k in 0..blocks(ell) as u32 {
+    let mut planes = Vec::with_capacity(per);
+    for k in 0..per as u32 {
         let (start, r) = (k * BLOCK, (ell - k * BLOCK).min(BLOCK));
         let width = 1usize << r;
         let bytes = recv_exact(ch, KIND_CHOSEN, (bins * width).div_ceil(8)).await?;
@@ -177,10 +255,7 @@ async fn choose(
             .into_par_iter()
             .map(|i| {
                 let b = block(values[i], start, r);
-                let pad = (0..r as usize).fold(0, |pad, t| {
-                    pad ^ chosen[i * l + start as usize + t] >> b & 1
-                });
-                masked.get(i * width + b) ^ (pad == 1)
+                masked.get(i * width + b) ^ pads.get(i * per + k as usize)
             })
             .collect();
         planes.push(plane(share));
@@ -204,8 +279,15 @@ mod tests {
     use psikit_transport::Limits;
     use rand::rngs::OsRng;
 
-    /// One party's equality shares of its `values` on fresh silent OTs.
-    async fn party(mut ch: Channel, leader: bool, values: Vec<u128>, ell: u32) -> Bits {
+    /// One party's equality shares of its `values` on fresh silent OTs
+    /// (small VOLEs) or IKNP (four random OTs per leaf).
+    async fn party(
+        mut ch: Channel,
+        leader: bool,
+        values: Vec<u128>,
+        ell: u32,
+        silent: bool,
+    ) -> Bits {
         let (sid, ext) = (SessionId::new(b"leaves test"), ExtConfig::default());
         let s = Security::SemiHonest;
         let side = match leader {
@@ -220,9 +302,12 @@ mod tests {
                     .expect("silent receiver"),
             ),
         };
-        let mut rots = Rots::new(&mut ch, &sid, OtKind::Silent, leader, &ext, side)
-            .await
-            .expect("OTs");
+        let mut rots = match silent {
+            true => Rots::new(&mut ch, &sid, OtKind::Silent, leader, &ext, side).await,
+            false => Rots::iknp(&mut ch, &sid, leader, &ext).await,
+        }
+        .expect("OTs");
+        assert_eq!(rots.has_small_voles(), silent);
         let needed = super::super::cgs::triples_needed(values.len(), ell);
         let mut triples = Triples::generate(&mut rots, &mut ch, needed)
             .await
@@ -237,7 +322,7 @@ mod tests {
     /// the values are.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn shares_of_equality_are_exact() {
-        for ell in [4u32, 6, 7, 17] {
+        for (ell, silent) in [(4u32, true), (6, true), (7, false), (17, true), (17, false)] {
             let mask = (1u128 << ell) - 1;
             let mut pairs: Vec<(u128, u128)> =
                 (0..16).flat_map(|x| (0..16).map(move |y| (x, y))).collect();
@@ -248,8 +333,8 @@ mod tests {
             let (x, y): (Vec<u128>, Vec<u128>) =
                 pairs.iter().map(|&(x, y)| (x & mask, y & mask)).unzip();
             let (a, b) = Channel::memory_pair(Limits::default());
-            let task = tokio::spawn(party(a, true, x.clone(), ell));
-            let mut shares = party(b, false, y.clone(), ell).await;
+            let task = tokio::spawn(party(a, true, x.clone(), ell, silent));
+            let mut shares = party(b, false, y.clone(), ell, silent).await;
             shares.xor_assign(&task.await.expect("task"));
             for i in 0..x.len() {
                 assert_eq!(

@@ -17,6 +17,7 @@
 //! | 13 | R -> S | [`KIND_CHOSEN`]: the CGS equality's masked OT messages (`cgs`) |
 //! | 14 | R -> S | [`KIND_SWITCH_FLIPS`]: the union's switching network, one OT choice correction per switch (`osn`) |
 //! | 15 | S -> R | [`KIND_SWITCH_MASKS`]: the network's masked inputs, then three planes of one bit per switch (`osn`) |
+//! | 16 | S -> R | [`KIND_TRIPLE_FIXES`]: one bit per AND triple made from a small VOLE (`gmw`) |
 //! | 20-22 | | EPC's public key, sender batches and replies (`epc::messages`) |
 //!
 //! Order: hellos, 2, the OPRF's silent VOLE, 3, 4, 5, EPC (20, then
@@ -46,6 +47,7 @@ pub const KIND_CORRECTIONS: u8 = 12;
 pub const KIND_CHOSEN: u8 = 13;
 pub const KIND_SWITCH_FLIPS: u8 = 14;
 pub const KIND_SWITCH_MASKS: u8 = 15;
+pub const KIND_TRIPLE_FIXES: u8 = 16;
 
 /// Longest item the union carries (bytes).
 pub const MAX_UNION_ITEM: u16 = 1024;
@@ -278,6 +280,6 @@ wire_messages! {
     messages: Hello, Seeds, HintSeed, Share;
     others:
         KIND_MASKED, KIND_HINT, KIND_OPEN, KIND_FLIPS, KIND_PADS, KIND_UNION, KIND_CORRECTIONS,
-        KIND_CHOSEN, KIND_SWITCH_FLIPS, KIND_SWITCH_MASKS,
+        KIND_CHOSEN, KIND_SWITCH_FLIPS, KIND_SWITCH_MASKS, KIND_TRIPLE_FIXES,
         super::epc::KIND_PUBLIC_KEY, super::epc::KIND_SENDER_BATCH, super::epc::KIND_REPLY;
 }

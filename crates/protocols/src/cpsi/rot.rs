@@ -15,8 +15,8 @@
 //! one bit of each message (packed straight from the hash, 64 at a time),
 //! the leaves 16 bits, the applications a word or a key.
 
-use psikit_ot::aes_hash;
-use psikit_ot::silent::{SilentReceiver, SilentSender, Times};
+use psikit_ot::silent::{Pending, SilentReceiver, SilentSender, Times};
+use psikit_ot::{aes_hash, gf128};
 use psikit_ot::{
     BaseReceiverOutput, BaseSenderOutput, ChoiceBits, ExtConfig, OtExtReceiver, OtExtSender,
     Security, SessionId,
@@ -136,6 +136,74 @@ impl Chunk {
             },
         }
     }
+}
+
+/// A chunk of silent small VOLEs (`c` of `bits ≤ 4` bits), each a random
+/// 1-out-of-`2^bits` OT ([`psikit_ot::silent::SmallVoleOutput`]).
+pub enum SmallChunk {
+    /// Sender: `b` and `Δ`; message `j` of correlation `i` is
+    /// `H(b[i] ⊕ j·Δ)`.
+    Sent {
+        b: Zeroizing<Vec<u128>>,
+        delta: u128,
+        bits: u32,
+    },
+    /// Receiver: its indices `c` and `a`; its message is `H(a[i])`.
+    Received {
+        c: Zeroizing<Vec<u8>>,
+        a: Zeroizing<Vec<u128>>,
+    },
+}
+
+/// One bit of each message of a [`SmallChunk`]'s OTs.
+pub enum SmallPads {
+    /// Bit `j` of word `i`: bit 0 of message `j` of OT `i`.
+    Sent(Vec<u16>),
+    /// Each OT's index and bit 0 of its message.
+    Received { c: Vec<u8>, pads: Bits },
+}
+
+impl SmallChunk {
+    /// Bit 0 of every message: `2^bits` hashes per OT at the sender, one
+    /// at the receiver.
+    pub fn pads(self) -> SmallPads {
+        match self {
+            SmallChunk::Sent { b, delta, bits } => {
+                let offsets: Vec<u128> = (0..1u128 << bits).map(|j| gf128::mul(j, delta)).collect();
+                SmallPads::Sent(hashed_pad_words(&b, &offsets))
+            }
+            SmallChunk::Received { c, a } => SmallPads::Received {
+                c: c.to_vec(),
+                pads: hashed_low_bits(&a, 0),
+            },
+        }
+    }
+}
+
+/// Per `x` of `xs`, bit `j` set to bit 0 of `H(x ⊕ offsets[j])` (at most
+/// 16 offsets).
+fn hashed_pad_words(xs: &[u128], offsets: &[u128]) -> Vec<u16> {
+    const PER: usize = 16;
+    xs.par_chunks(1 << 10)
+        .flat_map_iter(|chunk| {
+            chunk.chunks(PER).flat_map(move |c| {
+                let mut buf = [0u128; PER * 16];
+                let buf = &mut buf[..c.len() * offsets.len()];
+                for (row, x) in buf.chunks_mut(offsets.len()).zip(c) {
+                    for (b, o) in row.iter_mut().zip(offsets) {
+                        *b = x ^ o;
+                    }
+                }
+                aes_hash::cr_many(buf);
+                let words: Vec<u16> = buf
+                    .chunks(offsets.len())
+                    .map(|row| row.iter().rev().fold(0, |w, h| w << 1 | (*h as u16 & 1)))
+                    .collect();
+                buf.zeroize();
+                words
+            })
+        })
+        .collect()
 }
 
 /// Bit 0 of `H(x ⊕ offset)` for each `x` of `xs`.
@@ -269,7 +337,7 @@ impl Rots {
                 self.reverse.as_mut().expect("set up above")
             }
         };
-        side.run(ch, n, &mut self.times).await
+        side.run(ch, n, None, &mut self.times).await?.ots()
     }
 
     /// `n` forward IKNP OTs as the base OTs of another extension (KK13's,
@@ -296,14 +364,51 @@ impl Rots {
         &mut self,
         ch: &mut Channel,
         total: usize,
-        mut sink: impl FnMut(Chunk),
+        sink: impl FnMut(Chunk),
+    ) -> Result<(), Error> {
+        self.forward_made(ch, total, None, Made::ots, sink).await
+    }
+
+    /// `total` forward small VOLEs of `bits` bits (silent OT only), in
+    /// chunks as [`Rots::forward_chunks`] makes random OTs.
+    pub async fn forward_small_chunks(
+        &mut self,
+        ch: &mut Channel,
+        total: usize,
+        bits: u32,
+        sink: impl FnMut(SmallChunk),
+    ) -> Result<(), Error> {
+        self.forward_made(ch, total, Some(bits), Made::small, sink)
+            .await
+    }
+
+    /// Whether this party sends the forward OTs.
+    pub fn leader(&self) -> bool {
+        self.leader
+    }
+
+    /// Whether the forward direction makes small VOLEs (silent OT).
+    pub fn has_small_voles(&self) -> bool {
+        matches!(
+            self.forward,
+            Side::SilentSender(_) | Side::SilentReceiver(_)
+        )
+    }
+
+    async fn forward_made<T>(
+        &mut self,
+        ch: &mut Channel,
+        total: usize,
+        small: Option<u32>,
+        want: fn(Made) -> Result<T, Error>,
+        mut sink: impl FnMut(T),
     ) -> Result<(), Error> {
         let sizes: Vec<usize> = (0..total.div_ceil(CHUNK))
             .map(|k| (total - k * CHUNK).min(CHUNK))
             .collect();
         if let Side::SilentReceiver(r) = &mut self.forward {
             let mut next = match sizes.first() {
-                Some(&n) => Some(r.start_cot(ch, n, &mut OsRng).await?),
+                Some(&n) => Some(start_silent(r, ch, n, small).await?),
                 None => None,
             };
             for k in 0..sizes.len() {
@@ -312,19 +417,30 @@ impl Rots {
                 };
                 pending.receive_trees(ch).await?;
                 if let Some(&n) = sizes.get(k + 1) {
-                    next = Some(r.start_cot(ch, n, &mut OsRng).await?);
+                    next = Some(start_silent(r, ch, n, small).await?);
                 }
-                let out = pending.finish(ch).await?;
-                self.times += out.times;
-                sink(Chunk::SilentReceived {
-                    choices: out.choices,
-                    t: out.t,
-                });
+                sink(want(match small {
+                    None => {
+                        let out = pending.finish(ch).await?;
+                        self.times += out.times;
+                        Made::Ots(Chunk::SilentReceived {
+                            choices: out.choices,
+                            t: out.t,
+                        })
+                    }
+                    Some(_) => {
+                        let out = pending.finish_small_vole(ch).await?;
+                        self.times += out.times;
+                        Made::Small(SmallChunk::Received { c: out.c, a: out.a })
+                    }
+                })?);
             }
             return Ok(());
         }
         for n in sizes {
-            sink(self.forward.run(ch, n, &mut self.times).await?);
+            sink(want(
+                self.forward.run(ch, n, small, &mut self.times).await?,
+            )?);
         }
         Ok(())
     }
@@ -333,6 +449,42 @@ impl Rots {
     pub fn times(&self) -> Times {
         self.times
     }
+}
+
+/// What one extension made: random OTs, or small VOLEs.
+enum Made {
+    Ots(Chunk),
+    Small(SmallChunk),
+}
+
+impl Made {
+    fn ots(self) -> Result<Chunk, Error> {
+        match self {
+            Made::Ots(chunk) => Ok(chunk),
+            Made::Small(_) => Err(Error::Internal("random OTs asked for")),
+        }
+    }
+
+    fn small(self) -> Result<SmallChunk, Error> {
+        match self {
+            Made::Small(chunk) => Ok(chunk),
+            Made::Ots(_) => Err(Error::Internal("small VOLEs asked for")),
+        }
+    }
+}
+
+/// Starts a silent receiver's extension of `n`: correlated OTs, or small
+/// VOLEs of `small` bits.
+async fn start_silent(
+    r: &mut SilentReceiver,
+    ch: &mut Channel,
+    n: usize,
+    small: Option<u32>,
+) -> Result<Pending<u8>, Error> {
+    Ok(match small {
+        None => r.start_cot(ch, n, &mut OsRng).await?,
+        Some(bits) => r.start_small_vole(ch, n, bits, &mut OsRng).await?,
+    })
 }
 
 impl Side {
@@ -361,11 +513,17 @@ impl Side {
         })
     }
 
-    /// `n` random OTs; a silent extension adds where its time went to
-    /// `times`.
-    async fn run(&mut self, ch: &mut Channel, n: usize, times: &mut Times) -> Result<Chunk, Error> {
-        Ok(match self {
-            Side::SilentSender(s) => Chunk::SilentSent {
+    /// `n` random OTs, or small VOLEs of `small` bits (silent only); a
+    /// silent extension adds where its time went to `times`.
+    async fn run(
+        &mut self,
+        ch: &mut Channel,
+        n: usize,
+        small: Option<u32>,
+        times: &mut Times,
+    ) -> Result<Made, Error> {
+        Ok(match (self, small) {
+            (Side::SilentSender(s), None) => Made::Ots(Chunk::SilentSent {
                 delta: s.delta(),
                 q: match n {
                     0 => Default::default(),
@@ -375,8 +533,17 @@ impl Side {
                         q
                     }
                 },
-            },
-            Side::SilentReceiver(r) => match n {
+            }),
+            (Side::SilentSender(s), Some(bits)) => {
+                let b = s.vole(ch, n, bits, &mut OsRng).await?;
+                *times += s.last_times();
+                Made::Small(SmallChunk::Sent {
+                    b,
+                    delta: s.delta(),
+                    bits,
+                })
+            }
+            (Side::SilentReceiver(r), None) => Made::Ots(match n {
                 0 => Chunk::SilentReceived {
                     choices: ChoiceBits::zeros(0),
                     t: Default::default(),
@@ -389,21 +556,33 @@ impl Side {
                         t: out.t,
                     }
                 }
-            },
-            Side::IknpSender(s) => {
+            }),
+            (Side::SilentReceiver(r), Some(bits)) => {
+                let out = r
+                    .start_small_vole(ch, n, bits, &mut OsRng)
+                    .await?
+                    .finish_small_vole(ch)
+                    .await?;
+                *times += out.times;
+                Made::Small(SmallChunk::Received { c: out.c, a: out.a })
+            }
+            (Side::IknpSender(s), None) => {
                 let ots = s.extend_random(ch, n).await?;
-                Chunk::Hashed(Either::Sent(Sent {
+                Made::Ots(Chunk::Hashed(Either::Sent(Sent {
                     m0: ots.messages_for(false).to_vec(),
                     m1: ots.messages_for(true).to_vec(),
-                }))
+                })))
             }
-            Side::IknpReceiver(r) => {
+            (Side::IknpReceiver(r), None) => {
                 let choices = ChoiceBits::random(n, &mut OsRng);
                 let ots = r.extend_random(ch, &choices).await?;
-                Chunk::Hashed(Either::Received(Received {
+                Made::Ots(Chunk::Hashed(Either::Received(Received {
                     choices: bits_of(&choices),
                     chosen: ots.messages().to_vec(),
-                }))
+                })))
+            }
+            (Side::IknpSender(_) | Side::IknpReceiver(_), Some(_)) => {
+                return Err(Error::Internal("small VOLEs come from silent OT"))
             }
         })
     }

@@ -24,13 +24,14 @@ pub(super) const STAGE_RESULT: &str = "computing the result";
 /// How the equality shares are made (paper §3.2, Table 2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Equality {
-    /// GMW bit by bit: `ℓ - 1` AND gates on triples from random OTs; the
-    /// least traffic, so it compares the long tags when EPC is off.
+    /// GMW bit by bit: `ℓ - 1` AND gates on triples; on IKNP it sends
+    /// the least, so it compares the long tags there when EPC is off.
     Gmw,
-    /// CGS's 4-bit leaves as 1-out-of-16 OTs built from the same random
-    /// OTs ([`leaves`]), then `⌈ℓ/4⌉ - 1` gates: fewer OTs than GMW (25
-    /// instead of 32 per bin at 17 bits) for a little more traffic; used
-    /// on EPC's short outputs.
+    /// CGS's 4-bit leaves as 1-out-of-16 OTs ([`leaves`]: one silent small
+    /// VOLE each, or four IKNP random OTs), then `⌈ℓ/4⌉ - 1` gates: on
+    /// silent OT 31 correlations per bin instead of GMW's 60 at 61 bits,
+    /// used at every length; on IKNP 25 OTs instead of 32 at 17 bits,
+    /// used on EPC's short outputs.
     Leaves,
     /// CGS on KK13 1-out-of-16 OTs ([`cgs`], the paper's KK-CGS).
     Kk13,
@@ -40,8 +41,8 @@ impl Equality {
     pub(super) fn of(ot: OtKind, epc: bool) -> Self {
         match (ot, epc) {
             (OtKind::Kk13, _) => Equality::Kk13,
-            (_, true) => Equality::Leaves,
-            (_, false) => Equality::Gmw,
+            (OtKind::Silent, _) | (OtKind::Iknp, true) => Equality::Leaves,
+            (OtKind::Iknp, false) => Equality::Gmw,
         }
     }
 }

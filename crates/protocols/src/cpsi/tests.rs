@@ -470,6 +470,7 @@ fn each_equality_generates_the_gmw_triples_it_uses() {
     let threshold = CpsiConfig::new(App::Threshold(5));
     assert_eq!(Equality::of(OtKind::Kk13, true), Equality::Kk13);
     assert_eq!(Equality::of(OtKind::Silent, true), Equality::Leaves);
+    assert_eq!(Equality::of(OtKind::Silent, false), Equality::Leaves);
     assert_eq!(Equality::of(OtKind::Iknp, false), Equality::Gmw);
     for (equality, own) in [
         (Equality::Kk13, 0),
