@@ -115,24 +115,23 @@ impl Triples {
         let (a, b, c) = match ots {
             SmallPads::Sent(pads) => {
                 let n = pads.len();
-                let plane = |j: usize| Bits::from_bools(pads.iter().map(|p| p >> j & 1 == 1));
-                let (p0, p1, p2, p3) = (plane(0), plane(1), plane(2), plane(3));
-                let (mut k1, mut k2, mut fix) = (p0.clone(), p0.clone(), p0.clone());
-                k1.xor_assign(&p1);
-                k2.xor_assign(&p2);
-                fix.xor_assign(&p1);
-                fix.xor_assign(&p2);
-                fix.xor_assign(&p3);
-                let mut c = p0;
-                for (i, w) in c.words_mut().iter_mut().enumerate() {
-                    *w ^= k1.words()[i] & k2.words()[i];
-                }
-                fixes.extend(&Bits::from_bools((0..n).map(|i| !fix.get(i))));
-                (k2, k1, c)
+                let (p0, p1) = (plane(&pads, 0), plane(&pads, 1));
+                let (p2, p3) = (plane(&pads, 2), plane(&pads, 3));
+                let k1: Vec<u64> = p0.iter().zip(&p1).map(|(x, y)| x ^ y).collect();
+                let k2: Vec<u64> = p0.iter().zip(&p2).map(|(x, y)| x ^ y).collect();
+                let c = (0..p0.len()).map(|i| p0[i] ^ (k1[i] & k2[i])).collect();
+                let fix = (0..p0.len()).map(|i| {
+                    let valid = u64::MAX >> (64 - (n - 64 * i).min(64));
+                    !(p0[i] ^ p1[i] ^ p2[i] ^ p3[i]) & valid
+                });
+                fixes.extend(&Bits::from_words(fix.collect(), n));
+                let bits = |w| Bits::from_words(w, n);
+                (bits(k2), bits(k1), bits(c))
             }
             SmallPads::Received { c: index, pads } => {
-                let plane = |j: usize| Bits::from_bools(index.iter().map(|x| x >> j & 1 == 1));
-                (plane(0), plane(1), pads)
+                let n = index.len();
+                let bits = |j| Bits::from_words(plane(&index, j), n);
+                (bits(0), bits(1), pads)
             }
         };
         self.a.extend(&a);
@@ -161,6 +160,17 @@ impl Triples {
             self.c.slice_words(start, n),
         ))
     }
+}
+
+/// Bit `j` of each of `xs`, packed 64 to a word.
+fn plane<T: Copy + Into<u64>>(xs: &[T], j: u32) -> Vec<u64> {
+    xs.chunks(64)
+        .map(|c| {
+            c.iter()
+                .enumerate()
+                .fold(0, |w, (i, &x)| w | (x.into() >> j & 1) << i)
+        })
+        .collect()
 }
 
 /// Number of triples [`and`] uses for vectors of `len` bits.

@@ -188,11 +188,13 @@ fn block(v: u128, start: u32, r: u32) -> usize {
     (v >> start) as usize & ((1 << r) - 1)
 }
 
-/// The flip of leaf `leaf` (4 bits from bit `4·leaf`).
+/// Leaves whose 4-bit flips share a word of the flips' bits.
+const FLIPS_PER_WORD: usize = 64 / BLOCK as usize;
+
+/// The flip of leaf `leaf` (bits `4·leaf ..`).
 fn flip(flips: &Bits, leaf: usize) -> u8 {
-    (0..BLOCK as usize).fold(0, |d, t| {
-        d | u8::from(flips.get(BLOCK as usize * leaf + t)) << t
-    })
+    let word = flips.words()[leaf / FLIPS_PER_WORD];
+    (word >> (BLOCK as usize * (leaf % FLIPS_PER_WORD)) & 0xf) as u8
 }
 
 /// The leader's side: per block, its share bits and the masked messages.
@@ -236,13 +238,20 @@ async fn choose(
     ell: u32,
 ) -> Result<Vec<Bits>, Error> {
     let (bins, per) = (values.len(), blocks(ell));
-    let flips = Bits::from_bools(values.iter().enumerate().flat_map(|(i, v)| {
-        (0..per as u32).flat_map(move |k| {
-            let r = (ell - k * BLOCK).min(BLOCK);
-            let d = index[i * per + k as usize] ^ block(*v, k * BLOCK, r) as u8;
-            (0..BLOCK).map(move |t| d >> t & 1 == 1)
+    let flip = |leaf: usize| {
+        let (i, k) = ((leaf / per), (leaf % per) as u32);
+        let r = (ell - k * BLOCK).min(BLOCK);
+        u64::from(index[leaf] ^ block(values[i], k * BLOCK, r) as u8)
+    };
+    let words = (0..bins * per)
+        .step_by(FLIPS_PER_WORD)
+        .map(|first| {
+            (first..(first + FLIPS_PER_WORD).min(bins * per)).fold(0, |w, leaf| {
+                w | flip(leaf) << (BLOCK as usize * (leaf - first))
+            })
         })
-    }));
+        .collect();
+    let flips = Bits::from_words(words, BLOCK as usize * bins * per);
     send(ch, KIND_FLIPS, &flips.to_bytes()).await?;
     let mut planes = Vec::with_capacity(per);
     for k in 0..per as u32 {

@@ -5,7 +5,7 @@
 //! |------|-----------|---------|
 //! | 1 | both | [`Hello`]: the agreed run ([`Agreed`]: application, OT, EPC, outputs), own set size, its value columns, longest item (union), key format |
 //! | 2 | R -> S | [`Seeds`]: the hashing seed of the tables and the OPRF's OKVS seed |
-//! | 3 | R -> S | [`KIND_MASKED`]: the OPRF's OKVS masked by the VOLE, 16 bytes per entry |
+//! | 3 | R -> S | [`KIND_MASKED`]: the OPRF's OKVS masked by the VOLE, `⌈b/8⌉` bytes per entry for values of `b = opprf::oprf_bits` bits |
 //! | 4 | S -> R | [`HintSeed`]: the OPPRF hint's OKVS seed |
 //! | 5 | S -> R | [`KIND_HINT`]: the OPPRF hint, `⌈ℓ/8⌉` bytes per entry (`8 + 8·columns` with values) |
 //! | 7 | both | [`KIND_OPEN`]: one GMW layer's openings |

@@ -24,7 +24,7 @@ use rand::Rng;
 use rayon::prelude::*;
 
 use super::messages::{self as msg, HintSeed};
-use crate::error::Error;
+use crate::error::{Error, Violation};
 use crate::vole_psi::oprf;
 
 /// Blocks per parallel task.
@@ -43,25 +43,51 @@ fn masks(outputs: &[u128], tweak: u128) -> Vec<u128> {
     m
 }
 
-/// The receiver's OPRF over its silent session `vole`: its outputs
-/// `F(k)` at `keys`, and where its VOLE's time went.
+/// Bits of the OPRF's VOLE values and OKVS entries (RR22's subfield VOLE,
+/// as in VOLE-PSI's low-communication mode), for a sender that programs
+/// `programmed` keys (three per item). The receiver learns `F(k)` at a
+/// key `k` it did not encode only where its OKVS happens to decode to
+/// `h(k)`, with probability `2^-bits` per key; knowing `F(k)` would unmask
+/// `k`'s hint entry, its bin's tag, and so tell whether the receiver's own
+/// item of that bin is shared. Over all programmed keys this stays below
+/// `2^-σ` at `σ + ⌈log2 programmed⌉` bits: 62 at 2^20 items, half the
+/// masked OKVS of full 128-bit values.
+pub fn oprf_bits(programmed: u64, sigma: u32) -> u32 {
+    (sigma + 64 - programmed.max(1).leading_zeros()).min(128)
+}
+
+/// Bytes of a masked OKVS entry of `bits`-bit values.
+fn masked_width(bits: u32) -> usize {
+    bits.div_ceil(8) as usize
+}
+
+/// The receiver's OPRF over its silent session `vole`, on values of
+/// [`oprf_bits`] bits: its outputs `F(k)` at `keys`, and where its VOLE's
+/// time went.
 pub async fn oprf_receive(
     ch: &mut Channel,
     vole: &mut SilentReceiver,
     okvs: &Okvs,
     keys: &[u128],
+    bits: u32,
 ) -> Result<(Vec<u128>, Times), Error> {
     let m = okvs.params().table_len();
-    let mut pending = vole.start_vole(ch, m, 128, &mut OsRng).await?;
+    let mut pending = vole.start_vole(ch, m, bits, &mut OsRng).await?;
     pending.receive_trees(ch).await?;
-    let table = encode(okvs, keys, &oprf::okvs_values(keys, 128))?;
+    // Every entry cut to `bits`: decoding XORs entries, so each bit is a
+    // system of its own and the cut table still decodes to the values; the
+    // encoder's random free entries are cut with it.
+    let mut table = encode(okvs, keys, &oprf::okvs_values(keys, bits))?;
+    let mask = u128::MAX >> (128 - bits);
+    table.iter_mut().for_each(|p| *p &= mask);
     let v = pending.finish(ch).await?;
     let mut masked = table;
     masked
         .par_iter_mut()
         .zip(v.c.par_iter())
         .for_each(|(p, c)| *p ^= c);
-    msg::send(ch, msg::KIND_MASKED, &msg::pack_blocks(&masked, 16)).await?;
+    let width = masked_width(bits);
+    msg::send(ch, msg::KIND_MASKED, &msg::pack_blocks(&masked, width)).await?;
     drop(masked);
     let mut out = vec![0u128; keys.len()];
     okvs.decode(&v.a, keys, &mut out)?;
@@ -74,6 +100,8 @@ pub struct OprfKey {
     okvs: Okvs,
     delta: u128,
     k: Vec<u128>,
+    /// Bits of the VOLE's values ([`oprf_bits`]).
+    bits: u32,
 }
 
 /// Runs the sender's side of the OPRF over its silent session `vole` and
@@ -82,18 +110,28 @@ pub async fn oprf_send(
     ch: &mut Channel,
     vole: &mut SilentSender,
     okvs: Okvs,
+    bits: u32,
 ) -> Result<OprfKey, Error> {
     let m = okvs.params().table_len();
     let delta = vole.delta();
-    let b = vole.vole(ch, m, 128, &mut OsRng).await?;
-    let masked = msg::recv_exact(ch, msg::KIND_MASKED, m * 16).await?;
-    let masked = msg::unpack_blocks(&masked, 16);
+    let b = vole.vole(ch, m, bits, &mut OsRng).await?;
+    let width = masked_width(bits);
+    let masked = msg::recv_exact(ch, msg::KIND_MASKED, m * width).await?;
+    let masked = msg::unpack_blocks(&masked, width);
+    if masked.iter().any(|p| bits < 128 && p >> bits != 0) {
+        return Err(Violation::Invalid("OPRF table entry wider than its bits").into());
+    }
     // K = B + Δ·(P + C) = A + Δ·P.
     let mut k = b.to_vec();
     k.par_chunks_mut(CHUNK)
         .zip(masked.par_chunks(CHUNK))
         .for_each(|(k, pc)| gf128::mul_acc(delta, pc, k));
-    Ok(OprfKey { okvs, delta, k })
+    Ok(OprfKey {
+        okvs,
+        delta,
+        k,
+        bits,
+    })
 }
 
 impl OprfKey {
@@ -101,7 +139,7 @@ impl OprfKey {
     pub fn eval(&self, keys: &[u128]) -> Result<Vec<u128>, Error> {
         let mut out = vec![0u128; keys.len()];
         self.okvs.decode(&self.k, keys, &mut out)?;
-        let hashed = oprf::okvs_values(keys, 128);
+        let hashed = oprf::okvs_values(keys, self.bits);
         out.par_chunks_mut(CHUNK)
             .zip(hashed.par_chunks(CHUNK))
             .for_each(|(d, h)| gf128::mul_acc(self.delta, h, d));
@@ -293,5 +331,23 @@ fn encode(okvs: &Okvs, keys: &[u128], values: &[u128]) -> Result<Vec<u128>, Erro
             "the OKVS could not encode this set ({why}; probability below 2^-40): run again"
         ))),
         Err(e) => Err(e.into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn oprf_bits_cover_every_programmed_key_at_sigma() {
+        // 3·2^20 keys: 22 bits of them, plus σ.
+        assert_eq!(oprf_bits(3 << 20, 40), 62);
+        assert_eq!(oprf_bits(1 << 20, 40), 61);
+        assert_eq!(oprf_bits(0, 40), 41);
+        assert_eq!(oprf_bits(u64::MAX, 80), 128);
+        for programmed in [1u64, 7, 1000, 3 << 20, 1 << 40] {
+            let bits = oprf_bits(programmed, 40);
+            assert!(programmed as f64 * 2f64.powi(-(bits as i32)) <= 2f64.powi(-40));
+        }
     }
 }

@@ -68,9 +68,10 @@ pub(super) async fn run_receiver(
         &mut OsRng,
     )
     .await?;
-    let (f, times) = opprf::oprf_receive(ch, &mut vole, &okvs, &bin_keys).await?;
-    phases.silent += times;
     let capacity = hashing::HASHES as usize * peer.set_size as usize;
+    let bits = opprf::oprf_bits(capacity as u64, sigma);
+    let (f, times) = opprf::oprf_receive(ch, &mut vole, &okvs, &bin_keys, bits).await?;
+    phases.silent += times;
     let k_s = usize::from(peer.value_columns);
     let programmed = opprf::receive_program(ch, &bin_keys, &f, capacity, ell, k_s, sigma).await?;
     drop((f, bin_keys));

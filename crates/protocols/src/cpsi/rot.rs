@@ -181,29 +181,30 @@ impl SmallChunk {
 }
 
 /// Per `x` of `xs`, bit `j` set to bit 0 of `H(x ⊕ offsets[j])` (at most
-/// 16 offsets).
+/// 16 offsets), hashed 16 inputs at a time in a buffer on the stack.
 fn hashed_pad_words(xs: &[u128], offsets: &[u128]) -> Vec<u16> {
     const PER: usize = 16;
-    xs.par_chunks(1 << 10)
-        .flat_map_iter(|chunk| {
-            chunk.chunks(PER).flat_map(move |c| {
-                let mut buf = [0u128; PER * 16];
-                let buf = &mut buf[..c.len() * offsets.len()];
-                for (row, x) in buf.chunks_mut(offsets.len()).zip(c) {
+    let width = offsets.len();
+    let mut out = vec![0u16; xs.len()];
+    out.par_chunks_mut(1 << 10)
+        .zip(xs.par_chunks(1 << 10))
+        .for_each(|(out, xs)| {
+            let mut buf = [0u128; PER * 16];
+            for (out, xs) in out.chunks_mut(PER).zip(xs.chunks(PER)) {
+                let buf = &mut buf[..xs.len() * width];
+                for (row, x) in buf.chunks_exact_mut(width).zip(xs) {
                     for (b, o) in row.iter_mut().zip(offsets) {
                         *b = x ^ o;
                     }
                 }
                 aes_hash::cr_many(buf);
-                let words: Vec<u16> = buf
-                    .chunks(offsets.len())
-                    .map(|row| row.iter().rev().fold(0, |w, h| w << 1 | (*h as u16 & 1)))
-                    .collect();
-                buf.zeroize();
-                words
-            })
-        })
-        .collect()
+                for (o, row) in out.iter_mut().zip(buf.chunks_exact(width)) {
+                    *o = row.iter().rev().fold(0, |w, h| w << 1 | (*h as u16 & 1));
+                }
+            }
+            buf.zeroize();
+        });
+    out
 }
 
 /// Bit 0 of `H(x ⊕ offset)` for each `x` of `xs`.

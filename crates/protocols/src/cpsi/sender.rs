@@ -60,7 +60,9 @@ pub(super) async fn run_sender(
         &mut OsRng,
     )
     .await?;
-    let key = opprf::oprf_send(ch, &mut vole, okvs).await?;
+    let programmed = u64::from(hashing::HASHES) * n_s as u64;
+    let bits = opprf::oprf_bits(programmed, sigma);
+    let key = opprf::oprf_send(ch, &mut vole, okvs, bits).await?;
     phases.silent += vole.last_times();
     let mut rng = rng()?;
     let tag_mask = (1u128 << ell) - 1;
