@@ -45,6 +45,7 @@ use std::sync::OnceLock;
 use aes::cipher::{BlockEncrypt, KeyInit};
 use aes::{Aes128, Block};
 use rand::{CryptoRng, Rng};
+use rayon::prelude::*;
 use thiserror::Error;
 
 pub mod bound;
@@ -322,11 +323,21 @@ impl CuckooTable {
         index: usize,
         rng: &mut R,
     ) -> Result<(), TableEntry> {
-        let mut current = TableEntry { item, index };
+        self.insert_with(TableEntry { item, index }, rng, |t, e| t.locations(&e.item))
+    }
+
+    /// [`CuckooTable::insert`] with each entry's candidate bins from
+    /// `locate` ([`CuckooTable::insert_all`] computes them all at once).
+    fn insert_with<R: Rng + CryptoRng + ?Sized>(
+        &mut self,
+        mut current: TableEntry,
+        rng: &mut R,
+        locate: impl Fn(&Self, &TableEntry) -> Locations,
+    ) -> Result<(), TableEntry> {
         let mut came_from = None;
         let mut evictions = 0;
         loop {
-            let locations = self.locations(&current.item);
+            let locations = locate(self, &current);
             if let Some(&free) = locations.iter().find(|&&b| self.bins[b as usize].is_none()) {
                 self.bins[free as usize] = Some(current);
                 self.len += 1;
@@ -372,12 +383,22 @@ impl CuckooTable {
     ) -> Vec<TableEntry> {
         let mut leftovers = Vec::new();
         let mut failures_in_a_row = 0;
+        // Into an empty table, every item's candidate bins once, in
+        // parallel: an eviction then looks its occupant's up (by index)
+        // instead of hashing it again.
+        let cached: Option<Vec<Locations>> =
+            (self.len == 0).then(|| items.par_iter().map(|i| self.locations(i)).collect());
+        let locate = |t: &Self, e: &TableEntry| match &cached {
+            Some(c) => c[e.index],
+            None => t.locations(&e.item),
+        };
         for (index, item) in items.iter().enumerate() {
             if self.hash_count > 1 && failures_in_a_row == GIVE_UP_AFTER_FAILURES {
                 leftovers.push(TableEntry { item: *item, index });
                 continue;
             }
-            match self.insert(*item, index, rng) {
+            let entry = TableEntry { item: *item, index };
+            match self.insert_with(entry, rng, locate) {
                 Ok(()) => failures_in_a_row = 0,
                 Err(entry) => {
                     leftovers.push(entry);
