@@ -48,20 +48,10 @@ impl Triples {
                 .await?;
             return Ok(t);
         }
-        let mut fixes = Bits::default();
-        rots.forward_small_chunks(ch, count, 2, |ots| t.add_small(ots.pads(), &mut fixes))
+        let mut made = SmallTriples::new(count);
+        rots.forward_small_chunks(ch, &[(count, TRIPLE_BITS)], |_, ots| made.add(ots.pads()))
             .await?;
-        match rots.leader() {
-            true => send_bits(ch, KIND_TRIPLE_FIXES, &[&fixes]).await?,
-            false => {
-                let [fixes] = recv_bits(ch, KIND_TRIPLE_FIXES, [count]).await?;
-                let (a, b) = (t.a.words(), t.b.words());
-                for (i, c) in t.c.words_mut().iter_mut().enumerate() {
-                    *c ^= fixes.words()[i] & a[i] & b[i];
-                }
-            }
-        }
-        Ok(t)
+        made.finish(ch, rots.leader()).await
     }
 
     /// Triples made elsewhere (the CGS equality's, [`super::cgs`]): this
@@ -159,6 +149,54 @@ impl Triples {
             self.b.slice_words(start, n),
             self.c.slice_words(start, n),
         ))
+    }
+}
+
+/// Bits of the small VOLE behind each triple (a random 1-out-of-4 OT).
+pub const TRIPLE_BITS: u32 = 2;
+
+/// Triples being made from forward small VOLEs of [`TRIPLE_BITS`] bits, a
+/// chunk at a time ([`Triples::add_small`]); the OT sender's fixes are
+/// sent once all are made.
+pub struct SmallTriples {
+    t: Triples,
+    fixes: Bits,
+    count: usize,
+}
+
+impl SmallTriples {
+    /// For `count` triples, a multiple of 64.
+    pub fn new(count: usize) -> Self {
+        debug_assert!(count.is_multiple_of(64));
+        Self {
+            t: Triples::from_shares(Bits::default(), Bits::default(), Bits::default()),
+            fixes: Bits::default(),
+            count,
+        }
+    }
+
+    /// The next chunk's pads.
+    pub fn add(&mut self, ots: SmallPads) {
+        self.t.add_small(ots, &mut self.fixes);
+    }
+
+    /// Sends (the leader, the OT sender) or applies the fixes.
+    pub async fn finish(self, ch: &mut Channel, leader: bool) -> Result<Triples, Error> {
+        let mut t = self.t;
+        if t.a.len() != self.count {
+            return Err(Error::Internal("small VOLE triples of the wrong count"));
+        }
+        match leader {
+            true => send_bits(ch, KIND_TRIPLE_FIXES, &[&self.fixes]).await?,
+            false => {
+                let [fixes] = recv_bits(ch, KIND_TRIPLE_FIXES, [self.count]).await?;
+                let (a, b) = (t.a.words(), t.b.words());
+                for (i, c) in t.c.words_mut().iter_mut().enumerate() {
+                    *c ^= fixes.words()[i] & a[i] & b[i];
+                }
+            }
+        }
+        Ok(t)
     }
 }
 

@@ -36,7 +36,7 @@ use rayon::prelude::*;
 
 use super::bits::Bits;
 use super::cgs::{blocks, pack, BLOCK};
-use super::gmw::{self, Triples};
+use super::gmw::{self, SmallTriples, Triples, TRIPLE_BITS};
 use super::messages::{recv_exact, send, KIND_CHOSEN, KIND_FLIPS};
 use super::rng::rng;
 use super::rot::{recv_flips, Either, Rots, SmallPads};
@@ -55,20 +55,57 @@ pub fn leaf_ots(bins: usize, ell: u32, small_voles: bool) -> usize {
     }
 }
 
-/// Shares of `[x_i = y_i]` for every bin, where this party holds the
-/// `ell`-bit `values` (the leader's `x`, the other's `y`): the leaves on
-/// [`leaf_ots`] forward correlations, then the AND tree on `triples` (at
-/// least [`super::cgs::triples_needed`]`(values.len(), ell)`).
-pub async fn equal(
+/// The equality's correlations: `triples` AND triples (rounded up to whole
+/// words) and the leaves' 1-out-of-16 OTs for `bins` values of `ell` bits,
+/// on silent OT made in one pipeline of small VOLEs.
+pub async fn prepare(
     ch: &mut Channel,
     rots: &mut Rots,
+    bins: usize,
+    ell: u32,
+    triples: usize,
+) -> Result<(Triples, Keys), Error> {
+    let leader = rots.leader();
+    if !rots.has_small_voles() {
+        let triples = Triples::generate(rots, ch, triples).await?;
+        let keys = collect_from_rots(ch, rots, bins, ell, leader).await?;
+        return Ok((triples, keys));
+    }
+    let count = triples.next_multiple_of(64);
+    let mut made = SmallTriples::new(count);
+    let (mut sent, mut index, mut pads) = (Vec::new(), Vec::new(), Bits::default());
+    let jobs = [(count, TRIPLE_BITS), (leaf_ots(bins, ell, true), LEAF_BITS)];
+    rots.forward_small_chunks(ch, &jobs, |job, ots| match (job, ots.pads()) {
+        (0, p) => made.add(p),
+        (_, SmallPads::Sent(words)) => sent.extend(words),
+        (_, SmallPads::Received { c, pads: p }) => {
+            index.extend(c);
+            pads.extend(&p);
+        }
+    })
+    .await?;
+    let keys = match leader {
+        true => Keys::Sender(sent),
+        false => Keys::Chooser { index, pads },
+    };
+    Ok((made.finish(ch, leader).await?, keys))
+}
+
+/// Shares of `[x_i = y_i]` for every bin, where this party holds the
+/// `ell`-bit `values` (the leader's `x`, the other's `y`): the leaves on
+/// the OTs of `keys`, then the AND tree on `triples` (both from
+/// [`prepare`], with at least [`super::cgs::triples_needed`]`(values.len(),
+/// ell)` triples).
+pub async fn equal(
+    ch: &mut Channel,
+    keys: Keys,
     triples: &mut Triples,
     values: &[u128],
     ell: u32,
     leader: bool,
 ) -> Result<Bits, Error> {
     let bins = values.len();
-    let planes = match collect(ch, rots, bins, ell, leader).await? {
+    let planes = match keys {
         Keys::Sender(pads) => {
             let flips = recv_flips(ch, pads.len() * BLOCK as usize).await?;
             offer(ch, &pads, &flips, values, ell).await?
@@ -80,38 +117,11 @@ pub async fn equal(
 
 /// What the leaves keep of each 1-out-of-16 OT, leaf `i·blocks + k` for
 /// bin `i` and block `k`.
-enum Keys {
+pub enum Keys {
     /// Bit `e` of each word: bit 0 of message `e`.
     Sender(Vec<u16>),
     /// Each leaf's index `c` and bit 0 of its message.
     Chooser { index: Vec<u8>, pads: Bits },
-}
-
-/// The leaves' 1-out-of-16 OTs (the leader sends), chunk by chunk.
-async fn collect(
-    ch: &mut Channel,
-    rots: &mut Rots,
-    bins: usize,
-    ell: u32,
-    leader: bool,
-) -> Result<Keys, Error> {
-    if !rots.has_small_voles() {
-        return collect_from_rots(ch, rots, bins, ell, leader).await;
-    }
-    let (mut sent, mut index, mut pads) = (Vec::new(), Vec::new(), Bits::default());
-    let n = leaf_ots(bins, ell, true);
-    rots.forward_small_chunks(ch, n, LEAF_BITS, |ots| match ots.pads() {
-        SmallPads::Sent(words) => sent.extend(words),
-        SmallPads::Received { c, pads: p } => {
-            index.extend(c);
-            pads.extend(&p);
-        }
-    })
-    .await?;
-    Ok(match leader {
-        true => Keys::Sender(sent),
-        false => Keys::Chooser { index, pads },
-    })
 }
 
 /// The leaves' OTs from four random OTs per block, bit `t` of the block
@@ -318,10 +328,10 @@ mod tests {
         .expect("OTs");
         assert_eq!(rots.has_small_voles(), silent);
         let needed = super::super::cgs::triples_needed(values.len(), ell);
-        let mut triples = Triples::generate(&mut rots, &mut ch, needed)
+        let (mut triples, keys) = prepare(&mut ch, &mut rots, values.len(), ell, needed)
             .await
-            .expect("triples");
-        equal(&mut ch, &mut rots, &mut triples, &values, ell, leader)
+            .expect("correlations");
+        equal(&mut ch, keys, &mut triples, &values, ell, leader)
             .await
             .expect("equal")
     }

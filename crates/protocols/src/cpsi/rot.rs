@@ -365,22 +365,24 @@ impl Rots {
         &mut self,
         ch: &mut Channel,
         total: usize,
-        sink: impl FnMut(Chunk),
+        mut sink: impl FnMut(Chunk),
     ) -> Result<(), Error> {
-        self.forward_made(ch, total, None, Made::ots, sink).await
+        self.forward_made(ch, &[(total, None)], Made::ots, |_, c| sink(c))
+            .await
     }
 
-    /// `total` forward small VOLEs of `bits` bits (silent OT only), in
-    /// chunks as [`Rots::forward_chunks`] makes random OTs.
+    /// Forward small VOLEs (silent OT only) for `jobs`, each a count and
+    /// its values' bits, in one pipeline of chunks as
+    /// [`Rots::forward_chunks`] makes random OTs; `sink` gets each chunk
+    /// with its job's index.
     pub async fn forward_small_chunks(
         &mut self,
         ch: &mut Channel,
-        total: usize,
-        bits: u32,
-        sink: impl FnMut(SmallChunk),
+        jobs: &[(usize, u32)],
+        sink: impl FnMut(usize, SmallChunk),
     ) -> Result<(), Error> {
-        self.forward_made(ch, total, Some(bits), Made::small, sink)
-            .await
+        let jobs: Vec<(usize, Option<u32>)> = jobs.iter().map(|&(n, b)| (n, Some(b))).collect();
+        self.forward_made(ch, &jobs, Made::small, sink).await
     }
 
     /// Whether this party sends the forward OTs.
@@ -396,31 +398,39 @@ impl Rots {
         )
     }
 
+    /// Runs `jobs` (each a count and what to make: random OTs, or small
+    /// VOLEs of that many bits) as one pipeline of chunks, job after job,
+    /// handing `sink` each chunk with its job's index: one pipeline's
+    /// start and end are where one party waits for the other, so jobs that
+    /// follow each other share one.
     async fn forward_made<T>(
         &mut self,
         ch: &mut Channel,
-        total: usize,
-        small: Option<u32>,
+        jobs: &[(usize, Option<u32>)],
         want: fn(Made) -> Result<T, Error>,
-        mut sink: impl FnMut(T),
+        mut sink: impl FnMut(usize, T),
     ) -> Result<(), Error> {
-        let sizes: Vec<usize> = (0..total.div_ceil(CHUNK))
-            .map(|k| (total - k * CHUNK).min(CHUNK))
+        let chunks: Vec<(usize, usize, Option<u32>)> = jobs
+            .iter()
+            .enumerate()
+            .flat_map(|(job, &(total, small))| {
+                (0..total.div_ceil(CHUNK)).map(move |k| (job, (total - k * CHUNK).min(CHUNK), small))
+            })
             .collect();
         if let Side::SilentReceiver(r) = &mut self.forward {
-            let mut next = match sizes.first() {
-                Some(&n) => Some(start_silent(r, ch, n, small).await?),
+            let mut next = match chunks.first() {
+                Some(&(_, n, small)) => Some(start_silent(r, ch, n, small).await?),
                 None => None,
             };
-            for k in 0..sizes.len() {
+            for (k, &(job, _, small)) in chunks.iter().enumerate() {
                 let Some(mut pending) = next.take() else {
                     break;
                 };
                 pending.receive_trees(ch).await?;
-                if let Some(&n) = sizes.get(k + 1) {
+                if let Some(&(_, n, small)) = chunks.get(k + 1) {
                     next = Some(start_silent(r, ch, n, small).await?);
                 }
-                sink(want(match small {
+                let made = match small {
                     None => {
                         let out = pending.finish(ch).await?;
                         self.times += out.times;
@@ -434,14 +444,13 @@ impl Rots {
                         self.times += out.times;
                         Made::Small(SmallChunk::Received { c: out.c, a: out.a })
                     }
-                })?);
+                };
+                sink(job, want(made)?);
             }
             return Ok(());
         }
-        for n in sizes {
-            sink(want(
-                self.forward.run(ch, n, small, &mut self.times).await?,
-            )?);
+        for (job, n, small) in chunks {
+            sink(job, want(self.forward.run(ch, n, small, &mut self.times).await?)?);
         }
         Ok(())
     }

@@ -90,21 +90,24 @@ pub(super) async fn compare(
     let ext = cfg.ext_config()?;
     let mut rots = Rots::new(ch, sid, cfg.ot, leader, &ext, silent).await?;
     let needed = triples_needed(cfg, equality, m, bits);
-    let mut triples = gmw::Triples::generate(&mut rots, ch, needed).await?;
-    let shares = match equality {
+    let (shares, triples) = match equality {
         Equality::Kk13 => {
+            let triples = gmw::Triples::generate(&mut rots, ch, needed).await?;
             let mut cgs = cgs::Cgs::setup(ch, &mut rots, sid, &ext).await?;
             let mut and = cgs.triples(ch, cgs::triples_needed(m, bits)).await?;
             phases.triples = meter.mark(ch);
-            cgs.equal(ch, &mut and, &compared, bits).await?
+            (cgs.equal(ch, &mut and, &compared, bits).await?, triples)
         }
         Equality::Leaves => {
+            let (mut triples, keys) = leaves::prepare(ch, &mut rots, m, bits, needed).await?;
             phases.triples = meter.mark(ch);
-            leaves::equal(ch, &mut rots, &mut triples, &compared, bits, leader).await?
+            let shares = leaves::equal(ch, keys, &mut triples, &compared, bits, leader).await?;
+            (shares, triples)
         }
         Equality::Gmw => {
+            let mut triples = gmw::Triples::generate(&mut rots, ch, needed).await?;
             phases.triples = meter.mark(ch);
-            gmw::equal(ch, &mut triples, &compared, bits, leader).await?
+            (gmw::equal(ch, &mut triples, &compared, bits, leader).await?, triples)
         }
     };
     phases.equality = meter.mark(ch);
