@@ -1,7 +1,9 @@
 //! Step 3 of the framework (paper §3.1-3.2): Boolean GMW on packed shares.
-//! Beaver AND triples come from random OTs in both directions (two per
-//! triple), the equality circuit is a tree of `ℓ - 1` ANDs per bin, and
-//! the threshold test is an adder's top bit.
+//! Beaver AND triples come from the forward direction: on silent OT one
+//! small VOLE of 2 bits each (a random 1-out-of-4 OT and one bit of
+//! traffic, [`SmallTriples`]), on IKNP two random OTs each. The equality
+//! circuit is a tree of ANDs per bin (`ℓ - 1` gates bit by bit, fewer
+//! over CGS's leaves), and the threshold test is an adder's top bit.
 //!
 //! A triple `c = a ∧ b` from two random OTs `i`, `j` in the same direction
 //! (the sender sends both): a random OT computes shares of the receiver's
@@ -12,7 +14,8 @@
 //! `a·b = a_S·b_S ⊕ a_R·b_R ⊕ a_R·b_S ⊕ a_S·b_R` are such products, so
 //! `c_S = a_S·b_S ⊕ m0_i ⊕ m0_j` and `c_R = a_R·b_R ⊕ m_i ⊕ m_j`. The
 //! paper's IKNP-GMW and Silent-GMW (Table 2) spend the same two OTs per
-//! AND gate; triples let every layer of the circuit cost one round, and one
+//! AND gate; a small VOLE halves the correlations ([`Triples::add_small`]).
+//! Triples let every layer of the circuit cost one round, and one
 //! direction lets silent OT reuse the OPRF's session.
 
 use psikit_transport::Channel;

@@ -22,7 +22,8 @@
 //!
 //! Order: hellos, 2, the OPRF's silent VOLE, 3, 4, 5, EPC (20, then
 //! 21 and 22 interleaved by groups), the OT extensions' base OTs and
-//! extensions, 7 per circuit layer, then the
+//! extensions (then 16 after the triples' small VOLEs; the CGS leaves' 8
+//! and 13), 7 per circuit layer, then the
 //! application's 8, 9, 10 (the union: its switching network's forward
 //! OTs, 14, 15, then 8 and 11). Every chunked transfer has a length both
 //! parties know in advance, and [`recv_exact`] refuses any other.

@@ -15,16 +15,20 @@
 //!    (a dummy in empty bins) and gets `v*_i`, equal to `v_i` exactly when
 //!    its item is one of the sender's (else equal with probability
 //!    `2^-ℓ`, `ℓ = 40 + ⌈log2 M⌉`). The OPPRF is Rindal-Schoppmann's: the
-//!    VOLE-based OPRF of [`crate::vole_psi`] plus an OKVS hint.
+//!    VOLE-based OPRF of [`crate::vole_psi`] (on values of
+//!    `40 + ⌈log2 3N_S⌉` bits, as VOLE-PSI's low-communication mode) plus
+//!    an OKVS hint.
 //! 3. **Equality-preserving compression** (`epc`, [`Epc`]; on by
 //!    default): BFV turns `v_i`, `v*_i` into `r_i`, `r*_i` of `ℓ_c = 16-22`
 //!    bits, equal exactly when the tags are.
-//! 4. **Equality share generation** (`gmw`): GMW evaluates the equality
-//!    of the compared values with one AND gate per bit but one, on Beaver
-//!    triples from random OTs made by IKNP or silent OT (`rot`, the
-//!    paper's IKNP-GMW and Silent-GMW); or, with [`OtKind::Kk13`], the
-//!    CGS equality (`cgs`, the paper's KK-CGS): one KK13 1-out-of-16 OT
-//!    per 4-bit block and an AND tree over the blocks.
+//! 4. **Equality share generation**: CGS's leaves (`leaves`), one random
+//!    1-out-of-16 OT per 4-bit block, and an AND tree over the blocks
+//!    (`gmw`) on Beaver triples. On silent OT (`rot`) a leaf is one small
+//!    VOLE of 4 bits and a triple one of 2 bits (and one bit of traffic),
+//!    at every tag length; on IKNP a leaf is four random OTs and a triple
+//!    two, and the long tags (EPC off) take GMW bit by bit (the paper's
+//!    IKNP-GMW); with [`OtKind::Kk13`], the CGS equality on KK13
+//!    1-out-of-16 OTs (`cgs`, the paper's KK-CGS).
 //!
 //! Then the application (`apps`, paper §3.3). `epc` is the paper's
 //! equality-preserving compression (§4), which shortens the tags from `ℓ`

@@ -1,5 +1,6 @@
 //! Random OTs for the equality test and the applications, from silent OT
-//! or IKNP.
+//! or IKNP, and silent OT's small VOLEs ([`SmallChunk`]: random
+//! 1-out-of-`2^bits` OTs for the triples and the CGS leaves).
 //!
 //! The **forward** direction has the sender (the leader) as OT sender: it
 //! makes every AND triple and the sender's weighted sums. For silent OT it
@@ -181,10 +182,17 @@ impl SmallChunk {
 }
 
 /// Per `x` of `xs`, bit `j` set to bit 0 of `H(x ⊕ offsets[j])` (at most
-/// 16 offsets), hashed 16 inputs at a time in a buffer on the stack.
+/// 16 offsets), the inputs of 16 `x` permuted at once in a buffer on the
+/// stack. `H(u) = π(u) ⊕ u`, and only bit 0 is kept: bit 0 of `π(u)` XOR
+/// bit 0 of `u`, the latter taken from `x` and the offset directly.
 fn hashed_pad_words(xs: &[u128], offsets: &[u128]) -> Vec<u16> {
     const PER: usize = 16;
     let width = offsets.len();
+    let offset_bits = offsets
+        .iter()
+        .enumerate()
+        .fold(0u16, |w, (j, o)| w | ((*o & 1) as u16) << j);
+    let all = u16::MAX >> (16 - width);
     let mut out = vec![0u16; xs.len()];
     out.par_chunks_mut(1 << 10)
         .zip(xs.par_chunks(1 << 10))
@@ -197,9 +205,14 @@ fn hashed_pad_words(xs: &[u128], offsets: &[u128]) -> Vec<u16> {
                         *b = x ^ o;
                     }
                 }
-                aes_hash::cr_many(buf);
-                for (o, row) in out.iter_mut().zip(buf.chunks_exact(width)) {
-                    *o = row.iter().rev().fold(0, |w, h| w << 1 | (*h as u16 & 1));
+                aes_hash::permute_many(buf);
+                for ((o, row), x) in out.iter_mut().zip(buf.chunks_exact(width)).zip(xs) {
+                    let permuted = row
+                        .iter()
+                        .enumerate()
+                        .fold(0u16, |w, (j, h)| w | ((*h as u16) & 1) << j);
+                    let input = offset_bits ^ (all & 0u16.wrapping_sub((x & 1) as u16));
+                    *o = permuted ^ input;
                 }
             }
             buf.zeroize();
@@ -414,7 +427,8 @@ impl Rots {
             .iter()
             .enumerate()
             .flat_map(|(job, &(total, small))| {
-                (0..total.div_ceil(CHUNK)).map(move |k| (job, (total - k * CHUNK).min(CHUNK), small))
+                (0..total.div_ceil(CHUNK))
+                    .map(move |k| (job, (total - k * CHUNK).min(CHUNK), small))
             })
             .collect();
         if let Side::SilentReceiver(r) = &mut self.forward {
@@ -450,7 +464,10 @@ impl Rots {
             return Ok(());
         }
         for (job, n, small) in chunks {
-            sink(job, want(self.forward.run(ch, n, small, &mut self.times).await?)?);
+            sink(
+                job,
+                want(self.forward.run(ch, n, small, &mut self.times).await?)?,
+            );
         }
         Ok(())
     }
@@ -609,4 +626,28 @@ fn bits_of(choices: &ChoiceBits) -> Bits {
         })
         .collect();
     Bits::from_words(words, choices.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+
+    #[test]
+    fn pad_words_hold_bit_zero_of_each_offset_hash() {
+        let mut rng = StdRng::seed_from_u64(3);
+        for (n, width) in [(1usize, 4usize), (37, 16), (2000, 16), (70, 2)] {
+            let xs: Vec<u128> = (0..n).map(|_| rng.gen()).collect();
+            let offsets: Vec<u128> = (0..width).map(|_| rng.gen()).collect();
+            let words = hashed_pad_words(&xs, &offsets);
+            for (x, w) in xs.iter().zip(&words) {
+                for (j, o) in offsets.iter().enumerate() {
+                    let bit = aes_hash::cr(x ^ o) & 1 == 1;
+                    assert_eq!(w >> j & 1 == 1, bit, "offset {j}");
+                }
+                assert_eq!(u32::from(*w) >> width, 0);
+            }
+        }
+    }
 }

@@ -107,7 +107,10 @@ pub(super) async fn compare(
         Equality::Gmw => {
             let mut triples = gmw::Triples::generate(&mut rots, ch, needed).await?;
             phases.triples = meter.mark(ch);
-            (gmw::equal(ch, &mut triples, &compared, bits, leader).await?, triples)
+            (
+                gmw::equal(ch, &mut triples, &compared, bits, leader).await?,
+                triples,
+            )
         }
     };
     phases.equality = meter.mark(ch);
