@@ -40,21 +40,20 @@ impl Triples {
     /// on IKNP two forward random OTs each ([`Triples::add`]).
     pub async fn generate(rots: &mut Rots, ch: &mut Channel, count: usize) -> Result<Self, Error> {
         let count = count.next_multiple_of(64);
-        let mut t = Self {
-            a: Bits::default(),
-            b: Bits::default(),
-            c: Bits::default(),
-            used: 0,
-        };
-        if !rots.has_small_voles() {
-            rots.forward_chunks(ch, 2 * count, |ots| t.add(ots.low_bits()))
+        if rots.has_small_voles() {
+            let mut made = SmallTriples::new(count);
+            rots.forward_small_chunks(ch, &[(count, TRIPLE_BITS)], |_, ots| made.add(ots.pads()))
                 .await?;
-            return Ok(t);
+            return made.finish(ch, rots.leader()).await;
         }
-        let mut made = SmallTriples::new(count);
-        rots.forward_small_chunks(ch, &[(count, TRIPLE_BITS)], |_, ots| made.add(ots.pads()))
+        let mut t = Self::empty();
+        rots.forward_chunks(ch, 2 * count, |ots| t.add(ots.low_bits()))
             .await?;
-        made.finish(ch, rots.leader()).await
+        Ok(t)
+    }
+
+    fn empty() -> Self {
+        Self::from_shares(Bits::default(), Bits::default(), Bits::default())
     }
 
     /// Triples made elsewhere (the CGS equality's, [`super::cgs`]): this
@@ -172,7 +171,7 @@ impl SmallTriples {
     pub fn new(count: usize) -> Self {
         debug_assert!(count.is_multiple_of(64));
         Self {
-            t: Triples::from_shares(Bits::default(), Bits::default(), Bits::default()),
+            t: Triples::empty(),
             fixes: Bits::default(),
             count,
         }
@@ -380,36 +379,12 @@ fn shares(mine: u64, j: u32, leader: bool) -> (bool, bool) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cpsi::rot::Side;
-    use crate::cpsi::vocabulary::OtKind;
-    use psikit_ot::silent::{SilentReceiver, SilentSender};
-    use psikit_ot::{ExtConfig, Security, SessionId};
+    use crate::cpsi::rot::test_rots;
     use psikit_transport::Limits;
-    use rand::rngs::OsRng;
 
     /// One party's triples on silent OT (small VOLEs) or IKNP.
     async fn party(mut ch: Channel, leader: bool, count: usize, silent: bool) -> Triples {
-        let (sid, ext) = (SessionId::new(b"triples test"), ExtConfig::default());
-        let mut rots = match silent {
-            true => {
-                let s = Security::SemiHonest;
-                let side = match leader {
-                    true => Side::SilentSender(
-                        SilentSender::setup(&mut ch, &sid, s, ext.clone(), &mut OsRng)
-                            .await
-                            .expect("silent sender"),
-                    ),
-                    false => Side::SilentReceiver(
-                        SilentReceiver::setup(&mut ch, &sid, s, ext.clone(), &mut OsRng)
-                            .await
-                            .expect("silent receiver"),
-                    ),
-                };
-                Rots::new(&mut ch, &sid, OtKind::Silent, leader, &ext, side).await
-            }
-            false => Rots::iknp(&mut ch, &sid, leader, &ext).await,
-        }
-        .expect("OTs");
+        let mut rots = test_rots(&mut ch, b"triples test", leader, silent).await;
         Triples::generate(&mut rots, &mut ch, count)
             .await
             .expect("triples")

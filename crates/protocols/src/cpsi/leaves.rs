@@ -291,12 +291,8 @@ fn plane(mut share: Vec<bool>) -> Bits {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cpsi::rot::Side;
-    use crate::cpsi::vocabulary::OtKind;
-    use psikit_ot::silent::{SilentReceiver, SilentSender};
-    use psikit_ot::{ExtConfig, Security, SessionId};
+    use crate::cpsi::rot::test_rots;
     use psikit_transport::Limits;
-    use rand::rngs::OsRng;
 
     /// One party's equality shares of its `values` on fresh silent OTs
     /// (small VOLEs) or IKNP (four random OTs per leaf).
@@ -307,25 +303,7 @@ mod tests {
         ell: u32,
         silent: bool,
     ) -> Bits {
-        let (sid, ext) = (SessionId::new(b"leaves test"), ExtConfig::default());
-        let s = Security::SemiHonest;
-        let side = match leader {
-            true => Side::SilentSender(
-                SilentSender::setup(&mut ch, &sid, s, ext.clone(), &mut OsRng)
-                    .await
-                    .expect("silent sender"),
-            ),
-            false => Side::SilentReceiver(
-                SilentReceiver::setup(&mut ch, &sid, s, ext.clone(), &mut OsRng)
-                    .await
-                    .expect("silent receiver"),
-            ),
-        };
-        let mut rots = match silent {
-            true => Rots::new(&mut ch, &sid, OtKind::Silent, leader, &ext, side).await,
-            false => Rots::iknp(&mut ch, &sid, leader, &ext).await,
-        }
-        .expect("OTs");
+        let mut rots = test_rots(&mut ch, b"leaves test", leader, silent).await;
         assert_eq!(rots.has_small_voles(), silent);
         let needed = super::super::cgs::triples_needed(values.len(), ell);
         let (mut triples, keys) = prepare(&mut ch, &mut rots, values.len(), ell, needed)

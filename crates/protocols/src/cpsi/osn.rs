@@ -465,34 +465,15 @@ async fn collect(ch: &mut Channel, rots: &mut Rots, k: usize, leader: bool) -> R
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
-    use crate::cpsi::rot::Side;
-    use crate::cpsi::vocabulary::OtKind;
-    use psikit_ot::silent::{SilentReceiver, SilentSender};
-    use psikit_ot::{ExtConfig, Security, SessionId};
+    use crate::cpsi::rot::test_rots;
     use psikit_transport::Limits;
-    use rand::rngs::{OsRng, StdRng};
+    use rand::rngs::StdRng;
     use rand::{Rng, SeedableRng};
 
     /// A party's random OTs on a fresh silent session (the leader sends
     /// the forward OTs), as circuit PSI has them after the comparison.
     pub(in crate::cpsi) async fn rots(ch: &mut Channel, leader: bool) -> Rots {
-        let (sid, ext) = (SessionId::new(b"osn test"), ExtConfig::default());
-        let s = Security::SemiHonest;
-        let side = match leader {
-            true => Side::SilentSender(
-                SilentSender::setup(ch, &sid, s, ext.clone(), &mut OsRng)
-                    .await
-                    .expect("silent sender"),
-            ),
-            false => Side::SilentReceiver(
-                SilentReceiver::setup(ch, &sid, s, ext.clone(), &mut OsRng)
-                    .await
-                    .expect("silent receiver"),
-            ),
-        };
-        Rots::new(ch, &sid, OtKind::Silent, leader, &ext, side)
-            .await
-            .expect("OTs")
+        test_rots(ch, b"osn test", leader, true).await
     }
 
     /// The network on plain indices with every switch as routed.

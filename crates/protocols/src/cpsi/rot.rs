@@ -628,6 +628,32 @@ fn bits_of(choices: &ChoiceBits) -> Bits {
     Bits::from_words(words, choices.len())
 }
 
+/// Test helper: one party's random-OT sources on a fresh session, silent
+/// (the leader as silent sender) or IKNP.
+#[cfg(test)]
+pub(super) async fn test_rots(ch: &mut Channel, label: &[u8], leader: bool, silent: bool) -> Rots {
+    let (sid, ext) = (SessionId::new(label), ExtConfig::default());
+    if !silent {
+        return Rots::iknp(ch, &sid, leader, &ext).await.expect("IKNP");
+    }
+    let s = Security::SemiHonest;
+    let side = match leader {
+        true => Side::SilentSender(
+            SilentSender::setup(ch, &sid, s, ext.clone(), &mut OsRng)
+                .await
+                .expect("silent sender"),
+        ),
+        false => Side::SilentReceiver(
+            SilentReceiver::setup(ch, &sid, s, ext.clone(), &mut OsRng)
+                .await
+                .expect("silent receiver"),
+        ),
+    };
+    Rots::new(ch, &sid, OtKind::Silent, leader, &ext, side)
+        .await
+        .expect("silent OTs")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
