@@ -53,7 +53,7 @@ fn masks(outputs: &[u128], tweak: u128) -> Vec<u128> {
 /// `2^-σ` at `σ + ⌈log2 programmed⌉` bits: 62 at 2^20 items, half the
 /// masked OKVS of full 128-bit values.
 pub fn oprf_bits(programmed: u64, sigma: u32) -> u32 {
-    (sigma + 64 - programmed.max(1).leading_zeros()).min(128)
+    oprf::subfield_bits(programmed, sigma)
 }
 
 /// Bytes of a masked OKVS entry of `bits`-bit values.

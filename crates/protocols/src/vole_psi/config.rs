@@ -110,7 +110,7 @@ impl VoleConfig {
     /// full field.
     pub(super) fn value_bits(&self, sender_size: u64) -> u32 {
         match self.low_comm {
-            true => (self.statistical_bits + 64 - sender_size.max(1).leading_zeros()).min(128),
+            true => super::oprf::subfield_bits(sender_size, self.statistical_bits),
             false => 128,
         }
     }

@@ -80,6 +80,16 @@ const KEY_HASH: u128 = 1;
 /// Tweak of `H`, the output hash of decoded OPRF values.
 const OUTPUT_HASH: u128 = 2;
 
+/// The fewest bits of OKVS values (and of the VOLE's `C`) that keep the
+/// OPRF's values hidden at all of `points` keys the sender evaluates but
+/// the receiver did not encode, except with probability `2^-sigma`: a key
+/// `k` has `Decode(P, k) = h(k)` with probability `2^-bits`, and only then
+/// is its value one the receiver can compute, so `σ + ⌈log2 points⌉` (the
+/// count's bit length) bits, at most 128 (RR22's subfield VOLE).
+pub fn subfield_bits(points: u64, sigma: u32) -> u32 {
+    (sigma + 64 - points.max(1).leading_zeros()).min(128)
+}
+
 /// `h(k)`: the value the receiver's OKVS gives key `k`, cut to its low
 /// `bits` bits (`VoleConfig::value_bits`). `h` and the output hash `H`
 /// ([`output_hash`]) are the TCCR hash of fixed-key AES under two tweaks,
