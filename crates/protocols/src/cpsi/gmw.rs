@@ -2,8 +2,9 @@
 //! Beaver AND triples come from the forward direction: on silent OT one
 //! small VOLE of 2 bits each (a random 1-out-of-4 OT and one bit of
 //! traffic, [`SmallTriples`]), on IKNP two random OTs each. The equality
-//! circuit is a tree of ANDs per bin (`ℓ - 1` gates bit by bit, fewer
-//! over CGS's leaves), and the threshold test is an adder's top bit.
+//! circuit bit by bit is a tree of `ℓ - 1` ANDs per bin (KK-CGS's tree
+//! over its leaves is `⌈ℓ/4⌉ - 1`), and the threshold test is an
+//! adder's top bit.
 //!
 //! A triple `c = a ∧ b` from two random OTs `i`, `j` in the same direction
 //! (the sender sends both): a random OT computes shares of the receiver's
@@ -182,13 +183,15 @@ impl SmallTriples {
         self.t.add_small(ots, &mut self.fixes);
     }
 
-    /// Sends (the leader, the OT sender) or applies the fixes.
+    /// Sends (the leader, the OT sender) or applies the fixes (none for
+    /// no triples).
     pub async fn finish(self, ch: &mut Channel, leader: bool) -> Result<Triples, Error> {
         let mut t = self.t;
         if t.a.len() != self.count {
             return Err(Error::Internal("small VOLE triples of the wrong count"));
         }
         match leader {
+            _ if self.count == 0 => {}
             true => send_bits(ch, KIND_TRIPLE_FIXES, &[&self.fixes]).await?,
             false => {
                 let [fixes] = recv_bits(ch, KIND_TRIPLE_FIXES, [self.count]).await?;

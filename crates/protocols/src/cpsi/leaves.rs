@@ -1,34 +1,46 @@
-//! The CGS equality's leaves: shares of "these 4-bit blocks are equal"
-//! from a random 1-out-of-16 OT per block, then [`gmw::and_tree`] joins
-//! the `⌈ℓ/4⌉` leaves.
+//! The CGS equality on 1-out-of-16 OTs: shares of "these 4-bit blocks
+//! are equal" per block (the leaves), then the AND of the leaves by a tree
+//! of the same OTs, each joining up to four wires.
 //!
 //! The 1-out-of-16 OT comes from silent OT's small VOLE of 4 bits (one
-//! correlation per leaf: the OT sender's messages `H(b + j·Δ)`, the
+//! correlation per OT: the OT sender's messages `H(b + j·Δ)`, the
 //! chooser's `H(a)` of index `c`), or, on IKNP, from four random OTs,
 //! one per bit of the block (Naor and Pinkas's 1-out-of-N from
 //! 1-out-of-2: message `e` is `⊕_t bit_e(K_t(e_t))` over the block's OTs
 //! `t`, of which the chooser holds `K_t(c_t)`; for `e ≠ c` some `t` has
 //! `e_t ≠ c_t` and bit `e` of a key it lacks, distinct `e` using distinct
 //! bits). Either way only bit 0 (or bit `e`) of each message is kept: a
-//! 16-bit word `P` of pads per leaf at the OT sender, the index `c` and
+//! 16-bit word `P` of pads per OT at the OT sender, the index `c` and
 //! the pad `P[c]` at the chooser.
 //!
-//! Against GMW bit by bit (two random OTs or one small VOLE per AND
-//! gate, `ℓ - 1` gates), the small VOLEs cost one correlation per leaf
-//! plus the tree's `⌈ℓ/4⌉ - 1` gates: at `ℓ = 61`, 31 correlations per
-//! bin instead of 60, for about 80 more bits of traffic per bin (the
-//! 16-bit masked messages and the 4-bit flips). The paper's Table 2
-//! pairs CGS only with KK13.
-//!
-//! Per bin and block (the leader holding `x`, the chooser `y`):
+//! Per bin and OT (the leader holding `x`, the chooser `y`, both of `r ≤
+//! 4` bits):
 //! * the chooser (circuit PSI's receiver) sends the flip `d = c ⊕ y`;
 //! * the OT sender (the leader) draws a share bit `s` and sends, for each
-//!   `j < 2^r` (`r ≤ 4` the block's bits), `s ⊕ [x = j] ⊕ P[d ⊕ j]`;
+//!   `j < 2^r`, `s ⊕ [x = j] ⊕ P[d ⊕ j]`;
 //! * the chooser removes `P[c]` from message `y` (`d ⊕ y = c`) and keeps
 //!   `s ⊕ [x = y]`.
 //!
+//! **Leaves**: `x` and `y` are the parties' blocks of the compared value.
+//! **Gates**: an AND of `r ≤ 4` shared wires `w_t = s_t ⊕ t_t` (the
+//! leader's shares `s_t`, the chooser's `t_t`) is the same test with the
+//! leader's `x = ¬(s_1 .. s_r)` and the chooser's `y = (t_1 .. t_r)`:
+//! `x = y` exactly when every `s_t ⊕ t_t` is 1. So the leaves' `⌈ℓ/4⌉`
+//! wires are joined four at a time, one round per level (`⌈log4 ⌈ℓ/4⌉⌉`
+//! rounds); a last wire alone at a level passes up unchanged.
+//!
+//! At `ℓ = 61`: 16 leaves and 5 gates, 21 correlations per bin, where
+//! GMW's two-input gates on the leaves took 16 + 15 (each gate a small
+//! VOLE of 2 bits) and GMW bit by bit 60; the traffic is 20 bits per OT
+//! (16 masked messages, 4 bits of flip), about 25 bits per bin more than
+//! the two-input gates' openings. The paper's Table 2 pairs CGS only with
+//! KK13 and GMW gates.
+//!
 //! The other messages carry pads of indices the chooser lacks; the flips
-//! are uniformly random to the sender. Semi-honest, like the rest.
+//! are uniformly random to the sender, and every wire's shares are
+//! uniform to each party. Semi-honest, like the rest.
+
+use std::ops::Range;
 
 use psikit_transport::Channel;
 use rand::Rng;
@@ -36,28 +48,66 @@ use rayon::prelude::*;
 
 use super::bits::Bits;
 use super::cgs::{blocks, pack, BLOCK};
-use super::gmw::{self, SmallTriples, Triples, TRIPLE_BITS};
+use super::gmw::{SmallTriples, Triples, TRIPLE_BITS};
 use super::messages::{recv_exact, send, KIND_CHOSEN, KIND_FLIPS};
 use super::rng::rng;
 use super::rot::{recv_flips, Either, Rots, SmallPads};
 use crate::error::{Error, Violation};
 
-/// Bits of the small VOLE behind each leaf's 1-out-of-16 OT.
-const LEAF_BITS: u32 = BLOCK;
+/// Bits of the small VOLE behind each 1-out-of-16 OT.
+const OT_BITS: u32 = BLOCK;
 
-/// Forward correlations the leaves of `bins` values of `ell` bits use:
-/// one small VOLE per block on silent OT, one random OT per bit on IKNP.
-/// (The tree's triples are CGS's: [`super::cgs::triples_needed`].)
-pub fn leaf_ots(bins: usize, ell: u32, small_voles: bool) -> usize {
-    match small_voles {
-        true => bins * blocks(ell),
-        false => bins * ell as usize,
+/// Wires one gate joins at most (its OT's `r`).
+const FAN_IN: usize = BLOCK as usize;
+
+/// The 1-out-of-16 OTs of one bin's equality: the leaves, then the gates
+/// level by level, with the width `r` of each.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Layout {
+    /// Each OT's width in bits (`2^r` messages).
+    widths: Vec<u32>,
+    /// The OTs of each round: the leaves, then each level of gates.
+    levels: Vec<Range<usize>>,
+}
+
+impl Layout {
+    /// The OTs comparing values of `ell` bits.
+    pub fn new(ell: u32) -> Self {
+        let mut widths: Vec<u32> = (0..blocks(ell) as u32)
+            .map(|k| (ell - k * BLOCK).min(BLOCK))
+            .collect();
+        let leaves = 0..widths.len();
+        let mut levels = vec![leaves];
+        let mut wires = widths.len();
+        while wires > 1 {
+            let first = widths.len();
+            widths.extend(group_sizes(wires).filter(|&g| g > 1).map(|g| g as u32));
+            levels.push(first..widths.len());
+            wires = wires.div_ceil(FAN_IN);
+        }
+        Self { widths, levels }
+    }
+
+    /// OTs per bin, each one forward correlation on silent OT.
+    pub fn per_bin(&self) -> usize {
+        self.widths.len()
+    }
+
+    /// Bits of all the OTs of a bin, each one forward random OT on IKNP.
+    fn bits_per_bin(&self) -> usize {
+        self.widths.iter().map(|&r| r as usize).sum()
     }
 }
 
-/// The equality's correlations: `triples` AND triples (rounded up to whole
-/// words) and the leaves' 1-out-of-16 OTs for `bins` values of `ell` bits,
-/// on silent OT made in one pipeline of small VOLEs.
+/// How a level of `wires` wires is grouped: fours, then the rest.
+fn group_sizes(wires: usize) -> impl Iterator<Item = usize> {
+    (0..wires.div_ceil(FAN_IN)).map(move |g| (wires - g * FAN_IN).min(FAN_IN))
+}
+
+/// The equality's correlations for `bins` values of `ell` bits (on silent
+/// OT one small VOLE of 4 bits per OT of the [`Layout`], on IKNP one
+/// random OT per bit of each), and `triples` AND triples (rounded up to
+/// whole words) for the application, on silent OT in the same pipeline.
 pub async fn prepare(
     ch: &mut Channel,
     rots: &mut Rots,
@@ -65,23 +115,23 @@ pub async fn prepare(
     ell: u32,
     triples: usize,
 ) -> Result<(Triples, Keys), Error> {
-    let leader = rots.leader();
+    let (leader, layout) = (rots.leader(), Layout::new(ell));
     if !rots.has_small_voles() {
         let triples = Triples::generate(rots, ch, triples).await?;
-        let keys = collect_from_rots(ch, rots, bins, ell, leader).await?;
+        let keys = collect_from_rots(ch, rots, bins, &layout, leader).await?;
         return Ok((triples, keys));
     }
     let count = triples.next_multiple_of(64);
     let mut made = SmallTriples::new(count);
     let (mut sent, mut index, mut pads) = (Vec::new(), Vec::new(), Bits::default());
-    let jobs = [(count, TRIPLE_BITS), (leaf_ots(bins, ell, true), LEAF_BITS)];
+    let jobs = [(bins * layout.per_bin(), OT_BITS), (count, TRIPLE_BITS)];
     rots.forward_small_chunks(ch, &jobs, |job, ots| match (job, ots.pads()) {
-        (0, p) => made.add(p),
-        (_, SmallPads::Sent(words)) => sent.extend(words),
-        (_, SmallPads::Received { c, pads: p }) => {
+        (0, SmallPads::Sent(words)) => sent.extend(words),
+        (0, SmallPads::Received { c, pads: p }) => {
             index.extend(c);
             pads.extend(&p);
         }
+        (_, p) => made.add(p),
     })
     .await?;
     let keys = match leader {
@@ -92,50 +142,119 @@ pub async fn prepare(
 }
 
 /// Shares of `[x_i = y_i]` for every bin, where this party holds the
-/// `ell`-bit `values` (the leader's `x`, the other's `y`): the leaves on
-/// the OTs of `keys`, then the AND tree on `triples` (both from
-/// [`prepare`], with at least [`super::cgs::triples_needed`]`(values.len(),
-/// ell)` triples).
+/// `ell`-bit `values` (the leader's `x`, the other's `y`), on the OTs of
+/// `keys` (from [`prepare`] for as many bins and bits).
 pub async fn equal(
     ch: &mut Channel,
-    keys: Keys,
-    triples: &mut Triples,
+    keys: &Keys,
     values: &[u128],
     ell: u32,
-    leader: bool,
 ) -> Result<Bits, Error> {
-    let bins = values.len();
-    let planes = match keys {
-        Keys::Sender(pads) => {
-            let flips = recv_flips(ch, pads.len() * BLOCK as usize).await?;
-            offer(ch, &pads, &flips, values, ell).await?
-        }
-        Keys::Chooser { index, pads } => choose(ch, &index, &pads, values, ell).await?,
-    };
-    gmw::and_tree(ch, triples, planes, bins, leader).await
+    let (bins, layout) = (values.len(), Layout::new(ell));
+    let mut wires = round(ch, keys, &layout, 0, bins, |i, k| {
+        block(values[i], k as u32 * BLOCK, layout.widths[k])
+    })
+    .await?;
+    // The leader's input to a gate is its shares negated.
+    let negate = matches!(keys, Keys::Sender(_));
+    for level in 1..layout.levels.len() {
+        let groups: Vec<&[Bits]> = wires.chunks(FAN_IN).collect();
+        let gates: Vec<&[Bits]> = groups.iter().filter(|g| g.len() > 1).copied().collect();
+        let mut joined = round(ch, keys, &layout, level, bins, |i, j| {
+            gates[j]
+                .iter()
+                .enumerate()
+                .fold(0, |x, (t, w)| x | usize::from(w.get(i) ^ negate) << t)
+        })
+        .await?
+        .into_iter();
+        wires = groups
+            .iter()
+            .map(|g| match g {
+                [alone] => Some(alone.clone()),
+                _ => joined.next(),
+            })
+            .collect::<Option<_>>()
+            .ok_or(Error::Internal("equality gates miscounted"))?;
+    }
+    match <[Bits; 1]>::try_from(wires) {
+        Ok([all]) => Ok(all),
+        Err(_) => Err(Error::Internal("equality tree not joined")),
+    }
 }
 
-/// What the leaves keep of each 1-out-of-16 OT, leaf `i·blocks + k` for
-/// bin `i` and block `k`.
+/// One round of the layout: the OTs `layout.levels[level]` of every bin,
+/// this party's input to OT `j` of the round for bin `i` being `value(i,
+/// j)`; returns this party's shares, one plane of `bins` bits per OT.
+async fn round(
+    ch: &mut Channel,
+    keys: &Keys,
+    layout: &Layout,
+    level: usize,
+    bins: usize,
+    value: impl Fn(usize, usize) -> usize + Sync,
+) -> Result<Vec<Bits>, Error> {
+    let ots = Round {
+        layout,
+        range: layout.levels[level].clone(),
+        bins,
+    };
+    match keys {
+        Keys::Sender(pads) => {
+            let flips = recv_flips(ch, bins * ots.range.len() * BLOCK as usize).await?;
+            offer(ch, &ots, pads, &flips, value).await
+        }
+        Keys::Chooser { index, pads } => choose(ch, &ots, index, pads, value).await,
+    }
+}
+
+/// The OTs of one round, for [`offer`] and [`choose`].
+struct Round<'a> {
+    layout: &'a Layout,
+    range: Range<usize>,
+    bins: usize,
+}
+
+impl Round<'_> {
+    /// The key of OT `j` of the round for bin `i`.
+    fn key(&self, i: usize, j: usize) -> usize {
+        i * self.layout.per_bin() + self.range.start + j
+    }
+
+    /// The flip of OT `j` of the round for bin `i`, among the round's.
+    fn flip(&self, i: usize, j: usize) -> usize {
+        i * self.range.len() + j
+    }
+
+    /// Width of OT `j` of the round.
+    fn width(&self, j: usize) -> u32 {
+        self.layout.widths[self.range.start + j]
+    }
+}
+
+/// What each party keeps of every 1-out-of-16 OT, OT `i·per_bin + k` for
+/// bin `i` and OT `k` of the [`Layout`].
 pub enum Keys {
     /// Bit `e` of each word: bit 0 of message `e`.
     Sender(Vec<u16>),
-    /// Each leaf's index `c` and bit 0 of its message.
+    /// Each OT's index `c` and bit 0 of its message.
     Chooser { index: Vec<u8>, pads: Bits },
 }
 
-/// The leaves' OTs from four random OTs per block, bit `t` of the block
-/// on OT `i·ell + 4k + t` (16 bits kept of each message).
+/// The OTs from four random OTs each (fewer for narrower ones), bin `i`'s
+/// OT `k` on random OTs `i·bits_per_bin + offset(k) ..` (16 bits kept of
+/// each message).
 async fn collect_from_rots(
     ch: &mut Channel,
     rots: &mut Rots,
     bins: usize,
-    ell: u32,
+    layout: &Layout,
     leader: bool,
 ) -> Result<Keys, Error> {
     let (mut sent, mut choices, mut chosen) = (Vec::new(), Bits::default(), Vec::new());
     let low16 = |m: &u128| u64::from(*m as u16);
-    rots.forward_chunks(ch, leaf_ots(bins, ell, false), |ots| match ots.whole() {
+    let per = layout.bits_per_bin();
+    rots.forward_chunks(ch, bins * per, |ots| match ots.whole() {
         Either::Sent(s) => sent.extend(s.m0.iter().zip(&s.m1).map(|(a, b)| (low16(a), low16(b)))),
         Either::Received(r) => {
             choices.extend(&r.choices);
@@ -143,26 +262,33 @@ async fn collect_from_rots(
         }
     })
     .await?;
-    let leaves = (0..bins).flat_map(|i| (0..blocks(ell) as u32).map(move |k| (i, k)));
-    let ots = |i: usize, k: u32| {
-        let first = i * ell as usize + (k * BLOCK) as usize;
-        first..first + (ell - k * BLOCK).min(BLOCK) as usize
+    let offsets: Vec<usize> = layout
+        .widths
+        .iter()
+        .scan(0, |at, &r| {
+            *at += r as usize;
+            Some(*at - r as usize)
+        })
+        .collect();
+    let ots = |i: usize, k: usize| {
+        let first = i * per + offsets[k];
+        first..first + layout.widths[k] as usize
     };
+    let all = (0..bins).flat_map(|i| (0..layout.per_bin()).map(move |k| (i, k)));
     Ok(match leader {
         // P[e] = ⊕_t bit_e(K_t(e_t)): the messages e with e_t = 1 take
         // K_t(1), selected by SELECT[t].
         true => Keys::Sender(
-            leaves
-                .map(|(i, k)| {
-                    ots(i, k).enumerate().fold(0u64, |p, (t, ot)| {
-                        let (k0, k1) = sent[ot];
-                        p ^ (k0 & !SELECT[t]) ^ (k1 & SELECT[t])
-                    }) as u16
-                })
-                .collect(),
+            all.map(|(i, k)| {
+                ots(i, k).enumerate().fold(0u64, |p, (t, ot)| {
+                    let (k0, k1) = sent[ot];
+                    p ^ (k0 & !SELECT[t]) ^ (k1 & SELECT[t])
+                }) as u16
+            })
+            .collect(),
         ),
         false => {
-            let (index, pads): (Vec<u8>, Vec<bool>) = leaves
+            let (index, pads): (Vec<u8>, Vec<bool>) = all
                 .map(|(i, k)| {
                     let c = ots(i, k)
                         .enumerate()
@@ -198,94 +324,83 @@ fn block(v: u128, start: u32, r: u32) -> usize {
     (v >> start) as usize & ((1 << r) - 1)
 }
 
-/// Leaves whose 4-bit flips share a word of the flips' bits.
+/// OTs whose 4-bit flips share a word of the flips' bits.
 const FLIPS_PER_WORD: usize = 64 / BLOCK as usize;
 
-/// The flip of leaf `leaf` (bits `4·leaf ..`).
-fn flip(flips: &Bits, leaf: usize) -> u8 {
-    let word = flips.words()[leaf / FLIPS_PER_WORD];
-    (word >> (BLOCK as usize * (leaf % FLIPS_PER_WORD)) & 0xf) as u8
+/// Flip `at` (bits `4·at ..`).
+fn flip(flips: &Bits, at: usize) -> u8 {
+    let word = flips.words()[at / FLIPS_PER_WORD];
+    (word >> (BLOCK as usize * (at % FLIPS_PER_WORD)) & 0xf) as u8
 }
 
-/// The leader's side: per block, its share bits and the masked messages.
+/// The leader's side of a round: per OT, its share bits and the masked
+/// messages.
 async fn offer(
     ch: &mut Channel,
+    ots: &Round<'_>,
     pads: &[u16],
     flips: &Bits,
-    values: &[u128],
-    ell: u32,
+    value: impl Fn(usize, usize) -> usize + Sync,
 ) -> Result<Vec<Bits>, Error> {
-    let (bins, per) = (values.len(), blocks(ell));
+    let bins = ots.bins;
     let mut rng = rng()?;
-    let mut planes = Vec::with_capacity(per);
-    for k in 0..per as u32 {
-        let (start, r) = (k * BLOCK, (ell - k * BLOCK).min(BLOCK));
-        let share: Vec<bool> = (0..bins).map(|_| rng.gen()).collect();
+    let mut planes = Vec::with_capacity(ots.range.len());
+    for j in 0..ots.range.len() {
+        let r = ots.width(j);
+        let words = (0..bins.div_ceil(64)).map(|_| rng.gen()).collect();
+        let share = Bits::from_words(words, bins);
         let all = (1u64 << (1 << r)) - 1;
         let rows: Vec<u64> = (0..bins)
             .into_par_iter()
             .map(|i| {
-                let leaf = i * per + k as usize;
-                let masks = xor_permute(pads[leaf], flip(flips, leaf));
-                let eq = 1u64 << block(values[i], start, r);
-                let shares = if share[i] { all } else { 0 };
+                let masks = xor_permute(pads[ots.key(i, j)], flip(flips, ots.flip(i, j)));
+                let eq = 1u64 << value(i, j);
+                let shares = if share.get(i) { all } else { 0 };
                 (shares ^ eq ^ masks) & all
             })
             .collect();
         send(ch, KIND_CHOSEN, &pack(&rows, 1 << r).to_bytes()).await?;
-        planes.push(plane(share));
+        planes.push(share);
     }
     Ok(planes)
 }
 
-/// The chooser's side: it sends the flips that turn its OTs' indices into
-/// its blocks, then unmasks the message of its block.
+/// The chooser's side of a round: it sends the flips that turn its OTs'
+/// indices into its inputs, then unmasks the message of its input.
 async fn choose(
     ch: &mut Channel,
+    ots: &Round<'_>,
     index: &[u8],
     pads: &Bits,
-    values: &[u128],
-    ell: u32,
+    value: impl Fn(usize, usize) -> usize + Sync,
 ) -> Result<Vec<Bits>, Error> {
-    let (bins, per) = (values.len(), blocks(ell));
-    let flip = |leaf: usize| {
-        let (i, k) = ((leaf / per), (leaf % per) as u32);
-        let r = (ell - k * BLOCK).min(BLOCK);
-        u64::from(index[leaf] ^ block(values[i], k * BLOCK, r) as u8)
+    let (bins, len) = (ots.bins, ots.range.len());
+    let flip = |at: usize| {
+        let (i, j) = (at / len, at % len);
+        u64::from(index[ots.key(i, j)] ^ value(i, j) as u8)
     };
-    let words = (0..bins * per)
+    let words = (0..bins * len)
         .step_by(FLIPS_PER_WORD)
         .map(|first| {
-            (first..(first + FLIPS_PER_WORD).min(bins * per)).fold(0, |w, leaf| {
-                w | flip(leaf) << (BLOCK as usize * (leaf - first))
-            })
+            (first..(first + FLIPS_PER_WORD).min(bins * len))
+                .fold(0, |w, at| w | flip(at) << (BLOCK as usize * (at - first)))
         })
         .collect();
-    let flips = Bits::from_words(words, BLOCK as usize * bins * per);
+    let flips = Bits::from_words(words, BLOCK as usize * bins * len);
     send(ch, KIND_FLIPS, &flips.to_bytes()).await?;
-    let mut planes = Vec::with_capacity(per);
-    for k in 0..per as u32 {
-        let (start, r) = (k * BLOCK, (ell - k * BLOCK).min(BLOCK));
-        let width = 1usize << r;
+    let mut planes = Vec::with_capacity(len);
+    for j in 0..len {
+        let width = 1usize << ots.width(j);
         let bytes = recv_exact(ch, KIND_CHOSEN, (bins * width).div_ceil(8)).await?;
         let masked = Bits::from_bytes(&bytes, bins * width)
-            .ok_or(Violation::Invalid("CGS leaf messages"))?;
+            .ok_or(Violation::Invalid("CGS equality messages"))?;
         let share: Vec<bool> = (0..bins)
             .into_par_iter()
-            .map(|i| {
-                let b = block(values[i], start, r);
-                masked.get(i * width + b) ^ pads.get(i * per + k as usize)
-            })
+            .map(|i| masked.get(i * width + value(i, j)) ^ pads.get(ots.key(i, j)))
             .collect();
-        planes.push(plane(share));
+        planes.push(Bits::from_bools(share));
     }
     Ok(planes)
-}
-
-/// One leaf plane, padded to whole words as the AND tree expects.
-fn plane(mut share: Vec<bool>) -> Bits {
-    share.resize(share.len().next_multiple_of(64), false);
-    Bits::from_bools(share)
 }
 
 #[cfg(test)]
@@ -293,6 +408,27 @@ mod tests {
     use super::*;
     use crate::cpsi::rot::test_rots;
     use psikit_transport::Limits;
+
+    #[test]
+    fn gates_join_four_wires_and_pass_a_lone_one() {
+        let layout = |ell| {
+            let l = Layout::new(ell);
+            (l.widths.clone(), l.levels.clone(), l.bits_per_bin())
+        };
+        let one_leaf = 0..1;
+        assert_eq!(layout(4), (vec![4], vec![one_leaf], 4));
+        assert_eq!(layout(6), (vec![4, 2, 2], vec![0..2, 2..3], 8));
+        // 5 leaves: a gate of four, the fifth passes; then a gate of two.
+        assert_eq!(
+            layout(17),
+            (vec![4, 4, 4, 4, 1, 4, 2], vec![0..5, 5..6, 6..7], 23)
+        );
+        let at61 = Layout::new(61);
+        assert_eq!(at61.per_bin(), 21);
+        assert_eq!(at61.levels, vec![0..16, 16..20, 20..21]);
+        assert_eq!(at61.widths[15], 1);
+        assert!(at61.widths[16..].iter().all(|&r| r == 4));
+    }
 
     /// One party's equality shares of its `values` on fresh silent OTs
     /// (small VOLEs) or IKNP (four random OTs per leaf).
@@ -305,21 +441,27 @@ mod tests {
     ) -> Bits {
         let mut rots = test_rots(&mut ch, b"leaves test", leader, silent).await;
         assert_eq!(rots.has_small_voles(), silent);
-        let needed = super::super::cgs::triples_needed(values.len(), ell);
-        let (mut triples, keys) = prepare(&mut ch, &mut rots, values.len(), ell, needed)
+        let (triples, keys) = prepare(&mut ch, &mut rots, values.len(), ell, 0)
             .await
             .expect("correlations");
-        equal(&mut ch, keys, &mut triples, &values, ell, leader)
-            .await
-            .expect("equal")
+        assert_eq!(triples.remaining(), 0);
+        equal(&mut ch, &keys, &values, ell).await.expect("equal")
     }
 
     /// Every pair of 4-bit values, and values one bit apart, for lengths
-    /// with a full, a short and no short last block: equal exactly when
-    /// the values are.
+    /// with a full, a short and no short last block, and with no gate, one
+    /// level of gates, a wire passing a level alone (17 bits: 5 leaves) and
+    /// two full levels (61): equal exactly when the values are.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn shares_of_equality_are_exact() {
-        for (ell, silent) in [(4u32, true), (6, true), (7, false), (17, true), (17, false)] {
+        for (ell, silent) in [
+            (4u32, true),
+            (6, true),
+            (7, false),
+            (17, true),
+            (17, false),
+            (61, true),
+        ] {
             let mask = (1u128 << ell) - 1;
             let mut pairs: Vec<(u128, u128)> =
                 (0..16).flat_map(|x| (0..16).map(move |y| (x, y))).collect();

@@ -22,12 +22,12 @@
 //!    default): BFV turns `v_i`, `v*_i` into `r_i`, `r*_i` of `ℓ_c = 16-22`
 //!    bits, equal exactly when the tags are.
 //! 4. **Equality share generation**: CGS's leaves (`leaves`), one random
-//!    1-out-of-16 OT per 4-bit block, and an AND tree over the blocks
-//!    (`gmw`) on Beaver triples. On silent OT (`rot`) a leaf is one small
-//!    VOLE of 4 bits and a triple one of 2 bits (and one bit of traffic),
-//!    at every tag length; on IKNP a leaf is four random OTs and a triple
-//!    two, and the long tags (EPC off) take GMW bit by bit (the paper's
-//!    IKNP-GMW); with [`OtKind::Kk13`], the CGS equality on KK13
+//!    1-out-of-16 OT per 4-bit block, and a tree of the same OTs as
+//!    four-input AND gates over the blocks. On silent OT (`rot`) each OT
+//!    is one small VOLE of 4 bits, at every tag length; on IKNP four
+//!    random OTs, and the long tags (EPC off) take GMW bit by bit on
+//!    Beaver triples (`gmw`, the paper's IKNP-GMW); with
+//!    [`OtKind::Kk13`], the CGS equality on KK13
 //!    1-out-of-16 OTs (`cgs`, the paper's KK-CGS).
 //!
 //! Then the application (`apps`, paper §3.3). `epc` is the paper's

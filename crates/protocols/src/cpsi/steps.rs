@@ -28,10 +28,10 @@ pub(super) enum Equality {
     /// the least, so it compares the long tags there when EPC is off.
     Gmw,
     /// CGS's 4-bit leaves as 1-out-of-16 OTs ([`leaves`]: one silent small
-    /// VOLE each, or four IKNP random OTs), then `⌈ℓ/4⌉ - 1` gates: on
-    /// silent OT 31 correlations per bin instead of GMW's 60 at 61 bits,
-    /// used at every length; on IKNP 25 OTs instead of 32 at 17 bits,
-    /// used on EPC's short outputs.
+    /// VOLE each, or four IKNP random OTs), joined by a tree of the same
+    /// OTs as four-input AND gates: on silent OT 21 correlations per bin
+    /// instead of GMW's 60 at 61 bits, used at every length; on IKNP 23
+    /// random OTs instead of 32 at 17 bits, used on EPC's short outputs.
     Leaves,
     /// CGS on KK13 1-out-of-16 OTs ([`cgs`], the paper's KK-CGS).
     Kk13,
@@ -99,9 +99,9 @@ pub(super) async fn compare(
             (cgs.equal(ch, &mut and, &compared, bits).await?, triples)
         }
         Equality::Leaves => {
-            let (mut triples, keys) = leaves::prepare(ch, &mut rots, m, bits, needed).await?;
+            let (triples, keys) = leaves::prepare(ch, &mut rots, m, bits, needed).await?;
             phases.triples = meter.mark(ch);
-            let shares = leaves::equal(ch, keys, &mut triples, &compared, bits, leader).await?;
+            let shares = leaves::equal(ch, &keys, &compared, bits).await?;
             (shares, triples)
         }
         Equality::Gmw => {
@@ -129,7 +129,7 @@ pub(super) fn triples_needed(cfg: &CpsiConfig, equality: Equality, m: usize, ell
     adder_triples(cfg, m as u64)
         + match equality {
             Equality::Kk13 => 0,
-            Equality::Leaves => cgs::triples_needed(m, ell),
+            Equality::Leaves => 0,
             Equality::Gmw => gmw::equality_cost(m, ell),
         }
 }

@@ -474,7 +474,7 @@ fn each_equality_generates_the_gmw_triples_it_uses() {
     assert_eq!(Equality::of(OtKind::Iknp, false), Equality::Gmw);
     for (equality, own) in [
         (Equality::Kk13, 0),
-        (Equality::Leaves, 4 * m.next_multiple_of(64)),
+        (Equality::Leaves, 0),
         (Equality::Gmw, gmw::equality_cost(m, ell)),
     ] {
         assert_eq!(triples_needed(&shares, equality, m, ell), own);
