@@ -201,7 +201,8 @@ async fn round(
     };
     match keys {
         Keys::Sender(pads) => {
-            let flips = recv_flips(ch, bins * ots.range.len() * BLOCK as usize).await?;
+            let words = ots.range.len() * bins.div_ceil(FLIPS_PER_WORD);
+            let flips = recv_flips(ch, 64 * words).await?;
             offer(ch, &ots, pads, &flips, value).await
         }
         Keys::Chooser { index, pads } => choose(ch, &ots, index, pads, value).await,
@@ -216,14 +217,10 @@ struct Round<'a> {
 }
 
 impl Round<'_> {
-    /// The key of OT `j` of the round for bin `i`.
+    /// The key of OT `j` of the round for bin `i`: OT-major, so that each
+    /// OT's keys (and flips) are read in one sweep.
     fn key(&self, i: usize, j: usize) -> usize {
-        i * self.layout.per_bin() + self.range.start + j
-    }
-
-    /// The flip of OT `j` of the round for bin `i`, among the round's.
-    fn flip(&self, i: usize, j: usize) -> usize {
-        i * self.range.len() + j
+        (self.range.start + j) * self.bins + i
     }
 
     /// Width of OT `j` of the round.
@@ -232,7 +229,7 @@ impl Round<'_> {
     }
 }
 
-/// What each party keeps of every 1-out-of-16 OT, OT `i·per_bin + k` for
+/// What each party keeps of every 1-out-of-16 OT, OT `k·bins + i` for
 /// bin `i` and OT `k` of the [`Layout`].
 pub enum Keys {
     /// Bit `e` of each word: bit 0 of message `e`.
@@ -242,8 +239,8 @@ pub enum Keys {
 }
 
 /// The OTs from four random OTs each (fewer for narrower ones), bin `i`'s
-/// OT `k` on random OTs `i·bits_per_bin + offset(k) ..` (16 bits kept of
-/// each message).
+/// OT `k` of width `r` on random OTs `bins·offset(k) + i·r ..` (16 bits
+/// kept of each message).
 async fn collect_from_rots(
     ch: &mut Channel,
     rots: &mut Rots,
@@ -271,10 +268,10 @@ async fn collect_from_rots(
         })
         .collect();
     let ots = |i: usize, k: usize| {
-        let first = i * per + offsets[k];
+        let first = bins * offsets[k] + i * layout.widths[k] as usize;
         first..first + layout.widths[k] as usize
     };
-    let all = (0..bins).flat_map(|i| (0..layout.per_bin()).map(move |k| (i, k)));
+    let all = (0..layout.per_bin()).flat_map(|k| (0..bins).map(move |i| (i, k)));
     Ok(match leader {
         // P[e] = ⊕_t bit_e(K_t(e_t)): the messages e with e_t = 1 take
         // K_t(1), selected by SELECT[t].
@@ -327,10 +324,9 @@ fn block(v: u128, start: u32, r: u32) -> usize {
 /// OTs whose 4-bit flips share a word of the flips' bits.
 const FLIPS_PER_WORD: usize = 64 / BLOCK as usize;
 
-/// Flip `at` (bits `4·at ..`).
-fn flip(flips: &Bits, at: usize) -> u8 {
-    let word = flips.words()[at / FLIPS_PER_WORD];
-    (word >> (BLOCK as usize * (at % FLIPS_PER_WORD)) & 0xf) as u8
+/// The flip of bin `i` in an OT's flips (bits `4·i ..`).
+fn flip(flips: &[u64], i: usize) -> u8 {
+    (flips[i / FLIPS_PER_WORD] >> (BLOCK as usize * (i % FLIPS_PER_WORD)) & 0xf) as u8
 }
 
 /// The leader's side of a round: per OT, its share bits and the masked
@@ -343,17 +339,20 @@ async fn offer(
     value: impl Fn(usize, usize) -> usize + Sync,
 ) -> Result<Vec<Bits>, Error> {
     let bins = ots.bins;
+    let per_ot = bins.div_ceil(FLIPS_PER_WORD);
     let mut rng = rng()?;
     let mut planes = Vec::with_capacity(ots.range.len());
     for j in 0..ots.range.len() {
         let r = ots.width(j);
         let words = (0..bins.div_ceil(64)).map(|_| rng.gen()).collect();
         let share = Bits::from_words(words, bins);
+        let flips = &flips.words()[j * per_ot..(j + 1) * per_ot];
+        let pads = &pads[ots.key(0, j)..ots.key(0, j) + bins];
         let all = (1u64 << (1 << r)) - 1;
         let rows: Vec<u64> = (0..bins)
             .into_par_iter()
             .map(|i| {
-                let masks = xor_permute(pads[ots.key(i, j)], flip(flips, ots.flip(i, j)));
+                let masks = xor_permute(pads[i], flip(flips, i));
                 let eq = 1u64 << value(i, j);
                 let shares = if share.get(i) { all } else { 0 };
                 (shares ^ eq ^ masks) & all
@@ -366,7 +365,8 @@ async fn offer(
 }
 
 /// The chooser's side of a round: it sends the flips that turn its OTs'
-/// indices into its inputs, then unmasks the message of its input.
+/// indices into its inputs (OT by OT, each OT's padded to whole words),
+/// then unmasks the message of its input.
 async fn choose(
     ch: &mut Channel,
     ots: &Round<'_>,
@@ -375,18 +375,18 @@ async fn choose(
     value: impl Fn(usize, usize) -> usize + Sync,
 ) -> Result<Vec<Bits>, Error> {
     let (bins, len) = (ots.bins, ots.range.len());
-    let flip = |at: usize| {
-        let (i, j) = (at / len, at % len);
-        u64::from(index[ots.key(i, j)] ^ value(i, j) as u8)
-    };
-    let words = (0..bins * len)
-        .step_by(FLIPS_PER_WORD)
-        .map(|first| {
-            (first..(first + FLIPS_PER_WORD).min(bins * len))
-                .fold(0, |w, at| w | flip(at) << (BLOCK as usize * (at - first)))
+    let per_ot = bins.div_ceil(FLIPS_PER_WORD);
+    let words: Vec<u64> = (0..len * per_ot)
+        .into_par_iter()
+        .map(|w| {
+            let (j, first) = (w / per_ot, w % per_ot * FLIPS_PER_WORD);
+            (first..(first + FLIPS_PER_WORD).min(bins)).fold(0, |word, i| {
+                let d = index[ots.key(i, j)] ^ value(i, j) as u8;
+                word | u64::from(d) << (BLOCK as usize * (i - first))
+            })
         })
         .collect();
-    let flips = Bits::from_words(words, BLOCK as usize * bins * len);
+    let flips = Bits::from_words(words, 64 * len * per_ot);
     send(ch, KIND_FLIPS, &flips.to_bytes()).await?;
     let mut planes = Vec::with_capacity(len);
     for j in 0..len {
@@ -394,11 +394,16 @@ async fn choose(
         let bytes = recv_exact(ch, KIND_CHOSEN, (bins * width).div_ceil(8)).await?;
         let masked = Bits::from_bytes(&bytes, bins * width)
             .ok_or(Violation::Invalid("CGS equality messages"))?;
-        let share: Vec<bool> = (0..bins)
+        let words = (0..bins.div_ceil(64))
             .into_par_iter()
-            .map(|i| masked.get(i * width + value(i, j)) ^ pads.get(ots.key(i, j)))
+            .map(|w| {
+                (64 * w..(64 * w + 64).min(bins)).fold(0u64, |word, i| {
+                    let bit = masked.get(i * width + value(i, j)) ^ pads.get(ots.key(i, j));
+                    word | u64::from(bit) << (i % 64)
+                })
+            })
             .collect();
-        planes.push(Bits::from_bools(share));
+        planes.push(Bits::from_words(words, bins));
     }
     Ok(planes)
 }
