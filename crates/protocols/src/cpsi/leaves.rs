@@ -1,6 +1,6 @@
-//! The CGS equality on 1-out-of-16 OTs: shares of "these 4-bit blocks
-//! are equal" per block (the leaves), then the AND of the leaves by a tree
-//! of the same OTs, each joining up to four wires.
+//! The CGS equality on 1-out-of-16 OTs, as a tree of AND gates of fan-in
+//! four: shares of "these 4-bit blocks are equal" per block (CGS's
+//! leaves), then the AND of the leaves by the same OTs.
 //!
 //! The 1-out-of-16 OT comes from silent OT's small VOLE of 4 bits (one
 //! correlation per OT: the OT sender's messages `H(b + j·Δ)`, the
@@ -21,23 +21,23 @@
 //! * the chooser removes `P[c]` from message `y` (`d ⊕ y = c`) and keeps
 //!   `s ⊕ [x = y]`.
 //!
-//! **Leaves**: `x` and `y` are the parties' blocks of the compared value.
-//! **Gates**: an AND of `r ≤ 4` shared wires `w_t = s_t ⊕ t_t` (the
-//! leader's shares `s_t`, the chooser's `t_t`) is the same test with the
-//! leader's `x = ¬(s_1 .. s_r)` and the chooser's `y = (t_1 .. t_r)`:
-//! `x = y` exactly when every `s_t ⊕ t_t` is 1. So the leaves' `⌈ℓ/4⌉`
-//! wires are joined four at a time, one round per level (`⌈log4 ⌈ℓ/4⌉⌉`
-//! rounds); a last wire alone at a level passes up unchanged.
+//! That is an AND gate: for `r` shared wires `w_t = s_t ⊕ t_t` (the
+//! leader's shares `s_t`, the chooser's `t_t`), the leader's `x = ¬(s_1
+//! .. s_r)` and the chooser's `y = (t_1 .. t_r)` are equal exactly when
+//! every `w_t` is 1. The tree's first wires are the values' bits, `[x_b =
+//! y_b]` shared as `¬x_b` and `y_b` with no OT, so a first-level gate
+//! compares 4-bit blocks of the values (a CGS leaf). One round per level
+//! of the tree, `⌈log4 ℓ⌉` rounds with `⌈(ℓ - 1)/3⌉` gates ([`Layout`]),
+//! the fewest for fan-in four.
 //!
-//! At `ℓ = 61`: 16 leaves and 5 gates, 21 correlations per bin, where
-//! GMW's two-input gates on the leaves took 16 + 15 (each gate a small
-//! VOLE of 2 bits) and GMW bit by bit 60; the traffic is 20 bits per OT
-//! (16 masked messages, 4 bits of flip), about 25 bits per bin more than
-//! the two-input gates' openings. The paper's Table 2 pairs CGS only with
-//! KK13 and GMW gates.
+//! At `ℓ = 61`: 20 OTs per bin (15 leaves, 5 gates), where CGS's leaves
+//! with GMW's two-input gates (one 2-bit small VOLE each) took 16 + 15
+//! correlations and GMW bit by bit 60; the traffic is 20 bits per OT (16
+//! masked messages, 4 bits of flip), about the two-input gates' openings
+//! and fixes. The paper's Table 2 pairs CGS only with KK13 and GMW gates.
 //!
 //! The other messages carry pads of indices the chooser lacks; the flips
-//! are uniformly random to the sender, and every wire's shares are
+//! are uniformly random to the sender, and every gate's shares are
 //! uniform to each party. Semi-honest, like the rest.
 
 use std::ops::Range;
@@ -47,7 +47,7 @@ use rand::Rng;
 use rayon::prelude::*;
 
 use super::bits::Bits;
-use super::cgs::{blocks, pack, BLOCK};
+use super::cgs::{pack, BLOCK};
 use super::gmw::{SmallTriples, Triples, TRIPLE_BITS};
 use super::messages::{recv_exact, send, KIND_CHOSEN, KIND_FLIPS};
 use super::rng::rng;
@@ -60,32 +60,50 @@ const OT_BITS: u32 = BLOCK;
 /// Wires one gate joins at most (its OT's `r`).
 const FAN_IN: usize = BLOCK as usize;
 
-/// The 1-out-of-16 OTs of one bin's equality: the leaves, then the gates
-/// level by level, with the width `r` of each.
+/// The AND tree of one bin's equality: per level, how its wires are
+/// grouped, and the 1-out-of-16 OT of each gate with its width `r`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Layout {
-    /// Each OT's width in bits (`2^r` messages).
+    /// Per level, the sizes of its groups of wires, in wire order: a group
+    /// of two to four is a gate, a group of one passes up alone.
+    groups: Vec<Vec<usize>>,
+    /// Each gate's width in bits (`2^r` messages), level after level.
     widths: Vec<u32>,
-    /// The OTs of each round: the leaves, then each level of gates.
+    /// The gates of each level (one round each) among `widths`.
     levels: Vec<Range<usize>>,
 }
 
 impl Layout {
-    /// The OTs comparing values of `ell` bits.
+    /// The tree over values of `ell` bits: the fewest rounds, `⌈log4 ℓ⌉`,
+    /// and in them the fewest gates, `⌈(ℓ - 1)/3⌉` (a gate of fan-in `r`
+    /// takes `r - 1` wires away). Each level joins just enough wires that
+    /// the levels above, all of fan-in four, can finish: so only the first
+    /// level may have a narrower gate, and wires it leaves alone.
     pub fn new(ell: u32) -> Self {
-        let mut widths: Vec<u32> = (0..blocks(ell) as u32)
-            .map(|k| (ell - k * BLOCK).min(BLOCK))
-            .collect();
-        let leaves = 0..widths.len();
-        let mut levels = vec![leaves];
-        let mut wires = widths.len();
+        let (mut groups, mut widths, mut levels) = (Vec::new(), Vec::new(), Vec::new());
+        let mut wires = ell as usize;
         while wires > 1 {
+            let mut target = 1;
+            while target * FAN_IN < wires {
+                target *= FAN_IN;
+            }
+            let take = wires - target;
+            let mut sizes = vec![FAN_IN; take / (FAN_IN - 1)];
+            if !take.is_multiple_of(FAN_IN - 1) {
+                sizes.push(take % (FAN_IN - 1) + 1);
+            }
             let first = widths.len();
-            widths.extend(group_sizes(wires).filter(|&g| g > 1).map(|g| g as u32));
+            widths.extend(sizes.iter().map(|&r| r as u32));
             levels.push(first..widths.len());
-            wires = wires.div_ceil(FAN_IN);
+            sizes.resize(target, 1);
+            groups.push(sizes);
+            wires = target;
         }
-        Self { widths, levels }
+        Self {
+            groups,
+            widths,
+            levels,
+        }
     }
 
     /// OTs per bin, each one forward correlation on silent OT.
@@ -97,11 +115,6 @@ impl Layout {
     fn bits_per_bin(&self) -> usize {
         self.widths.iter().map(|&r| r as usize).sum()
     }
-}
-
-/// How a level of `wires` wires is grouped: fours, then the rest.
-fn group_sizes(wires: usize) -> impl Iterator<Item = usize> {
-    (0..wires.div_ceil(FAN_IN)).map(move |g| (wires - g * FAN_IN).min(FAN_IN))
 }
 
 /// The equality's correlations for `bins` values of `ell` bits (on silent
@@ -151,48 +164,128 @@ pub async fn equal(
     ell: u32,
 ) -> Result<Bits, Error> {
     let (bins, layout) = (values.len(), Layout::new(ell));
-    let mut wires = round(ch, keys, &layout, 0, bins, |i, k| {
-        block(values[i], k as u32 * BLOCK, layout.widths[k])
-    })
-    .await?;
-    // The leader's input to a gate is its shares negated.
-    let negate = matches!(keys, Keys::Sender(_));
-    for level in 1..layout.levels.len() {
-        let groups: Vec<&[Bits]> = wires.chunks(FAN_IN).collect();
-        let gates: Vec<&[Bits]> = groups.iter().filter(|g| g.len() > 1).copied().collect();
-        let mut joined = round(ch, keys, &layout, level, bins, |i, j| {
-            gates[j]
-                .iter()
-                .enumerate()
-                .fold(0, |x, (t, w)| x | usize::from(w.get(i) ^ negate) << t)
-        })
-        .await?
-        .into_iter();
+    let leader = matches!(keys, Keys::Sender(_));
+    let mut wires: Vec<Wire> = (0..ell).map(Wire::Bit).collect();
+    for (level, sizes) in layout.groups.iter().enumerate() {
+        let mut rest = &wires[..];
+        let groups: Vec<&[Wire]> = sizes
+            .iter()
+            .map(|&n| {
+                let (group, after) = rest.split_at(n);
+                rest = after;
+                group
+            })
+            .collect();
+        let gates: Vec<Gate> = groups
+            .iter()
+            .filter(|g| g.len() > 1)
+            .map(|g| Gate::of(g))
+            .collect();
+        let inputs = gates.iter().map(|g| g.inputs(values, leader)).collect();
+        let mut joined = round(ch, keys, &layout, level, bins, inputs)
+            .await?
+            .into_iter();
         wires = groups
             .iter()
             .map(|g| match g {
                 [alone] => Some(alone.clone()),
-                _ => joined.next(),
+                _ => joined.next().map(Wire::Shares),
             })
             .collect::<Option<_>>()
             .ok_or(Error::Internal("equality gates miscounted"))?;
     }
-    match <[Bits; 1]>::try_from(wires) {
-        Ok([all]) => Ok(all),
+    match <[Wire; 1]>::try_from(wires) {
+        Ok([Wire::Shares(all)]) => Ok(all),
+        Ok([Wire::Bit(b)]) => Ok(Bits::from_bools(
+            values.iter().map(|v| (v >> b & 1 == 1) ^ leader),
+        )),
         Err(_) => Err(Error::Internal("equality tree not joined")),
     }
 }
 
+/// A wire of the AND tree, shared bin by bin.
+#[derive(Clone)]
+enum Wire {
+    /// `[x_b = y_b]` for bit `b` of the values: the leader's share is
+    /// `¬x_b`, the other's `y_b`, with no OT.
+    Bit(u32),
+    /// This party's shares from a gate.
+    Shares(Bits),
+}
+
+impl Wire {
+    /// This party's input to a gate for bin `i`: its share, negated at the
+    /// leader (so a bit's wire gives either party its own bit, and the
+    /// first gates are CGS's leaves, the equality of 4-bit blocks).
+    fn input(&self, values: &[u128], i: usize, leader: bool) -> bool {
+        match self {
+            Wire::Bit(b) => values[i] >> b & 1 == 1,
+            Wire::Shares(s) => s.get(i) ^ leader,
+        }
+    }
+}
+
+/// A gate's wires, read as this party's `r`-bit input to its OT.
+enum Gate<'a> {
+    /// Bits `start .. start + r` of the values, one shift per bin (every
+    /// gate of the first level).
+    Block { start: u32, r: u32 },
+    /// Any other wires, one at a time.
+    Wires(&'a [Wire]),
+}
+
+impl<'a> Gate<'a> {
+    fn of(wires: &'a [Wire]) -> Self {
+        let start = match wires.first() {
+            Some(&Wire::Bit(b)) => b,
+            _ => return Gate::Wires(wires),
+        };
+        let block = (start..)
+            .zip(wires)
+            .all(|(b, w)| matches!(w, Wire::Bit(c) if *c == b));
+        match block {
+            true => Gate::Block {
+                start,
+                r: wires.len() as u32,
+            },
+            false => Gate::Wires(wires),
+        }
+    }
+
+    /// This party's input for every bin ([`Wire::input`] of each wire).
+    fn inputs(&self, values: &[u128], leader: bool) -> Vec<u8> {
+        match *self {
+            Gate::Block { start, r } => {
+                let mask = (1u8 << r) - 1;
+                values
+                    .par_iter()
+                    .map(|v| (v >> start) as u8 & mask)
+                    .collect()
+            }
+            Gate::Wires(wires) => (0..values.len())
+                .into_par_iter()
+                .map(|i| {
+                    wires
+                        .iter()
+                        .enumerate()
+                        .fold(0, |x, (t, w)| x | u8::from(w.input(values, i, leader)) << t)
+                })
+                .collect(),
+        }
+    }
+}
+
 /// One round of the layout: the OTs `layout.levels[level]` of every bin,
-/// this party's input to OT `j` of the round for bin `i` being `value(i,
-/// j)`; returns this party's shares, one plane of `bins` bits per OT.
+/// this party's input to OT `j` of the round for bin `i` being
+/// `inputs[j][i]`; returns this party's shares, one plane of `bins` bits
+/// per OT.
 async fn round(
     ch: &mut Channel,
     keys: &Keys,
     layout: &Layout,
     level: usize,
     bins: usize,
-    value: impl Fn(usize, usize) -> usize + Sync,
+    inputs: Vec<Vec<u8>>,
 ) -> Result<Vec<Bits>, Error> {
     let ots = Round {
         layout,
@@ -203,9 +296,9 @@ async fn round(
         Keys::Sender(pads) => {
             let words = ots.range.len() * bins.div_ceil(FLIPS_PER_WORD);
             let flips = recv_flips(ch, 64 * words).await?;
-            offer(ch, &ots, pads, &flips, value).await
+            offer(ch, &ots, pads, &flips, &inputs).await
         }
-        Keys::Chooser { index, pads } => choose(ch, &ots, index, pads, value).await,
+        Keys::Chooser { index, pads } => choose(ch, &ots, index, pads, &inputs).await,
     }
 }
 
@@ -316,11 +409,6 @@ fn xor_permute(p: u16, d: u8) -> u64 {
     })
 }
 
-/// Bits `[start, start + r)` of a value, the block.
-fn block(v: u128, start: u32, r: u32) -> usize {
-    (v >> start) as usize & ((1 << r) - 1)
-}
-
 /// OTs whose 4-bit flips share a word of the flips' bits.
 const FLIPS_PER_WORD: usize = 64 / BLOCK as usize;
 
@@ -336,7 +424,7 @@ async fn offer(
     ots: &Round<'_>,
     pads: &[u16],
     flips: &Bits,
-    value: impl Fn(usize, usize) -> usize + Sync,
+    inputs: &[Vec<u8>],
 ) -> Result<Vec<Bits>, Error> {
     let bins = ots.bins;
     let per_ot = bins.div_ceil(FLIPS_PER_WORD);
@@ -347,13 +435,13 @@ async fn offer(
         let words = (0..bins.div_ceil(64)).map(|_| rng.gen()).collect();
         let share = Bits::from_words(words, bins);
         let flips = &flips.words()[j * per_ot..(j + 1) * per_ot];
-        let pads = &pads[ots.key(0, j)..ots.key(0, j) + bins];
+        let (pads, x) = (&pads[ots.key(0, j)..ots.key(0, j) + bins], &inputs[j]);
         let all = (1u64 << (1 << r)) - 1;
         let rows: Vec<u64> = (0..bins)
             .into_par_iter()
             .map(|i| {
                 let masks = xor_permute(pads[i], flip(flips, i));
-                let eq = 1u64 << value(i, j);
+                let eq = 1u64 << x[i];
                 let shares = if share.get(i) { all } else { 0 };
                 (shares ^ eq ^ masks) & all
             })
@@ -372,7 +460,7 @@ async fn choose(
     ots: &Round<'_>,
     index: &[u8],
     pads: &Bits,
-    value: impl Fn(usize, usize) -> usize + Sync,
+    inputs: &[Vec<u8>],
 ) -> Result<Vec<Bits>, Error> {
     let (bins, len) = (ots.bins, ots.range.len());
     let per_ot = bins.div_ceil(FLIPS_PER_WORD);
@@ -381,7 +469,7 @@ async fn choose(
         .map(|w| {
             let (j, first) = (w / per_ot, w % per_ot * FLIPS_PER_WORD);
             (first..(first + FLIPS_PER_WORD).min(bins)).fold(0, |word, i| {
-                let d = index[ots.key(i, j)] ^ value(i, j) as u8;
+                let d = index[ots.key(i, j)] ^ inputs[j][i];
                 word | u64::from(d) << (BLOCK as usize * (i - first))
             })
         })
@@ -389,7 +477,7 @@ async fn choose(
     let flips = Bits::from_words(words, 64 * len * per_ot);
     send(ch, KIND_FLIPS, &flips.to_bytes()).await?;
     let mut planes = Vec::with_capacity(len);
-    for j in 0..len {
+    for (j, y) in inputs.iter().enumerate() {
         let width = 1usize << ots.width(j);
         let bytes = recv_exact(ch, KIND_CHOSEN, (bins * width).div_ceil(8)).await?;
         let masked = Bits::from_bytes(&bytes, bins * width)
@@ -398,7 +486,7 @@ async fn choose(
             .into_par_iter()
             .map(|w| {
                 (64 * w..(64 * w + 64).min(bins)).fold(0u64, |word, i| {
-                    let bit = masked.get(i * width + value(i, j)) ^ pads.get(ots.key(i, j));
+                    let bit = masked.get(i * width + usize::from(y[i])) ^ pads.get(ots.key(i, j));
                     word | u64::from(bit) << (i % 64)
                 })
             })
@@ -421,18 +509,27 @@ mod tests {
             (l.widths.clone(), l.levels.clone(), l.bits_per_bin())
         };
         let one_leaf = 0..1;
+        assert_eq!(layout(1), (vec![], vec![], 0));
         assert_eq!(layout(4), (vec![4], vec![one_leaf], 4));
-        assert_eq!(layout(6), (vec![4, 2, 2], vec![0..2, 2..3], 8));
-        // 5 leaves: a gate of four, the fifth passes; then a gate of two.
+        // 6 bits: a gate of three, three bits pass; then a gate of four.
+        assert_eq!(layout(6), (vec![3, 4], vec![0..1, 1..2], 7));
+        assert_eq!(Layout::new(6).groups, vec![vec![3, 1, 1, 1], vec![4]]);
+        // 17 bits: a gate of two leaves 16 wires, then fours.
         assert_eq!(
             layout(17),
-            (vec![4, 4, 4, 4, 1, 4, 2], vec![0..5, 5..6, 6..7], 23)
+            (vec![2, 4, 4, 4, 4, 4], vec![0..1, 1..5, 5..6], 22)
         );
         let at61 = Layout::new(61);
-        assert_eq!(at61.per_bin(), 21);
-        assert_eq!(at61.levels, vec![0..16, 16..20, 20..21]);
-        assert_eq!(at61.widths[15], 1);
-        assert!(at61.widths[16..].iter().all(|&r| r == 4));
+        assert_eq!(at61.per_bin(), 20);
+        assert_eq!(at61.levels, vec![0..15, 15..19, 19..20]);
+        assert!(at61.widths.iter().all(|&r| r == 4));
+        for ell in 1..=128u32 {
+            let l = Layout::new(ell);
+            assert_eq!(l.per_bin(), (ell as usize - 1).div_ceil(3), "ell {ell}");
+            let rounds = (0..).find(|&k| 4usize.pow(k) >= ell as usize);
+            assert_eq!(Some(l.levels.len() as u32), rounds, "ell {ell}");
+            assert!(l.widths.iter().all(|r| (2..=4).contains(r)), "ell {ell}");
+        }
     }
 
     /// One party's equality shares of its `values` on fresh silent OTs
@@ -454,13 +551,14 @@ mod tests {
     }
 
     /// Every pair of 4-bit values, and values one bit apart, for lengths
-    /// with a full, a short and no short last block, and with no gate, one
-    /// level of gates, a wire passing a level alone (17 bits: 5 leaves) and
-    /// two full levels (61): equal exactly when the values are.
+    /// with no gate (1 bit), one gate, narrower gates and bits passing a
+    /// level alone (6, 7, 17) and three full levels (61): equal exactly
+    /// when the values are.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn shares_of_equality_are_exact() {
         for (ell, silent) in [
-            (4u32, true),
+            (1u32, true),
+            (4, true),
             (6, true),
             (7, false),
             (17, true),

@@ -29,8 +29,8 @@ pub(super) enum Equality {
     Gmw,
     /// CGS's 4-bit leaves as 1-out-of-16 OTs ([`leaves`]: one silent small
     /// VOLE each, or four IKNP random OTs), joined by a tree of the same
-    /// OTs as four-input AND gates: on silent OT 21 correlations per bin
-    /// instead of GMW's 60 at 61 bits, used at every length; on IKNP 23
+    /// OTs as four-input AND gates: on silent OT 20 correlations per bin
+    /// instead of GMW's 60 at 61 bits, used at every length; on IKNP 22
     /// random OTs instead of 32 at 17 bits, used on EPC's short outputs.
     Leaves,
     /// CGS on KK13 1-out-of-16 OTs ([`cgs`], the paper's KK-CGS).
