@@ -15,13 +15,14 @@
 //! so the sender sends each hint entry truncated to the bytes the
 //! receiver keeps: `⌈ℓ/8⌉` per tag and 8 per value ([`Layout`]).
 
-use psikit_ot::silent::{SilentReceiver, SilentSender, Times};
+use psikit_ot::silent::{Pending, SilentReceiver, SilentSender, Times};
 use psikit_ot::{aes_hash, gf128};
 use psikit_structures::okvs::{Okvs, OkvsError, OkvsParams};
 use psikit_transport::Channel;
 use rand::rngs::OsRng;
 use rand::Rng;
 use rayon::prelude::*;
+use zeroize::Zeroizing;
 
 use super::messages::{self as msg, HintSeed};
 use crate::error::{Error, Violation};
@@ -61,18 +62,29 @@ fn masked_width(bits: u32) -> usize {
     bits.div_ceil(8) as usize
 }
 
-/// The receiver's OPRF over its silent session `vole`, on values of
-/// [`oprf_bits`] bits: its outputs `F(k)` at `keys`, and where its VOLE's
-/// time went.
-pub async fn oprf_receive(
+/// The receiver's first step of the OPRF over its silent session `vole`,
+/// on values of [`oprf_bits`] bits: the VOLE's base correlations, which
+/// need only the table's size (public), so the receiver can hash its
+/// items while the sender makes the VOLE.
+pub async fn oprf_start(
     ch: &mut Channel,
     vole: &mut SilentReceiver,
+    okvs: &Okvs,
+    bits: u32,
+) -> Result<Pending<u128>, Error> {
+    let m = okvs.params().table_len();
+    Ok(vole.start_vole(ch, m, bits, &mut OsRng).await?)
+}
+
+/// The rest of the receiver's OPRF ([`oprf_start`]): its outputs `F(k)`
+/// at `keys`, and where its VOLE's time went.
+pub async fn oprf_receive(
+    ch: &mut Channel,
+    mut pending: Pending<u128>,
     okvs: &Okvs,
     keys: &[u128],
     bits: u32,
 ) -> Result<(Vec<u128>, Times), Error> {
-    let m = okvs.params().table_len();
-    let mut pending = vole.start_vole(ch, m, bits, &mut OsRng).await?;
     pending.receive_trees(ch).await?;
     // Every entry cut to `bits`: decoding XORs entries, so each bit is a
     // system of its own and the cut table still decodes to the values; the
@@ -104,17 +116,37 @@ pub struct OprfKey {
     bits: u32,
 }
 
-/// Runs the sender's side of the OPRF over its silent session `vole` and
-/// the receiver's `okvs`.
-pub async fn oprf_send(
+/// The sender's VOLE for the OPRF, its first step ([`oprf_vole`]).
+pub struct OprfVole {
+    b: Zeroizing<Vec<u128>>,
+    delta: u128,
+    bits: u32,
+}
+
+/// The sender's first step of the OPRF over its silent session `vole`:
+/// the VOLE for the receiver's `okvs`, on values of `bits` bits. It needs
+/// none of the sender's items, which it can hash while the receiver
+/// encodes its table.
+pub async fn oprf_vole(
     ch: &mut Channel,
     vole: &mut SilentSender,
-    okvs: Okvs,
+    okvs: &Okvs,
     bits: u32,
-) -> Result<OprfKey, Error> {
+) -> Result<OprfVole, Error> {
     let m = okvs.params().table_len();
-    let delta = vole.delta();
     let b = vole.vole(ch, m, bits, &mut OsRng).await?;
+    Ok(OprfVole {
+        b,
+        delta: vole.delta(),
+        bits,
+    })
+}
+
+/// The rest of the sender's OPRF ([`oprf_vole`]): receives the
+/// receiver's masked table for `okvs` and makes the key.
+pub async fn oprf_send(ch: &mut Channel, vole: OprfVole, okvs: Okvs) -> Result<OprfKey, Error> {
+    let OprfVole { b, delta, bits } = vole;
+    let m = okvs.params().table_len();
     let width = masked_width(bits);
     let masked = msg::recv_exact(ch, msg::KIND_MASKED, m * width).await?;
     let masked = msg::unpack_blocks(&masked, width);

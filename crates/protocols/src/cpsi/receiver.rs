@@ -51,13 +51,8 @@ pub(super) async fn run_receiver(
         okvs: OsRng.gen(),
     };
     ch.send_msg(&seeds).await?;
-    let keys = item_keys(input.keys);
-    let mut rng = rng()?;
-    let table = CuckooBins::build(&keys, m, seeds.hashing, &mut rng)?;
-    let bin_keys = table.opprf_keys(&keys, &mut rng);
-    phases.hashing = meter.mark(ch);
-    progress.stage(STAGE_OPPRF, None);
-
+    // The OPRF's base OTs and the start of its VOLE first (public sizes
+    // only): the sender makes the VOLE while this party hashes its items.
     let sid = session_id(&seeds, peer.set_size, n_r as u64);
     let okvs = Okvs::new(OkvsParams::with_security(m, sigma)?, seeds.okvs);
     let mut vole = SilentReceiver::setup(
@@ -70,7 +65,15 @@ pub(super) async fn run_receiver(
     .await?;
     let capacity = hashing::HASHES as usize * peer.set_size as usize;
     let bits = opprf::oprf_bits(capacity as u64, sigma);
-    let (f, times) = opprf::oprf_receive(ch, &mut vole, &okvs, &bin_keys, bits).await?;
+    let pending = opprf::oprf_start(ch, &mut vole, &okvs, bits).await?;
+    let keys = item_keys(input.keys);
+    let mut rng = rng()?;
+    let table = CuckooBins::build(&keys, m, seeds.hashing, &mut rng)?;
+    let bin_keys = table.opprf_keys(&keys, &mut rng);
+    phases.hashing = meter.mark(ch);
+    progress.stage(STAGE_OPPRF, None);
+
+    let (f, times) = opprf::oprf_receive(ch, pending, &okvs, &bin_keys, bits).await?;
     phases.silent += times;
     let k_s = usize::from(peer.value_columns);
     let programmed = opprf::receive_program(ch, &bin_keys, &f, capacity, ell, k_s, sigma).await?;

@@ -45,11 +45,9 @@ pub(super) async fn run_sender(
     let ell = hashing::tag_bits(m, sigma);
     (phases.bins, phases.tag_bits) = (m, ell);
     let seeds: Seeds = ch.recv_msg(()).await?;
-    let keys = item_keys(input.keys);
-    let simple = hashing::simple_table(&keys, m, seeds.hashing);
-    phases.hashing = meter.mark(ch);
-    progress.stage(STAGE_OPPRF, None);
-
+    // The OPRF's base OTs and VOLE first: they need only public sizes, and
+    // the receiver hashes its items meanwhile (while it encodes its table,
+    // this party hashes its own).
     let sid = session_id(&seeds, n_s as u64, peer.set_size);
     let okvs = Okvs::new(OkvsParams::with_security(m, sigma)?, seeds.okvs);
     let mut vole = SilentSender::setup(
@@ -62,8 +60,14 @@ pub(super) async fn run_sender(
     .await?;
     let programmed = u64::from(hashing::HASHES) * n_s as u64;
     let bits = opprf::oprf_bits(programmed, sigma);
-    let key = opprf::oprf_send(ch, &mut vole, okvs, bits).await?;
+    let oprf = opprf::oprf_vole(ch, &mut vole, &okvs, bits).await?;
     phases.silent += vole.last_times();
+    let keys = item_keys(input.keys);
+    let simple = hashing::simple_table(&keys, m, seeds.hashing);
+    phases.hashing = meter.mark(ch);
+    progress.stage(STAGE_OPPRF, None);
+
+    let key = opprf::oprf_send(ch, oprf, okvs).await?;
     let mut rng = rng()?;
     let tag_mask = (1u128 << ell) - 1;
     let tags: Vec<u128> = (0..m).map(|_| rng.gen::<u128>() & tag_mask).collect();
