@@ -589,4 +589,27 @@ mod tests {
             }
         }
     }
+
+    /// Each party's shares look uniform whatever the answer: with every
+    /// bin equal, or every bin unequal, about half of either party's
+    /// shares are ones (a constant share would tell the other party every
+    /// answer).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn either_partys_shares_hide_the_answers() {
+        let (bins, ell) = (4096usize, 61);
+        let x: Vec<u128> = (0..bins as u128)
+            .map(|i| i * 0x9e37_79b9_7f4a_7c15)
+            .collect();
+        let unequal: Vec<u128> = x.iter().map(|v| v ^ 1 << 60).collect();
+        for y in [x.clone(), unequal] {
+            let (a, b) = Channel::memory_pair(Limits::default());
+            let task = tokio::spawn(party(a, true, x.clone(), ell, true));
+            let chooser = party(b, false, y, ell, true).await;
+            let leader = task.await.expect("task");
+            for shares in [&leader, &chooser] {
+                let ones = shares.count_ones();
+                assert!(ones.abs_diff(bins / 2) < bins / 10, "{ones} ones of {bins}");
+            }
+        }
+    }
 }
