@@ -16,6 +16,8 @@
 //! one bit of each message (packed straight from the hash, 64 at a time),
 //! the leaves 16 bits, the applications a word or a key.
 
+use std::collections::VecDeque;
+
 use psikit_ot::silent::{Pending, SilentReceiver, SilentSender, Times};
 use psikit_ot::{aes_hash, gf128};
 use psikit_ot::{
@@ -432,17 +434,18 @@ impl Rots {
             })
             .collect();
         if let Side::SilentReceiver(r) = &mut self.forward {
-            let mut next = match chunks.first() {
-                Some(&(_, n, small)) => Some(start_silent(r, ch, n, small).await?),
-                None => None,
-            };
-            for (k, &(job, _, small)) in chunks.iter().enumerate() {
-                let Some(mut pending) = next.take() else {
+            let mut to_start = chunks.iter();
+            let mut started = VecDeque::with_capacity(AHEAD);
+            for &(_, n, small) in to_start.by_ref().take(AHEAD) {
+                started.push_back(start_silent(r, ch, n, small).await?);
+            }
+            for &(job, _, small) in &chunks {
+                let Some(mut pending) = started.pop_front() else {
                     break;
                 };
                 pending.receive_trees(ch).await?;
-                if let Some(&(_, n, small)) = chunks.get(k + 1) {
-                    next = Some(start_silent(r, ch, n, small).await?);
+                if let Some(&(_, n, small)) = to_start.next() {
+                    started.push_back(start_silent(r, ch, n, small).await?);
                 }
                 let made = match small {
                     None => {
@@ -477,6 +480,14 @@ impl Rots {
         self.times
     }
 }
+
+/// Extensions a silent receiver keeps started (its base correlations
+/// sent) ahead of the one it compresses: the sender may run that many
+/// chunks ahead, so it does not wait for the next chunk's base
+/// correlations while the receiver compresses (its chunks cost about as
+/// much as the sender's). Each holds only its base OTs until its trees
+/// arrive.
+const AHEAD: usize = 2;
 
 /// What one extension made: random OTs, or small VOLEs.
 enum Made {
