@@ -374,8 +374,9 @@ impl Rots {
 
     /// `total` forward random OTs in chunks of at most [`CHUNK`], each
     /// handed to `sink` as soon as it is ready. A silent receiver reads
-    /// the next chunk's trees before compressing the current one, so the
-    /// sender expands chunk `k + 1` while the receiver finishes chunk `k`.
+    /// the next chunk's trees before compressing the current one and keeps
+    /// [`AHEAD`] extensions started, so the sender expands the next chunks
+    /// while the receiver finishes chunk `k`.
     pub async fn forward_chunks(
         &mut self,
         ch: &mut Channel,
