@@ -54,10 +54,8 @@ use super::rng::rng;
 use super::rot::{recv_flips, Either, Rots, SmallPads};
 use crate::error::{Error, Violation};
 
-/// Bits of the small VOLE behind each 1-out-of-16 OT.
-const OT_BITS: u32 = BLOCK;
-
-/// Wires one gate joins at most (its OT's `r`).
+/// Wires one gate joins at most: the bits of its OT's input, and of the
+/// small VOLE behind each 1-out-of-16 OT.
 const FAN_IN: usize = BLOCK as usize;
 
 /// The AND tree of one bin's equality: per level, how its wires are
@@ -137,7 +135,7 @@ pub async fn prepare(
     let count = triples.next_multiple_of(64);
     let mut made = SmallTriples::new(count);
     let (mut sent, mut index, mut pads) = (Vec::new(), Vec::new(), Bits::default());
-    let jobs = [(bins * layout.per_bin(), OT_BITS), (count, TRIPLE_BITS)];
+    let jobs = [(bins * layout.per_bin(), BLOCK), (count, TRIPLE_BITS)];
     rots.forward_small_chunks(ch, &jobs, |job, ots| match (job, ots.pads()) {
         (0, SmallPads::Sent(words)) => sent.extend(words),
         (0, SmallPads::Received { c, pads: p }) => {
