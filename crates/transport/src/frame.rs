@@ -22,8 +22,9 @@ use crate::wire::{DecodeError, Reader, Writer};
 /// Version 3: circuit-PSI tags past 64 bits, σ per job bucket, a job's
 /// lanes. Version 4: an HE database's parameters name its label columns.
 /// Version 5: summary values as Elias-Fano sets, the balanced hello's
-/// low-communication mode.
-pub const WIRE_VERSION: u8 = 5;
+/// low-communication mode. Version 6: circuit PSI's equality as one tree
+/// of four-input gates, the union's switches four to an OT.
+pub const WIRE_VERSION: u8 = 6;
 
 /// Bytes of framing before the payload (length + version + protocol + kind).
 pub const HEADER_LEN: usize = 7;

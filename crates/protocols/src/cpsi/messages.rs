@@ -15,8 +15,8 @@
 //! | 11 | R -> S | [`KIND_UNION`]: the union's encrypted items |
 //! | 12 | S -> R | [`KIND_CORRECTIONS`]: the inner product's OT corrections (`product`) |
 //! | 13 | R -> S | [`KIND_CHOSEN`]: the CGS equality's masked OT messages (`cgs`) |
-//! | 14 | R -> S | [`KIND_SWITCH_FLIPS`]: the union's switching network, one OT choice correction per switch (`osn`) |
-//! | 15 | S -> R | [`KIND_SWITCH_MASKS`]: the network's masked inputs, then three planes of one bit per switch (`osn`) |
+//! | 14 | R -> S | [`KIND_SWITCH_FLIPS`]: the union's switching network, one bit per switch, the flip of its bit of its bundle's OT index (`osn`) |
+//! | 15 | S -> R | [`KIND_SWITCH_MASKS`]: the network's masked inputs, 64 bits per bundle of four switches (its OT's masked table), then two planes of one bit per switch (`osn`) |
 //! | 16 | S -> R | [`KIND_TRIPLE_FIXES`]: one bit per AND triple made from a small VOLE (`gmw`) |
 //! | 20-22 | | EPC's public key, sender batches and replies (`epc::messages`) |
 //!
@@ -25,7 +25,7 @@
 //! extensions (then 16 after the triples' small VOLEs; the CGS leaves' 8
 //! and 13), 7 per circuit layer, then the
 //! application's 8, 9, 10 (the union: its switching network's forward
-//! OTs, 14, 15, then 8 and 11). Every chunked transfer has a length both
+//! OTs, four switches to one, 14, 15, then 8 and 11). Every chunked transfer has a length both
 //! parties know in advance, and [`recv_exact`] refuses any other.
 
 use psikit_io::MAX_KEY_FORMAT;

@@ -38,24 +38,30 @@
 //! r_b ⊕ r_y)` if the switch is straight and `m_1 = (r_b ⊕ r_x, r_a ⊕
 //! r_y)` if crossed; then `swap_s(v_a, v_b) ⊕ m_s` carries its masked
 //! values `v = l ⊕ r` through the switch. Since `m_1 = m_0 ⊕ (δ, δ)` with
-//! `δ = r_a ⊕ r_b`, one forward random OT per switch and 4 bits carry it
-//! (instead of the 5 of a plain derandomised OT of 2-bit messages): with
-//! the OT's messages `k_0, k_1`, `t_i` the low bit of `k_i`, the holder's
-//! random choice `c` and switch bit `s`,
-//! * the holder sends the flip `f = c ⊕ s` (1 bit);
-//! * the learner sends `z = δ ⊕ t_0 ⊕ t_1` and `u = m_0 ⊕ (β, β)` with
-//!   `β = t_0 ⊕ f·δ` (3 bits; each as a plane of one bit per switch, so
-//!   both sides compute on 64 switches a word);
-//! * the holder computes `γ = t_c ⊕ c·z = t_0 ⊕ c·δ = β ⊕ s·δ` and
-//!   `m_s = u ⊕ (γ, γ)`.
+//! `δ = r_a ⊕ r_b`, it is enough that the holder learns `γ = β ⊕ s·δ`
+//! for a bit `β` it does not know, and the learner sends `u = m_0 ⊕ (β,
+//! β)`: then `m_s = u ⊕ (γ, γ)`.
 //!
-//! The holder knows `t_c` alone: with `c = 0`, `z` is masked by `t_1`;
-//! with `c = 1`, `z` gives it `δ ⊕ t_0`, masked by `t_0`. Either way it
-//! learns `m_s` and not `δ`, hence nothing of `m_{1-s} = m_s ⊕ (δ, δ)`.
-//! The learner also sends its inputs masked (`n` bits).
-//! In all: `n + 3S` bits from the learner, `S` from the holder, plus `S`
-//! forward random OTs (`S` switches: about `n log2 n`), in one round
-//! trip after the OTs.
+//! Four switches share one random 1-out-of-16 OT (a **bundle**; on
+//! silent OT one small VOLE of 4 bits, on IKNP four random OTs): its
+//! choice is the four switch bits, its messages masks of 4 bits. The
+//! extension's correlations, not the hashing, are what an OT costs, so
+//! this makes the shuffle about four times cheaper than one OT per
+//! switch, for 16 more bits of traffic per switch. With the OT's message
+//! masks `P[e]` (4 bits each), the holder's random index `c` and its
+//! switch bits `s` (4 bits a bundle):
+//! * the holder sends the flip `f = c ⊕ s` (1 bit per switch);
+//! * the learner draws `β` (1 bit per switch) and sends, for each of the
+//!   16 indices `e`, `V[e] = P[e] ⊕ β ⊕ ((e ⊕ f) ∧ δ)` (64 bits a
+//!   bundle), and `u` (2 bits per switch);
+//! * the holder computes `γ = V[c] ⊕ P[c] = β ⊕ (s ∧ δ)`, bit by bit the
+//!   `γ` of each of its four switches.
+//!
+//! The holder knows `P[c]` alone, so of `V` it learns `γ`, where `β`
+//! hides `δ`; the other entries are masked by messages it does not hold.
+//! The learner sees only flips of a random index. In all: `n + 18S` bits
+//! from the learner, `S` from the holder, plus `⌈S/4⌉` OTs (`S` switches:
+//! about `n log2 n`), in one round trip after the OTs.
 //!
 //! Written by hand rather than taken from a crate: no Rust crate offers an
 //! OSN, and this one is specific to psikit's random OTs ([`Rots`]), its
@@ -64,12 +70,12 @@
 
 use psikit_transport::Channel;
 use rand::seq::SliceRandom;
-use rand::RngCore;
+use rand::{Rng, RngCore};
 
 use super::bits::Bits;
 use super::messages::{self as msg, KIND_SWITCH_FLIPS, KIND_SWITCH_MASKS};
 use super::rng::rng;
-use super::rot::{LowBits, Rots};
+use super::rot::{Either, Rots, SmallMasks};
 use crate::error::Error;
 
 /// Below this many wires a subnetwork is handled on the current thread.
@@ -340,17 +346,21 @@ pub(crate) async fn permute(
     perm: &[u32],
 ) -> Result<Bits, Error> {
     let (n, k) = (perm.len(), switches(perm.len()));
-    let Lows::Chooser { choices, chosen } = collect(ch, rots, k, false).await? else {
+    let Masks::Chooser { index, masks } = collect(ch, rots, k, false).await? else {
         return Err(Error::Internal("the permutation holder chooses in the OTs"));
     };
     // Routed after the OTs, while the learner draws its masks.
     let mut codes = route(perm);
     let mut flips = plane(&codes, 0);
-    flips.xor_assign(&choices);
+    flips.xor_assign(&nibbles(&index, k));
     msg::send_bits(ch, KIND_SWITCH_FLIPS, &[&flips]).await?;
-    let [masked, z, mut m0, mut m1] = msg::recv_bits(ch, KIND_SWITCH_MASKS, [n, k, k, k]).await?;
-    // γ = t_c ⊕ c·z, then m_s = u ⊕ (γ, γ).
-    let gamma = words3(&chosen, &choices, &z, |t, c, z| t ^ (c & z));
+    let lens = [n, 64 * k.div_ceil(BUNDLE), k, k];
+    let [masked, table, mut m0, mut m1] = msg::recv_bits(ch, KIND_SWITCH_MASKS, lens).await?;
+    // γ = V[c] ⊕ P[c], then m_s = u ⊕ (γ, γ).
+    let gamma: Vec<u8> = (table.words().iter().zip(&index).zip(&masks))
+        .map(|((v, &c), &p)| (v >> (4 * c)) as u8 & 15 ^ p)
+        .collect();
+    let gamma = nibbles(&gamma, k);
     m0.xor_assign(&gamma);
     m1.xor_assign(&gamma);
     codes.iter_mut().for_each(|s| *s <<= 2);
@@ -365,7 +375,7 @@ pub(crate) async fn permute(
 /// ([`permute`]).
 pub(crate) async fn share(ch: &mut Channel, rots: &mut Rots, l: &Bits) -> Result<Bits, Error> {
     let (n, k) = (l.len(), switches(l.len()));
-    let Lows::Sender(lows) = collect(ch, rots, k, true).await? else {
+    let Masks::Sender(pads) = collect(ch, rots, k, true).await? else {
         return Err(Error::Internal("the learner sends in the OTs"));
     };
     let mut rng = rng()?;
@@ -380,15 +390,53 @@ pub(crate) async fn share(ch: &mut Channel, rots: &mut Rots, l: &Bits) -> Result
     drop(fresh);
     let [mut u0, mut u1, delta] = [0, 1, 2].map(|bit| plane(&msgs, bit));
     drop(msgs);
-    let [t0, t1] = [0, 1].map(|bit| plane(&lows, bit));
+    let mut beta = vec![0u64; k.div_ceil(64)];
+    rng.fill(&mut beta[..]);
+    let beta = Bits::from_words(beta, k);
     let [flips] = msg::recv_bits(ch, KIND_SWITCH_FLIPS, [k]).await?;
-    // z = δ ⊕ t_0 ⊕ t_1, β = t_0 ⊕ f·δ, u = m_0 ⊕ (β, β).
-    let z = words3(&delta, &t0, &t1, |d, t0, t1| d ^ t0 ^ t1);
-    let beta = words3(&t0, &flips, &delta, |t, f, d| t ^ (f & d));
+    // V[e] = P[e] ⊕ β ⊕ ((e ⊕ f) ∧ δ) for the 16 indices e, u = m_0 ⊕ (β, β).
+    let spread = spread_table();
+    let table: Vec<u64> = (pads.iter().enumerate())
+        .map(|(g, p)| {
+            let [b, f, d] = [&beta, &flips, &delta].map(|bits| nibble(bits, g));
+            p ^ (EVERY_NIBBLE * u64::from(b)) ^ spread[usize::from(f << 4 | d)]
+        })
+        .collect();
     u0.xor_assign(&beta);
     u1.xor_assign(&beta);
-    msg::send_bits(ch, KIND_SWITCH_MASKS, &[&masked, &z, &u0, &u1]).await?;
+    let table = Bits::from_words(table, 64 * pads.len());
+    msg::send_bits(ch, KIND_SWITCH_MASKS, &[&masked, &table, &u0, &u1]).await?;
     Ok(plane(&out, 0))
+}
+
+/// Switches per bundle: one random 1-out-of-16 OT, whose index is the
+/// four switch bits and whose 16 message masks of 4 bits fill a word.
+const BUNDLE: usize = 4;
+
+/// A 1 in each nibble of a word: a nibble times it fills all 16.
+const EVERY_NIBBLE: u64 = 0x1111_1111_1111_1111;
+
+/// `(e ⊕ f) ∧ δ` in nibble `e` of entry `f << 4 | δ`, for every flip `f`
+/// and `δ` of a bundle.
+fn spread_table() -> Vec<u64> {
+    (0..256u64)
+        .map(|fd| (0..16u64).fold(0, |w, e| w | ((e ^ fd >> 4) & fd & 15) << (4 * e)))
+        .collect()
+}
+
+/// Nibble `g` of `bits`: the bits of bundle `g`'s switches.
+fn nibble(bits: &Bits, g: usize) -> u8 {
+    (bits.words()[g / 16] >> (4 * (g % 16))) as u8 & 15
+}
+
+/// The nibbles as a bit vector of `len` bits, nibble `g` at bits `4g ..`
+/// (the inverse of [`nibble`]).
+fn nibbles(nibbles: &[u8], len: usize) -> Bits {
+    let words = nibbles
+        .chunks(16)
+        .map(|c| (c.iter().rev()).fold(0u64, |w, &x| w << 4 | u64::from(x & 15)))
+        .collect();
+    Bits::from_words(words, len)
 }
 
 /// Bit `bit` of every byte, packed: the network works on a byte per wire
@@ -414,52 +462,84 @@ fn unpack_into(bits: &Bits, bit: u32, bytes: &mut [u8]) {
     }
 }
 
-/// `f` word by word over three bit vectors of `a`'s length.
-fn words3(a: &Bits, b: &Bits, c: &Bits, f: impl Fn(u64, u64, u64) -> u64) -> Bits {
-    let words = (a.words().iter().zip(b.words()).zip(c.words()))
-        .map(|((&a, &b), &c)| f(a, b, c))
-        .collect();
-    Bits::from_words(words, a.len())
+/// What the network keeps of each bundle's OT ([`BUNDLE`]).
+enum Masks {
+    /// The 16 message masks, message `e` at bits `4e ..`.
+    Sender(Vec<u64>),
+    /// The index and its message's mask.
+    Chooser { index: Vec<u8>, masks: Vec<u8> },
 }
 
-/// What the network keeps of each random OT: the low bit of each message.
-enum Lows {
-    /// `t_0 | t_1 << 1` per OT.
-    Sender(Vec<u8>),
-    Chooser {
-        choices: Bits,
-        chosen: Bits,
-    },
-}
-
-/// `k` forward random OTs (the leader, the learner, sends), chunk by
-/// chunk, keeping one bit per message.
-async fn collect(ch: &mut Channel, rots: &mut Rots, k: usize, leader: bool) -> Result<Lows, Error> {
-    let (mut sent, mut choices, mut chosen) = (Vec::new(), Bits::default(), Bits::default());
+/// The OTs of `k` switches' bundles (the leader, the learner, sends):
+/// small VOLEs of 4 bits on silent OT, else four random OTs a bundle,
+/// whose message `e` is masked by the XOR of the low 4 bits of OT `t`'s
+/// message `e_t` (`t < 4`), its index the four choices.
+async fn collect(
+    ch: &mut Channel,
+    rots: &mut Rots,
+    k: usize,
+    leader: bool,
+) -> Result<Masks, Error> {
+    let bundles = k.div_ceil(BUNDLE);
+    let (mut sent, mut index, mut masks) = (Vec::new(), Vec::new(), Vec::new());
     let mut out_of_step = false;
-    rots.forward_chunks(ch, k, |ots| match ots.low_bits() {
-        LowBits::Sent { m0, m1 } => {
-            out_of_step |= !leader;
-            let pair = |(a, b): (bool, bool)| u8::from(a) | u8::from(b) << 1;
-            sent.extend(m0.iter().zip(m1.iter()).map(pair));
-        }
-        LowBits::Received {
-            choices: mine,
-            chosen: got,
-        } => {
-            out_of_step |= leader;
-            choices.extend(&mine);
-            chosen.extend(&got);
-        }
-    })
-    .await?;
+    if rots.has_small_voles() {
+        let jobs = [(bundles, BUNDLE as u32)];
+        rots.forward_small_chunks(ch, &jobs, |_, ots| match ots.masks() {
+            SmallMasks::Sent(words) => {
+                out_of_step |= !leader;
+                sent.extend(words);
+            }
+            SmallMasks::Received { c, masks: m } => {
+                out_of_step |= leader;
+                index.extend(c);
+                masks.extend(m);
+            }
+        })
+        .await?;
+    } else {
+        let (mut pairs, mut choices, mut chosen) = (Vec::new(), Bits::default(), Vec::new());
+        let low = |m: &u128| *m as u8 & 15;
+        rots.forward_chunks(ch, BUNDLE * bundles, |ots| match ots.whole() {
+            Either::Sent(s) => {
+                out_of_step |= !leader;
+                pairs.extend(s.m0.iter().zip(&s.m1).map(|(a, b)| (low(a), low(b))));
+            }
+            Either::Received(r) => {
+                out_of_step |= leader;
+                choices.extend(&r.choices);
+                chosen.extend(r.chosen.iter().map(low));
+            }
+        })
+        .await?;
+        sent = pairs.chunks(BUNDLE).map(bundle_masks).collect();
+        index = (0..chosen.len() / BUNDLE)
+            .map(|g| (0..BUNDLE).fold(0, |c, t| c | u8::from(choices.get(BUNDLE * g + t)) << t))
+            .collect();
+        masks = chosen
+            .chunks(BUNDLE)
+            .map(|c| c.iter().fold(0, |m, x| m ^ x))
+            .collect();
+    }
     match (out_of_step, leader) {
         (true, _) => Err(Error::Internal(
             "the learner must lead the switching network's OTs",
         )),
-        (false, true) => Ok(Lows::Sender(sent)),
-        (false, false) => Ok(Lows::Chooser { choices, chosen }),
+        (false, true) => Ok(Masks::Sender(sent)),
+        (false, false) => Ok(Masks::Chooser { index, masks }),
     }
+}
+
+/// The 16 message masks of a bundle made of four random OTs, from the
+/// low 4 bits of each OT's two messages: message `e` takes OT `t`'s
+/// message `e_t`.
+fn bundle_masks(ots: &[(u8, u8)]) -> u64 {
+    (0..16u64).fold(0, |w, e| {
+        let mask = (ots.iter().enumerate()).fold(0, |m, (t, &(k0, k1))| {
+            m ^ if e >> t & 1 == 1 { k1 } else { k0 }
+        });
+        w | u64::from(mask) << (4 * e)
+    })
 }
 
 #[cfg(test)]
@@ -559,32 +639,59 @@ pub(super) mod tests {
                 (l, perm)
             })
             .collect();
-        let (mut a, mut b) = Channel::memory_pair(Limits::default());
-        let bits: Vec<Bits> = cases.iter().map(|(l, _)| l.clone()).collect();
-        let learner = tokio::spawn(async move {
-            let mut rots = rots(&mut a, true).await;
-            let mut out = Vec::new();
-            for l in &bits {
-                out.push(share(&mut a, &mut rots, l).await.expect("learner"));
+        for silent in [true, false] {
+            let (mut a, mut b) = Channel::memory_pair(Limits::default());
+            let bits: Vec<Bits> = cases.iter().map(|(l, _)| l.clone()).collect();
+            let learner = tokio::spawn(async move {
+                let mut rots = test_rots(&mut a, b"osn", true, silent).await;
+                let mut out = Vec::new();
+                for l in &bits {
+                    out.push(share(&mut a, &mut rots, l).await.expect("learner"));
+                }
+                out
+            });
+            let mut holder = test_rots(&mut b, b"osn", false, silent).await;
+            let mut held = Vec::new();
+            for (_, perm) in &cases {
+                held.push(permute(&mut b, &mut holder, perm).await.expect("holder"));
             }
-            out
-        });
-        let mut holder = rots(&mut b, false).await;
-        let mut held = Vec::new();
-        for (_, perm) in &cases {
-            held.push(permute(&mut b, &mut holder, perm).await.expect("holder"));
+            let learned = learner.await.expect("learner task");
+            for (((l, perm), a), b) in cases.iter().zip(&held).zip(&learned) {
+                assert_eq!((a.len(), b.len()), (l.len(), l.len()));
+                for (j, &e) in perm.iter().enumerate() {
+                    let n = l.len();
+                    assert_eq!(
+                        a.get(j) ^ b.get(j),
+                        l.get(e as usize),
+                        "{silent} n {n} j {j}"
+                    );
+                }
+            }
         }
-        let learned = learner.await.expect("learner task");
-        for (((l, perm), a), b) in cases.iter().zip(&held).zip(&learned) {
-            assert_eq!((a.len(), b.len()), (l.len(), l.len()));
-            for (j, &e) in perm.iter().enumerate() {
-                assert_eq!(
-                    a.get(j) ^ b.get(j),
-                    l.get(e as usize),
-                    "n {} j {j}",
-                    l.len()
-                );
+    }
+
+    /// A bundle of four random OTs masks message `e` with OT `t`'s message
+    /// `e_t`: the chooser's mask (of its choices) is its message's.
+    #[test]
+    fn bundles_of_random_ots_mask_each_index() {
+        let mut rng = StdRng::seed_from_u64(5);
+        for _ in 0..50 {
+            let ots: Vec<(u8, u8)> = (0..BUNDLE)
+                .map(|_| (rng.gen::<u8>() & 15, rng.gen::<u8>() & 15))
+                .collect();
+            let word = bundle_masks(&ots);
+            for e in 0..16usize {
+                let chosen = (0..BUNDLE).fold(0, |m, t| {
+                    m ^ if e >> t & 1 == 1 { ots[t].1 } else { ots[t].0 }
+                });
+                assert_eq!((word >> (4 * e)) as u8 & 15, chosen, "index {e}");
             }
+        }
+        let nibs: Vec<u8> = (0..37).map(|_| rng.gen::<u8>() & 15).collect();
+        let bits = nibbles(&nibs, 4 * 37 - 2);
+        for (g, &x) in nibs.iter().enumerate() {
+            let want = if g == 36 { x & 3 } else { x };
+            assert_eq!(nibble(&bits, g), want, "nibble {g}");
         }
     }
 
@@ -600,7 +707,8 @@ pub(super) mod tests {
                 let mut r = rots(&mut a, true).await;
                 let _ = collect(&mut a, &mut r, k, true).await.expect("OTs");
                 let _ = msg::recv_bits(&mut a, KIND_SWITCH_FLIPS, [k]).await;
-                let mut bytes = vec![0u8; n.div_ceil(8) + 3 * k.div_ceil(8)];
+                let table = 8 * k.div_ceil(BUNDLE);
+                let mut bytes = vec![0u8; n.div_ceil(8) + table + 2 * k.div_ceil(8)];
                 match cut {
                     true => bytes.truncate(bytes.len() - 1),
                     false => bytes[0] = 0x80,

@@ -155,7 +155,17 @@ pub enum SmallChunk {
     Received {
         c: Zeroizing<Vec<u8>>,
         a: Zeroizing<Vec<u128>>,
+        bits: u32,
     },
+}
+
+/// The low `bits` bits of each message of a [`SmallChunk`]'s OTs
+/// (`bits` ≤ 4: all of an OT's messages fit one word).
+pub enum SmallMasks {
+    /// Bits `bits·j .. bits·(j + 1)` of word `i`: message `j` of OT `i`.
+    Sent(Vec<u64>),
+    /// Each OT's index and the low bits of its message.
+    Received { c: Vec<u8>, masks: Vec<u8> },
 }
 
 /// One bit of each message of a [`SmallChunk`]'s OTs.
@@ -172,30 +182,54 @@ impl SmallChunk {
     pub fn pads(self) -> SmallPads {
         match self {
             SmallChunk::Sent { b, delta, bits } => {
-                let offsets: Vec<u128> = (0..1u128 << bits).map(|j| gf128::mul(j, delta)).collect();
-                SmallPads::Sent(hashed_pad_words(&b, &offsets))
+                SmallPads::Sent(hashed_pads(&b, &offsets(delta, bits), 1, |w| w as u16))
             }
-            SmallChunk::Received { c, a } => SmallPads::Received {
+            SmallChunk::Received { c, a, .. } => SmallPads::Received {
                 c: c.to_vec(),
                 pads: hashed_low_bits(&a, 0),
             },
         }
     }
+
+    /// The low `bits` bits of every message (the OT's own width): `2^bits`
+    /// hashes per OT at the sender, one at the receiver.
+    pub fn masks(self) -> SmallMasks {
+        match self {
+            SmallChunk::Sent { b, delta, bits } => {
+                SmallMasks::Sent(hashed_pads(&b, &offsets(delta, bits), bits, |w| w))
+            }
+            SmallChunk::Received { c, a, bits } => SmallMasks::Received {
+                c: c.to_vec(),
+                masks: hashed_lows(&a, bits),
+            },
+        }
+    }
 }
 
-/// Per `x` of `xs`, bit `j` set to bit 0 of `H(x ⊕ offsets[j])` (at most
-/// 16 offsets), the inputs of 16 `x` permuted at once in a buffer on the
-/// stack. `H(u) = π(u) ⊕ u`, and only bit 0 is kept: bit 0 of `π(u)` XOR
-/// bit 0 of `u`, the latter taken from `x` and the offset directly.
-fn hashed_pad_words(xs: &[u128], offsets: &[u128]) -> Vec<u16> {
+/// The offsets `j·Δ` of a small VOLE's `2^bits` messages.
+fn offsets(delta: u128, bits: u32) -> Vec<u128> {
+    (0..1u128 << bits).map(|j| gf128::mul(j, delta)).collect()
+}
+
+/// Per `x` of `xs`, the low `keep` bits of `H(x ⊕ offsets[j])` at bits
+/// `keep·j ..` of one word (at most 64 bits in all), narrowed by
+/// `narrow`; the inputs of 16 `x` permuted at once in a buffer on the
+/// stack. `H(u) = π(u) ⊕ u`, and only the low bits are kept: those of
+/// `π(u)` XOR those of `u`, the latter taken from `x` and the offset
+/// directly.
+fn hashed_pads<T: Copy + Default + Send>(
+    xs: &[u128],
+    offsets: &[u128],
+    keep: u32,
+    narrow: fn(u64) -> T,
+) -> Vec<T> {
     const PER: usize = 16;
     let width = offsets.len();
-    let offset_bits = offsets
-        .iter()
-        .enumerate()
-        .fold(0u16, |w, (j, o)| w | ((*o & 1) as u16) << j);
-    let all = u16::MAX >> (16 - width);
-    let mut out = vec![0u16; xs.len()];
+    let mask = (1u64 << keep) - 1;
+    let spread = |j: usize, low: u64| (low & mask) << (keep as usize * j);
+    let offset_bits = (offsets.iter().enumerate()).fold(0, |w, (j, o)| w | spread(j, *o as u64));
+    let every = (0..width).fold(0, |w, j| w | spread(j, 1));
+    let mut out = vec![T::default(); xs.len()];
     out.par_chunks_mut(1 << 10)
         .zip(xs.par_chunks(1 << 10))
         .for_each(|(out, xs)| {
@@ -209,12 +243,31 @@ fn hashed_pad_words(xs: &[u128], offsets: &[u128]) -> Vec<u16> {
                 }
                 aes_hash::permute_many(buf);
                 for ((o, row), x) in out.iter_mut().zip(buf.chunks_exact(width)).zip(xs) {
-                    let permuted = row
-                        .iter()
-                        .enumerate()
-                        .fold(0u16, |w, (j, h)| w | ((*h as u16) & 1) << j);
-                    let input = offset_bits ^ (all & 0u16.wrapping_sub((x & 1) as u16));
-                    *o = permuted ^ input;
+                    let permuted =
+                        (row.iter().enumerate()).fold(0, |w, (j, h)| w | spread(j, *h as u64));
+                    let input = offset_bits ^ ((*x as u64 & mask) * every);
+                    *o = narrow(permuted ^ input);
+                }
+            }
+            buf.zeroize();
+        });
+    out
+}
+
+/// The low `keep` bits of `H(x)` for each `x` of `xs`.
+fn hashed_lows(xs: &[u128], keep: u32) -> Vec<u8> {
+    let mask = (1u8 << keep) - 1;
+    let mut out = vec![0u8; xs.len()];
+    out.par_chunks_mut(1 << 12)
+        .zip(xs.par_chunks(1 << 12))
+        .for_each(|(out, xs)| {
+            let mut buf = [0u128; 64];
+            for (out, xs) in out.chunks_mut(64).zip(xs.chunks(64)) {
+                let buf = &mut buf[..xs.len()];
+                buf.copy_from_slice(xs);
+                aes_hash::cr_many(buf);
+                for (o, h) in out.iter_mut().zip(buf.iter()) {
+                    *o = *h as u8 & mask;
                 }
             }
             buf.zeroize();
@@ -457,10 +510,14 @@ impl Rots {
                             t: out.t,
                         })
                     }
-                    Some(_) => {
+                    Some(bits) => {
                         let out = pending.finish_small_vole(ch).await?;
                         self.times += out.times;
-                        Made::Small(SmallChunk::Received { c: out.c, a: out.a })
+                        Made::Small(SmallChunk::Received {
+                            c: out.c,
+                            a: out.a,
+                            bits,
+                        })
                     }
                 };
                 sink(job, want(made)?);
@@ -603,7 +660,11 @@ impl Side {
                     .finish_small_vole(ch)
                     .await?;
                 *times += out.times;
-                Made::Small(SmallChunk::Received { c: out.c, a: out.a })
+                Made::Small(SmallChunk::Received {
+                    c: out.c,
+                    a: out.a,
+                    bits,
+                })
             }
             (Side::IknpSender(s), None) => {
                 let ots = s.extend_random(ch, n).await?;
@@ -673,18 +734,26 @@ mod tests {
     use rand::{Rng, SeedableRng};
 
     #[test]
-    fn pad_words_hold_bit_zero_of_each_offset_hash() {
+    fn pads_hold_the_low_bits_of_each_offset_hash() {
         let mut rng = StdRng::seed_from_u64(3);
-        for (n, width) in [(1usize, 4usize), (37, 16), (2000, 16), (70, 2)] {
+        for (n, width, keep) in [
+            (1usize, 4usize, 1u32),
+            (37, 16, 1),
+            (2000, 16, 4),
+            (70, 4, 2),
+        ] {
             let xs: Vec<u128> = (0..n).map(|_| rng.gen()).collect();
             let offsets: Vec<u128> = (0..width).map(|_| rng.gen()).collect();
-            let words = hashed_pad_words(&xs, &offsets);
-            for (x, w) in xs.iter().zip(&words) {
+            let words = hashed_pads(&xs, &offsets, keep, |w| w);
+            let lows = hashed_lows(&xs, keep);
+            let mask = (1u64 << keep) - 1;
+            for ((x, w), low) in xs.iter().zip(&words).zip(&lows) {
                 for (j, o) in offsets.iter().enumerate() {
-                    let bit = aes_hash::cr(x ^ o) & 1 == 1;
-                    assert_eq!(w >> j & 1 == 1, bit, "offset {j}");
+                    let want = aes_hash::cr(x ^ o) as u64 & mask;
+                    assert_eq!(w >> (keep as usize * j) & mask, want, "offset {j}");
                 }
-                assert_eq!(u32::from(*w) >> width, 0);
+                assert_eq!(w >> (keep as usize * width - 1) >> 1, 0);
+                assert_eq!(u64::from(*low), aes_hash::cr(*x) as u64 & mask);
             }
         }
     }
