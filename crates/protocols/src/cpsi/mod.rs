@@ -89,10 +89,10 @@
 //!   outcomes in an order independent of the bins. It can still tell a
 //!   slot that opens empty (an empty bin) from one that does not open;
 //!   after the shuffle that only counts the empty bins, `M - |Y|`, which
-//!   it knows from the set sizes. The shuffle costs one forward random OT
-//!   and 4 bits of traffic per switch of an arbitrary-size Waksman
-//!   network, `M⌈log2 M⌉ - 2^⌈log2 M⌉ + 1` switches (26 M at 2^20
-//!   items).
+//!   it knows from the set sizes. The shuffle costs a quarter of a forward
+//!   random 1-out-of-16 OT and 19 bits of traffic per switch of an
+//!   arbitrary-size Waksman network, `M⌈log2 M⌉ - 2^⌈log2 M⌉ + 1`
+//!   switches (26 M at 2^20 items).
 //!
 //! A party to which the result is not revealed learns nothing from the
 //! run (except, for sums with a minimum intersection, whether it was
