@@ -5,10 +5,14 @@
 //! Weighted sums use one derandomised random OT per bin (for all the
 //! weight vectors at once), with the party
 //! holding the weights `x` as OT sender: the chooser's bit is its share
-//! `s'`, the messages `(s ⊕ c)·x + r` for `c = 0, 1`, so the chooser gets
-//! `b·x + r` with `b = s ⊕ s'` the membership bit and the holder keeps
-//! `-r` (the method of Garimella et al. that the paper adapts). Summing
-//! gives additive shares of `Σ b·x` mod 2^64 (sums wrap at 2^64).
+//! `s'`, and it must get `(s ⊕ s')·x + r` while the holder keeps `-r`,
+//! so that with `b = s ⊕ s'` the membership bit the two add up to `b·x`
+//! (the method of Garimella et al. that the paper adapts). The two
+//! outputs differ by the holder's own `(1 - 2s)·x`, a correlated OT: the
+//! chooser's output for `s' = 0` is the key `k_0` of its OT message
+//! itself (so `r = k_0 - s·x`), and the holder sends only `k_0 + (1 -
+//! 2s)·x - k_1` for `s' = 1`, one word per bin and vector instead of two.
+//! Summing gives additive shares of `Σ b·x` mod 2^64 (sums wrap at 2^64).
 //!
 //! The union is a shuffle-based private set union (Garimella et al.,
 //! CRYPTO 2021; Jia et al., USENIX Security 2022): the receiver shuffles
@@ -20,14 +24,13 @@
 
 use psikit_ot::aes_hash;
 use psikit_transport::Channel;
-use rand::{Rng, RngCore};
+use rand::RngCore;
 use rayon::prelude::*;
 
 use super::bits::Bits;
 use super::gmw::{self, Triples};
 use super::messages::{self as msg, recv_exact, Share, KIND_FLIPS, KIND_PADS, KIND_UNION};
 use super::outcome::{Output, Sums};
-use super::rng::rng;
 use super::rot::{recv_flips, Either, Rots};
 use super::vocabulary::{Agreed, Reveal, Role, MAX_VALUE_COLUMNS};
 use super::{osn, product};
@@ -55,25 +58,26 @@ pub async fn weighted_sums(
             let xs = holder
                 .filter(|xs| xs.len() == k && xs.iter().all(|x| x.len() == n))
                 .ok_or_else(|| Error::Config("one weight per bin and vector is needed".into()))?;
-            let mut rng = rng()?;
             let flips = recv_flips(ch, n).await?;
-            let mut pads = Vec::with_capacity(n * 16 * k);
+            let mut pads = Vec::with_capacity(n * 8 * k);
             let mut sums = vec![0u64; k];
-            let (mut r, mut key) = (vec![0u64; k], vec![0u64; k]);
+            let (mut k0, mut k1) = (vec![0u64; k], vec![0u64; k]);
             for i in 0..n {
+                // The chooser's message for `s' = c` is OT message `c ⊕ f`.
                 let (f, s) = (flips.get(i), shares.get(i));
-                for (sum, r) in sums.iter_mut().zip(r.iter_mut()) {
-                    *r = rng.gen();
-                    *sum = sum.wrapping_sub(*r);
-                }
-                for c in [false, true] {
-                    let m = if c ^ f { ots.m1[i] } else { ots.m0[i] };
-                    key_words(m, &mut key);
-                    for ((x, r), key) in xs.iter().zip(&r).zip(&key) {
-                        let weight = if s ^ c { x[i] } else { 0 };
-                        let pad = weight.wrapping_add(*r).wrapping_add(*key);
-                        pads.extend_from_slice(&pad.to_le_bytes());
-                    }
+                let (m0, m1) = (ots.m0[i], ots.m1[i]);
+                key_words(if f { m1 } else { m0 }, &mut k0);
+                key_words(if f { m0 } else { m1 }, &mut k1);
+                // Its output is `k_0` for `s' = 0` and `k_0 + (1 - 2s)·x`
+                // for `s' = 1`; this party keeps `s·x - k_0`.
+                for (((sum, x), k0), k1) in sums.iter_mut().zip(xs).zip(&k0).zip(&k1) {
+                    let (mine, step) = match s {
+                        true => (x[i], x[i].wrapping_neg()),
+                        false => (0, x[i]),
+                    };
+                    *sum = sum.wrapping_add(mine).wrapping_sub(*k0);
+                    let pad = k0.wrapping_add(step).wrapping_sub(*k1);
+                    pads.extend_from_slice(&pad.to_le_bytes());
                 }
             }
             msg::send(ch, KIND_PADS, &pads).await?;
@@ -83,15 +87,19 @@ pub async fn weighted_sums(
             let mut flips = ots.choices.clone();
             flips.xor_assign(shares);
             msg::send(ch, KIND_FLIPS, &flips.to_bytes()).await?;
-            let pads = recv_exact(ch, KIND_PADS, n * 16 * k).await?;
+            let pads = recv_exact(ch, KIND_PADS, n * 8 * k).await?;
             let mut sums = vec![0u64; k];
             let mut key = vec![0u64; k];
             for i in 0..n {
-                let at = 8 * k * (2 * i + usize::from(shares.get(i)));
+                let at = 8 * k * i;
                 key_words(ots.chosen[i], &mut key);
                 for (j, (sum, key)) in sums.iter_mut().zip(&key).enumerate() {
-                    let pad = u64::from_le_bytes(bytes8(&pads[at + 8 * j..at + 8 * j + 8]));
-                    *sum = sum.wrapping_add(pad.wrapping_sub(*key));
+                    let got = match shares.get(i) {
+                        true => u64::from_le_bytes(bytes8(&pads[at + 8 * j..at + 8 * j + 8]))
+                            .wrapping_add(*key),
+                        false => *key,
+                    };
+                    *sum = sum.wrapping_add(got);
                 }
             }
             Ok(sums)

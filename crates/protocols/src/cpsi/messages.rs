@@ -10,7 +10,7 @@
 //! | 5 | S -> R | [`KIND_HINT`]: the OPPRF hint, `⌈ℓ/8⌉` bytes per entry (`8 + 8·columns` with values) |
 //! | 7 | both | [`KIND_OPEN`]: one GMW layer's openings |
 //! | 8 | chooser -> OT sender | [`KIND_FLIPS`]: choice corrections of derandomised OTs |
-//! | 9 | OT sender -> chooser | [`KIND_PADS`]: the two masked messages of derandomised OTs |
+//! | 9 | OT sender -> chooser | [`KIND_PADS`]: the weighted sums' correlated-OT corrections, one word per bin and vector (`apps`) |
 //! | 10 | both | [`Share`]: a party's shares of results |
 //! | 11 | R -> S | [`KIND_UNION`]: the union's encrypted items |
 //! | 12 | S -> R | [`KIND_CORRECTIONS`]: the inner product's OT corrections (`product`) |
