@@ -520,14 +520,10 @@ fn read_slot(m: &[u8], width: usize) -> Result<Slot, Error> {
 /// kernel alone (one slot a call took 0.4 s at 2^20 bins).
 fn xor_streams(data: &mut [u8], slot: usize, key: impl Fn(usize) -> u128 + Sync) {
     const GROUP: usize = 16;
-    // A slot is at most `union_slot(MAX_UNION_ITEM)` bytes: 66 blocks, so
-    // a group's stream fits on the stack.
-    const MOST: usize = union_slot(msg::MAX_UNION_ITEM as usize).div_ceil(16);
     let blocks = slot.div_ceil(16);
-    data.par_chunks_mut(slot * GROUP)
-        .enumerate()
-        .for_each(|(g, group)| {
-            let mut stream = [0u128; MOST * GROUP];
+    data.par_chunks_mut(slot * GROUP).enumerate().for_each_init(
+        || vec![0u128; GROUP * blocks],
+        |stream, (g, group)| {
             let stream = &mut stream[..group.len().div_ceil(slot) * blocks];
             for (i, s) in stream.chunks_mut(blocks).enumerate() {
                 s.fill(key(g * GROUP + i));
@@ -540,5 +536,6 @@ fn xor_streams(data: &mut [u8], slot: usize, key: impl Fn(usize) -> u128 + Sync)
                     }
                 }
             }
-        });
+        },
+    );
 }
