@@ -123,7 +123,7 @@
 //! * `facade.rs`: runs over a peer, a channel or as a stepper;
 //! * the building blocks: `hashing`, `opprf`, `rot` (random OTs both
 //!   ways), `gmw`, `cgs`, `leaves`, `bits`, `epc/`, `apps`, `osn`,
-//!   `product`, `rng`; the wire: [`messages`].
+//!   `pads`, `product`, `rng`; the wire: [`messages`].
 
 mod apps;
 mod bits;
@@ -139,6 +139,7 @@ pub mod messages;
 mod opprf;
 mod osn;
 mod outcome;
+mod pads;
 mod product;
 mod receiver;
 mod rng;
