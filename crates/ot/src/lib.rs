@@ -86,7 +86,7 @@ pub use choice::ChoiceBits;
 pub use error::OtError;
 pub use ext::{
     Confirm, ExtConfig, OtExtReceiver, OtExtSender, RandomReceiverOts, RandomSenderOts,
-    ReceiverOts, Security, SenderOts,
+    ReceiverOts, Security, SenderOts, BASE_OTS,
 };
 pub use kk13::{Kk13Receiver, Kk13ReceiverOts, Kk13Sender, Kk13SenderOts};
 pub use messages::{kind, PROTOCOL_ID};

@@ -6,7 +6,10 @@
 //! makes every AND triple and the sender's weighted sums. For silent OT it
 //! reuses the silent session of the OPRF's VOLE (same direction, same
 //! `Δ`), so it costs no base OTs of its own. The **reverse** direction (the
-//! receiver as OT sender) is set up only when an application needs it.
+//! receiver as OT sender) is set up only when an application needs it,
+//! as IKNP on 128 forward random OTs (the sum of the receiver's values
+//! and the union's slots: one extension each, where IKNP is cheaper than
+//! a second silent session).
 //!
 //! Silent correlated OTs (`q`, `t = q ⊕ b·Δ`) become random OTs by the
 //! correlation-robust hash of fixed-key AES: messages `H(q)`, `H(q ⊕ Δ)`,
@@ -22,7 +25,7 @@ use psikit_ot::silent::{Pending, SilentReceiver, SilentSender, Times};
 use psikit_ot::{aes_hash, gf128};
 use psikit_ot::{
     BaseReceiverOutput, BaseSenderOutput, ChoiceBits, ExtConfig, OtExtReceiver, OtExtSender,
-    Security, SessionId,
+    Security, SessionId, BASE_OTS,
 };
 use psikit_transport::Channel;
 use rand::rngs::OsRng;
@@ -228,7 +231,6 @@ pub enum Side {
 
 /// One party's random-OT sources.
 pub struct Rots {
-    kind: OtKind,
     leader: bool,
     sid: SessionId,
     config: ExtConfig,
@@ -252,21 +254,14 @@ impl Rots {
         let forward = match kind {
             OtKind::Silent => silent,
             OtKind::Iknp | OtKind::Kk13 => {
-                Side::setup(ch, &sid.derive("cpsi-forward"), kind, leader, config).await?
+                Side::iknp(ch, &sid.derive("cpsi-forward"), leader, config).await?
             }
         };
-        Ok(Self::with_forward(kind, leader, sid, config, forward))
+        Ok(Self::with_forward(leader, sid, config, forward))
     }
 
-    fn with_forward(
-        kind: OtKind,
-        leader: bool,
-        sid: &SessionId,
-        config: &ExtConfig,
-        forward: Side,
-    ) -> Self {
+    fn with_forward(leader: bool, sid: &SessionId, config: &ExtConfig, forward: Side) -> Self {
         Self {
-            kind,
             leader,
             sid: *sid,
             config: config.clone(),
@@ -285,9 +280,8 @@ impl Rots {
         leader: bool,
         config: &ExtConfig,
     ) -> Result<Self, Error> {
-        let kind = OtKind::Iknp;
-        let forward = Side::setup(ch, &sid.derive("cpsi-forward"), kind, leader, config).await?;
-        Ok(Self::with_forward(kind, leader, sid, config, forward))
+        let forward = Side::iknp(ch, &sid.derive("cpsi-forward"), leader, config).await?;
+        Ok(Self::with_forward(leader, sid, config, forward))
     }
 
     /// `n` random OTs, the leader sending if `leader_sends`.
@@ -310,8 +304,7 @@ impl Rots {
             true => &mut self.forward,
             false => {
                 if self.reverse.is_none() {
-                    let sid = self.sid.derive("cpsi-reverse");
-                    let side = Side::setup(ch, &sid, self.kind, !self.leader, &self.config).await?;
+                    let side = self.reverse_side(ch).await?;
                     self.reverse = Some(side);
                 }
                 self.reverse.as_mut().expect("set up above")
@@ -320,10 +313,31 @@ impl Rots {
         side.run(ch, n, None, &mut self.times).await?.ots()
     }
 
-    /// `n` forward IKNP OTs as the base OTs of another extension (KK13's,
-    /// module `cgs`) without public-key work: the leader's side as
-    /// base-OT sender, the other's as base-OT receiver (so the other party
-    /// is that extension's sender). Only on IKNP.
+    /// The reverse direction: IKNP on [`BASE_OTS`] forward random OTs,
+    /// whichever OT the forward direction runs. A silent set-up of its own
+    /// (public-key base OTs, then trees and a code for every extension)
+    /// cost the sum and the union 0.2-0.35 s at 2^20 bins; IKNP's
+    /// extension is a transpose and two hashes per OT, for 128 bits of
+    /// traffic per OT from the leader.
+    async fn reverse_side(&mut self, ch: &mut Channel) -> Result<Side, Error> {
+        let sid = self.sid.derive("cpsi-reverse");
+        let (s, c) = (Security::SemiHonest, self.config.clone());
+        Ok(match self.forward_base(ch, BASE_OTS).await? {
+            Base::Sent(base) => {
+                Side::IknpReceiver(OtExtReceiver::from_base_ots(&base, &sid, s, c, &mut OsRng)?)
+            }
+            Base::Received(base) => {
+                Side::IknpSender(OtExtSender::from_base_ots(&base, &sid, s, c, &mut OsRng)?)
+            }
+        })
+    }
+
+    /// `n` forward random OTs as the base OTs of another extension (KK13's,
+    /// module `cgs`, and the reverse direction's IKNP) without public-key
+    /// work: the leader's side as base-OT sender, the other's as base-OT
+    /// receiver (so the other party is that extension's sender). Silent
+    /// OT's correlations are hashed to independent keys as every forward
+    /// random OT is ([`Chunk::whole`]).
     pub async fn forward_base(&mut self, ch: &mut Channel, n: usize) -> Result<Base, Error> {
         match &mut self.forward {
             Side::IknpSender(s) => Ok(Base::Sent(s.extend(ch, n).await?.to_base_sender(0..n))),
@@ -332,7 +346,23 @@ impl Rots {
                 let ots = r.extend(ch, &choices).await?;
                 Ok(Base::Received(ots.to_base_receiver(0..n)))
             }
-            _ => Err(Error::Internal("base OTs come from IKNP")),
+            silent => match silent
+                .run(ch, n, None, &mut self.times)
+                .await?
+                .ots()?
+                .whole()
+            {
+                Either::Sent(s) => {
+                    let keys = s.m0.into_iter().zip(s.m1).map(|(a, b)| [a, b]);
+                    Ok(Base::Sent(BaseSenderOutput::from_keys(keys.collect())))
+                }
+                Either::Received(r) => {
+                    let choices = ChoiceBits::from_bools(&r.choices.iter().collect::<Vec<_>>());
+                    Ok(Base::Received(BaseReceiverOutput::from_keys(
+                        choices, r.chosen,
+                    )?))
+                }
+            },
         }
     }
 
@@ -495,28 +525,18 @@ async fn start_silent(
 }
 
 impl Side {
-    async fn setup(
+    /// IKNP on fresh public-key base OTs (silent OT's forward direction
+    /// is the OPRF's session).
+    async fn iknp(
         ch: &mut Channel,
         sid: &SessionId,
-        kind: OtKind,
         sending: bool,
         config: &ExtConfig,
     ) -> Result<Self, Error> {
-        let s = Security::SemiHonest;
-        let c = config.clone();
-        Ok(match (kind, sending) {
-            (OtKind::Silent, true) => {
-                Side::SilentSender(SilentSender::setup(ch, sid, s, c, &mut OsRng).await?)
-            }
-            (OtKind::Silent, false) => {
-                Side::SilentReceiver(SilentReceiver::setup(ch, sid, s, c, &mut OsRng).await?)
-            }
-            (OtKind::Iknp | OtKind::Kk13, true) => {
-                Side::IknpSender(OtExtSender::setup(ch, sid, s, c, &mut OsRng).await?)
-            }
-            (OtKind::Iknp | OtKind::Kk13, false) => {
-                Side::IknpReceiver(OtExtReceiver::setup(ch, sid, s, c, &mut OsRng).await?)
-            }
+        let (s, c) = (Security::SemiHonest, config.clone());
+        Ok(match sending {
+            true => Side::IknpSender(OtExtSender::setup(ch, sid, s, c, &mut OsRng).await?),
+            false => Side::IknpReceiver(OtExtReceiver::setup(ch, sid, s, c, &mut OsRng).await?),
         })
     }
 
