@@ -134,17 +134,32 @@ pub(crate) fn random_permutation(n: usize) -> Result<Vec<u32>, Error> {
 /// The switch settings (1: crossed) that make the network move input
 /// `perm[j]` to output `j`, in network order.
 pub(crate) fn route(perm: &[u32]) -> Vec<u8> {
-    let mut settings = vec![0u8; switches(perm.len())];
-    route_into(perm, &mut settings);
+    let n = perm.len();
+    let mut settings = vec![0u8; switches(n)];
+    let mut perm = perm.to_vec();
+    let (mut next, mut opp, mut color) = (vec![0u32; n], vec![0u32; n], vec![0u8; n]);
+    route_into(&mut perm, &mut next, &mut opp, &mut color, &mut settings);
     settings
 }
 
-fn route_into(perm: &[u32], settings: &mut [u8]) {
+/// Routes `perm` (its contents are used up). `next`, `opp` and `color`
+/// are scratch of `perm`'s length: a node writes its subnetworks'
+/// permutations into `next` and hands them its own `perm` as theirs, so
+/// the whole routing runs in four buffers allocated once (a node's own
+/// vectors made it allocate about 9 bytes per wire at each of the
+/// `log2 n` levels).
+fn route_into(
+    perm: &mut [u32],
+    next: &mut [u32],
+    opp: &mut [u32],
+    color: &mut [u8],
+    settings: &mut [u8],
+) {
     let n = perm.len();
     match n {
         0 | 1 => return,
         // One switch (the output switch is left out): a third of all
-        // nodes, done without allocating.
+        // nodes.
         2 => {
             settings[0] = u8::from(perm[0] == 1);
             return;
@@ -152,7 +167,7 @@ fn route_into(perm: &[u32], settings: &mut [u8]) {
         _ => {}
     }
     let h = n / 2;
-    let color = colors(perm);
+    colors(perm, opp, color);
     let [inputs, upper, lower, outputs] = parts_mut(n, settings);
     for (i, s) in inputs.iter_mut().enumerate() {
         *s = color[2 * i];
@@ -161,7 +176,7 @@ fn route_into(perm: &[u32], settings: &mut [u8]) {
     // wire `j/2`, `j` its output: output pair `i` takes wire `i` of both.
     // One colour lookup per pair (the pair's colours differ; that of the
     // left-out switch's pair is 0).
-    let (mut up, mut low) = (vec![0u32; h], vec![0u32; n - h]);
+    let (up, low) = next.split_at_mut(h);
     for (i, pair) in perm.chunks_exact(2).enumerate() {
         let (e0, e1) = (pair[0], pair[1]);
         let crossed = color[e0 as usize];
@@ -176,7 +191,14 @@ fn route_into(perm: &[u32], settings: &mut [u8]) {
     if n % 2 == 1 {
         low[h] = perm[n - 1] / 2;
     }
-    both(n, || route_into(&up, upper), || route_into(&low, lower));
+    let (p_up, p_low) = perm.split_at_mut(h);
+    let (o_up, o_low) = opp.split_at_mut(h);
+    let (c_up, c_low) = color.split_at_mut(h);
+    both(
+        n,
+        || route_into(up, p_up, o_up, c_up, upper),
+        || route_into(low, p_low, o_low, c_low, lower),
+    );
 }
 
 /// The looping algorithm: the subnetwork (0 upper, 1 lower) of each
@@ -188,32 +210,31 @@ fn route_into(perm: &[u32], settings: &mut [u8]) {
 /// (the path has an even number of edges, so they agree). For even `n`
 /// the left-out output switch is straight: the element bound for output
 /// `n - 2` goes upper.
-fn colors(perm: &[u32]) -> Vec<u8> {
+fn colors(perm: &[u32], opp: &mut [u32], color: &mut [u8]) {
     let n = perm.len();
     // Each element's output partner: the walk then follows one random
     // read per two elements (memory latency is most of the routing).
-    let mut opp = vec![NONE; n];
+    opp.fill(NONE);
     for pair in perm.chunks_exact(2) {
         opp[pair[0] as usize] = pair[1];
         opp[pair[1] as usize] = pair[0];
     }
-    let mut color = vec![UNSET; n];
+    color.fill(UNSET);
     match n % 2 {
         // The path: from the last input, by its output partner first.
         1 => {
             color[n - 1] = 1;
             if opp[n - 1] != NONE {
-                cycle(&opp, &mut color, opp[n - 1] as usize, 0, None);
+                cycle(opp, color, opp[n - 1] as usize, 0, None);
             }
         }
-        _ => cycle(&opp, &mut color, perm[n - 2] as usize, 0, Some(perm[n - 2])),
+        _ => cycle(opp, color, perm[n - 2] as usize, 0, Some(perm[n - 2])),
     }
     for e in 0..n {
         if color[e] == UNSET {
-            cycle(&opp, &mut color, e, 0, Some(e as u32));
+            cycle(opp, color, e, 0, Some(e as u32));
         }
     }
-    color
 }
 
 /// No output partner (the last output of an odd `n`).
@@ -242,39 +263,49 @@ pub(crate) fn eval<T>(mut v: Vec<T>, codes: &[u8]) -> Vec<T>
 where
     T: Copy + Send + Sync + From<u8> + std::ops::BitXor<Output = T>,
 {
+    let mut scratch = v.clone();
+    eval_in(&mut v, &mut scratch, codes);
+    v
+}
+
+/// [`eval`] in place: a node's switches write its subnetworks' wires into
+/// `scratch` (as long as `v`) and lend them its own `v` as theirs, as in
+/// [`route_into`].
+fn eval_in<T>(v: &mut [T], scratch: &mut [T], codes: &[u8])
+where
+    T: Copy + Send + Sync + From<u8> + std::ops::BitXor<Output = T>,
+{
     let n = v.len();
     match n {
-        0 | 1 => return v,
+        0 | 1 => return,
         2 => {
             (v[0], v[1]) = switch(codes[0], v[0], v[1]);
-            return v;
+            return;
         }
         _ => {}
     }
     let h = n / 2;
     let [inputs, upper, lower, outputs] = parts(n, codes);
-    let (mut up, mut low) = (Vec::with_capacity(h), Vec::with_capacity(n - h));
+    let (up, low) = scratch.split_at_mut(h);
     for (i, &c) in inputs.iter().enumerate() {
-        let (a, b) = switch(c, v[2 * i], v[2 * i + 1]);
-        up.push(a);
-        low.push(b);
+        (up[i], low[i]) = switch(c, v[2 * i], v[2 * i + 1]);
     }
     if n % 2 == 1 {
-        low.push(v[n - 1]);
+        low[h] = v[n - 1];
     }
-    // `v`'s buffer takes the outputs (one allocation less per node).
-    let mut out = v;
-    out.clear();
-    let (up, low) = both(n, || eval(up, upper), || eval(low, lower));
+    let (v_up, v_low) = v.split_at_mut(h);
+    both(
+        n,
+        || eval_in(up, v_up, upper),
+        || eval_in(low, v_low, lower),
+    );
     for (i, &c) in outputs.iter().enumerate() {
-        let (a, b) = switch(c, up[i], low[i]);
-        out.extend([a, b]);
+        (v[2 * i], v[2 * i + 1]) = switch(c, up[i], low[i]);
     }
     match n % 2 {
-        0 => out.extend([up[h - 1], low[h - 1]]),
-        _ => out.push(low[h]),
+        0 => (v[n - 2], v[n - 1]) = (up[h - 1], low[h - 1]),
+        _ => v[n - 1] = low[h],
     }
-    out
 }
 
 /// One switch of [`eval`].
@@ -292,43 +323,51 @@ fn switch<T: From<u8> + std::ops::BitXor<Output = T>>(code: u8, a: T, b: T) -> (
 /// bits (bits 0 and 1) and `δ`, the XOR of its input masks (bit 2), and
 /// returns the output masks.
 fn garble(mut r: Vec<u8>, fresh: &[u8], msgs: &mut [u8]) -> Vec<u8> {
+    let mut scratch = vec![0u8; r.len()];
+    garble_in(&mut r, &mut scratch, fresh, msgs);
+    r
+}
+
+/// [`garble`] in place, its scratch used as [`eval_in`] uses its own.
+fn garble_in(r: &mut [u8], scratch: &mut [u8], fresh: &[u8], msgs: &mut [u8]) {
     let n = r.len();
     match n {
-        0 | 1 => return r,
+        0 | 1 => return,
         2 => {
             let (x, y) = (fresh[0] & 1, fresh[0] >> 1 & 1);
             msgs[0] = message(r[0], r[1], x, y);
             (r[0], r[1]) = (x, y);
-            return r;
+            return;
         }
         _ => {}
     }
     let h = n / 2;
     let [f_in, f_up, f_low, f_out] = parts(n, fresh);
     let [m_in, m_up, m_low, m_out] = parts_mut(n, msgs);
-    let (mut up, mut low) = (Vec::with_capacity(h), Vec::with_capacity(n - h));
+    let (up, low) = scratch.split_at_mut(h);
     for (i, (m, &f)) in m_in.iter_mut().zip(f_in).enumerate() {
         let (x, y) = (f & 1, f >> 1 & 1);
         *m = message(r[2 * i], r[2 * i + 1], x, y);
-        up.push(x);
-        low.push(y);
+        (up[i], low[i]) = (x, y);
     }
     if n % 2 == 1 {
-        low.push(r[n - 1]);
+        low[h] = r[n - 1];
     }
-    let mut out = r;
-    out.clear();
-    let (up, low) = both(n, || garble(up, f_up, m_up), || garble(low, f_low, m_low));
+    let (r_up, r_low) = r.split_at_mut(h);
+    both(
+        n,
+        || garble_in(up, r_up, f_up, m_up),
+        || garble_in(low, r_low, f_low, m_low),
+    );
     for (i, (m, &f)) in m_out.iter_mut().zip(f_out).enumerate() {
         let (x, y) = (f & 1, f >> 1 & 1);
         *m = message(up[i], low[i], x, y);
-        out.extend([x, y]);
+        (r[2 * i], r[2 * i + 1]) = (x, y);
     }
     match n % 2 {
-        0 => out.extend([up[h - 1], low[h - 1]]),
-        _ => out.push(low[h]),
+        0 => (r[n - 2], r[n - 1]) = (up[h - 1], low[h - 1]),
+        _ => r[n - 1] = low[h],
     }
-    out
 }
 
 /// A switch's straight message and `δ` (see [`garble`]) for input masks
