@@ -395,11 +395,8 @@ pub(crate) async fn permute(
     msg::send_bits(ch, KIND_SWITCH_FLIPS, &[&flips]).await?;
     let lens = [n, 64 * k.div_ceil(BUNDLE), k, k];
     let [masked, table, mut m0, mut m1] = msg::recv_bits(ch, KIND_SWITCH_MASKS, lens).await?;
-    // γ = V[c] ⊕ P[c], then m_s = u ⊕ (γ, γ).
-    let gamma: Vec<u8> = (table.words().iter().zip(&index).zip(&masks))
-        .map(|((v, &c), &p)| (v >> (4 * c)) as u8 & 15 ^ p)
-        .collect();
-    let gamma = nibbles(&gamma, k);
+    // m_s = u ⊕ (γ, γ).
+    let gamma = gammas(&table, &index, &masks, k);
     m0.xor_assign(&gamma);
     m1.xor_assign(&gamma);
     codes.iter_mut().for_each(|s| *s <<= 2);
@@ -408,6 +405,15 @@ pub(crate) async fn permute(
     let mut values = vec![0u8; n];
     unpack_into(&masked, 0, &mut values);
     Ok(plane(&eval(values, &codes), 0))
+}
+
+/// The holder's `γ = V[c] ⊕ P[c]` of each of `k` switches, from the
+/// learner's masked tables `V`, its indices `c` and its masks `P[c]`.
+fn gammas(table: &Bits, index: &[u8], masks: &[u8], k: usize) -> Bits {
+    let gamma: Vec<u8> = (table.words().iter().zip(index).zip(masks))
+        .map(|((v, &c), &p)| (v >> (4 * c)) as u8 & 15 ^ p)
+        .collect();
+    nibbles(&gamma, k)
 }
 
 /// The learner's side: `b` with `a ⊕ b = π(l)` for the holder's `a`
@@ -732,6 +738,102 @@ pub(super) mod tests {
             let want = if g == 36 { x & 3 } else { x };
             assert_eq!(nibble(&bits, g), want, "nibble {g}");
         }
+    }
+
+    /// The fraction of ones in `bits` is within 0.03 of a half (for the
+    /// tens of thousands of bits below, over 8 standard deviations).
+    fn balanced(bits: &Bits) -> bool {
+        (bits.count_ones() as f64 / bits.len() as f64 - 0.5).abs() < 0.03
+    }
+
+    /// What the holder receives hides the learner's bits: with the
+    /// learner's input all zeros, the masked input, both halves of `u` and
+    /// `γ = V[c] ⊕ P[c]` on the switches the holder sets straight (where
+    /// `γ = β`) are balanced. Without the wire masks `r` the masked input
+    /// would be all zeros; without `β`, `γ` would be 0 on straight
+    /// switches and `δ` on crossed ones.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_holders_view_is_masked() {
+        let n = 1 << 12;
+        let k = switches(n);
+        for silent in [true, false] {
+            let (mut a, mut b) = Channel::memory_pair(Limits::default());
+            let learner = tokio::spawn(async move {
+                let mut r = test_rots(&mut a, b"osn view", true, silent).await;
+                share(&mut a, &mut r, &Bits::zeros(n))
+                    .await
+                    .expect("learner")
+            });
+            let mut r = test_rots(&mut b, b"osn view", false, silent).await;
+            let Masks::Chooser { index, masks } =
+                collect(&mut b, &mut r, k, false).await.expect("OTs")
+            else {
+                panic!("the holder chooses");
+            };
+            let mut rng = StdRng::seed_from_u64(9);
+            let s = Bits::from_bools((0..k).map(|_| rng.gen::<bool>()));
+            let mut flips = s.clone();
+            flips.xor_assign(&nibbles(&index, k));
+            msg::send_bits(&mut b, KIND_SWITCH_FLIPS, &[&flips])
+                .await
+                .expect("flips");
+            let lens = [n, 64 * k.div_ceil(BUNDLE), k, k];
+            let [masked, table, u0, u1] = msg::recv_bits(&mut b, KIND_SWITCH_MASKS, lens)
+                .await
+                .expect("masks");
+            learner.await.expect("learner task");
+            let gamma = gammas(&table, &index, &masks, k);
+            let straight = Bits::from_bools((0..k).filter(|&j| !s.get(j)).map(|j| gamma.get(j)));
+            for (name, bits) in [
+                ("masked input", &masked),
+                ("u_0", &u0),
+                ("u_1", &u1),
+                ("γ", &straight),
+            ] {
+                assert!(
+                    balanced(bits),
+                    "{silent} {name}: {} of {}",
+                    bits.count_ones(),
+                    bits.len()
+                );
+            }
+        }
+    }
+
+    /// What the learner receives hides the permutation: with every switch
+    /// straight (the identity), the holder's flips are balanced (they are
+    /// its switch bits masked by its random OT indices).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_learners_view_is_masked() {
+        let n = 1 << 12;
+        let k = switches(n);
+        assert!(route(&(0..n as u32).collect::<Vec<_>>())
+            .iter()
+            .all(|&s| s == 0));
+        let (mut a, mut b) = Channel::memory_pair(Limits::default());
+        let fake = tokio::spawn(async move {
+            let mut r = rots(&mut a, true).await;
+            let _ = collect(&mut a, &mut r, k, true).await.expect("OTs");
+            let [flips] = msg::recv_bits(&mut a, KIND_SWITCH_FLIPS, [k])
+                .await
+                .expect("flips");
+            let table = 8 * k.div_ceil(BUNDLE);
+            let bytes = vec![0u8; n.div_ceil(8) + table + 2 * k.div_ceil(8)];
+            msg::send(&mut a, KIND_SWITCH_MASKS, &bytes)
+                .await
+                .expect("masks");
+            flips
+        });
+        let mut r = rots(&mut b, false).await;
+        let perm: Vec<u32> = (0..n as u32).collect();
+        permute(&mut b, &mut r, &perm).await.expect("holder");
+        let flips = fake.await.expect("fake");
+        assert!(
+            balanced(&flips),
+            "{} of {}",
+            flips.count_ones(),
+            flips.len()
+        );
     }
 
     /// A learner whose masks come cut short, or with a bit set past a
