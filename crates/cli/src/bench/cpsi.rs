@@ -129,7 +129,8 @@ struct Config {
 
 /// Issue targets at 2^20, one thread per party: the base circuit PSI at
 /// most 10 s and 600 MB; a low-communication configuration (silent OT) at
-/// most 134 MB and 25 s; every application within 15% of the base time.
+/// most 134 MB and 25 s; every application but the inner product within
+/// 10% of the base time (issue 29; the inner product's cost is stated).
 const TARGET_LOG2: u32 = 20;
 
 /// Entry point of the hidden `psikit bench cpsi-worker`.
@@ -549,12 +550,15 @@ fn targets(results: &[(Config, Vec<Run>)]) -> String {
             .iter()
             .find(|(b, _, _)| b.ot == c.ot && b.epc == c.epc);
         if let (Some((_, base, _)), Some(secs)) = (base, total(runs)) {
+            let bar = match c.app {
+                BenchApp::Product => "no bar: its cost is stated".to_string(),
+                _ => format!("<= 10%: {}", verdict(secs <= base * 1.10)),
+            };
             out.push_str(&format!(
-                "* {} ({}): {secs:.1} s, {:+.0}% over its base (<= 15%: {})\n",
+                "* {} ({}): {secs:.1} s, {:+.0}% over its base ({bar})\n",
                 c.app,
                 name(c),
                 (secs / base - 1.0) * 100.0,
-                verdict(secs <= base * 1.15)
             ));
         }
     }
