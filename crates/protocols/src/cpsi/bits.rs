@@ -36,6 +36,17 @@ impl Bits {
         bits
     }
 
+    /// Bit `j` of each of `xs`: bit `i` is bit `j` of `xs[i]` (the OT and
+    /// network code works on a byte or word per item, the wire and the
+    /// circuits on 64 bits a word).
+    pub fn plane<T: Copy + Into<u64>>(xs: &[T], j: u32) -> Self {
+        let words = xs
+            .chunks(64)
+            .map(|c| (c.iter().enumerate()).fold(0, |w, (i, &x)| w | (x.into() >> j & 1) << i))
+            .collect();
+        Self::from_words(words, xs.len())
+    }
+
     /// From one bool per bit.
     pub fn from_bools(bools: impl IntoIterator<Item = bool>) -> Self {
         let mut bits = Self::default();
@@ -165,6 +176,12 @@ impl Bits {
             *last &= (1u64 << tail) - 1;
         }
     }
+}
+
+/// Nibble `g` of packed words (bits `4g .. 4g + 4`): the 4-bit index or
+/// flip of a 1-out-of-16 OT, sixteen to a word.
+pub fn nibble(words: &[u64], g: usize) -> u8 {
+    (words[g / 16] >> (4 * (g % 16))) as u8 & 15
 }
 
 #[cfg(test)]

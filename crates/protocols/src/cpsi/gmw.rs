@@ -108,10 +108,10 @@ impl Triples {
         let (a, b, c) = match ots {
             SmallPads::Sent(pads) => {
                 let n = pads.len();
-                let (p0, p1) = (plane(&pads, 0), plane(&pads, 1));
-                let (p2, p3) = (plane(&pads, 2), plane(&pads, 3));
-                let k1: Vec<u64> = p0.iter().zip(&p1).map(|(x, y)| x ^ y).collect();
-                let k2: Vec<u64> = p0.iter().zip(&p2).map(|(x, y)| x ^ y).collect();
+                let planes = [0, 1, 2, 3].map(|j| Bits::plane(&pads, j));
+                let [p0, p1, p2, p3] = planes.each_ref().map(Bits::words);
+                let k1: Vec<u64> = p0.iter().zip(p1).map(|(x, y)| x ^ y).collect();
+                let k2: Vec<u64> = p0.iter().zip(p2).map(|(x, y)| x ^ y).collect();
                 let c = (0..p0.len()).map(|i| p0[i] ^ (k1[i] & k2[i])).collect();
                 let fix = (0..p0.len()).map(|i| {
                     let valid = u64::MAX >> (64 - (n - 64 * i).min(64));
@@ -122,9 +122,7 @@ impl Triples {
                 (bits(k2), bits(k1), bits(c))
             }
             SmallPads::Received { c: index, pads } => {
-                let n = index.len();
-                let bits = |j| Bits::from_words(plane(&index, j), n);
-                (bits(0), bits(1), pads)
+                (Bits::plane(&index, 0), Bits::plane(&index, 1), pads)
             }
         };
         self.a.extend(&a);
@@ -203,17 +201,6 @@ impl SmallTriples {
         }
         Ok(t)
     }
-}
-
-/// Bit `j` of each of `xs`, packed 64 to a word.
-fn plane<T: Copy + Into<u64>>(xs: &[T], j: u32) -> Vec<u64> {
-    xs.chunks(64)
-        .map(|c| {
-            c.iter()
-                .enumerate()
-                .fold(0, |w, (i, &x)| w | (x.into() >> j & 1) << i)
-        })
-        .collect()
 }
 
 /// Number of triples [`and`] uses for vectors of `len` bits.

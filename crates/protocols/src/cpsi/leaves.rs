@@ -46,7 +46,7 @@ use psikit_transport::Channel;
 use rand::Rng;
 use rayon::prelude::*;
 
-use super::bits::Bits;
+use super::bits::{nibble, Bits};
 use super::cgs::{pack, BLOCK};
 use super::gmw::{SmallTriples, Triples, TRIPLE_BITS};
 use super::messages::{recv_exact, send, KIND_CHOSEN, KIND_FLIPS};
@@ -409,11 +409,8 @@ fn xor_permute(p: u16, d: u8) -> u64 {
 
 /// OTs whose 4-bit flips share a word of the flips' bits.
 const FLIPS_PER_WORD: usize = 64 / BLOCK as usize;
-
-/// The flip of bin `i` in an OT's flips (bits `4·i ..`).
-fn flip(flips: &[u64], i: usize) -> u8 {
-    (flips[i / FLIPS_PER_WORD] >> (BLOCK as usize * (i % FLIPS_PER_WORD)) & 0xf) as u8
-}
+// A bin's flip is read back by `bits::nibble`, sixteen to a word.
+const _: () = assert!(FLIPS_PER_WORD == 16);
 
 /// The leader's side of a round: per OT, its share bits and the masked
 /// messages.
@@ -438,7 +435,7 @@ async fn offer(
         let rows: Vec<u64> = (0..bins)
             .into_par_iter()
             .map(|i| {
-                let masks = xor_permute(pads[i], flip(flips, i));
+                let masks = xor_permute(pads[i], nibble(flips, i));
                 let eq = 1u64 << x[i];
                 let shares = if share.get(i) { all } else { 0 };
                 (shares ^ eq ^ masks) & all

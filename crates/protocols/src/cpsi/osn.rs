@@ -72,7 +72,7 @@ use psikit_transport::Channel;
 use rand::seq::SliceRandom;
 use rand::{Rng, RngCore};
 
-use super::bits::Bits;
+use super::bits::{nibble, Bits};
 use super::messages::{self as msg, KIND_SWITCH_FLIPS, KIND_SWITCH_MASKS};
 use super::rng::rng;
 use super::rot::{Either, Rots, SmallMasks};
@@ -390,7 +390,7 @@ pub(crate) async fn permute(
     };
     // Routed after the OTs, while the learner draws its masks.
     let mut codes = route(perm);
-    let mut flips = plane(&codes, 0);
+    let mut flips = Bits::plane(&codes, 0);
     flips.xor_assign(&nibbles(&index, k));
     msg::send_bits(ch, KIND_SWITCH_FLIPS, &[&flips]).await?;
     let lens = [n, 64 * k.div_ceil(BUNDLE), k, k];
@@ -404,7 +404,7 @@ pub(crate) async fn permute(
     unpack_into(&m1, 1, &mut codes);
     let mut values = vec![0u8; n];
     unpack_into(&masked, 0, &mut values);
-    Ok(plane(&eval(values, &codes), 0))
+    Ok(Bits::plane(&eval(values, &codes), 0))
 }
 
 /// The holder's `γ = V[c] ⊕ P[c]` of each of `k` switches, from the
@@ -427,13 +427,13 @@ pub(crate) async fn share(ch: &mut Channel, rots: &mut Rots, l: &Bits) -> Result
     let (mut r, mut fresh) = (vec![0u8; n], vec![0u8; k]);
     rng.fill_bytes(&mut r);
     rng.fill_bytes(&mut fresh);
-    let mut masked = plane(&r, 0);
+    let mut masked = Bits::plane(&r, 0);
     masked.xor_assign(l);
     r.iter_mut().for_each(|b| *b &= 1);
     let mut msgs = vec![0u8; k];
     let out = garble(r, &fresh, &mut msgs);
     drop(fresh);
-    let [mut u0, mut u1, delta] = [0, 1, 2].map(|bit| plane(&msgs, bit));
+    let [mut u0, mut u1, delta] = [0, 1, 2].map(|bit| Bits::plane(&msgs, bit));
     drop(msgs);
     let mut beta = vec![0u64; k.div_ceil(64)];
     rng.fill(&mut beta[..]);
@@ -443,7 +443,7 @@ pub(crate) async fn share(ch: &mut Channel, rots: &mut Rots, l: &Bits) -> Result
     let spread = spread_table();
     let table: Vec<u64> = (pads.iter().enumerate())
         .map(|(g, p)| {
-            let [b, f, d] = [&beta, &flips, &delta].map(|bits| nibble(bits, g));
+            let [b, f, d] = [&beta, &flips, &delta].map(|bits| nibble(bits.words(), g));
             p ^ (EVERY_NIBBLE * u64::from(b)) ^ spread[usize::from(f << 4 | d)]
         })
         .collect();
@@ -451,7 +451,7 @@ pub(crate) async fn share(ch: &mut Channel, rots: &mut Rots, l: &Bits) -> Result
     u1.xor_assign(&beta);
     let table = Bits::from_words(table, 64 * pads.len());
     msg::send_bits(ch, KIND_SWITCH_MASKS, &[&masked, &table, &u0, &u1]).await?;
-    Ok(plane(&out, 0))
+    Ok(Bits::plane(&out, 0))
 }
 
 /// Switches per bundle: one random 1-out-of-16 OT, whose index is the
@@ -469,11 +469,6 @@ fn spread_table() -> Vec<u64> {
         .collect()
 }
 
-/// Nibble `g` of `bits`: the bits of bundle `g`'s switches.
-fn nibble(bits: &Bits, g: usize) -> u8 {
-    (bits.words()[g / 16] >> (4 * (g % 16))) as u8 & 15
-}
-
 /// The nibbles as a bit vector of `len` bits, nibble `g` at bits `4g ..`
 /// (the inverse of [`nibble`]).
 fn nibbles(nibbles: &[u8], len: usize) -> Bits {
@@ -484,21 +479,7 @@ fn nibbles(nibbles: &[u8], len: usize) -> Bits {
     Bits::from_words(words, len)
 }
 
-/// Bit `bit` of every byte, packed: the network works on a byte per wire
-/// or switch, the OT arithmetic and the wire on 64 switches a word.
-fn plane(bytes: &[u8], bit: u32) -> Bits {
-    let words = bytes
-        .chunks(64)
-        .map(|c| {
-            c.iter()
-                .rev()
-                .fold(0u64, |w, &b| w << 1 | u64::from(b >> bit & 1))
-        })
-        .collect();
-    Bits::from_words(words, bytes.len())
-}
-
-/// ORs `bits` into bit `bit` of the bytes (the inverse of [`plane`]).
+/// ORs `bits` into bit `bit` of the bytes (the inverse of [`Bits::plane`]).
 fn unpack_into(bits: &Bits, bit: u32, bytes: &mut [u8]) {
     for (c, &w) in bytes.chunks_mut(64).zip(bits.words()) {
         for (i, b) in c.iter_mut().enumerate() {
@@ -736,7 +717,7 @@ pub(super) mod tests {
         let bits = nibbles(&nibs, 4 * 37 - 2);
         for (g, &x) in nibs.iter().enumerate() {
             let want = if g == 36 { x & 3 } else { x };
-            assert_eq!(nibble(&bits, g), want, "nibble {g}");
+            assert_eq!(nibble(bits.words(), g), want, "nibble {g}");
         }
     }
 
