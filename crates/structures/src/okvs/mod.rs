@@ -272,7 +272,12 @@ impl Okvs {
     /// [`BinDecoder::finish`] puts the values in key order. It holds about
     /// 40 bytes a key (`decode` takes its keys [`DECODE_BATCH`] at a time).
     pub fn decoder(&self, keys: &[u128]) -> BinDecoder<'_> {
-        let split = self.split(keys, Values::None);
+        self.bin_decoder(self.split(keys, Values::None))
+    }
+
+    /// A decoder of the keys `split` groups: the tasks and where each
+    /// chunk's keys go.
+    fn bin_decoder(&self, split: Split) -> BinDecoder<'_> {
         let (bins, chunks) = (self.params.bins(), split.keys.len());
         // Where each chunk's part of each bin lies in the grouped order
         // (bins in order, chunks in order inside), and the tasks: each
@@ -302,7 +307,7 @@ impl Okvs {
         starts.push(at);
         BinDecoder {
             okvs: self,
-            values: vec![0u128; keys.len()],
+            values: vec![0u128; split.bin_of.len()],
             split,
             firsts,
             tasks,
@@ -502,7 +507,7 @@ enum Values<'a> {
     Of(&'a (dyn Fn(&[u128], &mut [u128]) + Sync)),
 }
 
-impl BinEncoder<'_> {
+impl<'a> BinEncoder<'a> {
     /// Solves the bins `bins` into `out`, their columns (`bins.len()`
     /// times [`OkvsParams::bin_len`]), in parallel on the current rayon
     /// pool. Fails as [`Okvs::encode`] does, for the input as a whole (a
@@ -522,6 +527,18 @@ impl BinEncoder<'_> {
             Some(values) => okvs.failure(self.keys, values),
             None => OkvsError::EncodeFailed(okvs.params.security()),
         })
+    }
+
+    /// A decoder of the keys this encoder took, from any table of the same
+    /// OKVS (VOLE-PSI's receiver decodes its own keys from its VOLE
+    /// vector): their grouping by bin is reused rather than hashed and
+    /// copied again, and all keys are decoded at once, so each bin's
+    /// subset tables are built once ([`Okvs::decode`] takes batches). It
+    /// holds the keys, grouped, and a value a key.
+    pub fn into_decoder(self) -> BinDecoder<'a> {
+        let mut split = self.split;
+        split.values = Vec::new();
+        self.okvs.bin_decoder(split)
     }
 }
 
@@ -580,6 +597,37 @@ impl BinDecoder<'_> {
                 okvs.decode_part(cols, split, bin, chunks, vals, scratch)
             },
         );
+        Ok(())
+    }
+
+    /// Calls `f(keys, values)` on the decoded values of `bins` (bins
+    /// decoded already), a part of a bin at a time, in parallel on the
+    /// current rayon pool: for work on each value that can start as soon
+    /// as its bin is decoded (VOLE-PSI's sender turns its values into
+    /// outputs while the next part of the table is on its way).
+    pub fn map_decoded<F>(&mut self, bins: Range<usize>, f: F) -> Result<(), OkvsError>
+    where
+        F: Fn(&[u128], &mut [u128]) + Sync,
+    {
+        if bins.start > bins.end || bins.end > self.decoded {
+            return Err(OkvsError::BinOrder {
+                expected: self.decoded,
+                got: bins.end,
+            });
+        }
+        let mut rest = &mut self.values[self.starts[bins.start]..self.starts[bins.end]];
+        let mut parts = Vec::new();
+        for bin in bins {
+            for chunk in &self.split.keys {
+                let keys = &chunk[bin][..];
+                let (values, tail) = std::mem::take(&mut rest).split_at_mut(keys.len());
+                rest = tail;
+                parts.push((keys, values));
+            }
+        }
+        parts
+            .into_par_iter()
+            .for_each(|(keys, values)| f(keys, values));
         Ok(())
     }
 
