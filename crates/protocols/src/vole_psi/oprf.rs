@@ -128,24 +128,30 @@ pub fn commit(share: u128) -> [u8; 32] {
         .into()
 }
 
-/// Malicious mode: `AES_{u ⊕ w}(k) ⊕ k` for each decoded value `u` and
-/// item key `k` (Davies-Meyer keyed by the OPRF value, as volePSI's
-/// malicious OPRF): binds each output to its item and to the offset `w`
+/// The OPRF outputs of decoded values `u` at item keys `keys`, in place:
+/// `H(u)`, or in malicious mode (`binding`, the offset `w`) `H(AES_{u ⊕
+/// w}(k) ⊕ k)`: Davies-Meyer keyed by the OPRF value, as volePSI's
+/// malicious OPRF, binds each output to its item and to the offset `w`
 /// neither party chose alone.
-pub fn bind(mut u: Vec<u128>, w: u128, keys: &[u128]) -> Vec<u128> {
-    u.par_iter_mut().zip(keys.par_iter()).for_each(|(u, k)| {
-        let cipher = Aes128::new(&(*u ^ w).to_le_bytes().into());
-        let mut block = k.to_le_bytes().into();
-        cipher.encrypt_block(&mut block);
-        *u = u128::from_le_bytes(block.into()) ^ k;
-    });
-    u
+pub fn outputs(u: &mut [u128], keys: &[u128], binding: Option<u128>) {
+    if let Some(w) = binding {
+        u.par_iter_mut().zip(keys.par_iter()).for_each(|(u, k)| {
+            let cipher = Aes128::new(&(*u ^ w).to_le_bytes().into());
+            let mut block = k.to_le_bytes().into();
+            cipher.encrypt_block(&mut block);
+            *u = u128::from_le_bytes(block.into()) ^ k;
+        });
+    }
+    output_hash(u);
 }
 
-/// `H(u)` truncated to `bits` bits: the summary values compared.
-pub fn summaries(mut u: Vec<u128>, bits: u32) -> Vec<Summary> {
-    output_hash(&mut u);
-    u.par_iter().map(|x| pack(&x.to_le_bytes(), bits)).collect()
+/// The summary values compared: the outputs ([`outputs`]) cut to `bits`
+/// bits.
+pub fn summaries(outputs: &[u128], bits: u32) -> Vec<Summary> {
+    outputs
+        .par_iter()
+        .map(|x| pack(&x.to_le_bytes(), bits))
+        .collect()
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use psikit_ot::silent::{self, SilentReceiver, VoleOutput};
-use psikit_structures::okvs::{Okvs, OkvsError};
+use psikit_structures::okvs::{BinDecoder, Okvs, OkvsError};
 use psikit_transport::Channel;
 use rand::rngs::OsRng;
 use rand::Rng;
@@ -91,25 +91,26 @@ pub async fn run_receiver(
     }
     progress.stage(STAGE_OKVS, None);
     let table = Instant::now();
-    phases.okvs_encode = send_masked(ch, &okvs, &keys, &c, bits).await?;
+    let (encoding, mut decoder) = send_masked(ch, &okvs, &keys, &c, bits).await?;
+    phases.okvs_encode = encoding;
     phases.table = table.elapsed();
     drop(c);
-    let mut decoded = vec![0u128; keys.len()];
+    let mut outputs = vec![0u128; keys.len()];
     let d = Instant::now();
-    okvs.decode(&a, &keys, &mut decoded)?;
+    decoder.decode_bins(0..okvs.params().bins(), &a)?;
+    decoder.finish(&mut outputs)?;
     phases.okvs_decode = d.elapsed();
     drop(a);
-    let outputs = match commitment {
-        Some(c) => {
-            let w = offset ^ opened(ch, &c).await?;
-            oprf::bind(decoded, w, &keys)
-        }
-        None => decoded,
+    let binding = match commitment {
+        Some(c) => Some(offset ^ opened(ch, &c).await?),
+        None => None,
     };
+    oprf::outputs(&mut outputs, &keys, binding);
     drop(keys);
     progress.stage(STAGE_SUMMARIES, None);
     let summaries = Instant::now();
-    let mine = oprf::summaries(outputs, x.bits);
+    let mine = oprf::summaries(&outputs, x.bits);
+    drop(outputs);
     let matches = x.receive(ch, &mine, n_s, cfg.reveal_to_sender).await?;
     phases.summaries = summaries.elapsed();
     phases.online += t.elapsed();
@@ -140,14 +141,16 @@ async fn opened(ch: &mut Channel, commitment: &Commitment) -> Result<u128, Error
 /// still decodes to the values (which have `bits` bits); the encoder's
 /// random free entries are cut with it. A failure has probability below
 /// `2^-σ` (the OKVS's proven bound); the run then ends with an error
-/// rather than drawing a seed the sender already used.
-async fn send_masked(
+/// rather than drawing a seed the sender already used. Returns the time
+/// spent encoding, and a decoder of the same keys (their grouping by bin
+/// reused) for the receiver's own values.
+async fn send_masked<'a>(
     ch: &mut Channel,
-    okvs: &Okvs,
-    keys: &[u128],
+    okvs: &'a Okvs,
+    keys: &'a [u128],
     c: &[u128],
     bits: u32,
-) -> Result<Duration, Error> {
+) -> Result<(Duration, BinDecoder<'a>), Error> {
     let mask = u128::MAX >> (128 - bits);
     let value = |keys: &[u128], out: &mut [u128]| oprf::okvs_values_into(keys, bits, out);
     let mut encoder = okvs.encoder_of(keys, value, &mut OsRng).map_err(failed)?;
@@ -169,7 +172,7 @@ async fn send_masked(
         ch.send_payload(msg::PROTOCOL_ID, msg::KIND_MASKED, &bytes)
             .await?;
     }
-    Ok(spent)
+    Ok((spent, encoder.into_decoder()))
 }
 
 /// An encoding failure in the flags' words.

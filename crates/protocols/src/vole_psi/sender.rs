@@ -100,31 +100,27 @@ pub async fn run_sender(
             .zip(masked.par_chunks(CHUNK))
             .for_each(|(k, pc)| gf128::mul_acc(delta, pc, k));
         let d = Instant::now();
-        decoder.decode_bins(bins, k)?;
+        decoder.decode_bins(bins.clone(), k)?;
         phases.okvs_decode += d.elapsed();
+        // The outputs of these bins' items, while the next frame comes:
+        // `H(Decode(K, k_x) + Δ·h(k_x))` (malicious: bound first).
+        decoder.map_decoded(bins, |keys, values| {
+            gf128::mul_acc(delta, &oprf::okvs_values(keys, bits), values);
+            oprf::outputs(values, keys, offset);
+        })?;
     }
     phases.table = table.elapsed();
     drop(k);
     if offset.is_some() {
         ch.send_msg(&SenderOffset(share.to_le_bytes())).await?;
     }
-    let mut decoded = vec![0u128; keys.len()];
-    decoder.finish(&mut decoded)?;
-    // Decode(K, k_x) + Δ·h(k_x), over the decoded values; `h` a chunk at
-    // a time here rather than for the whole set while waiting for the
-    // table, where it added a vector to the sender's peak (a few ms).
-    decoded
-        .par_chunks_mut(CHUNK)
-        .zip(keys.par_chunks(CHUNK))
-        .for_each(|(d, k)| gf128::mul_acc(delta, &oprf::okvs_values(k, bits), d));
-    let outputs = match offset {
-        Some(w) => oprf::bind(decoded, w, &keys),
-        None => decoded,
-    };
+    let mut outputs = vec![0u128; keys.len()];
+    decoder.finish(&mut outputs)?;
     drop(keys);
     progress.stage(STAGE_SUMMARIES, None);
     let summaries = Instant::now();
-    let values = oprf::summaries(outputs, x.bits);
+    let values = oprf::summaries(&outputs, x.bits);
+    drop(outputs);
     let revealed = x.send(ch, &values, cfg.reveal_to_sender).await?;
     phases.summaries = summaries.elapsed();
     phases.online += t.elapsed();
