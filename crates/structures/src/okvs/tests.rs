@@ -384,3 +384,37 @@ fn bins_out_of_order_or_missing_are_refused() {
         Err(OkvsError::BinOrder { .. })
     ));
 }
+
+/// An encoder's decoder reads its keys from another table of the same
+/// OKVS, and `map_decoded` sees each decoded key with its value, bins
+/// decoded only.
+#[test]
+fn an_encoders_keys_decode_from_another_table() {
+    let mut rng = StdRng::seed_from_u64(13);
+    let (keys, values) = random_pairs(40_000, &mut rng);
+    let okvs = okvs_for(keys.len(), 7);
+    let (bins, bin_len) = (okvs.params().bins(), okvs.params().bin_len());
+    let other: Vec<u128> = (0..okvs.params().table_len()).map(|_| rng.gen()).collect();
+    let mut table = vec![0u128; okvs.params().table_len()];
+    let mut encoder = okvs.encoder(&keys, &values, &mut rng).expect("encoder");
+    encoder.encode_bins(0..bins, &mut table).expect("encode");
+    let mut decoder = encoder.into_decoder();
+    let early = decoder.map_decoded(0..1, |_, _| {});
+    assert!(matches!(early, Err(OkvsError::BinOrder { .. })));
+    decoder.decode_bins(0..1, &other[..bin_len]).expect("bin 0");
+    decoder.decode_bins(1..bins, &other[bin_len..]).expect("the rest");
+    // Each value becomes its key's decoded value XOR the key itself.
+    decoder
+        .map_decoded(0..bins, |keys, values| {
+            for (v, k) in values.iter_mut().zip(keys) {
+                *v ^= k;
+            }
+        })
+        .expect("map");
+    let mut out = vec![0u128; keys.len()];
+    decoder.finish(&mut out).expect("finish");
+    for ((k, o), i) in keys.iter().zip(&out).zip(0..) {
+        let want = okvs.decode_one(&other, *k).expect("one") ^ k;
+        assert_eq!(*o, want, "key {i}");
+    }
+}
