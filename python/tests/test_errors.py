@@ -9,7 +9,7 @@ import psikit
 from conftest import free_port, write_csv
 
 # The frame header's version byte (psikit_transport::frame::WIRE_VERSION).
-WIRE_VERSION = 6
+WIRE_VERSION = 7
 
 
 def test_missing_csv_column(tmp_path):

@@ -18,7 +18,7 @@ const FORGED: &str = "3000 of 3000 distinct items matched; 3000 rows written";
 
 /// The frame header's version byte (`psikit_transport::frame::WIRE_VERSION`:
 /// the CLI's tests see only the CLI).
-const WIRE_VERSION: u8 = 6;
+const WIRE_VERSION: u8 = 7;
 
 /// Wire version, protocol, error kind, then code 6 (aborted) and the text.
 fn error_frame(protocol: u8) -> Vec<u8> {

@@ -23,8 +23,9 @@ use crate::wire::{DecodeError, Reader, Writer};
 /// lanes. Version 4: an HE database's parameters name its label columns.
 /// Version 5: summary values as Elias-Fano sets, the balanced hello's
 /// low-communication mode. Version 6: circuit PSI's equality as one tree
-/// of four-input gates, the union's switches four to an OT.
-pub const WIRE_VERSION: u8 = 6;
+/// of four-input gates, the union's switches four to an OT. Version 7:
+/// summary values in 16 segments.
+pub const WIRE_VERSION: u8 = 7;
 
 /// Bytes of framing before the payload (length + version + protocol + kind).
 pub const HEADER_LEN: usize = 7;

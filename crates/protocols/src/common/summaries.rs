@@ -12,11 +12,12 @@
 //! bits per value fewer than whole values.
 
 use std::collections::HashMap;
+use std::ops::Range;
 
 use psikit_transport::{Channel, ProtocolId};
 use rayon::prelude::*;
 
-use super::summary_codec;
+use super::summary_codec::{self, Layout};
 use crate::error::Error;
 
 /// A summary value in fixed-size words: its `bits` bits (at most 168 for
@@ -72,9 +73,17 @@ impl Exchange {
         values: &[Summary],
         reveal: bool,
     ) -> Result<Option<Vec<usize>>, Error> {
+        let layout = Layout::segmented(self.bits, values.len() as u64);
         let sorted = sorted_copy(values, |s| s[0]);
-        ch.send_chunked(self.protocol, self.summaries, &self.encode(&sorted))
-            .await?;
+        let mut rest = &sorted[..];
+        for segment in 0..layout.segments() {
+            let len = rest.partition_point(|v| layout.segment_of(v) == segment);
+            let (part, tail) = rest.split_at(len);
+            rest = tail;
+            let bytes = summary_codec::encode_segment(&layout, segment, part);
+            ch.send_chunked(self.protocol, self.summaries, &bytes)
+                .await?;
+        }
         drop(sorted);
         match reveal {
             true => Ok(Some(self.receive_revealed(ch, values).await?)),
@@ -84,8 +93,9 @@ impl Exchange {
 
     /// The receiver's side: which of `mine` the sender (of `peer_count`
     /// items) holds; if `reveal`, tells the sender which matched. The
-    /// sender's values arrive sorted (the decoder refuses them otherwise),
-    /// so they are indexed as they are and ours looked up in any order.
+    /// sender's values arrive sorted, a segment at a time (the decoder
+    /// refuses them otherwise), so each segment is indexed as it is and
+    /// ours of that segment looked up while the next one comes.
     pub async fn receive(
         &self,
         ch: &mut Channel,
@@ -95,13 +105,23 @@ impl Exchange {
     ) -> Result<Vec<bool>, Error> {
         // Grouped while the sender computes its values.
         let grouped = Grouped::new(mine, self.bits);
-        let bytes = ch
-            .recv_chunked(self.protocol, self.summaries, self.max_bytes(peer_count))
-            .await?;
-        let theirs = summary_codec::decode(&bytes, self.bits, peer_count)?;
-        drop(bytes);
-        let matches = SortedIndex::new(&theirs, self.bits).members(&grouped);
-        drop(theirs);
+        let layout = Layout::segmented(self.bits, peer_count);
+        let mut matches = vec![false; mine.len()];
+        let mut left = peer_count;
+        for segment in 0..layout.segments() {
+            let bytes = ch
+                .recv_chunked(self.protocol, self.summaries, self.max_bytes(peer_count))
+                .await?;
+            let theirs = summary_codec::decode_segment(&layout, segment, &bytes, left)?;
+            drop(bytes);
+            left -= theirs.len() as u64;
+            let groups = grouped.of_segment(&layout, segment);
+            SortedIndex::new(&theirs, self.bits, layout.segment_bits()).mark(
+                &grouped,
+                groups,
+                &mut matches,
+            );
+        }
         if reveal {
             let mut found: Vec<Summary> = mine
                 .iter()
@@ -146,8 +166,9 @@ impl Exchange {
         summary_codec::encode(sorted, self.bits)
     }
 
-    /// The most bytes `count` values can take (the transfer's limit): the
-    /// count, at most `bits + 2` bits a value, two padded bytes.
+    /// The most bytes `count` values can take (the transfer's limit, also of
+    /// each segment of a run of `count`): the count, at most `bits + 2` bits
+    /// a value, two padded bytes.
     fn max_bytes(&self, count: u64) -> u64 {
         10 + (count * (u64::from(self.bits) + 2)).div_ceil(8)
     }
@@ -163,22 +184,26 @@ struct SortedIndex<'a> {
     sorted: &'a [Summary],
     /// `starts[b]`: the first value whose leading bits are `>= b`.
     starts: Vec<u32>,
-    /// Right shift of a value's first word giving its leading bits.
+    /// Right shift and mask of a value's first word giving its leading
+    /// bits after the fixed ones.
     shift: u32,
+    dir_mask: u64,
 }
 
 impl<'a> SortedIndex<'a> {
-    /// `sorted` must be sorted; `bits` is the values' length.
-    fn new(sorted: &'a [Summary], bits: u32) -> Self {
-        // Leading bits of the first word's `min(bits, 64)` value bits: about
-        // two values per directory entry.
-        let value_bits = bits.min(64);
+    /// `sorted` must be sorted; `bits` is the values' length, of which the
+    /// top `fixed` are the same in all (a segment's).
+    fn new(sorted: &'a [Summary], bits: u32, fixed: u32) -> Self {
+        // Leading bits of the first word's value bits after the fixed ones:
+        // about two values per directory entry.
+        let value_bits = bits.min(64) - fixed;
         let dir_bits = (sorted.len().max(1).ilog2()).clamp(1, 24).min(value_bits);
         let shift = value_bits - dir_bits;
+        let dir_mask = (1u64 << dir_bits) - 1;
         let mut starts = vec![0u32; (1 << dir_bits) + 1];
         let mut next = 0usize;
         for (b, start) in starts.iter_mut().enumerate() {
-            while next < sorted.len() && ((sorted[next][0] >> shift) as usize) < b {
+            while next < sorted.len() && ((sorted[next][0] >> shift & dir_mask) as usize) < b {
                 next += 1;
             }
             *start = next as u32;
@@ -187,15 +212,16 @@ impl<'a> SortedIndex<'a> {
             sorted,
             starts,
             shift,
+            dir_mask,
         }
     }
 
-    /// Which of the grouped values are held: each group's lookups stay
-    /// within one 256th of the directory and the values, in the caches,
-    /// instead of two random reads from memory each.
-    fn members(&self, grouped: &Grouped) -> Vec<bool> {
-        let found: Vec<u32> = grouped
-            .groups
+    /// Marks in `held` which values of the groups `groups` are held: each
+    /// group's lookups stay within one 256th of the directory and the
+    /// values, in the caches, instead of two random reads from memory
+    /// each.
+    fn mark(&self, grouped: &Grouped, groups: Range<usize>, held: &mut [bool]) {
+        let found: Vec<u32> = grouped.groups[groups]
             .par_iter()
             .flat_map_iter(|g| {
                 grouped.values[g.clone()]
@@ -205,16 +231,14 @@ impl<'a> SortedIndex<'a> {
                     .collect::<Vec<_>>()
             })
             .collect();
-        let mut held = vec![false; grouped.values.len()];
         for i in found {
             held[i as usize] = true;
         }
-        held
     }
 
     /// Where `s` is in the sorted values, if it is there.
     fn position(&self, s: &Summary) -> Option<usize> {
-        let b = (s[0] >> self.shift) as usize;
+        let b = (s[0] >> self.shift & self.dir_mask) as usize;
         match (self.starts.get(b), self.starts.get(b + 1)) {
             (Some(&lo), Some(&hi)) => self.sorted[lo as usize..hi as usize]
                 .binary_search(s)
@@ -226,15 +250,18 @@ impl<'a> SortedIndex<'a> {
 }
 
 /// Values with their positions, grouped by their leading byte (one
-/// counting pass), for [`SortedIndex::members`].
+/// counting pass), for [`SortedIndex::mark`].
 struct Grouped {
     values: Vec<(Summary, u32)>,
-    groups: Vec<std::ops::Range<usize>>,
+    groups: Vec<Range<usize>>,
+    /// Bits of a group's key (the values' top bits, at most 8).
+    key_bits: u32,
 }
 
 impl Grouped {
     fn new(values: &[Summary], bits: u32) -> Self {
-        let lead = bits.min(64).saturating_sub(8);
+        let key_bits = bits.min(8);
+        let lead = bits.min(64) - key_bits;
         let mut grouped = vec![([0; 3], 0); values.len()];
         let groups = bucket_into(
             values,
@@ -245,7 +272,15 @@ impl Grouped {
         Self {
             values: grouped,
             groups,
+            key_bits,
         }
+    }
+
+    /// The groups of the values of `segment` of `layout`: a group's key is
+    /// the values' top `key_bits` bits, which start with the segment's.
+    fn of_segment(&self, layout: &Layout, segment: usize) -> Range<usize> {
+        let per = self.key_bits - layout.segment_bits();
+        segment << per..(segment + 1) << per
     }
 }
 
@@ -285,7 +320,7 @@ fn bucket_into<T, U>(
     to: &mut [U],
     byte: impl Fn(&T) -> usize,
     item: impl Fn(usize, &T) -> U,
-) -> Vec<std::ops::Range<usize>> {
+) -> Vec<Range<usize>> {
     let mut starts = [0usize; 257];
     for s in from {
         starts[byte(s) + 1] += 1;
@@ -305,6 +340,13 @@ fn bucket_into<T, U>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Which of the grouped values `index` holds (every group looked up).
+    fn members(index: &SortedIndex, grouped: &Grouped) -> Vec<bool> {
+        let mut held = vec![false; grouped.values.len()];
+        index.mark(grouped, 0..grouped.groups.len(), &mut held);
+        held
+    }
 
     #[test]
     fn summary_length_covers_sigma_and_set_sizes() {
@@ -332,7 +374,7 @@ mod tests {
             let mut held: Vec<Summary> =
                 (0..n).map(|_| pack(&rng.gen::<[u8; 24]>(), bits)).collect();
             held.sort_unstable();
-            let index = SortedIndex::new(&held, bits);
+            let index = SortedIndex::new(&held, bits, 0);
             for (i, s) in held.iter().enumerate() {
                 assert_eq!(index.position(s), Some(i), "bits {bits} n {n}");
             }
@@ -349,10 +391,42 @@ mod tests {
                 .collect();
             let want: Vec<bool> = (0..asked.len()).map(|i| i % 2 == 1 && n > 0).collect();
             assert_eq!(
-                index.members(&Grouped::new(&asked, bits)),
+                members(&index, &Grouped::new(&asked, bits)),
                 want,
                 "bits {bits} n {n}"
             );
+        }
+    }
+
+    /// A segment's index and its groups find exactly its held values.
+    #[test]
+    fn each_segment_finds_its_values() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(3);
+        for (bits, n) in [(6, 50), (42, 3000), (82, 5000), (130, 700)] {
+            let mut held: Vec<Summary> =
+                (0..n).map(|_| pack(&rng.gen::<[u8; 24]>(), bits)).collect();
+            held.sort_unstable();
+            let asked: Vec<Summary> = (0..2 * n)
+                .map(|i| match i % 2 {
+                    0 => held[i / 2],
+                    _ => pack(&rng.gen::<[u8; 24]>(), bits),
+                })
+                .collect();
+            let grouped = Grouped::new(&asked, bits);
+            let layout = Layout::segmented(bits, n as u64);
+            let mut found = vec![false; asked.len()];
+            for segment in 0..layout.segments() {
+                let part: Vec<Summary> = held
+                    .iter()
+                    .filter(|v| layout.segment_of(v) == segment)
+                    .copied()
+                    .collect();
+                let index = SortedIndex::new(&part, bits, layout.segment_bits());
+                index.mark(&grouped, grouped.of_segment(&layout, segment), &mut found);
+            }
+            let want: Vec<bool> = asked.iter().map(|v| held.binary_search(v).is_ok()).collect();
+            assert_eq!(found, want, "bits {bits}");
         }
     }
 
@@ -360,10 +434,10 @@ mod tests {
     fn skewed_values_are_found_in_their_long_run() {
         // A cheating sender's values all in one directory entry.
         let held: Vec<Summary> = (0..5000u64).map(|i| [7, i * 3, 0]).collect();
-        let index = SortedIndex::new(&held, 130);
+        let index = SortedIndex::new(&held, 130, 0);
         let asked: Vec<Summary> = (0..100u64).map(|i| [7, i, 0]).collect();
         let want: Vec<bool> = (0..100).map(|i| i % 3 == 0).collect();
-        assert_eq!(index.members(&Grouped::new(&asked, 130)), want);
+        assert_eq!(members(&index, &Grouped::new(&asked, 130)), want);
     }
 
     #[test]

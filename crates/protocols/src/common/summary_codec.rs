@@ -16,15 +16,27 @@
 //! it says nothing of the values, and a job's equally full buckets cost
 //! equal bytes.
 //!
+//! A run's values travel in 16 *segments* by their top four bits
+//! ([`Layout::segmented`]), each a message of its own, so that the
+//! receiver decodes and looks up one segment while the sender encodes and
+//! sends the next. A segment's values share their top bits, which are not
+//! sent, and its bucket is the next `b - 4` bits, `b` from the run's whole
+//! count: the segments' unary parts add up to the `n + 2^b` bits of one
+//! set, and the low parts are as long. Each segment's length gives its
+//! count away (to the receiver, who gets the values anyway, and to an
+//! observer of the traffic, to whom they are counts of pseudorandom
+//! values, a multinomial sample that says nothing of the sets); the whole
+//! is at most 16 headers and 16 roundings to a byte longer than one set.
+//!
 //! Written by hand: the format is this protocol's own (no crate encodes a
 //! sorted set of 192-bit words), and it is a few dozen lines of bit
 //! packing. The decoder takes the exact length, refuses non-zero padding
 //! and a bucket past `2^b`, and allocates only for the count it was told
 //! to expect at most.
 //!
-//! Layout: `count` (u64 LE), the unary part, then the low parts (`count ·
-//! (L - b)` bits), each part little-endian in bit order and zero-padded to
-//! a byte.
+//! Layout of a segment (or of a whole set): `count` (u64 LE), the unary
+//! part, then the low parts (`count · (L - s - b)` bits, `s` the segment
+//! bits), each part little-endian in bit order and zero-padded to a byte.
 
 use psikit_transport::DecodeError;
 
@@ -33,29 +45,74 @@ use super::summaries::Summary;
 /// Bytes of the count.
 const HEADER: usize = 8;
 
-/// How the bits of a `bits`-bit summary value split: the first word's
-/// `top` value bits (the sort order's most significant) of which the
-/// highest `bucket` are the unary part.
+/// Top value bits that name a segment: a run's values travel as 16
+/// segments, so that the receiver looks up one while the next is sent.
+const SEGMENT_BITS: u32 = 4;
+
+/// How the bits of a run's `bits`-bit summary values split: the first
+/// word's `top` value bits (the sort order's most significant), of which
+/// the highest `fixed` name the value's segment (not sent: a segment's
+/// values share them) and the next `bucket` are the unary part. `bucket`
+/// comes from the run's whole count, so the segments' unary parts add up
+/// to the `count + 2^b` bits of one Elias-Fano set of all the values.
 #[derive(Clone, Copy, Debug)]
-struct Split {
+pub struct Layout {
     bits: u32,
     top: u32,
+    fixed: u32,
     bucket: u32,
 }
 
-impl Split {
-    fn new(bits: u32, count: u64) -> Self {
+impl Layout {
+    /// `count` values of `bits` bits (1 to 192) in one segment.
+    pub fn whole(bits: u32, count: u64) -> Self {
+        Self::with_segments(bits, count, 0)
+    }
+
+    /// `count` values of `bits` bits in `2^4` segments by their top bits
+    /// (fewer if the first word holds fewer value bits).
+    pub fn segmented(bits: u32, count: u64) -> Self {
+        Self::with_segments(bits, count, SEGMENT_BITS)
+    }
+
+    fn with_segments(bits: u32, count: u64, segment_bits: u32) -> Self {
         let top = bits.min(64);
-        let bucket = match count {
+        let fixed = segment_bits.min(top);
+        let all = match count {
             0 => 0,
             c => c.ilog2().min(top),
         };
-        Self { bits, top, bucket }
+        Self {
+            bits,
+            top,
+            fixed,
+            bucket: all.saturating_sub(fixed),
+        }
     }
 
-    /// Bits of a value past its bucket.
+    /// Top value bits naming a segment.
+    pub fn segment_bits(&self) -> u32 {
+        self.fixed
+    }
+
+    /// Number of segments.
+    pub fn segments(&self) -> usize {
+        1 << self.fixed
+    }
+
+    /// The segment of a value (masked to `bits` bits).
+    pub fn segment_of(&self, v: &Summary) -> usize {
+        shr(v[0], self.top - self.fixed) as usize
+    }
+
+    /// The first word's bits after the segment and the bucket.
+    fn first_low(&self) -> u32 {
+        self.top - self.fixed - self.bucket
+    }
+
+    /// Bits of a value past its segment and bucket.
     fn low_bits(&self) -> u32 {
-        self.bits - self.bucket
+        self.bits - self.fixed - self.bucket
     }
 
     /// Bytes of the unary part of `count` values: `count + 2^b` bits.
@@ -64,24 +121,26 @@ impl Split {
     }
 
     fn bucket_of(&self, v: &Summary) -> u64 {
-        shr(v[0], self.top - self.bucket)
+        shr(v[0], self.first_low()) & mask(self.bucket)
     }
 
     /// Appends the value's bits past its bucket: the rest of the first
     /// word, then the second and third words' value bits.
     fn write_low(&self, v: &Summary, out: &mut BitWriter) {
-        out.write(v[0] & mask(self.top - self.bucket), self.top - self.bucket);
+        out.write(v[0] & mask(self.first_low()), self.first_low());
         let rest = self.bits - self.top;
         out.write(v[1], rest.min(64));
         out.write(v[2], rest.saturating_sub(64));
     }
 
-    fn read_value(&self, bucket: u64, low: &mut BitReader) -> Result<Summary, DecodeError> {
-        let first_low = self.top - self.bucket;
-        let first = match first_low {
-            64 => low.read(64)?,
-            k => bucket << k | low.read(k)?,
-        };
+    fn read_value(
+        &self,
+        segment: usize,
+        bucket: u64,
+        low: &mut BitReader,
+    ) -> Result<Summary, DecodeError> {
+        let k = self.first_low();
+        let first = shl(segment as u64, self.top - self.fixed) | shl(bucket, k) | low.read(k)?;
         let rest = self.bits - self.top;
         Ok([
             first,
@@ -96,6 +155,11 @@ fn shr(x: u64, k: u32) -> u64 {
     x.checked_shr(k).unwrap_or(0)
 }
 
+/// `x << k`, 0 for `k = 64`.
+fn shl(x: u64, k: u32) -> u64 {
+    x.checked_shl(k).unwrap_or(0)
+}
+
 /// The low `k` bits set (`k ≤ 64`).
 fn mask(k: u32) -> u64 {
     match k {
@@ -104,21 +168,36 @@ fn mask(k: u32) -> u64 {
     }
 }
 
-/// Encodes `sorted` (ascending, each masked to `bits` bits).
+/// Encodes `sorted` (ascending, each masked to `bits` bits) as one set.
 pub fn encode(sorted: &[Summary], bits: u32) -> Vec<u8> {
-    let split = Split::new(bits, sorted.len() as u64);
+    encode_segment(&Layout::whole(bits, sorted.len() as u64), 0, sorted)
+}
+
+/// Decodes at most `max_count` values of `bits` bits sent as one set
+/// ([`encode`]).
+pub fn decode(bytes: &[u8], bits: u32, max_count: u64) -> Result<Vec<Summary>, DecodeError> {
+    check_bits(bits)?;
+    // The layout's bucket comes from the count the bytes give.
+    let count = count_of(bytes)?;
+    decode_segment(&Layout::whole(bits, count), 0, bytes, max_count)
+}
+
+/// Encodes segment `segment` of `layout`: `sorted`, ascending, every value
+/// of that segment.
+pub fn encode_segment(layout: &Layout, segment: usize, sorted: &[Summary]) -> Vec<u8> {
     let mut high = BitWriter::default();
     let mut low = BitWriter::default();
     let mut previous = 0;
     for v in sorted {
-        let bucket = split.bucket_of(v);
+        assert_eq!(layout.segment_of(v), segment, "a value of another segment");
+        let bucket = layout.bucket_of(v);
         high.skip(bucket.checked_sub(previous).expect("values sorted"));
         high.write(1, 1);
         previous = bucket;
-        split.write_low(v, &mut low);
+        layout.write_low(v, &mut low);
     }
     let (mut high, low) = (high.into_bytes(), low.into_bytes());
-    high.resize(split.high_len(sorted.len() as u64) as usize, 0);
+    high.resize(layout.high_len(sorted.len() as u64) as usize, 0);
     let mut out = Vec::with_capacity(HEADER + high.len() + low.len());
     out.extend_from_slice(&(sorted.len() as u64).to_le_bytes());
     out.extend_from_slice(&high);
@@ -126,21 +205,37 @@ pub fn encode(sorted: &[Summary], bits: u32) -> Vec<u8> {
     out
 }
 
-/// Decodes at most `max_count` values of `bits` bits, in ascending order;
-/// refuses values out of order and anything else [`encode`] would not
-/// have made.
-pub fn decode(bytes: &[u8], bits: u32, max_count: u64) -> Result<Vec<Summary>, DecodeError> {
-    const FIELD: &str = "summary values";
-    if !(1..=192).contains(&bits) {
-        return Err(DecodeError::invalid(FIELD, format!("{bits}-bit values")));
+const FIELD: &str = "summary values";
+
+fn check_bits(bits: u32) -> Result<(), DecodeError> {
+    match (1..=192).contains(&bits) {
+        true => Ok(()),
+        false => Err(DecodeError::invalid(FIELD, format!("{bits}-bit values"))),
     }
-    let word = |at: usize| {
-        bytes
-            .get(at..at + 8)
-            .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
-            .ok_or(DecodeError::Truncated { field: FIELD })
-    };
-    let count = word(0)?;
+}
+
+/// The count a segment's bytes start with.
+fn count_of(bytes: &[u8]) -> Result<u64, DecodeError> {
+    bytes
+        .get(..HEADER)
+        .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
+        .ok_or(DecodeError::Truncated { field: FIELD })
+}
+
+/// Decodes segment `segment` of `layout` (at most `max_count` values), in
+/// ascending order; refuses values out of order and anything else
+/// [`encode_segment`] would not have made.
+pub fn decode_segment(
+    layout: &Layout,
+    segment: usize,
+    bytes: &[u8],
+    max_count: u64,
+) -> Result<Vec<Summary>, DecodeError> {
+    check_bits(layout.bits)?;
+    if segment >= layout.segments() {
+        return Err(DecodeError::invalid(FIELD, "a segment past the last"));
+    }
+    let count = count_of(bytes)?;
     if count > max_count {
         return Err(DecodeError::TooLarge {
             field: FIELD,
@@ -148,12 +243,11 @@ pub fn decode(bytes: &[u8], bits: u32, max_count: u64) -> Result<Vec<Summary>, D
             max: max_count,
         });
     }
-    let split = Split::new(bits, count);
     // Lengths in u128: a peer's count times the width cannot overflow. The
     // exact length bounds the count by the bytes received (each value has
     // a bit of the unary part) before anything is allocated for it.
-    let low_len = (u128::from(count) * u128::from(split.low_bits())).div_ceil(8);
-    let high_len = split.high_len(count);
+    let low_len = (u128::from(count) * u128::from(layout.low_bits())).div_ceil(8);
+    let high_len = layout.high_len(count);
     if (bytes.len() - HEADER) as u128 != high_len + low_len {
         return Err(DecodeError::invalid(
             FIELD,
@@ -169,10 +263,10 @@ pub fn decode(bytes: &[u8], bits: u32, max_count: u64) -> Result<Vec<Summary>, D
             .next_one()
             .ok_or_else(|| DecodeError::invalid(FIELD, "fewer buckets than values"))?;
         let bucket = at - i;
-        if bucket >> split.bucket != 0 {
+        if bucket >> layout.bucket != 0 {
             return Err(DecodeError::invalid(FIELD, "a bucket past the last"));
         }
-        let value = split.read_value(bucket, &mut low)?;
+        let value = layout.read_value(segment, bucket, &mut low)?;
         if out.last().is_some_and(|last| *last > value) {
             return Err(DecodeError::invalid(FIELD, "values out of order"));
         }
@@ -327,6 +421,39 @@ mod tests {
             "62 low bits and 2 unary bits each"
         );
         assert_eq!(decode(&bytes, 82, n as u64).expect("decodes"), values);
+    }
+
+    /// A run split into segments comes back segment by segment, in about
+    /// the bytes of one set: the unary parts add up to the same bits.
+    #[test]
+    fn segments_come_back_in_the_bytes_of_one_set() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(6);
+        for (bits, n) in [(3, 20), (6, 100), (50, 0), (50, 5), (82, 70_000), (130, 3000)] {
+            let values = random(n, bits, &mut rng);
+            let layout = Layout::segmented(bits, n as u64);
+            let (mut total, mut back) = (0, Vec::new());
+            for segment in 0..layout.segments() {
+                let part: Vec<Summary> = values
+                    .iter()
+                    .filter(|v| layout.segment_of(v) == segment)
+                    .copied()
+                    .collect();
+                let bytes = encode_segment(&layout, segment, &part);
+                total += bytes.len();
+                let got = decode_segment(&layout, segment, &bytes, n as u64).expect("decodes");
+                assert_eq!(got, part, "{bits} {n} {segment}");
+                if !part.is_empty() && segment + 1 < layout.segments() {
+                    let other = decode_segment(&layout, segment + 1, &bytes, n as u64);
+                    assert_ne!(other.ok(), Some(part.clone()), "another segment's values");
+                }
+                back.extend(got);
+            }
+            assert_eq!(back, values);
+            let whole = encode(&values, bits).len();
+            assert!(total <= whole + 9 * layout.segments(), "{bits} {n}: {total} vs {whole}");
+            let past = decode_segment(&layout, layout.segments(), &encode(&[], bits), 1);
+            assert!(past.is_err(), "a segment past the last");
+        }
     }
 
     #[test]

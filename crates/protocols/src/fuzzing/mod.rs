@@ -433,9 +433,15 @@ pub fn rr16_messages(data: &[u8]) {
             }
         }
         _ => {
-            let bits = u32::from(bound >> 8);
-            if let Ok(values) = summary_codec::decode(payload, bits, u64::from(bound & 0xff)) {
+            let (bits, count) = (u32::from(bound >> 8), u64::from(bound & 0xff));
+            if let Ok(values) = summary_codec::decode(payload, bits, count) {
                 assert_eq!(summary_codec::encode(&values, bits), payload);
+            }
+            // The same bytes as a segment of a run of `count` values.
+            let layout = summary_codec::Layout::segmented(bits, count);
+            let segment = (count as usize) % layout.segments();
+            if let Ok(values) = summary_codec::decode_segment(&layout, segment, payload, count) {
+                assert_eq!(summary_codec::encode_segment(&layout, segment, &values), payload);
             }
         }
     }
