@@ -142,6 +142,107 @@ pub fn tccr_many(blocks: &mut [u128], tweak: impl Fn(usize) -> u128) {
     }
 }
 
+/// `AES_{keys[i]}(blocks[i])` for every `i`, in place: one block under each
+/// of many keys (VOLE-PSI's malicious binding keys AES with each OPRF
+/// value). With AES-NI, eight key schedules run interleaved: one schedule
+/// is a chain of ten dependent `AESKEYGENASSIST` steps, whose latency the
+/// `aes` crate (a key at a time) waits out, about four times the cost of
+/// eight chains side by side. Round keys are secret and wiped after use.
+///
+/// # Panics
+/// If the slices have different lengths.
+pub fn encrypt_each(keys: &[u128], blocks: &mut [u128]) {
+    assert_eq!(keys.len(), blocks.len(), "one key per block");
+    #[allow(unused_mut)]
+    let mut done = 0;
+    #[cfg(target_arch = "x86_64")]
+    if psikit_primitives::cpu::features().aes {
+        done = keys.len() / each::LANES * each::LANES;
+        // SAFETY: the CPU dispatch just confirmed AES-NI (and SSE2, implied
+        // by x86_64) at run time; both slices hold `done` blocks.
+        unsafe { each::encrypt(&keys[..done], &mut blocks[..done]) };
+    }
+    for (key, block) in keys[done..].iter().zip(&mut blocks[done..]) {
+        let mut b = [*block];
+        encrypt_in_place(&Aes128::new(&key.to_le_bytes().into()), &mut b);
+        *block = b[0];
+    }
+}
+
+/// [`encrypt_each`]'s AES-NI kernel. Written by hand because no crate
+/// offers one block under each of many keys with their schedules
+/// interleaved.
+#[cfg(target_arch = "x86_64")]
+mod each {
+    use core::arch::x86_64::{
+        __m128i, _mm_aesenc_si128, _mm_aesenclast_si128, _mm_aeskeygenassist_si128,
+        _mm_shuffle_epi32, _mm_slli_si128, _mm_xor_si128,
+    };
+
+    /// Keys scheduled side by side.
+    pub(super) const LANES: usize = 8;
+
+    /// One step of the AES-128 key schedule on every lane.
+    #[inline]
+    #[target_feature(enable = "aes,sse2")]
+    unsafe fn next<const RCON: i32>(k: &mut [__m128i; LANES]) {
+        for k in k.iter_mut() {
+            let t = _mm_shuffle_epi32::<0xff>(_mm_aeskeygenassist_si128::<RCON>(*k));
+            let mut x = _mm_xor_si128(*k, _mm_slli_si128::<4>(*k));
+            x = _mm_xor_si128(x, _mm_slli_si128::<4>(x));
+            x = _mm_xor_si128(x, _mm_slli_si128::<4>(x));
+            *k = _mm_xor_si128(x, t);
+        }
+    }
+
+    /// One AES round (or the last) on every lane under its own round key.
+    #[inline]
+    #[target_feature(enable = "aes,sse2")]
+    unsafe fn round(s: &mut [__m128i; LANES], k: &[__m128i; LANES], last: bool) {
+        for (s, k) in s.iter_mut().zip(k) {
+            *s = match last {
+                false => _mm_aesenc_si128(*s, *k),
+                true => _mm_aesenclast_si128(*s, *k),
+            };
+        }
+    }
+
+    /// # Safety
+    /// The CPU must support `aes` and `sse2`; both slices hold the same
+    /// multiple of [`LANES`] blocks.
+    #[target_feature(enable = "aes,sse2")]
+    pub(super) unsafe fn encrypt(keys: &[u128], blocks: &mut [u128]) {
+        for (keys, blocks) in keys.chunks_exact(LANES).zip(blocks.chunks_exact_mut(LANES)) {
+            let mut k: [__m128i; LANES] = core::array::from_fn(|i| bytemuck::cast(keys[i]));
+            let mut s: [__m128i; LANES] =
+                core::array::from_fn(|i| _mm_xor_si128(bytemuck::cast(blocks[i]), k[i]));
+            // Each round key is used as soon as it is made.
+            macro_rules! step {
+                ($rcon:literal, $last:literal) => {
+                    next::<$rcon>(&mut k);
+                    round(&mut s, &k, $last);
+                };
+            }
+            step!(0x01, false);
+            step!(0x02, false);
+            step!(0x04, false);
+            step!(0x08, false);
+            step!(0x10, false);
+            step!(0x20, false);
+            step!(0x40, false);
+            step!(0x80, false);
+            step!(0x1b, false);
+            step!(0x36, true);
+            for (b, s) in blocks.iter_mut().zip(&s) {
+                *b = bytemuck::cast(*s);
+            }
+            // Wipe the last round keys (the earlier ones were overwritten).
+            k = [_mm_xor_si128(k[0], k[0]); LANES];
+            core::hint::black_box(&k);
+        }
+    }
+}
+
 /// AES-128 in counter mode, keyed by a (secret) seed. Round keys are wiped
 /// when the PRG is dropped (the `aes` crate's `zeroize` feature, and
 /// [`vaes::RoundKeys`]'s own `Drop`).
@@ -509,6 +610,31 @@ mod tests {
             assert_eq!(x, a.blocks(1 << 40, len), "len {len}");
             assert_eq!(y, b.blocks(1 << 40, len), "len {len}");
         }
+    }
+
+    #[test]
+    fn encrypt_each_equals_the_aes_crate() {
+        for len in [0usize, 1, 7, 8, 9, 16, 29] {
+            let keys: Vec<u128> = (0..len as u128).map(|i| i * 0x0123_4567_89ab_cdef + 5).collect();
+            let blocks: Vec<u128> = (0..len as u128).map(|i| !i * 0x9e37_79b9).collect();
+            let mut fast = blocks.clone();
+            encrypt_each(&keys, &mut fast);
+            for ((k, b), f) in keys.iter().zip(&blocks).zip(&fast) {
+                let mut one = [*b];
+                encrypt_in_place(&Aes128::new(&k.to_le_bytes().into()), &mut one);
+                assert_eq!(*f, one[0], "len {len}");
+            }
+        }
+        // FIPS 197, appendix C.1 (AES-128), bytes as little-endian words.
+        let key = u128::from_le_bytes(core::array::from_fn(|i| i as u8));
+        let plain = u128::from_le_bytes(core::array::from_fn(|i| (i as u8) * 0x11));
+        let want = u128::from_le_bytes([
+            0x69, 0xc4, 0xe0, 0xd8, 0x6a, 0x7b, 0x04, 0x30, 0xd8, 0xcd, 0xb7, 0x80, 0x70, 0xb4,
+            0xc5, 0x5a,
+        ]);
+        let mut blocks = [plain; 9];
+        encrypt_each(&[key; 9], &mut blocks);
+        assert_eq!(blocks, [want; 9]);
     }
 
     #[test]

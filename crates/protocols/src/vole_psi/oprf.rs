@@ -2,12 +2,11 @@
 //! the receiver encodes, the malicious mode's offset commitment and
 //! binding hash, and the output hash.
 
-use aes::cipher::{BlockEncrypt, KeyInit};
-use aes::Aes128;
 use psikit_ot::aes_hash;
 use psikit_primitives::sha256;
 use rayon::prelude::*;
 use sha2::{Digest, Sha256};
+use zeroize::Zeroizing;
 
 use crate::common::summaries::{pack, Summary};
 
@@ -135,15 +134,27 @@ pub fn commit(share: u128) -> [u8; 32] {
 /// neither party chose alone.
 pub fn outputs(u: &mut [u128], keys: &[u128], binding: Option<u128>) {
     if let Some(w) = binding {
-        u.par_iter_mut().zip(keys.par_iter()).for_each(|(u, k)| {
-            let cipher = Aes128::new(&(*u ^ w).to_le_bytes().into());
-            let mut block = k.to_le_bytes().into();
-            cipher.encrypt_block(&mut block);
-            *u = u128::from_le_bytes(block.into()) ^ k;
-        });
+        u.par_chunks_mut(BIND_BATCH)
+            .zip(keys.par_chunks(BIND_BATCH))
+            .for_each(|(u, keys)| {
+                // The AES keys `u ⊕ w` are secret: kept in one buffer, wiped.
+                let mut aes_keys = Zeroizing::new([0u128; BIND_BATCH]);
+                let aes_keys = &mut aes_keys[..u.len()];
+                for (a, u) in aes_keys.iter_mut().zip(u.iter()) {
+                    *a = u ^ w;
+                }
+                u.copy_from_slice(keys);
+                aes_hash::encrypt_each(aes_keys, u);
+                for (u, k) in u.iter_mut().zip(keys) {
+                    *u ^= k;
+                }
+            });
     }
     output_hash(u);
 }
+
+/// Values bound per task: a few thousand key schedules.
+const BIND_BATCH: usize = 1 << 10;
 
 /// The summary values compared: the outputs ([`outputs`]) cut to `bits`
 /// bits.
