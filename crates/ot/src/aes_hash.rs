@@ -615,7 +615,9 @@ mod tests {
     #[test]
     fn encrypt_each_equals_the_aes_crate() {
         for len in [0usize, 1, 7, 8, 9, 16, 29] {
-            let keys: Vec<u128> = (0..len as u128).map(|i| i * 0x0123_4567_89ab_cdef + 5).collect();
+            let keys: Vec<u128> = (0..len as u128)
+                .map(|i| i * 0x0123_4567_89ab_cdef + 5)
+                .collect();
             let blocks: Vec<u128> = (0..len as u128).map(|i| !i * 0x9e37_79b9).collect();
             let mut fast = blocks.clone();
             encrypt_each(&keys, &mut fast);

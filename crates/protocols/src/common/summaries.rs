@@ -425,7 +425,10 @@ mod tests {
                 let index = SortedIndex::new(&part, bits, layout.segment_bits());
                 index.mark(&grouped, grouped.of_segment(&layout, segment), &mut found);
             }
-            let want: Vec<bool> = asked.iter().map(|v| held.binary_search(v).is_ok()).collect();
+            let want: Vec<bool> = asked
+                .iter()
+                .map(|v| held.binary_search(v).is_ok())
+                .collect();
             assert_eq!(found, want, "bits {bits}");
         }
     }

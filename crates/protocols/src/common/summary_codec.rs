@@ -428,7 +428,14 @@ mod tests {
     #[test]
     fn segments_come_back_in_the_bytes_of_one_set() {
         let mut rng = rand::rngs::StdRng::seed_from_u64(6);
-        for (bits, n) in [(3, 20), (6, 100), (50, 0), (50, 5), (82, 70_000), (130, 3000)] {
+        for (bits, n) in [
+            (3, 20),
+            (6, 100),
+            (50, 0),
+            (50, 5),
+            (82, 70_000),
+            (130, 3000),
+        ] {
             let values = random(n, bits, &mut rng);
             let layout = Layout::segmented(bits, n as u64);
             let (mut total, mut back) = (0, Vec::new());
@@ -450,7 +457,10 @@ mod tests {
             }
             assert_eq!(back, values);
             let whole = encode(&values, bits).len();
-            assert!(total <= whole + 9 * layout.segments(), "{bits} {n}: {total} vs {whole}");
+            assert!(
+                total <= whole + 9 * layout.segments(),
+                "{bits} {n}: {total} vs {whole}"
+            );
             let past = decode_segment(&layout, layout.segments(), &encode(&[], bits), 1);
             assert!(past.is_err(), "a segment past the last");
         }

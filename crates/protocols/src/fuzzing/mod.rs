@@ -441,7 +441,10 @@ pub fn rr16_messages(data: &[u8]) {
             let layout = summary_codec::Layout::segmented(bits, count);
             let segment = (count as usize) % layout.segments();
             if let Ok(values) = summary_codec::decode_segment(&layout, segment, payload, count) {
-                assert_eq!(summary_codec::encode_segment(&layout, segment, &values), payload);
+                assert_eq!(
+                    summary_codec::encode_segment(&layout, segment, &values),
+                    payload
+                );
             }
         }
     }

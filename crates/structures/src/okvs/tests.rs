@@ -402,7 +402,9 @@ fn an_encoders_keys_decode_from_another_table() {
     let early = decoder.map_decoded(0..1, |_, _| {});
     assert!(matches!(early, Err(OkvsError::BinOrder { .. })));
     decoder.decode_bins(0..1, &other[..bin_len]).expect("bin 0");
-    decoder.decode_bins(1..bins, &other[bin_len..]).expect("the rest");
+    decoder
+        .decode_bins(1..bins, &other[bin_len..])
+        .expect("the rest");
     // Each value becomes its key's decoded value XOR the key itself.
     decoder
         .map_decoded(0..bins, |keys, values| {
