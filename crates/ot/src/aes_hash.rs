@@ -618,7 +618,9 @@ mod tests {
             let keys: Vec<u128> = (0..len as u128)
                 .map(|i| i * 0x0123_4567_89ab_cdef + 5)
                 .collect();
-            let blocks: Vec<u128> = (0..len as u128).map(|i| !i * 0x9e37_79b9).collect();
+            let blocks: Vec<u128> = (0..len as u128)
+                .map(|i| (!i).wrapping_mul(0x9e37_79b9))
+                .collect();
             let mut fast = blocks.clone();
             encrypt_each(&keys, &mut fast);
             for ((k, b), f) in keys.iter().zip(&blocks).zip(&fast) {
