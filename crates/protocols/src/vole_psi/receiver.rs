@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use psikit_ot::silent::{self, SilentReceiver, VoleOutput};
-use psikit_structures::okvs::{BinDecoder, Okvs, OkvsError};
+use psikit_structures::okvs::{BinEncoder, Okvs, OkvsError};
 use psikit_transport::Channel;
 use rand::rngs::OsRng;
 use rand::Rng;
@@ -91,10 +91,12 @@ pub async fn run_receiver(
     }
     progress.stage(STAGE_OKVS, None);
     let table = Instant::now();
-    let (encoding, mut decoder) = send_masked(ch, &okvs, &keys, &c, bits).await?;
+    let (encoding, encoder) = send_masked(ch, &okvs, &keys, &c, bits).await?;
     phases.okvs_encode = encoding;
     phases.table = table.elapsed();
     drop(c);
+    // After `c` is gone: the decoder's values take its place at the peak.
+    let mut decoder = encoder.into_decoder();
     let mut outputs = vec![0u128; keys.len()];
     let d = Instant::now();
     decoder.decode_bins(0..okvs.params().bins(), &a)?;
@@ -142,15 +144,15 @@ async fn opened(ch: &mut Channel, commitment: &Commitment) -> Result<u128, Error
 /// random free entries are cut with it. A failure has probability below
 /// `2^-σ` (the OKVS's proven bound); the run then ends with an error
 /// rather than drawing a seed the sender already used. Returns the time
-/// spent encoding, and a decoder of the same keys (their grouping by bin
-/// reused) for the receiver's own values.
+/// spent encoding, and the encoder, whose grouping of the keys by bin
+/// decodes the receiver's own values ([`BinEncoder::into_decoder`]).
 async fn send_masked<'a>(
     ch: &mut Channel,
     okvs: &'a Okvs,
     keys: &'a [u128],
     c: &[u128],
     bits: u32,
-) -> Result<(Duration, BinDecoder<'a>), Error> {
+) -> Result<(Duration, BinEncoder<'a>), Error> {
     let mask = u128::MAX >> (128 - bits);
     let value = |keys: &[u128], out: &mut [u128]| oprf::okvs_values_into(keys, bits, out);
     let mut encoder = okvs.encoder_of(keys, value, &mut OsRng).map_err(failed)?;
@@ -172,7 +174,7 @@ async fn send_masked<'a>(
         ch.send_payload(msg::PROTOCOL_ID, msg::KIND_MASKED, &bytes)
             .await?;
     }
-    Ok((spent, encoder.into_decoder()))
+    Ok((spent, encoder))
 }
 
 /// An encoding failure in the flags' words.
