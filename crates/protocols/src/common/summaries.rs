@@ -75,12 +75,13 @@ impl Exchange {
     ) -> Result<Option<Vec<usize>>, Error> {
         let layout = Layout::segmented(self.bits, values.len() as u64);
         let sorted = sorted_copy(values, |s| s[0]);
-        let mut rest = &sorted[..];
+        let (mut rest, mut before) = (&sorted[..], 0);
         for segment in 0..layout.segments() {
             let len = rest.partition_point(|v| layout.segment_of(v) == segment);
             let (part, tail) = rest.split_at(len);
             rest = tail;
-            let bytes = summary_codec::encode_segment(&layout, segment, part);
+            let bytes = summary_codec::encode_segment(&layout, segment, part, before);
+            before += bytes.len() as u128;
             ch.send_chunked(self.protocol, self.summaries, &bytes)
                 .await?;
         }
@@ -107,12 +108,13 @@ impl Exchange {
         let grouped = Grouped::new(mine, self.bits);
         let layout = Layout::segmented(self.bits, peer_count);
         let mut matches = vec![false; mine.len()];
-        let mut left = peer_count;
+        let (mut left, mut before) = (peer_count, 0);
         for segment in 0..layout.segments() {
             let bytes = ch
                 .recv_chunked(self.protocol, self.summaries, self.max_bytes(peer_count))
                 .await?;
-            let theirs = summary_codec::decode_segment(&layout, segment, &bytes, left)?;
+            let theirs = summary_codec::decode_segment(&layout, segment, &bytes, left, before)?;
+            before += bytes.len() as u128;
             drop(bytes);
             left -= theirs.len() as u64;
             let groups = grouped.of_segment(&layout, segment);
@@ -168,9 +170,10 @@ impl Exchange {
 
     /// The most bytes `count` values can take (the transfer's limit, also of
     /// each segment of a run of `count`): the count, at most `bits + 2` bits
-    /// a value, two padded bytes.
+    /// a value, two padded bytes, and a segmented run's headers and
+    /// roundings (16 of each).
     fn max_bytes(&self, count: u64) -> u64 {
-        10 + (count * (u64::from(self.bits) + 2)).div_ceil(8)
+        10 + 16 * 10 + (count * (u64::from(self.bits) + 2)).div_ceil(8)
     }
 }
 

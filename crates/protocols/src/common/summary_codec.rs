@@ -61,6 +61,8 @@ pub struct Layout {
     top: u32,
     fixed: u32,
     bucket: u32,
+    /// Values in the run, all segments together.
+    count: u64,
 }
 
 impl Layout {
@@ -87,6 +89,37 @@ impl Layout {
             top,
             fixed,
             bucket: all.saturating_sub(fixed),
+            count,
+        }
+    }
+
+    /// Bytes of a segment of `count` values, unpadded.
+    fn natural_len(&self, count: u64) -> u128 {
+        HEADER as u128 + self.high_len(count) + self.low_len(count)
+    }
+
+    /// Bytes of the whole run, every segment together: the unary and low
+    /// parts of one set, plus the headers and the most that the segments'
+    /// roundings to a byte can add (`⌊7s/8⌋` bytes a part for `s`
+    /// segments: each rounding adds at most 7 bits). The last segment is
+    /// padded to it, so that the run's length depends on its count only
+    /// (a job's equally full buckets still cost equal bytes).
+    fn total_len(&self) -> u128 {
+        let s = self.segments() as u128;
+        let high = u128::from(self.count) + (s << self.bucket);
+        let low = u128::from(self.count) * u128::from(self.low_bits());
+        s * HEADER as u128 + high.div_ceil(8) + low.div_ceil(8) + 2 * (7 * s / 8)
+    }
+
+    /// Zero bytes after segment `segment` of `count` values when the
+    /// segments before it took `before` bytes: none but after the last;
+    /// `None` if the run would be longer than [`Layout::total_len`].
+    fn padding(&self, segment: usize, count: u64, before: u128) -> Option<u128> {
+        match segment + 1 == self.segments() {
+            true => self
+                .total_len()
+                .checked_sub(before + self.natural_len(count)),
+            false => Some(0),
         }
     }
 
@@ -118,6 +151,12 @@ impl Layout {
     /// Bytes of the unary part of `count` values: `count + 2^b` bits.
     fn high_len(&self, count: u64) -> u128 {
         (u128::from(count) + (1u128 << self.bucket)).div_ceil(8)
+    }
+
+    /// Bytes of the low parts of `count` values. In u128: a peer's count
+    /// times the width cannot overflow.
+    fn low_len(&self, count: u64) -> u128 {
+        (u128::from(count) * u128::from(self.low_bits())).div_ceil(8)
     }
 
     fn bucket_of(&self, v: &Summary) -> u64 {
@@ -170,7 +209,7 @@ fn mask(k: u32) -> u64 {
 
 /// Encodes `sorted` (ascending, each masked to `bits` bits) as one set.
 pub fn encode(sorted: &[Summary], bits: u32) -> Vec<u8> {
-    encode_segment(&Layout::whole(bits, sorted.len() as u64), 0, sorted)
+    encode_segment(&Layout::whole(bits, sorted.len() as u64), 0, sorted, 0)
 }
 
 /// Decodes at most `max_count` values of `bits` bits sent as one set
@@ -179,12 +218,18 @@ pub fn decode(bytes: &[u8], bits: u32, max_count: u64) -> Result<Vec<Summary>, D
     check_bits(bits)?;
     // The layout's bucket comes from the count the bytes give.
     let count = count_of(bytes)?;
-    decode_segment(&Layout::whole(bits, count), 0, bytes, max_count)
+    decode_segment(&Layout::whole(bits, count), 0, bytes, max_count, 0)
 }
 
 /// Encodes segment `segment` of `layout`: `sorted`, ascending, every value
-/// of that segment.
-pub fn encode_segment(layout: &Layout, segment: usize, sorted: &[Summary]) -> Vec<u8> {
+/// of that segment; `before`, the bytes of the segments before it (the
+/// last one is padded to the run's length).
+pub fn encode_segment(
+    layout: &Layout,
+    segment: usize,
+    sorted: &[Summary],
+    before: u128,
+) -> Vec<u8> {
     let mut high = BitWriter::default();
     let mut low = BitWriter::default();
     let mut previous = 0;
@@ -196,12 +241,17 @@ pub fn encode_segment(layout: &Layout, segment: usize, sorted: &[Summary]) -> Ve
         previous = bucket;
         layout.write_low(v, &mut low);
     }
+    let count = sorted.len() as u64;
     let (mut high, low) = (high.into_bytes(), low.into_bytes());
-    high.resize(layout.high_len(sorted.len() as u64) as usize, 0);
-    let mut out = Vec::with_capacity(HEADER + high.len() + low.len());
-    out.extend_from_slice(&(sorted.len() as u64).to_le_bytes());
+    high.resize(layout.high_len(count) as usize, 0);
+    let pad = layout
+        .padding(segment, count, before)
+        .expect("the run's values fit its length");
+    let mut out = Vec::with_capacity(HEADER + high.len() + low.len() + pad as usize);
+    out.extend_from_slice(&count.to_le_bytes());
     out.extend_from_slice(&high);
     out.extend_from_slice(&low);
+    out.resize(out.len() + pad as usize, 0);
     out
 }
 
@@ -230,6 +280,7 @@ pub fn decode_segment(
     segment: usize,
     bytes: &[u8],
     max_count: u64,
+    before: u128,
 ) -> Result<Vec<Summary>, DecodeError> {
     check_bits(layout.bits)?;
     if segment >= layout.segments() {
@@ -243,18 +294,21 @@ pub fn decode_segment(
             max: max_count,
         });
     }
-    // Lengths in u128: a peer's count times the width cannot overflow. The
-    // exact length bounds the count by the bytes received (each value has
-    // a bit of the unary part) before anything is allocated for it.
-    let low_len = (u128::from(count) * u128::from(layout.low_bits())).div_ceil(8);
-    let high_len = layout.high_len(count);
-    if (bytes.len() - HEADER) as u128 != high_len + low_len {
+    // The exact length bounds the count by the bytes received (each value
+    // has a bit of the unary part) before anything is allocated for it.
+    let pad = layout.padding(segment, count, before);
+    let natural = layout.natural_len(count);
+    if pad.map(|p| natural + p) != Some(bytes.len() as u128) {
         return Err(DecodeError::invalid(
             FIELD,
             "length does not match the count",
         ));
     }
-    let (high, low) = bytes[HEADER..].split_at(high_len as usize);
+    let padded = bytes.len() - natural as usize;
+    let (high, low) = bytes[HEADER..bytes.len() - padded].split_at(layout.high_len(count) as usize);
+    if bytes[bytes.len() - padded..].iter().any(|&b| b != 0) {
+        return Err(DecodeError::invalid(FIELD, "non-zero padding"));
+    }
     let mut low = BitReader::new(low);
     let mut ones = BitReader::new(high);
     let mut out = Vec::with_capacity(count as usize);
@@ -423,10 +477,10 @@ mod tests {
         assert_eq!(decode(&bytes, 82, n as u64).expect("decodes"), values);
     }
 
-    /// A run split into segments comes back segment by segment, in about
-    /// the bytes of one set: the unary parts add up to the same bits.
+    /// A run split into segments comes back segment by segment, and its
+    /// length (the last segment padded) depends on its count only.
     #[test]
-    fn segments_come_back_in_the_bytes_of_one_set() {
+    fn segments_come_back_in_a_length_of_the_count() {
         let mut rng = rand::rngs::StdRng::seed_from_u64(6);
         for (bits, n) in [
             (3, 20),
@@ -436,34 +490,75 @@ mod tests {
             (82, 70_000),
             (130, 3000),
         ] {
-            let values = random(n, bits, &mut rng);
             let layout = Layout::segmented(bits, n as u64);
-            let (mut total, mut back) = (0, Vec::new());
-            for segment in 0..layout.segments() {
-                let part: Vec<Summary> = values
-                    .iter()
-                    .filter(|v| layout.segment_of(v) == segment)
-                    .copied()
-                    .collect();
-                let bytes = encode_segment(&layout, segment, &part);
-                total += bytes.len();
-                let got = decode_segment(&layout, segment, &bytes, n as u64).expect("decodes");
-                assert_eq!(got, part, "{bits} {n} {segment}");
-                if !part.is_empty() && segment + 1 < layout.segments() {
-                    let other = decode_segment(&layout, segment + 1, &bytes, n as u64);
-                    assert_ne!(other.ok(), Some(part.clone()), "another segment's values");
+            let mut totals = Vec::new();
+            for skewed in [false, true] {
+                let mut values = random(n, bits, &mut rng);
+                if skewed {
+                    // Every value in the first segments: other roundings.
+                    values.iter_mut().for_each(|v| v[0] >>= 2);
+                    values.sort_unstable();
                 }
-                back.extend(got);
+                let (mut before, mut back) = (0, Vec::new());
+                for segment in 0..layout.segments() {
+                    let part: Vec<Summary> = values
+                        .iter()
+                        .filter(|v| layout.segment_of(v) == segment)
+                        .copied()
+                        .collect();
+                    let bytes = encode_segment(&layout, segment, &part, before);
+                    let got = decode_segment(&layout, segment, &bytes, n as u64, before);
+                    assert_eq!(got.expect("decodes"), part, "{bits} {n} {segment}");
+                    if !part.is_empty() && segment + 2 < layout.segments() {
+                        let other = decode_segment(&layout, segment + 1, &bytes, n as u64, before);
+                        assert_ne!(other.ok(), Some(part.clone()), "another segment's values");
+                    }
+                    before += bytes.len() as u128;
+                    back.extend(part);
+                }
+                assert_eq!(back, values);
+                totals.push(before);
             }
-            assert_eq!(back, values);
-            let whole = encode(&values, bits).len();
+            assert_eq!(totals, [layout.total_len(); 2], "{bits} {n}");
+            let whole = encode(&random(n, bits, &mut rng), bits).len() as u128;
             assert!(
-                total <= whole + 9 * layout.segments(),
-                "{bits} {n}: {total} vs {whole}"
+                totals[0] <= whole + 9 * 2 * layout.segments() as u128,
+                "{bits} {n}"
             );
-            let past = decode_segment(&layout, layout.segments(), &encode(&[], bits), 1);
+            let past = decode_segment(&layout, layout.segments(), &encode(&[], bits), 1, 0);
             assert!(past.is_err(), "a segment past the last");
         }
+    }
+
+    /// The last segment's padding is exact and zero.
+    #[test]
+    fn the_last_segments_padding_is_checked() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        let values = random(300, 50, &mut rng);
+        let layout = Layout::segmented(50, 300);
+        let last = layout.segments() - 1;
+        let part: Vec<Summary> = values
+            .iter()
+            .filter(|v| layout.segment_of(v) == last)
+            .copied()
+            .collect();
+        // As if the earlier segments took 100 bytes.
+        let bytes = encode_segment(&layout, last, &part, 100);
+        assert!(decode_segment(&layout, last, &bytes, 300, 100).is_ok());
+        assert!(
+            decode_segment(&layout, last, &bytes, 300, 101).is_err(),
+            "short"
+        );
+        assert!(
+            decode_segment(&layout, last, &bytes, 300, 99).is_err(),
+            "long"
+        );
+        let mut dirty = bytes;
+        *dirty.last_mut().expect("padding") = 1;
+        assert!(
+            decode_segment(&layout, last, &dirty, 300, 100).is_err(),
+            "non-zero"
+        );
     }
 
     #[test]

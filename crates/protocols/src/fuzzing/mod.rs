@@ -440,9 +440,9 @@ pub fn rr16_messages(data: &[u8]) {
             // The same bytes as a segment of a run of `count` values.
             let layout = summary_codec::Layout::segmented(bits, count);
             let segment = (count as usize) % layout.segments();
-            if let Ok(values) = summary_codec::decode_segment(&layout, segment, payload, count) {
+            if let Ok(values) = summary_codec::decode_segment(&layout, segment, payload, count, 0) {
                 assert_eq!(
-                    summary_codec::encode_segment(&layout, segment, &values),
+                    summary_codec::encode_segment(&layout, segment, &values, 0),
                     payload
                 );
             }
