@@ -25,8 +25,10 @@
 //! set, and the low parts are as long. Each segment's length gives its
 //! count away (to the receiver, who gets the values anyway, and to an
 //! observer of the traffic, to whom they are counts of pseudorandom
-//! values, a multinomial sample that says nothing of the sets); the whole
-//! is at most 16 headers and 16 roundings to a byte longer than one set.
+//! values, a multinomial sample that says nothing of the sets). The last
+//! segment is padded with zeros to the run's length, a function of the
+//! count only: one set's length plus 15 headers and 28 bytes for the
+//! segments' roundings to a byte.
 //!
 //! Written by hand: the format is this protocol's own (no crate encodes a
 //! sorted set of 192-bit words), and it is a few dozen lines of bit
