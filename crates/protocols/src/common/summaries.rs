@@ -75,11 +75,8 @@ impl Exchange {
     ) -> Result<Option<Vec<usize>>, Error> {
         let layout = Layout::segmented(self.bits, values.len() as u64);
         let sorted = sorted_copy(values, |s| s[0]);
-        let (mut rest, mut before) = (&sorted[..], 0);
-        for segment in 0..layout.segments() {
-            let len = rest.partition_point(|v| layout.segment_of(v) == segment);
-            let (part, tail) = rest.split_at(len);
-            rest = tail;
+        let mut before = 0;
+        for (segment, part) in layout.split(&sorted).into_iter().enumerate() {
             let bytes = summary_codec::encode_segment(&layout, segment, part, before);
             before += bytes.len() as u128;
             ch.send_chunked(self.protocol, self.summaries, &bytes)
@@ -419,13 +416,8 @@ mod tests {
             let grouped = Grouped::new(&asked, bits);
             let layout = Layout::segmented(bits, n as u64);
             let mut found = vec![false; asked.len()];
-            for segment in 0..layout.segments() {
-                let part: Vec<Summary> = held
-                    .iter()
-                    .filter(|v| layout.segment_of(v) == segment)
-                    .copied()
-                    .collect();
-                let index = SortedIndex::new(&part, bits, layout.segment_bits());
+            for (segment, part) in layout.split(&held).into_iter().enumerate() {
+                let index = SortedIndex::new(part, bits, layout.segment_bits());
                 index.mark(&grouped, grouped.of_segment(&layout, segment), &mut found);
             }
             let want: Vec<bool> = asked

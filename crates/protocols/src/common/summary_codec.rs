@@ -135,6 +135,20 @@ impl Layout {
         1 << self.fixed
     }
 
+    /// `sorted` (ascending) cut into its segments, in order: one slice
+    /// each, empty ones included.
+    pub fn split<'a>(&self, sorted: &'a [Summary]) -> Vec<&'a [Summary]> {
+        let mut rest = sorted;
+        (0..self.segments())
+            .map(|segment| {
+                let (part, tail) =
+                    rest.split_at(rest.partition_point(|v| self.segment_of(v) == segment));
+                rest = tail;
+                part
+            })
+            .collect()
+    }
+
     /// The segment of a value (masked to `bits` bits).
     pub fn segment_of(&self, v: &Summary) -> usize {
         shr(v[0], self.top - self.fixed) as usize
@@ -501,22 +515,17 @@ mod tests {
                     values.iter_mut().for_each(|v| v[0] >>= 2);
                     values.sort_unstable();
                 }
-                let (mut before, mut back) = (0, Vec::new());
-                for segment in 0..layout.segments() {
-                    let part: Vec<Summary> = values
-                        .iter()
-                        .filter(|v| layout.segment_of(v) == segment)
-                        .copied()
-                        .collect();
-                    let bytes = encode_segment(&layout, segment, &part, before);
+                let (mut before, mut back) = (0, Vec::<Summary>::new());
+                for (segment, part) in layout.split(&values).into_iter().enumerate() {
+                    let bytes = encode_segment(&layout, segment, part, before);
                     let got = decode_segment(&layout, segment, &bytes, n as u64, before);
                     assert_eq!(got.expect("decodes"), part, "{bits} {n} {segment}");
                     if !part.is_empty() && segment + 2 < layout.segments() {
                         let other = decode_segment(&layout, segment + 1, &bytes, n as u64, before);
-                        assert_ne!(other.ok(), Some(part.clone()), "another segment's values");
+                        assert_ne!(other.ok(), Some(part.to_vec()), "another segment's values");
                     }
                     before += bytes.len() as u128;
-                    back.extend(part);
+                    back.extend_from_slice(part);
                 }
                 assert_eq!(back, values);
                 totals.push(before);
@@ -539,13 +548,8 @@ mod tests {
         let values = random(300, 50, &mut rng);
         let layout = Layout::segmented(50, 300);
         let last = layout.segments() - 1;
-        let part: Vec<Summary> = values
-            .iter()
-            .filter(|v| layout.segment_of(v) == last)
-            .copied()
-            .collect();
         // As if the earlier segments took 100 bytes.
-        let bytes = encode_segment(&layout, last, &part, 100);
+        let bytes = encode_segment(&layout, last, layout.split(&values)[last], 100);
         assert!(decode_segment(&layout, last, &bytes, 300, 100).is_ok());
         assert!(
             decode_segment(&layout, last, &bytes, 300, 101).is_err(),
