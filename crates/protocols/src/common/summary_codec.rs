@@ -409,12 +409,20 @@ impl<'a> BitReader<'a> {
                 field: "summary values",
             });
         }
-        // Up to nine bytes hold the bits: read them as one u128.
+        // Up to nine bytes hold the bits: read them as one u128, a whole
+        // 16-byte load where the bytes allow (a copy of variable length
+        // is a `memcpy` call, which cost most of the decoding).
         let first = (self.at / 8) as usize;
-        let last = end.div_ceil(8) as usize;
-        let mut buf = [0u8; 16];
-        buf[..last - first].copy_from_slice(&self.bytes[first..last]);
-        let v = u128::from_le_bytes(buf) >> (self.at % 8);
+        let word = match self.bytes.get(first..first + 16) {
+            Some(whole) => u128::from_le_bytes(whole.try_into().expect("16 bytes")),
+            None => {
+                let last = end.div_ceil(8) as usize;
+                let mut buf = [0u8; 16];
+                buf[..last - first].copy_from_slice(&self.bytes[first..last]);
+                u128::from_le_bytes(buf)
+            }
+        };
+        let v = word >> (self.at % 8);
         self.at = end;
         Ok(v as u64 & mask(k))
     }
