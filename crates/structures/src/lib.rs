@@ -27,4 +27,4 @@ pub use cuckoo_table::{
     cuckoo_location, cuckoo_locations, distinct_locations, CuckooTable, CuckooTableError,
     Locations, Placement, TableEntry,
 };
-pub use okvs::{Okvs, OkvsError, OkvsParams};
+pub use okvs::{Fill, Okvs, OkvsError, OkvsParams};

@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use psikit_ot::silent::{self, SilentReceiver, VoleOutput};
-use psikit_structures::okvs::{BinEncoder, Okvs, OkvsError};
+use psikit_structures::okvs::{BinEncoder, Fill, Okvs, OkvsError};
 use psikit_transport::Channel;
 use rand::rngs::OsRng;
 use rand::Rng;
@@ -140,8 +140,10 @@ async fn opened(ch: &mut Channel, commitment: &Commitment) -> Result<u128, Error
 /// masked, `P + C`, so that the sender decodes while we encode; returns
 /// the time spent encoding. Every entry is cut to `bits` bits: decoding
 /// XORs entries, so each bit is a system of its own and the cut table
-/// still decodes to the values (which have `bits` bits); the encoder's
-/// random free entries are cut with it. A failure has probability below
+/// still decodes to the values (which have `bits` bits). Free entries are
+/// zero ([`Fill::Zero`]): the sender sees `P + C` only, uniform whatever
+/// `P` holds since `C` is (a random fill cost a ChaCha12 pass over the
+/// table for nothing). A failure has probability below
 /// `2^-σ` (the OKVS's proven bound); the run then ends with an error
 /// rather than drawing a seed the sender already used. Returns the time
 /// spent encoding, and the encoder, whose grouping of the keys by bin
@@ -155,7 +157,7 @@ async fn send_masked<'a>(
 ) -> Result<(Duration, BinEncoder<'a>), Error> {
     let mask = u128::MAX >> (128 - bits);
     let value = |keys: &[u128], out: &mut [u128]| oprf::okvs_values_into(keys, bits, out);
-    let mut encoder = okvs.encoder_of(keys, value, &mut OsRng).map_err(failed)?;
+    let mut encoder = okvs.encoder_of(keys, value, Fill::Zero).map_err(failed)?;
     let frames = msg::frames(okvs.params(), bits);
     let bin_len = okvs.params().bin_len();
     let most = frames.iter().map(|f| f.len()).max().unwrap_or(0);

@@ -89,6 +89,11 @@
 //! is deterministic. The seed is public; the bound is over its choice, so
 //! the encoding side draws it fresh after its keys are fixed (keys chosen
 //! knowing the seed could be made to fail).
+//!
+//! A table that only ever travels masked by a uniformly random vector
+//! (VOLE-PSI's `P + C`) gains nothing from a random fill: the masked table
+//! is uniform whatever the free columns hold. [`Fill::Zero`] leaves them
+//! zero there and saves a ChaCha12 pass over the whole table.
 
 mod band;
 mod bound;
@@ -102,6 +107,7 @@ mod tests;
 
 use rand::rngs::StdRng;
 use rand::{CryptoRng, Rng, RngCore, SeedableRng};
+use rand_core::CryptoRngCore;
 use rayon::prelude::*;
 use std::ops::Range;
 
@@ -185,7 +191,7 @@ impl Okvs {
         rng: &mut R,
     ) -> Result<Vec<u128>, OkvsError> {
         let mut table = vec![0u128; self.params.table_len()];
-        self.encoder(keys, values, rng)?
+        self.encoder(keys, values, Fill::Random(rng))?
             .encode_bins(0..self.params.bins(), &mut table)?;
         Ok(table)
     }
@@ -193,12 +199,12 @@ impl Okvs {
     /// [`Okvs::encode`] a few bins at a time, so that a protocol can send
     /// each part of the table as it is made (bins are independent): checks
     /// the input and groups it by bin; [`BinEncoder::encode_bins`] then
-    /// solves given bins.
-    pub fn encoder<'a, R: RngCore + CryptoRng>(
+    /// solves given bins, their free entries as `fill` says.
+    pub fn encoder<'a>(
         &'a self,
         keys: &'a [u128],
         values: &'a [u128],
-        rng: &mut R,
+        fill: Fill<'_>,
     ) -> Result<BinEncoder<'a>, OkvsError> {
         if keys.len() != values.len() {
             return Err(OkvsError::LengthMismatch {
@@ -207,7 +213,7 @@ impl Okvs {
             });
         }
         self.check_capacity(keys)?;
-        Ok(self.bin_encoder(keys, Values::Given(values), Some(values), rng))
+        Ok(self.bin_encoder(keys, Values::Given(values), Some(values), fill))
     }
 
     /// [`Okvs::encoder`] for values that are a function of their keys:
@@ -216,33 +222,37 @@ impl Okvs {
     /// are never held for the whole set (VOLE-PSI's `h(k)`, whose vector
     /// would be the largest one alive at the receiver's peak). Equal keys
     /// have equal values here, so a failure is never a duplicate key.
-    pub fn encoder_of<'a, F, R>(
+    pub fn encoder_of<'a, F>(
         &'a self,
         keys: &'a [u128],
         value: F,
-        rng: &mut R,
+        fill: Fill<'_>,
     ) -> Result<BinEncoder<'a>, OkvsError>
     where
         F: Fn(&[u128], &mut [u128]) + Sync,
-        R: RngCore + CryptoRng,
     {
         self.check_capacity(keys)?;
-        Ok(self.bin_encoder(keys, Values::Of(&value), None, rng))
+        Ok(self.bin_encoder(keys, Values::Of(&value), None, fill))
     }
 
-    /// The checked input grouped by bin, with a seed per bin; `given`, the
-    /// values if the caller gave them (to name a duplicate key).
-    fn bin_encoder<'a, R: RngCore + CryptoRng>(
+    /// The checked input grouped by bin, with a fill seed per bin if the
+    /// fill is random; `given`, the values if the caller gave them (to name
+    /// a duplicate key).
+    fn bin_encoder<'a>(
         &'a self,
         keys: &'a [u128],
         values: Values<'_>,
         given: Option<&'a [u128]>,
-        rng: &mut R,
+        fill: Fill<'_>,
     ) -> BinEncoder<'a> {
+        let seeds = match fill {
+            Fill::Random(rng) => (0..self.params.bins()).map(|_| Some(rng.gen())).collect(),
+            Fill::Zero => vec![None; self.params.bins()],
+        };
         BinEncoder {
             okvs: self,
             split: self.split(keys, values),
-            seeds: (0..self.params.bins()).map(|_| rng.gen()).collect(),
+            seeds,
             keys,
             values: given,
         }
@@ -399,11 +409,16 @@ impl Okvs {
         split: &Split,
         bin: usize,
         cols: &mut [u128],
-        seed: &[u8; 32],
+        seed: &Option<[u8; 32]>,
         scratch: &mut Scratch,
     ) -> Result<(), solve::Inconsistent> {
-        let mut rng = StdRng::from_seed(*seed);
-        cols.iter_mut().for_each(|c| *c = rng.gen());
+        match seed {
+            Some(seed) => {
+                let mut rng = StdRng::from_seed(*seed);
+                cols.iter_mut().for_each(|c| *c = rng.gen());
+            }
+            None => cols.fill(0),
+        }
         self.hash_bin(split, bin, 0..split.keys.len(), &mut scratch.rows);
         let starts = self.params.bin_len() - self.params.band_width() + 1;
         let values = split
@@ -485,11 +500,23 @@ impl Okvs {
     }
 }
 
+/// What the entries no equation fixes hold (the module's "Security: random
+/// fill").
+pub enum Fill<'r> {
+    /// Uniformly random, from a 32-byte seed per bin drawn from this RNG:
+    /// for a table that travels as it is.
+    Random(&'r mut dyn CryptoRngCore),
+    /// Zero: only for a table that travels masked by a uniformly random
+    /// vector of the table's length.
+    Zero,
+}
+
 /// [`Okvs::encoder`]: the input grouped by bin and each bin's random seed.
 pub struct BinEncoder<'a> {
     okvs: &'a Okvs,
     split: Split,
-    seeds: Vec<[u8; 32]>,
+    /// Each bin's fill seed, `None` for [`Fill::Zero`].
+    seeds: Vec<Option<[u8; 32]>>,
     keys: &'a [u128],
     /// The values as given ([`Okvs::encoder`]), to tell a duplicate key
     /// from a failure; `None` for values made from their keys.

@@ -321,7 +321,7 @@ fn bin_by_bin_equals_the_whole_table() {
             .expect("encode");
         let mut parts = vec![0u128; whole.len()];
         let mut encoder = okvs
-            .encoder(&keys, &values, &mut StdRng::seed_from_u64(1))
+            .encoder(&keys, &values, Fill::Random(&mut StdRng::seed_from_u64(1)))
             .expect("encoder");
         let mut decoder = okvs.decoder(&keys);
         for first in (0..bins).step_by(2) {
@@ -353,13 +353,34 @@ fn values_made_from_keys_encode_as_given_values() {
         let value = |keys: &[u128], out: &mut [u128]| {
             keys.iter().zip(out).for_each(|(&k, o)| *o = f(k));
         };
-        okvs.encoder_of(&keys, value, &mut StdRng::seed_from_u64(2))
+        okvs.encoder_of(&keys, value, Fill::Random(&mut StdRng::seed_from_u64(2)))
             .expect("encoder")
             .encode_bins(0..okvs.params().bins(), &mut made)
             .expect("bins");
         assert_eq!(made, given, "n = {n}");
         let mut out = vec![0u128; n];
         okvs.decode(&made, &keys, &mut out).expect("decode");
+        assert_eq!(out, values, "n = {n}");
+    }
+}
+
+/// A zero fill sets only pivot columns (at most one a key) and decodes
+/// the same values.
+#[test]
+fn a_zero_fill_sets_only_pivot_columns() {
+    let mut rng = StdRng::seed_from_u64(14);
+    for n in [1, 300, 50_000] {
+        let (keys, values) = random_pairs(n, &mut rng);
+        let okvs = okvs_for(n, 6);
+        let mut table = vec![0u128; okvs.params().table_len()];
+        okvs.encoder(&keys, &values, Fill::Zero)
+            .expect("encoder")
+            .encode_bins(0..okvs.params().bins(), &mut table)
+            .expect("bins");
+        let set = table.iter().filter(|&&c| c != 0).count();
+        assert!(set <= n, "n = {n}: {set} entries set");
+        let mut out = vec![0u128; n];
+        okvs.decode(&table, &keys, &mut out).expect("decode");
         assert_eq!(out, values, "n = {n}");
     }
 }
@@ -396,7 +417,9 @@ fn an_encoders_keys_decode_from_another_table() {
     let (bins, bin_len) = (okvs.params().bins(), okvs.params().bin_len());
     let other: Vec<u128> = (0..okvs.params().table_len()).map(|_| rng.gen()).collect();
     let mut table = vec![0u128; okvs.params().table_len()];
-    let mut encoder = okvs.encoder(&keys, &values, &mut rng).expect("encoder");
+    let mut encoder = okvs
+        .encoder(&keys, &values, Fill::Random(&mut rng))
+        .expect("encoder");
     encoder.encode_bins(0..bins, &mut table).expect("encode");
     let mut decoder = encoder.into_decoder();
     let early = decoder.map_decoded(0..1, |_, _| {});
