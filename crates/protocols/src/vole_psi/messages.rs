@@ -78,13 +78,37 @@ const GROUP: usize = 8;
 
 /// Values of `bits` bits each (1 to 128; higher bits are dropped), packed
 /// little-endian in bit order, the last byte zero-padded. At 128 bits this
-/// is each value's 16 little-endian bytes.
+/// is each value's 16 little-endian bytes. (The receiver masks as it packs,
+/// [`encode_masked_into`]; the tests and the fuzz targets pack plain
+/// values.)
+#[cfg(any(test, feature = "fuzzing"))]
 pub fn encode_values(values: &[u128], bits: u32) -> Vec<u8> {
-    let mut out = vec![0u8; packed_len(values.len(), bits)];
+    let mut out = Vec::new();
+    encode_masked_into(values, None, bits, &mut out);
+    out
+}
+
+/// [`encode_values`] of `values[i] ⊕ masks[i]` (when `masks` is given, as
+/// long as `values`) into `out`, replacing its contents: the receiver's
+/// frames are masked as they are packed, in one pass, into a buffer reused
+/// from frame to frame.
+pub fn encode_masked_into(values: &[u128], masks: Option<&[u128]>, bits: u32, out: &mut Vec<u8>) {
+    out.clear();
+    out.resize(packed_len(values.len(), bits), 0);
+    let mask_of = |g: usize| masks.map(|m| &m[g * GROUP..(g * GROUP + GROUP).min(m.len())]);
     out.par_chunks_mut(bits as usize)
         .zip(values.par_chunks(GROUP))
-        .for_each(|(out, group)| pack_group(group, bits, out));
-    out
+        .enumerate()
+        .for_each(|(g, (out, group))| match mask_of(g) {
+            Some(masks) => {
+                let mut masked = [0u128; GROUP];
+                for ((x, v), m) in masked.iter_mut().zip(group).zip(masks) {
+                    *x = v ^ m;
+                }
+                pack_group(&masked[..group.len()], bits, out)
+            }
+            None => pack_group(group, bits, out),
+        });
 }
 
 /// Exactly `count` values of `bits` bits, or an error (a wrong length or
@@ -192,6 +216,12 @@ mod tests {
                 let bytes = encode_values(&values, bits);
                 assert_eq!(bytes.len(), packed_len(count, bits), "{bits} {count}");
                 assert_eq!(decode_values(&bytes, count, bits).expect("decodes"), values);
+                // Masked as packed: the bytes of the XOR, higher bits dropped.
+                let masks: Vec<u128> = (0..count).map(|_| rng.gen()).collect();
+                let xor: Vec<u128> = values.iter().zip(&masks).map(|(v, m)| v ^ m).collect();
+                let mut masked = vec![0xaa; 3];
+                encode_masked_into(&values, Some(&masks), bits, &mut masked);
+                assert_eq!(masked, encode_values(&xor, bits), "{bits} {count}");
                 let padding = (count as u32 * bits) % 8;
                 if padding != 0 {
                     let mut bad = bytes.clone();

@@ -8,7 +8,6 @@ use psikit_structures::okvs::{BinEncoder, Fill, Okvs, OkvsError};
 use psikit_transport::Channel;
 use rand::rngs::OsRng;
 use rand::Rng;
-use rayon::prelude::*;
 
 use super::config::{session_id, Phases, VoleConfig, STAGE_OKVS, STAGE_SUMMARIES, STAGE_VOLE};
 use super::messages::{self as msg, Commitment, OkvsSeed, ReceiverOffset, SenderOffset};
@@ -155,13 +154,13 @@ async fn send_masked<'a>(
     c: &[u128],
     bits: u32,
 ) -> Result<(Duration, BinEncoder<'a>), Error> {
-    let mask = u128::MAX >> (128 - bits);
     let value = |keys: &[u128], out: &mut [u128]| oprf::okvs_values_into(keys, bits, out);
     let mut encoder = okvs.encoder_of(keys, value, Fill::Zero).map_err(failed)?;
     let frames = msg::frames(okvs.params(), bits);
     let bin_len = okvs.params().bin_len();
     let most = frames.iter().map(|f| f.len()).max().unwrap_or(0);
     let mut part = vec![0u128; most * bin_len];
+    let mut bytes = Vec::new();
     let mut spent = Duration::ZERO;
     for bins in frames {
         let cols = bins.start * bin_len..bins.end * bin_len;
@@ -169,10 +168,8 @@ async fn send_masked<'a>(
         let e = Instant::now();
         encoder.encode_bins(bins, p).map_err(failed)?;
         spent += e.elapsed();
-        p.par_iter_mut()
-            .zip(c[cols].par_iter())
-            .for_each(|(p, c)| *p = (*p & mask) ^ c);
-        let bytes = msg::encode_values(p, bits);
+        // Packing cuts `P + C` to `bits` bits.
+        msg::encode_masked_into(p, Some(&c[cols]), bits, &mut bytes);
         ch.send_payload(msg::PROTOCOL_ID, msg::KIND_MASKED, &bytes)
             .await?;
     }
