@@ -93,6 +93,9 @@ pub fn encode_values(values: &[u128], bits: u32) -> Vec<u8> {
 /// frames are masked as they are packed, in one pass, into a buffer reused
 /// from frame to frame.
 pub fn encode_masked_into(values: &[u128], masks: Option<&[u128]>, bits: u32, out: &mut Vec<u8>) {
+    if let Some(masks) = masks {
+        assert_eq!(masks.len(), values.len(), "one mask per value");
+    }
     out.clear();
     out.resize(packed_len(values.len(), bits), 0);
     let mask_of = |g: usize| masks.map(|m| &m[g * GROUP..(g * GROUP + GROUP).min(m.len())]);

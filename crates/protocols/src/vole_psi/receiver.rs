@@ -140,9 +140,9 @@ async fn opened(ch: &mut Channel, commitment: &Commitment) -> Result<u128, Error
 /// the time spent encoding. Every entry is cut to `bits` bits: decoding
 /// XORs entries, so each bit is a system of its own and the cut table
 /// still decodes to the values (which have `bits` bits). Free entries are
-/// zero ([`Fill::Zero`]): the sender sees `P + C` only, uniform whatever
-/// `P` holds since `C` is (a random fill cost a ChaCha12 pass over the
-/// table for nothing). A failure has probability below
+/// zero ([`Fill::Zero`]): the sender sees `P + C` only, pseudorandom
+/// whatever `P` holds since `C` is (a random fill cost a ChaCha12 pass
+/// over the table for nothing). A failure has probability below
 /// `2^-σ` (the OKVS's proven bound); the run then ends with an error
 /// rather than drawing a seed the sender already used. Returns the time
 /// spent encoding, and the encoder, whose grouping of the keys by bin

@@ -90,9 +90,9 @@
 //! the encoding side draws it fresh after its keys are fixed (keys chosen
 //! knowing the seed could be made to fail).
 //!
-//! A table that only ever travels masked by a uniformly random vector
-//! (VOLE-PSI's `P + C`) gains nothing from a random fill: the masked table
-//! is uniform whatever the free columns hold. [`Fill::Zero`] leaves them
+//! A table that only ever travels masked by a pseudorandom vector of its
+//! length (VOLE-PSI's `P + C`) gains nothing from a random fill: the
+//! masked table is pseudorandom whatever the free columns hold. [`Fill::Zero`] leaves them
 //! zero there and saves a ChaCha12 pass over the whole table.
 
 mod band;
@@ -506,8 +506,8 @@ pub enum Fill<'r> {
     /// Uniformly random, from a 32-byte seed per bin drawn from this RNG:
     /// for a table that travels as it is.
     Random(&'r mut dyn CryptoRngCore),
-    /// Zero: only for a table that travels masked by a uniformly random
-    /// vector of the table's length.
+    /// Zero: only for a table that travels masked by a pseudorandom vector
+    /// of the table's length.
     Zero,
 }
 
