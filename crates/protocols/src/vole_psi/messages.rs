@@ -84,33 +84,27 @@ const GROUP: usize = 8;
 #[cfg(any(test, feature = "fuzzing"))]
 pub fn encode_values(values: &[u128], bits: u32) -> Vec<u8> {
     let mut out = Vec::new();
-    encode_masked_into(values, None, bits, &mut out);
+    encode_masked_into(values, &vec![0; values.len()], bits, &mut out);
     out
 }
 
-/// [`encode_values`] of `values[i] ⊕ masks[i]` (when `masks` is given, as
-/// long as `values`) into `out`, replacing its contents: the receiver's
-/// frames are masked as they are packed, in one pass, into a buffer reused
-/// from frame to frame.
-pub fn encode_masked_into(values: &[u128], masks: Option<&[u128]>, bits: u32, out: &mut Vec<u8>) {
-    if let Some(masks) = masks {
-        assert_eq!(masks.len(), values.len(), "one mask per value");
-    }
+/// [`encode_values`] of `values[i] ⊕ masks[i]` (`masks` as long as
+/// `values`) into `out`, replacing its contents: the receiver's frames are
+/// masked as they are packed, in one pass, into a buffer reused from frame
+/// to frame.
+pub fn encode_masked_into(values: &[u128], masks: &[u128], bits: u32, out: &mut Vec<u8>) {
+    assert_eq!(masks.len(), values.len(), "one mask per value");
     out.clear();
     out.resize(packed_len(values.len(), bits), 0);
-    let mask_of = |g: usize| masks.map(|m| &m[g * GROUP..(g * GROUP + GROUP).min(m.len())]);
     out.par_chunks_mut(bits as usize)
         .zip(values.par_chunks(GROUP))
-        .enumerate()
-        .for_each(|(g, (out, group))| match mask_of(g) {
-            Some(masks) => {
-                let mut masked = [0u128; GROUP];
-                for ((x, v), m) in masked.iter_mut().zip(group).zip(masks) {
-                    *x = v ^ m;
-                }
-                pack_group(&masked[..group.len()], bits, out)
+        .zip(masks.par_chunks(GROUP))
+        .for_each(|((out, group), masks)| {
+            let mut masked = [0u128; GROUP];
+            for ((x, v), m) in masked.iter_mut().zip(group).zip(masks) {
+                *x = v ^ m;
             }
-            None => pack_group(group, bits, out),
+            pack_group(&masked[..group.len()], bits, out)
         });
 }
 
@@ -223,7 +217,7 @@ mod tests {
                 let masks: Vec<u128> = (0..count).map(|_| rng.gen()).collect();
                 let xor: Vec<u128> = values.iter().zip(&masks).map(|(v, m)| v ^ m).collect();
                 let mut masked = vec![0xaa; 3];
-                encode_masked_into(&values, Some(&masks), bits, &mut masked);
+                encode_masked_into(&values, &masks, bits, &mut masked);
                 assert_eq!(masked, encode_values(&xor, bits), "{bits} {count}");
                 let padding = (count as u32 * bits) % 8;
                 if padding != 0 {

@@ -169,7 +169,7 @@ async fn send_masked<'a>(
         encoder.encode_bins(bins, p).map_err(failed)?;
         spent += e.elapsed();
         // Packing cuts `P + C` to `bits` bits.
-        msg::encode_masked_into(p, Some(&c[cols]), bits, &mut bytes);
+        msg::encode_masked_into(p, &c[cols], bits, &mut bytes);
         ch.send_payload(msg::PROTOCOL_ID, msg::KIND_MASKED, &bytes)
             .await?;
     }

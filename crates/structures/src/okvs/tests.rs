@@ -13,6 +13,15 @@ fn random_pairs(n: usize, rng: &mut StdRng) -> (Vec<u128>, Vec<u128>) {
     (keys, values)
 }
 
+/// The whole table from an encoder, every bin at once.
+fn every_bin(okvs: &Okvs, mut encoder: BinEncoder) -> Vec<u128> {
+    let mut table = vec![0u128; okvs.params().table_len()];
+    encoder
+        .encode_bins(0..okvs.params().bins(), &mut table)
+        .expect("bins");
+    table
+}
+
 fn okvs_for(n: usize, seed: u8) -> Okvs {
     Okvs::new(OkvsParams::new(n).expect("params"), [seed; 16])
 }
@@ -349,14 +358,11 @@ fn values_made_from_keys_encode_as_given_values() {
         let given = okvs
             .encode(&keys, &values, &mut StdRng::seed_from_u64(2))
             .expect("encode");
-        let mut made = vec![0u128; given.len()];
         let value = |keys: &[u128], out: &mut [u128]| {
             keys.iter().zip(out).for_each(|(&k, o)| *o = f(k));
         };
-        okvs.encoder_of(&keys, value, Fill::Random(&mut StdRng::seed_from_u64(2)))
-            .expect("encoder")
-            .encode_bins(0..okvs.params().bins(), &mut made)
-            .expect("bins");
+        let encoder = okvs.encoder_of(&keys, value, Fill::Random(&mut StdRng::seed_from_u64(2)));
+        let made = every_bin(&okvs, encoder.expect("encoder"));
         assert_eq!(made, given, "n = {n}");
         let mut out = vec![0u128; n];
         okvs.decode(&made, &keys, &mut out).expect("decode");
@@ -372,11 +378,10 @@ fn a_zero_fill_sets_only_pivot_columns() {
     for n in [1, 300, 50_000] {
         let (keys, values) = random_pairs(n, &mut rng);
         let okvs = okvs_for(n, 6);
-        let mut table = vec![0u128; okvs.params().table_len()];
-        okvs.encoder(&keys, &values, Fill::Zero)
-            .expect("encoder")
-            .encode_bins(0..okvs.params().bins(), &mut table)
-            .expect("bins");
+        let table = every_bin(
+            &okvs,
+            okvs.encoder(&keys, &values, Fill::Zero).expect("encoder"),
+        );
         let set = table.iter().filter(|&&c| c != 0).count();
         assert!(set <= n, "n = {n}: {set} entries set");
         let mut out = vec![0u128; n];
