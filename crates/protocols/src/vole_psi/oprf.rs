@@ -8,7 +8,7 @@ use rayon::prelude::*;
 use sha2::{Digest, Sha256};
 use zeroize::Zeroizing;
 
-use crate::common::summaries::{pack, Summary};
+use crate::common::summaries::{pack_u128, Summary};
 
 /// 128-bit OKVS keys of the items: `SHA-256(label || item)` truncated
 /// (collision-resistant at 128 bits, so distinct items get distinct keys
@@ -159,10 +159,7 @@ const BIND_BATCH: usize = 1 << 10;
 /// The summary values compared: the outputs ([`outputs`]) cut to `bits`
 /// bits.
 pub fn summaries(outputs: &[u128], bits: u32) -> Vec<Summary> {
-    outputs
-        .par_iter()
-        .map(|x| pack(&x.to_le_bytes(), bits))
-        .collect()
+    outputs.par_iter().map(|&x| pack_u128(x, bits)).collect()
 }
 
 #[cfg(test)]
