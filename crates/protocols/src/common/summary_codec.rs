@@ -188,6 +188,9 @@ impl Layout {
         out.write(v[2], rest.saturating_sub(64));
     }
 
+    /// Reads a value's bits past its bucket ([`Layout::write_low`]) in one
+    /// read where they fit in a word (82-bit values at `2^20`: 44 + 18
+    /// bits), else a field at a time.
     fn read_value(
         &self,
         segment: usize,
@@ -195,10 +198,14 @@ impl Layout {
         low: &mut BitReader,
     ) -> Result<Summary, DecodeError> {
         let k = self.first_low();
-        let first = shl(segment as u64, self.top - self.fixed) | shl(bucket, k) | low.read(k)?;
         let rest = self.bits - self.top;
+        let head = shl(segment as u64, self.top - self.fixed) | shl(bucket, k);
+        if k + rest <= 64 {
+            let v = low.read(k + rest)?;
+            return Ok([head | v & mask(k), shr(v, k), 0]);
+        }
         Ok([
-            first,
+            head | low.read(k)?,
             low.read(rest.min(64))?,
             low.read(rest.saturating_sub(64))?,
         ])
@@ -428,10 +435,21 @@ impl<'a> BitReader<'a> {
     }
 
     /// The position of the next set bit, reading through it (the unary
-    /// part's next value).
+    /// part's next value): eight bytes at a time where the bytes allow,
+    /// then byte by byte at the end.
     fn next_one(&mut self) -> Option<u64> {
         let mut byte = (self.at / 8) as usize;
-        let mut bits = u32::from(*self.bytes.get(byte)?) >> (self.at % 8) << (self.at % 8);
+        let mut skip = self.at % 8;
+        while let Some(word) = self.bytes.get(byte..byte + 8) {
+            let bits = u64::from_le_bytes(word.try_into().expect("8 bytes")) >> skip;
+            if bits != 0 {
+                let at = byte as u64 * 8 + skip + u64::from(bits.trailing_zeros());
+                self.at = at + 1;
+                return Some(at);
+            }
+            (byte, skip) = (byte + 8, 0);
+        }
+        let mut bits = u32::from(*self.bytes.get(byte)?) >> skip << skip;
         while bits == 0 {
             byte += 1;
             bits = u32::from(*self.bytes.get(byte)?);
