@@ -136,7 +136,9 @@ impl Layout {
     }
 
     /// `sorted` (ascending) cut into its segments, in order: one slice
-    /// each, empty ones included.
+    /// each, empty ones included (the tests' reference; a sender cuts its
+    /// values by [`Layout::segment_of`] before sorting them).
+    #[cfg(test)]
     pub fn split<'a>(&self, sorted: &'a [Summary]) -> Vec<&'a [Summary]> {
         let mut rest = sorted;
         (0..self.segments())
