@@ -8,7 +8,7 @@
 use std::hint::black_box;
 use std::time::Instant;
 
-use psikit_ot::aes_hash::{cr_many, fill_pair, permute_many, tccr_many, Prg};
+use psikit_ot::aes_hash::{cr_many, encrypt_each, fill_pair, permute_many, tccr_many, Prg};
 use psikit_ot::gf128;
 use psikit_ot::transpose::{best_path, transpose_128xn, transpose_128xn_with, Path};
 
@@ -45,6 +45,11 @@ fn main() {
     println!(
         "prg fill (bulk)            {:6.2} ns/block",
         time(n, || prg.fill(0, black_box(&mut buf)))
+    );
+    let keys: Vec<u128> = (0..n as u128).map(|x| x * 5 + 3).collect();
+    println!(
+        "aes one block per key      {:6.2} ns/key",
+        time(n, || encrypt_each(&keys, black_box(&mut buf)))
     );
     let prgs: Vec<Prg> = (0..128u128).map(Prg::new).collect();
     let per_col = 8;
@@ -127,6 +132,11 @@ fn main() {
             black_box(gf128::inner_product(black_box(&chis), &buf));
         }),
         gf128::has_clmul()
+    );
+    let mut acc = chis.clone();
+    println!(
+        "gf128 multiply-accumulate  {:6.2} ns/term",
+        time(n, || gf128::mul_acc(chis[7], &buf, black_box(&mut acc)))
     );
     println!(
         "gf128 KOS column sums      {:6.2} ns/term (1024-row sub-batches)",

@@ -6,8 +6,9 @@
 //! products (the check's inner products) need a single reduction at the end.
 //!
 //! On x86_64 the carry-less multiply uses `PCLMULQDQ` when the CPU has it
-//! (checked at run time); otherwise a constant-time portable version runs.
-//! Tests check that both agree.
+//! (checked at run time), and long inner products `VPCLMULQDQ` on 512-bit
+//! registers where the CPU has AVX-512; otherwise a constant-time portable
+//! version runs. Tests check that every path agrees.
 
 /// An unreduced carry-less product: `lo + hi·X^128`.
 pub type Wide = (u128, u128);
@@ -60,9 +61,21 @@ pub fn mul(a: u128, b: u128) -> u128 {
     reduce(clmul(a, b))
 }
 
+/// Whether the CPU can run the 512-bit `VPCLMULQDQ` inner product.
+fn has_clmul_512() -> bool {
+    let cpu = psikit_primitives::cpu::features();
+    has_clmul() && cpu.vpclmulqdq && cpu.avx512f
+}
+
 /// `Σ a_k·b_k`, unreduced. The slices must have equal length.
 pub fn inner_product(a: &[u128], b: &[u128]) -> Wide {
     assert_eq!(a.len(), b.len(), "inner product of unequal lengths");
+    #[cfg(target_arch = "x86_64")]
+    if has_clmul_512() {
+        // SAFETY: `has_clmul_512` just confirmed at run time that the CPU
+        // supports AVX-512F, VPCLMULQDQ, PCLMULQDQ and SSE2.
+        return unsafe { x86::inner_product_512(a, b) };
+    }
     #[cfg(target_arch = "x86_64")]
     if has_clmul() {
         // SAFETY: `has_clmul` just confirmed at run time that the CPU
@@ -86,6 +99,13 @@ pub fn inner_product_portable(a: &[u128], b: &[u128]) -> Wide {
 /// not per product. The slices must have equal length.
 pub fn mul_acc(c: u128, x: &[u128], acc: &mut [u128]) {
     assert_eq!(x.len(), acc.len(), "multiply-accumulate of unequal lengths");
+    #[cfg(target_arch = "x86_64")]
+    if has_clmul_512() {
+        // SAFETY: `has_clmul_512` just confirmed AVX-512F, VPCLMULQDQ,
+        // PCLMULQDQ and SSE2 at run time.
+        unsafe { x86::mul_acc_512(c, x, acc) };
+        return;
+    }
     #[cfg(target_arch = "x86_64")]
     if has_clmul() {
         // SAFETY: `has_clmul` just confirmed PCLMULQDQ and SSE2 at run time.
@@ -186,7 +206,10 @@ impl ColumnSums {
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use core::arch::x86_64::{
-        __m128i, _mm_clmulepi64_si128, _mm_setzero_si128, _mm_shuffle_epi32, _mm_xor_si128,
+        __m128i, __m512i, _mm512_broadcast_i32x4, _mm512_clmulepi64_epi128, _mm512_loadu_si512,
+        _mm512_maskz_shuffle_epi32, _mm512_set_epi64, _mm512_setzero_si512, _mm512_storeu_si512,
+        _mm512_xor_si512, _mm_clmulepi64_si128, _mm_setzero_si128, _mm_shuffle_epi32,
+        _mm_slli_si128, _mm_srli_si128, _mm_xor_si128,
     };
 
     use super::Wide;
@@ -216,24 +239,128 @@ mod x86 {
         (lo ^ (mid << 64), hi ^ (mid >> 64))
     }
 
-    /// The kernel of [`super::mul_acc`]: four PCLMULQDQ per product and the
-    /// portable reduction, inlined into one loop.
+    /// [`inner_product`] four terms per instruction on 512-bit registers
+    /// (the silent VOLE's malicious check runs it over every leaf, on the
+    /// receiver's critical path): the same four products per term, summed
+    /// lane-wise, the lanes added at the end, the last `len % 4` terms by
+    /// [`inner_product`].
+    ///
+    /// # Safety
+    /// The CPU must support `avx512f`, `vpclmulqdq`, `pclmulqdq` and
+    /// `sse2`; the slices must have equal lengths.
+    #[target_feature(enable = "avx512f,vpclmulqdq,pclmulqdq,sse2")]
+    pub(super) unsafe fn inner_product_512(a: &[u128], b: &[u128]) -> Wide {
+        let whole = a.len() / 4 * 4;
+        let (mut lo, mut hi, mut mid) = (
+            _mm512_setzero_si512(),
+            _mm512_setzero_si512(),
+            _mm512_setzero_si512(),
+        );
+        for (x, y) in a[..whole].chunks_exact(4).zip(b[..whole].chunks_exact(4)) {
+            // SAFETY: each chunk holds four blocks, 64 readable bytes.
+            let (x, y) = unsafe {
+                (
+                    _mm512_loadu_si512(x.as_ptr().cast()),
+                    _mm512_loadu_si512(y.as_ptr().cast()),
+                )
+            };
+            lo = _mm512_xor_si512(lo, _mm512_clmulepi64_epi128::<0x00>(x, y));
+            hi = _mm512_xor_si512(hi, _mm512_clmulepi64_epi128::<0x11>(x, y));
+            mid = _mm512_xor_si512(mid, _mm512_clmulepi64_epi128::<0x01>(x, y));
+            mid = _mm512_xor_si512(mid, _mm512_clmulepi64_epi128::<0x10>(x, y));
+        }
+        let lanes = |v: __m512i| {
+            let mut out = [0u128; 4];
+            // SAFETY: `out` holds 64 writable bytes.
+            unsafe { _mm512_storeu_si512(out.as_mut_ptr().cast(), v) };
+            out.iter().fold(0, |s, x| s ^ x)
+        };
+        let (lo, hi, mid) = (lanes(lo), lanes(hi), lanes(mid));
+        // SAFETY: the caller's CPU features include `inner_product`'s.
+        let tail = unsafe { inner_product(&a[whole..], &b[whole..]) };
+        (lo ^ (mid << 64) ^ tail.0, hi ^ (mid >> 64) ^ tail.1)
+    }
+
+    /// The kernel of [`super::mul_acc`]: four PCLMULQDQ per product and
+    /// the reduction with carry-less products too (`hi·X^128 ≡ hi·0x87`,
+    /// whose high half is folded once more), in one loop.
     ///
     /// # Safety
     /// The CPU must support `pclmulqdq` and `sse2`.
     #[target_feature(enable = "pclmulqdq,sse2")]
     pub(super) unsafe fn mul_acc(c: u128, x: &[u128], acc: &mut [u128]) {
         let c: __m128i = bytemuck::cast(c);
+        let poly: __m128i = bytemuck::cast(0x87u128);
         for (a, x) in acc.iter_mut().zip(x) {
             let x: __m128i = bytemuck::cast(*x);
-            let lo: u128 = bytemuck::cast(_mm_clmulepi64_si128::<0x00>(c, x));
-            let hi: u128 = bytemuck::cast(_mm_clmulepi64_si128::<0x11>(c, x));
-            let mid: u128 = bytemuck::cast(_mm_xor_si128(
+            let lo = _mm_clmulepi64_si128::<0x00>(c, x);
+            let hi = _mm_clmulepi64_si128::<0x11>(c, x);
+            let mid = _mm_xor_si128(
                 _mm_clmulepi64_si128::<0x01>(c, x),
                 _mm_clmulepi64_si128::<0x10>(c, x),
-            ));
-            *a ^= super::reduce((lo ^ (mid << 64), hi ^ (mid >> 64)));
+            );
+            // `lo + mid·X^64 + hi·X^128`: mid's halves go to lo and hi.
+            let lo = _mm_xor_si128(lo, _mm_slli_si128::<8>(mid));
+            let hi = _mm_xor_si128(hi, _mm_srli_si128::<8>(mid));
+            let t0 = _mm_clmulepi64_si128::<0x00>(hi, poly);
+            let t1 = _mm_clmulepi64_si128::<0x01>(hi, poly);
+            // `t1·X^64`: its bits past X^128 (below 2^7) fold once more.
+            let t2 = _mm_clmulepi64_si128::<0x01>(t1, poly);
+            let r = _mm_xor_si128(
+                _mm_xor_si128(lo, t0),
+                _mm_xor_si128(_mm_slli_si128::<8>(t1), t2),
+            );
+            *a ^= bytemuck::cast::<__m128i, u128>(r);
         }
+    }
+
+    /// [`mul_acc`] four products per instruction on 512-bit registers
+    /// (VOLE-PSI's and the OPPRF's sender runs it over its whole table and
+    /// every item), reduced as [`mul_acc`] reduces. The last `len % 4`
+    /// products go to [`mul_acc`].
+    ///
+    /// # Safety
+    /// The CPU must support `avx512f`, `vpclmulqdq`, `pclmulqdq` and
+    /// `sse2`; the slices must have equal lengths.
+    #[target_feature(enable = "avx512f,vpclmulqdq,pclmulqdq,sse2")]
+    pub(super) unsafe fn mul_acc_512(c: u128, x: &[u128], acc: &mut [u128]) {
+        let whole = x.len() / 4 * 4;
+        let c4 = _mm512_broadcast_i32x4(bytemuck::cast(c));
+        let poly = _mm512_set_epi64(0, 0x87, 0, 0x87, 0, 0x87, 0, 0x87);
+        for (a, x) in acc[..whole]
+            .chunks_exact_mut(4)
+            .zip(x[..whole].chunks_exact(4))
+        {
+            let (pa, px) = (
+                a.as_mut_ptr().cast::<__m512i>(),
+                x.as_ptr().cast::<__m512i>(),
+            );
+            // SAFETY: each chunk holds four blocks, 64 bytes.
+            let xv = unsafe { _mm512_loadu_si512(px) };
+            let lo = _mm512_clmulepi64_epi128::<0x00>(c4, xv);
+            let hi = _mm512_clmulepi64_epi128::<0x11>(c4, xv);
+            let mid = _mm512_xor_si512(
+                _mm512_clmulepi64_epi128::<0x01>(c4, xv),
+                _mm512_clmulepi64_epi128::<0x10>(c4, xv),
+            );
+            // `lo + mid·X^64 + hi·X^128`: mid's halves go to lo and hi.
+            // In each lane, words (0, 1, 2, 3) → (0, 0, 0, 1) moves the
+            // low 64 bits up, → (2, 3, 0, 0) the high 64 bits down.
+            let lo = _mm512_xor_si512(lo, _mm512_maskz_shuffle_epi32::<0x40>(0xcccc, mid));
+            let hi = _mm512_xor_si512(hi, _mm512_maskz_shuffle_epi32::<0x0e>(0x3333, mid));
+            let t0 = _mm512_clmulepi64_epi128::<0x00>(hi, poly);
+            let t1 = _mm512_clmulepi64_epi128::<0x01>(hi, poly);
+            // `t1·X^64`: its bits past X^128 (below 2^7) fold once more.
+            let t2 = _mm512_clmulepi64_epi128::<0x01>(t1, poly);
+            let r = _mm512_xor_si512(
+                _mm512_xor_si512(lo, t0),
+                _mm512_xor_si512(_mm512_maskz_shuffle_epi32::<0x40>(0xcccc, t1), t2),
+            );
+            // SAFETY: as the load.
+            unsafe { _mm512_storeu_si512(pa, _mm512_xor_si512(_mm512_loadu_si512(pa), r)) };
+        }
+        // SAFETY: the caller's CPU features include `mul_acc`'s.
+        unsafe { mul_acc(c, &x[whole..], &mut acc[whole..]) };
     }
 
     /// The kernel of [`super::ColumnSums::add`]: three PCLMULQDQ per term
@@ -278,10 +405,23 @@ mod tests {
     #[test]
     fn clmul_fast_path_equals_portable() {
         let mut rng = rand::rngs::StdRng::seed_from_u64(1);
-        for len in [0usize, 1, 2, 7, 64, 129] {
+        for len in [0usize, 1, 2, 3, 4, 7, 64, 129, 1030] {
             let a: Vec<u128> = (0..len).map(|_| rng.gen()).collect();
             let b: Vec<u128> = (0..len).map(|_| rng.gen()).collect();
-            assert_eq!(inner_product(&a, &b), inner_product_portable(&a, &b));
+            let want = inner_product_portable(&a, &b);
+            assert_eq!(inner_product(&a, &b), want);
+            #[cfg(target_arch = "x86_64")]
+            {
+                // Every fast path this CPU has, whichever the dispatch picks.
+                if has_clmul() {
+                    // SAFETY: PCLMULQDQ and SSE2 were just detected.
+                    assert_eq!(unsafe { x86::inner_product(&a, &b) }, want);
+                }
+                if has_clmul_512() {
+                    // SAFETY: AVX-512F and both CLMULs were just detected.
+                    assert_eq!(unsafe { x86::inner_product_512(&a, &b) }, want);
+                }
+            }
         }
         for _ in 0..200 {
             let (a, b): (u128, u128) = (rng.gen(), rng.gen());
@@ -293,14 +433,33 @@ mod tests {
     #[test]
     fn mul_acc_fast_path_equals_portable() {
         let mut rng = rand::rngs::StdRng::seed_from_u64(4);
-        for len in [0usize, 1, 5, 300] {
-            let c: u128 = rng.gen();
-            let x: Vec<u128> = (0..len).map(|_| rng.gen()).collect();
+        for len in [0usize, 1, 4, 5, 7, 300] {
+            // All-ones operands make every fold of the reduction carry.
+            let c: u128 = if len == 7 { u128::MAX } else { rng.gen() };
+            let x: Vec<u128> = (0..len)
+                .map(|i| if i == 2 { u128::MAX } else { rng.gen() })
+                .collect();
             let start: Vec<u128> = (0..len).map(|_| rng.gen()).collect();
             let (mut fast, mut portable) = (start.clone(), start.clone());
             mul_acc(c, &x, &mut fast);
             mul_acc_portable(c, &x, &mut portable);
             assert_eq!(fast, portable, "length {len}");
+            #[cfg(target_arch = "x86_64")]
+            {
+                // Every fast path this CPU has, whichever the dispatch picks.
+                if has_clmul() {
+                    let mut f = start.clone();
+                    // SAFETY: PCLMULQDQ and SSE2 were just detected.
+                    unsafe { x86::mul_acc(c, &x, &mut f) };
+                    assert_eq!(f, portable, "128-bit, length {len}");
+                }
+                if has_clmul_512() {
+                    let mut f = start.clone();
+                    // SAFETY: AVX-512F and both CLMULs were just detected.
+                    unsafe { x86::mul_acc_512(c, &x, &mut f) };
+                    assert_eq!(f, portable, "512-bit, length {len}");
+                }
+            }
             for i in 0..len {
                 assert_eq!(fast[i], start[i] ^ mul(c, x[i]));
             }

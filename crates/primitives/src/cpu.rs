@@ -27,6 +27,8 @@ pub struct Features {
     pub pclmulqdq: bool,
     /// Vector AES on 256-bit registers (with AVX2).
     pub vaes: bool,
+    /// Vector carry-less multiplication (`VPCLMULQDQ`, with AVX2).
+    pub vpclmulqdq: bool,
     /// AVX-512 Foundation.
     pub avx512f: bool,
     /// 52-bit integer multiply-add (`AVX512IFMA`).
@@ -70,13 +72,18 @@ impl Features {
             "avx2" => {
                 self.avx2 = false;
                 self.vaes = false;
+                self.vpclmulqdq = false;
             }
             "aes" => {
                 self.aes = false;
                 self.vaes = false;
             }
-            "pclmulqdq" => self.pclmulqdq = false,
+            "pclmulqdq" => {
+                self.pclmulqdq = false;
+                self.vpclmulqdq = false;
+            }
             "vaes" => self.vaes = false,
+            "vpclmulqdq" => self.vpclmulqdq = false,
             "avx512f" => {
                 self.avx512f = false;
                 self.avx512ifma = false;
@@ -92,12 +99,14 @@ impl Features {
 #[cfg(target_arch = "x86_64")]
 fn detect() -> Features {
     let avx2 = is_x86_feature_detected!("avx2");
+    let pclmulqdq = is_x86_feature_detected!("pclmulqdq");
     Features {
         sse2: is_x86_feature_detected!("sse2"),
         avx2,
         aes: is_x86_feature_detected!("aes"),
-        pclmulqdq: is_x86_feature_detected!("pclmulqdq"),
+        pclmulqdq,
         vaes: avx2 && leaf7_ecx() & (1 << 9) != 0,
+        vpclmulqdq: avx2 && pclmulqdq && leaf7_ecx() & (1 << 10) != 0,
         avx512f: is_x86_feature_detected!("avx512f"),
         avx512ifma: is_x86_feature_detected!("avx512ifma"),
         sha: is_x86_feature_detected!("sha") && is_x86_feature_detected!("sse4.1"),
@@ -109,8 +118,9 @@ fn detect() -> Features {
     Features::default()
 }
 
-/// ECX of CPUID leaf 7 (VAES is bit 9). Read directly because VAES
-/// detection by name needs a newer compiler than the workspace supports.
+/// ECX of CPUID leaf 7 (VAES is bit 9, VPCLMULQDQ bit 10). Read directly
+/// because detecting them by name needed a newer compiler than the
+/// workspace supported when VAES came in.
 #[cfg(target_arch = "x86_64")]
 #[allow(unsafe_code)]
 fn leaf7_ecx() -> u32 {
@@ -134,12 +144,15 @@ mod tests {
             aes: true,
             pclmulqdq: true,
             vaes: true,
+            vpclmulqdq: true,
             avx512f: true,
             avx512ifma: true,
             sha: true,
         };
         assert!(all.disable("avx512f"));
         assert!(!all.avx512ifma && all.avx2);
+        assert!(all.disable("pclmulqdq"));
+        assert!(!all.vpclmulqdq && all.vaes);
         assert!(all.disable("avx2"));
         assert!(!all.vaes && all.aes);
         assert!(!all.disable("avx1024"));
@@ -151,6 +164,12 @@ mod tests {
         assert_eq!(f, features(), "detected once");
         if f.vaes {
             assert!(f.avx2 && f.aes, "VAES is used with AVX2 and AES-NI");
+        }
+        if f.vpclmulqdq {
+            assert!(
+                f.avx2 && f.pclmulqdq,
+                "VPCLMULQDQ is used with AVX2 and PCLMULQDQ"
+            );
         }
         if f.avx512ifma {
             assert!(f.avx512f);

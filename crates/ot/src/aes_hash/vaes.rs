@@ -1,9 +1,10 @@
 use core::arch::asm;
 use core::arch::x86_64::{
     __m128i, __m256i, __m512i, _mm256_add_epi64, _mm512_add_epi64, _mm512_aesenc_epi128,
-    _mm512_aesenclast_epi128, _mm512_broadcast_i32x4, _mm512_loadu_si512, _mm512_set_epi64,
-    _mm512_storeu_si512, _mm512_xor_si512, _mm_aeskeygenassist_si128, _mm_loadu_si128,
-    _mm_shuffle_epi32, _mm_slli_si128, _mm_xor_si128,
+    _mm512_aesenclast_epi128, _mm512_broadcast_i32x4, _mm512_loadu_si512,
+    _mm512_maskz_shuffle_epi32, _mm512_ror_epi32, _mm512_set1_epi32, _mm512_set_epi64,
+    _mm512_setzero_si512, _mm512_shuffle_epi32, _mm512_storeu_si512, _mm512_xor_si512,
+    _mm_aeskeygenassist_si128, _mm_loadu_si128, _mm_shuffle_epi32, _mm_slli_si128, _mm_xor_si128,
 };
 use zeroize::Zeroize;
 
@@ -222,6 +223,88 @@ pub(super) unsafe fn ctr_pair(
         true => unsafe { ctr_pair_512(ka, kb, first_block, out_a, out_b) },
         // SAFETY: as the caller says.
         false => unsafe { ctr_pair_256(ka, kb, first_block, out_a, out_b) },
+    }
+}
+
+/// Whether [`encrypt_each_512`] runs on this CPU.
+pub(super) fn each_512() -> bool {
+    available() && wide()
+}
+
+/// One step of the AES-128 key schedule on 16 keys, four a register,
+/// without `AESKEYGENASSIST` (128-bit only). With all four words of a
+/// lane set to the key's last word `w3`, `ShiftRows` changes nothing, so
+/// `AESENCLAST` under `RCON << 8` in every word gives `SubWord(w3) ⊕
+/// (RCON << 8)`; rotating each word right by a byte then gives
+/// `RotWord(SubWord(w3)) ⊕ RCON`, the schedule's `t`. The next key is
+/// the running XOR of the key's words, plus `t` in every word.
+#[inline]
+#[target_feature(enable = "avx512f,vaes")]
+unsafe fn next_keys_512<const RCON: i32>(k: &mut [__m512i; 4]) {
+    let rcon = _mm512_set1_epi32(RCON << 8);
+    for k in k.iter_mut() {
+        let w3 = _mm512_shuffle_epi32::<0xff>(*k);
+        let t = _mm512_ror_epi32::<8>(_mm512_aesenclast_epi128(w3, rcon));
+        // Words (w0, w1, w2, w3) → (w0, w0⊕w1, w1⊕w2, w2⊕w3) → prefix XORs.
+        let x = _mm512_xor_si512(*k, _mm512_maskz_shuffle_epi32::<0x90>(0xeeee, *k));
+        let x = _mm512_xor_si512(x, _mm512_maskz_shuffle_epi32::<0x40>(0xcccc, x));
+        *k = _mm512_xor_si512(x, t);
+    }
+}
+
+/// [`encrypt_each`](super::encrypt_each) on 512-bit registers: 16 key
+/// schedules side by side, each round key used as soon as it is made.
+/// Round keys are secret: the last ones are wiped (the earlier ones were
+/// overwritten).
+///
+/// # Safety
+/// The CPU must support AVX-512F and VAES; both slices hold the same
+/// multiple of 16 blocks.
+#[target_feature(enable = "avx512f,vaes")]
+pub(super) unsafe fn encrypt_each_512(keys: &[u128], blocks: &mut [u128]) {
+    for (keys, blocks) in keys.chunks_exact(16).zip(blocks.chunks_exact_mut(16)) {
+        let (kp, bp) = (
+            keys.as_ptr().cast::<__m512i>(),
+            blocks.as_mut_ptr().cast::<__m512i>(),
+        );
+        let mut k = [_mm512_setzero_si512(); 4];
+        let mut s = [_mm512_setzero_si512(); 4];
+        // Index loops, no closures (see `encrypt_512`).
+        for i in 0..4 {
+            // SAFETY: both chunks hold 16 blocks, four unaligned 64-byte
+            // registers' worth.
+            unsafe {
+                k[i] = _mm512_loadu_si512(kp.add(i));
+                s[i] = _mm512_xor_si512(_mm512_loadu_si512(bp.add(i)), k[i]);
+            }
+        }
+        macro_rules! step {
+            ($rcon:literal) => {
+                // SAFETY: the features this function enables.
+                unsafe { next_keys_512::<$rcon>(&mut k) };
+                for i in 0..4 {
+                    s[i] = _mm512_aesenc_epi128(s[i], k[i]);
+                }
+            };
+        }
+        step!(0x01);
+        step!(0x02);
+        step!(0x04);
+        step!(0x08);
+        step!(0x10);
+        step!(0x20);
+        step!(0x40);
+        step!(0x80);
+        step!(0x1b);
+        // SAFETY: as above.
+        unsafe { next_keys_512::<0x36>(&mut k) };
+        for i in 0..4 {
+            s[i] = _mm512_aesenclast_epi128(s[i], k[i]);
+            // SAFETY: as the loads.
+            unsafe { _mm512_storeu_si512(bp.add(i), s[i]) };
+        }
+        k = [_mm512_setzero_si512(); 4];
+        core::hint::black_box(&k);
     }
 }
 
