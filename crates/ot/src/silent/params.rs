@@ -125,6 +125,25 @@ pub const MAX_COUNT: usize = 1 << 30;
 /// item of traffic.
 pub const MAX_PART: usize = 1 << 21;
 
+/// Entries an extension's outputs need while its parts are made in
+/// place: each part is expanded and encoded over its `n` entries at its
+/// offset (the counts of the parts before it), the next part starting over
+/// the spare entries of the one before, so the buffer reaches the largest
+/// `offset + n` and is cut to the total count afterwards. Neither party
+/// then holds a scratch buffer per part nor copies a part's outputs.
+pub(crate) fn in_place_len(shapes: &[SilentParams]) -> usize {
+    let mut offset = 0;
+    shapes
+        .iter()
+        .map(|p| {
+            let end = offset + p.n();
+            offset += p.count;
+            end
+        })
+        .max()
+        .unwrap_or(0)
+}
+
 /// How an extension of `count` correlations is split: `ceil(count /
 /// MAX_PART)` parts of sizes differing by at most one.
 pub fn parts(count: usize) -> Vec<usize> {
@@ -287,6 +306,24 @@ mod tests {
         assert_eq!(p.len(), 2);
         assert!(p[0] - p[1] <= 1);
         assert_eq!(parts(16 * MAX_PART).len(), 16);
+    }
+
+    #[test]
+    fn parts_made_in_place_reach_the_last_parts_end() {
+        let shapes = |count: usize| -> Vec<SilentParams> {
+            parts(count)
+                .into_iter()
+                .map(|c| SilentParams::for_count(c, Noise::FIELD).expect("params"))
+                .collect()
+        };
+        let one = shapes(5000);
+        assert_eq!(in_place_len(&one), one[0].n());
+        let three = shapes(2 * MAX_PART + 5);
+        assert_eq!(three.len(), 3);
+        let before_last = three[0].count + three[1].count;
+        assert_eq!(in_place_len(&three), before_last + three[2].n());
+        assert!(in_place_len(&three) >= 2 * MAX_PART + 5);
+        assert!(in_place_len(&[]) == 0);
     }
 
     #[test]

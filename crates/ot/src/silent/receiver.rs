@@ -11,7 +11,7 @@ use super::both::{pack_share, plan, run, timed, Times};
 use super::check::{self, CHECK_OTS};
 use super::code::Symbol;
 use super::ggm;
-use super::params::{Noise, SilentParams};
+use super::params::{in_place_len, Noise, SilentParams};
 use crate::choice::ChoiceBits;
 use crate::error::OtError;
 use crate::ext::{Confirm, ExtConfig, OtExtReceiver, ReceiverOts, Security};
@@ -305,22 +305,11 @@ impl<T: Symbol> Pending<T> {
         ch: &mut Channel,
     ) -> Result<(Zeroizing<Vec<u128>>, Zeroizing<Vec<T>>, Times), OtError> {
         let (start, before) = (Instant::now(), self.times);
-        // One buffer for every part's leaves and one for its noise, each
-        // part's outputs copied out: fresh buffers per part would be written
-        // (and faulted in) anew, and held at twice the outputs' size. A
-        // single part's buffers become the outputs.
-        let n = self.shapes.iter().map(|p| p.n()).max().unwrap_or(0);
-        let mut w_buf = Zeroizing::new(vec![0u128; n]);
-        let mut e_buf = Zeroizing::new(vec![T::default(); n]);
-        let single = self.shapes.len() == 1;
-        let count: usize = self.shapes.iter().map(|p| p.count).sum();
-        let (mut w_out, mut e_out) = match single {
-            true => (Zeroizing::new(Vec::new()), Zeroizing::new(Vec::new())),
-            false => (
-                Zeroizing::new(vec![0u128; count]),
-                Zeroizing::new(vec![T::default(); count]),
-            ),
-        };
+        // Every part's leaves and noise are made in place in the outputs
+        // (see `params::in_place_len`): no buffer per part, no copies.
+        let reach = in_place_len(&self.shapes);
+        let mut w_out = Zeroizing::new(vec![0u128; reach]);
+        let mut e_out = Zeroizing::new(vec![T::default(); reach]);
         let tree_ots: usize = self.shapes.iter().map(|p| p.base_ots()).sum();
         let mut sum = match self.challenge {
             Some(_) => (pack_share(&self.ots.t()[tree_ots..]), 0),
@@ -334,7 +323,7 @@ impl<T: Symbol> Pending<T> {
             let p = &self.shapes[k];
             let code = p.code();
             let alphas = alphas(self.ots.choices(), p, first);
-            let w = &mut w_buf[..p.n()];
+            let w = &mut w_out[out..out + p.n()];
             let mut spent = std::time::Duration::ZERO;
             timed(&mut spent, || self.leaves(p, k, first, &alphas, w));
             self.times.trees += spent;
@@ -344,11 +333,8 @@ impl<T: Symbol> Pending<T> {
             timed(&mut self.times.code, || {
                 run(&self.config, || code.dual_encode(w))
             });
-            match single {
-                true => w_out = std::mem::take(&mut w_buf),
-                false => w_out[out..out + p.count].copy_from_slice(&w[..p.count]),
-            }
-            let e = &mut e_buf[..p.n()];
+            // Over the previous part's spare entries: cleared first.
+            let e = &mut e_out[out..out + p.n()];
             e.fill(T::default());
             for (i, &alpha) in alphas.iter().enumerate() {
                 e[(i << p.depth) + alpha] = self.betas[k][i];
@@ -356,10 +342,6 @@ impl<T: Symbol> Pending<T> {
             timed(&mut self.times.code, || {
                 run(&self.config, || code.dual_encode(e))
             });
-            match single {
-                true => e_out = std::mem::take(&mut e_buf),
-                false => e_out[out..out + p.count].copy_from_slice(&e[..p.count]),
-            }
             first += p.base_ots();
             at += p.n() as u64;
             out += p.count;
@@ -371,10 +353,8 @@ impl<T: Symbol> Pending<T> {
                 return Err(abort(ch, OtError::SilentCheck).await);
             }
         }
-        if single {
-            w_out.truncate(count);
-            e_out.truncate(count);
-        }
+        w_out.truncate(out);
+        e_out.truncate(out);
         let counted = self.times.trees + self.times.code + self.times.other
             - (before.trees + before.code + before.other);
         self.times.other += start.elapsed().saturating_sub(counted);

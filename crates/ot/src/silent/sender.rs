@@ -9,7 +9,7 @@ use zeroize::Zeroizing;
 use super::both::{pack_share, plan, run, timed, Times};
 use super::check::{self, CHECK_OTS};
 use super::ggm;
-use super::params::{Noise, SilentParams};
+use super::params::{in_place_len, Noise, SilentParams};
 use crate::error::OtError;
 use crate::ext::{Confirm, ExtConfig, OtExtSender, Security, SenderOts};
 use crate::gf128;
@@ -142,19 +142,19 @@ impl SilentSender {
             m1: &m1,
             q: ots.q(),
         };
-        // One buffer for every part's leaves. A single part's leaves become
-        // the output; with several, each part's are expanded again from its
-        // roots when compressed (one GGM expansion instead of holding 2
-        // blocks per output) and its outputs copied out. All trees are sent
-        // first, so the receiver can go on while we compress (it needs
-        // every part's trees before its own work).
-        let n = shapes.iter().map(|p| p.n()).max().unwrap_or(0);
-        let mut buffer = Zeroizing::new(vec![0u128; n]);
+        // Every part is made in place in the outputs (see
+        // `params::in_place_len`). All trees are sent first, expanded in
+        // the first part's region, so the receiver can go on while we
+        // compress (it needs every part's trees before its own work). A
+        // single part's leaves stay; with several, each part's are
+        // expanded again from its roots when compressed (one GGM
+        // expansion instead of holding 2 blocks per output).
+        let mut out = Zeroizing::new(vec![0u128; in_place_len(&shapes)]);
         let keep = shapes.len() == 1;
         let mut roots = Vec::with_capacity(shapes.len());
         let mut first = 0;
         for (p, &t) in shapes.iter().zip(&tweaks) {
-            let leaves = &mut buffer[..p.n()];
+            let leaves = &mut out[..p.n()];
             let (r, spent) = self
                 .send_trees(ch, p, t, keys.starting_at(first), leaves, rng)
                 .await?;
@@ -170,11 +170,9 @@ impl SilentSender {
             Some(_) => (pack_share(&ots.q()[tree_ots..]), 0),
             None => (0, 0),
         };
-        let count: usize = shapes.iter().map(|p| p.count).sum();
-        let mut out = Zeroizing::new(vec![0u128; if keep { 0 } else { count }]);
         let (mut at, mut done) = (0u64, 0);
         for ((p, roots), &t) in shapes.iter().zip(&roots).zip(&tweaks) {
-            let leaves = &mut buffer[..p.n()];
+            let leaves = &mut out[done..done + p.n()];
             if !keep {
                 timed(&mut times.trees, || {
                     run(&self.config, || {
@@ -189,9 +187,6 @@ impl SilentSender {
             timed(&mut times.code, || {
                 run(&self.config, || p.code().dual_encode(leaves))
             });
-            if !keep {
-                out[done..done + p.count].copy_from_slice(&leaves[..p.count]);
-            }
             done += p.count;
         }
         if challenge.is_some() {
@@ -199,10 +194,7 @@ impl SilentSender {
             ch.send_msg(&SilentCheck(hash)).await?;
         }
         self.last_times = times.with_total(start.elapsed());
-        if keep {
-            buffer.truncate(count);
-            return Ok(buffer);
-        }
+        out.truncate(done);
         Ok(out)
     }
 
