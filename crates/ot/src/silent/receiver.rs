@@ -355,6 +355,14 @@ impl<T: Symbol> Pending<T> {
         }
         w_out.truncate(out);
         e_out.truncate(out);
+        if self.shapes.len() > 1 {
+            // Several parts leave the last one's spare entries (its `n -
+            // count`, at least its count again) behind the outputs: wiped
+            // and released, so a large extension's outputs hold no more
+            // than its count.
+            super::compact(&mut w_out);
+            super::compact(&mut e_out);
+        }
         let counted = self.times.trees + self.times.code + self.times.other
             - (before.trees + before.code + before.other);
         self.times.other += start.elapsed().saturating_sub(counted);
