@@ -36,6 +36,10 @@ mod serve;
 
 use clap::{CommandFactory, Parser, Subcommand};
 
+/// Big blocks on transparent huge pages (see `memory::HugePages`).
+#[global_allocator]
+static ALLOCATOR: psikit_protocols::memory::HugePages = psikit_protocols::memory::HugePages;
+
 /// psikit: private set intersection you can deploy.
 #[derive(Parser)]
 #[command(name = "psikit", version, about, long_about = None)]

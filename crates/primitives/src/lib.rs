@@ -5,10 +5,10 @@
 //! * [`oprf`]: the RFC 9497 oblivious pseudorandom function in mode OPRF
 //!   (0x00) over the `ristretto255-SHA512` ciphersuite, with batch APIs that
 //!   spread work over a rayon thread pool.
-//! * [`memory`]: the allocator setting of one-shot runs.
+//! * [`memory`]: the allocator settings (freed memory kept, huge pages).
 //! * [`sha256`]: SHA-256 of many one-block messages.
 
-// The only unsafe code is the CPUID read in `cpu`, the allocator setting
+// The only unsafe code is the CPUID read in `cpu`, the allocator settings
 // in `memory`, the SHA kernel in `sha256` and the IFMA kernel in
 // `ristretto`.
 #![deny(unsafe_code)]

@@ -50,7 +50,7 @@ pub use error::{one_line, Error, Violation};
 /// CSV keys, normalisation and synthetic data: the item encoding every
 /// front end must share, re-exported so front ends need no other crate.
 pub use psikit_io as io;
-/// The allocator setting of one-shot runs (keep freed memory for reuse).
+/// The allocator settings (keep freed memory for reuse, huge pages).
 pub use psikit_primitives::memory;
 /// The OPRF of the unbalanced protocols (RFC 9497, ristretto255-SHA512),
 /// for front ends that key, derive or time it.

@@ -28,6 +28,11 @@ mod steps;
 
 use pyo3::prelude::*;
 
+/// The Rust half's big blocks on transparent huge pages, as in the CLI
+/// (see `memory::HugePages`); Python's own objects keep its allocator.
+#[global_allocator]
+static ALLOCATOR: psikit_protocols::memory::HugePages = psikit_protocols::memory::HugePages;
+
 /// Makes the allocator keep freed memory for later allocations instead of
 /// returning it to the kernel, as the CLI's one-shot commands do (see
 /// `psikit.reuse_freed_memory`).
