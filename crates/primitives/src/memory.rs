@@ -198,11 +198,11 @@ fn advise(block: *mut u8, len: usize) {
         target_os = "linux",
         any(target_arch = "x86_64", target_arch = "aarch64")
     ))]
-    if let Some((first, len)) = huge_interior(block as usize, len) {
+    if let (false, Some((first, len))) = (block.is_null(), huge_interior(block as usize, len)) {
         // SAFETY: `[first, first + len)` lies inside a block the allocator
-        // just returned (a null block has no interior), so it is mapped
-        // memory this process owns; `MADV_HUGEPAGE` changes only how its
-        // pages are mapped, not their contents.
+        // just returned (not null: the allocation succeeded), so it is
+        // mapped memory this process owns; `MADV_HUGEPAGE` changes only
+        // how its pages are mapped, not their contents.
         #[allow(unsafe_code)]
         unsafe {
             libc::madvise(first as *mut libc::c_void, len, libc::MADV_HUGEPAGE);
