@@ -8,7 +8,9 @@
 use std::hint::black_box;
 use std::time::Instant;
 
-use psikit_ot::aes_hash::{cr_many, encrypt_each, fill_pair, permute_many, tccr_many, Prg};
+use psikit_ot::aes_hash::{
+    cr_lows_at_offsets, cr_many, encrypt_each, fill_pair, permute_many, tccr_many, Prg,
+};
 use psikit_ot::gf128;
 use psikit_ot::transpose::{best_path, transpose_128xn, transpose_128xn_with, Path};
 
@@ -51,6 +53,19 @@ fn main() {
         "aes one block per key      {:6.2} ns/key",
         time(n, || encrypt_each(&keys, black_box(&mut buf)))
     );
+    let offsets: Vec<u128> = (0..16u128).map(|j| j * 0x9e37_79b9_7f4a_7c15).collect();
+    let mut words = vec![0u64; n];
+    for (width, keep) in [(4, 2), (16, 1)] {
+        println!(
+            "cr low bits, {width:2} offsets    {:6.2} ns/input",
+            time(n, || cr_lows_at_offsets(
+                &buf,
+                &offsets[..width],
+                keep,
+                black_box(&mut words)
+            ))
+        );
+    }
     let prgs: Vec<Prg> = (0..128u128).map(Prg::new).collect();
     let per_col = 8;
     println!(

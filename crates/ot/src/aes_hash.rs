@@ -38,6 +38,7 @@ use aes::cipher::inout::InOutBuf;
 use aes::cipher::{BlockEncrypt, KeyInit};
 use aes::Aes128;
 use sha2::{Digest, Sha256};
+use zeroize::Zeroize;
 
 /// Blocks hashed per inner batch: enough to keep AES-NI's pipeline full,
 /// small enough to live on the stack.
@@ -119,6 +120,78 @@ pub fn cr_many(blocks: &mut [u128]) {
     }
 }
 
+/// For each `x` of `xs`, the low `keep` bits of `cr(x ⊕ offsets[j])` for
+/// every `j`, at bits `keep·j ..` of `out`'s word: a small VOLE sender's
+/// random-OT messages (`x` its value, `offsets[j] = j·Δ`), cut to the bits
+/// their consumer keeps.
+///
+/// With 4 or 16 offsets on VAES-512 ([`vaes::cr_lows_512`]) the inputs are
+/// made from `x` in registers and hashed and packed there. The batch form
+/// (a buffer of `x ⊕ offsets[j]` through [`permute_many`], then a loop
+/// packing one bit of each block) spent twice as long writing and reading
+/// the buffer as hashing it. Only `π`'s low bits are computed per block:
+/// those of `x ⊕ offsets[j]` are one word operation for all `j`.
+///
+/// # Panics
+/// If `offsets` is empty, `keep` is 0, `keep·offsets.len() > 64` or the
+/// slices `xs` and `out` differ in length.
+pub fn cr_lows_at_offsets(xs: &[u128], offsets: &[u128], keep: u32, out: &mut [u64]) {
+    let width = offsets.len();
+    assert!(
+        width > 0 && keep > 0 && keep as usize * width <= 64,
+        "{width} offsets of {keep} bits do not fit a word"
+    );
+    assert_eq!(xs.len(), out.len(), "one word per input");
+    #[allow(unused_mut)]
+    let mut done = 0;
+    #[cfg(target_arch = "x86_64")]
+    if let Some(k) = fixed_vaes().filter(|_| vaes::wide_vaes()) {
+        // SAFETY: `wide_vaes` just confirmed AVX-512F and VAES at run time;
+        // the offsets are as many as each kernel's registers hold, the
+        // slices equally long.
+        done = unsafe {
+            match width {
+                4 => vaes::cr_lows_512::<1>(k, xs, offsets, keep, out),
+                16 => vaes::cr_lows_512::<4>(k, xs, offsets, keep, out),
+                _ => 0,
+            }
+        };
+    }
+    permuted_lows(&xs[done..], offsets, keep, &mut out[done..]);
+    let mask = (1u64 << keep) - 1;
+    let spread = |j: usize, low: u64| (low & mask) << (keep as usize * j);
+    let offset_bits = (offsets.iter().enumerate()).fold(0, |w, (j, o)| w | spread(j, *o as u64));
+    let every = (0..width).fold(0, |w, j| w | spread(j, 1));
+    for (o, x) in out.iter_mut().zip(xs) {
+        *o ^= offset_bits ^ ((*x as u64 & mask) * every);
+    }
+}
+
+/// The portable part of [`cr_lows_at_offsets`]: the low `keep` bits of
+/// `π(x ⊕ offsets[j])`, packed, through a buffer of whole rows (at most 64
+/// offsets, as `keep ≥ 1` bits of each fit a word).
+fn permuted_lows(xs: &[u128], offsets: &[u128], keep: u32, out: &mut [u64]) {
+    const BUF: usize = 256;
+    let width = offsets.len();
+    let mask = (1u64 << keep) - 1;
+    let mut buf = [0u128; BUF];
+    let per = BUF / width.max(1);
+    for (out, xs) in out.chunks_mut(per).zip(xs.chunks(per)) {
+        let buf = &mut buf[..xs.len() * width];
+        for (row, x) in buf.chunks_exact_mut(width).zip(xs) {
+            for (b, o) in row.iter_mut().zip(offsets) {
+                *b = x ^ o;
+            }
+        }
+        permute_many(buf);
+        for (o, row) in out.iter_mut().zip(buf.chunks_exact(width)) {
+            *o = (row.iter().enumerate())
+                .fold(0, |w, (j, h)| w | (*h as u64 & mask) << (keep as usize * j));
+        }
+    }
+    buf.zeroize();
+}
+
 /// The GKWY20 TCCR hash `π(π(x) ⊕ i) ⊕ π(x)` with tweak `i` (KOS15).
 pub fn tccr(tweak: u128, x: u128) -> u128 {
     let p = permute(x);
@@ -159,7 +232,7 @@ pub fn encrypt_each(keys: &[u128], blocks: &mut [u128]) {
     let mut done = 0;
     #[cfg(target_arch = "x86_64")]
     {
-        if vaes::each_512() {
+        if vaes::wide_vaes() {
             done = keys.len() / 16 * 16;
             // SAFETY: `each_512` just confirmed AVX-512F and VAES at run
             // time; both slices hold `done` blocks, a multiple of 16.
@@ -473,7 +546,7 @@ mod tests {
                     unsafe { each::encrypt(&keys[..whole], &mut b) };
                     assert_eq!(b, want[..whole], "AES-NI, len {len}");
                 }
-                if vaes::each_512() {
+                if vaes::wide_vaes() {
                     let whole = len / 16 * 16;
                     let mut b = blocks[..whole].to_vec();
                     // SAFETY: AVX-512F and VAES were just detected.
@@ -492,6 +565,47 @@ mod tests {
         let mut blocks = [plain; 9];
         encrypt_each(&[key; 9], &mut blocks);
         assert_eq!(blocks, [want; 9]);
+    }
+
+    #[test]
+    fn cr_lows_at_offsets_are_the_hashes_low_bits() {
+        let offsets: Vec<u128> = (0..64u128)
+            .map(|j| j.wrapping_mul(0x0123_4567_89ab_cdef_0f1e_2d3c_4b5a_6978))
+            .collect();
+        // Widths on and off the kernels' (4, 16), keeps up to a full word,
+        // lengths on both sides of their groups (8 and 2 inputs).
+        for (width, keep) in [(1, 1), (3, 5), (4, 1), (4, 2), (16, 1), (16, 4), (64, 1)] {
+            for len in [0usize, 1, 2, 7, 8, 9, 17, 33] {
+                let xs: Vec<u128> = (0..len as u128).map(|i| !i * 0x9e37_79b9_7f4a).collect();
+                let offsets = &offsets[..width];
+                let want: Vec<u64> = (xs.iter())
+                    .map(|x| {
+                        (offsets.iter().enumerate()).fold(0, |w, (j, o)| {
+                            let low = cr(x ^ o) as u64 & ((1 << keep) - 1);
+                            w | low << (keep as usize * j)
+                        })
+                    })
+                    .collect();
+                let mut got = vec![0u64; len];
+                cr_lows_at_offsets(&xs, offsets, keep, &mut got);
+                assert_eq!(got, want, "width {width}, keep {keep}, len {len}");
+                // The portable part alone, whatever the dispatch picks.
+                let mut portable = vec![0u64; len];
+                permuted_lows(&xs, offsets, keep, &mut portable);
+                let inputs: Vec<u64> = (xs.iter())
+                    .map(|x| {
+                        (offsets.iter().enumerate()).fold(0, |w, (j, o)| {
+                            w | ((x ^ o) as u64 & ((1 << keep) - 1)) << (keep as usize * j)
+                        })
+                    })
+                    .collect();
+                let portable: Vec<u64> = portable.iter().zip(&inputs).map(|(p, i)| p ^ i).collect();
+                assert_eq!(
+                    portable, want,
+                    "portable: width {width}, keep {keep}, len {len}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -1,10 +1,11 @@
 use core::arch::asm;
 use core::arch::x86_64::{
     __m128i, __m256i, __m512i, _mm256_add_epi64, _mm512_add_epi64, _mm512_aesenc_epi128,
-    _mm512_aesenclast_epi128, _mm512_broadcast_i32x4, _mm512_loadu_si512,
-    _mm512_maskz_shuffle_epi32, _mm512_ror_epi32, _mm512_set1_epi32, _mm512_set_epi64,
-    _mm512_setzero_si512, _mm512_shuffle_epi32, _mm512_storeu_si512, _mm512_xor_si512,
-    _mm_aeskeygenassist_si128, _mm_loadu_si128, _mm_shuffle_epi32, _mm_slli_si128, _mm_xor_si128,
+    _mm512_aesenclast_epi128, _mm512_and_si512, _mm512_broadcast_i32x4, _mm512_loadu_si512,
+    _mm512_maskz_shuffle_epi32, _mm512_or_si512, _mm512_reduce_or_epi64, _mm512_ror_epi32,
+    _mm512_set1_epi32, _mm512_set_epi64, _mm512_setzero_si512, _mm512_shuffle_epi32,
+    _mm512_sllv_epi64, _mm512_storeu_si512, _mm512_xor_si512, _mm_aeskeygenassist_si128,
+    _mm_loadu_si128, _mm_shuffle_epi32, _mm_slli_si128, _mm_xor_si128,
 };
 use zeroize::Zeroize;
 
@@ -226,8 +227,9 @@ pub(super) unsafe fn ctr_pair(
     }
 }
 
-/// Whether [`encrypt_each_512`] runs on this CPU.
-pub(super) fn each_512() -> bool {
+/// Whether the kernels that need both VAES and AVX-512
+/// ([`encrypt_each_512`], [`cr_lows_512`]) run on this CPU.
+pub(super) fn wide_vaes() -> bool {
     available() && wide()
 }
 
@@ -339,6 +341,90 @@ unsafe fn encrypt_512(ka: &RoundKeys, kb: &RoundKeys, a: &mut [__m512i; 2], b: &
     for i in 0..2 {
         a[i] = _mm512_aesenclast_epi128(a[i], k);
         b[i] = _mm512_aesenclast_epi128(b[i], l);
+    }
+}
+
+/// Registers [`cr_lows_512`] keeps in flight through the rounds: enough
+/// for the AES units' throughput, few enough to leave room for the
+/// offsets and the packing constants (32 registers in all).
+const LOWS_IN_FLIGHT: usize = 8;
+
+/// [`cr_lows_at_offsets`](super::cr_lows_at_offsets)'s `π` part on
+/// 512-bit registers, for `4·R` offsets (`R` registers an input): the low
+/// `keep` bits of `π(x ⊕ offsets[j])` at bits `keep·j ..` of `out`'s word,
+/// `8 / R` inputs at a time. Returns how many inputs it took (whole groups
+/// only; the caller does the rest).
+///
+/// # Safety
+/// The CPU must support AVX-512F and VAES; `offsets.len() == 4·R`,
+/// `R` divides [`LOWS_IN_FLIGHT`], `1 ≤ keep` and `keep·4·R ≤ 64`;
+/// `out.len() == xs.len()`.
+#[target_feature(enable = "avx512f,vaes")]
+pub(super) unsafe fn cr_lows_512<const R: usize>(
+    k: &RoundKeys,
+    xs: &[u128],
+    offsets: &[u128],
+    keep: u32,
+    out: &mut [u64],
+) -> usize {
+    let group = LOWS_IN_FLIGHT / R;
+    let mask = ((1u64 << keep) - 1) as i64;
+    // Lane `l` of register `i` is offset `4i + l`: its bits go to `keep·(4i + l)`.
+    let mut offs = [_mm512_setzero_si512(); R];
+    let mut shifts = [_mm512_setzero_si512(); R];
+    for i in 0..R {
+        // SAFETY: `offsets` holds `4R` blocks, so four from `4i`.
+        offs[i] = unsafe { _mm512_loadu_si512(offsets.as_ptr().add(4 * i).cast()) };
+        let at = |l: usize| (keep as usize * (4 * i + l)) as i64;
+        shifts[i] = _mm512_set_epi64(0, at(3), 0, at(2), 0, at(1), 0, at(0));
+    }
+    let masks = _mm512_set_epi64(0, mask, 0, mask, 0, mask, 0, mask);
+    let taken = xs.len() / group * group;
+    for (xs, out) in xs[..taken]
+        .chunks_exact(group)
+        .zip(out.chunks_exact_mut(group))
+    {
+        let mut s = [_mm512_setzero_si512(); LOWS_IN_FLIGHT];
+        for g in 0..group {
+            // SAFETY: `xs[g]` is 16 readable bytes; an unaligned load.
+            let x = _mm512_broadcast_i32x4(unsafe { _mm_loadu_si128(xs[g..].as_ptr().cast()) });
+            for i in 0..R {
+                s[g * R + i] = _mm512_xor_si512(x, offs[i]);
+            }
+        }
+        // SAFETY: AVX-512F and VAES as the caller says.
+        unsafe { encrypt_all_512(k, &mut s) };
+        for g in 0..group {
+            let mut word = _mm512_setzero_si512();
+            for i in 0..R {
+                let low = _mm512_and_si512(s[g * R + i], masks);
+                word = _mm512_or_si512(word, _mm512_sllv_epi64(low, shifts[i]));
+            }
+            out[g] = _mm512_reduce_or_epi64(word) as u64;
+        }
+    }
+    taken
+}
+
+/// Encrypts every register of `s` under `k` (four blocks a register), all
+/// rounds side by side.
+#[inline]
+#[target_feature(enable = "avx512f,vaes")]
+unsafe fn encrypt_all_512<const N: usize>(k: &RoundKeys, s: &mut [__m512i; N]) {
+    // SAFETY (each `key_512`): round keys 0..=10 exist.
+    let k0 = unsafe { key_512(k, 0) };
+    for x in s.iter_mut() {
+        *x = _mm512_xor_si512(*x, k0);
+    }
+    for r in 1..10 {
+        let kr = unsafe { key_512(k, r) };
+        for x in s.iter_mut() {
+            *x = _mm512_aesenc_epi128(*x, kr);
+        }
+    }
+    let kl = unsafe { key_512(k, 10) };
+    for x in s.iter_mut() {
+        *x = _mm512_aesenclast_epi128(*x, kl);
     }
 }
 

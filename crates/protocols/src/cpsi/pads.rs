@@ -9,44 +9,26 @@ use zeroize::Zeroize;
 use super::bits::Bits;
 
 /// Per `x` of `xs`, the low `keep` bits of `H(x ⊕ offsets[j])` at bits
-/// `keep·j ..` of one word (at most 64 bits in all), narrowed by
-/// `narrow`; the inputs of 16 `x` permuted at once in a buffer on the
-/// stack. `H(u) = π(u) ⊕ u`, and only the low bits are kept: those of
-/// `π(u)` XOR those of `u`, the latter taken from `x` and the offset
-/// directly.
+/// `keep·j ..` of one word (at most 64 bits in all), narrowed by `narrow`
+/// ([`aes_hash::cr_lows_at_offsets`] a block of inputs at a time).
 pub(super) fn hashed_pads<T: Copy + Default + Send>(
     xs: &[u128],
     offsets: &[u128],
     keep: u32,
     narrow: fn(u64) -> T,
 ) -> Vec<T> {
-    const PER: usize = 16;
-    let width = offsets.len();
-    let mask = (1u64 << keep) - 1;
-    let spread = |j: usize, low: u64| (low & mask) << (keep as usize * j);
-    let offset_bits = (offsets.iter().enumerate()).fold(0, |w, (j, o)| w | spread(j, *o as u64));
-    let every = (0..width).fold(0, |w, j| w | spread(j, 1));
+    const BLOCK: usize = 1 << 10;
     let mut out = vec![T::default(); xs.len()];
-    out.par_chunks_mut(1 << 10)
-        .zip(xs.par_chunks(1 << 10))
+    out.par_chunks_mut(BLOCK)
+        .zip(xs.par_chunks(BLOCK))
         .for_each(|(out, xs)| {
-            let mut buf = [0u128; PER * 16];
-            for (out, xs) in out.chunks_mut(PER).zip(xs.chunks(PER)) {
-                let buf = &mut buf[..xs.len() * width];
-                for (row, x) in buf.chunks_exact_mut(width).zip(xs) {
-                    for (b, o) in row.iter_mut().zip(offsets) {
-                        *b = x ^ o;
-                    }
-                }
-                aes_hash::permute_many(buf);
-                for ((o, row), x) in out.iter_mut().zip(buf.chunks_exact(width)).zip(xs) {
-                    let permuted =
-                        (row.iter().enumerate()).fold(0, |w, (j, h)| w | spread(j, *h as u64));
-                    let input = offset_bits ^ ((*x as u64 & mask) * every);
-                    *o = narrow(permuted ^ input);
-                }
+            let mut words = [0u64; BLOCK];
+            let words = &mut words[..xs.len()];
+            aes_hash::cr_lows_at_offsets(xs, offsets, keep, words);
+            for (o, w) in out.iter_mut().zip(words.iter()) {
+                *o = narrow(*w);
             }
-            buf.zeroize();
+            words.zeroize();
         });
     out
 }
