@@ -576,7 +576,9 @@ mod tests {
         // lengths on both sides of their groups (8 and 2 inputs).
         for (width, keep) in [(1, 1), (3, 5), (4, 1), (4, 2), (16, 1), (16, 4), (64, 1)] {
             for len in [0usize, 1, 2, 7, 8, 9, 17, 33] {
-                let xs: Vec<u128> = (0..len as u128).map(|i| !i * 0x9e37_79b9_7f4a).collect();
+                let xs: Vec<u128> = (0..len as u128)
+                    .map(|i| (!i).wrapping_mul(0x9e37_79b9_7f4a))
+                    .collect();
                 let offsets = &offsets[..width];
                 let want: Vec<u64> = (xs.iter())
                     .map(|x| {
