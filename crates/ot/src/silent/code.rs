@@ -184,10 +184,15 @@ pub const WEIGHT: usize = 7;
 
 /// Steps `first, first + 1, ..` (one per coefficient word) of a pass on
 /// bits `js` of every byte. Passes are XORs, so each bit plane evolves
-/// alone; with one bit per entry, the `ACC + 2` entries in reach of a step
-/// fit in one machine word per plane, which slides along instead of 25
-/// byte updates per step. The planes run side by side in one loop (their
-/// windows are independent chains the CPU overlaps: four planes cost
+/// alone, and with one bit per entry the entries in reach of a step fit
+/// one machine word: plane `q` is a ring of 64 entries in `rings[q]`
+/// (entry `first + r` at bit `r mod 64`). A step reads its entry's bit
+/// and, if it is set, XORs in its reach rotated into place: four
+/// operations a plane, with no byte read or written. Entries move between
+/// the bytes and the rings 32 at a time ([`RING_HALF`]), eight per word
+/// operation: when 32 steps are done, the half ring they finished goes
+/// back into the bytes and the next 32 entries come into it. The planes'
+/// chains are independent, so the CPU overlaps them (four planes cost
 /// little more than one); a plane listed twice is computed twice alike.
 /// The caller keeps every step's reach inside `x`.
 fn convolute_bit_planes<const P: usize>(
@@ -199,35 +204,111 @@ fn convolute_bit_planes<const P: usize>(
 ) {
     #[cfg(test)]
     tests::PLANE_RUNS.with(|n| n.set(n.get() + P));
-    let words = coeffs
-        .iter()
-        .flat_map(|&c| (0..4).map(move |k| (c >> (32 * k)) as u32));
-    let bit = |b: u8, j: usize| u64::from(b >> j & 1);
-    let mask = js.iter().fold(0u8, |m, &j| m | 1 << j);
-    // Bit `p` of `window[q]` is bit `js[q]` of entry `i + p`, `p <= ACC + 1`.
-    let mut window = js.map(|j| (0..ACC + 2).fold(0, |w, p| w | bit(x[first + p], j) << p));
-    for (i, word) in (first..first + steps).zip(words) {
-        let reach = (u64::from(word) & ((1 << ACC) - 1)) << 1 | 1 << (ACC + 1);
-        let mut byte = x[i] & !mask;
-        for (w, &j) in window.iter_mut().zip(&js) {
-            *w ^= reach & 0u64.wrapping_sub(*w & 1);
-            byte |= ((*w & 1) as u8) << j;
+    let mut rings = [0u64; P];
+    load_half(x, &js, first, 0, &mut rings);
+    load_half(x, &js, first, RING_HALF, &mut rings);
+    for start in (0..steps).step_by(RING_HALF) {
+        if start > 0 {
+            // The half that held entries `start - 32 ..` is final: out,
+            // and entries `start + 32 ..` in (the same bits of the ring).
+            store_half(x, &js, first, start - RING_HALF, &rings);
+            load_half(x, &js, first, start + RING_HALF, &mut rings);
         }
-        x[i] = byte;
-        let next = x[i + ACC + 2];
-        for (w, &j) in window.iter_mut().zip(&js) {
-            *w = *w >> 1 | bit(next, j) << (ACC + 1);
+        for t in start..(start + RING_HALF).min(steps) {
+            let word = (coeffs[t / 4] >> (32 * (t % 4))) as u64;
+            let at = (t % 64) as u32;
+            let reach = ((word & ((1 << ACC) - 1)) << 1 | 1 << (ACC + 1)).rotate_left(at);
+            for ring in rings.iter_mut() {
+                // All ones if the entry's bit is set: shifts, no branch
+                // (the receiver's noise is secret).
+                let set = ((*ring << (63 - at)) as i64 >> 63) as u64;
+                *ring ^= reach & set;
+            }
         }
     }
-    for (p, y) in x[first + steps..first + steps + ACC + 2]
-        .iter_mut()
-        .enumerate()
-    {
-        let byte = window
-            .iter()
-            .zip(&js)
-            .fold(*y & !mask, |b, (w, &j)| b | ((w >> p & 1) as u8) << j);
-        *y = byte;
+    // The entries still in the rings (the last steps' and their reach).
+    let last = steps.div_ceil(RING_HALF).max(1) - 1;
+    store_half(x, &js, first, RING_HALF * last, &rings);
+    store_half(x, &js, first, RING_HALF * (last + 1), &rings);
+}
+
+/// Entries moved between the bytes and a plane's ring at a time: half a
+/// ring, so the other half keeps the entries in reach of the next steps
+/// (`ACC + 1 < RING_HALF`).
+const RING_HALF: usize = 32;
+
+/// Bit `k` of `b` in byte `k` (0 or 1): eight ring bits back to eight
+/// entries.
+const SPREAD: [u64; 256] = {
+    let mut t = [0u64; 256];
+    let mut b = 0;
+    while b < 256 {
+        let mut k = 0;
+        while k < 8 {
+            t[b] |= ((b as u64 >> k) & 1) << (8 * k);
+            k += 1;
+        }
+        b += 1;
+    }
+    t
+};
+
+/// Bit `j` of each of the 8 bytes of `v` (little-endian), as bits `0..8`:
+/// the multiplication moves byte `k`'s bit to bit `56 + k`, every partial
+/// product at a position of its own, so nothing carries.
+fn gather_bits(v: u64, j: usize) -> u64 {
+    ((v >> j) & 0x0101_0101_0101_0101).wrapping_mul(0x0102_0408_1020_4080) >> 56
+}
+
+/// Planes `js` of the (up to) 32 entries from `first + r` (`r` a multiple
+/// of 32) into their half of each ring, bits `r mod 64 ..`. Inlined, so
+/// the rings stay in registers.
+#[inline(always)]
+fn load_half<const P: usize>(
+    x: &[u8],
+    js: &[usize; P],
+    first: usize,
+    r: usize,
+    rings: &mut [u64; P],
+) {
+    let (at, shift) = (first + r, r % 64);
+    let half = 0xffff_ffffu64 << shift;
+    let entries = &x[at.min(x.len())..(at + RING_HALF).min(x.len())];
+    for (q, ring) in rings.iter_mut().enumerate() {
+        let mut bits = 0u64;
+        for (g, group) in entries.chunks(8).enumerate() {
+            let mut v = [0u8; 8];
+            v[..group.len()].copy_from_slice(group);
+            bits |= gather_bits(u64::from_le_bytes(v), js[q]) << (8 * g);
+        }
+        *ring = *ring & !half | bits << shift;
+    }
+}
+
+/// The ring half holding the (up to) 32 entries from `first + r` back into
+/// planes `js` of their bytes; the bytes' other bits stay.
+#[inline(always)]
+fn store_half<const P: usize>(
+    x: &mut [u8],
+    js: &[usize; P],
+    first: usize,
+    r: usize,
+    rings: &[u64; P],
+) {
+    let (at, shift) = (first + r, r % 64);
+    let mask = js.iter().fold(0u8, |m, &j| m | 1 << j);
+    let keep = !(u64::from(mask) * 0x0101_0101_0101_0101);
+    let len = x.len();
+    let entries = &mut x[at.min(len)..(at + RING_HALF).min(len)];
+    for (g, group) in entries.chunks_mut(8).enumerate() {
+        let mut v = [0u8; 8];
+        v[..group.len()].copy_from_slice(group);
+        let mut word = u64::from_le_bytes(v) & keep;
+        for (ring, &j) in rings.iter().zip(js) {
+            let bits = (ring >> (shift + 8 * g) & 0xff) as usize;
+            word |= SPREAD[bits] << j;
+        }
+        group.copy_from_slice(&word.to_le_bytes()[..group.len()]);
     }
 }
 
@@ -302,6 +383,24 @@ impl ExConvCode {
             convolute(tail, seed, kernel);
         }
         expand(out, tail);
+    }
+
+    /// Encodes `w` and `e` (each of length `n`) in place, as
+    /// [`dual_encode`](Self::dual_encode) on each, with one expander pass
+    /// over both (a silent receiver encodes its leaves and its noise).
+    /// Their reads fall at the same positions, so each position is drawn
+    /// once, and the reads of `e` run while those of `w` wait on memory.
+    pub fn dual_encode_pair<T: Symbol>(&self, w: &mut [u128], e: &mut [T]) {
+        assert_eq!(w.len(), self.n, "the code takes {} inputs", self.n);
+        assert_eq!(e.len(), self.n, "the code takes {} inputs", self.n);
+        let (w_out, w_tail) = w.split_at_mut(self.k);
+        let (e_out, e_tail) = e.split_at_mut(self.k);
+        let kernel = Kernel::best();
+        for &seed in &SEEDS[..2] {
+            convolute(w_tail, seed, kernel);
+            convolute(e_tail, seed, kernel);
+        }
+        expand_pair(w_out, w_tail, e_out, e_tail);
     }
 }
 
@@ -378,6 +477,33 @@ fn expand<T: Symbol>(out: &mut [T], tail: &[T]) {
                     positions.words(r * k + p * part + s * STREAMED, &mut words[..sub.len()]);
                     for (o, &w) in sub.iter_mut().zip(&words) {
                         *o ^= base[reduce(w, region)];
+                    }
+                }
+            }
+        });
+}
+
+/// [`expand`] on two vectors of the same length at once: `a` and `b` read
+/// their tails at the same positions, drawn once.
+fn expand_pair<A: Symbol, B: Symbol>(a: &mut [A], a_tail: &[A], b: &mut [B], b_tail: &[B]) {
+    let (k, region) = (a.len(), a_tail.len() / WEIGHT);
+    let positions = CoefficientStream::new(SEEDS[2]);
+    let part = k.div_ceil(rayon::current_num_threads().max(1)).max(1);
+    a.par_chunks_mut(part)
+        .zip(b.par_chunks_mut(part))
+        .enumerate()
+        .for_each(|(p, (a_rows, b_rows))| {
+            let mut words = vec![0u32; STREAMED];
+            for r in 0..WEIGHT {
+                let a_base = &a_tail[r * region..(r + 1) * region];
+                let b_base = &b_tail[r * region..(r + 1) * region];
+                let subs = a_rows.chunks_mut(STREAMED).zip(b_rows.chunks_mut(STREAMED));
+                for (s, (a_sub, b_sub)) in subs.enumerate() {
+                    positions.words(r * k + p * part + s * STREAMED, &mut words[..a_sub.len()]);
+                    for ((x, y), &w) in a_sub.iter_mut().zip(b_sub.iter_mut()).zip(&words) {
+                        let at = reduce(w, region);
+                        *x ^= a_base[at];
+                        *y ^= b_base[at];
                     }
                 }
             }
