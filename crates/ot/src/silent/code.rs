@@ -384,24 +384,6 @@ impl ExConvCode {
         }
         expand(out, tail);
     }
-
-    /// Encodes `w` and `e` (each of length `n`) in place, as
-    /// [`dual_encode`](Self::dual_encode) on each, with one expander pass
-    /// over both (a silent receiver encodes its leaves and its noise).
-    /// Their reads fall at the same positions, so each position is drawn
-    /// once, and the reads of `e` run while those of `w` wait on memory.
-    pub fn dual_encode_pair<T: Symbol>(&self, w: &mut [u128], e: &mut [T]) {
-        assert_eq!(w.len(), self.n, "the code takes {} inputs", self.n);
-        assert_eq!(e.len(), self.n, "the code takes {} inputs", self.n);
-        let (w_out, w_tail) = w.split_at_mut(self.k);
-        let (e_out, e_tail) = e.split_at_mut(self.k);
-        let kernel = Kernel::best();
-        for &seed in &SEEDS[..2] {
-            convolute(w_tail, seed, kernel);
-            convolute(e_tail, seed, kernel);
-        }
-        expand_pair(w_out, w_tail, e_out, e_tail);
-    }
 }
 
 /// One convolution pass over `x`: entry `i` is added to `x[i+1+b]` for each
@@ -477,33 +459,6 @@ fn expand<T: Symbol>(out: &mut [T], tail: &[T]) {
                     positions.words(r * k + p * part + s * STREAMED, &mut words[..sub.len()]);
                     for (o, &w) in sub.iter_mut().zip(&words) {
                         *o ^= base[reduce(w, region)];
-                    }
-                }
-            }
-        });
-}
-
-/// [`expand`] on two vectors of the same length at once: `a` and `b` read
-/// their tails at the same positions, drawn once.
-fn expand_pair<A: Symbol, B: Symbol>(a: &mut [A], a_tail: &[A], b: &mut [B], b_tail: &[B]) {
-    let (k, region) = (a.len(), a_tail.len() / WEIGHT);
-    let positions = CoefficientStream::new(SEEDS[2]);
-    let part = k.div_ceil(rayon::current_num_threads().max(1)).max(1);
-    a.par_chunks_mut(part)
-        .zip(b.par_chunks_mut(part))
-        .enumerate()
-        .for_each(|(p, (a_rows, b_rows))| {
-            let mut words = vec![0u32; STREAMED];
-            for r in 0..WEIGHT {
-                let a_base = &a_tail[r * region..(r + 1) * region];
-                let b_base = &b_tail[r * region..(r + 1) * region];
-                let subs = a_rows.chunks_mut(STREAMED).zip(b_rows.chunks_mut(STREAMED));
-                for (s, (a_sub, b_sub)) in subs.enumerate() {
-                    positions.words(r * k + p * part + s * STREAMED, &mut words[..a_sub.len()]);
-                    for ((x, y), &w) in a_sub.iter_mut().zip(b_sub.iter_mut()).zip(&words) {
-                        let at = reduce(w, region);
-                        *x ^= a_base[at];
-                        *y ^= b_base[at];
                     }
                 }
             }

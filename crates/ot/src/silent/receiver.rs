@@ -330,6 +330,9 @@ impl<T: Symbol> Pending<T> {
             if let Some(x) = self.challenge {
                 sum = gf128::add_wide(sum, check::weighted_sum(x, at, w));
             }
+            timed(&mut self.times.code, || {
+                run(&self.config, || code.dual_encode(w))
+            });
             // Over the previous part's spare entries: cleared first.
             let e = &mut e_out[out..out + p.n()];
             e.fill(T::default());
@@ -337,7 +340,7 @@ impl<T: Symbol> Pending<T> {
                 e[(i << p.depth) + alpha] = self.betas[k][i];
             }
             timed(&mut self.times.code, || {
-                run(&self.config, || code.dual_encode_pair(w, e))
+                run(&self.config, || code.dual_encode(e))
             });
             first += p.base_ots();
             at += p.n() as u64;

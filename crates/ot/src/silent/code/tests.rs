@@ -179,29 +179,3 @@ fn a_single_noise_entry_spreads_over_many_outputs() {
         );
     }
 }
-
-#[test]
-fn a_pair_encodes_as_each_alone() {
-    let mut rng = StdRng::seed_from_u64(3);
-    for k in [WEIGHT, 257, 5000] {
-        let code = ExConvCode::new(k);
-        let w: Vec<u128> = (0..code.n()).map(|_| rng.gen()).collect();
-        let bytes: Vec<u8> = (0..code.n()).map(|_| rng.gen_range(0..16)).collect();
-        let blocks: Vec<u128> = (0..code.n()).map(|_| rng.gen()).collect();
-        let alone = |x: &[u128]| {
-            let mut x = x.to_vec();
-            code.dual_encode(&mut x);
-            x
-        };
-        let mut alone_bytes = bytes.clone();
-        code.dual_encode(&mut alone_bytes);
-        let (mut w1, mut e1) = (w.clone(), bytes.clone());
-        code.dual_encode_pair(&mut w1, &mut e1);
-        assert_eq!(w1[..k], alone(&w)[..k], "k = {k}");
-        assert_eq!(e1[..k], alone_bytes[..k], "k = {k}");
-        let (mut w2, mut e2) = (w.clone(), blocks.clone());
-        code.dual_encode_pair(&mut w2, &mut e2);
-        assert_eq!(w2[..k], alone(&w)[..k], "k = {k}");
-        assert_eq!(e2[..k], alone(&blocks)[..k], "k = {k}");
-    }
-}
