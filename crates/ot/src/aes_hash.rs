@@ -234,7 +234,7 @@ pub fn encrypt_each(keys: &[u128], blocks: &mut [u128]) {
     {
         if vaes::wide_vaes() {
             done = keys.len() / 16 * 16;
-            // SAFETY: `each_512` just confirmed AVX-512F and VAES at run
+            // SAFETY: `wide_vaes` just confirmed AVX-512F and VAES at run
             // time; both slices hold `done` blocks, a multiple of 16.
             unsafe { vaes::encrypt_each_512(&keys[..done], &mut blocks[..done]) };
         }
