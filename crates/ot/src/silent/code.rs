@@ -237,21 +237,17 @@ fn convolute_bit_planes<const P: usize>(
 /// (`ACC + 1 < RING_HALF`).
 const RING_HALF: usize = 32;
 
-/// Bit `k` of `b` in byte `k` (0 or 1): eight ring bits back to eight
-/// entries.
-const SPREAD: [u64; 256] = {
-    let mut t = [0u64; 256];
-    let mut b = 0;
-    while b < 256 {
-        let mut k = 0;
-        while k < 8 {
-            t[b] |= ((b as u64 >> k) & 1) << (8 * k);
-            k += 1;
-        }
-        b += 1;
-    }
-    t
-};
+/// Bit `k` of `b` (`b < 256`) in byte `k` (0 or 1): eight ring bits back
+/// to eight entries. Arithmetic, not a table: the bits are the secret
+/// noise, and a table read at their value would put them in the cache's
+/// address trace. The multiplication copies `b` into every byte, the mask
+/// keeps bit `k` in byte `k`, and adding `0x80 - 2^k` to byte `k` carries
+/// into its top bit exactly when that bit is set (no byte overflows).
+fn spread_bits(b: u64) -> u64 {
+    const EVERY_BYTE: u64 = 0x0101_0101_0101_0101;
+    let own = b.wrapping_mul(EVERY_BYTE) & 0x8040_2010_0804_0201;
+    ((own + 0x0040_6070_787c_7e7f) >> 7) & EVERY_BYTE
+}
 
 /// Bit `j` of each of the 8 bytes of `v` (little-endian), as bits `0..8`:
 /// the multiplication moves byte `k`'s bit to bit `56 + k`, every partial
@@ -305,8 +301,7 @@ fn store_half<const P: usize>(
         v[..group.len()].copy_from_slice(group);
         let mut word = u64::from_le_bytes(v) & keep;
         for (ring, &j) in rings.iter().zip(js) {
-            let bits = (ring >> (shift + 8 * g) & 0xff) as usize;
-            word |= SPREAD[bits] << j;
+            word |= spread_bits(ring >> (shift + 8 * g) & 0xff) << j;
         }
         group.copy_from_slice(&word.to_le_bytes()[..group.len()]);
     }

@@ -179,3 +179,18 @@ fn a_single_noise_entry_spreads_over_many_outputs() {
         );
     }
 }
+
+#[test]
+fn bits_spread_to_bytes_and_gather_back() {
+    for b in 0..256u64 {
+        let want = (0..8).fold(0u64, |w, k| w | ((b >> k) & 1) << (8 * k));
+        assert_eq!(spread_bits(b), want, "byte {b:#x}");
+        for j in 0..8 {
+            assert_eq!(
+                gather_bits(spread_bits(b) << j, j),
+                b,
+                "byte {b:#x}, plane {j}"
+            );
+        }
+    }
+}
