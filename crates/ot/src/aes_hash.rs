@@ -158,7 +158,7 @@ pub fn cr_lows_at_offsets(xs: &[u128], offsets: &[u128], keep: u32, out: &mut [u
         };
     }
     permuted_lows(&xs[done..], offsets, keep, &mut out[done..]);
-    let mask = (1u64 << keep) - 1;
+    let mask = low_mask(keep);
     let spread = |j: usize, low: u64| (low & mask) << (keep as usize * j);
     let offset_bits = (offsets.iter().enumerate()).fold(0, |w, (j, o)| w | spread(j, *o as u64));
     let every = (0..width).fold(0, |w, j| w | spread(j, 1));
@@ -167,13 +167,19 @@ pub fn cr_lows_at_offsets(xs: &[u128], offsets: &[u128], keep: u32, out: &mut [u
     }
 }
 
+/// The low `keep` bits of a word set (`1 ≤ keep ≤ 64`; a shift by 64
+/// would overflow).
+fn low_mask(keep: u32) -> u64 {
+    u64::MAX >> (64 - keep)
+}
+
 /// The portable part of [`cr_lows_at_offsets`]: the low `keep` bits of
 /// `π(x ⊕ offsets[j])`, packed, through a buffer of whole rows (at most 64
 /// offsets, as `keep ≥ 1` bits of each fit a word).
 fn permuted_lows(xs: &[u128], offsets: &[u128], keep: u32, out: &mut [u64]) {
     const BUF: usize = 256;
     let width = offsets.len();
-    let mask = (1u64 << keep) - 1;
+    let mask = low_mask(keep);
     let mut buf = [0u128; BUF];
     let per = BUF / width.max(1);
     for (out, xs) in out.chunks_mut(per).zip(xs.chunks(per)) {
@@ -574,7 +580,18 @@ mod tests {
             .collect();
         // Widths on and off the kernels' (4, 16), keeps up to a full word,
         // lengths on both sides of their groups (8 and 2 inputs).
-        for (width, keep) in [(1, 1), (3, 5), (4, 1), (4, 2), (16, 1), (16, 4), (64, 1)] {
+        let cases = [
+            (1, 1),
+            (3, 5),
+            (4, 1),
+            (4, 2),
+            (16, 1),
+            (16, 4),
+            (64, 1),
+            (2, 32),
+            (1, 64),
+        ];
+        for (width, keep) in cases {
             for len in [0usize, 1, 2, 7, 8, 9, 17, 33] {
                 let xs: Vec<u128> = (0..len as u128)
                     .map(|i| (!i).wrapping_mul(0x9e37_79b9_7f4a))
@@ -583,7 +600,7 @@ mod tests {
                 let want: Vec<u64> = (xs.iter())
                     .map(|x| {
                         (offsets.iter().enumerate()).fold(0, |w, (j, o)| {
-                            let low = cr(x ^ o) as u64 & ((1 << keep) - 1);
+                            let low = cr(x ^ o) as u64 & (u64::MAX >> (64 - keep));
                             w | low << (keep as usize * j)
                         })
                     })
@@ -597,7 +614,7 @@ mod tests {
                 let inputs: Vec<u64> = (xs.iter())
                     .map(|x| {
                         (offsets.iter().enumerate()).fold(0, |w, (j, o)| {
-                            w | ((x ^ o) as u64 & ((1 << keep) - 1)) << (keep as usize * j)
+                            w | ((x ^ o) as u64 & (u64::MAX >> (64 - keep))) << (keep as usize * j)
                         })
                     })
                     .collect();
