@@ -252,8 +252,10 @@ const UNSET: u8 = 2;
 /// it stands on and its input partner, then moves to that partner's
 /// output partner, until it reaches an element already coloured (where
 /// the two walks met). Two walks are two independent chains of reads, so
-/// one's memory latency hides the other's. An end never moves past the
-/// path's last element: the other walk coloured it first.
+/// one's memory latency hides the other's. On the path, the first walk
+/// can step past the last element (to `NONE`) only when the path is one
+/// pair; the second walk, starting on that pair, then returns in the same
+/// round, before the first walk's position is read.
 fn walk(opp: &[u32], color: &mut [u8], mut at: [usize; 2], c: [u8; 2]) {
     loop {
         for (at, c) in at.iter_mut().zip(c) {
