@@ -453,11 +453,10 @@ pub(crate) async fn share(ch: &mut Channel, rots: &mut Rots, l: &Bits) -> Result
     let beta = Bits::from_words(beta, k);
     let [flips] = msg::recv_bits(ch, KIND_SWITCH_FLIPS, [k]).await?;
     // V[e] = P[e] ⊕ β ⊕ ((e ⊕ f) ∧ δ) for the 16 indices e, u = m_0 ⊕ (β, β).
-    let spread = spread_table();
     let table: Vec<u64> = (pads.iter().enumerate())
         .map(|(g, p)| {
             let [b, f, d] = [&beta, &flips, &delta].map(|bits| nibble(bits.words(), g));
-            p ^ (EVERY_NIBBLE * u64::from(b)) ^ spread[usize::from(f << 4 | d)]
+            p ^ (EVERY_NIBBLE * u64::from(b)) ^ flipped_and(f, d)
         })
         .collect();
     u0.xor_assign(&beta);
@@ -474,12 +473,14 @@ const BUNDLE: usize = 4;
 /// A 1 in each nibble of a word: a nibble times it fills all 16.
 const EVERY_NIBBLE: u64 = 0x1111_1111_1111_1111;
 
-/// `(e ⊕ f) ∧ δ` in nibble `e` of entry `f << 4 | δ`, for every flip `f`
-/// and `δ` of a bundle.
-fn spread_table() -> Vec<u64> {
-    (0..256u64)
-        .map(|fd| (0..16u64).fold(0, |w, e| w | ((e ^ fd >> 4) & fd & 15) << (4 * e)))
-        .collect()
+/// Every index `e` of a bundle's table (nibble `e` of a word holds `e`).
+const INDICES: u64 = 0xfedc_ba98_7654_3210;
+
+/// `(e ⊕ f) ∧ δ` in nibble `e`, for all 16 indices `e`: `(e ∧ δ) ⊕ (f ∧
+/// δ)`. Arithmetic rather than a table read at `f`, `δ`: `δ` is the XOR
+/// of the learner's secret wire masks.
+fn flipped_and(f: u8, delta: u8) -> u64 {
+    (INDICES & (EVERY_NIBBLE * u64::from(delta))) ^ (EVERY_NIBBLE * u64::from(f & delta))
 }
 
 /// The nibbles as a bit vector of `len` bits, nibble `g` at bits `4g ..`
@@ -711,6 +712,16 @@ pub(super) mod tests {
 
     /// A bundle of four random OTs masks message `e` with OT `t`'s message
     /// `e_t`: the chooser's mask (of its choices) is its message's.
+    #[test]
+    fn flipped_and_fills_every_index() {
+        for (f, d) in (0..16u8).flat_map(|f| (0..16u8).map(move |d| (f, d))) {
+            for e in 0..16u8 {
+                let got = (flipped_and(f, d) >> (4 * e)) as u8 & 15;
+                assert_eq!(got, (e ^ f) & d, "f {f}, δ {d}, index {e}");
+            }
+        }
+    }
+
     #[test]
     fn bundles_of_random_ots_mask_each_index() {
         let mut rng = StdRng::seed_from_u64(5);
