@@ -54,15 +54,25 @@ impl Tweaks {
 /// entry `tree[..2^l]` holds the level's nodes, on return
 /// `tree[..2^(l+1)]` holds their children (left child of node `j` at `2j`,
 /// right at `2j + 1`). Returns the XOR of the left children and of the
-/// right children.
+/// right children. The receiver's `fix` corrects the level's nodes as
+/// they are read, in the same pass.
 fn expand_level(
     tree: &mut [u128],
     l: usize,
     tweak: [u128; 2],
     parents: &mut Vec<u128>,
+    fix: Option<Fix>,
 ) -> [u128; 2] {
     parents.clear();
-    parents.extend_from_slice(&tree[..1 << l]);
+    match fix {
+        None => parents.extend_from_slice(&tree[..1 << l]),
+        Some(fix) => parents.extend(
+            tree[..1 << l]
+                .iter()
+                .enumerate()
+                .map(|(j, &x)| fix.apply(j, x)),
+        ),
+    }
     permute_many(parents);
     let children = &mut tree[..2 << l];
     for (pair, &p) in children.chunks_exact_mut(2).zip(parents.iter()) {
@@ -77,6 +87,38 @@ fn expand_level(
         sums = [sums[0] ^ pair[0], sums[1] ^ pair[1]];
     }
     sums
+}
+
+/// The receiver's correction of one level: node `path` (on its punctured
+/// path, so computed from garbage) set to zero, and `value` XORed into its
+/// sibling (the one node off the path computed from garbage).
+#[derive(Clone, Copy)]
+struct Fix {
+    path: usize,
+    value: u128,
+}
+
+impl Fix {
+    /// Node `j` corrected. Applied to every node of the level with masks:
+    /// `path` is the secret punctured position, so writing at it, or
+    /// branching on it, would show it to whoever watches the cache.
+    fn apply(self, j: usize, x: u128) -> u128 {
+        (x & !equal(j, self.path)) ^ (equal(j, self.path ^ 1) & self.value)
+    }
+}
+
+/// All ones if `a == b`, else zero, from arithmetic alone (no comparison
+/// the compiler could turn into a branch): positions on the receiver's
+/// punctured path are secret.
+pub(crate) fn equal(a: usize, b: usize) -> u128 {
+    let d = (a ^ b) as u64;
+    let differ = (d | d.wrapping_neg()) >> 63;
+    u128::from(differ ^ 1).wrapping_neg()
+}
+
+/// `a` if `pick` is 0, `b` if it is 1, by a mask.
+pub(crate) fn select(pick: usize, a: u128, b: u128) -> u128 {
+    a ^ (u128::from(pick as u64 & 1).wrapping_neg() & (a ^ b))
 }
 
 /// The sender's side: expands each root into its tree's `2^depth` leaves
@@ -102,7 +144,7 @@ pub fn sender_expand(
         .for_each_init(Vec::new, |parents, (i, ((tree, &root), sums))| {
             tree[0] = root;
             for (l, s) in sums.iter_mut().enumerate() {
-                *s = expand_level(tree, l, tweaks.level(i, l), parents);
+                *s = expand_level(tree, l, tweaks.level(i, l), parents, None);
             }
         });
     sums
@@ -137,18 +179,26 @@ pub fn receiver_expand(
         .enumerate()
         .for_each_init(Vec::new, |parents, (i, ((tree, &alpha), sums))| {
             // The root is unknown: a placeholder whose descendants on the
-            // path are garbage, corrected level by level.
+            // path are garbage, corrected level by level as the next level
+            // reads its parents (the leaves after the loop).
             tree[0] = 0;
+            let mut fix = None;
             for (l, &sum) in sums.iter().enumerate() {
-                let both = expand_level(tree, l, tweaks.level(i, l), parents);
+                let both = expand_level(tree, l, tweaks.level(i, l), parents, fix);
                 let path = alpha >> (depth - 1 - l);
-                let sibling = path ^ 1;
-                let side = sibling & 1;
                 // The sibling is the only node of its side computed from
                 // the placeholder: take its garbage value out of the side's
                 // sum and put in what the sender's sum says.
-                tree[sibling] ^= sum ^ both[side];
-                tree[path] = 0;
+                let off_path = select((path & 1) ^ 1, both[0], both[1]);
+                fix = Some(Fix {
+                    path,
+                    value: sum ^ off_path,
+                });
+            }
+            if let Some(fix) = fix {
+                for (j, x) in tree.iter_mut().enumerate() {
+                    *x = fix.apply(j, *x);
+                }
             }
         });
 }
@@ -183,6 +233,18 @@ mod tests {
         seen.sort_unstable();
         seen.dedup();
         assert_eq!(seen.len(), n);
+    }
+
+    #[test]
+    fn masks_compare_and_select_without_branches() {
+        let values = [0usize, 1, 2, 3, 255, 256, 1 << 31, usize::MAX - 1, usize::MAX];
+        for &a in &values {
+            for &b in &values {
+                assert_eq!(equal(a, b), if a == b { u128::MAX } else { 0 }, "{a} {b}");
+            }
+        }
+        assert_eq!(select(0, 5, 9), 5);
+        assert_eq!(select(1, 5, 9), 9);
     }
 
     #[test]

@@ -334,10 +334,16 @@ impl<T: Symbol> Pending<T> {
                 run(&self.config, || code.dual_encode(w))
             });
             // Over the previous part's spare entries: cleared first.
+            // Every entry written, `β_i` at `α_i` by a mask: the positions
+            // are secret (and this overwrites the previous part's spare
+            // entries).
             let e = &mut e_out[out..out + p.n()];
-            e.fill(T::default());
-            for (i, &alpha) in alphas.iter().enumerate() {
-                e[(i << p.depth) + alpha] = self.betas[k][i];
+            for ((tree, &alpha), &beta) in
+                e.chunks_mut(1 << p.depth).zip(&alphas).zip(&self.betas[k])
+            {
+                for (j, x) in tree.iter_mut().enumerate() {
+                    *x = T::mask(ggm::equal(j, alpha) & 1 == 1) & beta;
+                }
             }
             timed(&mut self.times.code, || {
                 run(&self.config, || code.dual_encode(e))
@@ -381,8 +387,11 @@ impl<T: Symbol> Pending<T> {
             (0..trees * depth)
                 .map(|ot| {
                     let (i, l) = (ot / depth, ot % depth);
+                    // Both blocks read, one kept by a mask: the choice
+                    // bit is a bit of the secret `α`.
                     let side = usize::from(bits.get(first + ot));
-                    blocks[i * per_tree + 2 * l + side] ^ self.ots.message(first + ot)
+                    let at = i * per_tree + 2 * l;
+                    ggm::select(side, blocks[at], blocks[at + 1]) ^ self.ots.message(first + ot)
                 })
                 .collect(),
         );
@@ -391,7 +400,11 @@ impl<T: Symbol> Pending<T> {
         });
         for (i, (tree, &alpha)) in w.chunks_mut(1 << depth).zip(alphas).enumerate() {
             let correction = blocks[i * per_tree + 2 * depth] ^ self.share(p, first, i);
-            tree[alpha] = tree.iter().fold(correction, |a, x| a ^ x);
+            // Leaf `α` (zero so far) written by a mask over the tree.
+            let value = tree.iter().fold(correction, |a, x| a ^ x);
+            for (j, x) in tree.iter_mut().enumerate() {
+                *x ^= ggm::equal(j, alpha) & value;
+            }
         }
     }
 
