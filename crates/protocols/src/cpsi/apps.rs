@@ -70,11 +70,10 @@ pub async fn weighted_sums(
                 key_words(if f { m0 } else { m1 }, &mut k1);
                 // Its output is `k_0` for `s' = 0` and `k_0 + (1 - 2s)·x`
                 // for `s' = 1`; this party keeps `s·x - k_0`.
+                // By masks, not a branch: `s` is a secret share.
+                let held = u64::from(s).wrapping_neg();
                 for (((sum, x), k0), k1) in sums.iter_mut().zip(xs).zip(&k0).zip(&k1) {
-                    let (mine, step) = match s {
-                        true => (x[i], x[i].wrapping_neg()),
-                        false => (0, x[i]),
-                    };
+                    let (mine, step) = (x[i] & held, x[i] ^ (held & (x[i] ^ x[i].wrapping_neg())));
                     *sum = sum.wrapping_add(mine).wrapping_sub(*k0);
                     let pad = k0.wrapping_add(step).wrapping_sub(*k1);
                     pads.extend_from_slice(&pad.to_le_bytes());
@@ -93,12 +92,11 @@ pub async fn weighted_sums(
             for i in 0..n {
                 let at = 8 * k * i;
                 key_words(ots.chosen[i], &mut key);
+                // The pad counts where the share is 1, by a mask.
+                let held = u64::from(shares.get(i)).wrapping_neg();
                 for (j, (sum, key)) in sums.iter_mut().zip(&key).enumerate() {
-                    let got = match shares.get(i) {
-                        true => u64::from_le_bytes(bytes8(&pads[at + 8 * j..at + 8 * j + 8]))
-                            .wrapping_add(*key),
-                        false => *key,
-                    };
+                    let pad = u64::from_le_bytes(bytes8(&pads[at + 8 * j..at + 8 * j + 8]));
+                    let got = key.wrapping_add(pad & held);
                     *sum = sum.wrapping_add(got);
                 }
             }
@@ -464,9 +462,10 @@ pub(crate) async fn fill_slots(
             // either key, as a slot under the key the learner lacks.
             Fill::Padding => rand::rngs::OsRng.fill_bytes(m),
         });
-    xor_streams(&mut out, slot, |i| match shares.get(i) ^ flips.get(i) {
-        true => ots.m1[i],
-        false => ots.m0[i],
+    // The key chosen by a mask: the share is secret.
+    xor_streams(&mut out, slot, |i| {
+        let pick = u128::from(shares.get(i) ^ flips.get(i)).wrapping_neg();
+        ots.m0[i] ^ (pick & (ots.m0[i] ^ ots.m1[i]))
     });
     msg::send(ch, KIND_UNION, &out).await
 }

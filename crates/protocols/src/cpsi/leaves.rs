@@ -437,7 +437,7 @@ async fn offer(
             .map(|i| {
                 let masks = xor_permute(pads[i], nibble(flips, i));
                 let eq = 1u64 << x[i];
-                let shares = if share.get(i) { all } else { 0 };
+                let shares = all & u64::from(share.get(i)).wrapping_neg();
                 (shares ^ eq ^ masks) & all
             })
             .collect();

@@ -134,10 +134,9 @@ fn receiver_chunk(chosen: &[u128], corrections: &[u8], ys: &[u64], bits: u32) ->
                 e[..width(j)].copy_from_slice(&row[at..at + width(j)]);
                 at += width(j);
                 let k = chosen[i * b + j as usize] as u64;
-                let v = match y >> j & 1 {
-                    1 => k.wrapping_add(u64::from_le_bytes(e)),
-                    _ => k,
-                };
+                // Bit `j` of the value is secret: added by a mask.
+                let bit = u64::from(y >> j & 1 == 1);
+                let v = k.wrapping_add(u64::from_le_bytes(e) & bit.wrapping_neg());
                 share = share.wrapping_add((v & mask(j)) << j);
             }
             share

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use psikit_transport::net::{self, Listener};
 use psikit_transport::{Channel, Limits, TransportError};
 use rand::RngCore;
+use subtle::ConstantTimeEq;
 
 use super::relay::Relay;
 use super::terms::{ClusterOpen, ClusterReady, Lane};
@@ -176,7 +177,7 @@ impl Link {
                     if let Ok(Ok(lane)) = opened {
                         let slot = usize::from(lane.lane).wrapping_sub(1);
                         match slots.get_mut(slot) {
-                            Some(s @ None) if lane.token == token => *s = Some(ch),
+                            Some(s @ None) if bool::from(lane.token.ct_eq(&token)) => *s = Some(ch),
                             _ => {}
                         }
                     }
