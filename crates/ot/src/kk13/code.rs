@@ -32,7 +32,21 @@ pub fn codeword(w: u8) -> Row {
     c
 }
 
-/// All 256 codewords, computed once.
+/// The codeword of a secret choice `w` (the receiver's), as the XOR of
+/// the codewords of its set bits (the code is linear) chosen by masks: a
+/// read of [`code_table`] at `w` would show `w`'s cache line, three of a
+/// 4-bit choice's bits.
+pub(super) fn secret_codeword(w: u8) -> Row {
+    let table = code_table();
+    (0..8).fold([0u128; 2], |c, k| {
+        let basis = table[1 << k];
+        let set = u128::from(w >> k & 1).wrapping_neg();
+        [c[0] ^ (set & basis[0]), c[1] ^ (set & basis[1])]
+    })
+}
+
+/// All 256 codewords, computed once (the sender reads them at public
+/// indices).
 pub(super) fn code_table() -> &'static [Row; 256] {
     static TABLE: OnceLock<[Row; 256]> = OnceLock::new();
     TABLE.get_or_init(|| std::array::from_fn(|w| codeword(w as u8)))

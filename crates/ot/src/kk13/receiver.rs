@@ -173,9 +173,13 @@ fn kk13_receiver_chunk(
     rows: &mut [Row],
 ) {
     let l = w.len();
-    let code = code_table();
-    let mut lo: Vec<u128> = w.iter().map(|x| code[usize::from(*x)][0]).collect();
-    let mut hi: Vec<u128> = w.iter().map(|x| code[usize::from(*x)][1]).collect();
+    let (mut lo, mut hi): (Vec<u128>, Vec<u128>) = w
+        .iter()
+        .map(|&x| {
+            let [lo, hi] = secret_codeword(x);
+            (lo, hi)
+        })
+        .unzip();
     let mut ccols = vec![0u128; 2 * l];
     transpose_nx128(&lo, &mut ccols[..l]);
     transpose_nx128(&hi, &mut ccols[l..]);

@@ -22,6 +22,14 @@ fn walsh_hadamard_distance_is_128() {
     }
 }
 
+#[test]
+fn secret_codewords_are_the_table_s() {
+    let t = code_table();
+    for w in 0..=255u8 {
+        assert_eq!(secret_codeword(w), t[usize::from(w)], "choice {w}");
+    }
+}
+
 /// Asserts the KK13 correlation and the random-OT outputs.
 fn assert_kk13(s: &Kk13SenderOts, r: &Kk13ReceiverOts, choices: &[u8]) {
     let n = s.n_choices();

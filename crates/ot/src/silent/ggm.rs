@@ -237,7 +237,17 @@ mod tests {
 
     #[test]
     fn masks_compare_and_select_without_branches() {
-        let values = [0usize, 1, 2, 3, 255, 256, 1 << 31, usize::MAX - 1, usize::MAX];
+        let values = [
+            0usize,
+            1,
+            2,
+            3,
+            255,
+            256,
+            1 << 31,
+            usize::MAX - 1,
+            usize::MAX,
+        ];
         for &a in &values {
             for &b in &values {
                 assert_eq!(equal(a, b), if a == b { u128::MAX } else { 0 }, "{a} {b}");
