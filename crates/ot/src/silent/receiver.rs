@@ -333,7 +333,6 @@ impl<T: Symbol> Pending<T> {
             timed(&mut self.times.code, || {
                 run(&self.config, || code.dual_encode(w))
             });
-            // Over the previous part's spare entries: cleared first.
             // Every entry written, `β_i` at `α_i` by a mask: the positions
             // are secret (and this overwrites the previous part's spare
             // entries).
