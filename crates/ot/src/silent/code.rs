@@ -237,6 +237,9 @@ fn convolute_bit_planes<const P: usize>(
 /// (`ACC + 1 < RING_HALF`).
 const RING_HALF: usize = 32;
 
+/// A 1 in every byte of a word: a byte value times it fills all eight.
+const EVERY_BYTE: u64 = 0x0101_0101_0101_0101;
+
 /// Bit `k` of `b` (`b < 256`) in byte `k` (0 or 1): eight ring bits back
 /// to eight entries. Arithmetic, not a table: the bits are the secret
 /// noise, and a table read at their value would put them in the cache's
@@ -244,7 +247,6 @@ const RING_HALF: usize = 32;
 /// keeps bit `k` in byte `k`, and adding `0x80 - 2^k` to byte `k` carries
 /// into its top bit exactly when that bit is set (no byte overflows).
 fn spread_bits(b: u64) -> u64 {
-    const EVERY_BYTE: u64 = 0x0101_0101_0101_0101;
     let own = b.wrapping_mul(EVERY_BYTE) & 0x8040_2010_0804_0201;
     ((own + 0x0040_6070_787c_7e7f) >> 7) & EVERY_BYTE
 }
@@ -253,7 +255,7 @@ fn spread_bits(b: u64) -> u64 {
 /// the multiplication moves byte `k`'s bit to bit `56 + k`, every partial
 /// product at a position of its own, so nothing carries.
 fn gather_bits(v: u64, j: usize) -> u64 {
-    ((v >> j) & 0x0101_0101_0101_0101).wrapping_mul(0x0102_0408_1020_4080) >> 56
+    ((v >> j) & EVERY_BYTE).wrapping_mul(0x0102_0408_1020_4080) >> 56
 }
 
 /// Planes `js` of the (up to) 32 entries from `first + r` (`r` a multiple
@@ -293,7 +295,7 @@ fn store_half<const P: usize>(
 ) {
     let (at, shift) = (first + r, r % 64);
     let mask = js.iter().fold(0u8, |m, &j| m | 1 << j);
-    let keep = !(u64::from(mask) * 0x0101_0101_0101_0101);
+    let keep = !(u64::from(mask) * EVERY_BYTE);
     let len = x.len();
     let entries = &mut x[at.min(len)..(at + RING_HALF).min(len)];
     for (g, group) in entries.chunks_mut(8).enumerate() {

@@ -341,7 +341,7 @@ impl<T: Symbol> Pending<T> {
                 e.chunks_mut(1 << p.depth).zip(&alphas).zip(&self.betas[k])
             {
                 for (j, x) in tree.iter_mut().enumerate() {
-                    *x = T::mask(ggm::equal(j, alpha) & 1 == 1) & beta;
+                    *x = T::mask(ggm::equal(j, alpha) != 0) & beta;
                 }
             }
             timed(&mut self.times.code, || {
