@@ -154,10 +154,13 @@ pub fn sender_expand(
 /// per level, for the side off its path (`off_path[i·depth + l]` is tree
 /// `i`'s sum of level `l` on side `¬α_l`, where `α = alphas[i]` is read
 /// from its top bit down). Every leaf but leaf `α` ends up equal to the
-/// sender's (under the same `tweaks`); leaf `α` is left zero.
+/// sender's (under the same `tweaks`); leaf `α` is set so that the tree's
+/// leaves XOR to `totals[i]` (silent OT's receiver puts its share of the
+/// noise there).
 pub fn receiver_expand(
     alphas: &[usize],
     off_path: &[u128],
+    totals: &[u128],
     depth: usize,
     tweaks: Tweaks,
     leaves: &mut [u128],
@@ -172,35 +175,52 @@ pub fn receiver_expand(
         alphas.len() * depth,
         "one sum per tree level"
     );
+    assert_eq!(totals.len(), alphas.len(), "one total per tree");
     leaves
         .par_chunks_mut(1 << depth)
         .zip(alphas.par_iter())
         .zip(off_path.par_chunks(depth))
+        .zip(totals.par_iter())
         .enumerate()
-        .for_each_init(Vec::new, |parents, (i, ((tree, &alpha), sums))| {
-            // The root is unknown: a placeholder whose descendants on the
-            // path are garbage, corrected level by level as the next level
-            // reads its parents (the leaves after the loop).
-            tree[0] = 0;
-            let mut fix = None;
-            for (l, &sum) in sums.iter().enumerate() {
-                let both = expand_level(tree, l, tweaks.level(i, l), parents, fix);
-                let path = alpha >> (depth - 1 - l);
-                // The sibling is the only node of its side computed from
-                // the placeholder: take its garbage value out of the side's
-                // sum and put in what the sender's sum says.
-                let off_path = select((path & 1) ^ 1, both[0], both[1]);
-                fix = Some(Fix {
-                    path,
-                    value: sum ^ off_path,
-                });
-            }
-            if let Some(fix) = fix {
-                for (j, x) in tree.iter_mut().enumerate() {
-                    *x = fix.apply(j, *x);
+        .for_each_init(
+            Vec::new,
+            |parents, (i, (((tree, &alpha), sums), &total))| {
+                // The root is unknown: a placeholder whose descendants on
+                // the path are garbage, corrected level by level as the
+                // next level reads its parents (the leaves after the loop).
+                tree[0] = 0;
+                let (mut fix, mut leaf_sum) = (None, 0);
+                for (l, &sum) in sums.iter().enumerate() {
+                    let both = expand_level(tree, l, tweaks.level(i, l), parents, fix);
+                    let path = alpha >> (depth - 1 - l);
+                    // The sibling is the only node of its side computed
+                    // from the placeholder: take its garbage value out of
+                    // the side's sum and put in what the sender's sum says.
+                    let off_path = select((path & 1) ^ 1, both[0], both[1]);
+                    fix = Some(Fix {
+                        path,
+                        value: sum ^ off_path,
+                    });
+                    leaf_sum = both[0] ^ both[1];
                 }
-            }
-        });
+                if let Some(fix) = fix {
+                    finish_leaves(tree, fix, leaf_sum ^ total);
+                }
+            },
+        );
+}
+
+/// The leaves' one pass: the last level's `fix` applied, and leaf `α`
+/// (its `path`, holding garbage `g`) set so that the leaves XOR to
+/// `target = total ⊕ raw`, `raw` being the XOR of the leaves as
+/// expanded. After the fix the others XOR to `raw ⊕ g ⊕ fix.value`, so
+/// leaf `α` must become `g ⊕ target ⊕ fix.value`: one XOR at `α`, by a
+/// mask like the fix, instead of a fold and a second masked sweep.
+fn finish_leaves(tree: &mut [u128], fix: Fix, target: u128) {
+    let at_alpha = target ^ fix.value;
+    for (j, x) in tree.iter_mut().enumerate() {
+        *x ^= (equal(j, fix.path) & at_alpha) ^ (equal(j, fix.path ^ 1) & fix.value);
+    }
 }
 
 #[cfg(test)]
@@ -274,13 +294,21 @@ mod tests {
                     (0..depth).map(move |l| sums[l][usize::from(a >> (depth - 1 - l) & 1 == 0)])
                 })
                 .collect();
-            let mut punctured = vec![0u128; trees << depth];
-            receiver_expand(&alphas, &off_path, depth, TWEAKS, &mut punctured);
+            // Each tree's leaves XOR to the sender's plus an offset, which
+            // lands at leaf `α` alone.
+            let offsets: Vec<u128> = (0..trees).map(|_| rng.gen()).collect();
+            let totals: Vec<u128> = full
+                .chunks(1 << depth)
+                .zip(&offsets)
+                .map(|(tree, o)| tree.iter().fold(*o, |a, x| a ^ x))
+                .collect();
+            let mut punctured = vec![u128::MAX; trees << depth];
+            receiver_expand(&alphas, &off_path, &totals, depth, TWEAKS, &mut punctured);
             for (i, &a) in alphas.iter().enumerate() {
                 for j in 0..1 << depth {
                     let (x, y) = (full[(i << depth) + j], punctured[(i << depth) + j]);
                     match j == a {
-                        true => assert_eq!(y, 0, "tree {i} leaf {j} (punctured)"),
+                        true => assert_eq!(y, x ^ offsets[i], "tree {i} leaf {j} (punctured)"),
                         false => assert_eq!(x, y, "tree {i} leaf {j}, depth {depth}"),
                     }
                 }

@@ -394,17 +394,16 @@ impl<T: Symbol> Pending<T> {
                 })
                 .collect(),
         );
+        // Leaf `α` makes each tree's leaves XOR to the sender's correction
+        // block plus our share of `β·Δ`: it becomes `v_α ⊕ β·Δ`.
+        let totals: Zeroizing<Vec<u128>> = Zeroizing::new(
+            (0..trees)
+                .map(|i| blocks[i * per_tree + 2 * depth] ^ self.share(p, first, i))
+                .collect(),
+        );
         run(&self.config, || {
-            ggm::receiver_expand(alphas, &off_path, depth, self.tweaks[k], w)
+            ggm::receiver_expand(alphas, &off_path, &totals, depth, self.tweaks[k], w)
         });
-        for (i, (tree, &alpha)) in w.chunks_mut(1 << depth).zip(alphas).enumerate() {
-            let correction = blocks[i * per_tree + 2 * depth] ^ self.share(p, first, i);
-            // Leaf `α` (zero so far) written by a mask over the tree.
-            let value = tree.iter().fold(correction, |a, x| a ^ x);
-            for (j, x) in tree.iter_mut().enumerate() {
-                *x ^= ggm::equal(j, alpha) & value;
-            }
-        }
     }
 
     /// Our share of `β_i·Δ` for tree `i` of the part starting at `first`
