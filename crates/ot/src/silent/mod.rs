@@ -74,7 +74,7 @@ pub mod sender;
 
 pub use both::Times;
 pub use params::{Noise, SilentParams};
-pub use receiver::{Pending, SilentReceiver, SmallVoleOutput, VoleOutput};
+pub use receiver::{Pending, Prepared, SilentReceiver, SmallVoleOutput, VoleOutput};
 pub use sender::SilentSender;
 
 use zeroize::{Zeroize, Zeroizing};

@@ -77,8 +77,48 @@ pub struct Pending<T: Symbol> {
     challenge: Option<u128>,
     trees: Vec<SilentTrees>,
     config: ExtConfig,
+    /// `E(e)` if encoded ahead ([`Prepared`]); `finish` encodes it otherwise.
+    e: Option<Zeroizing<Vec<T>>>,
     /// Where the extension's time went so far.
     times: Times,
+}
+
+/// An extension's noise as drawn, before its base correlations run.
+struct Drawn<T: Symbol> {
+    shapes: Vec<SilentParams>,
+    tweaks: Vec<ggm::Tweaks>,
+    noise: Noise,
+    /// The base correlations' choice bits: the positions' and the `β_i`'s.
+    bits: ChoiceBits,
+    betas: Vec<Vec<T>>,
+    challenge: Option<u128>,
+    times: Times,
+}
+
+/// A small VOLE whose noise is drawn and encoded (the receiver's `c`) but
+/// whose base correlations have not run: [`SilentReceiver::prepare_small_vole`]
+/// needs no message, so a party waiting on its peer can do it ahead;
+/// [`SilentReceiver::start_prepared`] then starts it as
+/// [`SilentReceiver::start_small_vole`] would have. Extensions must be
+/// started in the order they were prepared or started (the sender numbers
+/// them alike).
+pub struct Prepared {
+    drawn: Drawn<u8>,
+    c: Zeroizing<Vec<u8>>,
+    count: usize,
+    bits: u32,
+}
+
+impl Prepared {
+    /// Correlations it makes.
+    pub fn count(&self) -> usize {
+        self.count
+    }
+
+    /// Bits of its `c`.
+    pub fn bits(&self) -> u32 {
+        self.bits
+    }
 }
 
 impl SilentReceiver {
@@ -160,20 +200,43 @@ impl SilentReceiver {
         bits: u32,
         rng: &mut R,
     ) -> Result<Pending<u8>, OtError> {
-        if !(1..=8).contains(&bits) {
-            return Err(OtError::InvalidArgument(format!(
-                "small VOLE values of {bits} bits: 1 to 8 are possible"
-            )));
-        }
-        let noise = Noise::field(bits)?;
-        let beta = move |rng: &mut R| nonzero(rng, bits).to_le_bytes()[0];
+        let (noise, beta) = small_noise(bits)?;
         self.start(ch, count, noise, beta, rng).await
     }
 
-    /// Picks the noise (punctured positions, values `β` from `beta`) and
-    /// the check's challenge, then runs the base correlations whose choice
-    /// bits encode them: per part the negated positions, then the bits of
-    /// each `β_i` for VOLE; last, in malicious mode, the bits of `c'`.
+    /// The local half of [`SilentReceiver::start_small_vole`]: draws the
+    /// noise and encodes it into `c`, sending nothing ([`Prepared`]).
+    pub fn prepare_small_vole<R: RngCore + CryptoRng>(
+        &mut self,
+        count: usize,
+        bits: u32,
+        rng: &mut R,
+    ) -> Result<Prepared, OtError> {
+        let (noise, beta) = small_noise(bits)?;
+        let mut drawn = self.draw(count, noise, beta, rng)?;
+        let mut c = timed(&mut drawn.times.code, || {
+            noise_code(&drawn.shapes, &drawn.bits, &drawn.betas, &self.config)
+        });
+        // Held while the party waits: no spare entries kept.
+        super::compact(&mut c);
+        Ok(Prepared {
+            drawn,
+            c,
+            count,
+            bits,
+        })
+    }
+
+    /// Starts a [`Prepared`] small VOLE: its base correlations.
+    pub async fn start_prepared(
+        &mut self,
+        ch: &mut Channel,
+        prepared: Prepared,
+    ) -> Result<Pending<u8>, OtError> {
+        self.send_drawn(ch, prepared.drawn, Some(prepared.c)).await
+    }
+
+    /// Draws the noise, then runs the base correlations that encode it.
     async fn start<T: Symbol, R: RngCore + CryptoRng>(
         &mut self,
         ch: &mut Channel,
@@ -182,6 +245,21 @@ impl SilentReceiver {
         beta: impl Fn(&mut R) -> T,
         rng: &mut R,
     ) -> Result<Pending<T>, OtError> {
+        let drawn = self.draw(count, noise, beta, rng)?;
+        self.send_drawn(ch, drawn, None).await
+    }
+
+    /// Picks the noise (punctured positions, values `β` from `beta`) and
+    /// the check's challenge, and the choice bits of the base correlations
+    /// that encode them: per part the negated positions, then the bits of
+    /// each `β_i` for VOLE; last, in malicious mode, the bits of `c'`.
+    fn draw<T: Symbol, R: RngCore + CryptoRng>(
+        &mut self,
+        count: usize,
+        noise: Noise,
+        beta: impl Fn(&mut R) -> T,
+        rng: &mut R,
+    ) -> Result<Drawn<T>, OtError> {
         let start = Instant::now();
         let (shapes, tweaks) = plan(count, noise, &self.sid, &mut self.extensions)?;
         let malicious = self.ext.security() == Security::Malicious;
@@ -209,23 +287,89 @@ impl SilentReceiver {
                 bits.set(tree_ots + j, c >> j & 1 == 1);
             }
         }
-        let matrix = self.ext.send_matrix(ch, &bits, Confirm::No).await?;
-        let ots = matrix.answer_check(ch).await?;
-        Ok(Pending {
+        Ok(Drawn {
             shapes,
             tweaks,
             noise,
-            ots,
+            bits,
             betas,
             challenge,
-            trees: Vec::new(),
-            config: self.config.clone(),
             times: Times {
                 base: start.elapsed(),
                 ..Times::default()
             },
         })
     }
+
+    /// Runs the base correlations of `drawn` (`e`: its noise's code, if
+    /// encoded ahead).
+    async fn send_drawn<T: Symbol>(
+        &mut self,
+        ch: &mut Channel,
+        drawn: Drawn<T>,
+        e: Option<Zeroizing<Vec<T>>>,
+    ) -> Result<Pending<T>, OtError> {
+        let start = Instant::now();
+        let matrix = self.ext.send_matrix(ch, &drawn.bits, Confirm::No).await?;
+        let ots = matrix.answer_check(ch).await?;
+        let mut times = drawn.times;
+        times.base += start.elapsed();
+        Ok(Pending {
+            shapes: drawn.shapes,
+            tweaks: drawn.tweaks,
+            noise: drawn.noise,
+            ots,
+            betas: drawn.betas,
+            challenge: drawn.challenge,
+            trees: Vec::new(),
+            config: self.config.clone(),
+            e,
+            times,
+        })
+    }
+}
+
+/// The noise of a small VOLE of `bits` bits and its `β` sampler.
+fn small_noise<R: RngCore + CryptoRng>(
+    bits: u32,
+) -> Result<(Noise, impl Fn(&mut R) -> u8), OtError> {
+    if !(1..=8).contains(&bits) {
+        return Err(OtError::InvalidArgument(format!(
+            "small VOLE values of {bits} bits: 1 to 8 are possible"
+        )));
+    }
+    let beta = move |rng: &mut R| nonzero(rng, bits).to_le_bytes()[0];
+    Ok((Noise::field(bits)?, beta))
+}
+
+/// `E(e)` of every part, laid end to end and cut to the outputs as
+/// `finish` lays out the leaves' code: each part's noise holds `β_i` at
+/// `α_i` of tree `i` and zero elsewhere, every entry written by a mask
+/// (the positions are secret).
+fn noise_code<T: Symbol>(
+    shapes: &[SilentParams],
+    choices: &ChoiceBits,
+    betas: &[Vec<T>],
+    config: &ExtConfig,
+) -> Zeroizing<Vec<T>> {
+    let mut e_out = Zeroizing::new(vec![T::default(); in_place_len(shapes)]);
+    let (mut first, mut out) = (0, 0);
+    for (p, betas) in shapes.iter().zip(betas) {
+        let alphas = alphas(choices, p, first);
+        // This overwrites the previous part's spare entries.
+        let e = &mut e_out[out..out + p.n()];
+        for ((tree, &alpha), &beta) in e.chunks_mut(1 << p.depth).zip(&alphas).zip(betas) {
+            for (j, x) in tree.iter_mut().enumerate() {
+                *x = T::mask(ggm::equal(j, alpha) != 0) & beta;
+            }
+        }
+        let code = p.code();
+        run(config, || code.dual_encode(e));
+        first += p.base_ots();
+        out += p.count;
+    }
+    e_out.truncate(out);
+    e_out
 }
 
 /// The punctured position of each tree of the part whose base correlations
@@ -307,9 +451,18 @@ impl<T: Symbol> Pending<T> {
         let (start, before) = (Instant::now(), self.times);
         // Every part's leaves and noise are made in place in the outputs
         // (see `params::in_place_len`): no buffer per part, no copies.
-        let reach = in_place_len(&self.shapes);
-        let mut w_out = Zeroizing::new(vec![0u128; reach]);
-        let mut e_out = Zeroizing::new(vec![T::default(); reach]);
+        let mut e_out = match self.e.take() {
+            Some(e) => e,
+            None => {
+                let mut spent = std::time::Duration::ZERO;
+                let e = timed(&mut spent, || {
+                    noise_code(&self.shapes, self.ots.choices(), &self.betas, &self.config)
+                });
+                self.times.code += spent;
+                e
+            }
+        };
+        let mut w_out = Zeroizing::new(vec![0u128; in_place_len(&self.shapes)]);
         let tree_ots: usize = self.shapes.iter().map(|p| p.base_ots()).sum();
         let mut sum = match self.challenge {
             Some(_) => (pack_share(&self.ots.t()[tree_ots..]), 0),
@@ -333,20 +486,6 @@ impl<T: Symbol> Pending<T> {
             timed(&mut self.times.code, || {
                 run(&self.config, || code.dual_encode(w))
             });
-            // Every entry written, `β_i` at `α_i` by a mask: the positions
-            // are secret (and this overwrites the previous part's spare
-            // entries).
-            let e = &mut e_out[out..out + p.n()];
-            for ((tree, &alpha), &beta) in
-                e.chunks_mut(1 << p.depth).zip(&alphas).zip(&self.betas[k])
-            {
-                for (j, x) in tree.iter_mut().enumerate() {
-                    *x = T::mask(ggm::equal(j, alpha) != 0) & beta;
-                }
-            }
-            timed(&mut self.times.code, || {
-                run(&self.config, || code.dual_encode(e))
-            });
             first += p.base_ots();
             at += p.n() as u64;
             out += p.count;
@@ -359,7 +498,6 @@ impl<T: Symbol> Pending<T> {
             }
         }
         w_out.truncate(out);
-        e_out.truncate(out);
         if self.shapes.len() > 1 {
             // Several parts leave the last one's spare entries (its `n -
             // count`, at least its count again) behind the outputs: wiped

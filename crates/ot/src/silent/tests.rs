@@ -4,7 +4,7 @@
 use psikit_transport::{Channel, Limits};
 use rand::rngs::OsRng;
 
-use super::receiver::{CotOutput, SmallVoleOutput, VoleOutput};
+use super::receiver::{CotOutput, Prepared, SmallVoleOutput, VoleOutput};
 use super::*;
 use crate::error::OtError;
 use crate::ext::{ExtConfig, Security};
@@ -230,9 +230,13 @@ async fn extensions_say_where_their_time_went() {
 
 /// Small VOLEs (values of `bits` bits kept as bytes) in one session: the
 /// sender's `b` and `Δ`, the receiver's outputs.
+/// The runs' small VOLEs at both roles; with `ahead`, the receiver
+/// prepares the first three runs' noise before it starts the first
+/// ([`SilentReceiver::prepare_small_vole`]) and starts the rest as usual.
 async fn small_voles(
     security: Security,
     runs: &[(usize, u32)],
+    ahead: bool,
 ) -> (u128, Vec<(Zeroizing<Vec<u128>>, SmallVoleOutput)>) {
     let (mut a, mut b) = Channel::memory_pair(Limits::default());
     let sid = SessionId::new(b"silent small vole test");
@@ -249,12 +253,26 @@ async fn small_voles(
     let mut r = SilentReceiver::setup(&mut b, &sid, security, ExtConfig::default(), &mut OsRng)
         .await
         .expect("receiver setup");
+    let prepared: Vec<Prepared> = match ahead {
+        true => runs
+            .iter()
+            .take(3)
+            .map(|&(count, bits)| r.prepare_small_vole(count, bits, &mut OsRng))
+            .collect::<Result<_, _>>()
+            .expect("prepare"),
+        false => Vec::new(),
+    };
+    let mut prepared = prepared.into_iter();
     let mut received = Vec::new();
     for &(count, bits) in runs {
-        let pending = r
-            .start_small_vole(&mut b, count, bits, &mut OsRng)
-            .await
-            .expect("start");
+        let pending = match prepared.next() {
+            Some(p) => {
+                assert_eq!((p.count(), p.bits()), (count, bits));
+                r.start_prepared(&mut b, p).await
+            }
+            None => r.start_small_vole(&mut b, count, bits, &mut OsRng).await,
+        }
+        .expect("start");
         received.push(pending.finish_small_vole(&mut b).await.expect("small vole"));
     }
     let (delta, sent) = sender.await.expect("sender task").expect("sender");
@@ -263,9 +281,14 @@ async fn small_voles(
 
 #[tokio::test]
 async fn small_voles_satisfy_their_relation_with_every_value_used() {
-    for security in [Security::SemiHonest, Security::Malicious] {
+    for (security, ahead) in [
+        (Security::SemiHonest, false),
+        (Security::Malicious, false),
+        (Security::SemiHonest, true),
+        (Security::Malicious, true),
+    ] {
         let runs = [(5000, 2), (5000, 4), (params::MAX_PART + 3, 4), (40_000, 8)];
-        let (delta, made) = small_voles(security, &runs).await;
+        let (delta, made) = small_voles(security, &runs, ahead).await;
         for ((count, bits), (b, r)) in runs.iter().zip(made) {
             assert_eq!((b.len(), r.a.len(), r.c.len()), (*count, *count, *count));
             let mut seen = vec![0usize; 256];

@@ -132,10 +132,9 @@ pub async fn prepare(
         let keys = collect_from_rots(ch, rots, bins, &layout, leader).await?;
         return Ok((triples, keys));
     }
-    let count = triples.next_multiple_of(64);
-    let mut made = SmallTriples::new(count);
+    let jobs = small_jobs(bins, ell, triples);
+    let mut made = SmallTriples::new(jobs[1].0);
     let (mut sent, mut index, mut pads) = (Vec::new(), Vec::new(), Bits::default());
-    let jobs = [(bins * layout.per_bin(), BLOCK), (count, TRIPLE_BITS)];
     rots.forward_small_chunks(ch, &jobs, |job, ots| match (job, ots.pads()) {
         (0, SmallPads::Sent(words)) => sent.extend(words),
         (0, SmallPads::Received { c, pads: p }) => {
@@ -150,6 +149,16 @@ pub async fn prepare(
         false => Keys::Chooser { index, pads },
     };
     Ok((made.finish(ch, leader).await?, keys))
+}
+
+/// The small VOLEs [`prepare`] makes on silent OT, in order: a 4-bit one
+/// per OT of the equality's [`Layout`], then a triple's per AND triple
+/// (rounded up to whole words).
+pub fn small_jobs(bins: usize, ell: u32, triples: usize) -> [(usize, u32); 2] {
+    [
+        (bins * Layout::new(ell).per_bin(), BLOCK),
+        (triples.next_multiple_of(64), TRIPLE_BITS),
+    ]
 }
 
 /// Shares of `[x_i = y_i]` for every bin, where this party holds the

@@ -14,8 +14,8 @@ use super::outcome::{check_opened, outcome, Meter, Outcome, Output, Phases, Shar
 use super::rng::rng;
 use super::rot::Side;
 use super::steps::{
-    aggregate, compare, hello, session_id, Finish, STAGE_COMPARE, STAGE_HASHING, STAGE_OPPRF,
-    STAGE_RESULT,
+    aggregate, compare, hello, prepare_ahead, session_id, Finish, STAGE_COMPARE, STAGE_HASHING,
+    STAGE_OPPRF, STAGE_RESULT,
 };
 use super::vocabulary::{App, Role};
 use super::{apps, opprf};
@@ -75,6 +75,7 @@ pub(super) async fn run_receiver(
 
     let (f, times) = opprf::oprf_receive(ch, pending, &okvs, &bin_keys, bits).await?;
     phases.silent += times;
+    let prepared = prepare_ahead(cfg, &mut vole, m, ell)?;
     let k_s = usize::from(peer.value_columns);
     let programmed = opprf::receive_program(ch, &bin_keys, &f, capacity, ell, k_s, sigma).await?;
     drop((f, bin_keys));
@@ -88,6 +89,7 @@ pub(super) async fn run_receiver(
         programmed.tags,
         ell,
         Side::SilentReceiver(vole),
+        prepared,
         &mut meter,
         &mut phases,
     )

@@ -21,7 +21,7 @@
 
 use std::collections::VecDeque;
 
-use psikit_ot::silent::{Pending, SilentReceiver, SilentSender, Times};
+use psikit_ot::silent::{Pending, Prepared, SilentReceiver, SilentSender, Times};
 use psikit_ot::{aes_hash, gf128};
 use psikit_ot::{
     BaseReceiverOutput, BaseSenderOutput, ChoiceBits, ExtConfig, OtExtReceiver, OtExtSender,
@@ -236,6 +236,9 @@ pub struct Rots {
     config: ExtConfig,
     forward: Side,
     reverse: Option<Side>,
+    /// A silent receiver's next small VOLEs, prepared ahead
+    /// ([`prepare_chunks`]): the forward pipeline's first chunks.
+    prepared: VecDeque<Prepared>,
     /// Where the silent extensions' time went, summed.
     times: Times,
 }
@@ -267,7 +270,25 @@ impl Rots {
             config: config.clone(),
             forward,
             reverse: None,
+            prepared: VecDeque::new(),
             times: Times::default(),
+        }
+    }
+
+    /// Hands over small VOLEs a silent receiver prepared ahead for the
+    /// first chunks of its next forward pipeline ([`prepare_chunks`]).
+    pub fn use_prepared(&mut self, prepared: VecDeque<Prepared>) {
+        self.prepared = prepared;
+    }
+
+    /// Refuses a forward extension other than the prepared ones while they
+    /// wait: the sender numbers extensions in the order they start.
+    fn nothing_prepared(&self) -> Result<(), Error> {
+        match self.prepared.is_empty() {
+            true => Ok(()),
+            false => Err(Error::Internal(
+                "a forward extension before the prepared ones",
+            )),
         }
     }
 
@@ -301,7 +322,10 @@ impl Rots {
         leader_sends: bool,
     ) -> Result<Chunk, Error> {
         let side = match leader_sends {
-            true => &mut self.forward,
+            true => {
+                self.nothing_prepared()?;
+                &mut self.forward
+            }
             false => {
                 if self.reverse.is_none() {
                     let side = self.reverse_side(ch).await?;
@@ -339,6 +363,7 @@ impl Rots {
     /// OT's correlations are hashed to independent keys as every forward
     /// random OT is ([`Chunk::whole`]).
     pub async fn forward_base(&mut self, ch: &mut Channel, n: usize) -> Result<Base, Error> {
+        self.nothing_prepared()?;
         match &mut self.forward {
             Side::IknpSender(s) => Ok(Base::Sent(s.extend(ch, n).await?.to_base_sender(0..n))),
             Side::IknpReceiver(r) => {
@@ -420,19 +445,13 @@ impl Rots {
         want: fn(Made) -> Result<T, Error>,
         mut sink: impl FnMut(usize, T),
     ) -> Result<(), Error> {
-        let chunks: Vec<(usize, usize, Option<u32>)> = jobs
-            .iter()
-            .enumerate()
-            .flat_map(|(job, &(total, small))| {
-                (0..total.div_ceil(CHUNK))
-                    .map(move |k| (job, (total - k * CHUNK).min(CHUNK), small))
-            })
-            .collect();
+        let chunks = chunks_of(jobs);
         if let Side::SilentReceiver(r) = &mut self.forward {
+            let prepared = &mut self.prepared;
             let mut to_start = chunks.iter();
             let mut started = VecDeque::with_capacity(AHEAD);
             for &(_, n, small) in to_start.by_ref().take(AHEAD) {
-                started.push_back(start_silent(r, ch, n, small).await?);
+                started.push_back(start_silent(r, prepared, ch, n, small).await?);
             }
             for &(job, _, small) in &chunks {
                 let Some(mut pending) = started.pop_front() else {
@@ -440,7 +459,7 @@ impl Rots {
                 };
                 pending.receive_trees(ch).await?;
                 if let Some(&(_, n, small)) = to_start.next() {
-                    started.push_back(start_silent(r, ch, n, small).await?);
+                    started.push_back(start_silent(r, prepared, ch, n, small).await?);
                 }
                 let made = match small {
                     None => {
@@ -463,7 +482,7 @@ impl Rots {
                 };
                 sink(job, want(made)?);
             }
-            return Ok(());
+            return self.nothing_prepared();
         }
         for (job, n, small) in chunks {
             sink(
@@ -487,6 +506,41 @@ impl Rots {
 /// much as the sender's). Each holds only its base OTs until its trees
 /// arrive.
 const AHEAD: usize = 2;
+
+/// Most small VOLEs a silent receiver prepares ahead ([`prepare_chunks`]):
+/// about 2 MiB of noise code each.
+pub const MOST_PREPARED: usize = 32;
+
+/// `jobs` (each a count and what to make) cut into the pipeline's chunks
+/// of at most [`CHUNK`]: (job, count, small VOLE bits).
+fn chunks_of(jobs: &[(usize, Option<u32>)]) -> Vec<(usize, usize, Option<u32>)> {
+    jobs.iter()
+        .enumerate()
+        .flat_map(|(job, &(total, small))| {
+            (0..total.div_ceil(CHUNK)).map(move |k| (job, (total - k * CHUNK).min(CHUNK), small))
+        })
+        .collect()
+}
+
+/// The small VOLEs of the first [`MOST_PREPARED`] chunks of a forward
+/// pipeline of small-VOLE `jobs` ([`Rots::forward_small_chunks`]),
+/// prepared by a silent receiver ahead (no message: their noise drawn and
+/// encoded, which is most of the receiver's own work in a chunk), for
+/// [`Rots::use_prepared`]. Nothing else may start on `r` in between.
+pub fn prepare_chunks(
+    r: &mut SilentReceiver,
+    jobs: &[(usize, u32)],
+) -> Result<VecDeque<Prepared>, Error> {
+    let jobs: Vec<(usize, Option<u32>)> = jobs.iter().map(|&(n, b)| (n, Some(b))).collect();
+    chunks_of(&jobs)
+        .into_iter()
+        .take(MOST_PREPARED)
+        .map(|(_, n, small)| {
+            let bits = small.ok_or(Error::Internal("random OTs prepared"))?;
+            Ok(r.prepare_small_vole(n, bits, &mut OsRng)?)
+        })
+        .collect()
+}
 
 /// What one extension made: random OTs, or small VOLEs.
 enum Made {
@@ -512,12 +566,21 @@ impl Made {
 
 /// Starts a silent receiver's extension of `n`: correlated OTs, or small
 /// VOLEs of `small` bits.
+/// Starts the next forward extension: the first of `prepared` if any,
+/// which must be the one asked for.
 async fn start_silent(
     r: &mut SilentReceiver,
+    prepared: &mut VecDeque<Prepared>,
     ch: &mut Channel,
     n: usize,
     small: Option<u32>,
 ) -> Result<Pending<u8>, Error> {
+    if let Some(p) = prepared.pop_front() {
+        if (Some(p.bits()), p.count()) != (small, n) {
+            return Err(Error::Internal("a prepared small VOLE out of order"));
+        }
+        return Ok(r.start_prepared(ch, p).await?);
+    }
     Ok(match small {
         None => r.start_cot(ch, n, &mut OsRng).await?,
         Some(bits) => r.start_small_vole(ch, n, bits, &mut OsRng).await?,

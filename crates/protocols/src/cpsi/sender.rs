@@ -112,6 +112,7 @@ pub(super) async fn run_sender(
         tags,
         ell,
         Side::SilentSender(vole),
+        Default::default(),
         &mut meter,
         &mut phases,
     )
