@@ -416,8 +416,8 @@ impl Rots {
         jobs: &[(usize, u32)],
         sink: impl FnMut(usize, SmallChunk),
     ) -> Result<(), Error> {
-        let jobs: Vec<(usize, Option<u32>)> = jobs.iter().map(|&(n, b)| (n, Some(b))).collect();
-        self.forward_made(ch, &jobs, Made::small, sink).await
+        self.forward_made(ch, &small_jobs(jobs), Made::small, sink)
+            .await
     }
 
     /// Whether this party sends the forward OTs.
@@ -508,8 +508,8 @@ impl Rots {
 const AHEAD: usize = 2;
 
 /// Most small VOLEs a silent receiver prepares ahead ([`prepare_chunks`]):
-/// about 2 MiB of noise code each.
-pub const MOST_PREPARED: usize = 32;
+/// up to 2 MiB of noise code each, so 64 MiB at most whatever the run.
+const MOST_PREPARED: usize = 32;
 
 /// `jobs` (each a count and what to make) cut into the pipeline's chunks
 /// of at most [`CHUNK`]: (job, count, small VOLE bits).
@@ -522,23 +522,25 @@ fn chunks_of(jobs: &[(usize, Option<u32>)]) -> Vec<(usize, usize, Option<u32>)> 
         .collect()
 }
 
+/// Small-VOLE jobs (count, bits) as [`Rots::forward_made`] takes them.
+fn small_jobs(jobs: &[(usize, u32)]) -> Vec<(usize, Option<u32>)> {
+    jobs.iter().map(|&(n, bits)| (n, Some(bits))).collect()
+}
+
 /// The small VOLEs of the first [`MOST_PREPARED`] chunks of a forward
 /// pipeline of small-VOLE `jobs` ([`Rots::forward_small_chunks`]),
-/// prepared by a silent receiver ahead (no message: their noise drawn and
-/// encoded, which is most of the receiver's own work in a chunk), for
-/// [`Rots::use_prepared`]. Nothing else may start on `r` in between.
+/// prepared by a silent receiver ahead for [`Rots::use_prepared`]: their
+/// noise drawn and encoded, the part of the receiver's work in a chunk
+/// that needs nothing from the sender (and no message). Nothing else may
+/// start on `r` in between.
 pub fn prepare_chunks(
     r: &mut SilentReceiver,
     jobs: &[(usize, u32)],
 ) -> Result<VecDeque<Prepared>, Error> {
-    let jobs: Vec<(usize, Option<u32>)> = jobs.iter().map(|&(n, b)| (n, Some(b))).collect();
-    chunks_of(&jobs)
+    chunks_of(&small_jobs(jobs))
         .into_iter()
         .take(MOST_PREPARED)
-        .map(|(_, n, small)| {
-            let bits = small.ok_or(Error::Internal("random OTs prepared"))?;
-            Ok(r.prepare_small_vole(n, bits, &mut OsRng)?)
-        })
+        .map(|(job, n, _)| Ok(r.prepare_small_vole(n, jobs[job].1, &mut OsRng)?))
         .collect()
 }
 
