@@ -451,17 +451,6 @@ impl<T: Symbol> Pending<T> {
         let (start, before) = (Instant::now(), self.times);
         // Every part's leaves and noise are made in place in the outputs
         // (see `params::in_place_len`): no buffer per part, no copies.
-        let mut e_out = match self.e.take() {
-            Some(e) => e,
-            None => {
-                let mut spent = std::time::Duration::ZERO;
-                let e = timed(&mut spent, || {
-                    noise_code(&self.shapes, self.ots.choices(), &self.betas, &self.config)
-                });
-                self.times.code += spent;
-                e
-            }
-        };
         let mut w_out = Zeroizing::new(vec![0u128; in_place_len(&self.shapes)]);
         let tree_ots: usize = self.shapes.iter().map(|p| p.base_ots()).sum();
         let mut sum = match self.challenge {
@@ -498,6 +487,13 @@ impl<T: Symbol> Pending<T> {
             }
         }
         w_out.truncate(out);
+        // The noise's code, unless prepared ahead.
+        let mut e_out = match self.e.take() {
+            Some(e) => e,
+            None => timed(&mut self.times.code, || {
+                noise_code(&self.shapes, self.ots.choices(), &self.betas, &self.config)
+            }),
+        };
         if self.shapes.len() > 1 {
             // Several parts leave the last one's spare entries (its `n -
             // count`, at least its count again) behind the outputs: wiped
