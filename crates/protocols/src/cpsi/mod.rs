@@ -145,6 +145,7 @@ mod receiver;
 mod rng;
 mod rot;
 mod sender;
+mod small;
 mod steps;
 mod vocabulary;
 
