@@ -75,7 +75,7 @@ pub mod sender;
 pub use both::Times;
 pub use params::{Noise, SilentParams};
 pub use receiver::{Pending, Prepared, SilentReceiver, SmallVoleOutput, VoleOutput};
-pub use sender::SilentSender;
+pub use sender::{PreparedVole, SilentSender};
 
 use zeroize::{Zeroize, Zeroizing};
 

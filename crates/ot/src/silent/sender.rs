@@ -1,6 +1,6 @@
 //! The silent sender: holds `Δ`, expands the GGM trees.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use psikit_transport::Channel;
 use rand::{CryptoRng, Rng, RngCore};
@@ -9,7 +9,7 @@ use zeroize::Zeroizing;
 use super::both::{pack_share, plan, run, timed, Times};
 use super::check::{self, CHECK_OTS};
 use super::ggm;
-use super::params::{in_place_len, Noise, SilentParams};
+use super::params::{self, in_place_len, Noise, SilentParams};
 use crate::error::OtError;
 use crate::ext::{Confirm, ExtConfig, OtExtSender, Security, SenderOts};
 use crate::gf128;
@@ -111,6 +111,73 @@ impl SilentSender {
         self.extend(ch, count, Noise::field(bits)?, rng).await
     }
 
+    /// The local part of [`SilentSender::vole`] for a semi-honest
+    /// extension of one part ([`params::MAX_PART`] at most): the trees
+    /// expanded from fresh roots and the leaves encoded into `B`, which
+    /// needs nothing from the receiver; [`SilentSender::finish_prepared`]
+    /// later runs the base correlations and sends the trees. A party
+    /// waiting on its peer can so do its share of the next extensions
+    /// ahead. Extensions must be finished in the order they were prepared
+    /// or run (the receiver numbers them alike).
+    pub fn prepare_vole<R: RngCore + CryptoRng>(
+        &mut self,
+        count: usize,
+        bits: u32,
+        rng: &mut R,
+    ) -> Result<PreparedVole, OtError> {
+        // The malicious check hashes the leaves under the receiver's
+        // challenge, so they could not be encoded ahead.
+        if self.ext.security() == Security::Malicious || params::parts(count).len() != 1 {
+            return Err(OtError::InvalidArgument(format!(
+                "only a semi-honest extension of one part is prepared ahead (asked {count})"
+            )));
+        }
+        let start = Instant::now();
+        let mut times = Times::default();
+        let (shapes, tweaks) = plan(count, Noise::field(bits)?, &self.sid, &mut self.extensions)?;
+        let (shape, t) = (shapes[0], tweaks[0]);
+        let mut b = Zeroizing::new(vec![0u128; shape.n()]);
+        let trees = timed(&mut times.trees, || self.expand(&shape, t, &mut b, rng));
+        timed(&mut times.code, || {
+            run(&self.config, || shape.code().dual_encode(&mut b))
+        });
+        b.truncate(count);
+        // Held while the party waits: no spare entries kept.
+        super::compact(&mut b);
+        Ok(PreparedVole {
+            shape,
+            trees,
+            b,
+            bits,
+            times: times.with_total(start.elapsed()),
+        })
+    }
+
+    /// Sends a [`PreparedVole`]'s trees after its base correlations and
+    /// returns its `B`, as [`SilentSender::vole`] would have.
+    pub async fn finish_prepared(
+        &mut self,
+        ch: &mut Channel,
+        prepared: PreparedVole,
+    ) -> Result<Zeroizing<Vec<u128>>, OtError> {
+        let start = Instant::now();
+        let shape = prepared.shape;
+        let ots = self.base(ch, shape.base_ots()).await?;
+        let base = start.elapsed();
+        let mut times = prepared.times;
+        times.base += base;
+        let (m0, m1) = (ots.messages_for(false), ots.messages_for(true));
+        let keys = Keys {
+            m0: &m0,
+            m1: &m1,
+            q: ots.q(),
+        };
+        self.send_trees(ch, &shape, keys, &prepared.trees).await?;
+        times.other += start.elapsed().saturating_sub(base);
+        self.last_times = times;
+        Ok(prepared.b)
+    }
+
     /// One extension of `count`: the base correlations of all its parts
     /// ([`super::params::parts`]) at once, then every part's trees, then (malicious) the
     /// receiver's challenge, then each part compressed, and (malicious) the
@@ -155,11 +222,10 @@ impl SilentSender {
         let mut first = 0;
         for (p, &t) in shapes.iter().zip(&tweaks) {
             let leaves = &mut out[..p.n()];
-            let (r, spent) = self
-                .send_trees(ch, p, t, keys.starting_at(first), leaves, rng)
+            let trees = timed(&mut times.trees, || self.expand(p, t, leaves, rng));
+            self.send_trees(ch, p, keys.starting_at(first), &trees)
                 .await?;
-            roots.push(r);
-            times.trees += spent;
+            roots.push(trees.roots);
             first += p.base_ots();
         }
         let challenge = match malicious {
@@ -209,32 +275,48 @@ impl SilentSender {
         matrix.send_seed(ch).await?.finish(ch).await
     }
 
-    /// Expands one part's trees from fresh roots into `leaves` and sends
-    /// them; returns the roots and the time the expansion took. `keys`
-    /// start at the part's base correlations.
-    async fn send_trees<R: RngCore + CryptoRng>(
+    /// Expands one part's trees from fresh roots into `leaves` (tree `i`
+    /// at `leaves[i << depth ..]`).
+    fn expand<R: RngCore + CryptoRng>(
+        &self,
+        params: &SilentParams,
+        tweaks: ggm::Tweaks,
+        leaves: &mut [u128],
+        rng: &mut R,
+    ) -> Trees {
+        let roots: Zeroizing<Vec<u128>> =
+            Zeroizing::new((0..params.trees).map(|_| rng.gen()).collect());
+        let sums = run(&self.config, || {
+            ggm::sender_expand(&roots, params.depth, tweaks, leaves)
+        });
+        let leaf_sums = leaves
+            .chunks(1 << params.depth)
+            .map(|tree| tree.iter().fold(0, |a, x| a ^ x))
+            .collect();
+        Trees {
+            roots,
+            sums: Zeroizing::new(sums),
+            leaf_sums: Zeroizing::new(leaf_sums),
+        }
+    }
+
+    /// Sends one part's expanded `trees`, each level's sums masked by the
+    /// random-OT messages of `keys` (which start at the part's base
+    /// correlations), each tree's leaf sum by its noise share.
+    async fn send_trees(
         &mut self,
         ch: &mut Channel,
         params: &SilentParams,
-        tweaks: ggm::Tweaks,
         keys: Keys<'_>,
-        leaves: &mut [u128],
-        rng: &mut R,
-    ) -> Result<(Zeroizing<Vec<u128>>, Duration), OtError> {
-        let (trees, depth) = (params.trees, params.depth);
-        let roots: Zeroizing<Vec<u128>> = Zeroizing::new((0..trees).map(|_| rng.gen()).collect());
-        let mut spent = Duration::ZERO;
-        let sums = timed(&mut spent, || {
-            run(&self.config, || {
-                ggm::sender_expand(&roots, depth, tweaks, leaves)
-            })
-        });
+        trees: &Trees,
+    ) -> Result<(), OtError> {
+        let depth = params.depth;
         let (m0, m1) = (keys.m0, keys.m1);
-        let shares = &keys.q[trees * depth..];
-        let mut blocks = Vec::with_capacity(trees * (2 * depth + 1));
-        for (i, tree) in leaves.chunks(1 << depth).enumerate() {
+        let shares = &keys.q[params.trees * depth..];
+        let mut blocks = Vec::with_capacity(params.trees * (2 * depth + 1));
+        for (i, leaf_sum) in trees.leaf_sums.iter().enumerate() {
             for ot in i * depth..(i + 1) * depth {
-                let [left, right] = sums[ot];
+                let [left, right] = trees.sums[ot];
                 blocks.extend([left ^ m0[ot], right ^ m1[ot]]);
             }
             let per = params.noise.share_ots();
@@ -242,7 +324,7 @@ impl SilentSender {
                 Noise::Bit => self.delta(),
                 Noise::Field { .. } => pack_share(&shares[i * per..(i + 1) * per]),
             };
-            blocks.push(tree.iter().fold(share, |a, x| a ^ x));
+            blocks.push(share ^ leaf_sum);
         }
         #[cfg(test)]
         if let Some(i) = self.tamper.take() {
@@ -253,6 +335,39 @@ impl SilentSender {
             blocks,
         };
         ch.send_msg(&message).await?;
-        Ok((roots, spent))
+        Ok(())
+    }
+}
+
+/// One part's GGM trees as the sender expanded them: what it sends once
+/// the part's base correlations have run.
+struct Trees {
+    roots: Zeroizing<Vec<u128>>,
+    /// Each tree's level sums, `[left, right]` per level, tree-major.
+    sums: Zeroizing<Vec<[u128; 2]>>,
+    /// Each tree's leaves added up.
+    leaf_sums: Zeroizing<Vec<u128>>,
+}
+
+/// A VOLE extension the sender made ahead ([`SilentSender::prepare_vole`]):
+/// its `B` and the trees still to send.
+pub struct PreparedVole {
+    shape: SilentParams,
+    trees: Trees,
+    b: Zeroizing<Vec<u128>>,
+    bits: u32,
+    /// Where the preparation's time went.
+    times: Times,
+}
+
+impl PreparedVole {
+    /// Correlations it makes.
+    pub fn count(&self) -> usize {
+        self.b.len()
+    }
+
+    /// Bits of the receiver's `c`.
+    pub fn bits(&self) -> u32 {
+        self.bits
     }
 }

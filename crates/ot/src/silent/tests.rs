@@ -5,6 +5,7 @@ use psikit_transport::{Channel, Limits};
 use rand::rngs::OsRng;
 
 use super::receiver::{CotOutput, Prepared, SmallVoleOutput, VoleOutput};
+use super::sender::PreparedVole;
 use super::*;
 use crate::error::OtError;
 use crate::ext::{ExtConfig, Security};
@@ -232,7 +233,9 @@ async fn extensions_say_where_their_time_went() {
 /// sender's `b` and `Δ`, the receiver's outputs.
 /// The runs' small VOLEs at both roles; with `ahead`, the receiver
 /// prepares the first three runs' noise before it starts the first
-/// ([`SilentReceiver::prepare_small_vole`]) and starts the rest as usual.
+/// ([`SilentReceiver::prepare_small_vole`]) and starts the rest as usual,
+/// and a semi-honest sender its first runs of one part
+/// ([`SilentSender::prepare_vole`]).
 async fn small_voles(
     security: Security,
     runs: &[(usize, u32)],
@@ -244,9 +247,25 @@ async fn small_voles(
     let sender = tokio::spawn(async move {
         let mut s =
             SilentSender::setup(&mut a, &sid, security, ExtConfig::default(), &mut OsRng).await?;
+        // A semi-honest sender prepares its leading one-part runs.
+        let prepared: Vec<PreparedVole> = match ahead && security == Security::SemiHonest {
+            true => owned
+                .iter()
+                .take_while(|&&(count, _)| params::parts(count).len() == 1)
+                .map(|&(count, bits)| s.prepare_vole(count, bits, &mut OsRng))
+                .collect::<Result<_, _>>()?,
+            false => Vec::new(),
+        };
+        let mut prepared = prepared.into_iter();
         let mut outs = Vec::new();
         for (count, bits) in owned {
-            outs.push(s.vole(&mut a, count, bits, &mut OsRng).await?);
+            outs.push(match prepared.next() {
+                Some(p) => {
+                    assert_eq!((p.count(), p.bits()), (count, bits));
+                    s.finish_prepared(&mut a, p).await?
+                }
+                None => s.vole(&mut a, count, bits, &mut OsRng).await?,
+            });
         }
         Ok::<_, OtError>((s.delta(), outs))
     });
@@ -331,5 +350,34 @@ async fn small_voles_take_one_to_eight_bits() {
             matches!(got, Err(OtError::InvalidArgument(_))),
             "{bits} bits"
         );
+    }
+}
+
+#[tokio::test]
+async fn only_semi_honest_extensions_of_one_part_are_prepared_ahead() {
+    for (security, count, ok) in [
+        (Security::SemiHonest, params::MAX_PART, true),
+        (Security::SemiHonest, params::MAX_PART + 1, false),
+        (Security::Malicious, 1000, false),
+    ] {
+        let (mut x, mut y) = Channel::memory_pair(Limits::default());
+        let sid = SessionId::new(b"prepared refusals");
+        let receiver = tokio::spawn(async move {
+            let cfg = ExtConfig::default();
+            SilentReceiver::setup(&mut y, &sid, security, cfg, &mut OsRng).await
+        });
+        let cfg = ExtConfig::default();
+        let mut s = SilentSender::setup(&mut x, &sid, security, cfg, &mut OsRng)
+            .await
+            .expect("sender setup");
+        receiver
+            .await
+            .expect("receiver task")
+            .expect("receiver setup");
+        let got = s.prepare_vole(count, 4, &mut OsRng);
+        match ok {
+            true => assert_eq!(got.expect("prepared").count(), count),
+            false => assert!(matches!(got, Err(OtError::InvalidArgument(_)))),
+        }
     }
 }

@@ -75,7 +75,8 @@ pub(super) async fn run_receiver(
 
     let (f, times) = opprf::oprf_receive(ch, pending, &okvs, &bin_keys, bits).await?;
     phases.silent += times;
-    let prepared = prepare_ahead(cfg, &mut vole, m, ell)?;
+    let mut silent = Side::SilentReceiver(vole);
+    let prepared = prepare_ahead(cfg, &mut silent, m, ell)?;
     let k_s = usize::from(peer.value_columns);
     let programmed = opprf::receive_program(ch, &bin_keys, &f, capacity, ell, k_s, sigma).await?;
     drop((f, bin_keys));
@@ -88,7 +89,7 @@ pub(super) async fn run_receiver(
         &sid,
         programmed.tags,
         ell,
-        Side::SilentReceiver(vole),
+        silent,
         prepared,
         &mut meter,
         &mut phases,

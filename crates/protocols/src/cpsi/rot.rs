@@ -22,7 +22,7 @@
 use std::collections::VecDeque;
 
 use psikit_ot::aes_hash;
-use psikit_ot::silent::{Pending, Prepared, SilentReceiver, SilentSender, Times};
+use psikit_ot::silent::{Pending, Prepared, PreparedVole, SilentReceiver, SilentSender, Times};
 use psikit_ot::{
     BaseReceiverOutput, BaseSenderOutput, ChoiceBits, ExtConfig, OtExtReceiver, OtExtSender,
     Security, SessionId, BASE_OTS,
@@ -167,9 +167,9 @@ pub struct Rots {
     config: ExtConfig,
     forward: Side,
     reverse: Option<Side>,
-    /// A silent receiver's next small VOLEs, prepared ahead
-    /// ([`prepare_chunks`]): the forward pipeline's first chunks.
-    prepared: VecDeque<Prepared>,
+    /// The next small VOLEs, prepared ahead ([`prepare_chunks`]): the
+    /// forward pipeline's first chunks.
+    prepared: Ahead,
     /// Where the silent extensions' time went, summed.
     times: Times,
 }
@@ -201,19 +201,19 @@ impl Rots {
             config: config.clone(),
             forward,
             reverse: None,
-            prepared: VecDeque::new(),
+            prepared: Ahead::default(),
             times: Times::default(),
         }
     }
 
-    /// Hands over small VOLEs a silent receiver prepared ahead for the
-    /// first chunks of its next forward pipeline ([`prepare_chunks`]).
-    pub fn use_prepared(&mut self, prepared: VecDeque<Prepared>) {
+    /// Hands over small VOLEs this party prepared ahead for the first
+    /// chunks of its next forward pipeline ([`prepare_chunks`]).
+    pub fn use_prepared(&mut self, prepared: Ahead) {
         self.prepared = prepared;
     }
 
     /// Refuses a forward extension other than the prepared ones while they
-    /// wait: the sender numbers extensions in the order they start.
+    /// wait: both parties number extensions in the order they start.
     fn nothing_prepared(&self) -> Result<(), Error> {
         match self.prepared.is_empty() {
             true => Ok(()),
@@ -378,7 +378,10 @@ impl Rots {
     ) -> Result<(), Error> {
         let chunks = chunks_of(jobs);
         if let Side::SilentReceiver(r) = &mut self.forward {
-            let prepared = &mut self.prepared;
+            let prepared = match &mut self.prepared {
+                Ahead::Received(prepared) => prepared,
+                Ahead::Sent(_) => return Err(Error::Internal("a sender's prepared VOLEs")),
+            };
             let mut to_start = chunks.iter();
             let mut started = VecDeque::with_capacity(AHEAD);
             for &(_, n, small) in to_start.by_ref().take(AHEAD) {
@@ -416,12 +419,27 @@ impl Rots {
             return self.nothing_prepared();
         }
         for (job, n, small) in chunks {
-            sink(
-                job,
-                want(self.forward.run(ch, n, small, &mut self.times).await?)?,
-            );
+            let made = match self.next_sent(n, small)? {
+                Some(p) => self.forward.finish_prepared(ch, p, &mut self.times).await?,
+                None => self.forward.run(ch, n, small, &mut self.times).await?,
+            };
+            sink(job, want(made)?);
         }
-        Ok(())
+        self.nothing_prepared()
+    }
+
+    /// The sender's next prepared small VOLE, which must be the extension
+    /// of `n` asked for, if any is left.
+    fn next_sent(&mut self, n: usize, small: Option<u32>) -> Result<Option<PreparedVole>, Error> {
+        let Ahead::Sent(prepared) = &mut self.prepared else {
+            return Ok(None);
+        };
+        match prepared.pop_front() {
+            Some(p) if (Some(p.bits()), p.count()) != (small, n) => {
+                Err(Error::Internal("a prepared small VOLE out of order"))
+            }
+            next => Ok(next),
+        }
     }
 
     /// Where this party's silent extensions spent their time so far.
@@ -442,6 +460,38 @@ const AHEAD: usize = 2;
 /// up to 2 MiB of noise code each, so 64 MiB at most whatever the run.
 const MOST_PREPARED: usize = 32;
 
+/// Most small VOLEs a silent sender prepares ahead ([`prepare_chunks`]):
+/// each holds its 32 MiB `B` until used. Its work fills the sender's wait
+/// for the masked table only up to that wait: past it, it delays the
+/// hint, and the comparison it leaves is the receiver's as much as the
+/// sender's, so nothing is won back (at 2^20, 2-4 chunks were 4-7% faster
+/// than none, 9 and 13 chunks 20-40% slower).
+const MOST_SENT_AHEAD: usize = 3;
+
+/// Small VOLEs a silent party made ahead for the first chunks of its next
+/// forward pipeline ([`prepare_chunks`]).
+pub enum Ahead {
+    /// The receiver's: its noise drawn and encoded.
+    Received(VecDeque<Prepared>),
+    /// The sender's: trees expanded and `B` encoded.
+    Sent(VecDeque<PreparedVole>),
+}
+
+impl Default for Ahead {
+    fn default() -> Self {
+        Ahead::Received(VecDeque::new())
+    }
+}
+
+impl Ahead {
+    fn is_empty(&self) -> bool {
+        match self {
+            Ahead::Received(p) => p.is_empty(),
+            Ahead::Sent(p) => p.is_empty(),
+        }
+    }
+}
+
 /// `jobs` (each a count and what to make) cut into the pipeline's chunks
 /// of at most [`CHUNK`]: (job, count, small VOLE bits).
 fn chunks_of(jobs: &[(usize, Option<u32>)]) -> Vec<(usize, usize, Option<u32>)> {
@@ -458,21 +508,31 @@ fn small_jobs(jobs: &[(usize, u32)]) -> Vec<(usize, Option<u32>)> {
     jobs.iter().map(|&(n, bits)| (n, Some(bits))).collect()
 }
 
-/// The small VOLEs of the first [`MOST_PREPARED`] chunks of a forward
-/// pipeline of small-VOLE `jobs` ([`Rots::forward_small_chunks`]),
-/// prepared by a silent receiver ahead for [`Rots::use_prepared`]: their
-/// noise drawn and encoded, the part of the receiver's work in a chunk
-/// that needs nothing from the sender (and no message). Nothing else may
-/// start on `r` in between.
-pub fn prepare_chunks(
-    r: &mut SilentReceiver,
-    jobs: &[(usize, u32)],
-) -> Result<VecDeque<Prepared>, Error> {
-    chunks_of(&small_jobs(jobs))
-        .into_iter()
-        .take(MOST_PREPARED)
-        .map(|(job, n, _)| Ok(r.prepare_small_vole(n, jobs[job].1, &mut OsRng)?))
-        .collect()
+/// The small VOLEs of the first chunks of a forward pipeline of
+/// small-VOLE `jobs` ([`Rots::forward_small_chunks`]), prepared ahead for
+/// [`Rots::use_prepared`] by a silent party: the part of its work in a
+/// chunk that needs nothing from the peer (and no message). A receiver
+/// draws and encodes the noise of up to [`MOST_PREPARED`]; a sender
+/// expands the trees and encodes `B` of up to [`MOST_SENT_AHEAD`]. Nothing
+/// else may start on `side` in between; other sides prepare nothing.
+pub fn prepare_chunks(side: &mut Side, jobs: &[(usize, u32)]) -> Result<Ahead, Error> {
+    let chunks = chunks_of(&small_jobs(jobs)).into_iter();
+    let bits = |job: usize| jobs[job].1;
+    Ok(match side {
+        Side::SilentReceiver(r) => Ahead::Received(
+            chunks
+                .take(MOST_PREPARED)
+                .map(|(job, n, _)| r.prepare_small_vole(n, bits(job), &mut OsRng))
+                .collect::<Result<_, _>>()?,
+        ),
+        Side::SilentSender(s) => Ahead::Sent(
+            chunks
+                .take(MOST_SENT_AHEAD)
+                .map(|(job, n, _)| s.prepare_vole(n, bits(job), &mut OsRng))
+                .collect::<Result<_, _>>()?,
+        ),
+        Side::IknpSender(_) | Side::IknpReceiver(_) => Ahead::default(),
+    })
 }
 
 /// What one extension made: random OTs, or small VOLEs.
@@ -534,6 +594,26 @@ impl Side {
             true => Side::IknpSender(OtExtSender::setup(ch, sid, s, c, &mut OsRng).await?),
             false => Side::IknpReceiver(OtExtReceiver::setup(ch, sid, s, c, &mut OsRng).await?),
         })
+    }
+
+    /// A silent sender's [`PreparedVole`], finished: its small VOLEs.
+    async fn finish_prepared(
+        &mut self,
+        ch: &mut Channel,
+        prepared: PreparedVole,
+        times: &mut Times,
+    ) -> Result<Made, Error> {
+        let Side::SilentSender(s) = self else {
+            return Err(Error::Internal("a prepared VOLE at a silent receiver"));
+        };
+        let bits = prepared.bits();
+        let b = s.finish_prepared(ch, prepared).await?;
+        *times += s.last_times();
+        Ok(Made::Small(SmallChunk::Sent {
+            b,
+            delta: s.delta(),
+            bits,
+        }))
     }
 
     /// `n` random OTs, or small VOLEs of `small` bits (silent only); a

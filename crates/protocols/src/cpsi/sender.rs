@@ -14,8 +14,8 @@ use super::outcome::{check_opened, outcome, Meter, Outcome, Output, Phases, Shar
 use super::rng::rng;
 use super::rot::Side;
 use super::steps::{
-    aggregate, compare, hello, session_id, Finish, STAGE_COMPARE, STAGE_HASHING, STAGE_OPPRF,
-    STAGE_RESULT,
+    aggregate, compare, hello, prepare_ahead, session_id, Finish, STAGE_COMPARE, STAGE_HASHING,
+    STAGE_OPPRF, STAGE_RESULT,
 };
 use super::vocabulary::{App, Role};
 use crate::common::Progress;
@@ -67,6 +67,10 @@ pub(super) async fn run_sender(
     phases.hashing = meter.mark(ch);
     progress.stage(STAGE_OPPRF, None);
 
+    // The comparison's first small VOLEs while the receiver encodes its
+    // masked table.
+    let mut silent = Side::SilentSender(vole);
+    let prepared = prepare_ahead(cfg, &mut silent, m, ell)?;
     let key = opprf::oprf_send(ch, oprf, okvs).await?;
     let mut rng = rng()?;
     let tag_mask = (1u128 << ell) - 1;
@@ -111,8 +115,8 @@ pub(super) async fn run_sender(
         &sid,
         tags,
         ell,
-        Side::SilentSender(vole),
-        Default::default(),
+        silent,
+        prepared,
         &mut meter,
         &mut phases,
     )

@@ -3,9 +3,6 @@
 //! module docs) and the aggregates on the membership shares. The roles'
 //! own steps are `sender.rs` and `receiver.rs`.
 
-use std::collections::VecDeque;
-
-use psikit_ot::silent::{Prepared, SilentReceiver};
 use psikit_ot::SessionId;
 use psikit_transport::Channel;
 
@@ -59,31 +56,31 @@ pub(super) struct Compared {
     pub(super) triples: gmw::Triples,
 }
 
-/// The receiver's first small VOLEs of [`compare`] on silent OT, prepared
-/// while it waits for the sender's hint: their noise drawn and encoded
-/// ([`rot::prepare_chunks`]), the part of each chunk that needs nothing
-/// from the sender. Nothing is sent, so the messages keep their order;
-/// `vole` must start nothing else before `compare`.
+/// The first small VOLEs of [`compare`] on silent OT, prepared while this
+/// party waits on its peer ([`rot::prepare_chunks`]): the receiver's noise
+/// while it waits for the hint, the sender's trees and `B` while it waits
+/// for the masked table. Nothing is sent, so the messages keep their
+/// order; `silent` must start nothing else before `compare`.
 pub(super) fn prepare_ahead(
     cfg: &CpsiConfig,
-    vole: &mut SilentReceiver,
+    silent: &mut rot::Side,
     m: usize,
     ell: u32,
-) -> Result<VecDeque<Prepared>, Error> {
+) -> Result<rot::Ahead, Error> {
     let params = cfg.epc.params(ell, m, cfg.statistical_bits)?;
     let bits = params.as_ref().map_or(ell, |p| p.ell_c());
     let equality = Equality::of(cfg.ot, params.is_some());
     if cfg.ot != OtKind::Silent || equality != Equality::Leaves {
-        return Ok(VecDeque::new());
+        return Ok(rot::Ahead::default());
     }
     let needed = triples_needed(cfg, equality, m, bits);
-    rot::prepare_chunks(vole, &leaves::small_jobs(m, bits, needed))
+    rot::prepare_chunks(silent, &leaves::small_jobs(m, bits, needed))
 }
 
 /// Steps 3 and 4 at either party (the sender leads): EPC of the `ell`-bit
 /// tags when on, then the AND triples and the equality circuit. `silent`
 /// is the OPRF's silent session, reused for the forward random OTs, with
-/// the receiver's `prepared` small VOLEs ([`prepare_ahead`]).
+/// the small VOLEs `prepared` on it ([`prepare_ahead`]).
 #[allow(clippy::too_many_arguments)]
 pub(super) async fn compare(
     ch: &mut Channel,
@@ -92,7 +89,7 @@ pub(super) async fn compare(
     tags: Vec<u128>,
     ell: u32,
     silent: rot::Side,
-    prepared: VecDeque<Prepared>,
+    prepared: rot::Ahead,
     meter: &mut Meter,
     phases: &mut Phases,
 ) -> Result<Compared, Error> {
